@@ -1,0 +1,77 @@
+# The two commands a newcomer needs are `make run` and `make test`; both
+# install what they need (Go modules, pi and Node 22 through npm ci).
+
+GO      ?= go
+NPM     ?= npm
+GOBIN   := $(CURDIR)/bin/tools
+export PATH := $(GOBIN):$(PATH)
+
+# Linters, pinned: staticcheck for Go 1.26, workflowcheck for determinism.
+STATICCHECK_VERSION   := v0.8.2
+WORKFLOWCHECK_VERSION := v0.6.0
+
+# npm ci writes this file; it is newer than the lockfile once installed.
+PI_STAMP := extension/node_modules/.package-lock.json
+
+# Arguments for `make run`, e.g. make run ARGS="--port 17233".
+ARGS ?=
+
+.PHONY: all build run test test-go lint vet fmt staticcheck workflowcheck bench deps pi tools clean
+
+all: build
+
+## build: compile bin/subagents
+build:
+	$(GO) build -o bin/subagents ./cmd/subagents
+
+## deps: Go modules and pi (with Node 22) from the lockfile
+deps: pi
+	$(GO) mod download
+
+pi: $(PI_STAMP)
+
+$(PI_STAMP): extension/package.json extension/package-lock.json
+	cd extension && $(NPM) ci --no-audit --no-fund
+	@touch $(PI_STAMP)
+
+## run: the service: embedded durable Temporal, its UI and a worker
+run: deps build
+	./bin/subagents dev $(ARGS)
+
+## test: everything: lint, the workflow and activity packages under -race, all tests
+test: deps lint test-go
+
+test-go:
+	$(GO) test -race ./activities/... ./workflows/...
+	$(GO) test ./...
+
+## lint: go vet, gofmt, staticcheck, workflowcheck
+lint: vet fmt staticcheck workflowcheck
+
+vet:
+	$(GO) vet ./...
+
+fmt:
+	@out=$$(find . -name '*.go' -not -path './extension/node_modules/*' -not -path './bin/*' | xargs gofmt -l); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+tools: $(GOBIN)/staticcheck $(GOBIN)/workflowcheck
+
+$(GOBIN)/staticcheck:
+	GOBIN=$(GOBIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+$(GOBIN)/workflowcheck:
+	GOBIN=$(GOBIN) $(GO) install go.temporal.io/sdk/contrib/tools/workflowcheck@$(WORKFLOWCHECK_VERSION)
+
+staticcheck: $(GOBIN)/staticcheck
+	staticcheck ./...
+
+workflowcheck: $(GOBIN)/workflowcheck
+	workflowcheck ./workflows/...
+
+## bench: benchmarks, figures into BENCHMARKS.md
+bench:
+	@echo "no benchmarks yet: they arrive with [bench+reliability]"
+
+clean:
+	rm -rf bin

@@ -1,0 +1,206 @@
+package activities
+
+import (
+	"encoding/json"
+	"strings"
+)
+
+// Usage is token usage and cost summed over a run's assistant messages, in
+// the shape seed 004's SingleResult uses.
+type Usage struct {
+	Input      int64   `json:"input"`
+	Output     int64   `json:"output"`
+	CacheRead  int64   `json:"cacheRead"`
+	CacheWrite int64   `json:"cacheWrite"`
+	Cost       float64 `json:"cost"`
+	Turns      int     `json:"turns"`
+}
+
+// Add returns the sum of u and v.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{
+		Input: u.Input + v.Input, Output: u.Output + v.Output,
+		CacheRead: u.CacheRead + v.CacheRead, CacheWrite: u.CacheWrite + v.CacheWrite,
+		Cost: u.Cost + v.Cost, Turns: u.Turns + v.Turns,
+	}
+}
+
+// ToolRow is one tool call of a run, for progress display.
+type ToolRow struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Args is a short preview of the arguments.
+	Args string `json:"args"`
+	// Status is running, ok or error.
+	Status string `json:"status"`
+}
+
+// Finalize is the child's subagent_finalize call.
+type Finalize struct {
+	Status string `json:"status"`
+	Result string `json:"result,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+// FinalizeToolName is the tool a child calls to hand back its result.
+const FinalizeToolName = "subagent_finalize"
+
+// argsPreviewChars bounds a tool row's argument preview: enough to recognise
+// a path or a command, small enough for heartbeats and history.
+const argsPreviewChars = 120
+
+// Stream folds pi's --mode json event stream into what a run produced. Feed
+// it one line at a time; unknown event types are ignored, as pi's docs ask.
+type Stream struct {
+	SessionID string
+	// FinalText is the text of the last assistant message.
+	FinalText string
+	// StopReason and ErrorMessage are those of the last assistant message.
+	StopReason   string
+	ErrorMessage string
+	Usage        Usage
+	ToolRows     []ToolRow
+	// Finalize is the first successful subagent_finalize, or nil.
+	Finalize *Finalize
+	// Settled is true once agent_settled arrived: pi has no work left.
+	Settled bool
+	// Events counts the records read; BadLines those that were not JSON.
+	Events   int
+	BadLines int
+
+	argsByCall map[string]json.RawMessage
+}
+
+type event struct {
+	Type       string          `json:"type"`
+	ID         string          `json:"id"`
+	Message    *message        `json:"message"`
+	ToolCallID string          `json:"toolCallId"`
+	ToolName   string          `json:"toolName"`
+	Args       json.RawMessage `json:"args"`
+	IsError    bool            `json:"isError"`
+}
+
+type message struct {
+	Role         string          `json:"role"`
+	Content      json.RawMessage `json:"content"`
+	StopReason   string          `json:"stopReason"`
+	ErrorMessage string          `json:"errorMessage"`
+	Usage        *struct {
+		Input      int64 `json:"input"`
+		Output     int64 `json:"output"`
+		CacheRead  int64 `json:"cacheRead"`
+		CacheWrite int64 `json:"cacheWrite"`
+		Cost       struct {
+			Total float64 `json:"total"`
+		} `json:"cost"`
+	} `json:"usage"`
+}
+
+// text returns the message's text blocks joined; thinking and tool calls
+// are not text.
+func (m *message) text() string {
+	var s string
+	if json.Unmarshal(m.Content, &s) == nil {
+		return s
+	}
+	var blocks []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(m.Content, &blocks) != nil {
+		return ""
+	}
+	var parts []string
+	for _, b := range blocks {
+		if b.Type == "text" && b.Text != "" {
+			parts = append(parts, b.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// Apply folds one JSONL record into the stream's state.
+func (s *Stream) Apply(line []byte) {
+	line = trimCR(line)
+	if len(line) == 0 {
+		return
+	}
+	var ev event
+	if err := json.Unmarshal(line, &ev); err != nil {
+		s.BadLines++
+		return
+	}
+	s.Events++
+	switch ev.Type {
+	case "session":
+		s.SessionID = ev.ID
+	case "message_end":
+		if ev.Message == nil || ev.Message.Role != "assistant" {
+			return
+		}
+		m := ev.Message
+		s.FinalText = m.text()
+		s.StopReason = m.StopReason
+		s.ErrorMessage = m.ErrorMessage
+		if m.Usage != nil {
+			s.Usage = s.Usage.Add(Usage{
+				Input: m.Usage.Input, Output: m.Usage.Output,
+				CacheRead: m.Usage.CacheRead, CacheWrite: m.Usage.CacheWrite,
+				Cost: m.Usage.Cost.Total, Turns: 1,
+			})
+		}
+	case "tool_execution_start":
+		if s.argsByCall == nil {
+			s.argsByCall = map[string]json.RawMessage{}
+		}
+		s.argsByCall[ev.ToolCallID] = ev.Args
+		s.ToolRows = append(s.ToolRows, ToolRow{
+			ID: ev.ToolCallID, Name: ev.ToolName, Args: preview(ev.Args), Status: "running",
+		})
+	case "tool_execution_end":
+		status := "ok"
+		if ev.IsError {
+			status = "error"
+		}
+		for i := len(s.ToolRows) - 1; i >= 0; i-- {
+			if s.ToolRows[i].ID == ev.ToolCallID {
+				s.ToolRows[i].Status = status
+				break
+			}
+		}
+		if ev.ToolName == FinalizeToolName && !ev.IsError && s.Finalize == nil {
+			var f Finalize
+			if json.Unmarshal(s.argsByCall[ev.ToolCallID], &f) == nil {
+				s.Finalize = &f
+			}
+		}
+		delete(s.argsByCall, ev.ToolCallID)
+	case "agent_settled":
+		s.Settled = true
+	}
+}
+
+// Failed reports whether the run's last assistant message ended in a provider
+// error or an abort. pi exits 0 in that case, so the exit code cannot tell.
+func (s *Stream) Failed() bool {
+	return s.StopReason == "error" || s.StopReason == "aborted"
+}
+
+func trimCR(b []byte) []byte {
+	if n := len(b); n > 0 && b[n-1] == '\n' {
+		b = b[:n-1]
+	}
+	if n := len(b); n > 0 && b[n-1] == '\r' {
+		b = b[:n-1]
+	}
+	return b
+}
+
+func preview(raw json.RawMessage) string {
+	s := strings.Join(strings.Fields(string(raw)), " ")
+	if r := []rune(s); len(r) > argsPreviewChars {
+		return string(r[:argsPreviewChars-1]) + "…"
+	}
+	return s
+}

@@ -1,0 +1,180 @@
+// Package e2e holds the end-to-end tests: a real embedded Temporal server, our
+// worker, real pi from the lockfile and the project's scripted model. They
+// share this one harness.
+package e2e
+
+import (
+	"context"
+	"flag"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	sdkclient "go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+
+	"github.com/durable-pi/subagents/internal/scriptedmodel"
+	"github.com/durable-pi/subagents/worker"
+	"github.com/durable-pi/subagents/worker/devserver"
+	"github.com/durable-pi/subagents/workflows"
+)
+
+// testTimeout bounds one test's waits: a cold pi start plus a few turns take
+// a few seconds here; a minute leaves room for a loaded CI machine.
+const testTimeout = time.Minute
+
+// shared is the embedded server most tests use, each on its own task queue.
+var shared struct {
+	server *devserver.Server
+	client sdkclient.Client
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	flag.Parse()
+	logger := testLogger()
+	srv, err := devserver.Start(context.Background(), devserver.Options{
+		Port:             freePort(),
+		UIPort:           -1,
+		Ephemeral:        true,
+		SearchAttributes: workflows.SearchAttributes(),
+		Logger:           logger,
+	})
+	if err != nil {
+		logger.Error("start the shared embedded server", "error", err)
+		return 1
+	}
+	defer srv.Stop()
+	c, err := dial(srv)
+	if err != nil {
+		logger.Error("dial the shared embedded server", "error", err)
+		return 1
+	}
+	defer c.Close()
+	shared.server, shared.client = srv, c
+	return m.Run()
+}
+
+// testLogger writes to stderr only with -v, so failures stay readable.
+func testLogger() *slog.Logger {
+	var w io.Writer = io.Discard
+	if testing.Verbose() {
+		w = os.Stderr
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+func dial(srv *devserver.Server) (sdkclient.Client, error) {
+	return sdkclient.Dial(sdkclient.Options{
+		HostPort:  srv.FrontendAddress(),
+		Namespace: srv.Namespace(),
+		Logger:    sdklog.NewStructuredLogger(testLogger()),
+	})
+}
+
+func freePort() int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// env is one test's world: a scripted model, a pi config dir pointing at it,
+// a data dir, and a task queue of its own.
+type env struct {
+	t         *testing.T
+	model     *scriptedmodel.Server
+	agentDir  string
+	dataDir   string
+	workDir   string
+	taskQueue string
+	pi        worker.Pi
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	model, err := scriptedmodel.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = model.Close() })
+	root := t.TempDir()
+	e := &env{
+		t:         t,
+		model:     model,
+		agentDir:  filepath.Join(root, "pi-agent"),
+		dataDir:   filepath.Join(root, "data"),
+		workDir:   filepath.Join(root, "work"),
+		taskQueue: "e2e-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")),
+		pi:        findPi(t),
+	}
+	if err := model.WritePiAgentDir(e.agentDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(e.workDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// findPi finds the pi that `npm ci` installed in this source tree.
+func findPi(t *testing.T) worker.Pi {
+	t.Helper()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	pi, err := worker.FindPi(ctx, worker.PiLookup{TreeRoots: []string{root}})
+	if err != nil {
+		t.Fatalf("pi from the lockfile: %v (run `make test`, which runs npm ci)", err)
+	}
+	return pi
+}
+
+func (e *env) workerConfig() worker.Config {
+	return worker.Config{
+		TaskQueue: e.taskQueue,
+		DataDir:   e.dataDir,
+		Pi:        e.pi,
+		ChildEnv:  scriptedmodel.PiEnv(e.agentDir),
+	}
+}
+
+// startWorker runs a worker on c until the test ends or stop is called.
+func (e *env) startWorker(c sdkclient.Client) (stop func()) {
+	e.t.Helper()
+	w, err := worker.New(c, e.workerConfig())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := w.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	var stopped bool
+	stop = func() {
+		if !stopped {
+			stopped = true
+			w.Stop()
+		}
+	}
+	e.t.Cleanup(stop)
+	return stop
+}
+
+func (e *env) ctx() context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	e.t.Cleanup(cancel)
+	return ctx
+}

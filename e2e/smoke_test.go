@@ -1,0 +1,166 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	sdkclient "go.temporal.io/sdk/client"
+
+	"github.com/durable-pi/subagents/internal/scriptedmodel"
+	"github.com/durable-pi/subagents/worker/devserver"
+	"github.com/durable-pi/subagents/workflows"
+)
+
+func (e *env) sessionInput(prompt string) workflows.SessionInput {
+	return workflows.SessionInput{
+		SessionID: uuid.NewString(),
+		Agent:     "smoke",
+		Prompt:    prompt,
+		Cwd:       e.workDir,
+		Model:     scriptedmodel.ModelRef,
+	}
+}
+
+func (e *env) startSession(c sdkclient.Client, in workflows.SessionInput) sdkclient.WorkflowRun {
+	e.t.Helper()
+	run, err := c.ExecuteWorkflow(e.ctx(), sdkclient.StartWorkflowOptions{
+		ID:        in.SessionID,
+		TaskQueue: e.taskQueue,
+	}, workflows.SessionWorkflowName, in)
+	if err != nil {
+		e.t.Fatalf("start session: %v", err)
+	}
+	return run
+}
+
+// TestSmokeRealPiThroughTemporal runs one session workflow whose activity
+// runs the real pi against the scripted model, and checks what came back and
+// what the model was sent.
+func TestSmokeRealPiThroughTemporal(t *testing.T) {
+	e := newEnv(t)
+	e.model.Script("smoke", scriptedmodel.Step{Text: "Hello from the scripted model."})
+	e.startWorker(shared.client)
+
+	in := e.sessionInput("[[script:smoke]] Say hello.")
+	var res workflows.SessionResult
+	if err := e.startSession(shared.client, in).Get(e.ctx(), &res); err != nil {
+		t.Fatalf("session: %v", err)
+	}
+
+	turn := res.Turn
+	if turn.Error != nil {
+		t.Fatalf("turn failed: %+v", turn.Error)
+	}
+	if turn.Output != "Hello from the scripted model." || turn.ExitCode != 0 || turn.StopReason != "stop" {
+		t.Fatalf("turn = output %q exit %d stop %q", turn.Output, turn.ExitCode, turn.StopReason)
+	}
+	if turn.Usage.Turns != 1 || turn.Usage.Input != 100 || turn.Usage.Output != 20 || turn.Usage.Cost <= 0 {
+		t.Fatalf("usage = %+v", turn.Usage)
+	}
+	if _, err := os.Stat(turn.SessionFile); err != nil {
+		t.Fatalf("session file: %v", err)
+	}
+	if !strings.Contains(turn.SessionFile, "smoke_"+in.SessionID+".jsonl") {
+		t.Fatalf("session file %s does not follow <agent>_<sessionId>.jsonl", turn.SessionFile)
+	}
+
+	reqs := e.model.RequestsFor("smoke")
+	if len(reqs) != 1 {
+		t.Fatalf("model saw %d requests, want 1", len(reqs))
+	}
+	r := reqs[0]
+	if r.Path != "/v1/chat/completions" || !r.Parsed.Stream || r.Parsed.Model != scriptedmodel.ModelID {
+		t.Fatalf("request: path %s stream %v model %q", r.Path, r.Parsed.Stream, r.Parsed.Model)
+	}
+	if got := r.Header.Get("Authorization"); got != "Bearer scripted-model-key" {
+		t.Fatalf("Authorization = %q", got)
+	}
+	last := r.Parsed.Messages[len(r.Parsed.Messages)-1]
+	if last.Role != "user" || last.Text() != in.Prompt {
+		t.Fatalf("last message = %s %q, want the prompt", last.Role, last.Text())
+	}
+}
+
+// TestEmbeddedServerIsDurable stops the embedded server and starts it again
+// on the same database file: the finished workflow is still in visibility
+// with its result, and one started before the restart runs to completion.
+func TestEmbeddedServerIsDurable(t *testing.T) {
+	e := newEnv(t)
+	e.model.Script("durable", scriptedmodel.Step{Text: "Survived."})
+	db := t.TempDir() + "/temporal.db"
+
+	start := func() (*devserver.Server, sdkclient.Client) {
+		srv, err := devserver.Start(e.ctx(), devserver.Options{
+			Port: freePort(), UIPort: -1, DBFile: db,
+			SearchAttributes: workflows.SearchAttributes(), Logger: testLogger(),
+		})
+		if err != nil {
+			t.Fatalf("start server on %s: %v", db, err)
+		}
+		c, err := dial(srv)
+		if err != nil {
+			srv.Stop()
+			t.Fatal(err)
+		}
+		return srv, c
+	}
+
+	srv, c := start()
+	stopWorker := e.startWorker(c)
+	finished := e.sessionInput("[[script:durable]] Finish before the restart.")
+	var before workflows.SessionResult
+	if err := e.startSession(c, finished).Get(e.ctx(), &before); err != nil {
+		t.Fatal(err)
+	}
+	stopWorker()
+	// Started with no worker polling: it is still running when the server stops.
+	pending := e.sessionInput("[[script:durable]] Finish after the restart.")
+	e.startSession(c, pending)
+	c.Close()
+	srv.Stop()
+
+	srv, c = start()
+	defer srv.Stop()
+	defer c.Close()
+
+	resp, err := c.ListWorkflow(e.ctx(), &workflowservice.ListWorkflowExecutionsRequest{
+		Query: fmt.Sprintf("WorkflowId = '%s'", finished.SessionID),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Executions) != 1 || resp.Executions[0].Status != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		t.Fatalf("finished workflow after restart: %v", resp.Executions)
+	}
+	var after workflows.SessionResult
+	if err := c.GetWorkflow(e.ctx(), finished.SessionID, "").Get(e.ctx(), &after); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := mustJSON(t, after), mustJSON(t, before); a != b {
+		t.Fatalf("result changed across the restart:\nbefore %s\nafter  %s", b, a)
+	}
+
+	e.startWorker(c)
+	var res workflows.SessionResult
+	if err := c.GetWorkflow(e.ctx(), pending.SessionID, "").Get(e.ctx(), &res); err != nil {
+		t.Fatalf("pending workflow after restart: %v", err)
+	}
+	if res.Turn.Output != "Survived." {
+		t.Fatalf("pending workflow output %q", res.Turn.Output)
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

@@ -1,0 +1,131 @@
+// Package errcode holds the one error type every layer of the service returns:
+// a stable code from DESIGN.md, its category, and a message meant for people.
+//
+// Codes are part of the public contract (tool results, --json envelopes, exit
+// codes), so they never change spelling; messages may.
+package errcode
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code is a stable, machine-readable error code.
+type Code string
+
+// The codes of the seeds, then ours. Keep in step with DESIGN.md.
+const (
+	InvalidInput       Code = "INVALID_INPUT"
+	SubagentsDisabled  Code = "SUBAGENTS_DISABLED"
+	UnknownAgent       Code = "UNKNOWN_AGENT"
+	DepthExceeded      Code = "SUBAGENT_DEPTH_EXCEEDED"
+	Timeout            Code = "SUBAGENT_TIMEOUT"
+	Failed             Code = "SUBAGENT_FAILED"
+	OutputTruncated    Code = "SUBAGENT_OUTPUT_TRUNCATED"
+	SessionNotFound    Code = "SESSION_NOT_FOUND"
+	SessionRunning     Code = "SESSION_RUNNING"
+	FinalizeMissing    Code = "FINALIZE_MISSING"
+	LoopDetected       Code = "LOOP_DETECTED"
+	Cancelled          Code = "CANCELLED"
+	PermissionDenied   Code = "PERMISSION_DENIED"
+	ServiceUnavailable Code = "SERVICE_UNAVAILABLE"
+)
+
+// Category groups codes the way callers branch on them.
+type Category string
+
+// Categories, as DESIGN.md lists them.
+const (
+	CategoryInvalidInput Category = "invalid_input"
+	CategoryNotFound     Category = "not_found"
+	CategoryPermission   Category = "permission"
+	CategoryTimeout      Category = "timeout"
+	CategoryRuntime      Category = "runtime"
+	CategoryUnavailable  Category = "unavailable"
+)
+
+var categories = map[Code]Category{
+	InvalidInput:       CategoryInvalidInput,
+	SubagentsDisabled:  CategoryPermission,
+	UnknownAgent:       CategoryNotFound,
+	DepthExceeded:      CategoryPermission,
+	Timeout:            CategoryTimeout,
+	Failed:             CategoryRuntime,
+	OutputTruncated:    CategoryRuntime,
+	SessionNotFound:    CategoryNotFound,
+	SessionRunning:     CategoryInvalidInput,
+	FinalizeMissing:    CategoryRuntime,
+	LoopDetected:       CategoryRuntime,
+	Cancelled:          CategoryRuntime,
+	PermissionDenied:   CategoryPermission,
+	ServiceUnavailable: CategoryUnavailable,
+}
+
+// All lists every code, in the order DESIGN.md gives them.
+func All() []Code {
+	return []Code{
+		InvalidInput, SubagentsDisabled, UnknownAgent, DepthExceeded, Timeout,
+		Failed, OutputTruncated, SessionNotFound, SessionRunning, FinalizeMissing,
+		LoopDetected, Cancelled, PermissionDenied, ServiceUnavailable,
+	}
+}
+
+// Category returns the code's category; an unknown code is a runtime error.
+func (c Code) Category() Category {
+	if cat, ok := categories[c]; ok {
+		return cat
+	}
+	return CategoryRuntime
+}
+
+// Error is an error with a stable code.
+type Error struct {
+	Code    Code
+	Message string
+	// Err is the underlying cause, if any; it is not part of Error().
+	Err error
+}
+
+// New returns an error with code and message.
+func New(code Code, message string) *Error {
+	return &Error{Code: code, Message: message}
+}
+
+// Errorf returns an error with code and a formatted message. A %w verb wraps
+// its operand as the cause, as with fmt.Errorf.
+func Errorf(code Code, format string, args ...any) *Error {
+	wrapped := fmt.Errorf(format, args...)
+	return &Error{Code: code, Message: wrapped.Error(), Err: errors.Unwrap(wrapped)}
+}
+
+// Wrap returns an error with code whose message is message, caused by err.
+func Wrap(code Code, err error, message string) *Error {
+	return &Error{Code: code, Message: message, Err: err}
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Category returns the error's category.
+func (e *Error) Category() Category { return e.Code.Category() }
+
+// CodeOf returns the code of the first *Error in err's chain, or Failed when
+// there is none: an error nobody classified is a runtime failure.
+func CodeOf(err error) Code {
+	if err == nil {
+		return ""
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return Failed
+}
+
+// Is reports whether err carries code.
+func Is(err error, code Code) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == code
+}

@@ -1,0 +1,530 @@
+// Package scriptedmodel is an OpenAI-compatible chat completions server whose
+// answers are scripted, so tests and the demo can drive real pi runs without a
+// model API key.
+//
+// A conversation picks its script with a marker in a user message:
+//
+//	[[script:NAME]]            a script registered with Server.Script
+//	[[steps:[{...},{...}]]]    an inline JSON array of steps
+//
+// The latest user message that carries a marker selects the script; the
+// number of assistant messages after it selects the step. That makes the
+// server stateless per conversation: many child runs can be driven at once,
+// and a pi session that is resumed (or retried after a crash) replays its
+// messages and lands on the right step again.
+package scriptedmodel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// ProviderName and ModelID are what the pi config written by WritePiAgentDir
+// calls this server; pass ModelRef to pi's --model.
+const (
+	ProviderName = "scripted"
+	ModelID      = "scripted-1"
+	ModelRef     = ProviderName + "/" + ModelID
+)
+
+// ToolCall is one tool call the model makes.
+type ToolCall struct {
+	// ID defaults to a deterministic call_<step>_<n> when empty.
+	ID   string `json:"id,omitempty"`
+	Name string `json:"name"`
+	// Arguments is the JSON text of the arguments; it is streamed in pieces of
+	// Step.ChunkSize bytes, as real providers do.
+	Arguments string `json:"arguments"`
+}
+
+// Usage is the token usage reported in the final chunk.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	CachedTokens     int `json:"cached_tokens,omitempty"`
+}
+
+// Step is one scripted answer.
+type Step struct {
+	Text      string     `json:"text,omitempty"`
+	Reasoning string     `json:"reasoning,omitempty"`
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// Usage defaults to a small fixed usage so that sums can be asserted.
+	Usage *Usage `json:"usage,omitempty"`
+	// FinishReason defaults to "tool_calls" when there are tool calls, else "stop".
+	FinishReason string `json:"finish_reason,omitempty"`
+	// Status, when non-zero, answers with this HTTP status and Body instead.
+	Status int    `json:"status,omitempty"`
+	Body   string `json:"body,omitempty"`
+	// DelayMS waits before answering (headers included).
+	DelayMS int `json:"delay_ms,omitempty"`
+	// Hang never answers; the request ends only when the client goes away
+	// or the server closes.
+	Hang bool `json:"hang,omitempty"`
+	// ChunkSize splits text, reasoning and arguments into chunks of this many
+	// bytes (default 7, so that every value crosses chunk boundaries).
+	ChunkSize int `json:"chunk_size,omitempty"`
+	// Repeat, on the last step of a script, answers every later request of
+	// the conversation with this step too (loops, long-running children).
+	Repeat bool `json:"repeat,omitempty"`
+}
+
+// DefaultUsage is the usage of a step that names none.
+var DefaultUsage = Usage{PromptTokens: 100, CompletionTokens: 20}
+
+// Request is one request the server received, kept for assertions.
+type Request struct {
+	Time    time.Time
+	Method  string
+	Path    string
+	Header  http.Header
+	Body    []byte
+	Parsed  ChatRequest
+	Script  string // the script the request resolved to ("inline" for [[steps:]])
+	StepIdx int    // the step index it resolved to, -1 when none
+}
+
+// ChatRequest is the part of an OpenAI chat completions request the server reads.
+type ChatRequest struct {
+	Model    string        `json:"model"`
+	Stream   bool          `json:"stream"`
+	Messages []ChatMessage `json:"messages"`
+	Tools    []struct {
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	} `json:"tools"`
+}
+
+// ChatMessage is one message of a request. Content is a string or an array
+// of parts; Text flattens either.
+type ChatMessage struct {
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	ToolCallID string          `json:"tool_call_id,omitempty"`
+	ToolCalls  []struct {
+		ID       string `json:"id"`
+		Function struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
+	} `json:"tool_calls,omitempty"`
+}
+
+// Text returns the message's text content, parts joined by newlines.
+func (m ChatMessage) Text() string {
+	var s string
+	if json.Unmarshal(m.Content, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(m.Content, &parts) != nil {
+		return ""
+	}
+	texts := make([]string, 0, len(parts))
+	for _, p := range parts {
+		if p.Text != "" {
+			texts = append(texts, p.Text)
+		}
+	}
+	return strings.Join(texts, "\n")
+}
+
+// Server is a running scripted model.
+type Server struct {
+	listener net.Listener
+	http     *http.Server
+	done     chan struct{} // closed by Close: releases hanging requests
+
+	mu       sync.Mutex
+	scripts  map[string][]Step
+	requests []Request
+	notify   chan struct{} // closed and replaced on every request
+}
+
+// Start listens on a free port of 127.0.0.1 and serves until Close.
+func Start() (*Server, error) {
+	return StartOn("127.0.0.1:0")
+}
+
+// StartOn listens on addr and serves until Close.
+func StartOn(addr string) (*Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("scripted model: listen on %s: %w", addr, err)
+	}
+	s := &Server{
+		listener: ln,
+		done:     make(chan struct{}),
+		scripts:  map[string][]Step{},
+		notify:   make(chan struct{}),
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
+	mux.HandleFunc("GET /v1/models", s.handleModels)
+	// ReadHeaderTimeout bounds a client that connects and sends nothing; the
+	// write side is unbounded on purpose, since Hang and DelayMS hold it open.
+	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = s.http.Serve(ln) }()
+	return s, nil
+}
+
+// URL is the server's base URL, ending in /v1 as pi's baseUrl expects.
+func (s *Server) URL() string { return "http://" + s.listener.Addr().String() + "/v1" }
+
+// Addr is the host:port the server listens on.
+func (s *Server) Addr() string { return s.listener.Addr().String() }
+
+// Close stops the server and ends hanging requests.
+func (s *Server) Close() error {
+	select {
+	case <-s.done:
+		return nil
+	default:
+	}
+	close(s.done)
+	// Hanging handlers only return once done is closed, so a short grace is
+	// enough for them; a client still holding a connection is cut.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := s.http.Shutdown(ctx); err != nil {
+		return s.http.Close()
+	}
+	return nil
+}
+
+// Script registers (or replaces) the steps of a named script.
+func (s *Server) Script(name string, steps ...Step) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.scripts[name] = steps
+}
+
+// Requests returns a copy of every request received so far, oldest first.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.requests...)
+}
+
+// RequestsFor returns the requests that resolved to the named script.
+func (s *Server) RequestsFor(script string) []Request {
+	var out []Request
+	for _, r := range s.Requests() {
+		if r.Script == script {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// WaitForRequests blocks until the server has received at least n requests
+// that match (all requests when match is nil), or ctx ends.
+func (s *Server) WaitForRequests(ctx context.Context, n int, match func(Request) bool) ([]Request, error) {
+	for {
+		s.mu.Lock()
+		var got []Request
+		for _, r := range s.requests {
+			if match == nil || match(r) {
+				got = append(got, r)
+			}
+		}
+		wake := s.notify
+		s.mu.Unlock()
+		if len(got) >= n {
+			return got, nil
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return got, fmt.Errorf("scripted model: %d of %d requests: %w", len(got), n, ctx.Err())
+		}
+	}
+}
+
+var (
+	scriptMarker = regexp.MustCompile(`\[\[script:([A-Za-z0-9_.\-]+)\]\]`)
+	stepsMarker  = regexp.MustCompile(`(?s)\[\[steps:(\[.*?\])\]\]`)
+)
+
+// resolve finds the script and step a conversation is at.
+func (s *Server) resolve(msgs []ChatMessage) (name string, idx int, step Step, err error) {
+	markerAt := -1
+	var steps []Step
+	for i := len(msgs) - 1; i >= 0 && markerAt < 0; i-- {
+		if msgs[i].Role != "user" {
+			continue
+		}
+		text := msgs[i].Text()
+		if m := stepsMarker.FindStringSubmatch(text); m != nil {
+			if err := json.Unmarshal([]byte(m[1]), &steps); err != nil {
+				return "inline", -1, Step{}, fmt.Errorf("bad [[steps:]] JSON: %w", err)
+			}
+			name, markerAt = "inline", i
+		} else if m := scriptMarker.FindStringSubmatch(text); m != nil {
+			s.mu.Lock()
+			var ok bool
+			steps, ok = s.scripts[m[1]]
+			s.mu.Unlock()
+			if !ok {
+				return m[1], -1, Step{}, fmt.Errorf("no script named %q is registered", m[1])
+			}
+			name, markerAt = m[1], i
+		}
+	}
+	if markerAt < 0 {
+		return "", -1, Step{}, errors.New("no [[script:NAME]] or [[steps:[...]]] marker in any user message")
+	}
+	for _, m := range msgs[markerAt+1:] {
+		if m.Role == "assistant" {
+			idx++
+		}
+	}
+	switch {
+	case len(steps) == 0:
+		return name, idx, Step{}, fmt.Errorf("script %q has no steps", name)
+	case idx < len(steps):
+		return name, idx, steps[idx], nil
+	case steps[len(steps)-1].Repeat:
+		return name, idx, steps[len(steps)-1], nil
+	default:
+		return name, idx, Step{}, fmt.Errorf("script %q has %d steps; the conversation asks for step %d", name, len(steps), idx+1)
+	}
+}
+
+func (s *Server) record(r Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.requests = append(s.requests, r)
+	close(s.notify)
+	s.notify = make(chan struct{})
+}
+
+func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = fmt.Fprintf(w, `{"object":"list","data":[{"id":%q,"object":"model"}]}`, ModelID)
+}
+
+func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
+	// Prompts with large file context stay far below this; it bounds a
+	// runaway client, not a test.
+	const maxBody = 64 << 20
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	rec := Request{Time: time.Now(), Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body, StepIdx: -1}
+	if err != nil {
+		s.record(rec)
+		writeError(w, http.StatusBadRequest, "cannot read request body: "+err.Error())
+		return
+	}
+	if err := json.Unmarshal(body, &rec.Parsed); err != nil {
+		s.record(rec)
+		writeError(w, http.StatusBadRequest, "request body is not JSON: "+err.Error())
+		return
+	}
+	name, idx, step, err := s.resolve(rec.Parsed.Messages)
+	rec.Script, rec.StepIdx = name, idx
+	s.record(rec)
+	if err != nil {
+		// 422, not 400: tests that script a 400 on purpose must not be
+		// confused with a script that is wrong.
+		writeError(w, http.StatusUnprocessableEntity, "scripted model: "+err.Error())
+		return
+	}
+
+	if step.DelayMS > 0 {
+		select {
+		case <-time.After(time.Duration(step.DelayMS) * time.Millisecond):
+		case <-r.Context().Done():
+			return
+		case <-s.done:
+			return
+		}
+	}
+	if step.Hang {
+		select {
+		case <-r.Context().Done():
+		case <-s.done:
+		}
+		return
+	}
+	if step.Status != 0 {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(step.Status)
+		_, _ = w.Write([]byte(step.Body))
+		return
+	}
+	if !rec.Parsed.Stream {
+		writeError(w, http.StatusBadRequest, "scripted model: only stream: true is served")
+		return
+	}
+	s.stream(w, idx, step)
+}
+
+// stream writes step as server-sent chat completion chunks.
+func (s *Server) stream(w http.ResponseWriter, idx int, step Step) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	flusher, _ := w.(http.Flusher)
+	id := fmt.Sprintf("chatcmpl-scripted-%d", idx)
+	send := func(v any) {
+		b, _ := json.Marshal(v)
+		_, _ = fmt.Fprintf(w, "data: %s\n\n", b)
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	chunk := func(delta map[string]any, finish any) map[string]any {
+		return map[string]any{
+			"id": id, "object": "chat.completion.chunk", "model": ModelID,
+			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}},
+		}
+	}
+	size := step.ChunkSize
+	if size <= 0 {
+		size = 7
+	}
+
+	send(chunk(map[string]any{"role": "assistant", "content": ""}, nil))
+	for _, part := range split(step.Reasoning, size) {
+		send(chunk(map[string]any{"reasoning_content": part}, nil))
+	}
+	for _, part := range split(step.Text, size) {
+		send(chunk(map[string]any{"content": part}, nil))
+	}
+	for n, tc := range step.ToolCalls {
+		callID := tc.ID
+		if callID == "" {
+			callID = fmt.Sprintf("call_%d_%d", idx, n)
+		}
+		send(chunk(map[string]any{"tool_calls": []any{map[string]any{
+			"index": n, "id": callID, "type": "function",
+			"function": map[string]any{"name": tc.Name, "arguments": ""},
+		}}}, nil))
+		for _, part := range split(tc.Arguments, size) {
+			send(chunk(map[string]any{"tool_calls": []any{map[string]any{
+				"index": n, "function": map[string]any{"arguments": part},
+			}}}, nil))
+		}
+	}
+	finish := step.FinishReason
+	if finish == "" {
+		finish = "stop"
+		if len(step.ToolCalls) > 0 {
+			finish = "tool_calls"
+		}
+	}
+	send(chunk(map[string]any{}, finish))
+	usage := DefaultUsage
+	if step.Usage != nil {
+		usage = *step.Usage
+	}
+	send(map[string]any{
+		"id": id, "object": "chat.completion.chunk", "model": ModelID, "choices": []any{},
+		"usage": map[string]any{
+			"prompt_tokens":         usage.PromptTokens,
+			"completion_tokens":     usage.CompletionTokens,
+			"total_tokens":          usage.PromptTokens + usage.CompletionTokens,
+			"prompt_tokens_details": map[string]any{"cached_tokens": usage.CachedTokens},
+		},
+	})
+	_, _ = fmt.Fprint(w, "data: [DONE]\n\n")
+	if flusher != nil {
+		flusher.Flush()
+	}
+}
+
+// split cuts s into pieces of about size bytes, never inside a UTF-8
+// sequence (a piece grows to the end of the rune it would cut).
+func split(s string, size int) []string {
+	var out []string
+	for len(s) > size {
+		n := size
+		for n < len(s) && !utf8.RuneStart(s[n]) {
+			n++
+		}
+		out = append(out, s[:n])
+		s = s[n:]
+	}
+	if s != "" {
+		out = append(out, s)
+	}
+	return out
+}
+
+func writeError(w http.ResponseWriter, status int, message string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": message, "type": "scripted_model_error"}})
+	_, _ = w.Write(b)
+}
+
+// WritePiAgentDir writes a pi config dir (for PI_CODING_AGENT_DIR) into dir:
+// models.json with an openai-completions provider at this server's address,
+// and settings.json that makes it the default and turns pi's own retries off,
+// so a scripted provider error reaches the caller instead of being retried.
+func (s *Server) WritePiAgentDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("scripted model: pi agent dir: %w", err)
+	}
+	models := map[string]any{
+		"providers": map[string]any{
+			ProviderName: map[string]any{
+				"baseUrl": s.URL(),
+				"api":     "openai-completions",
+				"apiKey":  "scripted-model-key",
+				"models": []any{map[string]any{
+					"id":            ModelID,
+					"name":          "Scripted test model",
+					"reasoning":     false,
+					"input":         []string{"text"},
+					"contextWindow": 128000,
+					"maxTokens":     16384,
+					"cost":          map[string]any{"input": 1, "output": 2, "cacheRead": 0, "cacheWrite": 0},
+				}},
+			},
+		},
+	}
+	settings := map[string]any{
+		"defaultProvider":        ProviderName,
+		"defaultModel":           ModelID,
+		"defaultThinkingLevel":   "off",
+		"enableInstallTelemetry": false,
+		"retry":                  map[string]any{"enabled": false, "provider": map[string]any{"maxRetries": 0}},
+	}
+	for name, v := range map[string]any{"models.json": models, "settings.json": settings} {
+		b, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			return fmt.Errorf("scripted model: write %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// PiEnv is the environment that keeps a pi run against this server offline
+// and quiet: no catalog refresh, no version check, no telemetry.
+func PiEnv(agentDir string) []string {
+	return []string{
+		"PI_CODING_AGENT_DIR=" + agentDir,
+		"PI_OFFLINE=1",
+		"PI_SKIP_VERSION_CHECK=1",
+		"PI_TELEMETRY=0",
+	}
+}

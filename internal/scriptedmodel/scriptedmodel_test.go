@@ -1,0 +1,337 @@
+package scriptedmodel
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+// streamResult is what a client reassembles from the SSE chunks.
+type streamResult struct {
+	Status    int
+	Body      string
+	Text      string
+	Reasoning string
+	Calls     map[int]*ToolCall
+	Finish    string
+	Usage     *Usage
+	Chunks    int
+	Done      bool
+}
+
+func post(t *testing.T, s *Server, messages []map[string]any) streamResult {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"model": ModelID, "stream": true, "messages": messages})
+	req, _ := http.NewRequest(http.MethodPost, s.URL()+"/chat/completions", strings.NewReader(string(body)))
+	req.Header.Set("Authorization", "Bearer scripted-model-key")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("post: %v", err)
+	}
+	defer resp.Body.Close()
+	res := streamResult{Status: resp.StatusCode, Calls: map[int]*ToolCall{}}
+	if resp.StatusCode != http.StatusOK {
+		b := new(strings.Builder)
+		_, _ = bufio.NewReader(resp.Body).WriteTo(b)
+		res.Body = b.String()
+		return res
+	}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		if line == "[DONE]" {
+			res.Done = true
+			continue
+		}
+		res.Chunks++
+		var c struct {
+			Choices []struct {
+				Delta struct {
+					Content   string `json:"content"`
+					Reasoning string `json:"reasoning_content"`
+					ToolCalls []struct {
+						Index    int    `json:"index"`
+						ID       string `json:"id"`
+						Function struct {
+							Name      string `json:"name"`
+							Arguments string `json:"arguments"`
+						} `json:"function"`
+					} `json:"tool_calls"`
+				} `json:"delta"`
+				FinishReason *string `json:"finish_reason"`
+			} `json:"choices"`
+			Usage *struct {
+				Prompt     int `json:"prompt_tokens"`
+				Completion int `json:"completion_tokens"`
+			} `json:"usage"`
+		}
+		if err := json.Unmarshal([]byte(line), &c); err != nil {
+			t.Fatalf("chunk is not JSON: %q", line)
+		}
+		if c.Usage != nil {
+			res.Usage = &Usage{PromptTokens: c.Usage.Prompt, CompletionTokens: c.Usage.Completion}
+		}
+		for _, ch := range c.Choices {
+			res.Text += ch.Delta.Content
+			res.Reasoning += ch.Delta.Reasoning
+			for _, tc := range ch.Delta.ToolCalls {
+				call := res.Calls[tc.Index]
+				if call == nil {
+					call = &ToolCall{}
+					res.Calls[tc.Index] = call
+				}
+				if tc.ID != "" {
+					call.ID = tc.ID
+				}
+				call.Name += tc.Function.Name
+				call.Arguments += tc.Function.Arguments
+			}
+			if ch.FinishReason != nil {
+				res.Finish = *ch.FinishReason
+			}
+		}
+	}
+	return res
+}
+
+func user(text string) map[string]any { return map[string]any{"role": "user", "content": text} }
+func assistant(text string) map[string]any {
+	return map[string]any{"role": "assistant", "content": text}
+}
+
+func TestScriptedAnswers(t *testing.T) {
+	s, err := Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	s.Script("two-steps",
+		Step{Reasoning: "thinking about ünïcode", Text: "first answer, long enough to be split"},
+		Step{ToolCalls: []ToolCall{
+			{Name: "read", Arguments: `{"path":"a/very/long/path/name.go"}`},
+			{ID: "fixed", Name: "bash", Arguments: `{"command":"ls -la"}`},
+		}, Usage: &Usage{PromptTokens: 7, CompletionTokens: 3}},
+	)
+	s.Script("error", Step{Status: 400, Body: `{"message":"bad request from script"}`})
+	s.Script("loop", Step{Text: "once"}, Step{ToolCalls: []ToolCall{{Name: "ls", Arguments: `{}`}}, Repeat: true})
+
+	tests := []struct {
+		name     string
+		messages []map[string]any
+		check    func(t *testing.T, r streamResult)
+	}{
+		{"first step text and reasoning", []map[string]any{user("[[script:two-steps]] go")}, func(t *testing.T, r streamResult) {
+			if r.Text != "first answer, long enough to be split" || r.Reasoning != "thinking about ünïcode" {
+				t.Fatalf("text %q reasoning %q", r.Text, r.Reasoning)
+			}
+			if r.Finish != "stop" || !r.Done || r.Chunks < 6 {
+				t.Fatalf("finish %q done %v chunks %d", r.Finish, r.Done, r.Chunks)
+			}
+			if *r.Usage != DefaultUsage {
+				t.Fatalf("usage %+v", r.Usage)
+			}
+		}},
+		{"second step by assistant count, tool calls split", []map[string]any{
+			user("[[script:two-steps]] go"), assistant("first answer"), user("more"),
+		}, func(t *testing.T, r streamResult) {
+			if len(r.Calls) != 2 || r.Finish != "tool_calls" {
+				t.Fatalf("calls %v finish %q", r.Calls, r.Finish)
+			}
+			if r.Calls[0].Name != "read" || r.Calls[0].Arguments != `{"path":"a/very/long/path/name.go"}` || r.Calls[0].ID != "call_1_0" {
+				t.Fatalf("call 0 = %+v", r.Calls[0])
+			}
+			if r.Calls[1].ID != "fixed" || r.Calls[1].Arguments != `{"command":"ls -la"}` {
+				t.Fatalf("call 1 = %+v", r.Calls[1])
+			}
+			if r.Usage.PromptTokens != 7 || r.Usage.CompletionTokens != 3 {
+				t.Fatalf("usage %+v", r.Usage)
+			}
+		}},
+		{"past the end is a 422", []map[string]any{
+			user("[[script:two-steps]]"), assistant("a"), assistant("b"),
+		}, func(t *testing.T, r streamResult) {
+			if r.Status != 422 || !strings.Contains(r.Body, "has 2 steps") {
+				t.Fatalf("status %d body %s", r.Status, r.Body)
+			}
+		}},
+		{"repeat last step", []map[string]any{
+			user("[[script:loop]]"), assistant("a"), assistant("b"), assistant("c"),
+		}, func(t *testing.T, r streamResult) {
+			if len(r.Calls) != 1 || r.Calls[0].Name != "ls" {
+				t.Fatalf("calls %v", r.Calls)
+			}
+		}},
+		{"http error with body", []map[string]any{user("[[script:error]]")}, func(t *testing.T, r streamResult) {
+			if r.Status != 400 || r.Body != `{"message":"bad request from script"}` {
+				t.Fatalf("status %d body %q", r.Status, r.Body)
+			}
+		}},
+		{"inline steps in the latest marked message win", []map[string]any{
+			user("[[script:two-steps]]"), assistant("x"),
+			{"role": "user", "content": []any{map[string]any{"type": "text", "text": `next [[steps:[{"text":"inline one"}]]]`}}},
+		}, func(t *testing.T, r streamResult) {
+			if r.Text != "inline one" {
+				t.Fatalf("text %q", r.Text)
+			}
+		}},
+		{"no marker", []map[string]any{user("hello")}, func(t *testing.T, r streamResult) {
+			if r.Status != 422 || !strings.Contains(r.Body, "no [[script:NAME]]") {
+				t.Fatalf("status %d body %s", r.Status, r.Body)
+			}
+		}},
+		{"unknown script", []map[string]any{user("[[script:nope]]")}, func(t *testing.T, r streamResult) {
+			if r.Status != 422 || !strings.Contains(r.Body, `no script named \"nope\"`) {
+				t.Fatalf("status %d body %s", r.Status, r.Body)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { tt.check(t, post(t, s, tt.messages)) })
+	}
+
+	reqs := s.RequestsFor("two-steps")
+	if len(reqs) < 3 {
+		t.Fatalf("logged %d requests for two-steps", len(reqs))
+	}
+	if got := reqs[0].Header.Get("Authorization"); got != "Bearer scripted-model-key" {
+		t.Fatalf("header not logged: %q", got)
+	}
+	if reqs[1].StepIdx != 1 || reqs[0].Parsed.Messages[0].Text() != "[[script:two-steps]] go" {
+		t.Fatalf("request log: step %d text %q", reqs[1].StepIdx, reqs[0].Parsed.Messages[0].Text())
+	}
+}
+
+func TestDelayAndHang(t *testing.T) {
+	s, err := Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Script("slow", Step{DelayMS: 150, Text: "late"})
+	s.Script("hang", Step{Hang: true})
+
+	start := time.Now()
+	if r := post(t, s, []map[string]any{user("[[script:slow]]")}); r.Text != "late" {
+		t.Fatalf("text %q", r.Text)
+	}
+	if time.Since(start) < 150*time.Millisecond {
+		t.Fatal("delay not applied")
+	}
+
+	// A hanging request ends when the client gives up.
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	body := `{"stream":true,"messages":[{"role":"user","content":"[[script:hang]]"}]}`
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL()+"/chat/completions", strings.NewReader(body))
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatal("hanging request answered")
+	}
+
+	// Close releases a request that still hangs.
+	errc := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, s.URL()+"/chat/completions", strings.NewReader(body))
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	waitCtx, waitCancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer waitCancel()
+	if _, err := s.WaitForRequests(waitCtx, 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan struct{})
+	go func() { _ = s.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not return while a request hung")
+	}
+	<-errc
+}
+
+func TestWritePiAgentDir(t *testing.T) {
+	s, err := Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	dir := filepath.Join(t.TempDir(), "agent")
+	if err := s.WritePiAgentDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	var models struct {
+		Providers map[string]struct {
+			BaseURL string `json:"baseUrl"`
+			API     string `json:"api"`
+			Models  []struct {
+				ID string `json:"id"`
+			} `json:"models"`
+		} `json:"providers"`
+	}
+	readJSON(t, filepath.Join(dir, "models.json"), &models)
+	p := models.Providers[ProviderName]
+	if p.BaseURL != s.URL() || p.API != "openai-completions" || len(p.Models) != 1 || p.Models[0].ID != ModelID {
+		t.Fatalf("models.json = %+v", models)
+	}
+	var settings struct {
+		Retry struct {
+			Enabled  bool `json:"enabled"`
+			Provider struct {
+				MaxRetries int `json:"maxRetries"`
+			} `json:"provider"`
+		} `json:"retry"`
+		DefaultModel string `json:"defaultModel"`
+	}
+	readJSON(t, filepath.Join(dir, "settings.json"), &settings)
+	if settings.Retry.Enabled || settings.Retry.Provider.MaxRetries != 0 || settings.DefaultModel != ModelID {
+		t.Fatalf("settings.json = %+v", settings)
+	}
+	if env := fmt.Sprint(PiEnv(dir)); !strings.Contains(env, "PI_CODING_AGENT_DIR="+dir) || !strings.Contains(env, "PI_OFFLINE=1") {
+		t.Fatalf("PiEnv = %s", env)
+	}
+}
+
+func TestSplitKeepsRunes(t *testing.T) {
+	tests := []struct {
+		in   string
+		size int
+	}{
+		{"", 3}, {"abc", 3}, {"abcdefg", 3}, {"ünïcödé", 3}, {"日本語テキスト", 4}, {"日本", 1},
+	}
+	for _, tt := range tests {
+		parts := split(tt.in, tt.size)
+		if strings.Join(parts, "") != tt.in {
+			t.Fatalf("split(%q,%d) = %q", tt.in, tt.size, parts)
+		}
+		for _, p := range parts {
+			if !utf8.ValidString(p) {
+				t.Fatalf("part %q is not valid text", p)
+			}
+		}
+	}
+}
+
+func readJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}

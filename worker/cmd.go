@@ -1,0 +1,119 @@
+package worker
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+
+	"go.temporal.io/sdk/client"
+
+	subclient "github.com/durable-pi/subagents/client"
+	"github.com/durable-pi/subagents/internal/errcode"
+)
+
+// Flags are the settings `subagents dev` and `subagents worker` share.
+type Flags struct {
+	TaskQueue string
+	Pi        string
+	DataDir   string
+	LogLevel  string
+	LogFormat string
+}
+
+// Register adds the flags to fs.
+func (f *Flags) Register(fs *flag.FlagSet) {
+	fs.StringVar(&f.TaskQueue, "task-queue", DefaultTaskQueue, "task queue the worker polls")
+	fs.StringVar(&f.Pi, "pi", "", "pi executable (default: $SUBAGENTS_PI, the source tree's extension/node_modules/.bin/pi, then PATH)")
+	fs.StringVar(&f.DataDir, "data-dir", "", "folder for session files and artifacts (default $SUBAGENTS_DATA_DIR or ~/.pi/subagents)")
+	fs.StringVar(&f.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&f.LogFormat, "log-format", "text", "log format: text or json")
+}
+
+// Logger builds the process logger the flags ask for.
+func (f *Flags) Logger(w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.LogLevel)); err != nil {
+		return nil, errcode.Errorf(errcode.InvalidInput, "--log-level %q: want debug, info, warn or error", f.LogLevel)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch strings.ToLower(f.LogFormat) {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	default:
+		return nil, errcode.Errorf(errcode.InvalidInput, "--log-format %q: want text or json", f.LogFormat)
+	}
+}
+
+// Config finds pi and resolves the data dir: everything a worker needs that
+// can be wrong on this machine, checked before anything starts.
+func (f *Flags) Config(ctx context.Context) (Config, error) {
+	pi, err := FindPi(ctx, DefaultPiLookup(f.Pi))
+	if err != nil {
+		return Config{}, err
+	}
+	dataDir := f.DataDir
+	if dataDir == "" {
+		if dataDir, err = DefaultDataDir(); err != nil {
+			return Config{}, err
+		}
+	}
+	if dataDir, err = filepath.Abs(dataDir); err != nil {
+		return Config{}, errcode.Wrap(errcode.InvalidInput, err, "--data-dir: "+err.Error())
+	}
+	return Config{TaskQueue: f.TaskQueue, DataDir: dataDir, Pi: pi}, nil
+}
+
+// Main is `subagents worker`: the worker against an external Temporal, set up
+// by the standard TEMPORAL_* environment and temporal.toml, with flags on top.
+// It runs until ctx ends.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("subagents worker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var flags Flags
+	var conn subclient.Connection
+	flags.Register(fs)
+	conn.RegisterFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return errcode.Wrap(errcode.InvalidInput, err, err.Error())
+	}
+	logger, err := flags.Logger(stderr)
+	if err != nil {
+		return err
+	}
+	cfg, err := flags.Config(ctx)
+	if err != nil {
+		return err
+	}
+	c, err := conn.Dial(ctx, logger)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return Serve(ctx, c, cfg, logger, stdout)
+}
+
+// Serve runs a worker for cfg on c until ctx ends, then stops it.
+func Serve(ctx context.Context, c client.Client, cfg Config, logger *slog.Logger, stdout io.Writer) error {
+	w, err := New(c, cfg)
+	if err != nil {
+		return err
+	}
+	if err := w.Start(); err != nil {
+		return subclient.Unavailable("the configured Temporal", err)
+	}
+	logger.Info("worker started", "taskQueue", cfg.TaskQueue, "pi", cfg.Pi.Path, "piVersion", cfg.Pi.Version,
+		"piFrom", cfg.Pi.Source, "dataDir", cfg.DataDir)
+	_, _ = fmt.Fprintf(stdout, "worker polling task queue %q (pi %s)\n", cfg.TaskQueue, cfg.Pi.Version)
+	<-ctx.Done()
+	// Stop waits for running activities up to the worker's stop timeout;
+	// their pi children are ended with them and continue on the next worker.
+	w.Stop()
+	logger.Info("worker stopped")
+	return nil
+}

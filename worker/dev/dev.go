@@ -1,0 +1,100 @@
+// Package dev is `subagents dev`: an embedded, durable Temporal with its UI
+// and a worker, in one process.
+package dev
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+
+	sdkclient "go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+
+	subclient "github.com/durable-pi/subagents/client"
+	"github.com/durable-pi/subagents/internal/errcode"
+	"github.com/durable-pi/subagents/worker"
+	"github.com/durable-pi/subagents/worker/devserver"
+	"github.com/durable-pi/subagents/workflows"
+)
+
+// Main parses args, starts the server, the UI and the worker, and runs until
+// ctx ends; then it stops the worker first and the server last.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("subagents dev", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		flags    worker.Flags
+		opts     devserver.Options
+		headless bool
+	)
+	// Flag names follow `temporal server start-dev` where they overlap.
+	fs.StringVar(&opts.IP, "ip", "127.0.0.1", "IP address the frontend and the UI listen on")
+	fs.IntVar(&opts.Port, "port", 7233, "port of the Temporal frontend (gRPC)")
+	fs.IntVar(&opts.UIPort, "ui-port", 0, "port of the Temporal UI (default --port + 1000)")
+	fs.BoolVar(&headless, "headless", false, "do not start the Temporal UI")
+	fs.StringVar(&opts.DBFile, "db-filename", "", "SQLite database file (default <data dir>/temporal.db)")
+	fs.StringVar(&opts.Namespace, "namespace", "default", "namespace, created if missing")
+	fs.BoolVar(&opts.Ephemeral, "ephemeral", false, "keep everything in memory: nothing survives a restart")
+	flags.Register(fs)
+	if err := fs.Parse(args); err != nil {
+		return errcode.Wrap(errcode.InvalidInput, err, err.Error())
+	}
+	if fs.NArg() > 0 {
+		return errcode.Errorf(errcode.InvalidInput, "subagents dev takes no arguments, got %q", fs.Args())
+	}
+	if headless {
+		opts.UIPort = -1
+	}
+	logger, err := flags.Logger(stderr)
+	if err != nil {
+		return err
+	}
+	cfg, err := flags.Config(ctx)
+	if err != nil {
+		return err
+	}
+	if opts.Ephemeral && opts.DBFile != "" {
+		return errcode.New(errcode.InvalidInput, "--ephemeral and --db-filename exclude each other")
+	}
+	if !opts.Ephemeral && opts.DBFile == "" {
+		opts.DBFile = filepath.Join(cfg.DataDir, "temporal.db")
+	}
+	if opts.DBFile != "" {
+		if opts.DBFile, err = filepath.Abs(opts.DBFile); err != nil {
+			return errcode.Wrap(errcode.InvalidInput, err, "--db-filename: "+err.Error())
+		}
+	}
+	opts.SearchAttributes = workflows.SearchAttributes()
+	opts.Logger = logger
+
+	srv, err := devserver.Start(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer srv.Stop()
+
+	c, err := sdkclient.DialContext(ctx, sdkclient.Options{
+		HostPort:  srv.FrontendAddress(),
+		Namespace: srv.Namespace(),
+		Logger:    sdklog.NewStructuredLogger(logger.With("component", "sdk")),
+	})
+	if err != nil {
+		return subclient.Unavailable(srv.FrontendAddress(), err)
+	}
+	defer c.Close()
+
+	store := opts.DBFile
+	if opts.Ephemeral {
+		store = "in memory (--ephemeral)"
+	}
+	_, _ = fmt.Fprintf(stdout, "Temporal frontend: %s (namespace %q)\n", srv.FrontendAddress(), srv.Namespace())
+	if url := srv.UIURL(); url != "" {
+		_, _ = fmt.Fprintf(stdout, "Temporal UI:       %s/namespaces/%s/workflows\n", url, srv.Namespace())
+	}
+	_, _ = fmt.Fprintf(stdout, "Database:          %s\n", store)
+	_, _ = fmt.Fprintf(stdout, "Data dir:          %s\n", cfg.DataDir)
+	logger.Info("dev server ready", "frontend", srv.FrontendAddress(), "ui", srv.UIURL(), "db", store)
+	return worker.Serve(ctx, c, cfg, logger, stdout)
+}

@@ -1,0 +1,70 @@
+package devserver
+
+import (
+	"context"
+	"log/slog"
+	"os"
+
+	"go.temporal.io/server/common/log"
+	"go.temporal.io/server/common/log/tag"
+)
+
+// serverLogger lets the embedded server log through slog, so the server's
+// lines share the process's format (text or JSON) and destination.
+type serverLogger struct {
+	log   *slog.Logger
+	level *slog.LevelVar
+}
+
+var _ log.Logger = serverLogger{}
+
+func newServerLogger(l *slog.Logger, level *slog.LevelVar) serverLogger {
+	return serverLogger{log: l, level: level}
+}
+
+func (l serverLogger) emit(level slog.Level, msg string, tags []tag.Tag) {
+	if level < l.level.Level() {
+		return
+	}
+	attrs := make([]slog.Attr, 0, len(tags))
+	for _, t := range tags {
+		attrs = append(attrs, slog.Any(t.Key(), t.Value()))
+	}
+	l.log.LogAttrs(context.Background(), level, msg, attrs...)
+}
+
+func (l serverLogger) Debug(msg string, tags ...tag.Tag)  { l.emit(slog.LevelDebug, msg, tags) }
+func (l serverLogger) Info(msg string, tags ...tag.Tag)   { l.emit(slog.LevelInfo, msg, tags) }
+func (l serverLogger) Warn(msg string, tags ...tag.Tag)   { l.emit(slog.LevelWarn, msg, tags) }
+func (l serverLogger) Error(msg string, tags ...tag.Tag)  { l.emit(slog.LevelError, msg, tags) }
+func (l serverLogger) DPanic(msg string, tags ...tag.Tag) { l.emit(slog.LevelError, msg, tags) }
+
+// Panic and Fatal keep the contract the server's code relies on: it calls
+// them only where it cannot go on.
+func (l serverLogger) Panic(msg string, tags ...tag.Tag) {
+	l.emit(slog.LevelError, msg, tags)
+	panic(msg)
+}
+
+func (l serverLogger) Fatal(msg string, tags ...tag.Tag) {
+	l.emit(slog.LevelError, msg, tags)
+	os.Exit(1)
+}
+
+// With returns a logger with tags prepended to every line.
+func (l serverLogger) With(tags ...tag.Tag) log.Logger {
+	args := make([]any, 0, len(tags))
+	for _, t := range tags {
+		args = append(args, slog.Any(t.Key(), t.Value()))
+	}
+	return serverLogger{log: l.log.With(args...), level: l.level}
+}
+
+// quietSDKLogger drops the SDK client's logs for the short-lived admin client
+// used at start; failures surface as returned errors.
+type quietSDKLogger struct{}
+
+func (quietSDKLogger) Debug(string, ...any) {}
+func (quietSDKLogger) Info(string, ...any)  {}
+func (quietSDKLogger) Warn(string, ...any)  {}
+func (quietSDKLogger) Error(string, ...any) {}

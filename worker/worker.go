@@ -1,0 +1,77 @@
+// Package worker wires the subagent workflows and activities into a Temporal
+// worker, and holds the worker's configuration.
+package worker
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/durable-pi/subagents/activities"
+	"github.com/durable-pi/subagents/internal/errcode"
+	"github.com/durable-pi/subagents/workflows"
+)
+
+// DefaultTaskQueue is the queue workers poll and clients start on.
+const DefaultTaskQueue = "subagents"
+
+// Config is a worker's configuration.
+type Config struct {
+	TaskQueue string
+	// DataDir holds session files and artifacts (default DefaultDataDir()).
+	DataDir string
+	Pi      Pi
+	// ChildEnv is added to every child pi's environment.
+	ChildEnv []string
+}
+
+// DefaultDataDir is $SUBAGENTS_DATA_DIR, else ~/.pi/subagents: beside pi's
+// own ~/.pi/agent, so a user finds both in one place.
+func DefaultDataDir() (string, error) {
+	if d := os.Getenv("SUBAGENTS_DATA_DIR"); d != "" {
+		return filepath.Abs(d)
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", errcode.Wrap(errcode.InvalidInput, err, "no home folder for the data dir; set SUBAGENTS_DATA_DIR or --data-dir")
+	}
+	return filepath.Join(home, ".pi", "subagents"), nil
+}
+
+// New returns a worker for cfg on c, with every workflow and activity
+// registered. It does not start it.
+func New(c client.Client, cfg Config) (sdkworker.Worker, error) {
+	if cfg.TaskQueue == "" {
+		cfg.TaskQueue = DefaultTaskQueue
+	}
+	if cfg.DataDir == "" {
+		d, err := DefaultDataDir()
+		if err != nil {
+			return nil, err
+		}
+		cfg.DataDir = d
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, errcode.Wrap(errcode.InvalidInput, err, fmt.Sprintf("data dir %s: %v", cfg.DataDir, err))
+	}
+	w := sdkworker.New(c, cfg.TaskQueue, sdkworker.Options{})
+	Register(w, activities.New(activities.Config{
+		Pi:         cfg.Pi.Path,
+		PathPrefix: cfg.Pi.PathPrefix,
+		DataDir:    cfg.DataDir,
+		Env:        cfg.ChildEnv,
+	}))
+	return w, nil
+}
+
+// Register registers every workflow and the activities on r, under the
+// names that histories record.
+func Register(r sdkworker.Registry, acts *activities.Activities) {
+	r.RegisterWorkflowWithOptions(workflows.Session, workflow.RegisterOptions{Name: workflows.SessionWorkflowName})
+	r.RegisterActivityWithOptions(acts.RunPi, activity.RegisterOptions{Name: workflows.RunPiActivityName})
+}
