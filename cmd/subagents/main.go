@@ -18,14 +18,6 @@ import (
 	"github.com/durable-pi/subagents/worker/dev"
 )
 
-// Exit codes: what a script calling subagents can branch on.
-const (
-	exitOK          = 0
-	exitFailed      = 1 // the task ran and failed, or an unexpected error
-	exitBadInput    = 2 // the request or the set-up is wrong: fix and retry
-	exitUnavailable = 3 // Temporal cannot be reached: start it and retry
-)
-
 const usage = `usage: subagents <command> [flags]
 
 commands:
@@ -64,15 +56,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // report prints err as one line and returns the exit code for it.
 func report(err error, stderr io.Writer) int {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, flag.ErrHelp) {
-		return exitOK
+		return errcode.ExitOK
 	}
 	_, _ = fmt.Fprintf(stderr, "subagents: %v\n", err)
-	switch errcode.CodeOf(err).Category() {
-	case errcode.CategoryInvalidInput, errcode.CategoryNotFound, errcode.CategoryPermission:
-		return exitBadInput
-	case errcode.CategoryUnavailable:
-		return exitUnavailable
-	default:
-		return exitFailed
-	}
+	return errcode.ExitCode(err)
 }

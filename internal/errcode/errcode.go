@@ -129,3 +129,26 @@ func Is(err error, code Code) bool {
 	var e *Error
 	return errors.As(err, &e) && e.Code == code
 }
+
+// Exit codes of the subagents command: what a script calling it branches on.
+const (
+	ExitOK          = 0
+	ExitFailed      = 1 // the task ran and failed, or an unexpected error
+	ExitBadInput    = 2 // the request or the set-up is wrong: fix it and retry
+	ExitUnavailable = 3 // Temporal cannot be reached: start it and retry
+)
+
+// ExitCode maps an error to the command's exit code by its category.
+func ExitCode(err error) int {
+	if err == nil {
+		return ExitOK
+	}
+	switch CodeOf(err).Category() {
+	case CategoryInvalidInput, CategoryNotFound, CategoryPermission:
+		return ExitBadInput
+	case CategoryUnavailable:
+		return ExitUnavailable
+	default:
+		return ExitFailed
+	}
+}

@@ -62,3 +62,24 @@ func TestEveryCodeHasACategory(t *testing.T) {
 		t.Fatalf("unknown code category = %q", got)
 	}
 }
+
+func TestExitCode(t *testing.T) {
+	tests := []struct {
+		err  error
+		want int
+	}{
+		{nil, ExitOK},
+		{errors.New("unclassified"), ExitFailed},
+		{New(InvalidInput, "port in use"), ExitBadInput},
+		{New(UnknownAgent, "Unknown profile"), ExitBadInput},
+		{New(PermissionDenied, "denied"), ExitBadInput},
+		{fmt.Errorf("dial: %w", New(ServiceUnavailable, "no server")), ExitUnavailable},
+		{New(Timeout, "Timed out"), ExitFailed},
+		{New(FinalizeMissing, "no finalize"), ExitFailed},
+	}
+	for _, tt := range tests {
+		if got := ExitCode(tt.err); got != tt.want {
+			t.Errorf("ExitCode(%v) = %d, want %d", tt.err, got, tt.want)
+		}
+	}
+}

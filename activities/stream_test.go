@@ -1,0 +1,155 @@
+package activities
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The testdata files are real `pi --mode json` output of pi 0.87.1 against
+// the scripted model.
+func TestStreamRecordedRuns(t *testing.T) {
+	tests := []struct {
+		file       string
+		text       string
+		stop       string
+		errMessage string
+		failed     bool
+		usage      Usage
+		tools      []ToolRow
+	}{
+		{
+			file: "text-reply.jsonl", text: "Hello from the script", stop: "stop",
+			usage: Usage{Input: 100, Output: 20, Cost: 0.00014, Turns: 1},
+		},
+		{
+			file: "provider-400.jsonl", stop: "error", failed: true, usage: Usage{Turns: 1},
+			errMessage: `400: {"message":"bad thing"}`,
+		},
+		{
+			file: "bash-tool.jsonl", text: "done", stop: "stop",
+			usage: Usage{Input: 200, Output: 40, Cost: 0.00028, Turns: 2},
+			tools: []ToolRow{{ID: "call_0_0", Name: "bash", Args: `{"command":"echo hi"}`, Status: "ok"}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			data, err := os.ReadFile(filepath.Join("testdata", tt.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var s Stream
+			if err := readLines(bytes.NewReader(data), s.Apply); err != nil {
+				t.Fatal(err)
+			}
+			if s.FinalText != tt.text || s.StopReason != tt.stop || s.ErrorMessage != tt.errMessage || s.Failed() != tt.failed {
+				t.Fatalf("text %q stop %q error %q failed %v", s.FinalText, s.StopReason, s.ErrorMessage, s.Failed())
+			}
+			if s.SessionID == "" || !s.Settled || s.BadLines != 0 || s.Events != bytes.Count(data, []byte("\n")) {
+				t.Fatalf("session %q settled %v bad %d events %d", s.SessionID, s.Settled, s.BadLines, s.Events)
+			}
+			if !usageClose(s.Usage, tt.usage) {
+				t.Fatalf("usage %+v, want %+v", s.Usage, tt.usage)
+			}
+			if fmt.Sprint(s.ToolRows) != fmt.Sprint(tt.tools) {
+				t.Fatalf("tool rows %+v, want %+v", s.ToolRows, tt.tools)
+			}
+		})
+	}
+}
+
+func usageClose(a, b Usage) bool {
+	d := a.Cost - b.Cost
+	a.Cost, b.Cost = 0, 0
+	return a == b && d < 1e-12 && d > -1e-12
+}
+
+func TestStreamFinalizeAndEdgeCases(t *testing.T) {
+	lines := []string{
+		`{"type":"session","id":"s-1"}` + "\r\n",
+		"not json at all\n",
+		`{"type":"some_future_event","payload":{}}` + "\n",
+		`{"type":"tool_execution_start","toolCallId":"c1","toolName":"subagent_finalize","args":{"status":"SUCCESS"}}` + "\n",
+		`{"type":"tool_execution_end","toolCallId":"c1","toolName":"subagent_finalize","result":{},"isError":true}` + "\n",
+		`{"type":"tool_execution_start","toolCallId":"c2","toolName":"subagent_finalize","args":{"status":"SUCCESS","result":"the answer"}}` + "\n",
+		`{"type":"tool_execution_end","toolCallId":"c2","toolName":"subagent_finalize","result":{},"isError":false}` + "\n",
+		`{"type":"tool_execution_start","toolCallId":"c3","toolName":"subagent_finalize","args":{"status":"ERROR","error":"late"}}` + "\n",
+		`{"type":"tool_execution_end","toolCallId":"c3","toolName":"subagent_finalize","result":{},"isError":false}` + "\n",
+		`{"type":"message_end","message":{"role":"user","content":"ignored"}}` + "\n",
+		`{"type":"message_end","message":{"role":"assistant","content":[{"type":"thinking","thinking":"hm"},{"type":"text","text":"a"},{"type":"text","text":"b"}],"stopReason":"toolUse"}}`,
+	}
+	var s Stream
+	if err := readLines(strings.NewReader(strings.Join(lines, "")), s.Apply); err != nil {
+		t.Fatal(err)
+	}
+	if s.SessionID != "s-1" || s.BadLines != 1 || s.Events != 10 {
+		t.Fatalf("session %q bad %d events %d", s.SessionID, s.BadLines, s.Events)
+	}
+	if s.Finalize == nil || *s.Finalize != (Finalize{Status: "SUCCESS", Result: "the answer"}) {
+		t.Fatalf("finalize = %+v: want the first successful call", s.Finalize)
+	}
+	if len(s.ToolRows) != 3 || s.ToolRows[0].Status != "error" || s.ToolRows[1].Status != "ok" {
+		t.Fatalf("tool rows = %+v", s.ToolRows)
+	}
+	if s.FinalText != "a\nb" || s.StopReason != "toolUse" || s.Failed() || s.Settled {
+		t.Fatalf("text %q stop %q failed %v settled %v", s.FinalText, s.StopReason, s.Failed(), s.Settled)
+	}
+}
+
+func TestStreamHugeLine(t *testing.T) {
+	// A tool result of many megabytes arrives as one JSONL record.
+	big := strings.Repeat("x", 12<<20)
+	input := `{"type":"tool_execution_start","toolCallId":"c","toolName":"read","args":{"path":"` + big + `"}}` + "\n" +
+		`{"type":"message_end","message":{"role":"assistant","content":"after the big line","stopReason":"stop"}}` + "\n"
+	var s Stream
+	if err := readLines(strings.NewReader(input), s.Apply); err != nil {
+		t.Fatal(err)
+	}
+	if s.FinalText != "after the big line" || len(s.ToolRows) != 1 {
+		t.Fatalf("text %q rows %d", s.FinalText, len(s.ToolRows))
+	}
+	if n := len([]rune(s.ToolRows[0].Args)); n != argsPreviewChars {
+		t.Fatalf("args preview is %d runes, want %d", n, argsPreviewChars)
+	}
+}
+
+func TestValidateCwd(t *testing.T) {
+	tests := []struct {
+		cwd  string
+		want string
+	}{
+		{"/abs/path", ""},
+		{"relative/path", "cwd must be an absolute path"},
+		{"", "cwd must be an absolute path"},
+		{"/abs/../etc", "cwd must not contain '..' path segments"},
+		{"/abs/..", "cwd must not contain '..' path segments"},
+		{"/abs/..hidden", ""},
+	}
+	for _, tt := range tests {
+		err := ValidateCwd(tt.cwd)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if got != tt.want {
+			t.Errorf("ValidateCwd(%q) = %q, want %q", tt.cwd, got, tt.want)
+		}
+	}
+}
+
+func TestSessionFileLayout(t *testing.T) {
+	a := SessionFile("/data", "/repo/one", "scout", "abc")
+	b := SessionFile("/data", "/repo/two", "scout", "abc")
+	if filepath.Dir(a) == filepath.Dir(b) {
+		t.Fatal("different cwds share a session folder")
+	}
+	if filepath.Base(a) != "scout_abc.jsonl" || !strings.HasPrefix(a, "/data/sessions/") {
+		t.Fatalf("session file %s", a)
+	}
+	if SessionFile("/data", "/repo/one", "scout", "abc") != a {
+		t.Fatal("session file path is not stable")
+	}
+}

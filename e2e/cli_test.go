@@ -1,0 +1,317 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/operatorservice/v1"
+	sdkclient "go.temporal.io/sdk/client"
+
+	"github.com/durable-pi/subagents/internal/scriptedmodel"
+	"github.com/durable-pi/subagents/workflows"
+)
+
+var binary struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// subagentsBinary builds cmd/subagents once per test run.
+func subagentsBinary(t *testing.T) string {
+	t.Helper()
+	binary.once.Do(func() {
+		dir, err := os.MkdirTemp("", "subagents-e2e-bin-")
+		if err != nil {
+			binary.err = err
+			return
+		}
+		binary.path = filepath.Join(dir, "subagents")
+		out, err := exec.Command("go", "build", "-o", binary.path, "../cmd/subagents").CombinedOutput()
+		if err != nil {
+			binary.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binary.err != nil {
+		t.Fatal(binary.err)
+	}
+	return binary.path
+}
+
+// devProcess is a `subagents dev` started by a test.
+type devProcess struct {
+	cmd    *exec.Cmd
+	stdout *syncBuffer
+	stderr *syncBuffer
+	done   chan struct{} // closed when the process has exited
+	err    error         // its exit error, once done is closed
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (e *env) startDev(args ...string) *devProcess {
+	e.t.Helper()
+	cmd := exec.Command(subagentsBinary(e.t), append([]string{"dev"}, args...)...)
+	cmd.Env = append(os.Environ(), e.cliEnv()...)
+	cmd.Dir = filepath.Dir(e.workDir)
+	p := &devProcess{cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	go func() { p.err = cmd.Wait(); close(p.done) }()
+	e.t.Cleanup(func() {
+		// The process is ours: end it by its pid if the test did not.
+		_ = cmd.Process.Kill()
+		<-p.done
+		if e.t.Failed() {
+			e.t.Logf("subagents dev stdout:\n%s\nstderr:\n%s", p.stdout, p.stderr)
+		}
+	})
+	return p
+}
+
+// waitReady waits for the banner line that says the worker polls.
+func (p *devProcess) waitReady(t *testing.T) {
+	t.Helper()
+	deadline := time.After(testTimeout)
+	for !strings.Contains(p.stdout.String(), "worker polling task queue") {
+		select {
+		case <-p.done:
+			t.Fatalf("subagents dev exited early: %v\n%s", p.err, p.stderr)
+		case <-deadline:
+			t.Fatalf("subagents dev not ready after %s\n%s", testTimeout, p.stderr)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (p *devProcess) stop(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.done:
+		if p.err != nil {
+			t.Fatalf("subagents dev exited with %v after SIGTERM\n%s", p.err, p.stderr)
+		}
+	case <-time.After(testTimeout):
+		t.Fatal("subagents dev did not stop after SIGTERM")
+	}
+}
+
+// cliEnv is the environment a subagents process of this test gets: pi from
+// the lockfile (the test binary is not in the source tree, so the tree
+// lookup would miss it) and the scripted model.
+func (e *env) cliEnv() []string {
+	return append([]string{"SUBAGENTS_PI=" + e.pi.Path}, scriptedmodel.PiEnv(e.agentDir)...)
+}
+
+// runSubagents runs the command to its end and returns its exit code and output.
+func runSubagents(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, subagentsBinary(t), args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	if err != nil {
+		if _, ok := err.(*exec.ExitError); !ok {
+			t.Fatalf("run subagents: %v", err)
+		}
+	}
+	return cmd.ProcessState.ExitCode(), out.String(), errOut.String()
+}
+
+// TestDevStartupErrors: what a user can get wrong fails at start, with one
+// line and exit code 2.
+func TestDevStartupErrors(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	busyPort := strconv.Itoa(busy.Addr().(*net.TCPAddr).Port)
+	aFile := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(aFile, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dataDir := t.TempDir()
+	pi := "SUBAGENTS_PI=" + findPi(t).Path
+
+	tests := []struct {
+		name string
+		args []string
+		env  []string
+		want string
+	}{
+		{"frontend port in use", []string{"--port", busyPort, "--headless"}, nil, "--port: cannot listen on 127.0.0.1:" + busyPort},
+		{"ui port in use", []string{"--port", strconv.Itoa(freePort()), "--ui-port", busyPort}, nil, "--ui-port: cannot listen on 127.0.0.1:" + busyPort},
+		{"database under a file", []string{"--port", strconv.Itoa(freePort()), "--headless", "--db-filename", filepath.Join(aFile, "t.db")}, nil, "--db-filename: cannot create folder"},
+		{"database is a folder", []string{"--port", strconv.Itoa(freePort()), "--headless", "--db-filename", dataDir}, nil, "is a folder, not a database file"},
+		{"pi missing", []string{"--port", strconv.Itoa(freePort()), "--headless", "--pi", filepath.Join(dataDir, "no-pi")}, nil, "pi (--pi): "},
+		{"pi that does not run", []string{"--port", strconv.Itoa(freePort()), "--headless"}, []string{"SUBAGENTS_PI=/bin/false"}, "does not run"},
+		{"bad flag", []string{"--no-such-flag"}, nil, "flag provided but not defined"},
+		{"ephemeral with a file", []string{"--ephemeral", "--db-filename", filepath.Join(dataDir, "x.db")}, nil, "--ephemeral and --db-filename exclude each other"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append([]string{"dev", "--data-dir", dataDir}, tt.args...)
+			code, _, stderr := runSubagents(t, append([]string{pi}, tt.env...), args...)
+			if code != 2 {
+				t.Fatalf("exit code %d, want 2\n%s", code, stderr)
+			}
+			last := lastNonEmptyLine(stderr)
+			if !strings.HasPrefix(last, "subagents: ") || !strings.Contains(last, tt.want) {
+				t.Fatalf("last line %q does not say %q", last, tt.want)
+			}
+		})
+	}
+}
+
+func lastNonEmptyLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+// TestDevRunsUIWorkerAndSurvivesRestart drives `subagents dev` as a user
+// does: the UI serves namespace default, our search attributes exist, a
+// session runs real pi, SIGTERM stops it cleanly, and a second start on the
+// same database still has the workflow.
+func TestDevRunsUIWorkerAndSurvivesRestart(t *testing.T) {
+	e := newEnv(t)
+	e.model.Script("dev", scriptedmodel.Step{Text: "Answered through subagents dev."})
+	port, uiPort := freePort(), freePort()
+	db := filepath.Join(t.TempDir(), "state", "temporal.db")
+	args := []string{
+		"--port", strconv.Itoa(port), "--ui-port", strconv.Itoa(uiPort),
+		"--db-filename", db, "--data-dir", e.dataDir, "--task-queue", e.taskQueue,
+	}
+	p := e.startDev(args...)
+	p.waitReady(t)
+	uiURL := fmt.Sprintf("http://127.0.0.1:%d", uiPort)
+	if !strings.Contains(p.stdout.String(), uiURL+"/namespaces/default/workflows") {
+		t.Fatalf("banner does not show the UI link:\n%s", p.stdout)
+	}
+
+	// The UI serves its page and, through its API, namespace default.
+	page := httpGet(t, uiURL+"/namespaces/default/workflows")
+	if !strings.Contains(strings.ToLower(page), "<html") {
+		t.Fatalf("UI page is not HTML: %.200s", page)
+	}
+	var namespaces struct {
+		Namespaces []struct {
+			NamespaceInfo struct {
+				Name string `json:"name"`
+			} `json:"namespaceInfo"`
+		} `json:"namespaces"`
+	}
+	if err := json.Unmarshal([]byte(httpGet(t, uiURL+"/api/v1/namespaces")), &namespaces); err != nil {
+		t.Fatal(err)
+	}
+	if len(namespaces.Namespaces) == 0 || namespaces.Namespaces[0].NamespaceInfo.Name != "default" {
+		t.Fatalf("UI API namespaces = %+v", namespaces)
+	}
+
+	c, err := sdkclient.Dial(sdkclient.Options{HostPort: fmt.Sprintf("127.0.0.1:%d", port), Logger: quietLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sa, err := c.OperatorService().ListSearchAttributes(e.ctx(), &operatorservice.ListSearchAttributesRequest{Namespace: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range workflows.SearchAttributes() {
+		if _, ok := sa.GetCustomAttributes()[name]; !ok {
+			t.Errorf("search attribute %s is not registered", name)
+		}
+	}
+
+	in := e.sessionInput("[[script:dev]] Answer through the dev server.")
+	var res workflows.SessionResult
+	if err := e.startSession(c, in).Get(e.ctx(), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Turn.Output != "Answered through subagents dev." {
+		t.Fatalf("output %q", res.Turn.Output)
+	}
+	c.Close()
+
+	p.stop(t)
+	if !strings.Contains(p.stderr.String(), "worker stopped") {
+		t.Fatalf("no clean worker stop in the log:\n%s", p.stderr)
+	}
+
+	p = e.startDev(args...)
+	p.waitReady(t)
+	c2, err := sdkclient.Dial(sdkclient.Options{HostPort: fmt.Sprintf("127.0.0.1:%d", port), Logger: quietLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	var again workflows.SessionResult
+	if err := c2.GetWorkflow(e.ctx(), in.SessionID, "").Get(e.ctx(), &again); err != nil {
+		t.Fatalf("workflow from before the restart: %v", err)
+	}
+	if again.Turn.Output != res.Turn.Output {
+		t.Fatalf("output after restart %q", again.Turn.Output)
+	}
+	p.stop(t)
+}
+
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(bufio.NewReader(resp.Body))
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, body)
+	}
+	return string(body)
+}
+
+// quietLogger keeps the SDK client's info lines out of test output.
+type quietLogger struct{}
+
+func (quietLogger) Debug(string, ...any) {}
+func (quietLogger) Info(string, ...any)  {}
+func (quietLogger) Warn(string, ...any)  {}
+func (quietLogger) Error(string, ...any) {}
