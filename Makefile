@@ -18,7 +18,7 @@ ARGS ?=
 
 .PHONY: all build run test test-go lint vet fmt staticcheck workflowcheck bench deps pi tools clean
 
-all: build
+all: deps build
 
 ## build: compile bin/subagents
 build:
