@@ -1,10 +1,7 @@
-// Package activities holds the Temporal activities that run child pi
-// processes: spawn, event stream parsing, and what a run produced.
 package activities
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -15,7 +12,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -25,36 +24,63 @@ import (
 	"github.com/durable-pi/subagents/internal/errcode"
 )
 
-// Config is what every child run needs from the worker.
-type Config struct {
-	// Pi is the pi executable.
-	Pi string
-	// PathPrefix goes first on the child's PATH: the folder holding the
-	// Node 22 that pi needs.
-	PathPrefix string
-	// DataDir holds session files and artifacts.
-	DataDir string
-	// Env is added to the child's environment after the worker's own
-	// (tests point PI_CODING_AGENT_DIR at a scripted model this way).
-	Env []string
-}
+// Limits of seed 002, with their defaults and ranges.
+const (
+	DefaultTimeoutSeconds        = 600
+	DefaultExtendDebounceSeconds = 30
+	maxExtendDebounceSeconds     = 300
+	DefaultLoopingToolCount      = 5
+	maxLoopingToolCount          = 50
+)
 
-// Activities are the worker's activities; their dependencies live here.
-type Activities struct {
-	cfg Config
-}
+// resultToolRows is how many tool rows a result keeps (the latest ones);
+// heartbeatToolRows the same for progress. Both keep history small.
+const (
+	resultToolRows    = 20
+	heartbeatToolRows = 10
+	lastTextChars     = 500
+)
 
-// New returns the activities for cfg.
-func New(cfg Config) *Activities { return &Activities{cfg: cfg} }
+// DefaultTools are pi's own default tools, granted when a task names none.
+var DefaultTools = []string{"read", "bash", "edit", "write"}
 
-// RunPiInput is one turn of a child pi run.
+// RunPiInput is one turn of a child pi run, with its profile already
+// resolved into pi arguments.
 type RunPiInput struct {
 	SessionID string `json:"sessionId"`
 	Agent     string `json:"agent"`
-	Prompt    string `json:"prompt"`
-	Cwd       string `json:"cwd"`
-	// Model is provider/id; empty uses pi's default.
-	Model string `json:"model,omitempty"`
+	// Turn numbers the turns of a session from 1; it names the artifact.
+	Turn   int        `json:"turn,omitempty"`
+	Prompt string     `json:"prompt"`
+	Cwd    string     `json:"cwd"`
+	Files  []FileSpec `json:"files,omitempty"`
+	// Model is provider/id; empty uses pi's default. Thinking is a level.
+	Model    string `json:"model,omitempty"`
+	Thinking string `json:"thinking,omitempty"`
+	// Tools is the allowlist (empty: DefaultTools); NoTools grants none.
+	// subagent_finalize is always added unless NoFinalize.
+	Tools   []string `json:"tools,omitempty"`
+	NoTools bool     `json:"noTools,omitempty"`
+	// SystemPrompt (a profile's body) and AppendSystemPrompt are appended
+	// to pi's system prompt.
+	SystemPrompt       string   `json:"systemPrompt,omitempty"`
+	AppendSystemPrompt []string `json:"appendSystemPrompt,omitempty"`
+	Skills             []string `json:"skills,omitempty"`
+	NoSkills           bool     `json:"noSkills,omitempty"`
+	Extensions         []string `json:"extensions,omitempty"`
+	NoContextFiles     bool     `json:"noContextFiles,omitempty"`
+	ExtraArgs          []string `json:"extraArgs,omitempty"`
+	// NoFinalize runs without subagent_finalize: the final assistant text
+	// is the result (a profile's `finalize: false`).
+	NoFinalize bool `json:"noFinalize,omitempty"`
+	// Depth is the child's depth: 1 for a child of a top-level pi.
+	Depth int `json:"depth,omitempty"`
+	// TimeoutSeconds (default 600), ExtendDebounceSeconds (default 30,
+	// 0..300) and LoopingToolCount (default 5, 0..50, 0 disables) are seed
+	// 002's limits; nil means the default.
+	TimeoutSeconds        int  `json:"timeoutSeconds,omitempty"`
+	ExtendDebounceSeconds *int `json:"extendDebounceSeconds,omitempty"`
+	LoopingToolCount      *int `json:"loopingToolCount,omitempty"`
 }
 
 // ErrorInfo is a coded error in a result.
@@ -64,35 +90,62 @@ type ErrorInfo struct {
 	Category errcode.Category `json:"category"`
 }
 
-// RunPiResult is what one child run produced.
+// RunPiResult is what one child run produced: the raw material of seed 004's
+// SingleResult. Everything in it is sanitized and bounded.
 type RunPiResult struct {
-	ExitCode    int        `json:"exitCode"`
-	Output      string     `json:"output"`
-	StopReason  string     `json:"stopReason,omitempty"`
-	Usage       Usage      `json:"usage"`
-	ToolRows    []ToolRow  `json:"toolRows,omitempty"`
-	Finalize    *Finalize  `json:"finalize"`
-	SessionFile string     `json:"sessionFile"`
-	Error       *ErrorInfo `json:"error,omitempty"`
-	Attempt     int32      `json:"attempt"`
+	ExitCode int       `json:"exitCode"`
+	Finalize *Finalize `json:"finalize"`
+	// Output is the finalize result (or error), else the final assistant
+	// text, cut to the output cap; ArtifactFile holds all of it.
+	Output              string     `json:"output"`
+	OutputTruncated     bool       `json:"outputTruncated"`
+	OutputTotalChars    int        `json:"outputTotalChars"`
+	OutputReturnedChars int        `json:"outputReturnedChars"`
+	Usage               Usage      `json:"usage"`
+	ToolRows            []ToolRow  `json:"toolRows,omitempty"`
+	ToolCalls           int        `json:"toolCalls"`
+	StopReason          string     `json:"stopReason,omitempty"`
+	AutoRetries         int        `json:"autoRetries,omitempty"`
+	Error               *ErrorInfo `json:"error,omitempty"`
+	SessionFile         string     `json:"sessionFile"`
+	ArtifactFile        string     `json:"artifactFile,omitempty"`
+	Attempt             int32      `json:"attempt"`
+	// Continued is true when this attempt continued the session file an
+	// interrupted attempt left, instead of running the prompt again.
+	Continued  bool  `json:"continued,omitempty"`
+	DurationMS int64 `json:"durationMs"`
 }
 
-// killGrace is how long pi gets to exit after SIGTERM before SIGKILL:
-// pi stops its tools and flushes its session file well within it (seed 002
-// uses the same 5 s).
-const killGrace = 5 * time.Second
+// Progress is a running child's heartbeat: what `status` and the UI show.
+type Progress struct {
+	ToolRows       []ToolRow `json:"toolRows,omitempty"`
+	ToolCalls      int       `json:"toolCalls"`
+	Usage          Usage     `json:"usage"`
+	LastText       string    `json:"lastText,omitempty"`
+	ElapsedMS      int64     `json:"elapsedMs"`
+	TimeoutSeconds int       `json:"timeoutSeconds"`
+	Attempt        int32     `json:"attempt"`
+	// PriorUsage is what earlier, interrupted attempts of this turn spent;
+	// it is carried so the turn's total counts every attempt once.
+	PriorUsage Usage `json:"priorUsage"`
+}
 
-// stderrTailBytes keeps the end of pi's stderr for error messages; pi writes
-// its diagnostics there and the last lines say what went wrong.
-const stderrTailBytes = 8 << 10
+// ContinuationPrompt is sent when an attempt resumes a session file that an
+// interrupted attempt (a worker crash) left behind.
+const ContinuationPrompt = "Your previous run of this task was interrupted before it finished (the process running it stopped). " +
+	"Continue the same task from where you left off; do not start over. When you are done, call subagent_finalize with your result."
 
-var sessionIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+// ContinuationPromptNoFinalize is the same for a profile without finalize.
+const ContinuationPromptNoFinalize = "Your previous run of this task was interrupted before it finished (the process running it stopped). " +
+	"Continue the same task from where you left off; do not start over, and end with your complete answer."
+
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
 
 // SessionFile is where a session's pi transcript lives: seed 000's layout,
 // <data dir>/sessions/<cwd-hash>/<agent>_<sessionId>.jsonl.
 func SessionFile(dataDir, cwd, agent, sessionID string) string {
 	sum := sha256.Sum256([]byte(cwd))
-	return filepath.Join(dataDir, "sessions", hex.EncodeToString(sum[:8]), agent+"_"+sessionID+".jsonl")
+	return filepath.Join(dataDir, "sessions", hex.EncodeToString(sum[:8]), agentName(agent)+"_"+sessionID+".jsonl")
 }
 
 // ValidateCwd checks a task's working directory with seed 002's messages.
@@ -108,98 +161,28 @@ func ValidateCwd(cwd string) error {
 	return nil
 }
 
-// RunPi runs one child pi turn to its end and reports what it produced. A
-// provider error inside the run is a result with an error, not an activity
-// failure; bad input fails without retry.
-func (a *Activities) RunPi(ctx context.Context, in RunPiInput) (RunPiResult, error) {
-	if err := a.validate(in); err != nil {
-		return RunPiResult{}, temporal.NewNonRetryableApplicationError(err.Error(), string(errcode.CodeOf(err)), err)
-	}
-	res := RunPiResult{
-		SessionFile: SessionFile(a.cfg.DataDir, in.Cwd, agentName(in.Agent), in.SessionID),
-		Attempt:     activity.GetInfo(ctx).Attempt,
-	}
-	if err := os.MkdirAll(filepath.Dir(res.SessionFile), 0o700); err != nil {
-		return res, fmt.Errorf("session folder: %w", err)
-	}
-
-	args := []string{"--mode", "json", "--session", res.SessionFile}
-	if in.Model != "" {
-		args = append(args, "--model", in.Model)
-	}
-	args = append(args, in.Prompt)
-	cmd := exec.Command(a.cfg.Pi, args...)
-	cmd.Dir = in.Cwd
-	cmd.Env = a.childEnv()
-	// pi hangs on an open stdin; /dev/null makes it run its prompt and exit.
-	cmd.Stdin = nil
-	// Its own process group, so that a kill reaches the tools pi started.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return res, err
-	}
-	var stderr tailBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		res.Error = errorInfo(errcode.Failed, "Failed to spawn sub-agent process: "+err.Error())
-		res.ExitCode = -1
-		return res, nil
-	}
-
-	done := make(chan struct{})
-	go func() {
-		select {
-		case <-ctx.Done():
-			terminate(cmd.Process.Pid, done)
-		case <-done:
-		}
-	}()
-
-	var st Stream
-	readErr := readLines(stdout, st.Apply)
-	waitErr := cmd.Wait()
-	close(done)
-
-	res.Output = st.FinalText
-	res.StopReason = st.StopReason
-	res.Usage = st.Usage
-	res.ToolRows = st.ToolRows
-	res.Finalize = st.Finalize
-	res.ExitCode = cmd.ProcessState.ExitCode()
-
-	switch {
-	case ctx.Err() != nil:
-		return res, ctx.Err()
-	case readErr != nil:
-		res.Error = errorInfo(errcode.Failed, "reading pi's output: "+readErr.Error())
-	case waitErr != nil:
-		msg := fmt.Sprintf("pi exited with code %d", res.ExitCode)
-		if tail := lastLine(stderr.String()); tail != "" {
-			msg += ": " + tail
-		}
-		res.Error = errorInfo(errcode.Failed, msg)
-	case st.Failed():
-		msg := st.ErrorMessage
-		if msg == "" {
-			msg = "the model's response ended with stop reason " + st.StopReason
-		}
-		res.Error = errorInfo(errcode.Failed, msg)
-	}
-	return res, nil
-}
-
-func (a *Activities) validate(in RunPiInput) error {
-	if !sessionIDPattern.MatchString(in.SessionID) {
+func (in RunPiInput) validate() error {
+	if !namePattern.MatchString(in.SessionID) {
 		return errcode.Errorf(errcode.InvalidInput, "session ID %q is not valid", in.SessionID)
 	}
 	if strings.TrimSpace(in.Prompt) == "" {
 		return errcode.New(errcode.InvalidInput, "prompt must not be empty")
 	}
-	if in.Agent != "" && !sessionIDPattern.MatchString(in.Agent) {
+	if in.Agent != "" && !namePattern.MatchString(in.Agent) {
 		return errcode.Errorf(errcode.InvalidInput, "agent name %q is not valid", in.Agent)
 	}
-	return ValidateCwd(in.Cwd)
+	if err := ValidateCwd(in.Cwd); err != nil {
+		return err
+	}
+	if info, err := os.Stat(in.Cwd); err != nil || !info.IsDir() {
+		return errcode.Errorf(errcode.InvalidInput, "cwd %s is not a folder on this worker", in.Cwd)
+	}
+	for _, f := range in.Files {
+		if err := f.Validate(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func agentName(agent string) string {
@@ -209,11 +192,152 @@ func agentName(agent string) string {
 	return agent
 }
 
-// childEnv is the worker's environment, the configured additions, the marker
-// that tells our extension it runs in a child, and Node 22 first on PATH.
-func (a *Activities) childEnv() []string {
+func clampInt(v *int, def, lo, hi int) int {
+	if v == nil {
+		return def
+	}
+	return min(max(*v, lo), hi)
+}
+
+// RunPi runs one child pi turn to its end and reports what it produced.
+//
+// Retry policy: what the child did is a result, never an activity failure:
+// a provider error, a finalize with status ERROR, an unknown model (pi
+// exits non-zero), a timeout, a loop or an output over the limits all come
+// back as a result with an error code, so Temporal does not run them again.
+// Bad input fails without retry. Only the worker's own trouble is retried:
+// the worker stopped or crashed (heartbeat timeout), the session folder could
+// not be written. A retry continues the session file when the interrupted
+// attempt left one (ContinuationPrompt) and runs the original prompt again
+// when it did not.
+func (a *Activities) RunPi(ctx context.Context, in RunPiInput) (RunPiResult, error) {
+	if err := in.validate(); err != nil {
+		return RunPiResult{}, temporal.NewNonRetryableApplicationError(err.Error(), string(errcode.CodeOf(err)), err)
+	}
+	info := activity.GetInfo(ctx)
+	res := RunPiResult{
+		SessionFile: SessionFile(a.cfg.DataDir, in.Cwd, in.Agent, in.SessionID),
+		Attempt:     info.Attempt,
+	}
+	if err := os.MkdirAll(filepath.Dir(res.SessionFile), 0o700); err != nil {
+		return res, fmt.Errorf("session folder: %w", err)
+	}
+
+	var prior Progress
+	if info.Attempt > 1 && activity.HasHeartbeatDetails(ctx) {
+		_ = activity.GetHeartbeatDetails(ctx, &prior)
+		prior.PriorUsage = prior.PriorUsage.Add(prior.Usage)
+	}
+	prompt := in.Prompt
+	if info.Attempt > 1 && sessionHasMessages(res.SessionFile) {
+		res.Continued = true
+		prompt = ContinuationPrompt
+		if in.NoFinalize {
+			prompt = ContinuationPromptNoFinalize
+		}
+	} else if ctxFiles := FileContext(in.Cwd, in.Files); ctxFiles != "" {
+		prompt = ctxFiles + prompt
+	}
+
+	run := &childRun{
+		a:        a,
+		in:       in,
+		timeout:  time.Duration(cmpOr(in.TimeoutSeconds, DefaultTimeoutSeconds)) * time.Second,
+		debounce: time.Duration(clampInt(in.ExtendDebounceSeconds, DefaultExtendDebounceSeconds, 0, maxExtendDebounceSeconds)) * time.Second,
+		loopMax:  clampInt(in.LoopingToolCount, DefaultLoopingToolCount, 0, maxLoopingToolCount),
+		prior:    prior.PriorUsage,
+		attempt:  info.Attempt,
+	}
+	outcome := run.run(ctx, a.args(in, res.SessionFile, prompt))
+	a.fill(&res, run, outcome)
+
+	switch outcome.stop {
+	case stopCancelled:
+		if errors.Is(ctx.Err(), context.Canceled) {
+			res.Error = errorInfo(errcode.Cancelled, "Cancelled while running")
+			return res, temporal.NewCanceledError(res)
+		}
+		return res, ctx.Err()
+	case stopWorker:
+		// The next attempt, on this worker or another, continues the session.
+		return res, temporal.NewApplicationError("the worker stopped while the child ran; the next attempt continues its session", "WORKER_STOPPED")
+	}
+	return res, nil
+}
+
+func cmpOr(v, def int) int {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+// sessionHasMessages reports whether a pi session file holds a conversation
+// to continue: pi writes it only from the first assistant message on.
+func sessionHasMessages(path string) bool {
+	info, err := os.Stat(path)
+	return err == nil && info.Size() > 0
+}
+
+// args is the pi command line of a child run.
+func (a *Activities) args(in RunPiInput, sessionFile, prompt string) []string {
+	args := []string{"--mode", "json", "--session", sessionFile}
+	if in.Model != "" {
+		args = append(args, "--model", in.Model)
+	}
+	if in.Thinking != "" {
+		args = append(args, "--thinking", in.Thinking)
+	}
+	var tools []string
+	if !in.NoTools {
+		tools = in.Tools
+		if len(tools) == 0 {
+			tools = DefaultTools
+		}
+	}
+	if !in.NoFinalize {
+		tools = append(append([]string(nil), tools...), FinalizeToolName)
+	}
+	if len(tools) > 0 {
+		args = append(args, "--tools", strings.Join(tools, ","))
+	} else {
+		args = append(args, "--no-tools")
+	}
+	// No discovered extensions: a child gets exactly what its profile names,
+	// and never the parent's delegation tools.
+	args = append(args, "--no-extensions")
+	if !in.NoFinalize {
+		args = append(args, "--extension", a.finalize)
+	}
+	for _, e := range in.Extensions {
+		args = append(args, "--extension", e)
+	}
+	if in.NoSkills {
+		args = append(args, "--no-skills")
+	}
+	for _, s := range in.Skills {
+		args = append(args, "--skill", s)
+	}
+	if in.NoContextFiles {
+		args = append(args, "--no-context-files")
+	}
+	if in.SystemPrompt != "" {
+		args = append(args, "--append-system-prompt", in.SystemPrompt)
+	}
+	for _, p := range in.AppendSystemPrompt {
+		args = append(args, "--append-system-prompt", p)
+	}
+	args = append(args, in.ExtraArgs...)
+	// "--" so that a prompt starting with "-" is not read as a flag.
+	return append(args, "--", prompt)
+}
+
+// childEnv is the worker's environment, the configured additions, the
+// markers that tell our extension it runs in a child and at which depth, and
+// Node 22 first on PATH.
+func (a *Activities) childEnv(depth int) []string {
 	env := append(os.Environ(), a.cfg.Env...)
-	env = append(env, "PI_SUBAGENT_CHILD=1")
+	env = append(env, "PI_SUBAGENT_CHILD=1", "PI_SUBAGENT_DEPTH="+strconv.Itoa(max(depth, 1)))
 	if a.cfg.PathPrefix != "" {
 		path := os.Getenv("PATH")
 		for _, kv := range a.cfg.Env {
@@ -226,20 +350,300 @@ func (a *Activities) childEnv() []string {
 	return env
 }
 
-// terminate sends SIGTERM to pi's process group, then SIGKILL after
-// killGrace unless pi exited (done closed) first.
-func terminate(pid int, done <-chan struct{}) {
-	_ = syscall.Kill(-pid, syscall.SIGTERM)
+type stopReason int
+
+const (
+	stopNone      stopReason = iota
+	stopTimeout              // the timeout and its extension ran out
+	stopLoop                 // the same tool call repeated
+	stopOverflow             // stdout and stderr passed MaxStreamBytes
+	stopCancelled            // the activity was cancelled
+	stopWorker               // the worker is stopping
+)
+
+// outcome is how a child process ended.
+type outcome struct {
+	stop     stopReason
+	spawnErr error
+	readErr  error
+	waitErr  error
+	exitCode int
+	stderr   string
+	elapsed  time.Duration
+}
+
+// childRun is one pi process and what was read from it.
+type childRun struct {
+	a        *Activities
+	in       RunPiInput
+	timeout  time.Duration
+	debounce time.Duration
+	loopMax  int
+	prior    Usage
+	attempt  int32
+	stream   Stream
+}
+
+func (r *childRun) run(ctx context.Context, args []string) outcome {
+	start := time.Now()
+	cmd := exec.Command(r.a.cfg.Pi, args...)
+	cmd.Dir = r.in.Cwd
+	cmd.Env = r.a.childEnv(r.in.Depth)
+	// Stdin stays nil, which is /dev/null: pi hangs on an open stdin.
+	// Its own process group, so that a kill reaches what pi started.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return outcome{spawnErr: err}
+	}
+	stderrPipe, err := cmd.StderrPipe()
+	if err != nil {
+		return outcome{spawnErr: err}
+	}
+	if err := cmd.Start(); err != nil {
+		return outcome{spawnErr: err, exitCode: -1}
+	}
+	pid := cmd.Process.Pid
+
+	var streamed atomic.Int64
+	overflow := make(chan struct{})
+	var overflowOnce atomic.Bool
+	count := func(n int) {
+		if streamed.Add(int64(n)) > r.a.cfg.MaxStreamBytes && overflowOnce.CompareAndSwap(false, true) {
+			close(overflow)
+		}
+	}
+
+	lines := make(chan []byte, 64)
+	readDone := make(chan error, 1)
+	go func() {
+		readDone <- readLines(stdout, func(line []byte) {
+			count(len(line))
+			if !overflowOnce.Load() {
+				lines <- line
+			}
+		})
+		close(lines)
+	}()
+	var stderr tailBuffer
+	stderrDone := make(chan struct{})
+	go func() {
+		defer close(stderrDone)
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := stderrPipe.Read(buf)
+			count(n)
+			_, _ = stderr.Write(buf[:n])
+			if err != nil {
+				return
+			}
+		}
+	}()
+
+	heartbeat := time.NewTicker(r.a.cfg.HeartbeatInterval)
+	defer heartbeat.Stop()
+	deadline := time.NewTimer(r.timeout)
+	defer deadline.Stop()
+	var idle *time.Timer // runs once the timeout passed while tools are still called
+	var idleC <-chan time.Time
+	workerStop := activity.GetWorkerStopChannel(ctx)
+
+	out := outcome{}
+	exited := make(chan struct{})
+	stop := func(reason stopReason) {
+		if out.stop == stopNone {
+			out.stop = reason
+			go r.a.terminate(pid, exited)
+		}
+	}
+	done := ctx.Done()
+	lastToolCall := time.Now()
+
+	for lines != nil {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				lines = nil
+				continue
+			}
+			if r.stream.Apply(line) == "tool_execution_start" {
+				lastToolCall = time.Now()
+				if idle != nil {
+					idle.Reset(r.debounce)
+				}
+				if r.loopMax > 0 && r.stream.SameCallRun >= r.loopMax {
+					stop(stopLoop)
+				}
+			}
+		case <-heartbeat.C:
+			activity.RecordHeartbeat(ctx, r.progress(time.Since(start)))
+		case <-deadline.C:
+			// Seed 002: still calling tools → wait until debounce passes with
+			// no tool call; else stop now.
+			if r.debounce > 0 && time.Since(lastToolCall) < r.debounce && r.stream.ToolCallCount() > 0 {
+				idle = time.NewTimer(r.debounce - time.Since(lastToolCall))
+				idleC = idle.C
+			} else {
+				stop(stopTimeout)
+			}
+		case <-idleC:
+			stop(stopTimeout)
+		case <-overflow:
+			stop(stopOverflow)
+			overflow = nil
+		case <-workerStop:
+			stop(stopWorker)
+			workerStop = nil
+		case <-done:
+			stop(stopCancelled)
+			done = nil
+		}
+	}
+	if idle != nil {
+		idle.Stop()
+	}
+	out.readErr = <-readDone
+	<-stderrDone
+	out.waitErr = cmd.Wait()
+	close(exited)
+	out.exitCode = cmd.ProcessState.ExitCode()
+	out.stderr = stderr.String()
+	out.elapsed = time.Since(start)
+	// pi's tools may have started processes of their own that outlive it;
+	// whatever is left in its process group goes with it.
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	return out
+}
+
+func (r *childRun) progress(elapsed time.Duration) Progress {
+	rows := r.stream.ToolRows
+	if len(rows) > heartbeatToolRows {
+		rows = rows[len(rows)-heartbeatToolRows:]
+	}
+	z := r.a.sanitizer
+	clean := make([]ToolRow, len(rows))
+	for i, row := range rows {
+		row.Args = z.Sanitize(row.Args)
+		clean[i] = row
+	}
+	last := []rune(z.Sanitize(r.stream.FinalText))
+	if len(last) > lastTextChars {
+		last = last[len(last)-lastTextChars:]
+	}
+	return Progress{
+		ToolRows:       clean,
+		ToolCalls:      r.stream.ToolCallCount(),
+		Usage:          r.stream.Usage,
+		LastText:       string(last),
+		ElapsedMS:      elapsed.Milliseconds(),
+		TimeoutSeconds: int(r.timeout / time.Second),
+		Attempt:        r.attempt,
+		PriorUsage:     r.prior,
+	}
+}
+
+// terminate sends SIGTERM to pi, which ends its own tool processes, then
+// SIGKILL to its whole process group unless pi exited (exited closed, after
+// which its pid may belong to another process) within the grace period.
+func (a *Activities) terminate(pid int, exited <-chan struct{}) {
+	_ = syscall.Kill(pid, syscall.SIGTERM)
+	grace := time.NewTimer(a.cfg.KillGrace)
+	defer grace.Stop()
 	select {
-	case <-done:
-	case <-time.After(killGrace):
+	case <-exited:
+	case <-grace.C:
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 	}
 }
 
+// fill turns what the run produced into the result: sanitized, capped, with
+// the full output in the artifact file.
+func (a *Activities) fill(res *RunPiResult, r *childRun, out outcome) {
+	st := &r.stream
+	z := a.sanitizer
+	res.ExitCode = out.exitCode
+	res.StopReason = st.StopReason
+	res.AutoRetries = st.AutoRetries
+	res.Usage = r.prior.Add(st.Usage)
+	res.ToolCalls = st.ToolCallCount()
+	res.DurationMS = out.elapsed.Milliseconds()
+	rows := st.ToolRows
+	if len(rows) > resultToolRows {
+		rows = rows[len(rows)-resultToolRows:]
+	}
+	for _, row := range rows {
+		row.Args = z.Sanitize(row.Args)
+		res.ToolRows = append(res.ToolRows, row)
+	}
+
+	full := z.Sanitize(st.FinalText)
+	if f := st.Finalize; f != nil {
+		res.Finalize = &Finalize{Status: f.Status, Result: z.Sanitize(f.Result), Error: z.Sanitize(f.Error)}
+		full = res.Finalize.Result
+		if f.Status == "ERROR" {
+			full = res.Finalize.Error
+			if res.Finalize.Result != "" {
+				full += "\n\n" + res.Finalize.Result
+			}
+		}
+	}
+	cut := Truncate(full, a.cfg.OutputMaxChars)
+	res.Output = cut.Text
+	res.OutputTruncated, res.OutputTotalChars, res.OutputReturnedChars = cut.Truncated, cut.TotalChars, cut.ReturnedChars
+	if res.Finalize != nil {
+		res.Finalize.Result = Truncate(res.Finalize.Result, a.cfg.OutputMaxChars).Text
+		res.Finalize.Error = Truncate(res.Finalize.Error, a.cfg.OutputMaxChars).Text
+	}
+	if full != "" {
+		res.ArtifactFile = artifactFile(res.SessionFile, r.in.Turn)
+		if err := os.WriteFile(res.ArtifactFile, []byte(full), 0o600); err != nil {
+			res.ArtifactFile = ""
+		}
+	}
+
+	timeoutMsg := fmt.Sprintf("Timed out after %ds. Consider resuming with a longer timeout.", int(r.timeout/time.Second))
+	switch {
+	case out.spawnErr != nil:
+		res.Error = errorInfo(errcode.Failed, "Failed to spawn sub-agent process: "+out.spawnErr.Error())
+	case out.stop == stopTimeout:
+		res.Error = errorInfo(errcode.Timeout, timeoutMsg)
+	case out.stop == stopLoop:
+		res.Error = errorInfo(errcode.LoopDetected, "Loop detected: sub-agent is repeating the same tool calls")
+	case out.stop == stopOverflow:
+		res.Error = errorInfo(errcode.OutputTruncated, fmt.Sprintf(
+			"Sub-agent output exceeded the %d MiB limit; the child was stopped", a.cfg.MaxStreamBytes>>20))
+	case out.stop != stopNone:
+		// Cancelled or worker stop: RunPi decides what to return.
+	case out.readErr != nil:
+		res.Error = errorInfo(errcode.Failed, "reading pi's output: "+out.readErr.Error())
+	case st.Failed():
+		msg := st.ErrorMessage
+		if msg == "" {
+			msg = "the model's response ended with stop reason " + st.StopReason
+		}
+		res.Error = errorInfo(errcode.Failed, z.Sanitize(msg))
+	case out.waitErr != nil:
+		msg := fmt.Sprintf("pi exited with code %d", out.exitCode)
+		if tail := lastLine(out.stderr); tail != "" {
+			msg += ": " + tail
+		}
+		res.Error = errorInfo(errcode.Failed, z.Sanitize(msg))
+	case res.Finalize == nil && res.Output == "" && res.ToolCalls == 0 && !st.Settled:
+		res.Error = errorInfo(errcode.Failed, "pi ended without an answer")
+	case cut.Truncated:
+		res.Error = errorInfo(errcode.OutputTruncated, fmt.Sprintf(
+			"Output truncated to %d of %d characters; the full output is in %s", cut.ReturnedChars, cut.TotalChars, z.Sanitize(res.ArtifactFile)))
+	}
+}
+
+// artifactFile sits next to the session file: the full output of a turn.
+func artifactFile(sessionFile string, turn int) string {
+	return strings.TrimSuffix(sessionFile, ".jsonl") + fmt.Sprintf(".turn-%d.output.md", max(turn, 1))
+}
+
 // readLines calls fn for every LF-terminated record of r, however long. It
-// always reads r to its end, because pi stalls (or crashes) when its stdout is
-// not drained.
+// always reads r to its end, because pi stalls (or crashes) when its stdout
+// is not drained.
 func readLines(r io.Reader, fn func([]byte)) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	for {
@@ -266,15 +670,19 @@ func lastLine(s string) string {
 	return strings.TrimSpace(lines[len(lines)-1])
 }
 
+// stderrTailBytes keeps the end of pi's stderr for error messages; pi writes
+// its diagnostics there and the last lines say what went wrong.
+const stderrTailBytes = 8 << 10
+
 // tailBuffer keeps the last stderrTailBytes written to it.
-type tailBuffer struct{ buf bytes.Buffer }
+type tailBuffer struct{ buf []byte }
 
 func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.buf.Write(p)
-	if over := t.buf.Len() - stderrTailBytes; over > 0 {
-		t.buf.Next(over)
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - stderrTailBytes; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
 	}
 	return len(p), nil
 }
 
-func (t *tailBuffer) String() string { return t.buf.String() }
+func (t *tailBuffer) String() string { return string(t.buf) }

@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 )
@@ -67,8 +68,16 @@ type Stream struct {
 	// Events counts the records read; BadLines those that were not JSON.
 	Events   int
 	BadLines int
+	// AutoRetries counts pi's own auto_retry_start events; AutoRetryError is
+	// the error of the last one.
+	AutoRetries    int
+	AutoRetryError string
+	// SameCallRun is how many tool calls in a row had the same name and
+	// arguments, ending with the latest one (loop detection).
+	SameCallRun int
 
-	argsByCall map[string]json.RawMessage
+	lastSignature string
+	argsByCall    map[string]json.RawMessage
 }
 
 type event struct {
@@ -79,6 +88,7 @@ type event struct {
 	ToolName   string          `json:"toolName"`
 	Args       json.RawMessage `json:"args"`
 	IsError    bool            `json:"isError"`
+	ErrorMsg   string          `json:"errorMessage"`
 }
 
 type message struct {
@@ -120,16 +130,17 @@ func (m *message) text() string {
 	return strings.Join(parts, "\n")
 }
 
-// Apply folds one JSONL record into the stream's state.
-func (s *Stream) Apply(line []byte) {
+// Apply folds one JSONL record into the stream's state and returns its
+// event type ("" for a line that is not a record).
+func (s *Stream) Apply(line []byte) string {
 	line = trimCR(line)
 	if len(line) == 0 {
-		return
+		return ""
 	}
 	var ev event
 	if err := json.Unmarshal(line, &ev); err != nil {
 		s.BadLines++
-		return
+		return ""
 	}
 	s.Events++
 	switch ev.Type {
@@ -137,7 +148,7 @@ func (s *Stream) Apply(line []byte) {
 		s.SessionID = ev.ID
 	case "message_end":
 		if ev.Message == nil || ev.Message.Role != "assistant" {
-			return
+			return ev.Type
 		}
 		m := ev.Message
 		s.FinalText = m.text()
@@ -155,6 +166,12 @@ func (s *Stream) Apply(line []byte) {
 			s.argsByCall = map[string]json.RawMessage{}
 		}
 		s.argsByCall[ev.ToolCallID] = ev.Args
+		signature := ev.ToolName + " " + compactJSON(ev.Args)
+		if signature == s.lastSignature {
+			s.SameCallRun++
+		} else {
+			s.lastSignature, s.SameCallRun = signature, 1
+		}
 		s.ToolRows = append(s.ToolRows, ToolRow{
 			ID: ev.ToolCallID, Name: ev.ToolName, Args: preview(ev.Args), Status: "running",
 		})
@@ -176,10 +193,25 @@ func (s *Stream) Apply(line []byte) {
 			}
 		}
 		delete(s.argsByCall, ev.ToolCallID)
+	case "auto_retry_start":
+		s.AutoRetries++
+		s.AutoRetryError = ev.ErrorMsg
 	case "agent_settled":
 		s.Settled = true
 	}
+	return ev.Type
 }
+
+func compactJSON(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+// ToolCallCount is the number of tool calls started so far.
+func (s *Stream) ToolCallCount() int { return len(s.ToolRows) }
 
 // Failed reports whether the run's last assistant message ended in a provider
 // error or an abort. pi exits 0 in that case, so the exit code cannot tell.

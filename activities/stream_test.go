@@ -42,7 +42,7 @@ func TestStreamRecordedRuns(t *testing.T) {
 				t.Fatal(err)
 			}
 			var s Stream
-			if err := readLines(bytes.NewReader(data), s.Apply); err != nil {
+			if err := readLines(bytes.NewReader(data), apply(&s)); err != nil {
 				t.Fatal(err)
 			}
 			if s.FinalText != tt.text || s.StopReason != tt.stop || s.ErrorMessage != tt.errMessage || s.Failed() != tt.failed {
@@ -60,6 +60,8 @@ func TestStreamRecordedRuns(t *testing.T) {
 		})
 	}
 }
+
+func apply(s *Stream) func([]byte) { return func(b []byte) { s.Apply(b) } }
 
 func usageClose(a, b Usage) bool {
 	d := a.Cost - b.Cost
@@ -82,7 +84,7 @@ func TestStreamFinalizeAndEdgeCases(t *testing.T) {
 		`{"type":"message_end","message":{"role":"assistant","content":[{"type":"thinking","thinking":"hm"},{"type":"text","text":"a"},{"type":"text","text":"b"}],"stopReason":"toolUse"}}`,
 	}
 	var s Stream
-	if err := readLines(strings.NewReader(strings.Join(lines, "")), s.Apply); err != nil {
+	if err := readLines(strings.NewReader(strings.Join(lines, "")), apply(&s)); err != nil {
 		t.Fatal(err)
 	}
 	if s.SessionID != "s-1" || s.BadLines != 1 || s.Events != 10 {
@@ -105,7 +107,7 @@ func TestStreamHugeLine(t *testing.T) {
 	input := `{"type":"tool_execution_start","toolCallId":"c","toolName":"read","args":{"path":"` + big + `"}}` + "\n" +
 		`{"type":"message_end","message":{"role":"assistant","content":"after the big line","stopReason":"stop"}}` + "\n"
 	var s Stream
-	if err := readLines(strings.NewReader(input), s.Apply); err != nil {
+	if err := readLines(strings.NewReader(input), apply(&s)); err != nil {
 		t.Fatal(err)
 	}
 	if s.FinalText != "after the big line" || len(s.ToolRows) != 1 {

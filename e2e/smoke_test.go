@@ -4,14 +4,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	sdkclient "go.temporal.io/sdk/client"
 
+	"github.com/durable-pi/subagents/activities"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
 	"github.com/durable-pi/subagents/worker/devserver"
 	"github.com/durable-pi/subagents/workflows"
@@ -163,4 +166,61 @@ func mustJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestCrashedAttemptContinuesSession stops the worker while the child runs a
+// tool; the retried attempt on a new worker continues the same pi session
+// (the model sees the earlier messages) instead of starting over.
+func TestCrashedAttemptContinuesSession(t *testing.T) {
+	e := newEnv(t)
+	started := filepath.Join(e.workDir, "started.txt")
+	e.model.Script("crash",
+		scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "bash", Arguments: `{"command":"echo started > started.txt; sleep 60"}`}}},
+		scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "subagent_finalize", Arguments: `{"status":"SUCCESS","result":"continued"}`}}},
+	)
+	stopFirst := e.startWorker(shared.client)
+	in := e.sessionInput("[[script:crash]] Do the long task.")
+	run := e.startSession(shared.client, in)
+	waitForFile(t, started)
+	stopFirst()
+
+	e.startWorker(shared.client)
+	var res workflows.SessionResult
+	if err := run.Get(e.ctx(), &res); err != nil {
+		t.Fatal(err)
+	}
+	turn := res.Turn
+	if turn.Output != "continued" || !turn.Continued || turn.Attempt != 2 || turn.Error != nil {
+		t.Fatalf("turn: output %q continued %v attempt %d error %+v", turn.Output, turn.Continued, turn.Attempt, turn.Error)
+	}
+	reqs := e.model.RequestsFor("crash")
+	if len(reqs) != 2 {
+		t.Fatalf("model saw %d requests, want 2 (no start from scratch)", len(reqs))
+	}
+	msgs := reqs[1].Parsed.Messages
+	if last := msgs[len(msgs)-1]; last.Role != "user" || last.Text() != activities.ContinuationPrompt {
+		t.Fatalf("last message of the retried attempt: %s %q", last.Role, last.Text())
+	}
+	var sawOriginal, sawToolCall bool
+	for _, m := range msgs {
+		sawOriginal = sawOriginal || (m.Role == "user" && m.Text() == in.Prompt)
+		sawToolCall = sawToolCall || (m.Role == "assistant" && len(m.ToolCalls) > 0)
+	}
+	if !sawOriginal || !sawToolCall {
+		t.Fatalf("the retried attempt did not carry the earlier messages (prompt %v, tool call %v)", sawOriginal, sawToolCall)
+	}
+}
+
+func waitForFile(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(testTimeout)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never appeared", path)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

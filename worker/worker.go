@@ -59,13 +59,17 @@ func New(c client.Client, cfg Config) (sdkworker.Worker, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, errcode.Wrap(errcode.InvalidInput, err, fmt.Sprintf("data dir %s: %v", cfg.DataDir, err))
 	}
-	w := sdkworker.New(c, cfg.TaskQueue, sdkworker.Options{})
-	Register(w, activities.New(activities.Config{
+	acts, err := activities.New(activities.Config{
 		Pi:         cfg.Pi.Path,
 		PathPrefix: cfg.Pi.PathPrefix,
 		DataDir:    cfg.DataDir,
 		Env:        cfg.ChildEnv,
-	}))
+	})
+	if err != nil {
+		return nil, err
+	}
+	w := sdkworker.New(c, cfg.TaskQueue, sdkworker.Options{})
+	Register(w, acts)
 	return w, nil
 }
 

@@ -46,8 +46,15 @@ func Session(ctx workflow.Context, in SessionInput) (SessionResult, error) {
 		timeout = time.Duration(in.TimeoutSeconds) * time.Second
 	}
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		// The child's own timeout plus room to stop it cleanly.
-		StartToCloseTimeout: timeout + time.Minute,
+		// The child's own timeout plus room to stop it cleanly. The timeout
+		// may be extended while the child still calls tools (seed 002), by
+		// up to the 300 s debounce maximum after its last call; longer
+		// extensions end with this limit.
+		StartToCloseTimeout: timeout + 10*time.Minute,
+		// A worker that dies stops heartbeating; after this long the turn
+		// is retried on another worker, which continues the session file.
+		// The activity heartbeats every 2 s, so 10 s rides out a busy moment.
+		HeartbeatTimeout: 10 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: time.Second,
 			MaximumAttempts: 3,
@@ -55,11 +62,13 @@ func Session(ctx workflow.Context, in SessionInput) (SessionResult, error) {
 	})
 	var turn activities.RunPiResult
 	err := workflow.ExecuteActivity(ctx, RunPiActivityName, activities.RunPiInput{
-		SessionID: in.SessionID,
-		Agent:     in.Agent,
-		Prompt:    in.Prompt,
-		Cwd:       in.Cwd,
-		Model:     in.Model,
+		SessionID:      in.SessionID,
+		Agent:          in.Agent,
+		Prompt:         in.Prompt,
+		Cwd:            in.Cwd,
+		Model:          in.Model,
+		Turn:           1,
+		TimeoutSeconds: in.TimeoutSeconds,
 	}).Get(ctx, &turn)
 	if err != nil {
 		return SessionResult{}, err

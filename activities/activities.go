@@ -1,0 +1,121 @@
+// Package activities holds the Temporal activities that run child pi
+// processes: spawn, event stream parsing, heartbeats, timeouts, loop
+// detection, output limits, sanitizing and file context.
+package activities
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/durable-pi/subagents/extension"
+	"github.com/durable-pi/subagents/internal/errcode"
+)
+
+// Defaults of the limits a Config leaves at zero.
+const (
+	// DefaultHeartbeatInterval: progress reaches `status` and the UI within a
+	// few seconds; the SDK batches heartbeats, so this is no load on the server.
+	DefaultHeartbeatInterval = 2 * time.Second
+	// DefaultOutputMaxChars is seed 001's output cap (SUBAGENTS_OUTPUT_MAX_CHARS).
+	DefaultOutputMaxChars = 8000
+	// DefaultMaxStreamBytes bounds what one run may write on stdout and
+	// stderr together. pi repeats whole messages in message_end and agent_end,
+	// so hours of real work stay far below it; a child printing without end
+	// does not.
+	DefaultMaxStreamBytes = 512 << 20
+	// DefaultKillGrace is how long pi gets after SIGTERM before SIGKILL: pi
+	// stops its tools and flushes its session file well within it (seed 002
+	// uses the same 5 s).
+	DefaultKillGrace = 5 * time.Second
+)
+
+// Config is what every child run needs from the worker.
+type Config struct {
+	// Pi is the pi executable.
+	Pi string
+	// PathPrefix goes first on the child's PATH: the folder holding the
+	// Node 22 that pi needs.
+	PathPrefix string
+	// DataDir holds session files and artifacts.
+	DataDir string
+	// Env is added to the child's environment after the worker's own
+	// (tests point PI_CODING_AGENT_DIR at a scripted model this way).
+	Env []string
+	// Home is replaced by "~" in everything a run returns (default: the
+	// worker user's home folder).
+	Home              string
+	HeartbeatInterval time.Duration
+	OutputMaxChars    int
+	MaxStreamBytes    int64
+	KillGrace         time.Duration
+}
+
+// Activities are the worker's activities; their dependencies live here.
+type Activities struct {
+	cfg       Config
+	finalize  string // path of the child-side finalize extension
+	sanitizer *Sanitizer
+}
+
+// New fills in cfg's defaults and writes the finalize extension to its cache
+// path under the data dir.
+func New(cfg Config) (*Activities, error) {
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if cfg.OutputMaxChars <= 0 {
+		cfg.OutputMaxChars = DefaultOutputMaxChars
+	}
+	if cfg.MaxStreamBytes <= 0 {
+		cfg.MaxStreamBytes = DefaultMaxStreamBytes
+	}
+	if cfg.KillGrace <= 0 {
+		cfg.KillGrace = DefaultKillGrace
+	}
+	if cfg.Home == "" {
+		cfg.Home, _ = os.UserHomeDir()
+	}
+	path, err := writeFinalizeExtension(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	return &Activities{cfg: cfg, finalize: path, sanitizer: NewSanitizer(cfg.Home)}, nil
+}
+
+// FinalizeExtensionPath is where the child-side extension was written.
+func (a *Activities) FinalizeExtensionPath() string { return a.finalize }
+
+// writeFinalizeExtension writes the embedded extension under a name derived
+// from its content, so workers of different versions sharing a data dir never
+// overwrite each other's file while a child loads it.
+func writeFinalizeExtension(dataDir string) (string, error) {
+	sum := sha256.Sum256(extension.FinalizeSource)
+	dir := filepath.Join(dataDir, "cache", "extensions")
+	path := filepath.Join(dir, "subagent-finalize-"+hex.EncodeToString(sum[:6])+".ts")
+	if b, err := os.ReadFile(path); err == nil && string(b) == string(extension.FinalizeSource) {
+		return path, nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", errcode.Wrap(errcode.InvalidInput, err, fmt.Sprintf("data dir: %v", err))
+	}
+	tmp, err := os.CreateTemp(dir, ".subagent-finalize-*")
+	if err != nil {
+		return "", errcode.Wrap(errcode.InvalidInput, err, fmt.Sprintf("data dir: %v", err))
+	}
+	_, werr := tmp.Write(extension.FinalizeSource)
+	cerr := tmp.Close()
+	if werr != nil || cerr != nil {
+		_ = os.Remove(tmp.Name())
+		return "", errcode.Errorf(errcode.InvalidInput, "write the finalize extension: %v", errors.Join(werr, cerr))
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		_ = os.Remove(tmp.Name())
+		return "", errcode.Wrap(errcode.InvalidInput, err, fmt.Sprintf("write the finalize extension: %v", err))
+	}
+	return path, nil
+}

@@ -1,0 +1,115 @@
+package activities
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func TestSanitize(t *testing.T) {
+	z := NewSanitizer("/home/alice")
+	tests := []struct {
+		name, in, want string
+	}{
+		{"plain text stays", "nothing secret here", "nothing secret here"},
+		{"openai key", "key=sk-proj-abcdefghijklmnop1234", "key=[REDACTED api key]"},
+		{"anthropic key", "use sk-ant-api03-abcdefghijklmnopqrstuv now", "use [REDACTED anthropic key] now"},
+		{"google key", "AIzaSyA1234567890abcdefghijklmnopqrstuv", "[REDACTED google key]"},
+		{"aws key id", "AKIAIOSFODNN7EXAMPLE", "[REDACTED aws key id]"},
+		{"aws secret", "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "aws_secret_access_key = [REDACTED]"},
+		{"github token", "ghp_abcdefghijklmnopqrstuvwxyz0123456789", "[REDACTED github token]"},
+		{"github pat", "github_pat_11ABCDEFG0123456789_abcdefghijklmnop", "[REDACTED github token]"},
+		{"slack token", "xoxb-1234567890-abcdefghij", "[REDACTED slack token]"},
+		{"bearer", "curl -H 'x: Bearer abc.def.ghi-jkl'", "curl -H 'x: Bearer [REDACTED]'"},
+		{"authorization header", "Authorization: Basic dXNlcjpwYXNz", "Authorization: [REDACTED]"},
+		{"generic password", `password: "hunter2hunter2hunter2"`, `password: "[REDACTED]"`},
+		{"private key", "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk\n-----END OPENSSH PRIVATE KEY-----", "[REDACTED private key]"},
+		{"home path", "see /home/alice/src/app.go and /home/alice", "see ~/src/app.go and ~"},
+		{"other home untouched", "/home/bob/x", "/home/bob/x"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := z.Sanitize(tt.in); got != tt.want {
+				t.Fatalf("Sanitize(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestSanitizeCutsLongStackTraces(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("Error: boom\n")
+	for i := range 30 {
+		fmt.Fprintf(&b, "    at fn%d (/srv/app/file.js:%d:1)\n", i, i)
+	}
+	b.WriteString("after the trace")
+	got := NewSanitizer("").Sanitize(b.String())
+	if !strings.Contains(got, "at fn7 ") || strings.Contains(got, "at fn8 ") {
+		t.Fatalf("kept the wrong frames:\n%s", got)
+	}
+	if !strings.Contains(got, "... (22 more stack frames)") || !strings.HasSuffix(got, "after the trace") {
+		t.Fatalf("trace not cut as expected:\n%s", got)
+	}
+	short := "Error\n    at a (x.js:1:1)\n    at b (x.js:2:1)"
+	if NewSanitizer("").Sanitize(short) != short {
+		t.Fatal("a short trace was changed")
+	}
+}
+
+func TestTruncate(t *testing.T) {
+	tests := []struct {
+		in        string
+		max       int
+		want      string
+		truncated bool
+		total     int
+	}{
+		{"hello", 10, "hello", false, 5},
+		{"hello", 5, "hello", false, 5},
+		{"hello", 3, "hel", true, 5},
+		{"héllo wörld", 4, "héll", true, 11},
+		{"", 3, "", false, 0},
+		{"abc", 0, "abc", false, 3},
+	}
+	for _, tt := range tests {
+		got := Truncate(tt.in, tt.max)
+		if got.Text != tt.want || got.Truncated != tt.truncated || got.TotalChars != tt.total || got.ReturnedChars != len([]rune(got.Text)) {
+			t.Errorf("Truncate(%q, %d) = %+v", tt.in, tt.max, got)
+		}
+	}
+}
+
+func TestFileSpecJSON(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    FileSpec
+		invalid string
+	}{
+		{`"src/main.go"`, FileSpec{Path: "src/main.go"}, ""},
+		{`{"path":"a.go","start":10,"end":50}`, FileSpec{Path: "a.go", Start: 10, End: 50}, ""},
+		{`{"path":"a.go","head":20}`, FileSpec{Path: "a.go", Head: 20}, ""},
+		{`{"path":"a.go","tail":30}`, FileSpec{Path: "a.go", Tail: 30}, ""},
+		{`{"path":"a.go","head":1,"tail":1}`, FileSpec{Path: "a.go", Head: 1, Tail: 1}, "use one of start/end, head or tail"},
+		{`{"path":"a.go","start":9,"end":3}`, FileSpec{Path: "a.go", Start: 9, End: 3}, "start 9 is after end 3"},
+		{`{"path":"a.go","head":-1}`, FileSpec{Path: "a.go", Head: -1}, "line numbers must be positive"},
+		{`""`, FileSpec{}, "empty path"},
+	}
+	for _, tt := range tests {
+		var f FileSpec
+		if err := json.Unmarshal([]byte(tt.in), &f); err != nil {
+			t.Fatalf("%s: %v", tt.in, err)
+		}
+		if f != tt.want {
+			t.Errorf("%s decoded to %+v", tt.in, f)
+		}
+		err := f.Validate()
+		if (tt.invalid == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.invalid)) {
+			t.Errorf("%s: Validate() = %v, want %q", tt.in, err, tt.invalid)
+		}
+	}
+	var f FileSpec
+	if err := json.Unmarshal([]byte(`42`), &f); err == nil {
+		t.Error("a number decoded as a file spec")
+	}
+}
