@@ -81,13 +81,18 @@ func TestStreamFinalizeAndEdgeCases(t *testing.T) {
 		`{"type":"tool_execution_start","toolCallId":"c3","toolName":"subagent_finalize","args":{"status":"ERROR","error":"late"}}` + "\n",
 		`{"type":"tool_execution_end","toolCallId":"c3","toolName":"subagent_finalize","result":{},"isError":false}` + "\n",
 		`{"type":"message_end","message":{"role":"user","content":"ignored"}}` + "\n",
+		`{"type":"auto_retry_start","attempt":1,"maxAttempts":3,"delayMs":2000,"errorMessage":"529 overloaded"}` + "\n",
+		`{"type":"auto_retry_end","success":true,"attempt":2}` + "\n",
 		`{"type":"message_end","message":{"role":"assistant","content":[{"type":"thinking","thinking":"hm"},{"type":"text","text":"a"},{"type":"text","text":"b"}],"stopReason":"toolUse"}}`,
 	}
 	var s Stream
 	if err := readLines(strings.NewReader(strings.Join(lines, "")), apply(&s)); err != nil {
 		t.Fatal(err)
 	}
-	if s.SessionID != "s-1" || s.BadLines != 1 || s.Events != 10 {
+	if s.AutoRetries != 1 || s.AutoRetryError != "529 overloaded" {
+		t.Fatalf("auto retries %d %q", s.AutoRetries, s.AutoRetryError)
+	}
+	if s.SessionID != "s-1" || s.BadLines != 1 || s.Events != 12 {
 		t.Fatalf("session %q bad %d events %d", s.SessionID, s.BadLines, s.Events)
 	}
 	if s.Finalize == nil || *s.Finalize != (Finalize{Status: "SUCCESS", Result: "the answer"}) {

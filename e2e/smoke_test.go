@@ -6,13 +6,16 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	sdkclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/durable-pi/subagents/activities"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
@@ -223,4 +226,96 @@ func waitForFile(t *testing.T, path string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestCrashBeforeSessionFileRunsPromptAgain: when the worker stops before pi
+// wrote its session file, the retried attempt runs the original prompt.
+func TestCrashBeforeSessionFileRunsPromptAgain(t *testing.T) {
+	e := newEnv(t)
+	e.model.Script("early", scriptedmodel.Step{DelayMS: 2000, ToolCalls: []scriptedmodel.ToolCall{
+		{Name: "subagent_finalize", Arguments: `{"status":"SUCCESS","result":"second time lucky"}`},
+	}})
+	stopFirst := e.startWorker(shared.client)
+	in := e.sessionInput("[[script:early]] Answer slowly.")
+	run := e.startSession(shared.client, in)
+	if _, err := e.model.WaitForRequests(e.ctx(), 1, func(r scriptedmodel.Request) bool { return r.Script == "early" }); err != nil {
+		t.Fatal(err)
+	}
+	stopFirst()
+	e.startWorker(shared.client)
+	var res workflows.SessionResult
+	if err := run.Get(e.ctx(), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Turn.Output != "second time lucky" || res.Turn.Continued || res.Turn.Attempt != 2 {
+		t.Fatalf("output %q continued %v attempt %d", res.Turn.Output, res.Turn.Continued, res.Turn.Attempt)
+	}
+	reqs := e.model.RequestsFor("early")
+	last := reqs[len(reqs)-1].Parsed.Messages
+	if got := last[len(last)-1].Text(); got != in.Prompt {
+		t.Fatalf("the retried attempt sent %q, want the original prompt", got)
+	}
+}
+
+// TestCancelKillsChildAndItsTools cancels a running session: its heartbeat
+// showed progress, and pi and the `sleep` its bash tool started are gone.
+func TestCancelKillsChildAndItsTools(t *testing.T) {
+	e := newEnv(t)
+	pidFile := filepath.Join(e.workDir, "sleep.pid")
+	e.model.Script("cancel", scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{
+		{Name: "bash", Arguments: `{"command":"sleep 300 & echo $! > sleep.pid; wait"}`},
+	}})
+	e.startWorker(shared.client)
+	in := e.sessionInput("[[script:cancel]] Run something long.")
+	run := e.startSession(shared.client, in)
+	waitForFile(t, pidFile)
+
+	// The heartbeat carries the running tool row.
+	var progress activities.Progress
+	deadline := time.Now().Add(testTimeout)
+	for len(progress.ToolRows) == 0 {
+		desc, err := shared.client.DescribeWorkflowExecution(e.ctx(), in.SessionID, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pa := desc.GetPendingActivities(); len(pa) == 1 && pa[0].GetHeartbeatDetails() != nil {
+			if err := converterGet(pa[0].GetHeartbeatDetails(), &progress); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no heartbeat with progress")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if row := progress.ToolRows[0]; row.Name != "bash" || row.Status != "running" || progress.TimeoutSeconds != 600 {
+		t.Fatalf("progress %+v", progress)
+	}
+
+	pidText, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	if _, err := fmt.Sscan(strings.TrimSpace(string(pidText)), &pid); err != nil {
+		t.Fatal(err)
+	}
+	if err := shared.client.CancelWorkflow(e.ctx(), in.SessionID, ""); err != nil {
+		t.Fatal(err)
+	}
+	var res workflows.SessionResult
+	if err := run.Get(e.ctx(), &res); err == nil {
+		t.Fatal("a cancelled session completed")
+	}
+	for syscall.Kill(pid, 0) == nil {
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("the sleep (pid %d) survived the cancellation", pid)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func converterGet(p *commonpb.Payloads, v any) error {
+	return converter.GetDefaultDataConverter().FromPayloads(p, v)
 }

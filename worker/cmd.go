@@ -6,22 +6,26 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/durable-pi/subagents/activities"
 	subclient "github.com/durable-pi/subagents/client"
 	"github.com/durable-pi/subagents/internal/errcode"
 )
 
 // Flags are the settings `subagents dev` and `subagents worker` share.
 type Flags struct {
-	TaskQueue string
-	Pi        string
-	DataDir   string
-	LogLevel  string
-	LogFormat string
+	TaskQueue      string
+	OutputMaxChars int
+	Pi             string
+	DataDir        string
+	LogLevel       string
+	LogFormat      string
 }
 
 // Register adds the flags to fs.
@@ -29,6 +33,8 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.TaskQueue, "task-queue", DefaultTaskQueue, "task queue the worker polls")
 	fs.StringVar(&f.Pi, "pi", "", "pi executable (default: $SUBAGENTS_PI, the source tree's extension/node_modules/.bin/pi, then PATH)")
 	fs.StringVar(&f.DataDir, "data-dir", "", "folder for session files and artifacts (default $SUBAGENTS_DATA_DIR or ~/.pi/subagents)")
+	fs.IntVar(&f.OutputMaxChars, "output-max-chars", envInt("SUBAGENTS_OUTPUT_MAX_CHARS", activities.DefaultOutputMaxChars),
+		"characters of a child's output returned in results; the rest is kept in its artifact file (env SUBAGENTS_OUTPUT_MAX_CHARS)")
 	fs.StringVar(&f.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&f.LogFormat, "log-format", "text", "log format: text or json")
 }
@@ -66,7 +72,19 @@ func (f *Flags) Config(ctx context.Context) (Config, error) {
 	if dataDir, err = filepath.Abs(dataDir); err != nil {
 		return Config{}, errcode.Wrap(errcode.InvalidInput, err, "--data-dir: "+err.Error())
 	}
-	return Config{TaskQueue: f.TaskQueue, DataDir: dataDir, Pi: pi}, nil
+	if f.OutputMaxChars < 1 {
+		return Config{}, errcode.Errorf(errcode.InvalidInput, "--output-max-chars must be at least 1, not %d", f.OutputMaxChars)
+	}
+	return Config{TaskQueue: f.TaskQueue, DataDir: dataDir, Pi: pi, OutputMaxChars: f.OutputMaxChars}, nil
+}
+
+// envInt reads a whole number from the environment, or def when unset or
+// not a number (the flag's own check then reports a bad value).
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
 }
 
 // Main is `subagents worker`: the worker against an external Temporal, set up

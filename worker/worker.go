@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
@@ -28,6 +29,8 @@ type Config struct {
 	Pi      Pi
 	// ChildEnv is added to every child pi's environment.
 	ChildEnv []string
+	// OutputMaxChars caps a child's output in results (default 8000).
+	OutputMaxChars int
 }
 
 // DefaultDataDir is $SUBAGENTS_DATA_DIR, else ~/.pi/subagents: beside pi's
@@ -60,15 +63,23 @@ func New(c client.Client, cfg Config) (sdkworker.Worker, error) {
 		return nil, errcode.Wrap(errcode.InvalidInput, err, fmt.Sprintf("data dir %s: %v", cfg.DataDir, err))
 	}
 	acts, err := activities.New(activities.Config{
-		Pi:         cfg.Pi.Path,
-		PathPrefix: cfg.Pi.PathPrefix,
-		DataDir:    cfg.DataDir,
-		Env:        cfg.ChildEnv,
+		Pi:             cfg.Pi.Path,
+		PathPrefix:     cfg.Pi.PathPrefix,
+		DataDir:        cfg.DataDir,
+		Env:            cfg.ChildEnv,
+		OutputMaxChars: cfg.OutputMaxChars,
 	})
 	if err != nil {
 		return nil, err
 	}
-	w := sdkworker.New(c, cfg.TaskQueue, sdkworker.Options{})
+	w := sdkworker.New(c, cfg.TaskQueue, sdkworker.Options{
+		// A cancel request reaches a running child only in the answer to a
+		// heartbeat, and the SDK holds heartbeats back for up to 80% of the
+		// heartbeat timeout. Two seconds keeps cancel prompt (pi is killed
+		// within about 2 s) at one small RPC per running child per 2 s.
+		MaxHeartbeatThrottleInterval:     2 * time.Second,
+		DefaultHeartbeatThrottleInterval: 2 * time.Second,
+	})
 	Register(w, acts)
 	return w, nil
 }
