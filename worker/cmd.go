@@ -56,6 +56,19 @@ func (f *Flags) Logger(w io.Writer) (*slog.Logger, error) {
 	}
 }
 
+// Setup builds the logger and the worker configuration from the flags.
+func (f *Flags) Setup(ctx context.Context, stderr io.Writer) (*slog.Logger, Config, error) {
+	logger, err := f.Logger(stderr)
+	if err != nil {
+		return nil, Config{}, err
+	}
+	cfg, err := f.Config(ctx)
+	if err != nil {
+		return nil, Config{}, err
+	}
+	return logger, cfg, nil
+}
+
 // Config finds pi and resolves the data dir: everything a worker needs that
 // can be wrong on this machine, checked before anything starts.
 func (f *Flags) Config(ctx context.Context) (Config, error) {
@@ -100,11 +113,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return errcode.Wrap(errcode.InvalidInput, err, err.Error())
 	}
-	logger, err := flags.Logger(stderr)
-	if err != nil {
-		return err
-	}
-	cfg, err := flags.Config(ctx)
+	logger, cfg, err := flags.Setup(ctx, stderr)
 	if err != nil {
 		return err
 	}

@@ -47,11 +47,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if headless {
 		opts.UIPort = -1
 	}
-	logger, err := flags.Logger(stderr)
-	if err != nil {
-		return err
-	}
-	cfg, err := flags.Config(ctx)
+	logger, cfg, err := flags.Setup(ctx, stderr)
 	if err != nil {
 		return err
 	}
