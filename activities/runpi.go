@@ -523,7 +523,7 @@ func (r *childRun) progress(elapsed time.Duration) Progress {
 	z := r.a.sanitizer
 	clean := make([]ToolRow, len(rows))
 	for i, row := range rows {
-		row.Args = z.Sanitize(row.Args)
+		row.Args, row.Error = z.Sanitize(row.Args), z.Sanitize(row.Error)
 		clean[i] = row
 	}
 	last := []rune(z.Sanitize(r.stream.FinalText))
@@ -572,7 +572,7 @@ func (a *Activities) fill(res *RunPiResult, r *childRun, out outcome) {
 		rows = rows[len(rows)-resultToolRows:]
 	}
 	for _, row := range rows {
-		row.Args = z.Sanitize(row.Args)
+		row.Args, row.Error = z.Sanitize(row.Args), z.Sanitize(row.Error)
 		res.ToolRows = append(res.ToolRows, row)
 	}
 

@@ -34,7 +34,13 @@ type ToolRow struct {
 	Args string `json:"args"`
 	// Status is running, ok or error.
 	Status string `json:"status"`
+	// Error is the start of what a failed call returned: what the model
+	// was told went wrong.
+	Error string `json:"error,omitempty"`
 }
+
+// toolErrorChars bounds ToolRow.Error: enough for a validation message.
+const toolErrorChars = 300
 
 // Finalize is the child's subagent_finalize call.
 type Finalize struct {
@@ -89,6 +95,7 @@ type event struct {
 	Args       json.RawMessage `json:"args"`
 	IsError    bool            `json:"isError"`
 	ErrorMsg   string          `json:"errorMessage"`
+	Result     *message        `json:"result"`
 }
 
 type message struct {
@@ -176,13 +183,16 @@ func (s *Stream) Apply(line []byte) string {
 			ID: ev.ToolCallID, Name: ev.ToolName, Args: preview(ev.Args), Status: "running",
 		})
 	case "tool_execution_end":
-		status := "ok"
+		status, errText := "ok", ""
 		if ev.IsError {
 			status = "error"
+			if ev.Result != nil {
+				errText = clip(ev.Result.text(), toolErrorChars)
+			}
 		}
 		for i := len(s.ToolRows) - 1; i >= 0; i-- {
 			if s.ToolRows[i].ID == ev.ToolCallID {
-				s.ToolRows[i].Status = status
+				s.ToolRows[i].Status, s.ToolRows[i].Error = status, errText
 				break
 			}
 		}
@@ -230,9 +240,13 @@ func trimCR(b []byte) []byte {
 }
 
 func preview(raw json.RawMessage) string {
-	s := strings.Join(strings.Fields(string(raw)), " ")
-	if r := []rune(s); len(r) > argsPreviewChars {
-		return string(r[:argsPreviewChars-1]) + "…"
+	return clip(strings.Join(strings.Fields(string(raw)), " "), argsPreviewChars)
+}
+
+// clip cuts s to n runes, the last one an ellipsis when it cut.
+func clip(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
 	}
 	return s
 }

@@ -263,12 +263,13 @@ func TestDevRunsUIWorkerAndSurvivesRestart(t *testing.T) {
 	}
 
 	in := e.sessionInput("[[script:dev]] Answer through the dev server.")
+	in.Child.NoFinalize = true
 	var res workflows.SessionResult
 	if err := e.startSession(c, in).Get(e.ctx(), &res); err != nil {
 		t.Fatal(err)
 	}
-	if res.Turn.Output != "Answered through subagents dev." {
-		t.Fatalf("output %q", res.Turn.Output)
+	if res.LastTurn.Result.Output != "Answered through subagents dev." {
+		t.Fatalf("output %q", res.LastTurn.Result.Output)
 	}
 	c.Close()
 
@@ -288,8 +289,8 @@ func TestDevRunsUIWorkerAndSurvivesRestart(t *testing.T) {
 	if err := c2.GetWorkflow(e.ctx(), in.SessionID, "").Get(e.ctx(), &again); err != nil {
 		t.Fatalf("workflow from before the restart: %v", err)
 	}
-	if again.Turn.Output != res.Turn.Output {
-		t.Fatalf("output after restart %q", again.Turn.Output)
+	if again.LastTurn.Result.Output != res.LastTurn.Result.Output {
+		t.Fatalf("output after restart %q", again.LastTurn.Result.Output)
 	}
 	p.stop(t)
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,20 +17,24 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	sdkclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/durable-pi/subagents/activities"
+	"github.com/durable-pi/subagents/internal/errcode"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
 	"github.com/durable-pi/subagents/worker/devserver"
 	"github.com/durable-pi/subagents/workflows"
 )
 
+// sessionInput is a one-turn session that completes when its turn ends.
 func (e *env) sessionInput(prompt string) workflows.SessionInput {
 	return workflows.SessionInput{
-		SessionID: uuid.NewString(),
-		Agent:     "smoke",
-		Prompt:    prompt,
-		Cwd:       e.workDir,
-		Model:     scriptedmodel.ModelRef,
+		SessionID:      uuid.NewString(),
+		Agent:          "smoke",
+		Prompt:         prompt,
+		Cwd:            e.workDir,
+		Model:          scriptedmodel.ModelRef,
+		IdleTTLSeconds: -1,
 	}
 }
 
@@ -54,12 +59,14 @@ func TestSmokeRealPiThroughTemporal(t *testing.T) {
 	e.startWorker(shared.client)
 
 	in := e.sessionInput("[[script:smoke]] Say hello.")
+	// A profile with finalize: false: the final assistant text is the result.
+	in.Child.NoFinalize = true
 	var res workflows.SessionResult
 	if err := e.startSession(shared.client, in).Get(e.ctx(), &res); err != nil {
 		t.Fatalf("session: %v", err)
 	}
 
-	turn := res.Turn
+	turn := res.LastTurn.Result
 	if turn.Error != nil {
 		t.Fatalf("turn failed: %+v", turn.Error)
 	}
@@ -120,6 +127,7 @@ func TestEmbeddedServerIsDurable(t *testing.T) {
 	srv, c := start()
 	stopWorker := e.startWorker(c)
 	finished := e.sessionInput("[[script:durable]] Finish before the restart.")
+	finished.Child.NoFinalize = true
 	var before workflows.SessionResult
 	if err := e.startSession(c, finished).Get(e.ctx(), &before); err != nil {
 		t.Fatal(err)
@@ -127,6 +135,7 @@ func TestEmbeddedServerIsDurable(t *testing.T) {
 	stopWorker()
 	// Started with no worker polling: it is still running when the server stops.
 	pending := e.sessionInput("[[script:durable]] Finish after the restart.")
+	pending.Child.NoFinalize = true
 	e.startSession(c, pending)
 	c.Close()
 	srv.Stop()
@@ -157,8 +166,8 @@ func TestEmbeddedServerIsDurable(t *testing.T) {
 	if err := c.GetWorkflow(e.ctx(), pending.SessionID, "").Get(e.ctx(), &res); err != nil {
 		t.Fatalf("pending workflow after restart: %v", err)
 	}
-	if res.Turn.Output != "Survived." {
-		t.Fatalf("pending workflow output %q", res.Turn.Output)
+	if res.LastTurn.Result.Output != "Survived." {
+		t.Fatalf("pending workflow output %q", res.LastTurn.Result.Output)
 	}
 }
 
@@ -192,7 +201,7 @@ func TestCrashedAttemptContinuesSession(t *testing.T) {
 	if err := run.Get(e.ctx(), &res); err != nil {
 		t.Fatal(err)
 	}
-	turn := res.Turn
+	turn := res.LastTurn.Result
 	if turn.Output != "continued" || !turn.Continued || turn.Attempt != 2 || turn.Error != nil {
 		t.Fatalf("turn: output %q continued %v attempt %d error %+v", turn.Output, turn.Continued, turn.Attempt, turn.Error)
 	}
@@ -247,8 +256,8 @@ func TestCrashBeforeSessionFileRunsPromptAgain(t *testing.T) {
 	if err := run.Get(e.ctx(), &res); err != nil {
 		t.Fatal(err)
 	}
-	if res.Turn.Output != "second time lucky" || res.Turn.Continued || res.Turn.Attempt != 2 {
-		t.Fatalf("output %q continued %v attempt %d", res.Turn.Output, res.Turn.Continued, res.Turn.Attempt)
+	if turn := res.LastTurn.Result; turn.Output != "second time lucky" || turn.Continued || turn.Attempt != 2 {
+		t.Fatalf("output %q continued %v attempt %d", turn.Output, turn.Continued, turn.Attempt)
 	}
 	reqs := e.model.RequestsFor("early")
 	last := reqs[len(reqs)-1].Parsed.Messages
@@ -304,8 +313,21 @@ func TestCancelKillsChildAndItsTools(t *testing.T) {
 		t.Fatal(err)
 	}
 	var res workflows.SessionResult
-	if err := run.Get(e.ctx(), &res); err == nil {
-		t.Fatal("a cancelled session completed")
+	err = run.Get(e.ctx(), &res)
+	var cancelled *temporal.CanceledError
+	if !errors.As(err, &cancelled) {
+		t.Fatalf("err = %v, want the session cancelled", err)
+	}
+	// The cancelled turn keeps what the child did before it was stopped.
+	if err := cancelled.Details(&res); err != nil {
+		t.Fatal(err)
+	}
+	turn := res.LastTurn
+	if res.State != workflows.StateCancelled || turn == nil || turn.Error.Code != errcode.Cancelled {
+		t.Fatalf("result %+v", res)
+	}
+	if turn.Usage.Turns != 1 || len(turn.Result.ToolRows) != 1 || turn.Result.ToolRows[0].Name != "bash" {
+		t.Fatalf("partial turn: usage %+v rows %+v", turn.Usage, turn.Result.ToolRows)
 	}
 	for syscall.Kill(pid, 0) == nil {
 		if time.Now().After(deadline) {

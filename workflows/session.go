@@ -3,12 +3,16 @@
 package workflows
 
 import (
+	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/durable-pi/subagents/activities"
+	"github.com/durable-pi/subagents/internal/errcode"
 )
 
 // Names under which the worker registers workflows and activities. They are
@@ -18,60 +22,451 @@ const (
 	RunPiActivityName   = "RunPi"
 )
 
-// DefaultTimeout is a task's timeout when it names none (seed 002: 600 s).
-const DefaultTimeout = 600 * time.Second
+// Defaults of a session's settings.
+const (
+	// DefaultMaxFinalizeRetries: how many times a child that did not
+	// finalize is sent corrective feedback (seed 000: "a small retry limit").
+	DefaultMaxFinalizeRetries = 2
+	// DefaultIdleTTL: how long a finished session waits for a `send` before
+	// it completes; it can still be resumed by ID afterwards.
+	DefaultIdleTTL = time.Hour
+	// maxTurnsPerRun bounds the history of one run of a long sticky
+	// session: each turn adds about a dozen events, so 100 turns stay far
+	// below the size where Temporal suggests continue-as-new.
+	maxTurnsPerRun = 100
+)
 
-// SessionInput starts a session: one subagent task.
+// SessionInput starts a session (one subagent task), or carries it across
+// continue-as-new.
 type SessionInput struct {
 	// SessionID is also the workflow ID.
+	SessionID       string                `json:"sessionId"`
+	Agent           string                `json:"agent,omitempty"`
+	Cwd             string                `json:"cwd"`
+	Prompt          string                `json:"prompt"`
+	Files           []activities.FileSpec `json:"files,omitempty"`
+	Name            string                `json:"name,omitempty"`
+	ParentSessionID string                `json:"parentSessionId,omitempty"`
+	// Model is provider/id, for callers that set nothing else of Child.
+	Model string `json:"model,omitempty"`
+	// TimeoutSeconds bounds one turn; 0 means the default (600 s).
+	TimeoutSeconds int `json:"timeoutSeconds,omitempty"`
+	// Child is the resolved profile: how every turn's pi runs. Its session,
+	// agent, cwd, prompt, files and turn are filled in per turn.
+	Child activities.RunPiInput `json:"child"`
+	// MaxFinalizeRetries defaults to DefaultMaxFinalizeRetries; nil is the
+	// default, 0 means no corrective feedback.
+	MaxFinalizeRetries *int `json:"maxFinalizeRetries,omitempty"`
+	// IdleTTLSeconds: 0 is DefaultIdleTTL; negative completes the session as
+	// soon as its turns are done.
+	IdleTTLSeconds int `json:"idleTtlSeconds,omitempty"`
+	// Carry is the state continue-as-new hands to the next run.
+	Carry *SessionCarry `json:"carry,omitempty"`
+}
+
+// SessionCarry is what a session's next run needs from the previous one.
+type SessionCarry struct {
+	Turns    int              `json:"turns"`
+	Accepted int              `json:"accepted"`
+	Usage    activities.Usage `json:"usage"`
+	LastTurn *TurnResult      `json:"lastTurn,omitempty"`
+	Pending  []SendRequest    `json:"pending,omitempty"`
+}
+
+// TurnResult is one turn of a session: its last attempt's result, and the
+// usage of all its attempts.
+type TurnResult struct {
+	Turn  int   `json:"turn"`
+	State State `json:"state"`
+	// Attempts is the number of child runs of this turn: 1 plus the
+	// finalize retries it needed.
+	Attempts int                    `json:"attempts"`
+	Usage    activities.Usage       `json:"usage"`
+	Result   activities.RunPiResult `json:"result"`
+	Error    *activities.ErrorInfo  `json:"error,omitempty"`
+}
+
+// SessionStatus answers StatusQuery and WaitUpdate.
+type SessionStatus struct {
 	SessionID string `json:"sessionId"`
 	Agent     string `json:"agent,omitempty"`
-	Prompt    string `json:"prompt"`
-	Cwd       string `json:"cwd"`
-	Model     string `json:"model,omitempty"`
-	// TimeoutSeconds bounds one turn; 0 means DefaultTimeout.
-	TimeoutSeconds int `json:"timeoutSeconds,omitempty"`
+	State     State  `json:"state"`
+	// Turn is the running (or last) turn; Accepted the last turn queued.
+	Turn     int `json:"turn"`
+	Accepted int `json:"accepted"`
+	// Attempt is the child run within the turn (finalize retries).
+	Attempt  int                   `json:"attempt"`
+	Usage    activities.Usage      `json:"usage"`
+	LastTurn *TurnResult           `json:"lastTurn,omitempty"`
+	Error    *activities.ErrorInfo `json:"error,omitempty"`
 }
 
-// SessionResult is what a session's turn produced.
+// SessionResult is what a session returns when it completes.
 type SessionResult struct {
-	SessionID string                 `json:"sessionId"`
-	Turn      activities.RunPiResult `json:"turn"`
+	SessionID string           `json:"sessionId"`
+	State     State            `json:"state"`
+	Turns     int              `json:"turns"`
+	Usage     activities.Usage `json:"usage"`
+	LastTurn  *TurnResult      `json:"lastTurn,omitempty"`
 }
 
-// Session runs a subagent task as one child pi turn.
+// Session runs a subagent task as a sticky session: turns of child pi runs
+// on one pi session file, each retried with corrective feedback until the
+// child finalizes, then waiting for `send` until the idle TTL passes.
 func Session(ctx workflow.Context, in SessionInput) (SessionResult, error) {
-	timeout := DefaultTimeout
-	if in.TimeoutSeconds > 0 {
-		timeout = time.Duration(in.TimeoutSeconds) * time.Second
+	s, err := newSession(ctx, in)
+	if err != nil {
+		return SessionResult{}, err
 	}
-	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		// The child's own timeout plus room to stop it cleanly. The timeout
-		// may be extended while the child still calls tools (seed 002), by
-		// up to the 300 s debounce maximum after its last call; longer
-		// extensions end with this limit.
+	return s.run(ctx)
+}
+
+type session struct {
+	in         SessionInput
+	maxRetries int
+	idleTTL    time.Duration
+
+	state     State
+	turn      int // the running or last turn
+	done      int // turns that have ended
+	accepted  int // turns queued so far
+	attempt   int
+	pending   []SendRequest
+	usage     activities.Usage
+	last      *TurnResult
+	cancelRun workflow.CancelFunc // cancels the running child, when one runs
+	turnsRun  int                 // turns run since this run of the workflow started
+}
+
+func newSession(ctx workflow.Context, in SessionInput) (*session, error) {
+	if in.Prompt == "" && in.Carry == nil {
+		return nil, temporal.NewNonRetryableApplicationError("prompt must not be empty", string(errcode.InvalidInput), nil)
+	}
+	s := &session{in: in, maxRetries: DefaultMaxFinalizeRetries, idleTTL: DefaultIdleTTL, state: StateQueued}
+	if in.MaxFinalizeRetries != nil {
+		s.maxRetries = max(*in.MaxFinalizeRetries, 0)
+	}
+	if in.IdleTTLSeconds > 0 {
+		s.idleTTL = time.Duration(in.IdleTTLSeconds) * time.Second
+	} else if in.IdleTTLSeconds < 0 {
+		s.idleTTL = 0
+	}
+	if c := in.Carry; c != nil {
+		s.turn, s.done, s.accepted, s.usage, s.last = c.Turns, c.Turns, c.Accepted, c.Usage, c.LastTurn
+		s.pending = c.Pending
+	} else {
+		s.accept(SendRequest{Prompt: in.Prompt, Files: in.Files})
+	}
+
+	if err := workflow.SetQueryHandler(ctx, StatusQuery, func() (SessionStatus, error) {
+		return s.status(), nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, SendUpdate,
+		func(ctx workflow.Context, req SendRequest) (SendAccepted, error) {
+			return SendAccepted{Turn: s.accept(req)}, nil
+		},
+		workflow.UpdateHandlerOptions{Validator: validateSend},
+	); err != nil {
+		return nil, err
+	}
+	if err := workflow.SetUpdateHandler(ctx, WaitUpdate,
+		func(ctx workflow.Context, req WaitRequest) (SessionStatus, error) {
+			target := req.Turn
+			if target <= 0 {
+				target = s.accepted
+			}
+			if err := workflow.Await(ctx, func() bool { return s.done >= target }); err != nil {
+				return SessionStatus{}, err
+			}
+			return s.status(), nil
+		},
+	); err != nil {
+		return nil, err
+	}
+	sends := workflow.GetSignalChannel(ctx, SendSignal)
+	cancels := workflow.GetSignalChannel(ctx, CancelSignal)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			sel := workflow.NewSelector(ctx)
+			sel.AddReceive(sends, func(c workflow.ReceiveChannel, _ bool) {
+				var req SendRequest
+				c.Receive(ctx, &req)
+				if validateSend(req) == nil {
+					s.accept(req)
+				}
+			})
+			sel.AddReceive(cancels, func(c workflow.ReceiveChannel, _ bool) {
+				var req CancelRequest
+				c.Receive(ctx, &req)
+				s.cancel()
+			})
+			sel.Select(ctx)
+			if ctx.Err() != nil {
+				return
+			}
+		}
+	})
+	return s, nil
+}
+
+func validateSend(req SendRequest) error {
+	if strings.TrimSpace(req.Prompt) == "" {
+		return temporal.NewApplicationError("prompt must not be empty", string(errcode.InvalidInput))
+	}
+	for _, f := range req.Files {
+		if err := f.Validate(); err != nil {
+			return temporal.NewApplicationError(err.Error(), string(errcode.InvalidInput))
+		}
+	}
+	return nil
+}
+
+// accept queues a prompt and returns the turn it will run as.
+func (s *session) accept(req SendRequest) int {
+	s.accepted++
+	s.pending = append(s.pending, req)
+	return s.accepted
+}
+
+// cancel stops the running child; with none running it does nothing.
+func (s *session) cancel() {
+	if s.cancelRun != nil {
+		s.cancelRun()
+	}
+}
+
+func (s *session) status() SessionStatus {
+	st := SessionStatus{
+		SessionID: s.in.SessionID, Agent: s.in.Agent, State: s.state,
+		Turn: s.turn, Accepted: s.accepted, Attempt: s.attempt, Usage: s.usage, LastTurn: s.last,
+	}
+	if s.last != nil {
+		st.Error = s.last.Error
+	}
+	return st
+}
+
+func (s *session) result() SessionResult {
+	return SessionResult{SessionID: s.in.SessionID, State: s.state, Turns: s.done, Usage: s.usage, LastTurn: s.last}
+}
+
+func (s *session) run(ctx workflow.Context) (SessionResult, error) {
+	s.upsertIdentity(ctx)
+	for {
+		if len(s.pending) == 0 {
+			if s.last != nil {
+				s.setState(ctx, StateWaitingForInput)
+			}
+			if s.turnsRun >= maxTurnsPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+				return s.continueAsNew(ctx)
+			}
+			got, err := workflow.AwaitWithTimeout(ctx, s.idleTTL, func() bool { return len(s.pending) > 0 })
+			if err != nil {
+				return s.result(), err
+			}
+			if !got {
+				return s.finish(ctx)
+			}
+		}
+		req := s.pending[0]
+		s.pending = s.pending[1:]
+		s.runTurn(ctx, req)
+		if ctx.Err() != nil {
+			// The workflow itself was cancelled (e.g. from the UI).
+			return s.result(), temporal.NewCanceledError(s.result())
+		}
+	}
+}
+
+// finish completes the session once it has been idle for its TTL, with the
+// state of its last turn.
+func (s *session) finish(ctx workflow.Context) (SessionResult, error) {
+	if s.last != nil {
+		s.setState(ctx, s.last.State)
+	}
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+		return s.result(), err
+	}
+	return s.result(), nil
+}
+
+func (s *session) continueAsNew(ctx workflow.Context) (SessionResult, error) {
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+		return s.result(), err
+	}
+	next := s.in
+	next.Prompt, next.Files = "", nil
+	next.Carry = &SessionCarry{Turns: s.done, Accepted: s.accepted, Usage: s.usage, LastTurn: s.last, Pending: s.pending}
+	return SessionResult{}, workflow.NewContinueAsNewError(ctx, SessionWorkflowName, next)
+}
+
+// runTurn runs one turn: the child, then corrective feedback until it
+// finalizes or the retries run out.
+func (s *session) runTurn(ctx workflow.Context, req SendRequest) {
+	s.turn++
+	s.turnsRun++
+	s.attempt = 0
+	s.setState(ctx, StateRunning)
+	turn := &TurnResult{Turn: s.turn}
+	prompt, files := req.Prompt, req.Files
+	for {
+		s.attempt++
+		turn.Attempts = s.attempt
+		res, err := s.runChild(ctx, prompt, files)
+		turn.Result = res
+		turn.Usage = turn.Usage.Add(res.Usage)
+		if err != nil {
+			turn.State, turn.Error = stateOfError(err)
+			break
+		}
+		if res.Error != nil {
+			turn.Error = res.Error
+			turn.State = StateFailed
+			if res.Error.Code == errcode.Timeout {
+				turn.State = StateTimedOut
+			}
+			break
+		}
+		if s.in.Child.NoFinalize || res.Finalize != nil {
+			turn.State = StateCompleted
+			if f := res.Finalize; f != nil && f.Status == "ERROR" {
+				turn.State = StateFailed
+				turn.Error = &activities.ErrorInfo{Code: errcode.Failed, Message: f.Error, Category: errcode.Failed.Category()}
+			}
+			break
+		}
+		if s.attempt > s.maxRetries {
+			turn.State = StateFailed
+			turn.Error = &activities.ErrorInfo{
+				Code:     errcode.FinalizeMissing,
+				Message:  fmt.Sprintf("The sub-agent ended without a valid subagent_finalize after %d attempts; its last output is returned as partial output.", s.attempt),
+				Category: errcode.FinalizeMissing.Category(),
+			}
+			break
+		}
+		prompt, files = CorrectiveFeedback(res), nil
+	}
+	s.usage = s.usage.Add(turn.Usage)
+	s.last = turn
+	s.done = s.turn
+	s.setState(ctx, turn.State)
+}
+
+// runChild runs one RunPi activity that the `cancel` signal can stop.
+func (s *session) runChild(ctx workflow.Context, prompt string, files []activities.FileSpec) (activities.RunPiResult, error) {
+	child := s.in.Child
+	child.SessionID, child.Agent, child.Cwd = s.in.SessionID, s.in.Agent, s.in.Cwd
+	child.Prompt, child.Files, child.Turn = prompt, files, s.turn
+	if child.Model == "" {
+		child.Model = s.in.Model
+	}
+	if child.TimeoutSeconds == 0 {
+		child.TimeoutSeconds = s.in.TimeoutSeconds
+	}
+	timeout := time.Duration(child.TimeoutSeconds) * time.Second
+	if timeout <= 0 {
+		timeout = activities.DefaultTimeoutSeconds * time.Second
+	}
+	runCtx, cancel := workflow.WithCancel(ctx)
+	s.cancelRun = cancel
+	defer func() { s.cancelRun = nil }()
+	runCtx = workflow.WithActivityOptions(runCtx, workflow.ActivityOptions{
+		// The child's own timeout plus room for its extension: seed 002
+		// lets a child that still calls tools run on until 300 s (the
+		// largest debounce) pass without one; beyond that this ends it.
 		StartToCloseTimeout: timeout + 10*time.Minute,
 		// A worker that dies stops heartbeating; after this long the turn
 		// is retried on another worker, which continues the session file.
 		// The activity heartbeats every 2 s, so 10 s rides out a busy moment.
 		HeartbeatTimeout: 10 * time.Second,
+		// Wait for the child to be stopped, so a cancelled turn records the
+		// partial output and usage the activity returns.
+		WaitForCancellation: true,
 		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval: time.Second,
-			MaximumAttempts: 3,
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    30 * time.Second,
+			// Only worker trouble is retried (see RunPi); ten attempts ride
+			// out a worker crash loop without retrying forever.
+			MaximumAttempts: 10,
 		},
 	})
-	var turn activities.RunPiResult
-	err := workflow.ExecuteActivity(ctx, RunPiActivityName, activities.RunPiInput{
-		SessionID:      in.SessionID,
-		Agent:          in.Agent,
-		Prompt:         in.Prompt,
-		Cwd:            in.Cwd,
-		Model:          in.Model,
-		Turn:           1,
-		TimeoutSeconds: in.TimeoutSeconds,
-	}).Get(ctx, &turn)
+	var res activities.RunPiResult
+	err := workflow.ExecuteActivity(runCtx, RunPiActivityName, child).Get(runCtx, &res)
 	if err != nil {
-		return SessionResult{}, err
+		var cancelled *temporal.CanceledError
+		if errors.As(err, &cancelled) && cancelled.HasDetails() {
+			_ = cancelled.Details(&res)
+		}
 	}
-	return SessionResult{SessionID: in.SessionID, Turn: turn}, nil
+	return res, err
+}
+
+// stateOfError maps an activity failure to a turn's state and error.
+func stateOfError(err error) (State, *activities.ErrorInfo) {
+	var cancelled *temporal.CanceledError
+	if errors.As(err, &cancelled) {
+		return StateCancelled, &activities.ErrorInfo{Code: errcode.Cancelled, Message: "Cancelled while running", Category: errcode.Cancelled.Category()}
+	}
+	code := errcode.Failed
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) && app.Type() == string(errcode.InvalidInput) {
+		code = errcode.InvalidInput
+	}
+	msg := err.Error()
+	if app != nil {
+		msg = app.Message()
+	}
+	return StateFailed, &activities.ErrorInfo{Code: code, Message: msg, Category: code.Category()}
+}
+
+// CorrectiveFeedback is the prompt that tells a child what was wrong with
+// how it ended, so its next run on the same session can fix it.
+func CorrectiveFeedback(res activities.RunPiResult) string {
+	var rejected string
+	for _, row := range res.ToolRows {
+		if row.Name == activities.FinalizeToolName && row.Status == "error" {
+			rejected = row.Error
+		}
+	}
+	how := `Call subagent_finalize now as your only tool call: status "SUCCESS" with your complete answer in "result", ` +
+		`or status "ERROR" with what went wrong in "error".`
+	if rejected != "" {
+		return "Your subagent_finalize call was rejected: " + rejected + "\n" + how
+	}
+	return "You ended without calling subagent_finalize, so your work has not been returned to the agent that delegated this task. " + how
+}
+
+func (s *session) setState(ctx workflow.Context, st State) {
+	if s.state == st {
+		return
+	}
+	s.state = st
+	_ = workflow.UpsertTypedSearchAttributes(ctx, StatusKey.ValueSet(string(st)))
+}
+
+// upsertIdentity sets the search attributes that do not change, in case the
+// starter did not set them.
+func (s *session) upsertIdentity(ctx workflow.Context) {
+	if s.in.Carry != nil {
+		return
+	}
+	updates := []temporal.SearchAttributeUpdate{
+		AgentKey.ValueSet(agentOrDefault(s.in.Agent)),
+		CwdKey.ValueSet(s.in.Cwd),
+		StatusKey.ValueSet(string(s.state)),
+	}
+	if s.in.ParentSessionID != "" {
+		updates = append(updates, ParentSessionKey.ValueSet(s.in.ParentSessionID))
+	}
+	_ = workflow.UpsertTypedSearchAttributes(ctx, updates...)
+}
+
+func agentOrDefault(agent string) string {
+	if agent == "" {
+		return "default"
+	}
+	return agent
 }

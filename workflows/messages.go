@@ -1,0 +1,68 @@
+package workflows
+
+import (
+	"github.com/durable-pi/subagents/activities"
+)
+
+// Names of the signals, queries and updates, in one place: they are part of
+// the public contract and of every recorded history.
+const (
+	// SendSignal queues a follow-up prompt on a session (SendRequest).
+	SendSignal = "send"
+	// CancelSignal cancels a session's running turn, or a delegation's
+	// running tasks (CancelRequest).
+	CancelSignal = "cancel"
+	// StatusQuery answers a session's SessionStatus.
+	StatusQuery = "status"
+	// SendUpdate is SendSignal with an answer: the accepted turn number.
+	SendUpdate = "send"
+	// WaitUpdate blocks until the session's current turn has ended and
+	// returns its status (WaitRequest).
+	WaitUpdate = "wait"
+)
+
+// SendRequest is the payload of SendSignal and SendUpdate.
+type SendRequest struct {
+	Prompt string                `json:"prompt"`
+	Files  []activities.FileSpec `json:"files,omitempty"`
+}
+
+// SendAccepted answers SendUpdate.
+type SendAccepted struct {
+	// Turn is the number the prompt will run as.
+	Turn int `json:"turn"`
+}
+
+// CancelRequest is the payload of CancelSignal.
+type CancelRequest struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// WaitRequest is the payload of WaitUpdate.
+type WaitRequest struct {
+	// Turn to wait for; 0 means the latest turn that was accepted.
+	Turn int `json:"turn,omitempty"`
+}
+
+// State is where a session or task stands.
+type State string
+
+// States, as `status` and the SubagentStatus search attribute report them.
+const (
+	StateQueued          State = "queued"
+	StateRunning         State = "running"
+	StateWaitingForInput State = "waiting_for_input"
+	StateCompleted       State = "completed"
+	StateFailed          State = "failed"
+	StateCancelled       State = "cancelled"
+	StateTimedOut        State = "timed_out"
+)
+
+// Terminal reports whether a turn in this state has ended.
+func (s State) Terminal() bool {
+	switch s {
+	case StateCompleted, StateFailed, StateCancelled, StateTimedOut:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,285 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/durable-pi/subagents/activities"
+	"github.com/durable-pi/subagents/internal/errcode"
+)
+
+// fakeChild stands in for RunPi in workflow unit tests: it answers each run
+// with the next scripted result and records the prompts it was given.
+type fakeChild struct {
+	results []activities.RunPiResult
+	prompts []string
+	inputs  []activities.RunPiInput
+}
+
+func (f *fakeChild) run(_ context.Context, in activities.RunPiInput) (activities.RunPiResult, error) {
+	f.prompts = append(f.prompts, in.Prompt)
+	f.inputs = append(f.inputs, in)
+	if len(f.results) == 0 {
+		return activities.RunPiResult{}, temporal.NewNonRetryableApplicationError("no scripted result left", "TEST", nil)
+	}
+	r := f.results[0]
+	f.results = f.results[1:]
+	return r, nil
+}
+
+func newTestEnv(t *testing.T, child any) *testsuite.TestWorkflowEnvironment {
+	t.Helper()
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	env.RegisterWorkflowWithOptions(Session, workflow.RegisterOptions{Name: SessionWorkflowName})
+	env.RegisterActivityWithOptions(child, activity.RegisterOptions{Name: RunPiActivityName})
+	return env
+}
+
+func usage(in int64) activities.Usage { return activities.Usage{Input: in, Output: 1, Turns: 1} }
+
+func finalized(result string) activities.RunPiResult {
+	return activities.RunPiResult{Finalize: &activities.Finalize{Status: "SUCCESS", Result: result}, Output: result, Usage: usage(10)}
+}
+
+func oneTurn(prompt string) SessionInput {
+	return SessionInput{SessionID: "s-1", Agent: "scout", Cwd: "/repo", Prompt: prompt, IdleTTLSeconds: -1}
+}
+
+func TestSessionFinalizeRetries(t *testing.T) {
+	textOnly := activities.RunPiResult{Output: "I think it's 42.", Usage: usage(5)}
+	rejected := activities.RunPiResult{Output: "", Usage: usage(6), ToolRows: []activities.ToolRow{
+		{Name: activities.FinalizeToolName, Status: "error", Error: `subagent_finalize: status "SUCCESS" requires a non-empty "result".`},
+	}}
+	two := 2
+	zero := 0
+	tests := []struct {
+		name       string
+		results    []activities.RunPiResult
+		retries    *int
+		noFinalize bool
+		state      State
+		code       errcode.Code
+		attempts   int
+		output     string
+		feedback   []string // what each corrective prompt must say
+	}{
+		{"finalized at once", []activities.RunPiResult{finalized("42")}, nil, false, StateCompleted, "", 1, "42", nil},
+		{"missing finalize then fixed", []activities.RunPiResult{textOnly, finalized("42")}, nil, false, StateCompleted, "", 2, "42",
+			[]string{"You ended without calling subagent_finalize"}},
+		{"rejected finalize quotes the reason", []activities.RunPiResult{rejected, finalized("42")}, nil, false, StateCompleted, "", 2, "42",
+			[]string{`Your subagent_finalize call was rejected: subagent_finalize: status "SUCCESS" requires a non-empty "result".`}},
+		{"retries exhausted", []activities.RunPiResult{textOnly, textOnly, textOnly}, &two, false, StateFailed, errcode.FinalizeMissing, 3, "I think it's 42.",
+			[]string{"You ended without", "You ended without"}},
+		{"no retries", []activities.RunPiResult{textOnly}, &zero, false, StateFailed, errcode.FinalizeMissing, 1, "I think it's 42.", nil},
+		{"finalize false takes the text", []activities.RunPiResult{textOnly}, nil, true, StateCompleted, "", 1, "I think it's 42.", nil},
+		{"finalize ERROR fails the turn", []activities.RunPiResult{{Finalize: &activities.Finalize{Status: "ERROR", Error: "repo missing"}, Output: "repo missing"}},
+			nil, false, StateFailed, errcode.Failed, 1, "repo missing", nil},
+		{"timeout", []activities.RunPiResult{{Error: &activities.ErrorInfo{Code: errcode.Timeout, Message: "Timed out after 600s. Consider resuming with a longer timeout."}}},
+			nil, false, StateTimedOut, errcode.Timeout, 1, "", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			child := &fakeChild{results: tt.results}
+			env := newTestEnv(t, child.run)
+			in := oneTurn("Find the answer.")
+			in.MaxFinalizeRetries, in.Child.NoFinalize = tt.retries, tt.noFinalize
+			env.ExecuteWorkflow(SessionWorkflowName, in)
+			if err := env.GetWorkflowError(); err != nil {
+				t.Fatal(err)
+			}
+			var res SessionResult
+			if err := env.GetWorkflowResult(&res); err != nil {
+				t.Fatal(err)
+			}
+			turn := res.LastTurn
+			if res.State != tt.state || turn.State != tt.state || turn.Attempts != tt.attempts || turn.Result.Output != tt.output {
+				t.Fatalf("state %s/%s attempts %d output %q", res.State, turn.State, turn.Attempts, turn.Result.Output)
+			}
+			if (turn.Error == nil && tt.code != "") || (turn.Error != nil && turn.Error.Code != tt.code) {
+				t.Fatalf("error %+v, want %q", turn.Error, tt.code)
+			}
+			if child.prompts[0] != "Find the answer." || len(child.prompts) != tt.attempts {
+				t.Fatalf("prompts %q", child.prompts)
+			}
+			for i, want := range tt.feedback {
+				if !strings.Contains(child.prompts[i+1], want) {
+					t.Fatalf("feedback %d = %q, want it to say %q", i+1, child.prompts[i+1], want)
+				}
+			}
+			// Every attempt runs on the same session and counts once.
+			var sum activities.Usage
+			for _, r := range tt.results[:tt.attempts] {
+				sum = sum.Add(r.Usage)
+			}
+			if res.Usage != sum || turn.Usage != sum {
+				t.Fatalf("usage %+v, want %+v", res.Usage, sum)
+			}
+			for _, in := range child.inputs {
+				if in.SessionID != "s-1" || in.Turn != 1 || in.Cwd != "/repo" || in.Agent != "scout" {
+					t.Fatalf("child input %+v", in)
+				}
+			}
+		})
+	}
+}
+
+// TestSessionSticky: after its first turn the session waits; a send runs a
+// second turn on the same session; wait returns when it ends; the idle TTL
+// completes the session.
+func TestSessionSticky(t *testing.T) {
+	child := &fakeChild{results: []activities.RunPiResult{finalized("first"), finalized("second"), finalized("third")}}
+	env := newTestEnv(t, child.run)
+	in := oneTurn("Turn one.")
+	in.IdleTTLSeconds = 3600
+
+	env.RegisterDelayedCallback(func() {
+		st := queryStatus(t, env)
+		if st.State != StateWaitingForInput || st.Turn != 1 || st.LastTurn.Result.Output != "first" {
+			t.Errorf("after turn 1: %+v", st)
+		}
+		env.SignalWorkflow(SendSignal, SendRequest{Prompt: "Turn two."})
+	}, time.Minute)
+	env.RegisterDelayedCallback(func() {
+		env.UpdateWorkflow(SendUpdate, "send-3", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { t.Errorf("send rejected: %v", err) },
+			OnComplete: func(v any, err error) {
+				if acc, ok := v.(SendAccepted); !ok || err != nil || acc.Turn != 3 {
+					t.Errorf("send accepted %v %v", v, err)
+				}
+			},
+		}, SendRequest{Prompt: "Turn three."})
+		env.UpdateWorkflow(SendUpdate, "send-empty", &testsuite.TestUpdateCallback{
+			OnReject:   func(err error) {},
+			OnComplete: func(v any, err error) { t.Errorf("an empty prompt was accepted") },
+		}, SendRequest{Prompt: "  "})
+		env.UpdateWorkflow(WaitUpdate, "wait-3", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { t.Errorf("wait rejected: %v", err) },
+			OnComplete: func(v any, err error) {
+				st, ok := v.(SessionStatus)
+				if !ok || err != nil || st.Turn != 3 || st.LastTurn.Result.Output != "third" {
+					t.Errorf("wait returned %+v %v", v, err)
+				}
+			},
+		}, WaitRequest{})
+	}, 2*time.Minute)
+
+	env.ExecuteWorkflow(SessionWorkflowName, in)
+	var res SessionResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Turns != 3 || res.State != StateCompleted || res.LastTurn.Result.Output != "third" || res.Usage.Turns != 3 {
+		t.Fatalf("result %+v", res)
+	}
+	if strings.Join(child.prompts, "|") != "Turn one.|Turn two.|Turn three." {
+		t.Fatalf("prompts %q", child.prompts)
+	}
+	for i, in := range child.inputs {
+		if in.Turn != i+1 || in.SessionID != "s-1" {
+			t.Fatalf("turn %d input %+v", i+1, in)
+		}
+	}
+}
+
+func queryStatus(t *testing.T, env *testsuite.TestWorkflowEnvironment) SessionStatus {
+	t.Helper()
+	v, err := env.QueryWorkflow(StatusQuery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st SessionStatus
+	if err := v.Get(&st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// TestSessionCancelSignal cancels the running turn: the turn is cancelled
+// with the child's partial output, and the session stays addressable.
+func TestSessionCancelSignal(t *testing.T) {
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	env.RegisterWorkflowWithOptions(Session, workflow.RegisterOptions{Name: SessionWorkflowName})
+	env.RegisterActivityWithOptions(func(ctx context.Context, in activities.RunPiInput) (activities.RunPiResult, error) {
+		// A cancel request reaches an activity through its heartbeats, as
+		// with the real RunPi.
+		for ctx.Err() == nil {
+			activity.RecordHeartbeat(ctx)
+			time.Sleep(10 * time.Millisecond)
+		}
+		partial := activities.RunPiResult{Output: "half done", Usage: usage(7)}
+		return partial, temporal.NewCanceledError(partial)
+	}, activity.RegisterOptions{Name: RunPiActivityName})
+	env.SetTestTimeout(30 * time.Second)
+	in := oneTurn("Long task.")
+	in.IdleTTLSeconds = 60
+	env.RegisterDelayedCallback(func() {
+		if st := queryStatus(t, env); st.State != StateRunning || st.Attempt != 1 {
+			t.Errorf("before cancel: %+v", st)
+		}
+		env.SignalWorkflow(CancelSignal, CancelRequest{Reason: "test"})
+	}, time.Second)
+	env.ExecuteWorkflow(SessionWorkflowName, in)
+	var res SessionResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	// The test environment drops a cancelled activity's details; the
+	// partial output reaching the result is checked end to end (e2e).
+	turn := res.LastTurn
+	if turn.State != StateCancelled || turn.Error.Code != errcode.Cancelled || res.State != StateCancelled {
+		t.Fatalf("turn %+v", turn)
+	}
+}
+
+// TestSessionContinuesAsNew: a long sticky session continues as new and
+// carries its turn count, usage and last turn.
+func TestSessionContinuesAsNew(t *testing.T) {
+	child := &fakeChild{}
+	for range maxTurnsPerRun {
+		child.results = append(child.results, finalized("ok"))
+	}
+	env := newTestEnv(t, child.run)
+	in := oneTurn("Turn 1.")
+	in.IdleTTLSeconds = 3600
+	env.RegisterDelayedCallback(func() {
+		for i := 2; i <= maxTurnsPerRun; i++ {
+			env.SignalWorkflow(SendSignal, SendRequest{Prompt: "next"})
+		}
+	}, time.Minute)
+	env.ExecuteWorkflow(SessionWorkflowName, in)
+	err := env.GetWorkflowError()
+	var can *workflow.ContinueAsNewError
+	if !asContinueAsNew(err, &can) {
+		t.Fatalf("err = %v, want continue-as-new", err)
+	}
+	var next SessionInput
+	if err := converterFromPayloads(can, &next); err != nil {
+		t.Fatal(err)
+	}
+	c := next.Carry
+	if c == nil || c.Turns != maxTurnsPerRun || c.Usage.Turns != maxTurnsPerRun || c.LastTurn.Result.Output != "ok" || next.Prompt != "" {
+		t.Fatalf("carry %+v prompt %q", c, next.Prompt)
+	}
+	if next.SessionID != "s-1" || next.Cwd != "/repo" {
+		t.Fatalf("next input %+v", next)
+	}
+}
+
+func asContinueAsNew(err error, target **workflow.ContinueAsNewError) bool {
+	return errors.As(err, target)
+}
+
+func converterFromPayloads(can *workflow.ContinueAsNewError, v any) error {
+	return converter.GetDefaultDataConverter().FromPayloads(can.Input, v)
+}
