@@ -98,6 +98,7 @@ func TestSmokeRealPiThroughTemporal(t *testing.T) {
 	if last.Role != "user" || last.Text() != in.Prompt {
 		t.Fatalf("last message = %s %q, want the prompt", last.Role, last.Text())
 	}
+	recordHistory(t, shared.client, in.SessionID, "one-turn")
 }
 
 // TestEmbeddedServerIsDurable stops the embedded server and starts it again
@@ -221,6 +222,7 @@ func TestCrashedAttemptContinuesSession(t *testing.T) {
 	if !sawOriginal || !sawToolCall {
 		t.Fatalf("the retried attempt did not carry the earlier messages (prompt %v, tool call %v)", sawOriginal, sawToolCall)
 	}
+	recordHistory(t, shared.client, in.SessionID, "crash-continuation")
 }
 
 func waitForFile(t *testing.T, path string) {
@@ -336,6 +338,7 @@ func TestCancelKillsChildAndItsTools(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	recordHistory(t, shared.client, in.SessionID, "cancelled")
 }
 
 func converterGet(p *commonpb.Payloads, v any) error {
