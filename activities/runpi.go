@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -385,13 +386,23 @@ type childRun struct {
 }
 
 func (r *childRun) run(ctx context.Context, args []string) outcome {
+	// Pdeathsig fires when the thread that started pi ends, not the
+	// process: keep this goroutine on its thread until pi has been reaped.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	start := time.Now()
 	cmd := exec.Command(r.a.cfg.Pi, args...)
 	cmd.Dir = r.in.Cwd
 	cmd.Env = r.a.childEnv(r.in.Depth)
 	// Stdin stays nil, which is /dev/null: pi hangs on an open stdin.
-	// Its own process group, so that a kill reaches what pi started.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		// Its own process group, so that a kill reaches what pi started.
+		Setpgid: true,
+		// If the worker dies (SIGKILL, OOM), pi must not run on beside the
+		// attempt that retries it on the same session file. SIGTERM, not
+		// SIGKILL, so that pi still ends the tools it started.
+		Pdeathsig: syscall.SIGTERM,
+	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return outcome{spawnErr: err}
