@@ -5,10 +5,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	sdkclient "go.temporal.io/sdk/client"
 
 	"github.com/durable-pi/subagents/activities"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
@@ -100,4 +103,58 @@ func TestWorkerKilledMidRun(t *testing.T) {
 	if syscall.Kill(piPid, 0) == nil {
 		t.Fatalf("the pi (pid %d) of the killed worker is still running", piPid)
 	}
+}
+
+// TestDevKilledMidRun kills `subagents dev` (server and worker in one
+// process) with SIGKILL while a child runs, and starts it again on the same
+// database: the session goes on and completes.
+func TestDevKilledMidRun(t *testing.T) {
+	e := newEnv(t)
+	started := filepath.Join(e.workDir, "started.txt")
+	e.model.Script("dev-killed",
+		scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "bash", Arguments: `{"command":"echo go > started.txt; sleep 120"}`}}},
+		scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "subagent_finalize", Arguments: `{"status":"SUCCESS","result":"survived a machine-wide crash"}`}}},
+	)
+	port := freePort()
+	args := []string{
+		"--port", strconv.Itoa(port), "--headless", "--db-filename", filepath.Join(t.TempDir(), "temporal.db"),
+		"--data-dir", e.dataDir, "--task-queue", e.taskQueue,
+	}
+	p := e.startDev(args...)
+	p.waitReady(t)
+	c := dialAddress(t, fmt.Sprintf("127.0.0.1:%d", port))
+	in := e.sessionInput("[[script:dev-killed]] Work through a crash.")
+	e.startSession(c, in)
+	waitForFile(t, started)
+	c.Close()
+
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-p.done
+	p = e.startDev(args...)
+	p.waitReady(t)
+	c = dialAddress(t, fmt.Sprintf("127.0.0.1:%d", port))
+	defer c.Close()
+	var res workflows.SessionResult
+	if err := c.GetWorkflow(e.ctx(), in.SessionID, "").Get(e.ctx(), &res); err != nil {
+		t.Fatal(err)
+	}
+	turn := res.LastTurn.Result
+	if turn.Output != "survived a machine-wide crash" || !turn.Continued {
+		t.Fatalf("output %q continued %v attempt %d", turn.Output, turn.Continued, turn.Attempt)
+	}
+	if n := len(e.model.RequestsFor("dev-killed")); n != 2 {
+		t.Fatalf("model saw %d requests, want 2", n)
+	}
+	p.stop(t)
+}
+
+func dialAddress(t *testing.T, addr string) sdkclient.Client {
+	t.Helper()
+	c, err := sdkclient.Dial(sdkclient.Options{HostPort: addr, Logger: quietLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
