@@ -1,0 +1,268 @@
+package profiles
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/durable-pi/subagents/internal/errcode"
+)
+
+//go:embed builtin/*.md
+var builtinFS embed.FS
+
+// Set is the profiles visible from one working directory.
+type Set struct {
+	byName map[string]*Profile
+}
+
+// Options say where to look.
+type Options struct {
+	// Cwd is the task's working directory; project-local profiles are read
+	// from the nearest .pi folder at or above it.
+	Cwd string
+	// AgentDir is pi's config dir: $PI_CODING_AGENT_DIR, else ~/.pi/agent.
+	AgentDir string
+}
+
+// DefaultAgentDir is pi's config dir as pi finds it.
+func DefaultAgentDir() string {
+	if d := os.Getenv("PI_CODING_AGENT_DIR"); d != "" {
+		return d
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(home, ".pi", "agent")
+}
+
+// source is one folder of profile files.
+type source struct {
+	dir     string
+	scope   Scope
+	replace bool // seed 002's agent-profiles: the body replaces pi's prompt
+}
+
+func (o Options) sources() []source {
+	var out []source
+	if o.AgentDir != "" {
+		out = append(out,
+			source{filepath.Join(o.AgentDir, "agents"), ScopeGlobal, false},
+			source{filepath.Join(o.AgentDir, "agent-profiles"), ScopeGlobal, true},
+		)
+	}
+	if root := projectRoot(o.Cwd); root != "" {
+		out = append(out,
+			source{filepath.Join(root, ".pi", "agents"), ScopeProject, false},
+			source{filepath.Join(root, ".pi", "agent-profiles"), ScopeProject, true},
+		)
+	}
+	return out
+}
+
+// projectRoot is the nearest folder at or above cwd that holds a .pi folder.
+func projectRoot(cwd string) string {
+	if cwd == "" {
+		return ""
+	}
+	for dir := filepath.Clean(cwd); ; dir = filepath.Dir(dir) {
+		if info, err := os.Stat(filepath.Join(dir, ".pi")); err == nil && info.IsDir() {
+			return dir
+		}
+		if dir == filepath.Dir(dir) {
+			return ""
+		}
+	}
+}
+
+// cache keeps parsed sets keyed by where they were read from, valid while
+// no profile file changed (by name, size and modification time): a changed
+// file is seen at once, and an unchanged tree is not parsed again.
+var cache struct {
+	sync.Mutex
+	entries map[string]cacheEntry
+}
+
+type cacheEntry struct {
+	signature string
+	set       *Set
+}
+
+// maxCacheEntries bounds the cache: one entry per distinct cwd and agent
+// dir, which a worker sees few of.
+const maxCacheEntries = 256
+
+type fileRef struct {
+	path  string
+	src   source
+	stamp string
+}
+
+// Load returns the built-in profiles overridden by the global ones and
+// those by the project's. A malformed file is kept with its error.
+func Load(opts Options) (*Set, error) {
+	var files []fileRef
+	var sig strings.Builder
+	for _, src := range opts.sources() {
+		entries, err := os.ReadDir(src.dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, errcode.Errorf(errcode.InvalidInput, "profiles folder %s: %v", src.dir, err)
+		}
+		for _, e := range entries {
+			if e.IsDir() || !strings.HasSuffix(e.Name(), ".md") {
+				continue
+			}
+			p := filepath.Join(src.dir, e.Name())
+			info, err := e.Info()
+			if err != nil {
+				continue
+			}
+			stamp := fmt.Sprintf("%s|%d|%d\n", p, info.Size(), info.ModTime().UnixNano())
+			sig.WriteString(stamp)
+			files = append(files, fileRef{path: p, src: src, stamp: stamp})
+		}
+	}
+	key := opts.AgentDir + "\x00" + projectRoot(opts.Cwd)
+	cache.Lock()
+	if e, ok := cache.entries[key]; ok && e.signature == sig.String() {
+		cache.Unlock()
+		return e.set, nil
+	}
+	cache.Unlock()
+
+	set := &Set{byName: map[string]*Profile{}}
+	for _, p := range builtins() {
+		set.byName[p.Name] = p
+	}
+	for _, f := range files {
+		p := readFile(f.path, f.src)
+		set.byName[p.Name] = p
+	}
+
+	cache.Lock()
+	if cache.entries == nil || len(cache.entries) >= maxCacheEntries {
+		cache.entries = map[string]cacheEntry{}
+	}
+	cache.entries[key] = cacheEntry{signature: sig.String(), set: set}
+	cache.Unlock()
+	return set, nil
+}
+
+// readFile parses one file; a failure becomes a profile that carries it,
+// named by the file so that it is listed and its use fails clearly.
+func readFile(p string, src source) *Profile {
+	data, err := os.ReadFile(p)
+	if err == nil {
+		var prof *Profile
+		if prof, err = Parse(data, p, src.scope); err == nil {
+			prof.ReplaceSystemPrompt = src.replace
+			return prof
+		}
+	} else {
+		err = errcode.Errorf(errcode.InvalidInput, "profile %s: %v", p, err)
+	}
+	return &Profile{Name: strings.TrimSuffix(filepath.Base(p), ".md"), Scope: src.scope, Path: p, Err: err}
+}
+
+var builtinOnce struct {
+	sync.Once
+	list []*Profile
+}
+
+// builtins are parsed once; they are part of the binary.
+func builtins() []*Profile {
+	builtinOnce.Do(func() {
+		entries, _ := builtinFS.ReadDir("builtin")
+		for _, e := range entries {
+			data, _ := builtinFS.ReadFile(path.Join("builtin", e.Name()))
+			p, err := Parse(data, "", ScopeBuiltin)
+			if err != nil {
+				// A broken built-in is a bug in this binary; the test of the
+				// built-ins catches it before release.
+				p = &Profile{Name: strings.TrimSuffix(e.Name(), ".md"), Scope: ScopeBuiltin, Err: err}
+			}
+			builtinOnce.list = append(builtinOnce.list, p)
+		}
+	})
+	return builtinOnce.list
+}
+
+// List returns the profiles sorted by name; internal ones only when
+// includeInternal.
+func (s *Set) List(includeInternal bool) []*Profile {
+	var out []*Profile
+	for _, p := range s.byName {
+		if p.Internal && !includeInternal {
+			continue
+		}
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Names are the names List returns.
+func (s *Set) Names(includeInternal bool) []string {
+	var names []string
+	for _, p := range s.List(includeInternal) {
+		names = append(names, p.Name)
+	}
+	return names
+}
+
+// Lookup finds a profile by name. Unknown: UNKNOWN_AGENT with seed 002's
+// message; malformed: its parse error.
+func (s *Set) Lookup(name string, includeInternal bool) (*Profile, error) {
+	p, ok := s.byName[name]
+	if !ok || (p.Internal && !includeInternal) {
+		avail := strings.Join(s.Names(includeInternal), ", ")
+		if avail == "" {
+			avail = "(none)"
+		}
+		return nil, errcode.Errorf(errcode.UnknownAgent, "Unknown profile: %q. Available profiles: %s", name, avail)
+	}
+	if p.Err != nil {
+		return nil, p.Err
+	}
+	return p, nil
+}
+
+// GrantedTools is the tool allowlist a child of this profile gets, or nil
+// for no tools: the allowlist, or all tools minus the blacklist; never a
+// delegation tool; only read-only tools when the profile is readonly.
+func (p *Profile) GrantedTools() []string {
+	if p.NoTools {
+		return nil
+	}
+	var tools []string
+	switch {
+	case len(p.Tools) > 0:
+		tools = slices.Clone(p.Tools)
+	case len(p.ExcludeTools) > 0:
+		for _, t := range AllTools {
+			if !slices.Contains(p.ExcludeTools, t) {
+				tools = append(tools, t)
+			}
+		}
+	case p.Readonly:
+		tools = slices.Clone(ReadOnlyTools)
+	default:
+		return []string{"read", "bash", "edit", "write"}
+	}
+	tools = slices.DeleteFunc(tools, func(t string) bool {
+		return slices.Contains(DelegationTools, t) || (p.Readonly && !slices.Contains(ReadOnlyTools, t))
+	})
+	return slices.Compact(tools)
+}

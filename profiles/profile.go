@@ -1,0 +1,311 @@
+// Package profiles loads agent profiles: markdown files with YAML
+// frontmatter whose body is the child's system prompt. It reads every seed's
+// format (seed 000's prompts, seed 002's agent-profiles, seed 001's flags)
+// and ours, and resolves a profile into how a child pi runs.
+package profiles
+
+import (
+	"bytes"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/durable-pi/subagents/internal/errcode"
+)
+
+// Scope says where a profile came from; a later scope overrides an earlier
+// one by name.
+type Scope string
+
+// Scopes, in override order.
+const (
+	ScopeBuiltin Scope = "builtin"
+	ScopeGlobal  Scope = "global"
+	ScopeProject Scope = "project"
+)
+
+// ThinkingLevels are the levels a profile or model override may name.
+var ThinkingLevels = []string{"off", "minimal", "low", "medium", "high", "xhigh"}
+
+// ReadOnlyTools are the only tools a readonly profile is ever granted.
+var ReadOnlyTools = []string{"read", "grep", "find", "ls"}
+
+// AllTools are pi's built-in tools: what a blacklist is subtracted from.
+var AllTools = []string{"read", "bash", "edit", "write", "grep", "find", "ls"}
+
+// DelegationTools are the parent-side tools of this project and of the
+// seeds; a child never gets one, whatever its profile says, so depth holds.
+var DelegationTools = []string{"subagent", "task", "delegate_to_subagents", "get_subagent_output", "get_subagent_session", "list_subagent_profiles"}
+
+var namePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
+
+// Profile is one loaded profile. A malformed file is a Profile with Err set:
+// it is listed, and using it fails with that error.
+type Profile struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	Scope       Scope  `json:"scope"`
+	// Path is the file it was read from ("" for built-ins).
+	Path string `json:"path,omitempty"`
+	// SystemPrompt is the markdown body; ReplaceSystemPrompt says whether it
+	// replaces pi's own (seed 002's agent-profiles) or is appended to it.
+	SystemPrompt        string `json:"-"`
+	ReplaceSystemPrompt bool   `json:"-"`
+
+	Provider string `json:"provider,omitempty"`
+	Model    string `json:"model,omitempty"`
+	Thinking string `json:"thinking,omitempty"`
+
+	// Tools is an allowlist (seed 002 tools, seed 000 approved/allowed);
+	// ExcludeTools a blacklist (excludeTools, denied_tools).
+	Tools        []string `json:"tools,omitempty"`
+	ExcludeTools []string `json:"excludeTools,omitempty"`
+	NoTools      bool     `json:"noTools,omitempty"`
+
+	NoExtensions       bool     `json:"noExtensions,omitempty"`
+	Extensions         []string `json:"extensions,omitempty"`
+	NoSkills           bool     `json:"noSkills,omitempty"`
+	SuggestedSkills    []string `json:"suggestedSkills,omitempty"`
+	LoadSkills         []string `json:"loadSkills,omitempty"`
+	NoContextFiles     bool     `json:"noContextFiles,omitempty"`
+	AppendSystemPrompt string   `json:"appendSystemPrompt,omitempty"`
+	// APIKey goes to the child's environment only; it is never listed.
+	APIKey    string   `json:"-"`
+	ExtraArgs []string `json:"extraArgs,omitempty"`
+
+	Primary  bool `json:"primary,omitempty"`
+	Internal bool `json:"internal,omitempty"`
+
+	TimeoutSeconds     int  `json:"timeout,omitempty"`
+	MaxFinalizeRetries *int `json:"maxFinalizeRetries,omitempty"`
+	// Finalize false accepts the final assistant text as the result.
+	Finalize bool `json:"finalize"`
+	Readonly bool `json:"readonly,omitempty"`
+
+	Err error `json:"-"`
+}
+
+// stringList reads a YAML sequence or a comma-separated string.
+type stringList []string
+
+func (l *stringList) UnmarshalYAML(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		*l = splitList(n.Value)
+		return nil
+	case yaml.SequenceNode:
+		var items []string
+		if err := n.Decode(&items); err != nil {
+			return err
+		}
+		*l = nil
+		for _, it := range items {
+			if it = strings.TrimSpace(it); it != "" {
+				*l = append(*l, it)
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("line %d: want a list or a comma-separated string", n.Line)
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// frontmatter is every field any supported format may set.
+type frontmatter struct {
+	Name               string     `yaml:"name"`
+	Description        string     `yaml:"description"`
+	ApprovedTools      stringList `yaml:"approved_tools"`
+	AllowedTools       stringList `yaml:"allowed_tools"`
+	DeniedTools        stringList `yaml:"denied_tools"`
+	Provider           string     `yaml:"provider"`
+	Model              string     `yaml:"model"`
+	ThinkingLevel      string     `yaml:"thinkingLevel"`
+	Tools              stringList `yaml:"tools"`
+	ExcludeTools       stringList `yaml:"excludeTools"`
+	NoTools            bool       `yaml:"noTools"`
+	NoExtensions       bool       `yaml:"noExtensions"`
+	Extensions         stringList `yaml:"extensions"`
+	NoSkills           bool       `yaml:"noSkills"`
+	SuggestedSkills    stringList `yaml:"suggestedSkills"`
+	LoadSkills         stringList `yaml:"loadSkills"`
+	NoContextFiles     bool       `yaml:"noContextFiles"`
+	AppendSystemPrompt string     `yaml:"appendSystemPrompt"`
+	APIKey             string     `yaml:"apiKey"`
+	ExtraArgs          stringList `yaml:"extraArgs"`
+	Primary            bool       `yaml:"primary"`
+	Internal           bool       `yaml:"internal"`
+	Timeout            int        `yaml:"timeout"`
+	MaxFinalizeRetries *int       `yaml:"maxFinalizeRetries"`
+	Finalize           *bool      `yaml:"finalize"`
+	Readonly           bool       `yaml:"readonly"`
+}
+
+// maxProfileBytes bounds one profile file: system prompts are a few KB; a
+// larger file is a mistake, not a profile.
+const maxProfileBytes = 256 << 10
+
+// Parse reads one profile file's content. It never panics: every failure is
+// an INVALID_INPUT error naming the file.
+func Parse(src []byte, path string, scope Scope) (*Profile, error) {
+	if len(src) > maxProfileBytes {
+		return nil, errcode.Errorf(errcode.InvalidInput, "profile %s: larger than %d KB", path, maxProfileBytes>>10)
+	}
+	head, body, err := splitFrontmatter(src)
+	if err != nil {
+		return nil, errcode.Errorf(errcode.InvalidInput, "profile %s: %v", path, err)
+	}
+	var fm frontmatter
+	dec := yaml.NewDecoder(bytes.NewReader(head))
+	dec.KnownFields(true)
+	if err := dec.Decode(&fm); err != nil && err.Error() != "EOF" {
+		return nil, errcode.Errorf(errcode.InvalidInput, "profile %s: frontmatter: %v", path, err)
+	}
+	p := &Profile{
+		Name: fm.Name, Description: strings.TrimSpace(fm.Description), Scope: scope, Path: path,
+		SystemPrompt: strings.TrimSpace(string(body)),
+		Provider:     strings.ToLower(strings.TrimSpace(fm.Provider)), Thinking: fm.ThinkingLevel,
+		NoTools: fm.NoTools, NoExtensions: fm.NoExtensions, Extensions: fm.Extensions,
+		NoSkills: fm.NoSkills, SuggestedSkills: fm.SuggestedSkills, LoadSkills: fm.LoadSkills,
+		NoContextFiles: fm.NoContextFiles, AppendSystemPrompt: fm.AppendSystemPrompt, APIKey: fm.APIKey,
+		ExtraArgs: fm.ExtraArgs, Primary: fm.Primary, Internal: fm.Internal, TimeoutSeconds: fm.Timeout,
+		MaxFinalizeRetries: fm.MaxFinalizeRetries, Finalize: fm.Finalize == nil || *fm.Finalize, Readonly: fm.Readonly,
+	}
+	if err := p.setModel(fm.Model); err != nil {
+		return nil, errcode.Errorf(errcode.InvalidInput, "profile %s: %v", path, err)
+	}
+	whitelist := append(append([]string(nil), fm.ApprovedTools...), fm.AllowedTools...)
+	if len(whitelist) > 0 && len(fm.DeniedTools) > 0 {
+		return nil, errcode.Errorf(errcode.InvalidInput,
+			"profile %s: approved_tools/allowed_tools (whitelist) and denied_tools (blacklist) are both set; use one of them", path)
+	}
+	if len(fm.Tools) > 0 && len(whitelist) > 0 {
+		return nil, errcode.Errorf(errcode.InvalidInput, "profile %s: tools and approved_tools/allowed_tools are both set; use one of them", path)
+	}
+	p.Tools = append(fm.Tools, whitelist...)
+	p.ExcludeTools = append(fm.ExcludeTools, fm.DeniedTools...)
+	if err := p.validate(); err != nil {
+		return nil, errcode.Errorf(errcode.InvalidInput, "profile %s: %v", path, err)
+	}
+	return p, nil
+}
+
+// splitFrontmatter cuts "---\nYAML\n---\nbody". A file without frontmatter
+// is all body.
+func splitFrontmatter(src []byte) (head, body []byte, err error) {
+	s := bytes.TrimPrefix(src, []byte("\ufeff"))
+	s = bytes.ReplaceAll(s, []byte("\r\n"), []byte("\n"))
+	if !bytes.HasPrefix(s, []byte("---\n")) {
+		return nil, s, nil
+	}
+	rest := s[len("---\n"):]
+	if bytes.HasPrefix(rest, []byte("---\n")) || bytes.Equal(rest, []byte("---")) {
+		return nil, bytes.TrimPrefix(rest, []byte("---")), nil
+	}
+	end := bytes.Index(rest, []byte("\n---\n"))
+	if end < 0 {
+		if bytes.HasSuffix(rest, []byte("\n---")) {
+			return rest[:len(rest)-len("\n---")], nil, nil
+		}
+		return nil, nil, fmt.Errorf("frontmatter starts with --- but never ends")
+	}
+	return rest[:end], rest[end+len("\n---\n"):], nil
+}
+
+// setModel reads `provider/id[:thinking]` (or a bare id or pattern).
+func (p *Profile) setModel(model string) error {
+	model = strings.TrimSpace(model)
+	if model == "" {
+		return nil
+	}
+	if i := strings.LastIndex(model, ":"); i > 0 && slices.Contains(ThinkingLevels, model[i+1:]) {
+		if p.Thinking == "" {
+			p.Thinking = model[i+1:]
+		}
+		model = model[:i]
+	}
+	if provider, id, ok := strings.Cut(model, "/"); ok {
+		if provider == "" || id == "" {
+			return fmt.Errorf("model %q: want <provider>/<model>[:<thinking>]", model)
+		}
+		p.Provider = strings.ToLower(provider)
+		model = id
+	}
+	p.Model = model
+	return nil
+}
+
+func (p *Profile) validate() error {
+	if p.Name == "" {
+		return fmt.Errorf("name is required")
+	}
+	if !namePattern.MatchString(p.Name) {
+		return fmt.Errorf("name %q must match ^[a-zA-Z0-9_-]+$", p.Name)
+	}
+	if p.Thinking != "" && !slices.Contains(ThinkingLevels, p.Thinking) {
+		return fmt.Errorf("thinkingLevel %q must be one of %s", p.Thinking, strings.Join(ThinkingLevels, ", "))
+	}
+	if !p.NoTools && len(p.Tools) > 0 && len(p.ExcludeTools) > 0 {
+		return fmt.Errorf(`profile %q has both "tools" and "excludeTools" set. These are mutually exclusive`, p.Name)
+	}
+	if len(p.SuggestedSkills) > 0 && p.NoSkills {
+		return fmt.Errorf(`Profile "%s" has both "suggestedSkills" and "noSkills" set. These are mutually exclusive — --no-skills would override --skill flags.`, p.Name)
+	}
+	if len(p.LoadSkills) > 0 && p.NoSkills {
+		return fmt.Errorf(`Profile "%s" has both "loadSkills" and "noSkills" set. These are mutually exclusive — --no-skills disables skill discovery.`, p.Name)
+	}
+	if p.TimeoutSeconds < 0 {
+		return fmt.Errorf("timeout must be at least 1 second")
+	}
+	if p.MaxFinalizeRetries != nil && (*p.MaxFinalizeRetries < 0 || *p.MaxFinalizeRetries > 10) {
+		return fmt.Errorf("maxFinalizeRetries must be between 0 and 10")
+	}
+	return p.validateExtraArgs()
+}
+
+// unsafeArg is the shell-injection check of seed 002's profiles reference.
+var unsafeArg = regexp.MustCompile("^[\\s|&;$\\\\`!]|&&|\\|\\||;|>|<")
+
+var toolFlags = []string{"--tools", "-t", "--no-tools", "-nt"}
+
+func (p *Profile) restrictsTools() bool {
+	return p.NoTools || len(p.Tools) > 0 || len(p.ExcludeTools) > 0 || p.Readonly
+}
+
+func (p *Profile) validateExtraArgs() error {
+	for _, arg := range p.ExtraArgs {
+		if strings.ContainsRune(arg, 0) {
+			return fmt.Errorf("Invalid extraArg: contains null byte")
+		}
+		if unsafeArg.MatchString(arg) {
+			return fmt.Errorf("Refusing extraArg: potentially unsafe argument '%s...'", clip(arg, 20))
+		}
+		fields := strings.Fields(arg)
+		if len(fields) == 0 {
+			continue
+		}
+		flag, _, _ := strings.Cut(fields[0], "=")
+		if p.restrictsTools() && slices.Contains(toolFlags, flag) {
+			return fmt.Errorf(`Refusing extraArg "%s" which would override profile tool restrictions. Use the dedicated profile fields instead.`, arg)
+		}
+	}
+	return nil
+}
+
+func clip(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n])
+	}
+	return s
+}

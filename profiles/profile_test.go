@@ -1,0 +1,278 @@
+package profiles
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/durable-pi/subagents/internal/errcode"
+)
+
+func TestParseFields(t *testing.T) {
+	tests := []struct {
+		name string
+		src  string
+		want func(p *Profile) bool
+	}{
+		{"seed 000 whitelist", "---\nname: scout\ndescription: Fast recon\napproved_tools:\n  - read\n  - bash\n---\nSystem prompt.\n",
+			func(p *Profile) bool {
+				return p.Name == "scout" && p.Description == "Fast recon" && reflect.DeepEqual(p.Tools, []string{"read", "bash"}) && p.SystemPrompt == "System prompt."
+			}},
+		{"seed 000 allowed_tools", "---\nname: a\nallowed_tools: [read]\n---\n", func(p *Profile) bool { return reflect.DeepEqual(p.Tools, []string{"read"}) }},
+		{"seed 000 blacklist", "---\nname: a\ndenied_tools: [bash, write]\n---\n", func(p *Profile) bool {
+			return reflect.DeepEqual(p.ExcludeTools, []string{"bash", "write"}) && reflect.DeepEqual(p.GrantedTools(), []string{"read", "edit", "grep", "find", "ls"})
+		}},
+		{"seed 002 comma lists", "---\nname: r\ntools: read, bash ,grep\nextensions: /a.ts,/b.ts\nextraArgs: --verbose\n---\n", func(p *Profile) bool {
+			return reflect.DeepEqual(p.Tools, []string{"read", "bash", "grep"}) && reflect.DeepEqual(p.Extensions, []string{"/a.ts", "/b.ts"}) && reflect.DeepEqual(p.ExtraArgs, []string{"--verbose"})
+		}},
+		{"seed 002 model with provider and thinking", "---\nname: m\nmodel: Anthropic/claude-sonnet-4-5:high\n---\n", func(p *Profile) bool {
+			return p.Provider == "anthropic" && p.Model == "claude-sonnet-4-5" && p.Thinking == "high"
+		}},
+		{"thinkingLevel wins over the suffix", "---\nname: m\nmodel: openai/gpt-5:low\nthinkingLevel: xhigh\n---\n", func(p *Profile) bool { return p.Thinking == "xhigh" }},
+		{"provider field", "---\nname: m\nprovider: DashScope\nmodel: qwen3.5-plus\n---\n", func(p *Profile) bool { return p.Provider == "dashscope" && p.Model == "qwen3.5-plus" }},
+		{"booleans", "---\nname: b\nnoTools: true\nnoExtensions: true\nnoSkills: true\nnoContextFiles: true\nprimary: true\ninternal: true\n---\n", func(p *Profile) bool {
+			return p.NoTools && p.NoExtensions && p.NoSkills && p.NoContextFiles && p.Primary && p.Internal && p.GrantedTools() == nil
+		}},
+		{"noTools wins over tools and excludeTools", "---\nname: b\nnoTools: true\ntools: read\nexcludeTools: bash\n---\n", func(p *Profile) bool { return p.GrantedTools() == nil }},
+		{"ours", "---\nname: o\ntimeout: 120\nmaxFinalizeRetries: 4\nfinalize: false\nreadonly: true\n---\n", func(p *Profile) bool {
+			return p.TimeoutSeconds == 120 && *p.MaxFinalizeRetries == 4 && !p.Finalize && p.Readonly
+		}},
+		{"finalize defaults to on", "---\nname: o\n---\n", func(p *Profile) bool { return p.Finalize && p.MaxFinalizeRetries == nil }},
+		{"readonly keeps only read-only tools", "---\nname: ro\nreadonly: true\ntools: read, bash, edit, grep\n---\n", func(p *Profile) bool {
+			return reflect.DeepEqual(p.GrantedTools(), []string{"read", "grep"})
+		}},
+		{"readonly default tools", "---\nname: ro\nreadonly: true\n---\n", func(p *Profile) bool { return reflect.DeepEqual(p.GrantedTools(), ReadOnlyTools) }},
+		{"never a delegation tool", "---\nname: d\ntools: read, subagent, delegate_to_subagents, task\n---\n", func(p *Profile) bool {
+			return reflect.DeepEqual(p.GrantedTools(), []string{"read"})
+		}},
+		{"skills", "---\nname: s\nsuggestedSkills: [git]\nloadSkills: docs\n---\n", func(p *Profile) bool {
+			return reflect.DeepEqual(p.SuggestedSkills, []string{"git"}) && reflect.DeepEqual(p.LoadSkills, []string{"docs"})
+		}},
+		{"apiKey is kept but never listed", "---\nname: k\napiKey: sk-secret-value\n---\n", func(p *Profile) bool { return p.APIKey == "sk-secret-value" }},
+		{"CRLF and BOM", "\ufeff---\r\nname: w\r\n---\r\nBody\r\n", func(p *Profile) bool { return p.Name == "w" && p.SystemPrompt == "Body" }},
+		{"extraArgs allowed without tool restriction", "---\nname: x\nextraArgs: [--tools=read]\n---\n", func(p *Profile) bool { return len(p.ExtraArgs) == 1 }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := Parse([]byte(tt.src), "x.md", ScopeGlobal)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tt.want(p) {
+				t.Fatalf("parsed %+v", p)
+			}
+		})
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		name, src, want string
+	}{
+		{"no name", "---\ndescription: x\n---\n", "name is required"},
+		{"bad name", "---\nname: a b\n---\n", "must match ^[a-zA-Z0-9_-]+$"},
+		{"whitelist and blacklist", "---\nname: a\napproved_tools: [read]\ndenied_tools: [bash]\n---\n", "whitelist) and denied_tools (blacklist) are both set"},
+		{"tools and excludeTools", "---\nname: a\ntools: read\nexcludeTools: bash\n---\n", `has both "tools" and "excludeTools" set. These are mutually exclusive`},
+		{"bad thinking", "---\nname: a\nthinkingLevel: extreme\n---\n", `thinkingLevel "extreme" must be one of off, minimal, low, medium, high, xhigh`},
+		{"suggestedSkills with noSkills", "---\nname: a\nsuggestedSkills: [x]\nnoSkills: true\n---\n",
+			`Profile "a" has both "suggestedSkills" and "noSkills" set. These are mutually exclusive — --no-skills would override --skill flags.`},
+		{"loadSkills with noSkills", "---\nname: a\nloadSkills: [x]\nnoSkills: true\n---\n",
+			`Profile "a" has both "loadSkills" and "noSkills" set. These are mutually exclusive — --no-skills disables skill discovery.`},
+		{"extraArgs --tools", "---\nname: a\ntools: read\nextraArgs: [--tools, bash]\n---\n", `Refusing extraArg "--tools" which would override profile tool restrictions. Use the dedicated profile fields instead.`},
+		{"extraArgs -t=", "---\nname: a\nexcludeTools: bash\nextraArgs: [\"-t=read\"]\n---\n", `Refusing extraArg "-t=read"`},
+		{"extraArgs --no-tools", "---\nname: a\nnoTools: true\nextraArgs: --no-tools\n---\n", `Refusing extraArg "--no-tools"`},
+		{"extraArgs -nt readonly", "---\nname: a\nreadonly: true\nextraArgs: -nt\n---\n", `Refusing extraArg "-nt"`},
+		{"extraArgs shell", "---\nname: a\nextraArgs: [\"; rm -rf /\"]\n---\n", "Refusing extraArg: potentially unsafe argument"},
+		{"unknown field", "---\nname: a\nflavour: mint\n---\n", "field flavour not found"},
+		{"unterminated", "---\nname: a\n", "never ends"},
+		{"bad yaml", "---\nname: [a\n---\n", "frontmatter"},
+		{"bad model", "---\nname: a\nmodel: /x\n---\n", "want <provider>/<model>"},
+		{"bad retries", "---\nname: a\nmaxFinalizeRetries: 99\n---\n", "between 0 and 10"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.src), "x.md", ScopeGlobal)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want it to say %q", err, tt.want)
+			}
+			if !errcode.Is(err, errcode.InvalidInput) {
+				t.Fatalf("err %v has no INVALID_INPUT code", err)
+			}
+		})
+	}
+}
+
+func writeProfile(t *testing.T, dir, name, src string) string {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, name+".md")
+	if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoadScopesAndLookup(t *testing.T) {
+	root := t.TempDir()
+	agentDir := filepath.Join(root, "agent")
+	project := filepath.Join(root, "repo")
+	cwd := filepath.Join(project, "sub", "dir")
+	if err := os.MkdirAll(cwd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeProfile(t, filepath.Join(agentDir, "agent-profiles"), "scout", "---\nname: scout\ndescription: global scout\n---\nGlobal body.")
+	writeProfile(t, filepath.Join(agentDir, "agents"), "writer", "---\nname: writer\ndescription: global writer\n---\n")
+	writeProfile(t, filepath.Join(project, ".pi", "agents"), "writer", "---\nname: writer\ndescription: project writer\n---\n")
+	writeProfile(t, filepath.Join(project, ".pi", "agent-profiles"), "broken", "---\nname: broken\ntools: read\nexcludeTools: bash\n---\n")
+	writeProfile(t, filepath.Join(project, ".pi", "agents"), "hidden", "---\nname: hidden\ninternal: true\n---\n")
+
+	set, err := Load(Options{Cwd: cwd, AgentDir: agentDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		scope Scope
+		desc  string
+	}{
+		{"scout", ScopeGlobal, "global scout"},
+		{"writer", ScopeProject, "project writer"},
+		{"reviewer", ScopeBuiltin, ""},
+	}
+	for _, tt := range tests {
+		p, err := set.Lookup(tt.name, false)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if p.Scope != tt.scope || (tt.desc != "" && p.Description != tt.desc) {
+			t.Fatalf("%s: scope %s desc %q", tt.name, p.Scope, p.Description)
+		}
+	}
+	if p, _ := set.Lookup("scout", false); !p.ReplaceSystemPrompt || p.SystemPrompt != "Global body." {
+		t.Fatal("an agent-profiles body does not replace pi's system prompt")
+	}
+
+	// A malformed file is listed, and using it fails with its error.
+	var listed bool
+	for _, p := range set.List(false) {
+		listed = listed || (p.Name == "broken" && p.Err != nil)
+	}
+	if !listed {
+		t.Fatal("the malformed profile is not listed")
+	}
+	if _, err := set.Lookup("broken", false); err == nil || !strings.Contains(err.Error(), "mutually exclusive") {
+		t.Fatalf("lookup of a malformed profile: %v", err)
+	}
+
+	// Internal profiles hide unless asked for.
+	if _, err := set.Lookup("hidden", false); !errcode.Is(err, errcode.UnknownAgent) {
+		t.Fatalf("internal profile visible: %v", err)
+	}
+	if _, err := set.Lookup("hidden", true); err != nil {
+		t.Fatal(err)
+	}
+
+	_, err = set.Lookup("code-reviewer", false)
+	want := `Unknown profile: "code-reviewer". Available profiles: broken, explorer, finder, implementer, librarian, oracle, planner, researcher, reviewer, scout, task, tester, writer`
+	if !errcode.Is(err, errcode.UnknownAgent) || err.Error() != want {
+		t.Fatalf("err = %v\nwant %s", err, want)
+	}
+	empty := &Set{byName: map[string]*Profile{}}
+	if _, err := empty.Lookup("x", false); err == nil || err.Error() != `Unknown profile: "x". Available profiles: (none)` {
+		t.Fatalf("empty set: %v", err)
+	}
+}
+
+func TestLoadSeesAChangedFile(t *testing.T) {
+	agentDir := t.TempDir()
+	dir := filepath.Join(agentDir, "agents")
+	p := writeProfile(t, dir, "w", "---\nname: w\ndescription: one\n---\n")
+	first, err := Load(Options{AgentDir: agentDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _ := Load(Options{AgentDir: agentDir})
+	if again != first {
+		t.Fatal("an unchanged tree was parsed again")
+	}
+	if err := os.WriteFile(p, []byte("---\nname: w\ndescription: two, longer\n---\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(p, time.Now().Add(time.Second), time.Now().Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	changed, _ := Load(Options{AgentDir: agentDir})
+	if w, _ := changed.Lookup("w", false); w.Description != "two, longer" {
+		t.Fatalf("description %q: the changed file was not seen", w.Description)
+	}
+}
+
+func TestBuiltins(t *testing.T) {
+	want := map[string]struct{ readonly, write, bash bool }{
+		"scout": {readonly: true}, "explorer": {readonly: true}, "researcher": {readonly: true},
+		"reviewer": {readonly: true}, "planner": {readonly: true}, "librarian": {readonly: true},
+		"oracle": {readonly: true}, "finder": {readonly: true},
+		"implementer": {write: true, bash: true}, "task": {write: true, bash: true}, "tester": {bash: true},
+	}
+	list := builtins()
+	if len(list) != len(want) {
+		t.Fatalf("%d built-ins, want %d", len(list), len(want))
+	}
+	for _, p := range list {
+		w, ok := want[p.Name]
+		if !ok || p.Err != nil {
+			t.Fatalf("built-in %s: %v", p.Name, p.Err)
+		}
+		tools := strings.Join(p.GrantedTools(), ",")
+		if p.Readonly != w.readonly || strings.Contains(tools, "write") != w.write || strings.Contains(tools, "bash") != w.bash {
+			t.Errorf("%s: readonly %v tools %s", p.Name, p.Readonly, tools)
+		}
+		if p.Description == "" || !strings.Contains(p.SystemPrompt, "subagent_finalize") {
+			t.Errorf("%s: no description, or its prompt does not ask for subagent_finalize", p.Name)
+		}
+	}
+	for _, name := range []string{"librarian", "oracle", "finder"} {
+		if p, _ := (&Set{byName: map[string]*Profile{name: find(list, name)}}).Lookup(name, false); !p.Primary {
+			t.Errorf("%s is not primary", name)
+		}
+	}
+}
+
+func find(list []*Profile, name string) *Profile {
+	for _, p := range list {
+		if p.Name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+func FuzzParse(f *testing.F) {
+	seeds := []string{
+		"---\nname: scout\napproved_tools:\n  - read\n---\nBody",
+		"---\nname: r\ntools: read,bash\nmodel: a/b:high\nextraArgs: [--verbose]\n---\n",
+		"---\n---\n", "no frontmatter at all", "---\nname: [\n---\n", "---\nname: a\n", "\ufeff---\r\nname: w\r\n---\r\n",
+		"---\nname: a\nextraArgs: [\"\"]\ntools: read\n---\n",
+	}
+	for _, s := range seeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, src []byte) {
+		p, err := Parse(src, "fuzz.md", ScopeGlobal)
+		if err != nil {
+			if !errcode.Is(err, errcode.InvalidInput) {
+				t.Fatalf("uncoded error: %v", err)
+			}
+			return
+		}
+		if !namePattern.MatchString(p.Name) {
+			t.Fatalf("accepted name %q", p.Name)
+		}
+		_ = p.GrantedTools()
+	})
+}
