@@ -260,10 +260,10 @@ func (p *Profile) validate() error {
 		return fmt.Errorf(`profile %q has both "tools" and "excludeTools" set. These are mutually exclusive`, p.Name)
 	}
 	if len(p.SuggestedSkills) > 0 && p.NoSkills {
-		return fmt.Errorf(`Profile "%s" has both "suggestedSkills" and "noSkills" set. These are mutually exclusive — --no-skills would override --skill flags.`, p.Name)
+		return seedError(`Profile "%s" has both "suggestedSkills" and "noSkills" set. These are mutually exclusive — --no-skills would override --skill flags.`, p.Name)
 	}
 	if len(p.LoadSkills) > 0 && p.NoSkills {
-		return fmt.Errorf(`Profile "%s" has both "loadSkills" and "noSkills" set. These are mutually exclusive — --no-skills disables skill discovery.`, p.Name)
+		return seedError(`Profile "%s" has both "loadSkills" and "noSkills" set. These are mutually exclusive — --no-skills disables skill discovery.`, p.Name)
 	}
 	if p.TimeoutSeconds < 0 {
 		return fmt.Errorf("timeout must be at least 1 second")
@@ -286,10 +286,10 @@ func (p *Profile) restrictsTools() bool {
 func (p *Profile) validateExtraArgs() error {
 	for _, arg := range p.ExtraArgs {
 		if strings.ContainsRune(arg, 0) {
-			return fmt.Errorf("Invalid extraArg: contains null byte")
+			return seedError("Invalid extraArg: contains null byte")
 		}
 		if unsafeArg.MatchString(arg) {
-			return fmt.Errorf("Refusing extraArg: potentially unsafe argument '%s...'", clip(arg, 20))
+			return seedError("Refusing extraArg: potentially unsafe argument '%s...'", clip(arg, 20))
 		}
 		fields := strings.Fields(arg)
 		if len(fields) == 0 {
@@ -297,10 +297,16 @@ func (p *Profile) validateExtraArgs() error {
 		}
 		flag, _, _ := strings.Cut(fields[0], "=")
 		if p.restrictsTools() && slices.Contains(toolFlags, flag) {
-			return fmt.Errorf(`Refusing extraArg "%s" which would override profile tool restrictions. Use the dedicated profile fields instead.`, arg)
+			return seedError(`Refusing extraArg "%s" which would override profile tool restrictions. Use the dedicated profile fields instead.`, arg)
 		}
 	}
 	return nil
+}
+
+// seedError keeps a message the seeds define word for word, capital and full
+// stop included, which Go's error-string style would otherwise change.
+func seedError(format string, args ...any) error {
+	return errcode.New(errcode.InvalidInput, fmt.Sprintf(format, args...))
 }
 
 func clip(s string, n int) string {
