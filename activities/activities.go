@@ -51,8 +51,11 @@ type Config struct {
 	Home              string
 	HeartbeatInterval time.Duration
 	OutputMaxChars    int
-	MaxStreamBytes    int64
-	KillGrace         time.Duration
+	// APIKey returns the apiKey a profile sets, read at run time so that a
+	// key never travels through a workflow history; nil means none.
+	APIKey         func(cwd, profile string) (string, error)
+	MaxStreamBytes int64
+	KillGrace      time.Duration
 }
 
 // Activities are the worker's activities; their dependencies live here.

@@ -62,9 +62,14 @@ type RunPiInput struct {
 	// subagent_finalize is always added unless NoFinalize.
 	Tools   []string `json:"tools,omitempty"`
 	NoTools bool     `json:"noTools,omitempty"`
-	// SystemPrompt (a profile's body) and AppendSystemPrompt are appended
-	// to pi's system prompt.
-	SystemPrompt       string   `json:"systemPrompt,omitempty"`
+	// Profile names the resolved profile; the activity reads its apiKey
+	// from the profile file itself, so the key never enters a history.
+	Profile string `json:"profile,omitempty"`
+	// SystemPrompt (a profile's body) is appended to pi's system prompt,
+	// or replaces it when ReplaceSystemPrompt (seed 002's agent-profiles).
+	SystemPrompt        string `json:"systemPrompt,omitempty"`
+	ReplaceSystemPrompt bool   `json:"replaceSystemPrompt,omitempty"`
+	// AppendSystemPrompt entries are appended after it.
 	AppendSystemPrompt []string `json:"appendSystemPrompt,omitempty"`
 	Skills             []string `json:"skills,omitempty"`
 	NoSkills           bool     `json:"noSkills,omitempty"`
@@ -249,6 +254,15 @@ func (a *Activities) RunPi(ctx context.Context, in RunPiInput) (RunPiResult, err
 		prior:    prior.PriorUsage,
 		attempt:  info.Attempt,
 	}
+	var keyEnv []string
+	if in.Profile != "" && a.cfg.APIKey != nil {
+		key, err := a.cfg.APIKey(in.Cwd, in.Profile)
+		if err != nil {
+			return res, temporal.NewNonRetryableApplicationError(err.Error(), string(errcode.CodeOf(err)), err)
+		}
+		keyEnv = apiKeyEnv(in.Model, key)
+	}
+	run.env = a.childEnv(in.Depth, keyEnv)
 	outcome := run.run(ctx, a.args(in, res.SessionFile, prompt))
 	a.fill(&res, run, outcome)
 
@@ -322,7 +336,10 @@ func (a *Activities) args(in RunPiInput, sessionFile, prompt string) []string {
 	if in.NoContextFiles {
 		args = append(args, "--no-context-files")
 	}
-	if in.SystemPrompt != "" {
+	switch {
+	case in.SystemPrompt != "" && in.ReplaceSystemPrompt:
+		args = append(args, "--system-prompt", in.SystemPrompt)
+	case in.SystemPrompt != "":
 		args = append(args, "--append-system-prompt", in.SystemPrompt)
 	}
 	for _, p := range in.AppendSystemPrompt {
@@ -333,11 +350,41 @@ func (a *Activities) args(in RunPiInput, sessionFile, prompt string) []string {
 	return append(args, "--", prompt)
 }
 
+// apiKeyEnv passes a profile's apiKey in the environment, never on the
+// command line: as PI_API_KEY (seed 002) and as the variable pi reads for the
+// model's provider.
+func apiKeyEnv(model, key string) []string {
+	if key == "" {
+		return nil
+	}
+	env := []string{"PI_API_KEY=" + key}
+	if provider, _, ok := strings.Cut(model, "/"); ok && provider != "" {
+		name, known := providerKeyVars[provider]
+		if !known {
+			name = strings.ToUpper(strings.ReplaceAll(provider, "-", "_")) + "_API_KEY"
+		}
+		env = append(env, name+"="+key)
+	}
+	return env
+}
+
+// providerKeyVars are the providers whose key variable is not simply
+// <PROVIDER>_API_KEY (pi-ai's env-api-keys).
+var providerKeyVars = map[string]string{
+	"google":            "GEMINI_API_KEY",
+	"google-vertex":     "GOOGLE_CLOUD_API_KEY",
+	"huggingface":       "HF_TOKEN",
+	"moonshotai":        "MOONSHOT_API_KEY",
+	"vercel-ai-gateway": "AI_GATEWAY_API_KEY",
+	"kimi-coding":       "KIMI_API_KEY",
+}
+
 // childEnv is the worker's environment, the configured additions, the
-// markers that tell our extension it runs in a child and at which depth, and
-// Node 22 first on PATH.
-func (a *Activities) childEnv(depth int) []string {
+// markers that tell our extension it runs in a child and at which depth,
+// Node 22 first on PATH, and extra (an apiKey).
+func (a *Activities) childEnv(depth int, extra []string) []string {
 	env := append(os.Environ(), a.cfg.Env...)
+	env = append(env, extra...)
 	env = append(env, "PI_SUBAGENT_CHILD=1", "PI_SUBAGENT_DEPTH="+strconv.Itoa(max(depth, 1)))
 	if a.cfg.PathPrefix != "" {
 		path := os.Getenv("PATH")
@@ -382,6 +429,7 @@ type childRun struct {
 	loopMax  int
 	prior    Usage
 	attempt  int32
+	env      []string
 	stream   Stream
 }
 
@@ -393,7 +441,7 @@ func (r *childRun) run(ctx context.Context, args []string) outcome {
 	start := time.Now()
 	cmd := exec.Command(r.a.cfg.Pi, args...)
 	cmd.Dir = r.in.Cwd
-	cmd.Env = r.a.childEnv(r.in.Depth)
+	cmd.Env = r.env
 	// Stdin stays nil, which is /dev/null: pi hangs on an open stdin.
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		// Its own process group, so that a kill reaches what pi started.

@@ -511,3 +511,44 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestRunPiAPIKeyOnlyInEnvironment: a profile's apiKey reaches the child in
+// its environment, never on its command line, and never in the result.
+func TestRunPiAPIKeyOnlyInEnvironment(t *testing.T) {
+	const key = "profile-key-7Qx81"
+	argvFile := filepath.Join(t.TempDir(), "argv.txt")
+	h := newHarness(t, func(c *Config) {
+		// A wrapper records the exact command line, then runs the real pi
+		// (pi itself overwrites its process title, so /proc cannot tell).
+		wrapper := filepath.Join(t.TempDir(), "pi-wrapper")
+		script := "#!/bin/sh\nprintf '%s\\n' \"$@\" > " + argvFile + "\nexec " + c.Pi + " \"$@\"\n"
+		must(t, os.WriteFile(wrapper, []byte(script), 0o755))
+		c.Pi = wrapper
+		c.APIKey = func(cwd, profile string) (string, error) {
+			if profile != "keyed" {
+				t.Errorf("asked for the key of %q", profile)
+			}
+			return key, nil
+		}
+	})
+	h.model.Script("key", scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "bash",
+		Arguments: `{"command":"echo \"$PI_API_KEY $SCRIPTED_API_KEY\" > env.txt"}`}}},
+		scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{finalizeCall(`{"status":"SUCCESS","result":"done"}`)}})
+	in := h.input("[[script:key]] go")
+	in.Profile = "keyed"
+	r := h.mustRun(in)
+	env, err := os.ReadFile(filepath.Join(h.cwd, "env.txt"))
+	must(t, err)
+	argv, err := os.ReadFile(argvFile)
+	must(t, err)
+	if strings.TrimSpace(string(env)) != key+" "+key {
+		t.Fatalf("child environment had %q", env)
+	}
+	if !strings.Contains(string(argv), "--mode\njson\n") || strings.Contains(string(argv), key) {
+		t.Fatalf("child command line %q", argv)
+	}
+	b, _ := json.Marshal(r)
+	if strings.Contains(string(b), key) {
+		t.Fatal("the key is in the result")
+	}
+}

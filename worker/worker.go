@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/durable-pi/subagents/activities"
 	"github.com/durable-pi/subagents/internal/errcode"
+	"github.com/durable-pi/subagents/profiles"
 	"github.com/durable-pi/subagents/workflows"
 )
 
@@ -68,6 +70,7 @@ func New(c client.Client, cfg Config) (sdkworker.Worker, error) {
 		DataDir:        cfg.DataDir,
 		Env:            cfg.ChildEnv,
 		OutputMaxChars: cfg.OutputMaxChars,
+		APIKey:         profileAPIKey(agentDir(cfg.ChildEnv)),
 	})
 	if err != nil {
 		return nil, err
@@ -89,4 +92,31 @@ func New(c client.Client, cfg Config) (sdkworker.Worker, error) {
 func Register(r sdkworker.Registry, acts *activities.Activities) {
 	r.RegisterWorkflowWithOptions(workflows.Session, workflow.RegisterOptions{Name: workflows.SessionWorkflowName})
 	r.RegisterActivityWithOptions(acts.RunPi, activity.RegisterOptions{Name: workflows.RunPiActivityName})
+}
+
+// agentDir is the pi config dir the children see: PI_CODING_AGENT_DIR of
+// their environment, else pi's default.
+func agentDir(childEnv []string) string {
+	for i := len(childEnv) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(childEnv[i], "PI_CODING_AGENT_DIR="); ok {
+			return v
+		}
+	}
+	return profiles.DefaultAgentDir()
+}
+
+// profileAPIKey reads a profile's apiKey when a child starts, so that the
+// key stays in the profile file and the child's environment only.
+func profileAPIKey(dir string) func(cwd, name string) (string, error) {
+	return func(cwd, name string) (string, error) {
+		set, err := profiles.Load(profiles.Options{Cwd: cwd, AgentDir: dir})
+		if err != nil {
+			return "", err
+		}
+		p, err := set.Lookup(name, true)
+		if err != nil {
+			return "", err
+		}
+		return p.APIKey, nil
+	}
 }

@@ -1,0 +1,281 @@
+package profiles
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/durable-pi/subagents/activities"
+	"github.com/durable-pi/subagents/internal/errcode"
+)
+
+// ConfigFile is seed 001's JSON config, in pi's config dir: per-subagent
+// model overrides and the permission policy.
+const ConfigFile = "subagents.json"
+
+// Config is the content of ConfigFile:
+//
+//	{"subagents": {"finder": {"model": "openai/gpt-4o"},
+//	               "permissions": {"default": "allow", "subagents": {"finder": "deny"},
+//	                               "allowInternalRouting": false}}}
+type Config struct {
+	Models               map[string]string
+	DefaultPermission    string
+	Permissions          map[string]string
+	AllowInternalRouting bool
+}
+
+// LoadConfig reads ConfigFile from agentDir; a missing file is the empty
+// config (everything allowed, no overrides).
+func LoadConfig(agentDir string) (Config, error) {
+	cfg := Config{DefaultPermission: "allow"}
+	if agentDir == "" {
+		return cfg, nil
+	}
+	path := filepath.Join(agentDir, ConfigFile)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return cfg, nil
+	}
+	if err != nil {
+		return cfg, errcode.Errorf(errcode.InvalidInput, "%s: %v", path, err)
+	}
+	var raw struct {
+		Subagents map[string]json.RawMessage `json:"subagents"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return cfg, errcode.Errorf(errcode.InvalidInput, "%s: %v", path, err)
+	}
+	for id, v := range raw.Subagents {
+		if id == "permissions" {
+			var perm struct {
+				Default              string            `json:"default"`
+				Subagents            map[string]string `json:"subagents"`
+				AllowInternalRouting bool              `json:"allowInternalRouting"`
+			}
+			if err := json.Unmarshal(v, &perm); err != nil {
+				return cfg, errcode.Errorf(errcode.InvalidInput, "%s: permissions: %v", path, err)
+			}
+			if perm.Default != "" {
+				cfg.DefaultPermission = perm.Default
+			}
+			cfg.Permissions, cfg.AllowInternalRouting = perm.Subagents, perm.AllowInternalRouting
+			continue
+		}
+		var entry struct {
+			Model string `json:"model"`
+		}
+		if err := json.Unmarshal(v, &entry); err != nil {
+			return cfg, errcode.Errorf(errcode.InvalidInput, "%s: subagents.%s: %v", path, id, err)
+		}
+		if entry.Model != "" {
+			if _, _, _, err := ParseModelOverride(entry.Model); err != nil {
+				return cfg, errcode.Errorf(errcode.InvalidInput, "%s: subagents.%s.model: %v", path, id, err)
+			}
+			if cfg.Models == nil {
+				cfg.Models = map[string]string{}
+			}
+			cfg.Models[id] = entry.Model
+		}
+	}
+	for _, v := range append([]string{cfg.DefaultPermission}, mapValues(cfg.Permissions)...) {
+		if v != "allow" && v != "deny" {
+			return cfg, errcode.Errorf(errcode.InvalidInput, "%s: permission %q must be allow or deny", path, v)
+		}
+	}
+	return cfg, nil
+}
+
+func mapValues(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
+}
+
+// ParseModelOverride reads seed 001's `<provider>/<model>[:<thinking>]`,
+// lowercasing the provider and checking the thinking level.
+func ParseModelOverride(s string) (provider, model, thinking string, err error) {
+	ref := strings.TrimSpace(s)
+	if i := strings.LastIndex(ref, ":"); i > 0 && !strings.Contains(ref[i:], "/") {
+		thinking = ref[i+1:]
+		ref = ref[:i]
+		if !slices.Contains(ThinkingLevels, thinking) {
+			return "", "", "", fmt.Errorf("thinking %q must be one of %s", thinking, strings.Join(ThinkingLevels, "|"))
+		}
+	}
+	provider, model, ok := strings.Cut(ref, "/")
+	if !ok || provider == "" || model == "" {
+		return "", "", "", fmt.Errorf("model %q: want <provider>/<model>[:<thinking>]", s)
+	}
+	return strings.ToLower(provider), model, thinking, nil
+}
+
+// Allowed applies the permission policy: PERMISSION_DENIED when the profile
+// may not run.
+func (c Config) Allowed(name string) error {
+	decision := c.DefaultPermission
+	if d, ok := c.Permissions[name]; ok {
+		decision = d
+	}
+	if decision == "deny" {
+		return errcode.Errorf(errcode.PermissionDenied, "Permission denied: subagent %q is not allowed by the subagents permission policy", name)
+	}
+	return nil
+}
+
+// TaskOverrides are what one task may set over its profile.
+type TaskOverrides struct {
+	// Model is provider/id[:thinking].
+	Model          string
+	TimeoutSeconds int
+}
+
+// Resolved is a profile turned into how its child runs.
+type Resolved struct {
+	Child              activities.RunPiInput
+	MaxFinalizeRetries *int
+}
+
+// Resolve turns a profile, the config's model override and the task's
+// overrides into the child's pi settings. Precedence of the model: task,
+// then config, then profile, then pi's default.
+func (p *Profile) Resolve(opts Options, cfg Config, task TaskOverrides) (Resolved, error) {
+	if err := cfg.Allowed(p.Name); err != nil {
+		return Resolved{}, err
+	}
+	skills, loaded, err := resolveSkills(opts, p)
+	if err != nil {
+		return Resolved{}, err
+	}
+	child := activities.RunPiInput{
+		Profile:             p.Name,
+		Thinking:            p.Thinking,
+		SystemPrompt:        p.SystemPrompt,
+		ReplaceSystemPrompt: p.ReplaceSystemPrompt,
+		NoSkills:            p.NoSkills,
+		Extensions:          p.Extensions,
+		NoContextFiles:      p.NoContextFiles,
+		ExtraArgs:           p.ExtraArgs,
+		NoFinalize:          !p.Finalize,
+		TimeoutSeconds:      p.TimeoutSeconds,
+	}
+	if p.AppendSystemPrompt != "" {
+		child.AppendSystemPrompt = []string{p.AppendSystemPrompt}
+	}
+	child.AppendSystemPrompt = append(child.AppendSystemPrompt, loaded...)
+	child.Skills = skills
+	if p.Model != "" {
+		child.Model = p.Model
+		if p.Provider != "" {
+			child.Model = p.Provider + "/" + p.Model
+		}
+	}
+	for _, override := range []string{cfg.Models[p.Name], task.Model} {
+		if override == "" {
+			continue
+		}
+		provider, model, thinking, err := ParseModelOverride(override)
+		if err != nil {
+			return Resolved{}, errcode.Wrap(errcode.InvalidInput, err, err.Error())
+		}
+		child.Model = provider + "/" + model
+		if thinking != "" {
+			child.Thinking = thinking
+		}
+	}
+	if tools := p.GrantedTools(); len(tools) == 0 {
+		child.NoTools = true
+	} else {
+		child.Tools = tools
+	}
+	if task.TimeoutSeconds > 0 {
+		child.TimeoutSeconds = task.TimeoutSeconds
+	}
+	return Resolved{Child: child, MaxFinalizeRetries: p.MaxFinalizeRetries}, nil
+}
+
+// skillDirs are where skills live: pi's global skills folder, then the
+// project's.
+func skillDirs(opts Options) []string {
+	var dirs []string
+	if opts.AgentDir != "" {
+		dirs = append(dirs, filepath.Join(opts.AgentDir, "skills"))
+	}
+	if root := projectRoot(opts.Cwd); root != "" {
+		dirs = append(dirs, filepath.Join(root, ".pi", "skills"))
+	}
+	return dirs
+}
+
+// discoverSkills maps skill names to their files: <dir>/<name>/SKILL.md or
+// <dir>/<name>.md; a project skill overrides a global one.
+func discoverSkills(opts Options) map[string]string {
+	found := map[string]string{}
+	for _, dir := range skillDirs(opts) {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			switch {
+			case e.IsDir():
+				if f := filepath.Join(dir, e.Name(), "SKILL.md"); fileExists(f) {
+					found[e.Name()] = f
+				}
+			case strings.HasSuffix(e.Name(), ".md"):
+				found[strings.TrimSuffix(e.Name(), ".md")] = filepath.Join(dir, e.Name())
+			}
+		}
+	}
+	return found
+}
+
+func fileExists(p string) bool {
+	info, err := os.Stat(p)
+	return err == nil && !info.IsDir()
+}
+
+// resolveSkills turns suggestedSkills into --skill paths and loadSkills into
+// system prompt text; an unknown name fails the task with seed 002's message.
+func resolveSkills(opts Options, p *Profile) (paths, loaded []string, err error) {
+	if len(p.SuggestedSkills) == 0 && len(p.LoadSkills) == 0 {
+		return nil, nil, nil
+	}
+	found := discoverSkills(opts)
+	var unknown []string
+	for _, name := range append(slices.Clone(p.SuggestedSkills), p.LoadSkills...) {
+		if _, ok := found[name]; !ok {
+			unknown = append(unknown, fmt.Sprintf("%q", name))
+		}
+	}
+	if len(unknown) > 0 {
+		avail := make([]string, 0, len(found))
+		for name := range found {
+			avail = append(avail, name)
+		}
+		slices.Sort(avail)
+		list := strings.Join(avail, ", ")
+		if list == "" {
+			list = "(none)"
+		}
+		return nil, nil, errcode.New(errcode.InvalidInput, fmt.Sprintf("Unknown skills: %s. Available skills: %s", strings.Join(unknown, ", "), list))
+	}
+	for _, name := range p.SuggestedSkills {
+		paths = append(paths, found[name])
+	}
+	for _, name := range p.LoadSkills {
+		data, err := os.ReadFile(found[name])
+		if err != nil {
+			return nil, nil, errcode.Errorf(errcode.InvalidInput, "skill %s: %v", name, err)
+		}
+		loaded = append(loaded, strings.TrimSpace(string(data)))
+	}
+	return paths, loaded, nil
+}

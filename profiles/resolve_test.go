@@ -1,0 +1,161 @@
+package profiles
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/durable-pi/subagents/internal/errcode"
+)
+
+func mustParse(t *testing.T, src string) *Profile {
+	t.Helper()
+	p, err := Parse([]byte(src), "x.md", ScopeGlobal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestResolveModelPrecedence(t *testing.T) {
+	p := mustParse(t, "---\nname: finder\nmodel: anthropic/claude-sonnet-4-5\nthinkingLevel: low\n---\n")
+	tests := []struct {
+		name          string
+		cfg           Config
+		task          TaskOverrides
+		model, thinks string
+	}{
+		{"profile", Config{}, TaskOverrides{}, "anthropic/claude-sonnet-4-5", "low"},
+		{"config over profile", Config{Models: map[string]string{"finder": "OpenAI/gpt-4o"}}, TaskOverrides{}, "openai/gpt-4o", "low"},
+		{"config thinking", Config{Models: map[string]string{"finder": "openai/gpt-5:high"}}, TaskOverrides{}, "openai/gpt-5", "high"},
+		{"task over config", Config{Models: map[string]string{"finder": "openai/gpt-4o"}}, TaskOverrides{Model: "scripted/scripted-1:off"}, "scripted/scripted-1", "off"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := p.Resolve(Options{}, tt.cfg, tt.task)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Child.Model != tt.model || r.Child.Thinking != tt.thinks || r.Child.Profile != "finder" {
+				t.Fatalf("model %q thinking %q", r.Child.Model, r.Child.Thinking)
+			}
+		})
+	}
+	if _, err := p.Resolve(Options{}, Config{}, TaskOverrides{Model: "no-provider"}); !errcode.Is(err, errcode.InvalidInput) {
+		t.Fatalf("bad task model: %v", err)
+	}
+}
+
+func TestResolveChildSettings(t *testing.T) {
+	p := mustParse(t, "---\nname: w\ntools: read,bash\nnoSkills: true\nnoContextFiles: true\nappendSystemPrompt: Be brief.\nextensions: /x.ts\nextraArgs: --verbose\ntimeout: 90\nmaxFinalizeRetries: 1\nfinalize: false\n---\nYou write.")
+	p.ReplaceSystemPrompt = true
+	r, err := p.Resolve(Options{}, Config{}, TaskOverrides{TimeoutSeconds: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := r.Child
+	if !reflect.DeepEqual(c.Tools, []string{"read", "bash"}) || c.NoTools || !c.NoSkills || !c.NoContextFiles || !c.NoFinalize {
+		t.Fatalf("child %+v", c)
+	}
+	if c.SystemPrompt != "You write." || !c.ReplaceSystemPrompt || !reflect.DeepEqual(c.AppendSystemPrompt, []string{"Be brief."}) {
+		t.Fatalf("prompts %+v", c)
+	}
+	if c.TimeoutSeconds != 30 || *r.MaxFinalizeRetries != 1 || !reflect.DeepEqual(c.Extensions, []string{"/x.ts"}) || !reflect.DeepEqual(c.ExtraArgs, []string{"--verbose"}) {
+		t.Fatalf("limits %+v", c)
+	}
+	none := mustParse(t, "---\nname: n\nnoTools: true\n---\n")
+	if r, _ := none.Resolve(Options{}, Config{}, TaskOverrides{}); !r.Child.NoTools || r.Child.Tools != nil {
+		t.Fatalf("noTools child %+v", r.Child)
+	}
+}
+
+func TestConfigFile(t *testing.T) {
+	tests := []struct {
+		name, json, err string
+		check           func(t *testing.T, c Config)
+	}{
+		{"missing file", "", "", func(t *testing.T, c Config) {
+			if c.Allowed("anything") != nil {
+				t.Fatal("default policy is not allow")
+			}
+		}},
+		{"overrides and policy", `{"subagents":{"finder":{"model":"openai/gpt-4o"},"librarian":{"model":"OpenAI/gpt-5:high"},
+			"permissions":{"default":"allow","subagents":{"finder":"deny"},"allowInternalRouting":true}}}`, "", func(t *testing.T, c Config) {
+			if c.Models["librarian"] != "OpenAI/gpt-5:high" || !c.AllowInternalRouting {
+				t.Fatalf("config %+v", c)
+			}
+			err := c.Allowed("finder")
+			if !errcode.Is(err, errcode.PermissionDenied) || !strings.Contains(err.Error(), `"finder"`) {
+				t.Fatalf("finder: %v", err)
+			}
+			if c.Allowed("oracle") != nil {
+				t.Fatal("oracle denied")
+			}
+		}},
+		{"default deny", `{"subagents":{"permissions":{"default":"deny","subagents":{"oracle":"allow"}}}}`, "", func(t *testing.T, c Config) {
+			if c.Allowed("oracle") != nil || c.Allowed("finder") == nil {
+				t.Fatal("default deny not applied")
+			}
+		}},
+		{"bad thinking", `{"subagents":{"finder":{"model":"openai/gpt-4o:extreme"}}}`, `thinking "extreme" must be one of`, nil},
+		{"no provider", `{"subagents":{"finder":{"model":"gpt-4o"}}}`, "want <provider>/<model>[:<thinking>]", nil},
+		{"bad policy", `{"subagents":{"permissions":{"default":"maybe"}}}`, `permission "maybe" must be allow or deny`, nil},
+		{"not json", `{`, "subagents.json", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if tt.json != "" {
+				must(t, os.WriteFile(filepath.Join(dir, ConfigFile), []byte(tt.json), 0o600))
+			}
+			c, err := LoadConfig(dir)
+			if tt.err != "" {
+				if !errcode.Is(err, errcode.InvalidInput) || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err = %v, want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, c)
+		})
+	}
+	// A denied profile does not resolve.
+	p := mustParse(t, "---\nname: finder\n---\n")
+	if _, err := p.Resolve(Options{}, Config{DefaultPermission: "deny"}, TaskOverrides{}); !errcode.Is(err, errcode.PermissionDenied) {
+		t.Fatalf("denied profile resolved: %v", err)
+	}
+}
+
+func TestResolveSkills(t *testing.T) {
+	agentDir := t.TempDir()
+	skills := filepath.Join(agentDir, "skills")
+	must(t, os.MkdirAll(filepath.Join(skills, "git"), 0o755))
+	must(t, os.WriteFile(filepath.Join(skills, "git", "SKILL.md"), []byte("Use git well."), 0o644))
+	must(t, os.WriteFile(filepath.Join(skills, "docs.md"), []byte("  Write docs.  "), 0o644))
+	opts := Options{AgentDir: agentDir}
+
+	p := mustParse(t, "---\nname: s\nsuggestedSkills: git\nloadSkills: docs\n---\n")
+	r, err := p.Resolve(opts, Config{}, TaskOverrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(r.Child.Skills, []string{filepath.Join(skills, "git", "SKILL.md")}) || !reflect.DeepEqual(r.Child.AppendSystemPrompt, []string{"Write docs."}) {
+		t.Fatalf("skills %v prompt %q", r.Child.Skills, r.Child.AppendSystemPrompt)
+	}
+	bad := mustParse(t, "---\nname: s\nsuggestedSkills: [bad-name]\n---\n")
+	_, err = bad.Resolve(opts, Config{}, TaskOverrides{})
+	if err == nil || err.Error() != `Unknown skills: "bad-name". Available skills: docs, git` {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
