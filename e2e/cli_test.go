@@ -316,3 +316,35 @@ func (quietLogger) Debug(string, ...any) {}
 func (quietLogger) Info(string, ...any)  {}
 func (quietLogger) Warn(string, ...any)  {}
 func (quietLogger) Error(string, ...any) {}
+
+// TestProfilesOnAFreshMachine: with no profile files anywhere, the command
+// lists the eleven built-in agents.
+func TestProfilesOnAFreshMachine(t *testing.T) {
+	empty := t.TempDir()
+	code, stdout, stderr := runSubagents(t, []string{"PI_CODING_AGENT_DIR=" + empty, "HOME=" + empty}, "profiles", "--json", "--cwd", empty)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var env struct {
+		ContractVersion string `json:"contract_version"`
+		Count           int    `json:"count"`
+		Profiles        []struct {
+			Name  string `json:"name"`
+			Scope string `json:"scope"`
+		} `json:"profiles"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &env); err != nil {
+		t.Fatal(err)
+	}
+	if env.ContractVersion != "subagents.v1" || env.Count != 11 {
+		t.Fatalf("envelope %+v", env)
+	}
+	for _, p := range env.Profiles {
+		if p.Scope != "builtin" {
+			t.Fatalf("profile %s from %s on a fresh machine", p.Name, p.Scope)
+		}
+	}
+	if code, _, stderr := runSubagents(t, nil, "profiles", "--bogus"); code != 2 || !strings.Contains(stderr, "flag provided but not defined") {
+		t.Fatalf("bad flag: exit %d %s", code, stderr)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/durable-pi/subagents/client"
 	"github.com/durable-pi/subagents/internal/errcode"
 	"github.com/durable-pi/subagents/worker"
 	"github.com/durable-pi/subagents/worker/dev"
@@ -21,8 +22,9 @@ import (
 const usage = `usage: subagents <command> [flags]
 
 commands:
-  dev      run an embedded Temporal (SQLite file), its UI and a worker
-  worker   run a worker against an external Temporal (TEMPORAL_* settings)
+  dev       run an embedded Temporal (SQLite file), its UI and a worker
+  worker    run a worker against an external Temporal (TEMPORAL_* settings)
+  profiles  list the agent profiles a task can use (--json, --cwd DIR)
 
 Run "subagents <command> -h" for a command's flags.
 `
@@ -47,6 +49,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "-h", "--help", "help":
 		_, _ = fmt.Fprint(stdout, usage)
 		return nil
+	case "profiles":
+		return client.Main(ctx, args, stdout, stderr)
 	default:
 		_, _ = fmt.Fprint(stderr, usage)
 		return errcode.Errorf(errcode.InvalidInput, "unknown command %q", args[0])

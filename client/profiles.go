@@ -1,0 +1,132 @@
+package client
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/durable-pi/subagents/internal/errcode"
+	"github.com/durable-pi/subagents/profiles"
+)
+
+// ContractVersion marks every --json envelope of the command.
+const ContractVersion = "subagents.v1"
+
+// ProfileSummary is one profile in `subagents profiles --json`.
+type ProfileSummary struct {
+	Name        string   `json:"name"`
+	Scope       string   `json:"scope"`
+	Description string   `json:"description,omitempty"`
+	Model       string   `json:"model"`
+	Thinking    string   `json:"thinking,omitempty"`
+	Tools       []string `json:"tools"`
+	Readonly    bool     `json:"readonly,omitempty"`
+	Primary     bool     `json:"primary,omitempty"`
+	Internal    bool     `json:"internal,omitempty"`
+	Finalize    bool     `json:"finalize"`
+	Path        string   `json:"path,omitempty"`
+	Error       string   `json:"error,omitempty"`
+}
+
+// ProfilesEnvelope is the --json answer of `subagents profiles`.
+type ProfilesEnvelope struct {
+	ContractVersion string           `json:"contract_version"`
+	Count           int              `json:"count"`
+	Profiles        []ProfileSummary `json:"profiles"`
+}
+
+// ListProfiles summarises the profiles visible from cwd.
+func ListProfiles(cwd, agentDir string, includeInternal bool) (ProfilesEnvelope, error) {
+	set, err := profiles.Load(profiles.Options{Cwd: cwd, AgentDir: agentDir})
+	if err != nil {
+		return ProfilesEnvelope{}, err
+	}
+	env := ProfilesEnvelope{ContractVersion: ContractVersion, Profiles: []ProfileSummary{}}
+	for _, p := range set.List(includeInternal) {
+		s := ProfileSummary{Name: p.Name, Scope: string(p.Scope), Path: p.Path}
+		if p.Err != nil {
+			s.Error = p.Err.Error()
+		} else {
+			s.Description, s.Thinking, s.Readonly, s.Primary, s.Internal, s.Finalize =
+				p.Description, p.Thinking, p.Readonly, p.Primary, p.Internal, p.Finalize
+			s.Model = "default"
+			if p.Model != "" {
+				s.Model = strings.TrimPrefix(p.Provider+"/"+p.Model, "/")
+			}
+			s.Tools = p.GrantedTools()
+			if s.Tools == nil {
+				s.Tools = []string{}
+			}
+		}
+		env.Profiles = append(env.Profiles, s)
+	}
+	env.Count = len(env.Profiles)
+	return env, nil
+}
+
+// profilesMain is `subagents profiles [--json] [--cwd DIR] [--internal]`.
+func profilesMain(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("subagents profiles", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print the contract_version envelope as JSON")
+	cwd := fs.String("cwd", "", "folder whose project profiles (.pi/agents, .pi/agent-profiles) count (default: the current folder)")
+	internal := fs.Bool("internal", false, "list internal profiles too")
+	if err := fs.Parse(args); err != nil {
+		return errcode.Wrap(errcode.InvalidInput, err, err.Error())
+	}
+	dir := *cwd
+	if dir == "" {
+		var err error
+		if dir, err = os.Getwd(); err != nil {
+			return errcode.Wrap(errcode.InvalidInput, err, err.Error())
+		}
+	}
+	dir, _ = filepath.Abs(dir)
+	env, err := ListProfiles(dir, profiles.DefaultAgentDir(), *internal)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(env)
+	}
+	for _, p := range env.Profiles {
+		_, _ = fmt.Fprintln(stdout, summaryLine(p))
+	}
+	return nil
+}
+
+// summaryLine is seed 002's one-line profile summary: name, scope, model,
+// description and the settings that matter.
+func summaryLine(p ProfileSummary) string {
+	if p.Error != "" {
+		return fmt.Sprintf("%s (%s) — error: %s", p.Name, p.Scope, p.Error)
+	}
+	parts := []string{fmt.Sprintf("%s (%s)", p.Name, p.Scope), "model: " + p.Model}
+	if p.Thinking != "" {
+		parts[1] += ":" + p.Thinking
+	}
+	tools := "none"
+	if len(p.Tools) > 0 {
+		tools = strings.Join(p.Tools, ",")
+	}
+	parts = append(parts, "tools: "+tools)
+	for _, flag := range []struct {
+		on   bool
+		name string
+	}{{p.Readonly, "readonly"}, {p.Primary, "primary"}, {p.Internal, "internal"}, {!p.Finalize, "no finalize"}} {
+		if flag.on {
+			parts = append(parts, flag.name)
+		}
+	}
+	line := strings.Join(parts, " · ")
+	if p.Description != "" {
+		line += " — " + p.Description
+	}
+	return line
+}
