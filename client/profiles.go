@@ -41,7 +41,7 @@ type ProfilesEnvelope struct {
 
 // ListProfiles summarises the profiles visible from cwd.
 func ListProfiles(cwd, agentDir string, includeInternal bool) (ProfilesEnvelope, error) {
-	set, err := profiles.Load(profiles.Options{Cwd: cwd, AgentDir: agentDir})
+	set, err := profiles.Load(profiles.Options{Cwd: cwd, AgentDir: agentDir, PromptDirs: profiles.DefaultPromptDirs()})
 	if err != nil {
 		return ProfilesEnvelope{}, err
 	}

@@ -31,6 +31,16 @@ type Options struct {
 	Cwd string
 	// AgentDir is pi's config dir: $PI_CODING_AGENT_DIR, else ~/.pi/agent.
 	AgentDir string
+	// PromptDirs are more global folders of profiles, such as seed 000's
+	// prompts/ folder of an installed subagents extension
+	// ($SUBAGENTS_PROMPT_DIRS, colon-separated). pi's own ~/.pi/agent/prompts
+	// holds prompt templates, not profiles, so it is not read.
+	PromptDirs []string
+}
+
+// DefaultPromptDirs are the folders named by $SUBAGENTS_PROMPT_DIRS.
+func DefaultPromptDirs() []string {
+	return filepath.SplitList(os.Getenv("SUBAGENTS_PROMPT_DIRS"))
 }
 
 // DefaultAgentDir is pi's config dir as pi finds it.
@@ -54,6 +64,11 @@ type source struct {
 
 func (o Options) sources() []source {
 	var out []source
+	for _, d := range o.PromptDirs {
+		if d != "" {
+			out = append(out, source{d, ScopeGlobal, false})
+		}
+	}
 	if o.AgentDir != "" {
 		out = append(out,
 			source{filepath.Join(o.AgentDir, "agents"), ScopeGlobal, false},
@@ -134,7 +149,7 @@ func Load(opts Options) (*Set, error) {
 			files = append(files, fileRef{path: p, src: src, stamp: stamp})
 		}
 	}
-	key := opts.AgentDir + "\x00" + projectRoot(opts.Cwd)
+	key := strings.Join(opts.PromptDirs, "\x00") + "\x00" + opts.AgentDir + "\x00" + projectRoot(opts.Cwd)
 	cache.Lock()
 	if e, ok := cache.entries[key]; ok && e.signature == sig.String() {
 		cache.Unlock()

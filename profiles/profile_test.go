@@ -125,13 +125,16 @@ func TestLoadScopesAndLookup(t *testing.T) {
 	if err := os.MkdirAll(cwd, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	prompts := filepath.Join(root, "ext", "prompts")
+	writeProfile(t, prompts, "seed-zero", "---\nname: seed-zero\ndescription: from an extension's prompts folder\napproved_tools: [read]\n---\nBody.")
+	writeProfile(t, prompts, "scout", "---\nname: scout\ndescription: prompts scout\n---\n")
 	writeProfile(t, filepath.Join(agentDir, "agent-profiles"), "scout", "---\nname: scout\ndescription: global scout\n---\nGlobal body.")
 	writeProfile(t, filepath.Join(agentDir, "agents"), "writer", "---\nname: writer\ndescription: global writer\n---\n")
 	writeProfile(t, filepath.Join(project, ".pi", "agents"), "writer", "---\nname: writer\ndescription: project writer\n---\n")
 	writeProfile(t, filepath.Join(project, ".pi", "agent-profiles"), "broken", "---\nname: broken\ntools: read\nexcludeTools: bash\n---\n")
 	writeProfile(t, filepath.Join(project, ".pi", "agents"), "hidden", "---\nname: hidden\ninternal: true\n---\n")
 
-	set, err := Load(Options{Cwd: cwd, AgentDir: agentDir})
+	set, err := Load(Options{Cwd: cwd, AgentDir: agentDir, PromptDirs: []string{prompts}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,6 +143,7 @@ func TestLoadScopesAndLookup(t *testing.T) {
 		scope Scope
 		desc  string
 	}{
+		{"seed-zero", ScopeGlobal, "from an extension's prompts folder"},
 		{"scout", ScopeGlobal, "global scout"},
 		{"writer", ScopeProject, "project writer"},
 		{"reviewer", ScopeBuiltin, ""},
@@ -178,7 +182,7 @@ func TestLoadScopesAndLookup(t *testing.T) {
 	}
 
 	_, err = set.Lookup("code-reviewer", false)
-	want := `Unknown profile: "code-reviewer". Available profiles: broken, explorer, finder, implementer, librarian, oracle, planner, researcher, reviewer, scout, task, tester, writer`
+	want := `Unknown profile: "code-reviewer". Available profiles: broken, explorer, finder, implementer, librarian, oracle, planner, researcher, reviewer, scout, seed-zero, task, tester, writer`
 	if !errcode.Is(err, errcode.UnknownAgent) || err.Error() != want {
 		t.Fatalf("err = %v\nwant %s", err, want)
 	}

@@ -109,7 +109,7 @@ func agentDir(childEnv []string) string {
 // key stays in the profile file and the child's environment only.
 func profileAPIKey(dir string) func(cwd, name string) (string, error) {
 	return func(cwd, name string) (string, error) {
-		set, err := profiles.Load(profiles.Options{Cwd: cwd, AgentDir: dir})
+		set, err := profiles.Load(profiles.Options{Cwd: cwd, AgentDir: dir, PromptDirs: profiles.DefaultPromptDirs()})
 		if err != nil {
 			return "", err
 		}
