@@ -83,15 +83,17 @@ func New(c client.Client, cfg Config) (sdkworker.Worker, error) {
 		MaxHeartbeatThrottleInterval:     2 * time.Second,
 		DefaultHeartbeatThrottleInterval: 2 * time.Second,
 	})
-	Register(w, acts)
+	Register(w, acts, &profiles.Activities{AgentDir: agentDir(cfg.ChildEnv), PromptDirs: profiles.DefaultPromptDirs()})
 	return w, nil
 }
 
-// Register registers every workflow and the activities on r, under the
-// names that histories record.
-func Register(r sdkworker.Registry, acts *activities.Activities) {
+// Register registers every workflow and activity on r, under the names that
+// histories record.
+func Register(r sdkworker.Registry, acts *activities.Activities, profs *profiles.Activities) {
 	r.RegisterWorkflowWithOptions(workflows.Session, workflow.RegisterOptions{Name: workflows.SessionWorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.Delegation, workflow.RegisterOptions{Name: workflows.DelegationWorkflowName})
 	r.RegisterActivityWithOptions(acts.RunPi, activity.RegisterOptions{Name: workflows.RunPiActivityName})
+	r.RegisterActivityWithOptions(profs.ResolveTasks, activity.RegisterOptions{Name: workflows.ResolveTasksActivityName})
 }
 
 // agentDir is the pi config dir the children see: PI_CODING_AGENT_DIR of

@@ -16,10 +16,20 @@ const (
 	StatusQuery = "status"
 	// SendUpdate is SendSignal with an answer: the accepted turn number.
 	SendUpdate = "send"
-	// WaitUpdate blocks until the session's current turn has ended and
-	// returns its status (WaitRequest).
+	// WaitUpdate blocks until the session's current turn (or every task of
+	// a delegation) has ended and returns the status (WaitRequest).
 	WaitUpdate = "wait"
+	// TaskDoneSignal is how a session tells its delegation that its first
+	// turn ended (TaskDone).
+	TaskDoneSignal = "task-done"
 )
+
+// TaskDone is the payload of TaskDoneSignal.
+type TaskDone struct {
+	Index     int        `json:"index"`
+	SessionID string     `json:"sessionId"`
+	Turn      TurnResult `json:"turn"`
+}
 
 // SendRequest is the payload of SendSignal and SendUpdate.
 type SendRequest struct {

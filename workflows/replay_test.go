@@ -17,13 +17,14 @@ func TestReplayRecordedHistories(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) < 5 {
-		t.Fatalf("found %d recorded histories, want the 5 the e2e tests record", len(files))
+	if len(files) < 6 {
+		t.Fatalf("found %d recorded histories, want the 6 the e2e tests record", len(files))
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
 			r.RegisterWorkflowWithOptions(Session, workflow.RegisterOptions{Name: SessionWorkflowName})
+			r.RegisterWorkflowWithOptions(Delegation, workflow.RegisterOptions{Name: DelegationWorkflowName})
 			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, f); err != nil {
 				t.Fatalf("replay %s: %v", f, err)
 			}

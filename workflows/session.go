@@ -60,6 +60,10 @@ type SessionInput struct {
 	// IdleTTLSeconds: 0 is DefaultIdleTTL; negative completes the session as
 	// soon as its turns are done.
 	IdleTTLSeconds int `json:"idleTtlSeconds,omitempty"`
+	// NotifyWorkflowID, when set, is the delegation to signal (TaskDone,
+	// with NotifyIndex) when the first turn ends.
+	NotifyWorkflowID string `json:"notifyWorkflowId,omitempty"`
+	NotifyIndex      int    `json:"notifyIndex,omitempty"`
 	// Carry is the state continue-as-new hands to the next run.
 	Carry *SessionCarry `json:"carry,omitempty"`
 }
@@ -352,6 +356,22 @@ func (s *session) runTurn(ctx workflow.Context, req SendRequest) {
 	s.last = turn
 	s.done = s.turn
 	s.setState(ctx, turn.State)
+	if s.turn == 1 && s.in.NotifyWorkflowID != "" {
+		s.notify(ctx, *turn)
+	}
+}
+
+// notify tells the delegation that started this session how its turn ended.
+// A delegation that is gone (cancelled, terminated) cannot be told; the
+// session's own result still holds the turn.
+func (s *session) notify(ctx workflow.Context, turn TurnResult) {
+	done := TaskDone{Index: s.in.NotifyIndex, SessionID: s.in.SessionID, Turn: turn}
+	// The signal must go out even when the turn was cancelled with the
+	// session's context: use a context that outlives that cancellation.
+	sigCtx, _ := workflow.NewDisconnectedContext(ctx)
+	if err := workflow.SignalExternalWorkflow(sigCtx, s.in.NotifyWorkflowID, "", TaskDoneSignal, done).Get(sigCtx, nil); err != nil {
+		workflow.GetLogger(ctx).Warn("could not tell the delegation that the task ended", "delegation", s.in.NotifyWorkflowID, "error", err)
+	}
 }
 
 // runChild runs one RunPi activity that the `cancel` signal can stop.

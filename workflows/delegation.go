@@ -1,0 +1,391 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/durable-pi/subagents/activities"
+	"github.com/durable-pi/subagents/internal/errcode"
+	"github.com/durable-pi/subagents/profiles"
+)
+
+// Names of the delegation workflow and the profile resolution activity.
+const (
+	DelegationWorkflowName    = "Delegation"
+	ResolveTasksActivityName  = "ResolveTasks"
+	DefaultMaxConcurrency     = 4  // seed 002's MAX_CONCURRENCY
+	MaxConcurrency            = 16 // as many as a delegation may hold
+	MaxTasks                  = 16 // seed 002's MAX_PARALLEL_TASKS
+	DefaultMaxDepth           = 1  // seed 003's subagents.maxDepth: children do not delegate
+	resolveActivityTimeoutSec = 30
+)
+
+// TaskSpec is one task of a delegation (seed 002's task object; `agent` is
+// seed 000's name for `profile`).
+type TaskSpec struct {
+	Name    string                `json:"name"`
+	Prompt  string                `json:"prompt"`
+	Profile string                `json:"profile,omitempty"`
+	Agent   string                `json:"agent,omitempty"`
+	Cwd     string                `json:"cwd"`
+	Timeout int                   `json:"timeout,omitempty"`
+	Files   []activities.FileSpec `json:"files,omitempty"`
+	Model   string                `json:"model,omitempty"`
+}
+
+// profile is the task's own profile name, whichever field it used.
+func (t TaskSpec) profile() string {
+	if t.Profile != "" {
+		return t.Profile
+	}
+	return t.Agent
+}
+
+// DelegationInput starts a delegation.
+type DelegationInput struct {
+	Tasks []TaskSpec `json:"tasks"`
+	// Profile is the default for tasks that name none.
+	Profile string `json:"profile,omitempty"`
+	// SessionIDs are chosen by the caller, one per task, so that it knows
+	// them before anything runs and the workflow stays deterministic.
+	SessionIDs      []string `json:"sessionIds"`
+	MaxConcurrency  int      `json:"maxConcurrency,omitempty"`
+	ParentSessionID string   `json:"parentSessionId,omitempty"`
+	// Depth is the caller's depth: 0 for a top-level pi.
+	Depth    int `json:"depth,omitempty"`
+	MaxDepth int `json:"maxDepth,omitempty"`
+	// IdleTTLSeconds is handed to every session (0: DefaultIdleTTL).
+	IdleTTLSeconds int `json:"idleTtlSeconds,omitempty"`
+}
+
+// TaskResult is one task of a delegation.
+type TaskResult struct {
+	Index     int                   `json:"index"`
+	Name      string                `json:"name"`
+	SessionID string                `json:"sessionId"`
+	Profile   string                `json:"profile,omitempty"`
+	State     State                 `json:"state"`
+	Turn      *TurnResult           `json:"turn,omitempty"`
+	Error     *activities.ErrorInfo `json:"error,omitempty"`
+}
+
+// DelegationStatus answers StatusQuery and WaitUpdate and is the
+// delegation's result; tasks are in input order, with seed 001's batch
+// accounting.
+type DelegationStatus struct {
+	DelegationID  string           `json:"delegationId"`
+	State         State            `json:"state"`
+	Done          bool             `json:"done"`
+	Tasks         []TaskResult     `json:"tasks"`
+	TotalCount    int              `json:"total_count"`
+	AcceptedCount int              `json:"accepted_count"`
+	RejectedCount int              `json:"rejected_count"`
+	BatchStatus   string           `json:"batch_status"`
+	Usage         activities.Usage `json:"usage"`
+}
+
+// ValidateDelegation checks a request before anything starts; the client
+// runs it too, so that bad input never becomes a workflow.
+func ValidateDelegation(in DelegationInput) error {
+	maxDepth := in.MaxDepth
+	if maxDepth <= 0 {
+		maxDepth = DefaultMaxDepth
+	}
+	switch {
+	case in.Depth >= maxDepth:
+		return errcode.Errorf(errcode.DepthExceeded, "Subagent depth %d reached the limit of %d: a subagent cannot delegate further", in.Depth, maxDepth)
+	case len(in.Tasks) == 0:
+		return errcode.New(errcode.InvalidInput, "tasks must hold 1 to 16 tasks, got none")
+	case len(in.Tasks) > MaxTasks:
+		return errcode.Errorf(errcode.InvalidInput, "tasks must hold 1 to 16 tasks, got %d", len(in.Tasks))
+	case len(in.SessionIDs) != len(in.Tasks):
+		return errcode.Errorf(errcode.InvalidInput, "one session ID per task: %d IDs for %d tasks", len(in.SessionIDs), len(in.Tasks))
+	case in.MaxConcurrency < 0 || in.MaxConcurrency > MaxConcurrency:
+		return errcode.Errorf(errcode.InvalidInput, "maxConcurrency must be 1 to %d", MaxConcurrency)
+	}
+	seen := map[string]bool{}
+	for i, t := range in.Tasks {
+		switch {
+		case strings.TrimSpace(t.Name) == "":
+			return errcode.Errorf(errcode.InvalidInput, "tasks[%d]: name must not be empty", i)
+		case strings.TrimSpace(t.Prompt) == "":
+			return errcode.Errorf(errcode.InvalidInput, "tasks[%d] (%s): prompt must not be empty", i, t.Name)
+		case t.Timeout < 0:
+			return errcode.Errorf(errcode.InvalidInput, "tasks[%d] (%s): timeout must be at least 1 second", i, t.Name)
+		case t.Profile != "" && t.Agent != "" && t.Profile != t.Agent:
+			return errcode.Errorf(errcode.InvalidInput, "tasks[%d] (%s): agent %q and profile %q disagree", i, t.Name, t.Agent, t.Profile)
+		case seen[in.SessionIDs[i]]:
+			return errcode.Errorf(errcode.InvalidInput, "session ID %s is given twice", in.SessionIDs[i])
+		}
+		seen[in.SessionIDs[i]] = true
+		if err := activities.ValidateCwd(t.Cwd); err != nil {
+			return errcode.Errorf(errcode.InvalidInput, "tasks[%d] (%s): %s", i, t.Name, err.Error())
+		}
+		for _, f := range t.Files {
+			if err := f.Validate(); err != nil {
+				return errcode.Errorf(errcode.InvalidInput, "tasks[%d] (%s): %s", i, t.Name, err.Error())
+			}
+		}
+	}
+	return nil
+}
+
+// Delegation runs a batch of tasks as sessions, at most MaxConcurrency at a
+// time, and returns when every task's first turn has ended. One task's
+// failure never stops another; the sessions stay addressable after it.
+func Delegation(ctx workflow.Context, in DelegationInput) (DelegationStatus, error) {
+	d, err := newDelegation(ctx, in)
+	if err != nil {
+		return DelegationStatus{}, err
+	}
+	return d.run(ctx)
+}
+
+type delegation struct {
+	in       DelegationInput
+	id       string
+	limit    int
+	tasks    []TaskResult
+	started  []bool
+	running  int
+	cancel   bool
+	resolved bool
+}
+
+func newDelegation(ctx workflow.Context, in DelegationInput) (*delegation, error) {
+	if err := ValidateDelegation(in); err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), string(errcode.CodeOf(err)), err)
+	}
+	d := &delegation{in: in, id: workflow.GetInfo(ctx).WorkflowExecution.ID, limit: in.MaxConcurrency}
+	if d.limit == 0 {
+		d.limit = DefaultMaxConcurrency
+	}
+	d.tasks = make([]TaskResult, len(in.Tasks))
+	d.started = make([]bool, len(in.Tasks))
+	for i, t := range in.Tasks {
+		p := t.profile()
+		if p == "" {
+			p = in.Profile
+		}
+		d.tasks[i] = TaskResult{Index: i, Name: t.Name, SessionID: in.SessionIDs[i], Profile: p, State: StateQueued}
+	}
+	if err := workflow.SetQueryHandler(ctx, StatusQuery, func() (DelegationStatus, error) { return d.status(), nil }); err != nil {
+		return nil, err
+	}
+	if err := workflow.SetUpdateHandler(ctx, WaitUpdate, func(ctx workflow.Context, _ WaitRequest) (DelegationStatus, error) {
+		if err := workflow.Await(ctx, d.allDone); err != nil {
+			return DelegationStatus{}, err
+		}
+		return d.status(), nil
+	}); err != nil {
+		return nil, err
+	}
+	done := workflow.GetSignalChannel(ctx, TaskDoneSignal)
+	cancels := workflow.GetSignalChannel(ctx, CancelSignal)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			sel := workflow.NewSelector(ctx)
+			sel.AddReceive(done, func(c workflow.ReceiveChannel, _ bool) {
+				var msg TaskDone
+				c.Receive(ctx, &msg)
+				d.finish(msg.Index, msg.Turn.State, &msg.Turn, msg.Turn.Error)
+			})
+			sel.AddReceive(cancels, func(c workflow.ReceiveChannel, _ bool) {
+				c.Receive(ctx, nil)
+				d.cancelAll(ctx)
+			})
+			sel.Select(ctx)
+			if ctx.Err() != nil {
+				return
+			}
+		}
+	})
+	return d, nil
+}
+
+func (d *delegation) finish(i int, st State, turn *TurnResult, e *activities.ErrorInfo) {
+	if i < 0 || i >= len(d.tasks) || d.tasks[i].State.Terminal() {
+		return
+	}
+	d.tasks[i].State, d.tasks[i].Turn, d.tasks[i].Error = st, turn, e
+}
+
+func (d *delegation) allDone() bool {
+	for _, t := range d.tasks {
+		if !t.State.Terminal() {
+			return false
+		}
+	}
+	return d.resolved
+}
+
+// cancelAll cancels the running sessions and the tasks not yet started;
+// finished tasks keep their results.
+func (d *delegation) cancelAll(ctx workflow.Context) {
+	d.cancel = true
+	for i := range d.tasks {
+		switch {
+		case d.tasks[i].State.Terminal():
+		case d.started[i]:
+			workflow.SignalExternalWorkflow(ctx, d.tasks[i].SessionID, "", CancelSignal, CancelRequest{Reason: "delegation cancelled"})
+		default:
+			d.finish(i, StateCancelled, nil, cancelledError())
+		}
+	}
+}
+
+func cancelledError() *activities.ErrorInfo {
+	return &activities.ErrorInfo{Code: errcode.Cancelled, Message: "Cancelled before it started", Category: errcode.Cancelled.Category()}
+}
+
+func (d *delegation) run(ctx workflow.Context) (DelegationStatus, error) {
+	_ = workflow.UpsertTypedSearchAttributes(ctx, StatusKey.ValueSet(string(StateRunning)), AgentKey.ValueSet("delegation"))
+	if d.in.ParentSessionID != "" {
+		_ = workflow.UpsertTypedSearchAttributes(ctx, ParentSessionKey.ValueSet(d.in.ParentSessionID))
+	}
+	resolved, err := d.resolve(ctx)
+	if err != nil {
+		return d.status(), err
+	}
+	d.resolved = true
+	for i := range d.tasks {
+		if resolved[i].Error != nil {
+			d.finish(i, StateFailed, nil, resolved[i].Error)
+			continue
+		}
+		workflow.Go(ctx, func(ctx workflow.Context) { d.runTask(ctx, i, resolved[i]) })
+	}
+	if err := workflow.Await(ctx, d.allDone); err != nil {
+		return d.status(), err
+	}
+	st := d.status()
+	_ = workflow.UpsertTypedSearchAttributes(ctx, StatusKey.ValueSet(string(st.State)))
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+		return st, err
+	}
+	return st, nil
+}
+
+func (d *delegation) resolve(ctx workflow.Context) ([]profiles.ResolvedTask, error) {
+	req := profiles.ResolveRequest{}
+	for i, t := range d.in.Tasks {
+		req.Tasks = append(req.Tasks, profiles.ResolveTask{Profile: d.tasks[i].Profile, Cwd: t.Cwd, Model: t.Model, TimeoutSeconds: t.Timeout})
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		// Reading a few profile files takes milliseconds; the bound only
+		// catches a worker that hangs on a network file system.
+		StartToCloseTimeout: resolveActivityTimeoutSec * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
+	})
+	var out []profiles.ResolvedTask
+	if err := workflow.ExecuteActivity(actx, ResolveTasksActivityName, req).Get(ctx, &out); err != nil {
+		return nil, err
+	}
+	if len(out) != len(d.tasks) {
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("resolved %d of %d tasks", len(out), len(d.tasks)), string(errcode.Failed), nil)
+	}
+	return out, nil
+}
+
+// runTask starts one task's session when a concurrency slot is free and
+// waits for its first turn to end.
+func (d *delegation) runTask(ctx workflow.Context, i int, r profiles.ResolvedTask) {
+	if err := workflow.Await(ctx, func() bool { return d.running < d.limit || d.cancel }); err != nil || d.cancel {
+		d.finish(i, StateCancelled, nil, cancelledError())
+		return
+	}
+	d.running++
+	defer func() { d.running-- }()
+	t := d.in.Tasks[i]
+	child := r.Child
+	child.Depth = d.in.Depth + 1
+	in := SessionInput{
+		SessionID: d.tasks[i].SessionID, Agent: d.tasks[i].Profile, Cwd: t.Cwd, Prompt: t.Prompt, Files: t.Files,
+		Name: t.Name, ParentSessionID: d.in.ParentSessionID, Child: child,
+		MaxFinalizeRetries: r.MaxFinalizeRetries, IdleTTLSeconds: d.in.IdleTTLSeconds,
+		NotifyWorkflowID: d.id, NotifyIndex: i,
+	}
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		WorkflowID: in.SessionID,
+		// Sessions outlive their delegation: they stay addressable for
+		// send, status and resume until their idle TTL passes.
+		ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			AgentKey.ValueSet(agentOrDefault(in.Agent)), CwdKey.ValueSet(in.Cwd),
+			StatusKey.ValueSet(string(StateQueued)), ParentSessionKey.ValueSet(d.in.ParentSessionID),
+		),
+		Memo: map[string]any{"name": t.Name, "delegation": d.id},
+	})
+	d.tasks[i].State = StateRunning
+	fut := workflow.ExecuteChildWorkflow(cctx, SessionWorkflowName, in)
+	if err := fut.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
+		d.finish(i, StateFailed, nil, &activities.ErrorInfo{Code: errcode.Failed, Message: "could not start the session: " + err.Error(), Category: errcode.CategoryRuntime})
+		return
+	}
+	d.started[i] = true
+	// The session signals when its first turn ends; if it ends some other
+	// way (terminated from the UI), its completion says so.
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		var res SessionResult
+		err := fut.Get(ctx, &res)
+		switch {
+		case err == nil:
+			d.finish(i, res.State, res.LastTurn, nil)
+		case errors.As(err, new(*temporal.CanceledError)):
+			d.finish(i, StateCancelled, res.LastTurn, &activities.ErrorInfo{Code: errcode.Cancelled, Message: "the session was cancelled", Category: errcode.Cancelled.Category()})
+		default:
+			d.finish(i, StateFailed, nil, &activities.ErrorInfo{Code: errcode.Failed, Message: err.Error(), Category: errcode.CategoryRuntime})
+		}
+	})
+	_ = workflow.Await(ctx, func() bool { return d.tasks[i].State.Terminal() })
+}
+
+func (d *delegation) status() DelegationStatus {
+	st := DelegationStatus{DelegationID: d.id, Tasks: append([]TaskResult(nil), d.tasks...), TotalCount: len(d.tasks)}
+	failed, cancelled := 0, 0
+	for _, t := range d.tasks {
+		if t.Turn != nil {
+			st.Usage = st.Usage.Add(t.Turn.Usage)
+		}
+		rejected := t.Turn == nil && t.Error != nil && t.Error.Code != errcode.Cancelled
+		if rejected {
+			st.RejectedCount++
+		} else {
+			st.AcceptedCount++
+		}
+		switch t.State {
+		case StateFailed, StateTimedOut:
+			failed++
+		case StateCancelled:
+			cancelled++
+		}
+	}
+	st.Done = d.allDone()
+	switch {
+	case st.RejectedCount == st.TotalCount:
+		st.BatchStatus = "rejected"
+	case st.Done && st.RejectedCount == 0:
+		st.BatchStatus = "completed"
+	case st.RejectedCount > 0:
+		st.BatchStatus = "partial"
+	default:
+		st.BatchStatus = "accepted"
+	}
+	switch {
+	case !st.Done:
+		st.State = StateRunning
+	case d.cancel || cancelled > 0 && failed == 0 && cancelled == len(d.tasks):
+		st.State = StateCancelled
+	case failed > 0 || st.RejectedCount > 0:
+		st.State = StateFailed
+	default:
+		st.State = StateCompleted
+	}
+	return st
+}

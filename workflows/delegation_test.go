@@ -1,0 +1,183 @@
+package workflows
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/durable-pi/subagents/activities"
+	"github.com/durable-pi/subagents/internal/errcode"
+	"github.com/durable-pi/subagents/profiles"
+)
+
+// fakeResolver knows the profiles in known; others are UNKNOWN_AGENT.
+func fakeResolver(known ...string) func(context.Context, profiles.ResolveRequest) ([]profiles.ResolvedTask, error) {
+	return func(_ context.Context, req profiles.ResolveRequest) ([]profiles.ResolvedTask, error) {
+		out := make([]profiles.ResolvedTask, len(req.Tasks))
+		for i, t := range req.Tasks {
+			ok := t.Profile == ""
+			for _, k := range known {
+				ok = ok || k == t.Profile
+			}
+			if !ok {
+				msg := fmt.Sprintf("Unknown profile: %q. Available profiles: %s", t.Profile, strings.Join(known, ", "))
+				out[i].Error = &activities.ErrorInfo{Code: errcode.UnknownAgent, Message: msg, Category: errcode.CategoryNotFound}
+				continue
+			}
+			out[i].Child = activities.RunPiInput{Profile: t.Profile, Model: t.Model}
+		}
+		return out, nil
+	}
+}
+
+// concurrencyChild finalizes with the task's prompt after a delay that
+// makes later tasks finish first, and records how many ran at once.
+type concurrencyChild struct {
+	mu      sync.Mutex
+	running int
+	peak    int
+	depths  []int
+}
+
+func (c *concurrencyChild) run(_ context.Context, in activities.RunPiInput) (activities.RunPiResult, error) {
+	c.mu.Lock()
+	c.running++
+	c.peak = max(c.peak, c.running)
+	c.depths = append(c.depths, in.Depth)
+	c.mu.Unlock()
+	// Task "t0" sleeps longest: completion order is the reverse of input order.
+	var n int
+	fmt.Sscanf(in.Prompt, "t%d", &n)
+	time.Sleep(time.Duration(60-n*10) * time.Millisecond)
+	c.mu.Lock()
+	c.running--
+	c.mu.Unlock()
+	return finalized("done " + in.Prompt), nil
+}
+
+func newDelegationEnv(t *testing.T, child any, known ...string) *testsuite.TestWorkflowEnvironment {
+	t.Helper()
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	env.RegisterWorkflowWithOptions(Session, workflow.RegisterOptions{Name: SessionWorkflowName})
+	env.RegisterWorkflowWithOptions(Delegation, workflow.RegisterOptions{Name: DelegationWorkflowName})
+	env.RegisterActivityWithOptions(child, activity.RegisterOptions{Name: RunPiActivityName})
+	env.RegisterActivityWithOptions(fakeResolver(known...), activity.RegisterOptions{Name: ResolveTasksActivityName})
+	return env
+}
+
+func tasks(n int, profile func(i int) string) DelegationInput {
+	in := DelegationInput{IdleTTLSeconds: -1}
+	for i := range n {
+		in.Tasks = append(in.Tasks, TaskSpec{Name: fmt.Sprintf("task-%d", i), Prompt: fmt.Sprintf("t%d", i), Cwd: "/repo", Profile: profile(i)})
+		in.SessionIDs = append(in.SessionIDs, fmt.Sprintf("s-%d", i))
+	}
+	return in
+}
+
+func TestDelegationOrderIsolationAndConcurrency(t *testing.T) {
+	child := &concurrencyChild{}
+	env := newDelegationEnv(t, child.run, "scout")
+	in := tasks(5, func(i int) string {
+		if i == 2 {
+			return "nope"
+		}
+		return "scout"
+	})
+	in.MaxConcurrency = 2
+	env.ExecuteWorkflow(DelegationWorkflowName, in)
+	var st DelegationStatus
+	if err := env.GetWorkflowResult(&st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Tasks) != 5 || !st.Done {
+		t.Fatalf("status %+v", st)
+	}
+	for i, task := range st.Tasks {
+		if task.Index != i || task.SessionID != fmt.Sprintf("s-%d", i) {
+			t.Fatalf("task %d out of order: %+v", i, task)
+		}
+		if i == 2 {
+			if task.State != StateFailed || task.Error.Code != errcode.UnknownAgent || task.Error.Message != `Unknown profile: "nope". Available profiles: scout` {
+				t.Fatalf("unknown profile task %+v", task)
+			}
+			continue
+		}
+		if task.State != StateCompleted || task.Turn.Result.Output != fmt.Sprintf("done t%d", i) {
+			t.Fatalf("task %d: %+v", i, task)
+		}
+	}
+	if st.TotalCount != 5 || st.AcceptedCount != 4 || st.RejectedCount != 1 || st.BatchStatus != "partial" || st.State != StateFailed {
+		t.Fatalf("accounting %+v", st)
+	}
+	if st.Usage.Turns != 4 {
+		t.Fatalf("usage %+v", st.Usage)
+	}
+	if child.peak > 2 || child.peak == 0 {
+		t.Fatalf("peak concurrency %d, limit 2", child.peak)
+	}
+	for _, d := range child.depths {
+		if d != 1 {
+			t.Fatalf("child depth %d, want 1", d)
+		}
+	}
+}
+
+func TestDelegationAllCompleted(t *testing.T) {
+	env := newDelegationEnv(t, (&concurrencyChild{}).run)
+	env.ExecuteWorkflow(DelegationWorkflowName, tasks(3, func(int) string { return "" }))
+	var st DelegationStatus
+	if err := env.GetWorkflowResult(&st); err != nil {
+		t.Fatal(err)
+	}
+	if st.BatchStatus != "completed" || st.State != StateCompleted || st.AcceptedCount != 3 {
+		t.Fatalf("status %+v", st)
+	}
+}
+
+func TestValidateDelegation(t *testing.T) {
+	ok := tasks(1, func(int) string { return "" })
+	many := tasks(17, func(int) string { return "" })
+	tests := []struct {
+		name   string
+		mutate func(*DelegationInput)
+		code   errcode.Code
+		want   string
+	}{
+		{"valid", func(*DelegationInput) {}, "", ""},
+		{"no tasks", func(in *DelegationInput) { in.Tasks, in.SessionIDs = nil, nil }, errcode.InvalidInput, "1 to 16 tasks"},
+		{"17 tasks", func(in *DelegationInput) { *in = many }, errcode.InvalidInput, "got 17"},
+		{"depth", func(in *DelegationInput) { in.Depth = 1 }, errcode.DepthExceeded, "cannot delegate further"},
+		{"relative cwd", func(in *DelegationInput) { in.Tasks[0].Cwd = "repo" }, errcode.InvalidInput, "cwd must be an absolute path"},
+		{"dotdot cwd", func(in *DelegationInput) { in.Tasks[0].Cwd = "/a/../b" }, errcode.InvalidInput, "cwd must not contain '..' path segments"},
+		{"empty prompt", func(in *DelegationInput) { in.Tasks[0].Prompt = " " }, errcode.InvalidInput, "prompt must not be empty"},
+		{"empty name", func(in *DelegationInput) { in.Tasks[0].Name = "" }, errcode.InvalidInput, "name must not be empty"},
+		{"ids", func(in *DelegationInput) { in.SessionIDs = nil }, errcode.InvalidInput, "one session ID per task"},
+		{"concurrency", func(in *DelegationInput) { in.MaxConcurrency = 17 }, errcode.InvalidInput, "maxConcurrency must be 1 to 16"},
+		{"agent vs profile", func(in *DelegationInput) { in.Tasks[0].Agent, in.Tasks[0].Profile = "a", "b" }, errcode.InvalidInput, "disagree"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := ok
+			in.Tasks = append([]TaskSpec(nil), ok.Tasks...)
+			tt.mutate(&in)
+			err := ValidateDelegation(in)
+			if tt.code == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !errcode.Is(err, tt.code) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want %s %q", err, tt.code, tt.want)
+			}
+		})
+	}
+}
