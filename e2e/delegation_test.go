@@ -73,3 +73,75 @@ func TestDelegationBatchWithUnknownProfile(t *testing.T) {
 	}
 	recordHistory(t, shared.client, run.GetID(), "delegation-three-tasks")
 }
+
+func (e *env) delegate(in workflows.DelegationInput) (workflows.DelegationStatus, error) {
+	e.t.Helper()
+	run, err := shared.client.ExecuteWorkflow(e.ctx(), sdkclient.StartWorkflowOptions{ID: "delegation-" + uuid.NewString(), TaskQueue: e.taskQueue},
+		workflows.DelegationWorkflowName, in)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var st workflows.DelegationStatus
+	err = run.Get(e.ctx(), &st)
+	return st, err
+}
+
+// TestDelegationResume resumes a session twice: first while it waits for
+// input (the next turn runs in the same workflow), then after it completed
+// (it runs again under its ID); both times the child sees the earlier turns.
+// A session that does not exist fails the whole call.
+func TestDelegationResume(t *testing.T) {
+	e := newEnv(t)
+	fin := func(result string) scriptedmodel.Step {
+		return scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "subagent_finalize", Arguments: `{"status":"SUCCESS","result":"` + result + `"}`}}}
+	}
+	e.model.Script("r1", fin("remembered"))
+	e.model.Script("r2", fin("still remember"))
+	e.model.Script("r3", fin("third time"))
+	e.startWorker(shared.client)
+	task := func(prompt, resume string) workflows.DelegationInput {
+		return workflows.DelegationInput{
+			Tasks:      []workflows.TaskSpec{{Name: "memory", Prompt: prompt, Profile: "scout", Cwd: e.workDir, Model: scriptedmodel.ModelRef, Resume: resume}},
+			SessionIDs: []string{uuid.NewString()}, IdleTTLSeconds: 2,
+		}
+	}
+	first, err := e.delegate(task("[[script:r1]] Remember the word pelican.", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := first.Tasks[0].SessionID
+
+	second, err := e.delegate(task("[[script:r2]] Which word?", id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Tasks[0].SessionID != id || second.Tasks[0].Turn.Result.Output != "still remember" || second.Tasks[0].Turn.Turn != 2 {
+		t.Fatalf("resume while waiting: %+v", second.Tasks[0])
+	}
+
+	// Wait for the session to complete after its 2 s idle TTL.
+	if err := shared.client.GetWorkflow(e.ctx(), id, "").Get(e.ctx(), nil); err != nil {
+		t.Fatal(err)
+	}
+	third, err := e.delegate(task("[[script:r3]] And now?", id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if third.Tasks[0].Turn.Result.Output != "third time" {
+		t.Fatalf("resume after completion: %+v", third.Tasks[0])
+	}
+	var users []string
+	for _, m := range e.model.RequestsFor("r3")[0].Parsed.Messages {
+		if m.Role == "user" {
+			users = append(users, m.Text())
+		}
+	}
+	if len(users) != 3 || !strings.Contains(users[0], "pelican") {
+		t.Fatalf("the resumed child saw %q: not the same pi session", users)
+	}
+
+	_, err = e.delegate(task("x", "0000aaaa-no-such-session"))
+	if err == nil || !strings.Contains(err.Error(), `Cannot resume: session "0000aaaa-no-such-session" not found. The session may have expired or the ID is incorrect.`) {
+		t.Fatalf("unknown resume target: %v", err)
+	}
+}

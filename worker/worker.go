@@ -83,17 +83,19 @@ func New(c client.Client, cfg Config) (sdkworker.Worker, error) {
 		MaxHeartbeatThrottleInterval:     2 * time.Second,
 		DefaultHeartbeatThrottleInterval: 2 * time.Second,
 	})
-	Register(w, acts, &profiles.Activities{AgentDir: agentDir(cfg.ChildEnv), PromptDirs: profiles.DefaultPromptDirs()})
+	Register(w, acts, &profiles.Activities{AgentDir: agentDir(cfg.ChildEnv), PromptDirs: profiles.DefaultPromptDirs()},
+		&activities.Sessions{Client: c})
 	return w, nil
 }
 
 // Register registers every workflow and activity on r, under the names that
 // histories record.
-func Register(r sdkworker.Registry, acts *activities.Activities, profs *profiles.Activities) {
+func Register(r sdkworker.Registry, acts *activities.Activities, profs *profiles.Activities, sessions *activities.Sessions) {
 	r.RegisterWorkflowWithOptions(workflows.Session, workflow.RegisterOptions{Name: workflows.SessionWorkflowName})
 	r.RegisterWorkflowWithOptions(workflows.Delegation, workflow.RegisterOptions{Name: workflows.DelegationWorkflowName})
 	r.RegisterActivityWithOptions(acts.RunPi, activity.RegisterOptions{Name: workflows.RunPiActivityName})
 	r.RegisterActivityWithOptions(profs.ResolveTasks, activity.RegisterOptions{Name: workflows.ResolveTasksActivityName})
+	r.RegisterActivityWithOptions(sessions.LookupSessions, activity.RegisterOptions{Name: workflows.LookupSessionsActivityName})
 }
 
 // agentDir is the pi config dir the children see: PI_CODING_AGENT_DIR of

@@ -17,13 +17,14 @@ import (
 
 // Names of the delegation workflow and the profile resolution activity.
 const (
-	DelegationWorkflowName    = "Delegation"
-	ResolveTasksActivityName  = "ResolveTasks"
-	DefaultMaxConcurrency     = 4  // seed 002's MAX_CONCURRENCY
-	MaxConcurrency            = 16 // as many as a delegation may hold
-	MaxTasks                  = 16 // seed 002's MAX_PARALLEL_TASKS
-	DefaultMaxDepth           = 1  // seed 003's subagents.maxDepth: children do not delegate
-	resolveActivityTimeoutSec = 30
+	DelegationWorkflowName     = "Delegation"
+	ResolveTasksActivityName   = "ResolveTasks"
+	LookupSessionsActivityName = "LookupSessions"
+	DefaultMaxConcurrency      = 4  // seed 002's MAX_CONCURRENCY
+	MaxConcurrency             = 16 // as many as a delegation may hold
+	MaxTasks                   = 16 // seed 002's MAX_PARALLEL_TASKS
+	DefaultMaxDepth            = 1  // seed 003's subagents.maxDepth: children do not delegate
+	resolveActivityTimeoutSec  = 30
 )
 
 // TaskSpec is one task of a delegation (seed 002's task object; `agent` is
@@ -37,6 +38,9 @@ type TaskSpec struct {
 	Timeout int                   `json:"timeout,omitempty"`
 	Files   []activities.FileSpec `json:"files,omitempty"`
 	Model   string                `json:"model,omitempty"`
+	// Resume continues an earlier session (its ID) instead of starting one:
+	// the same pi session file, so the child keeps its context.
+	Resume string `json:"resume,omitempty"`
 }
 
 // profile is the task's own profile name, whichever field it used.
@@ -122,8 +126,13 @@ func ValidateDelegation(in DelegationInput) error {
 			return errcode.Errorf(errcode.InvalidInput, "tasks[%d] (%s): agent %q and profile %q disagree", i, t.Name, t.Agent, t.Profile)
 		case seen[in.SessionIDs[i]]:
 			return errcode.Errorf(errcode.InvalidInput, "session ID %s is given twice", in.SessionIDs[i])
+		case t.Resume != "" && seen["resume:"+t.Resume]:
+			return errcode.Errorf(errcode.InvalidInput, "session %q is resumed by two tasks", t.Resume)
 		}
 		seen[in.SessionIDs[i]] = true
+		if t.Resume != "" {
+			seen["resume:"+t.Resume] = true
+		}
 		if err := activities.ValidateCwd(t.Cwd); err != nil {
 			return errcode.Errorf(errcode.InvalidInput, "tasks[%d] (%s): %s", i, t.Name, err.Error())
 		}
@@ -149,6 +158,7 @@ func Delegation(ctx workflow.Context, in DelegationInput) (DelegationStatus, err
 
 type delegation struct {
 	in       DelegationInput
+	resumes  map[int]activities.SessionLookup
 	id       string
 	limit    int
 	tasks    []TaskResult
@@ -249,6 +259,9 @@ func (d *delegation) run(ctx workflow.Context) (DelegationStatus, error) {
 	if d.in.ParentSessionID != "" {
 		_ = workflow.UpsertTypedSearchAttributes(ctx, ParentSessionKey.ValueSet(d.in.ParentSessionID))
 	}
+	if err := d.checkResumes(ctx); err != nil {
+		return d.status(), err
+	}
 	resolved, err := d.resolve(ctx)
 	if err != nil {
 		return d.status(), err
@@ -270,6 +283,48 @@ func (d *delegation) run(ctx workflow.Context) (DelegationStatus, error) {
 		return st, err
 	}
 	return st, nil
+}
+
+// checkResumes validates every resume target before anything runs (seed
+// 002): one that does not exist or is still running fails the whole call.
+func (d *delegation) checkResumes(ctx workflow.Context) error {
+	var ids []string
+	var idx []int
+	for i, t := range d.in.Tasks {
+		if t.Resume != "" {
+			ids, idx = append(ids, t.Resume), append(idx, i)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		// A few describe calls to the frontend; the bound catches a
+		// frontend that does not answer.
+		StartToCloseTimeout: resolveActivityTimeoutSec * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
+	})
+	var found []activities.SessionLookup
+	if err := workflow.ExecuteActivity(actx, LookupSessionsActivityName, ids).Get(ctx, &found); err != nil {
+		return err
+	}
+	d.resumes = map[int]activities.SessionLookup{}
+	for k, l := range found {
+		if k >= len(idx) {
+			break
+		}
+		switch {
+		case !l.Found:
+			msg := fmt.Sprintf("Cannot resume: session %q not found. The session may have expired or the ID is incorrect.", l.SessionID)
+			return temporal.NewNonRetryableApplicationError(msg, string(errcode.SessionNotFound), nil)
+		case l.Open && l.State != string(StateWaitingForInput):
+			msg := fmt.Sprintf("Cannot resume: session %q is still running. Wait for it to complete before resuming.", l.SessionID)
+			return temporal.NewNonRetryableApplicationError(msg, string(errcode.SessionRunning), nil)
+		}
+		d.resumes[idx[k]] = l
+		d.tasks[idx[k]].SessionID = l.SessionID
+	}
+	return nil
 }
 
 func (d *delegation) resolve(ctx workflow.Context) ([]profiles.ResolvedTask, error) {
@@ -303,16 +358,38 @@ func (d *delegation) runTask(ctx workflow.Context, i int, r profiles.ResolvedTas
 	d.running++
 	defer func() { d.running-- }()
 	t := d.in.Tasks[i]
+	d.tasks[i].State = StateRunning
+	lookup, resuming := d.resumes[i]
+	if resuming && lookup.Open {
+		// The session waits for input: its next turn is this task.
+		req := SendRequest{Prompt: t.Prompt, Files: t.Files, NotifyWorkflowID: d.id, NotifyIndex: i}
+		if err := workflow.SignalExternalWorkflow(ctx, lookup.SessionID, "", SendSignal, req).Get(ctx, nil); err == nil {
+			d.started[i] = true
+			_ = workflow.Await(ctx, func() bool { return d.tasks[i].State.Terminal() })
+			return
+		}
+		// It closed in the meantime: start it again below.
+	}
 	child := r.Child
 	child.Depth = d.in.Depth + 1
+	cwd, agent := t.Cwd, d.tasks[i].Profile
+	if resuming {
+		// The pi session file is found by the original agent and cwd.
+		cwd, agent = lookup.Cwd, lookup.Agent
+		if agent == "default" {
+			agent = ""
+		}
+	}
 	in := SessionInput{
-		SessionID: d.tasks[i].SessionID, Agent: d.tasks[i].Profile, Cwd: t.Cwd, Prompt: t.Prompt, Files: t.Files,
+		SessionID: d.tasks[i].SessionID, Agent: agent, Cwd: cwd, Prompt: t.Prompt, Files: t.Files,
 		Name: t.Name, ParentSessionID: d.in.ParentSessionID, Child: child,
 		MaxFinalizeRetries: r.MaxFinalizeRetries, IdleTTLSeconds: d.in.IdleTTLSeconds,
 		NotifyWorkflowID: d.id, NotifyIndex: i,
 	}
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID: in.SessionID,
+		// A resumed session that had completed runs again under its ID.
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		// Sessions outlive their delegation: they stay addressable for
 		// send, status and resume until their idle TTL passes.
 		ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON,
@@ -322,7 +399,6 @@ func (d *delegation) runTask(ctx workflow.Context, i int, r profiles.ResolvedTas
 		),
 		Memo: map[string]any{"name": t.Name, "delegation": d.id},
 	})
-	d.tasks[i].State = StateRunning
 	fut := workflow.ExecuteChildWorkflow(cctx, SessionWorkflowName, in)
 	if err := fut.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
 		d.finish(i, StateFailed, nil, &activities.ErrorInfo{Code: errcode.Failed, Message: "could not start the session: " + err.Error(), Category: errcode.CategoryRuntime})

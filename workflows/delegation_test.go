@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
@@ -177,6 +179,40 @@ func TestValidateDelegation(t *testing.T) {
 			}
 			if !errcode.Is(err, tt.code) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want %s %q", err, tt.code, tt.want)
+			}
+		})
+	}
+}
+
+func TestDelegationResumeValidation(t *testing.T) {
+	tests := []struct {
+		name   string
+		lookup activities.SessionLookup
+		code   errcode.Code
+		msg    string
+	}{
+		{"not found", activities.SessionLookup{SessionID: "a1b2c3d4e5f6a7b8"}, errcode.SessionNotFound,
+			`Cannot resume: session "a1b2c3d4e5f6a7b8" not found. The session may have expired or the ID is incorrect.`},
+		{"running", activities.SessionLookup{SessionID: "a1b2c3d4e5f6a7b8", Found: true, Open: true, State: "running"}, errcode.SessionRunning,
+			`Cannot resume: session "a1b2c3d4e5f6a7b8" is still running. Wait for it to complete before resuming.`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			child := &fakeChild{results: []activities.RunPiResult{finalized("never")}}
+			env := newDelegationEnv(t, child.run)
+			env.RegisterActivityWithOptions(func(context.Context, []string) ([]activities.SessionLookup, error) {
+				return []activities.SessionLookup{tt.lookup}, nil
+			}, activity.RegisterOptions{Name: LookupSessionsActivityName})
+			in := tasks(2, func(int) string { return "" })
+			in.Tasks[1].Resume = "a1b2c3d4e5f6a7b8"
+			env.ExecuteWorkflow(DelegationWorkflowName, in)
+			var app *temporal.ApplicationError
+			err := env.GetWorkflowError()
+			if !errors.As(err, &app) || app.Type() != string(tt.code) || app.Message() != tt.msg {
+				t.Fatalf("err = %v, want %s %q", err, tt.code, tt.msg)
+			}
+			if len(child.prompts) != 0 {
+				t.Fatal("a task ran although the call failed")
 			}
 		})
 	}

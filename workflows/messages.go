@@ -35,6 +35,10 @@ type TaskDone struct {
 type SendRequest struct {
 	Prompt string                `json:"prompt"`
 	Files  []activities.FileSpec `json:"files,omitempty"`
+	// NotifyWorkflowID, when set, is a delegation to signal (TaskDone with
+	// NotifyIndex) when this turn ends: how a resumed task reports back.
+	NotifyWorkflowID string `json:"notifyWorkflowId,omitempty"`
+	NotifyIndex      int    `json:"notifyIndex,omitempty"`
 }
 
 // SendAccepted answers SendUpdate.

@@ -61,7 +61,7 @@ type SessionInput struct {
 	// soon as its turns are done.
 	IdleTTLSeconds int `json:"idleTtlSeconds,omitempty"`
 	// NotifyWorkflowID, when set, is the delegation to signal (TaskDone,
-	// with NotifyIndex) when the first turn ends.
+	// with NotifyIndex) when the first turn (Prompt) ends.
 	NotifyWorkflowID string `json:"notifyWorkflowId,omitempty"`
 	NotifyIndex      int    `json:"notifyIndex,omitempty"`
 	// Carry is the state continue-as-new hands to the next run.
@@ -159,7 +159,7 @@ func newSession(ctx workflow.Context, in SessionInput) (*session, error) {
 		s.turn, s.done, s.accepted, s.usage, s.last = c.Turns, c.Turns, c.Accepted, c.Usage, c.LastTurn
 		s.pending = c.Pending
 	} else {
-		s.accept(SendRequest{Prompt: in.Prompt, Files: in.Files})
+		s.accept(SendRequest{Prompt: in.Prompt, Files: in.Files, NotifyWorkflowID: in.NotifyWorkflowID, NotifyIndex: in.NotifyIndex})
 	}
 
 	if err := workflow.SetQueryHandler(ctx, StatusQuery, func() (SessionStatus, error) {
@@ -356,21 +356,21 @@ func (s *session) runTurn(ctx workflow.Context, req SendRequest) {
 	s.last = turn
 	s.done = s.turn
 	s.setState(ctx, turn.State)
-	if s.turn == 1 && s.in.NotifyWorkflowID != "" {
-		s.notify(ctx, *turn)
+	if req.NotifyWorkflowID != "" {
+		s.notify(ctx, req, *turn)
 	}
 }
 
 // notify tells the delegation that started this session how its turn ended.
 // A delegation that is gone (cancelled, terminated) cannot be told; the
 // session's own result still holds the turn.
-func (s *session) notify(ctx workflow.Context, turn TurnResult) {
-	done := TaskDone{Index: s.in.NotifyIndex, SessionID: s.in.SessionID, Turn: turn}
+func (s *session) notify(ctx workflow.Context, req SendRequest, turn TurnResult) {
+	done := TaskDone{Index: req.NotifyIndex, SessionID: s.in.SessionID, Turn: turn}
 	// The signal must go out even when the turn was cancelled with the
 	// session's context: use a context that outlives that cancellation.
 	sigCtx, _ := workflow.NewDisconnectedContext(ctx)
-	if err := workflow.SignalExternalWorkflow(sigCtx, s.in.NotifyWorkflowID, "", TaskDoneSignal, done).Get(sigCtx, nil); err != nil {
-		workflow.GetLogger(ctx).Warn("could not tell the delegation that the task ended", "delegation", s.in.NotifyWorkflowID, "error", err)
+	if err := workflow.SignalExternalWorkflow(sigCtx, req.NotifyWorkflowID, "", TaskDoneSignal, done).Get(sigCtx, nil); err != nil {
+		workflow.GetLogger(ctx).Warn("could not tell the delegation that the task ended", "delegation", req.NotifyWorkflowID, "error", err)
 	}
 }
 

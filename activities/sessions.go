@@ -1,0 +1,55 @@
+package activities
+
+import (
+	"context"
+	"errors"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+)
+
+// SessionLookup is what Temporal knows of a session ID.
+type SessionLookup struct {
+	SessionID string `json:"sessionId"`
+	Found     bool   `json:"found"`
+	// Open is true while the session's workflow runs (a turn, or waiting
+	// for input); State is its SubagentStatus.
+	Open  bool   `json:"open"`
+	State string `json:"state,omitempty"`
+	Agent string `json:"agent,omitempty"`
+	Cwd   string `json:"cwd,omitempty"`
+}
+
+// Sessions are the activities that look at other workflows; they need a
+// Temporal client.
+type Sessions struct {
+	Client client.Client
+}
+
+// LookupSessions describes each session's workflow: whether it exists, is
+// open, and its state, agent and cwd from its search attributes.
+func (s *Sessions) LookupSessions(ctx context.Context, ids []string) ([]SessionLookup, error) {
+	out := make([]SessionLookup, len(ids))
+	for i, id := range ids {
+		out[i].SessionID = id
+		desc, err := s.Client.DescribeWorkflowExecution(ctx, id, "")
+		var notFound *serviceerror.NotFound
+		if errors.As(err, &notFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		info := desc.GetWorkflowExecutionInfo()
+		out[i].Found = true
+		out[i].Open = info.GetCloseTime() == nil
+		fields := info.GetSearchAttributes().GetIndexedFields()
+		for name, dst := range map[string]*string{"SubagentStatus": &out[i].State, "SubagentAgent": &out[i].Agent, "SubagentCwd": &out[i].Cwd} {
+			if p, ok := fields[name]; ok {
+				_ = converter.GetDefaultDataConverter().FromPayload(p, dst)
+			}
+		}
+	}
+	return out, nil
+}
