@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -143,5 +144,45 @@ func TestDelegationResume(t *testing.T) {
 	_, err = e.delegate(task("x", "0000aaaa-no-such-session"))
 	if err == nil || !strings.Contains(err.Error(), `Cannot resume: session "0000aaaa-no-such-session" not found. The session may have expired or the ID is incorrect.`) {
 		t.Fatalf("unknown resume target: %v", err)
+	}
+}
+
+// TestDelegationCancelKeepsFinishedSiblings cancels a delegation while one
+// task still runs: the running child is stopped and recorded as cancelled,
+// the finished sibling keeps its result.
+func TestDelegationCancelKeepsFinishedSiblings(t *testing.T) {
+	e := newEnv(t)
+	e.model.Script("quick", scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "subagent_finalize", Arguments: `{"status":"SUCCESS","result":"quick done"}`}}})
+	e.model.Script("slow", scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "bash", Arguments: `{"command":"echo go > slow-started.txt; sleep 120"}`}}})
+	e.startWorker(shared.client)
+	in := workflows.DelegationInput{
+		Tasks: []workflows.TaskSpec{
+			{Name: "quick", Prompt: "[[script:quick]] q", Cwd: e.workDir, Model: scriptedmodel.ModelRef},
+			{Name: "slow", Prompt: "[[script:slow]] s", Cwd: e.workDir, Model: scriptedmodel.ModelRef},
+		},
+		SessionIDs: []string{uuid.NewString(), uuid.NewString()}, IdleTTLSeconds: -1,
+	}
+	run, err := shared.client.ExecuteWorkflow(e.ctx(), sdkclient.StartWorkflowOptions{ID: "delegation-" + uuid.NewString(), TaskQueue: e.taskQueue},
+		workflows.DelegationWorkflowName, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitForFile(t, filepath.Join(e.workDir, "slow-started.txt"))
+	if err := shared.client.SignalWorkflow(e.ctx(), run.GetID(), "", workflows.CancelSignal, workflows.CancelRequest{Reason: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	var st workflows.DelegationStatus
+	if err := run.Get(e.ctx(), &st); err != nil {
+		t.Fatal(err)
+	}
+	quick, slow := st.Tasks[0], st.Tasks[1]
+	if quick.State != workflows.StateCompleted || quick.Turn.Result.Output != "quick done" {
+		t.Fatalf("finished sibling changed: %+v", quick)
+	}
+	if slow.State != workflows.StateCancelled || slow.Turn == nil || slow.Turn.Error.Code != errcode.Cancelled || len(slow.Turn.Result.ToolRows) != 1 {
+		t.Fatalf("cancelled task %+v", slow)
+	}
+	if st.State != workflows.StateCancelled {
+		t.Fatalf("delegation state %s", st.State)
 	}
 }
