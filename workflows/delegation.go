@@ -196,6 +196,16 @@ func newDelegation(ctx workflow.Context, in DelegationInput) (*delegation, error
 	}); err != nil {
 		return nil, err
 	}
+	if err := workflow.SetUpdateHandler(ctx, CancelUpdate, func(ctx workflow.Context, _ CancelRequest) (CancelResult, error) {
+		prior := d.status().State
+		applied := !d.allDone()
+		if applied {
+			d.cancelAll(ctx)
+		}
+		return CancelResult{CancelApplied: applied, PriorStatus: prior}, nil
+	}); err != nil {
+		return nil, err
+	}
 	done := workflow.GetSignalChannel(ctx, TaskDoneSignal)
 	cancels := workflow.GetSignalChannel(ctx, CancelSignal)
 	workflow.Go(ctx, func(ctx workflow.Context) {

@@ -19,6 +19,9 @@ const (
 	// WaitUpdate blocks until the session's current turn (or every task of
 	// a delegation) has ended and returns the status (WaitRequest).
 	WaitUpdate = "wait"
+	// CancelUpdate is CancelSignal with an answer (CancelResult): whether
+	// there was anything to cancel.
+	CancelUpdate = "cancel"
 	// TaskDoneSignal is how a session tells its delegation that its first
 	// turn ended (TaskDone).
 	TaskDoneSignal = "task-done"
@@ -50,6 +53,12 @@ type SendAccepted struct {
 // CancelRequest is the payload of CancelSignal.
 type CancelRequest struct {
 	Reason string `json:"reason,omitempty"`
+}
+
+// CancelResult answers CancelUpdate (seed 001's cancel envelope fields).
+type CancelResult struct {
+	CancelApplied bool  `json:"cancel_applied"`
+	PriorStatus   State `json:"prior_status"`
 }
 
 // WaitRequest is the payload of WaitUpdate.

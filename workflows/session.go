@@ -99,10 +99,14 @@ type SessionStatus struct {
 	Turn     int `json:"turn"`
 	Accepted int `json:"accepted"`
 	// Attempt is the child run within the turn (finalize retries).
-	Attempt  int                   `json:"attempt"`
-	Usage    activities.Usage      `json:"usage"`
-	LastTurn *TurnResult           `json:"lastTurn,omitempty"`
-	Error    *activities.ErrorInfo `json:"error,omitempty"`
+	Attempt int `json:"attempt"`
+	// TurnStarted is when the running (or last) turn started; with
+	// TimeoutSeconds it gives a turn's elapsed time against its timeout.
+	TurnStarted    time.Time             `json:"turnStarted,omitempty"`
+	TimeoutSeconds int                   `json:"timeoutSeconds"`
+	Usage          activities.Usage      `json:"usage"`
+	LastTurn       *TurnResult           `json:"lastTurn,omitempty"`
+	Error          *activities.ErrorInfo `json:"error,omitempty"`
 }
 
 // SessionResult is what a session returns when it completes.
@@ -140,6 +144,7 @@ type session struct {
 	last      *TurnResult
 	cancelRun workflow.CancelFunc // cancels the running child, when one runs
 	turnsRun  int                 // turns run since this run of the workflow started
+	started   time.Time           // when the running or last turn started
 }
 
 func newSession(ctx workflow.Context, in SessionInput) (*session, error) {
@@ -189,6 +194,11 @@ func newSession(ctx workflow.Context, in SessionInput) (*session, error) {
 	); err != nil {
 		return nil, err
 	}
+	if err := workflow.SetUpdateHandler(ctx, CancelUpdate, func(ctx workflow.Context, _ CancelRequest) (CancelResult, error) {
+		return CancelResult{CancelApplied: s.cancel(), PriorStatus: s.state}, nil
+	}); err != nil {
+		return nil, err
+	}
 	sends := workflow.GetSignalChannel(ctx, SendSignal)
 	cancels := workflow.GetSignalChannel(ctx, CancelSignal)
 	workflow.Go(ctx, func(ctx workflow.Context) {
@@ -204,7 +214,7 @@ func newSession(ctx workflow.Context, in SessionInput) (*session, error) {
 			sel.AddReceive(cancels, func(c workflow.ReceiveChannel, _ bool) {
 				var req CancelRequest
 				c.Receive(ctx, &req)
-				s.cancel()
+				_ = s.cancel()
 			})
 			sel.Select(ctx)
 			if ctx.Err() != nil {
@@ -234,22 +244,37 @@ func (s *session) accept(req SendRequest) int {
 	return s.accepted
 }
 
-// cancel stops the running child; with none running it does nothing.
-func (s *session) cancel() {
-	if s.cancelRun != nil {
-		s.cancelRun()
+// cancel stops the running child and says whether there was one; with none
+// running (the session waits for input, or is done) it does nothing.
+func (s *session) cancel() bool {
+	if s.cancelRun == nil {
+		return false
 	}
+	s.cancelRun()
+	return true
 }
 
 func (s *session) status() SessionStatus {
 	st := SessionStatus{
 		SessionID: s.in.SessionID, Agent: s.in.Agent, State: s.state,
 		Turn: s.turn, Accepted: s.accepted, Attempt: s.attempt, Usage: s.usage, LastTurn: s.last,
+		TurnStarted: s.started, TimeoutSeconds: s.timeoutSeconds(),
 	}
 	if s.last != nil {
 		st.Error = s.last.Error
 	}
 	return st
+}
+
+// timeoutSeconds is a turn's timeout: the profile's, else the task's, else
+// the default.
+func (s *session) timeoutSeconds() int {
+	for _, v := range []int{s.in.Child.TimeoutSeconds, s.in.TimeoutSeconds} {
+		if v > 0 {
+			return v
+		}
+	}
+	return activities.DefaultTimeoutSeconds
 }
 
 func (s *session) result() SessionResult {
@@ -312,6 +337,7 @@ func (s *session) runTurn(ctx workflow.Context, req SendRequest) {
 	s.turn++
 	s.turnsRun++
 	s.attempt = 0
+	s.started = workflow.Now(ctx)
 	s.setState(ctx, StateRunning)
 	turn := &TurnResult{Turn: s.turn}
 	prompt, files := req.Prompt, req.Files
@@ -382,13 +408,8 @@ func (s *session) runChild(ctx workflow.Context, prompt string, files []activiti
 	if child.Model == "" {
 		child.Model = s.in.Model
 	}
-	if child.TimeoutSeconds == 0 {
-		child.TimeoutSeconds = s.in.TimeoutSeconds
-	}
+	child.TimeoutSeconds = s.timeoutSeconds()
 	timeout := time.Duration(child.TimeoutSeconds) * time.Second
-	if timeout <= 0 {
-		timeout = activities.DefaultTimeoutSeconds * time.Second
-	}
 	runCtx, cancel := workflow.WithCancel(ctx)
 	s.cancelRun = cancel
 	defer func() { s.cancelRun = nil }()

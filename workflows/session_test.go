@@ -283,3 +283,49 @@ func asContinueAsNew(err error, target **workflow.ContinueAsNewError) bool {
 func converterFromPayloads(can *workflow.ContinueAsNewError, v any) error {
 	return converter.GetDefaultDataConverter().FromPayloads(can.Input, v)
 }
+
+// TestSessionCancelUpdate: cancel says whether it stopped something, and
+// what the session was doing before.
+func TestSessionCancelUpdate(t *testing.T) {
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	env.SetTestTimeout(30 * time.Second)
+	env.RegisterWorkflowWithOptions(Session, workflow.RegisterOptions{Name: SessionWorkflowName})
+	calls := 0
+	env.RegisterActivityWithOptions(func(ctx context.Context, in activities.RunPiInput) (activities.RunPiResult, error) {
+		calls++
+		if calls == 1 {
+			return finalized("first"), nil
+		}
+		for ctx.Err() == nil {
+			activity.RecordHeartbeat(ctx)
+			time.Sleep(10 * time.Millisecond)
+		}
+		return activities.RunPiResult{}, temporal.NewCanceledError()
+	}, activity.RegisterOptions{Name: RunPiActivityName})
+	in := oneTurn("one")
+	in.IdleTTLSeconds = 600
+	var results []CancelResult
+	cancel := func(id string) {
+		env.UpdateWorkflow(CancelUpdate, id, &testsuite.TestUpdateCallback{
+			OnReject:   func(err error) { t.Errorf("cancel rejected: %v", err) },
+			OnComplete: func(v any, err error) { results = append(results, v.(CancelResult)) },
+		}, CancelRequest{})
+	}
+	env.RegisterDelayedCallback(func() {
+		if st := queryStatus(t, env); st.TimeoutSeconds != 600 || st.TurnStarted.IsZero() {
+			t.Errorf("status %+v", st)
+		}
+		cancel("idle")
+		env.SignalWorkflow(SendSignal, SendRequest{Prompt: "two"})
+	}, time.Minute)
+	env.RegisterDelayedCallback(func() { cancel("running") }, time.Minute+time.Second)
+	env.ExecuteWorkflow(SessionWorkflowName, in)
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	want := []CancelResult{{CancelApplied: false, PriorStatus: StateWaitingForInput}, {CancelApplied: true, PriorStatus: StateRunning}}
+	if len(results) != 2 || results[0] != want[0] || results[1] != want[1] {
+		t.Fatalf("cancel results %+v, want %+v", results, want)
+	}
+}
