@@ -59,21 +59,14 @@ func TestWorkerKilledMidRun(t *testing.T) {
 	started := filepath.Join(e.workDir, "started.txt")
 	e.model.Script("killed",
 		scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "bash", Arguments: `{"command":"echo $PPID > started.txt; sleep 120"}`}}},
-		scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "subagent_finalize", Arguments: `{"status":"SUCCESS","result":"survived a worker crash"}`}}},
+		finalizeStep("survived a worker crash"),
 	)
 	first := e.startWorkerProcess()
 	in := e.sessionInput("[[script:killed]] Work for a long time.")
 	run := e.startSession(shared.client, in)
 	waitForFile(t, started)
 
-	b, err := os.ReadFile(started)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var piPid int
-	if _, err := fmt.Sscan(strings.TrimSpace(string(b)), &piPid); err != nil || piPid <= 1 {
-		t.Fatalf("pi pid %q", b)
-	}
+	piPid := readPid(t, started)
 	if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", piPid)); !strings.Contains(string(comm), "node") && !strings.Contains(string(comm), "pi") {
 		t.Fatalf("the bash tool's parent is %q, not pi", comm)
 	}
@@ -113,7 +106,7 @@ func TestDevKilledMidRun(t *testing.T) {
 	started := filepath.Join(e.workDir, "started.txt")
 	e.model.Script("dev-killed",
 		scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "bash", Arguments: `{"command":"echo go > started.txt; sleep 120"}`}}},
-		scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "subagent_finalize", Arguments: `{"status":"SUCCESS","result":"survived a machine-wide crash"}`}}},
+		finalizeStep("survived a machine-wide crash"),
 	)
 	port := freePort()
 	args := []string{

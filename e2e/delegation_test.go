@@ -18,12 +18,9 @@ import (
 // not exist. The unknown one fails alone; results come back in input order.
 func TestDelegationBatchWithUnknownProfile(t *testing.T) {
 	e := newEnv(t)
-	fin := func(result string) scriptedmodel.Step {
-		return scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "subagent_finalize", Arguments: `{"status":"SUCCESS","result":"` + result + `"}`}}}
-	}
 	// The first task answers last.
-	e.model.Script("scout-task", scriptedmodel.Step{DelayMS: 1500, ToolCalls: fin("scouted").ToolCalls})
-	e.model.Script("plain-task", fin("plain done"))
+	e.model.Script("scout-task", scriptedmodel.Step{DelayMS: 1500, ToolCalls: finalizeStep("scouted").ToolCalls})
+	e.model.Script("plain-task", finalizeStep("plain done"))
 	e.startWorker(shared.client)
 
 	in := workflows.DelegationInput{
@@ -93,12 +90,9 @@ func (e *env) delegate(in workflows.DelegationInput) (workflows.DelegationStatus
 // A session that does not exist fails the whole call.
 func TestDelegationResume(t *testing.T) {
 	e := newEnv(t)
-	fin := func(result string) scriptedmodel.Step {
-		return scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "subagent_finalize", Arguments: `{"status":"SUCCESS","result":"` + result + `"}`}}}
-	}
-	e.model.Script("r1", fin("remembered"))
-	e.model.Script("r2", fin("still remember"))
-	e.model.Script("r3", fin("third time"))
+	e.model.Script("r1", finalizeStep("remembered"))
+	e.model.Script("r2", finalizeStep("still remember"))
+	e.model.Script("r3", finalizeStep("third time"))
 	e.startWorker(shared.client)
 	task := func(prompt, resume string) workflows.DelegationInput {
 		return workflows.DelegationInput{
@@ -152,7 +146,7 @@ func TestDelegationResume(t *testing.T) {
 // the finished sibling keeps its result.
 func TestDelegationCancelKeepsFinishedSiblings(t *testing.T) {
 	e := newEnv(t)
-	e.model.Script("quick", scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "subagent_finalize", Arguments: `{"status":"SUCCESS","result":"quick done"}`}}})
+	e.model.Script("quick", finalizeStep("quick done"))
 	e.model.Script("slow", scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "bash", Arguments: `{"command":"echo go > slow-started.txt; sleep 120"}`}}})
 	e.startWorker(shared.client)
 	in := workflows.DelegationInput{

@@ -5,7 +5,9 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -177,4 +179,24 @@ func (e *env) ctx() context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	e.t.Cleanup(cancel)
 	return ctx
+}
+
+// finalizeStep is a model answer that finalizes with status SUCCESS.
+func finalizeStep(result string) scriptedmodel.Step {
+	args, _ := json.Marshal(map[string]string{"status": "SUCCESS", "result": result})
+	return scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "subagent_finalize", Arguments: string(args)}}}
+}
+
+// readPid reads a process ID that a child's bash tool wrote to path.
+func readPid(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	if _, err := fmt.Sscan(strings.TrimSpace(string(b)), &pid); err != nil || pid <= 1 {
+		t.Fatalf("pid in %s: %q", path, b)
+	}
+	return pid
 }

@@ -22,7 +22,7 @@ func TestForgottenFinalizeGetsFeedback(t *testing.T) {
 	e := newEnv(t)
 	e.model.Script("forgot",
 		scriptedmodel.Step{Text: "The answer is 42, I think."},
-		scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "subagent_finalize", Arguments: `{"status":"SUCCESS","result":"42"}`}}},
+		finalizeStep("42"),
 	)
 	e.startWorker(shared.client)
 	in := e.sessionInput("[[script:forgot]] What is the answer?")
@@ -54,12 +54,9 @@ func TestForgottenFinalizeGetsFeedback(t *testing.T) {
 // session that waits for input: each turn sees the ones before.
 func TestStickySessionSendsShareContext(t *testing.T) {
 	e := newEnv(t)
-	fin := func(result string) scriptedmodel.Step {
-		return scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "subagent_finalize", Arguments: `{"status":"SUCCESS","result":"` + result + `"}`}}}
-	}
-	e.model.Script("sticky-1", fin("noted 7"))
-	e.model.Script("sticky-2", fin("it was 7"))
-	e.model.Script("sticky-3", fin("7 plus 1 is 8"))
+	e.model.Script("sticky-1", finalizeStep("noted 7"))
+	e.model.Script("sticky-2", finalizeStep("it was 7"))
+	e.model.Script("sticky-3", finalizeStep("7 plus 1 is 8"))
 	e.startWorker(shared.client)
 	in := e.sessionInput("[[script:sticky-1]] Remember the number 7.")
 	in.IdleTTLSeconds = 3 // complete soon after the last turn, for the test

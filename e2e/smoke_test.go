@@ -189,7 +189,7 @@ func TestCrashedAttemptContinuesSession(t *testing.T) {
 	started := filepath.Join(e.workDir, "started.txt")
 	e.model.Script("crash",
 		scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "bash", Arguments: `{"command":"echo started > started.txt; sleep 60"}`}}},
-		scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "subagent_finalize", Arguments: `{"status":"SUCCESS","result":"continued"}`}}},
+		finalizeStep("continued"),
 	)
 	stopFirst := e.startWorker(shared.client)
 	in := e.sessionInput("[[script:crash]] Do the long task.")
@@ -243,9 +243,9 @@ func waitForFile(t *testing.T, path string) {
 // wrote its session file, the retried attempt runs the original prompt.
 func TestCrashBeforeSessionFileRunsPromptAgain(t *testing.T) {
 	e := newEnv(t)
-	e.model.Script("early", scriptedmodel.Step{DelayMS: 2000, ToolCalls: []scriptedmodel.ToolCall{
-		{Name: "subagent_finalize", Arguments: `{"status":"SUCCESS","result":"second time lucky"}`},
-	}})
+	slow := finalizeStep("second time lucky")
+	slow.DelayMS = 2000
+	e.model.Script("early", slow)
 	stopFirst := e.startWorker(shared.client)
 	in := e.sessionInput("[[script:early]] Answer slowly.")
 	run := e.startSession(shared.client, in)
@@ -303,19 +303,12 @@ func TestCancelKillsChildAndItsTools(t *testing.T) {
 		t.Fatalf("progress %+v", progress)
 	}
 
-	pidText, err := os.ReadFile(pidFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pid int
-	if _, err := fmt.Sscan(strings.TrimSpace(string(pidText)), &pid); err != nil {
-		t.Fatal(err)
-	}
+	pid := readPid(t, pidFile)
 	if err := shared.client.CancelWorkflow(e.ctx(), in.SessionID, ""); err != nil {
 		t.Fatal(err)
 	}
 	var res workflows.SessionResult
-	err = run.Get(e.ctx(), &res)
+	err := run.Get(e.ctx(), &res)
 	var cancelled *temporal.CanceledError
 	if !errors.As(err, &cancelled) {
 		t.Fatalf("err = %v, want the session cancelled", err)
