@@ -151,7 +151,7 @@ var namePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
 // <data dir>/sessions/<cwd-hash>/<agent>_<sessionId>.jsonl.
 func SessionFile(dataDir, cwd, agent, sessionID string) string {
 	sum := sha256.Sum256([]byte(cwd))
-	return filepath.Join(dataDir, "sessions", hex.EncodeToString(sum[:8]), agentName(agent)+"_"+sessionID+".jsonl")
+	return filepath.Join(dataDir, "sessions", hex.EncodeToString(sum[:8]), AgentName(agent)+"_"+sessionID+".jsonl")
 }
 
 // ValidateCwd checks a task's working directory with seed 002's messages.
@@ -191,7 +191,9 @@ func (in RunPiInput) validate() error {
 	return nil
 }
 
-func agentName(agent string) string {
+// AgentName is how a session's agent is named in its file and its
+// SubagentAgent search attribute: "default" for a task without a profile.
+func AgentName(agent string) string {
 	if agent == "" {
 		return "default"
 	}

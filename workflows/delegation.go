@@ -404,7 +404,7 @@ func (d *delegation) runTask(ctx workflow.Context, i int, r profiles.ResolvedTas
 		// send, status and resume until their idle TTL passes.
 		ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
-			AgentKey.ValueSet(agentOrDefault(in.Agent)), CwdKey.ValueSet(in.Cwd),
+			AgentKey.ValueSet(activities.AgentName(in.Agent)), CwdKey.ValueSet(in.Cwd),
 			StatusKey.ValueSet(string(StateQueued)), ParentSessionKey.ValueSet(d.in.ParentSessionID),
 		),
 		Memo: map[string]any{"name": t.Name, "delegation": d.id},

@@ -495,7 +495,7 @@ func (s *session) upsertIdentity(ctx workflow.Context) {
 		return
 	}
 	updates := []temporal.SearchAttributeUpdate{
-		AgentKey.ValueSet(agentOrDefault(s.in.Agent)),
+		AgentKey.ValueSet(activities.AgentName(s.in.Agent)),
 		CwdKey.ValueSet(s.in.Cwd),
 		StatusKey.ValueSet(string(s.state)),
 	}
@@ -503,11 +503,4 @@ func (s *session) upsertIdentity(ctx workflow.Context) {
 		updates = append(updates, ParentSessionKey.ValueSet(s.in.ParentSessionID))
 	}
 	_ = workflow.UpsertTypedSearchAttributes(ctx, updates...)
-}
-
-func agentOrDefault(agent string) string {
-	if agent == "" {
-		return "default"
-	}
-	return agent
 }
