@@ -120,6 +120,10 @@ type RunPiResult struct {
 	// interrupted attempt left, instead of running the prompt again.
 	Continued  bool  `json:"continued,omitempty"`
 	DurationMS int64 `json:"durationMs"`
+	// MessagesBefore is how many conversation messages the session file held
+	// when the turn's first attempt started: where this turn's run begins in
+	// a transcript.
+	MessagesBefore int `json:"messagesBefore,omitempty"`
 }
 
 // Progress is a running child's heartbeat: what `status` and the UI show.
@@ -134,6 +138,8 @@ type Progress struct {
 	// PriorUsage is what earlier, interrupted attempts of this turn spent;
 	// it is carried so the turn's total counts every attempt once.
 	PriorUsage Usage `json:"priorUsage"`
+	// MessagesBefore is carried from the first attempt (RunPiResult).
+	MessagesBefore int `json:"messagesBefore,omitempty"`
 }
 
 // ContinuationPrompt is sent when an attempt resumes a session file that an
@@ -235,6 +241,9 @@ func (a *Activities) RunPi(ctx context.Context, in RunPiInput) (RunPiResult, err
 	if info.Attempt > 1 && activity.HasHeartbeatDetails(ctx) {
 		_ = activity.GetHeartbeatDetails(ctx, &prior)
 		prior.PriorUsage = prior.PriorUsage.Add(prior.Usage)
+		res.MessagesBefore = prior.MessagesBefore
+	} else {
+		res.MessagesBefore = CountMessages(res.SessionFile)
 	}
 	prompt := in.Prompt
 	if info.Attempt > 1 && sessionHasMessages(res.SessionFile) {
@@ -255,6 +264,7 @@ func (a *Activities) RunPi(ctx context.Context, in RunPiInput) (RunPiResult, err
 		loopMax:  clampInt(in.LoopingToolCount, DefaultLoopingToolCount, 0, maxLoopingToolCount),
 		prior:    prior.PriorUsage,
 		attempt:  info.Attempt,
+		before:   res.MessagesBefore,
 	}
 	var keyEnv []string
 	if in.Profile != "" && a.cfg.APIKey != nil {
@@ -431,6 +441,7 @@ type childRun struct {
 	loopMax  int
 	prior    Usage
 	attempt  int32
+	before   int
 	env      []string
 	stream   Stream
 }
@@ -600,6 +611,7 @@ func (r *childRun) progress(elapsed time.Duration) Progress {
 		TimeoutSeconds: int(r.timeout / time.Second),
 		Attempt:        r.attempt,
 		PriorUsage:     r.prior,
+		MessagesBefore: r.before,
 	}
 }
 

@@ -114,22 +114,31 @@ type message struct {
 	} `json:"usage"`
 }
 
+// contentBlock is one block of a message's content.
+type contentBlock struct {
+	Type      string          `json:"type"`
+	Text      string          `json:"text"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// contentBlocks reads a message's content, which pi writes either as a
+// string or as a list of blocks.
+func contentBlocks(raw json.RawMessage) []contentBlock {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return []contentBlock{{Type: "text", Text: s}}
+	}
+	var blocks []contentBlock
+	_ = json.Unmarshal(raw, &blocks)
+	return blocks
+}
+
 // text returns the message's text blocks joined; thinking and tool calls
 // are not text.
 func (m *message) text() string {
-	var s string
-	if json.Unmarshal(m.Content, &s) == nil {
-		return s
-	}
-	var blocks []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if json.Unmarshal(m.Content, &blocks) != nil {
-		return ""
-	}
 	var parts []string
-	for _, b := range blocks {
+	for _, b := range contentBlocks(m.Content) {
 		if b.Type == "text" && b.Text != "" {
 			parts = append(parts, b.Text)
 		}

@@ -93,6 +93,8 @@ func New(c client.Client, cfg Config) (sdkworker.Worker, error) {
 func Register(r sdkworker.Registry, acts *activities.Activities, profs *profiles.Activities, sessions *activities.Sessions) {
 	r.RegisterWorkflowWithOptions(workflows.Session, workflow.RegisterOptions{Name: workflows.SessionWorkflowName})
 	r.RegisterWorkflowWithOptions(workflows.Delegation, workflow.RegisterOptions{Name: workflows.DelegationWorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.ReadSession, workflow.RegisterOptions{Name: workflows.ReadSessionWorkflowName})
+	r.RegisterActivityWithOptions(acts.ReadSession, activity.RegisterOptions{Name: workflows.ReadSessionActivityName})
 	r.RegisterActivityWithOptions(acts.RunPi, activity.RegisterOptions{Name: workflows.RunPiActivityName})
 	r.RegisterActivityWithOptions(profs.ResolveTasks, activity.RegisterOptions{Name: workflows.ResolveTasksActivityName})
 	r.RegisterActivityWithOptions(sessions.LookupSessions, activity.RegisterOptions{Name: workflows.LookupSessionsActivityName})

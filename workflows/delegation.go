@@ -25,6 +25,11 @@ const (
 	MaxTasks                   = 16 // seed 002's MAX_PARALLEL_TASKS
 	DefaultMaxDepth            = 1  // seed 003's subagents.maxDepth: children do not delegate
 	resolveActivityTimeoutSec  = 30
+	// DefaultAckTTL is how long a finished delegation started with Deliver
+	// waits for its parent to acknowledge the results: as long as `subagents
+	// dev` keeps closed workflows, so that a parent pi resumed within a month
+	// still receives what it started. A waiting workflow costs nothing.
+	DefaultAckTTL = 30 * 24 * time.Hour
 )
 
 // TaskSpec is one task of a delegation (seed 002's task object; `agent` is
@@ -66,6 +71,12 @@ type DelegationInput struct {
 	MaxDepth int `json:"maxDepth,omitempty"`
 	// IdleTTLSeconds is handed to every session (0: DefaultIdleTTL).
 	IdleTTLSeconds int `json:"idleTtlSeconds,omitempty"`
+	// Deliver keeps the finished delegation open until its parent
+	// acknowledges the results (AckUpdate), at most AckTTLSeconds (0:
+	// DefaultAckTTL): how a parent pi that restarts finds what it has not
+	// received yet.
+	Deliver       bool `json:"deliver,omitempty"`
+	AckTTLSeconds int  `json:"ackTtlSeconds,omitempty"`
 }
 
 // TaskResult is one task of a delegation.
@@ -92,6 +103,11 @@ type DelegationStatus struct {
 	RejectedCount int              `json:"rejected_count"`
 	BatchStatus   string           `json:"batch_status"`
 	Usage         activities.Usage `json:"usage"`
+	// Deliver and Delivered: the parent acknowledges the results.
+	Deliver   bool `json:"deliver,omitempty"`
+	Delivered bool `json:"delivered,omitempty"`
+	// ParentSessionID is the pi session that started the delegation.
+	ParentSessionID string `json:"parentSessionId,omitempty"`
 }
 
 // ValidateDelegation checks a request before anything starts; the client
@@ -157,15 +173,16 @@ func Delegation(ctx workflow.Context, in DelegationInput) (DelegationStatus, err
 }
 
 type delegation struct {
-	in       DelegationInput
-	resumes  map[int]activities.SessionLookup
-	id       string
-	limit    int
-	tasks    []TaskResult
-	started  []bool
-	running  int
-	cancel   bool
-	resolved bool
+	in        DelegationInput
+	resumes   map[int]activities.SessionLookup
+	id        string
+	limit     int
+	tasks     []TaskResult
+	started   []bool
+	running   int
+	cancel    bool
+	resolved  bool
+	delivered bool
 }
 
 func newDelegation(ctx workflow.Context, in DelegationInput) (*delegation, error) {
@@ -204,6 +221,20 @@ func newDelegation(ctx workflow.Context, in DelegationInput) (*delegation, error
 		}
 		return CancelResult{CancelApplied: applied, PriorStatus: prior}, nil
 	}); err != nil {
+		return nil, err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, AckUpdate,
+		func(ctx workflow.Context, _ AckRequest) (DelegationStatus, error) {
+			d.delivered = true
+			return d.status(), nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(AckRequest) error {
+			if !d.allDone() {
+				return temporal.NewApplicationError("the delegation has not finished: there is nothing to acknowledge yet", string(errcode.SessionRunning))
+			}
+			return nil
+		}},
+	); err != nil {
 		return nil, err
 	}
 	done := workflow.GetSignalChannel(ctx, TaskDoneSignal)
@@ -289,6 +320,16 @@ func (d *delegation) run(ctx workflow.Context) (DelegationStatus, error) {
 	}
 	st := d.status()
 	_ = workflow.UpsertTypedSearchAttributes(ctx, StatusKey.ValueSet(string(st.State)))
+	if d.in.Deliver {
+		ttl := DefaultAckTTL
+		if d.in.AckTTLSeconds > 0 {
+			ttl = time.Duration(d.in.AckTTLSeconds) * time.Second
+		}
+		if _, err := workflow.AwaitWithTimeout(ctx, ttl, func() bool { return d.delivered }); err != nil {
+			return st, err
+		}
+		st = d.status()
+	}
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 		return st, err
 	}
@@ -433,7 +474,10 @@ func (d *delegation) runTask(ctx workflow.Context, i int, r profiles.ResolvedTas
 }
 
 func (d *delegation) status() DelegationStatus {
-	st := DelegationStatus{DelegationID: d.id, Tasks: append([]TaskResult(nil), d.tasks...), TotalCount: len(d.tasks)}
+	st := DelegationStatus{
+		DelegationID: d.id, Tasks: append([]TaskResult(nil), d.tasks...), TotalCount: len(d.tasks),
+		Deliver: d.in.Deliver, Delivered: d.delivered, ParentSessionID: d.in.ParentSessionID,
+	}
 	failed, cancelled := 0, 0
 	for _, t := range d.tasks {
 		if t.Turn != nil {

@@ -217,3 +217,64 @@ func TestDelegationResumeValidation(t *testing.T) {
 		})
 	}
 }
+
+func TestDelegationWaitsForDeliveryAck(t *testing.T) {
+	tests := []struct {
+		name      string
+		ack       bool
+		delivered bool
+	}{
+		{name: "the parent acknowledges", ack: true, delivered: true},
+		{name: "nobody acknowledges: the TTL completes it undelivered", ack: false, delivered: false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newDelegationEnv(t, (&concurrencyChild{}).run, "scout")
+			in := tasks(1, func(int) string { return "scout" })
+			in.Deliver, in.AckTTLSeconds, in.ParentSessionID = true, 3600, "parent-1"
+			var early, acked error
+			var ackStatus DelegationStatus
+			env.RegisterDelayedCallback(func() {
+				// Nothing to acknowledge while the task runs.
+				env.UpdateWorkflow(AckUpdate, "early", &testsuite.TestUpdateCallback{
+					OnReject: func(err error) { early = err },
+					OnAccept: func() {}, OnComplete: func(any, error) {},
+				}, AckRequest{})
+			}, 0)
+			var openAfterDone bool
+			env.RegisterDelayedCallback(func() {
+				openAfterDone = !env.IsWorkflowCompleted()
+				if !tc.ack {
+					return
+				}
+				env.UpdateWorkflow(AckUpdate, "ack", &testsuite.TestUpdateCallback{
+					OnReject: func(err error) { acked = err },
+					OnAccept: func() {},
+					OnComplete: func(v any, err error) {
+						acked = err
+						if st, ok := v.(DelegationStatus); ok {
+							ackStatus = st
+						}
+					},
+				}, AckRequest{By: "parent-1"})
+			}, time.Minute)
+			env.ExecuteWorkflow(DelegationWorkflowName, in)
+			var st DelegationStatus
+			if err := env.GetWorkflowResult(&st); err != nil {
+				t.Fatal(err)
+			}
+			if early == nil || !strings.Contains(early.Error(), "nothing to acknowledge") {
+				t.Fatalf("an ack before the end = %v, want a rejection", early)
+			}
+			if !openAfterDone {
+				t.Fatal("the delegation completed before its parent acknowledged")
+			}
+			if acked != nil || st.Delivered != tc.delivered || !st.Deliver || st.State != StateCompleted || st.ParentSessionID != "parent-1" {
+				t.Fatalf("ack err %v, result %+v", acked, st)
+			}
+			if tc.ack && !ackStatus.Delivered {
+				t.Fatalf("the ack answered %+v", ackStatus)
+			}
+		})
+	}
+}

@@ -25,7 +25,16 @@ const (
 	// TaskDoneSignal is how a session tells its delegation that its first
 	// turn ended (TaskDone).
 	TaskDoneSignal = "task-done"
+	// AckUpdate tells a delegation started with Deliver that its parent pi
+	// has its results (AckRequest); the delegation then completes.
+	AckUpdate = "ack"
 )
+
+// AckRequest is the payload of AckUpdate.
+type AckRequest struct {
+	// By names who acknowledged, for the history (e.g. the parent session).
+	By string `json:"by,omitempty"`
+}
 
 // TaskDone is the payload of TaskDoneSignal.
 type TaskDone struct {

@@ -34,6 +34,10 @@ const (
 	// session: each turn adds about a dozen events, so 100 turns stay far
 	// below the size where Temporal suggests continue-as-new.
 	maxTurnsPerRun = 100
+	// maxRunMarks bounds the turn marks a session carries across
+	// continue-as-new (about 60 bytes each); a transcript, capped at 1 MiB,
+	// never shows more runs than that anyway.
+	maxRunMarks = 1000
 )
 
 // SessionInput starts a session (one subagent task), or carries it across
@@ -70,11 +74,12 @@ type SessionInput struct {
 
 // SessionCarry is what a session's next run needs from the previous one.
 type SessionCarry struct {
-	Turns    int              `json:"turns"`
-	Accepted int              `json:"accepted"`
-	Usage    activities.Usage `json:"usage"`
-	LastTurn *TurnResult      `json:"lastTurn,omitempty"`
-	Pending  []SendRequest    `json:"pending,omitempty"`
+	Turns    int                  `json:"turns"`
+	Accepted int                  `json:"accepted"`
+	Usage    activities.Usage     `json:"usage"`
+	LastTurn *TurnResult          `json:"lastTurn,omitempty"`
+	Pending  []SendRequest        `json:"pending,omitempty"`
+	Runs     []activities.RunMark `json:"runs,omitempty"`
 }
 
 // TurnResult is one turn of a session: its last attempt's result, and the
@@ -107,6 +112,15 @@ type SessionStatus struct {
 	Usage          activities.Usage      `json:"usage"`
 	LastTurn       *TurnResult           `json:"lastTurn,omitempty"`
 	Error          *activities.ErrorInfo `json:"error,omitempty"`
+	// Model is the child's provider/id ("" for pi's default) and Thinking
+	// its thinking level.
+	Model    string `json:"model,omitempty"`
+	Thinking string `json:"thinking,omitempty"`
+	Cwd      string `json:"cwd"`
+	Name     string `json:"name,omitempty"`
+	// Runs mark where each turn begins in the pi session file, for
+	// transcripts.
+	Runs []activities.RunMark `json:"runs,omitempty"`
 }
 
 // SessionResult is what a session returns when it completes.
@@ -145,6 +159,7 @@ type session struct {
 	cancelRun workflow.CancelFunc // cancels the running child, when one runs
 	turnsRun  int                 // turns run since this run of the workflow started
 	started   time.Time           // when the running or last turn started
+	runs      []activities.RunMark
 }
 
 func newSession(ctx workflow.Context, in SessionInput) (*session, error) {
@@ -162,7 +177,7 @@ func newSession(ctx workflow.Context, in SessionInput) (*session, error) {
 	}
 	if c := in.Carry; c != nil {
 		s.turn, s.done, s.accepted, s.usage, s.last = c.Turns, c.Turns, c.Accepted, c.Usage, c.LastTurn
-		s.pending = c.Pending
+		s.pending, s.runs = c.Pending, c.Runs
 	} else {
 		s.accept(SendRequest{Prompt: in.Prompt, Files: in.Files, NotifyWorkflowID: in.NotifyWorkflowID, NotifyIndex: in.NotifyIndex})
 	}
@@ -259,11 +274,21 @@ func (s *session) status() SessionStatus {
 		SessionID: s.in.SessionID, Agent: s.in.Agent, State: s.state,
 		Turn: s.turn, Accepted: s.accepted, Attempt: s.attempt, Usage: s.usage, LastTurn: s.last,
 		TurnStarted: s.started, TimeoutSeconds: s.timeoutSeconds(),
+		Model: s.model(), Thinking: s.in.Child.Thinking, Cwd: s.in.Cwd, Name: s.in.Name,
+		Runs: append([]activities.RunMark(nil), s.runs...),
 	}
 	if s.last != nil {
 		st.Error = s.last.Error
 	}
 	return st
+}
+
+// model is the child's provider/id: the profile's, else the task's.
+func (s *session) model() string {
+	if s.in.Child.Model != "" {
+		return s.in.Child.Model
+	}
+	return s.in.Model
 }
 
 // timeoutSeconds is a turn's timeout: the profile's, else the task's, else
@@ -327,7 +352,7 @@ func (s *session) continueAsNew(ctx workflow.Context) (SessionResult, error) {
 	}
 	next := s.in
 	next.Prompt, next.Files = "", nil
-	next.Carry = &SessionCarry{Turns: s.done, Accepted: s.accepted, Usage: s.usage, LastTurn: s.last, Pending: s.pending}
+	next.Carry = &SessionCarry{Turns: s.done, Accepted: s.accepted, Usage: s.usage, LastTurn: s.last, Pending: s.pending, Runs: s.runs}
 	return SessionResult{}, workflow.NewContinueAsNewError(ctx, SessionWorkflowName, next)
 }
 
@@ -341,10 +366,18 @@ func (s *session) runTurn(ctx workflow.Context, req SendRequest) {
 	s.setState(ctx, StateRunning)
 	turn := &TurnResult{Turn: s.turn}
 	prompt, files := req.Prompt, req.Files
+	s.runs = append(s.runs, activities.RunMark{Turn: s.turn, State: string(StateRunning)})
+	if len(s.runs) > maxRunMarks {
+		s.runs = s.runs[len(s.runs)-maxRunMarks:]
+	}
+	mark := &s.runs[len(s.runs)-1]
 	for {
 		s.attempt++
 		turn.Attempts = s.attempt
 		res, err := s.runChild(ctx, prompt, files)
+		if s.attempt == 1 {
+			mark.FirstMessage = res.MessagesBefore
+		}
 		turn.Result = res
 		turn.Usage = turn.Usage.Add(res.Usage)
 		if err != nil {
@@ -380,6 +413,7 @@ func (s *session) runTurn(ctx workflow.Context, req SendRequest) {
 	}
 	s.usage = s.usage.Add(turn.Usage)
 	s.last = turn
+	s.runs[len(s.runs)-1].State = string(turn.State)
 	s.done = s.turn
 	s.setState(ctx, turn.State)
 	if req.NotifyWorkflowID != "" {

@@ -1,0 +1,236 @@
+package activities
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/durable-pi/subagents/internal/errcode"
+)
+
+// Limits of what ReadSession returns. The answer is a workflow result, and
+// Temporal rejects payloads over 2 MiB: a longer transcript keeps its end,
+// which is what a reader looking at how a run ended needs.
+const (
+	MaxReadChars = 1 << 20
+	// Seed 002's get_subagent_session previews.
+	toolArgsPreviewChars   = 120
+	toolResultPreviewChars = 500
+)
+
+// RunMark is where one run (turn) of a session begins in its pi session
+// file, and how it ended.
+type RunMark struct {
+	Turn  int    `json:"turn"`
+	State string `json:"state"`
+	// FirstMessage counts the conversation messages before the run.
+	FirstMessage int `json:"firstMessage"`
+}
+
+// ReadRequest asks for a session's transcript, or one turn's full output.
+type ReadRequest struct {
+	SessionID string `json:"sessionId"`
+	Agent     string `json:"agent,omitempty"`
+	Cwd       string `json:"cwd"`
+	// What is "transcript" or "output".
+	What string `json:"what"`
+	// Runs mark the session's turns, in order (transcript).
+	Runs []RunMark `json:"runs,omitempty"`
+	// Turn whose full output to read (output).
+	Turn int `json:"turn,omitempty"`
+}
+
+// Read kinds.
+const (
+	ReadTranscript = "transcript"
+	ReadOutput     = "output"
+)
+
+// ReadResult is the text read, sanitized, at most MaxReadChars long.
+type ReadResult struct {
+	Text         string `json:"text"`
+	MessageCount int    `json:"messageCount"`
+	TotalChars   int    `json:"totalChars"`
+	Truncated    bool   `json:"truncated"`
+	// Found is false when the worker has no file for the session (it ran
+	// on a worker with another data dir, or never reached the model).
+	Found bool `json:"found"`
+}
+
+// ReadSession reads a session's pi session file (or a turn's output
+// artifact) on the worker that holds it, so that callers on other hosts get
+// transcripts and full outputs through Temporal.
+func (a *Activities) ReadSession(_ context.Context, req ReadRequest) (ReadResult, error) {
+	if err := ValidateCwd(req.Cwd); err != nil {
+		return ReadResult{}, temporal.NewNonRetryableApplicationError(err.Error(), string(errcode.InvalidInput), err)
+	}
+	if !namePattern.MatchString(req.SessionID) {
+		msg := fmt.Sprintf("session ID %q must be 1 to 128 letters, digits, '-' or '_'", req.SessionID)
+		return ReadResult{}, temporal.NewNonRetryableApplicationError(msg, string(errcode.InvalidInput), nil)
+	}
+	file := SessionFile(a.cfg.DataDir, req.Cwd, req.Agent, req.SessionID)
+	var text string
+	var res ReadResult
+	switch req.What {
+	case ReadTranscript:
+		msgs, err := readMessages(file)
+		if errors.Is(err, fs.ErrNotExist) {
+			return res, nil
+		}
+		if err != nil {
+			return res, err
+		}
+		res.Found, res.MessageCount = true, len(msgs)
+		text = FormatTranscript(msgs, req.Runs)
+	case ReadOutput:
+		b, err := os.ReadFile(artifactFile(file, req.Turn))
+		if errors.Is(err, fs.ErrNotExist) {
+			return res, nil
+		}
+		if err != nil {
+			return res, err
+		}
+		res.Found, text = true, string(b)
+	default:
+		msg := fmt.Sprintf("what must be %q or %q, not %q", ReadTranscript, ReadOutput, req.What)
+		return res, temporal.NewNonRetryableApplicationError(msg, string(errcode.InvalidInput), nil)
+	}
+	text = a.sanitizer.Sanitize(text)
+	res.TotalChars = len([]rune(text))
+	if res.TotalChars > MaxReadChars {
+		r := []rune(text)
+		text = fmt.Sprintf("[... %d earlier characters omitted ...]\n", res.TotalChars-MaxReadChars) + string(r[len(r)-MaxReadChars:])
+		res.Truncated = true
+	}
+	res.Text = text
+	return res, nil
+}
+
+// SessionMessage is one conversation message of a pi session file.
+type SessionMessage struct {
+	Role         string          `json:"role"`
+	Content      json.RawMessage `json:"content"`
+	ToolName     string          `json:"toolName,omitempty"`
+	IsError      bool            `json:"isError,omitempty"`
+	StopReason   string          `json:"stopReason,omitempty"`
+	ErrorMessage string          `json:"errorMessage,omitempty"`
+}
+
+// CountMessages is how many conversation messages a session file holds (0
+// when there is none yet).
+func CountMessages(path string) int {
+	msgs, _ := readMessages(path)
+	return len(msgs)
+}
+
+// readMessages returns the user, assistant and tool result messages of a
+// pi session file, in order; system messages and other entries do not count.
+func readMessages(path string) ([]SessionMessage, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	var out []SessionMessage
+	r := bufio.NewReaderSize(f, 64<<10)
+	err = readLines(r, func(line []byte) {
+		if !bytes.Contains(line, []byte(`"message"`)) {
+			return
+		}
+		var entry struct {
+			Type    string          `json:"type"`
+			Message *SessionMessage `json:"message"`
+		}
+		if json.Unmarshal(line, &entry) != nil || entry.Type != "message" || entry.Message == nil {
+			return
+		}
+		switch entry.Message.Role {
+		case "user", "assistant", "toolResult":
+			out = append(out, *entry.Message)
+		}
+	})
+	return out, err
+}
+
+// FormatTranscript renders messages as seed 002's get_subagent_session
+// does: text verbatim, `→ tool: args` for calls, `[tool result]: text` for
+// results, `[Error: ...]` for failed responses; runs separated by `---`, each
+// under a `=== Run i/n (state) ===` header when there are several.
+func FormatTranscript(msgs []SessionMessage, runs []RunMark) string {
+	if len(runs) == 0 {
+		runs = []RunMark{{Turn: 1}}
+	}
+	var parts []string
+	for i, run := range runs {
+		start, end := min(max(run.FirstMessage, 0), len(msgs)), len(msgs)
+		if i+1 < len(runs) {
+			end = min(max(runs[i+1].FirstMessage, start), len(msgs))
+		}
+		var b strings.Builder
+		if len(runs) > 1 {
+			state := run.State
+			if state == "" {
+				state = "unknown"
+			}
+			fmt.Fprintf(&b, "=== Run %d/%d (%s) ===\n", i+1, len(runs), state)
+		}
+		for _, m := range msgs[start:end] {
+			for _, line := range formatMessage(m) {
+				b.WriteString(line)
+				b.WriteByte('\n')
+			}
+		}
+		parts = append(parts, strings.TrimRight(b.String(), "\n"))
+	}
+	return strings.Join(parts, "\n---\n")
+}
+
+func formatMessage(m SessionMessage) []string {
+	blocks := contentBlocks(m.Content)
+	var out []string
+	if m.Role == "toolResult" {
+		var text []string
+		for _, b := range blocks {
+			if b.Type == "text" {
+				text = append(text, b.Text)
+			}
+		}
+		return []string{"[tool result]: " + cutWithDots(strings.Join(text, "\n"), toolResultPreviewChars)}
+	}
+	for _, b := range blocks {
+		switch b.Type {
+		case "text":
+			if strings.TrimSpace(b.Text) != "" {
+				out = append(out, b.Text)
+			}
+		case "toolCall":
+			out = append(out, "→ "+b.Name+": "+cutWithDots(compactJSON(b.Arguments), toolArgsPreviewChars))
+		}
+	}
+	if m.Role == "assistant" && (m.StopReason == "error" || m.ErrorMessage != "") {
+		msg := m.ErrorMessage
+		if msg == "" {
+			msg = "the response ended with an error"
+		}
+		out = append(out, "[Error: "+msg+"]")
+	}
+	return out
+}
+
+// cutWithDots cuts s to n characters and appends "..." when it cut, as
+// seed 002's transcript previews do.
+func cutWithDots(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + "..."
+}

@@ -1,0 +1,141 @@
+package activities
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// sessionLines is a pi session file of two runs: a header, a system
+// message, then user/assistant/toolResult messages and a custom entry that
+// does not count.
+var sessionLines = []string{
+	`{"type":"session","version":3,"id":"s1","cwd":"/w"}`,
+	`{"type":"message","id":"m0","message":{"role":"system","content":"","sections":{}}}`,
+	`{"type":"message","id":"m1","message":{"role":"user","content":"Find the config loader"}}`,
+	`{"type":"message","id":"m2","message":{"role":"assistant","content":[{"type":"thinking","thinking":"hmm"},{"type":"text","text":"Looking."},{"type":"toolCall","id":"c1","name":"read","arguments":{"path":"config.go"}}],"stopReason":"toolUse"}}`,
+	`{"type":"message","id":"m3","message":{"role":"toolResult","toolCallId":"c1","toolName":"read","content":[{"type":"text","text":"` + strings.Repeat("x", 600) + `"}],"isError":false}}`,
+	`{"type":"custom","id":"e1","customType":"other","data":{"message":"not a message"}}`,
+	`{"type":"message","id":"m4","message":{"role":"assistant","content":[{"type":"toolCall","id":"c2","name":"subagent_finalize","arguments":{"status":"SUCCESS","result":"config.go:12"}}],"stopReason":"toolUse"}}`,
+	`{"type":"message","id":"m5","message":{"role":"user","content":[{"type":"text","text":"Now the tests"}]}}`,
+	`{"type":"message","id":"m6","message":{"role":"assistant","content":[],"stopReason":"error","errorMessage":"500: upstream down"}}`,
+}
+
+func TestFormatTranscript(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "s.jsonl")
+	if err := os.WriteFile(file, []byte(strings.Join(sessionLines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := readMessages(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 6 || CountMessages(file) != 6 {
+		t.Fatalf("messages = %d, want 6 (system and custom entries do not count)", len(msgs))
+	}
+	if CountMessages(filepath.Join(dir, "missing.jsonl")) != 0 {
+		t.Fatal("a missing file holds no messages")
+	}
+	tests := []struct {
+		name string
+		runs []RunMark
+		want []string
+		not  []string
+	}{
+		{
+			name: "one run has no header",
+			runs: nil,
+			want: []string{"Find the config loader\nLooking.\n→ read: {\"path\":\"config.go\"}\n[tool result]: " + strings.Repeat("x", 500) + "...\n→ subagent_finalize:", "[Error: 500: upstream down]"},
+			not:  []string{"=== Run", "hmm", "not a message", "\n---\n"},
+		},
+		{
+			name: "two runs are separated and labelled",
+			runs: []RunMark{{Turn: 1, State: "completed", FirstMessage: 0}, {Turn: 2, State: "failed", FirstMessage: 4}},
+			want: []string{"=== Run 1/2 (completed) ===\nFind the config loader", "\n---\n=== Run 2/2 (failed) ===\nNow the tests\n[Error: 500: upstream down]"},
+		},
+		{
+			name: "marks past the end give empty runs, not a panic",
+			runs: []RunMark{{Turn: 1, State: "completed"}, {Turn: 2, State: "running", FirstMessage: 99}},
+			want: []string{"=== Run 2/2 (running) ==="},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := FormatTranscript(msgs, tc.runs)
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("transcript lacks %q:\n%s", w, got)
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(got, n) {
+					t.Errorf("transcript holds %q:\n%s", n, got)
+				}
+			}
+		})
+	}
+}
+
+func TestReadSession(t *testing.T) {
+	dataDir, cwd := t.TempDir(), t.TempDir()
+	a, err := New(Config{DataDir: dataDir, Home: "/home/someone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := SessionFile(dataDir, cwd, "scout", "sess-1")
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte(strings.Join(sessionLines, "\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	long := "secret sk-abcdefghijklmnopqrstuvwxyz0123 in /home/someone/x " + strings.Repeat("y", MaxReadChars)
+	if err := os.WriteFile(artifactFile(file, 2), []byte(long), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name      string
+		req       ReadRequest
+		found     bool
+		truncated bool
+		want      string
+		wantErr   string
+	}{
+		{name: "transcript", req: ReadRequest{SessionID: "sess-1", Agent: "scout", Cwd: cwd, What: ReadTranscript}, found: true, want: "Find the config loader"},
+		{name: "output of a turn, sanitized and capped at its end", req: ReadRequest{SessionID: "sess-1", Agent: "scout", Cwd: cwd, What: ReadOutput, Turn: 2}, found: true, truncated: true, want: "earlier characters omitted"},
+		{name: "no artifact for that turn", req: ReadRequest{SessionID: "sess-1", Agent: "scout", Cwd: cwd, What: ReadOutput, Turn: 1}},
+		{name: "no session file on this worker", req: ReadRequest{SessionID: "other", Agent: "scout", Cwd: cwd, What: ReadTranscript}},
+		{name: "relative cwd", req: ReadRequest{SessionID: "sess-1", Cwd: "rel", What: ReadTranscript}, wantErr: "cwd must be an absolute path"},
+		{name: "session ID with a slash", req: ReadRequest{SessionID: "../x", Cwd: cwd, What: ReadTranscript}, wantErr: "must be 1 to 128"},
+		{name: "unknown kind", req: ReadRequest{SessionID: "sess-1", Cwd: cwd, What: "both"}, wantErr: `not "both"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := a.ReadSession(context.Background(), tc.req)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Found != tc.found || res.Truncated != tc.truncated {
+				t.Fatalf("found=%v truncated=%v, want %v %v", res.Found, res.Truncated, tc.found, tc.truncated)
+			}
+			if !strings.Contains(res.Text, tc.want) {
+				t.Fatalf("text lacks %q: %.200s", tc.want, res.Text)
+			}
+			if strings.Contains(res.Text, "sk-abcdefghijklmnop") || strings.Contains(res.Text, "/home/someone") {
+				t.Fatalf("text is not sanitized: %.200s", res.Text)
+			}
+			if tc.truncated && len([]rune(res.Text)) > MaxReadChars+100 {
+				t.Fatalf("text is %d characters, over the cap", len([]rune(res.Text)))
+			}
+		})
+	}
+}
