@@ -101,6 +101,8 @@ type env struct {
 	workDir   string
 	taskQueue string
 	pi        worker.Pi
+	// outputMaxChars, when set, is the worker's output cap.
+	outputMaxChars int
 }
 
 func newEnv(t *testing.T) *env {
@@ -147,10 +149,11 @@ func findPi(t *testing.T) worker.Pi {
 
 func (e *env) workerConfig() worker.Config {
 	return worker.Config{
-		TaskQueue: e.taskQueue,
-		DataDir:   e.dataDir,
-		Pi:        e.pi,
-		ChildEnv:  scriptedmodel.PiEnv(e.agentDir),
+		TaskQueue:      e.taskQueue,
+		DataDir:        e.dataDir,
+		Pi:             e.pi,
+		ChildEnv:       scriptedmodel.PiEnv(e.agentDir),
+		OutputMaxChars: e.outputMaxChars,
 	}
 }
 

@@ -46,6 +46,9 @@ type TaskSpec struct {
 	// Resume continues an earlier session (its ID) instead of starting one:
 	// the same pi session file, so the child keeps its context.
 	Resume string `json:"resume,omitempty"`
+	// Description is seed 001's short label of the task, kept in the
+	// session's memo for the UI and `list`.
+	Description string `json:"description,omitempty"`
 }
 
 // profile is the task's own profile name, whichever field it used.
@@ -81,13 +84,15 @@ type DelegationInput struct {
 
 // TaskResult is one task of a delegation.
 type TaskResult struct {
-	Index     int                   `json:"index"`
-	Name      string                `json:"name"`
-	SessionID string                `json:"sessionId"`
-	Profile   string                `json:"profile,omitempty"`
-	State     State                 `json:"state"`
-	Turn      *TurnResult           `json:"turn,omitempty"`
-	Error     *activities.ErrorInfo `json:"error,omitempty"`
+	Index     int    `json:"index"`
+	Name      string `json:"name"`
+	SessionID string `json:"sessionId"`
+	Profile   string `json:"profile,omitempty"`
+	// Model is the child's provider/id once the profile is resolved.
+	Model string                `json:"model,omitempty"`
+	State State                 `json:"state"`
+	Turn  *TurnResult           `json:"turn,omitempty"`
+	Error *activities.ErrorInfo `json:"error,omitempty"`
 }
 
 // DelegationStatus answers StatusQuery and WaitUpdate and is the
@@ -423,6 +428,10 @@ func (d *delegation) runTask(ctx workflow.Context, i int, r profiles.ResolvedTas
 	}
 	child := r.Child
 	child.Depth = d.in.Depth + 1
+	d.tasks[i].Model = child.Model
+	if d.tasks[i].Model == "" {
+		d.tasks[i].Model = t.Model
+	}
 	cwd, agent := t.Cwd, d.tasks[i].Profile
 	if resuming {
 		// The pi session file is found by the original agent and cwd.
@@ -448,7 +457,7 @@ func (d *delegation) runTask(ctx workflow.Context, i int, r profiles.ResolvedTas
 			AgentKey.ValueSet(activities.AgentName(in.Agent)), CwdKey.ValueSet(in.Cwd),
 			StatusKey.ValueSet(string(StateQueued)), ParentSessionKey.ValueSet(d.in.ParentSessionID),
 		),
-		Memo: map[string]any{"name": t.Name, "delegation": d.id},
+		Memo: sessionMemo(t, d.id),
 	})
 	fut := workflow.ExecuteChildWorkflow(cctx, SessionWorkflowName, in)
 	if err := fut.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
@@ -518,4 +527,14 @@ func (d *delegation) status() DelegationStatus {
 		st.State = StateCompleted
 	}
 	return st
+}
+
+// sessionMemo is what the UI and `list` show of a session beside its
+// search attributes.
+func sessionMemo(t TaskSpec, delegationID string) map[string]any {
+	memo := map[string]any{"name": t.Name, "delegation": delegationID}
+	if t.Description != "" {
+		memo["description"] = t.Description
+	}
+	return memo
 }

@@ -384,7 +384,10 @@ func (s *session) runTurn(ctx workflow.Context, req SendRequest) {
 			turn.State, turn.Error = stateOfError(err)
 			break
 		}
-		if res.Error != nil {
+		// A long answer cut to the output cap is still an answer (seed 004):
+		// the turn completes and carries the truncation notice.
+		truncated := res.Error != nil && res.Error.Code == errcode.OutputTruncated && res.OutputTruncated
+		if res.Error != nil && !truncated {
 			turn.Error = res.Error
 			turn.State = StateFailed
 			if res.Error.Code == errcode.Timeout {
@@ -394,6 +397,9 @@ func (s *session) runTurn(ctx workflow.Context, req SendRequest) {
 		}
 		if s.in.Child.NoFinalize || res.Finalize != nil {
 			turn.State = StateCompleted
+			if truncated {
+				turn.Error = res.Error
+			}
 			if f := res.Finalize; f != nil && f.Status == "ERROR" {
 				turn.State = StateFailed
 				turn.Error = &activities.ErrorInfo{Code: errcode.Failed, Message: f.Error, Category: errcode.Failed.Category()}

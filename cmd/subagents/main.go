@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 
 	"github.com/durable-pi/subagents/client"
@@ -24,7 +25,21 @@ const usage = `usage: subagents <command> [flags]
 commands:
   dev       run an embedded Temporal (SQLite file), its UI and a worker
   worker    run a worker against an external Temporal (TEMPORAL_* settings)
-  profiles  list the agent profiles a task can use (--json, --cwd DIR)
+  run         start tasks and wait, with live progress: run [--agent NAME] PROMPT
+  start       start tasks and return their task IDs at once (--input - reads JSON)
+  status      where tasks, sessions or delegations stand: status ID...
+  wait        wait until they end: wait [--timeout 30s] ID...
+  send        a follow-up prompt for a session: send ID PROMPT
+  cancel      stop running work; finished tasks keep their results: cancel ID...
+  list        delegations and sessions (--status --agent --parent-session --cwd)
+  output      a session's final text (--full for all of it): output ID
+  transcript  a session's whole conversation: transcript ID
+  ack         a parent received a delegation's results: ack ID
+  profiles    the agent profiles a task can use (--cwd DIR)
+
+Every client command takes --json: one envelope on stdout (contract_version
+subagents.v1). Exit codes: 0 done, 1 a task failed, 2 bad input or not found,
+3 Temporal unavailable, 4 a wait ended before the work did.
 
 Run "subagents <command> -h" for a command's flags.
 `
@@ -49,9 +64,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "-h", "--help", "help":
 		_, _ = fmt.Fprint(stdout, usage)
 		return nil
-	case "profiles":
-		return client.Main(ctx, args, stdout, stderr)
 	default:
+		if slices.Contains(client.Verbs, args[0]) {
+			return client.Main(ctx, args, client.IO{In: os.Stdin, Out: stdout, Err: stderr})
+		}
 		_, _ = fmt.Fprint(stderr, usage)
 		return errcode.Errorf(errcode.InvalidInput, "unknown command %q", args[0])
 	}

@@ -136,12 +136,20 @@ const (
 	ExitFailed      = 1 // the task ran and failed, or an unexpected error
 	ExitBadInput    = 2 // the request or the set-up is wrong: fix it and retry
 	ExitUnavailable = 3 // Temporal cannot be reached: start it and retry
+	ExitPending     = 4 // a wait ended before the work did: wait again
 )
+
+// ErrPending is returned (wrapped) when a wait ends before the work it
+// waits for; it is not a failure of that work.
+var ErrPending = errors.New("still running")
 
 // ExitCode maps an error to the command's exit code by its category.
 func ExitCode(err error) int {
 	if err == nil {
 		return ExitOK
+	}
+	if errors.Is(err, ErrPending) {
+		return ExitPending
 	}
 	switch CodeOf(err).Category() {
 	case CategoryInvalidInput, CategoryNotFound, CategoryPermission:

@@ -74,6 +74,7 @@ func TestExitCode(t *testing.T) {
 		{New(UnknownAgent, "Unknown profile"), ExitBadInput},
 		{New(PermissionDenied, "denied"), ExitBadInput},
 		{fmt.Errorf("dial: %w", New(ServiceUnavailable, "no server")), ExitUnavailable},
+		{fmt.Errorf("wait: %w", ErrPending), ExitPending},
 		{New(Timeout, "Timed out"), ExitFailed},
 		{New(FinalizeMissing, "no finalize"), ExitFailed},
 	}

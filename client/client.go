@@ -1,0 +1,705 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	sdkclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/google/uuid"
+
+	"github.com/durable-pi/subagents/activities"
+	"github.com/durable-pi/subagents/internal/errcode"
+	"github.com/durable-pi/subagents/workflows"
+)
+
+// DefaultTaskQueue is where `subagents dev` and `subagents worker` poll.
+const DefaultTaskQueue = "subagents"
+
+// Limits of the client's own waiting.
+const (
+	// DefaultPollInterval: how often Wait and Follow look at a running
+	// delegation. Queries touch no history, so a second costs the server
+	// nothing, and it is below what a person notices in a progress line.
+	DefaultPollInterval = time.Second
+	// firstPoll: the first look comes sooner, so that a task that ends in
+	// a moment does not wait a whole interval.
+	firstPoll = 200 * time.Millisecond
+)
+
+// Client runs the operations on delegations and sessions: the library
+// behind every `subagents` verb and, through the command, the pi extension.
+type Client struct {
+	Temporal  sdkclient.Client
+	TaskQueue string
+	// Address is the frontend's host:port, for error messages.
+	Address string
+	// Namespace and UIURL make the Temporal UI links of runs ("" UIURL: no
+	// links).
+	Namespace string
+	UIURL     string
+	// PollInterval is DefaultPollInterval when zero.
+	PollInterval time.Duration
+	// NewID makes session and delegation IDs; nil means random UUIDs.
+	NewID func() string
+	// Now is the clock for elapsed times; nil means time.Now.
+	Now func() time.Time
+}
+
+// StartRequest is what `start` and `run` read (JSON on stdin, or flags).
+type StartRequest struct {
+	Tasks   []workflows.TaskSpec `json:"tasks"`
+	Profile string               `json:"profile,omitempty"`
+	// ParentSessionID is the pi session that delegates; with Deliver the
+	// delegation waits until that parent acknowledges the results.
+	ParentSessionID string `json:"parent_session_id,omitempty"`
+	Deliver         bool   `json:"deliver,omitempty"`
+	MaxConcurrency  int    `json:"max_concurrency,omitempty"`
+	IdleTTLSeconds  int    `json:"idle_ttl_seconds,omitempty"`
+	// Depth is the caller's own subagent depth (PI_SUBAGENT_DEPTH); the
+	// command fills it in from its environment.
+	Depth int `json:"-"`
+}
+
+// SendRequest is what `send` reads: a follow-up prompt for a session.
+type SendRequest struct {
+	TaskID          string                `json:"task_id"`
+	Prompt          string                `json:"prompt"`
+	Files           []activities.FileSpec `json:"files,omitempty"`
+	ParentSessionID string                `json:"parent_session_id,omitempty"`
+	Deliver         bool                  `json:"deliver,omitempty"`
+}
+
+// ListFilter narrows `list`; empty fields match everything.
+type ListFilter struct {
+	Status          string `json:"status,omitempty"`
+	Agent           string `json:"agent,omitempty"`
+	ParentSessionID string `json:"parent_session_id,omitempty"`
+	Cwd             string `json:"cwd,omitempty"`
+	// Kind is "session", "delegation" or "" for both.
+	Kind string `json:"kind,omitempty"`
+	// Open keeps only workflows that still run (delegations awaiting their
+	// parent's acknowledgement among them).
+	Open  bool `json:"open,omitempty"`
+	Limit int  `json:"limit,omitempty"`
+}
+
+func (c *Client) id() string {
+	if c.NewID != nil {
+		return c.NewID()
+	}
+	return uuid.NewString()
+}
+
+func (c *Client) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+func (c *Client) pollInterval() time.Duration {
+	if c.PollInterval > 0 {
+		return c.PollInterval
+	}
+	return DefaultPollInterval
+}
+
+// Start starts a delegation of req's tasks and returns at once, with the
+// task IDs (session IDs) the caller addresses them by.
+func (c *Client) Start(ctx context.Context, req StartRequest) (Envelope, error) {
+	in := workflows.DelegationInput{
+		Tasks: req.Tasks, Profile: req.Profile, ParentSessionID: req.ParentSessionID, Deliver: req.Deliver,
+		MaxConcurrency: req.MaxConcurrency, IdleTTLSeconds: req.IdleTTLSeconds, Depth: req.Depth,
+	}
+	for i := range in.Tasks {
+		t := &in.Tasks[i]
+		if strings.TrimSpace(t.Name) == "" {
+			t.Name = defaultTaskName(*t, in.Profile, i)
+		}
+		id := t.Resume
+		if id == "" {
+			id = c.id()
+		}
+		in.SessionIDs = append(in.SessionIDs, id)
+	}
+	if err := workflows.ValidateDelegation(in); err != nil {
+		return Envelope{}, err
+	}
+	id := "delegation-" + c.id()
+	attrs := []temporal.SearchAttributeUpdate{
+		workflows.AgentKey.ValueSet("delegation"),
+		workflows.StatusKey.ValueSet(string(workflows.StateQueued)),
+		workflows.CwdKey.ValueSet(in.Tasks[0].Cwd),
+	}
+	if in.ParentSessionID != "" {
+		attrs = append(attrs, workflows.ParentSessionKey.ValueSet(in.ParentSessionID))
+	}
+	names := make([]string, len(in.Tasks))
+	for i, t := range in.Tasks {
+		names[i] = t.Name
+	}
+	_, err := c.Temporal.ExecuteWorkflow(ctx, sdkclient.StartWorkflowOptions{
+		ID:                    id,
+		TaskQueue:             c.TaskQueue,
+		TypedSearchAttributes: temporal.NewSearchAttributes(attrs...),
+		Memo:                  map[string]any{"name": strings.Join(names, ", ")},
+		// A delegation ID is never reused; a duplicate start is a bug.
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+	}, workflows.DelegationWorkflowName, in)
+	if err != nil {
+		return Envelope{}, c.temporalError(err, id)
+	}
+	st := workflows.DelegationStatus{DelegationID: id, State: workflows.StateQueued, TotalCount: len(in.Tasks),
+		AcceptedCount: len(in.Tasks), BatchStatus: "accepted", Deliver: in.Deliver, ParentSessionID: in.ParentSessionID}
+	for i, t := range in.Tasks {
+		profile := t.Profile
+		if profile == "" {
+			profile = t.Agent
+		}
+		if profile == "" {
+			profile = in.Profile
+		}
+		st.Tasks = append(st.Tasks, workflows.TaskResult{Index: i, Name: t.Name, SessionID: in.SessionIDs[i], Profile: profile, Model: t.Model, State: workflows.StateQueued})
+	}
+	env := c.delegationEnvelope("start", st, nil)
+	return env, nil
+}
+
+// defaultTaskName names a task that came without one (seed 000 and 001
+// calls have none): its description, else its profile.
+func defaultTaskName(t workflows.TaskSpec, profile string, i int) string {
+	for _, s := range []string{t.Description, t.Profile, t.Agent, profile} {
+		if s = strings.TrimSpace(s); s != "" {
+			return s
+		}
+	}
+	return fmt.Sprintf("task-%d", i+1)
+}
+
+// kind of a workflow the client addresses by ID.
+type kind string
+
+const (
+	kindSession    kind = "session"
+	kindDelegation kind = "delegation"
+)
+
+// describe finds id's workflow; a missing one is SESSION_NOT_FOUND with
+// seed 002's message.
+func (c *Client) describe(ctx context.Context, id string) (*workflowservice.DescribeWorkflowExecutionResponse, kind, error) {
+	if strings.TrimSpace(id) == "" {
+		return nil, "", errcode.New(errcode.InvalidInput, "a task or session ID is required")
+	}
+	desc, err := c.Temporal.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		return nil, "", c.temporalError(err, id)
+	}
+	switch name := desc.GetWorkflowExecutionInfo().GetType().GetName(); name {
+	case workflows.SessionWorkflowName:
+		return desc, kindSession, nil
+	case workflows.DelegationWorkflowName:
+		return desc, kindDelegation, nil
+	default:
+		return nil, "", errcode.Errorf(errcode.SessionNotFound, "%q is a %s workflow, not a subagent session or delegation", id, name)
+	}
+}
+
+// temporalError gives a Temporal error its code.
+func (c *Client) temporalError(err error, id string) error {
+	var notFound *serviceerror.NotFound
+	var unavailable *serviceerror.Unavailable
+	var deadline *serviceerror.DeadlineExceeded
+	var coded *errcode.Error
+	switch {
+	case errors.As(err, &coded):
+		return err
+	case errors.As(err, &notFound):
+		return errcode.Wrap(errcode.SessionNotFound, err, fmt.Sprintf("Session %q not found. The session may have expired or the ID is incorrect.", id))
+	case errors.As(err, &unavailable), errors.As(err, &deadline), errors.Is(err, context.DeadlineExceeded):
+		return Unavailable(c.Address, err)
+	}
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		code := errcode.Code(app.Type())
+		if code.Category() == errcode.CategoryRuntime && code != errcode.Failed {
+			if _, known := knownCodes[code]; !known {
+				code = errcode.Failed
+			}
+		}
+		return errcode.Wrap(code, err, app.Message())
+	}
+	return errcode.Wrap(errcode.Failed, err, err.Error())
+}
+
+var knownCodes = func() map[errcode.Code]bool {
+	m := map[errcode.Code]bool{}
+	for _, c := range errcode.All() {
+		m[c] = true
+	}
+	return m
+}()
+
+// query asks a workflow for its status; a closed workflow that no worker
+// can replay answers with its result instead.
+func (c *Client) query(ctx context.Context, id string, open bool, out any) error {
+	v, err := c.Temporal.QueryWorkflow(ctx, id, "", workflows.StatusQuery)
+	if err == nil {
+		return v.Get(out)
+	}
+	if open {
+		return c.temporalError(err, id)
+	}
+	if rerr := c.Temporal.GetWorkflow(ctx, id, "").Get(ctx, out); rerr != nil {
+		var cancelled *temporal.CanceledError
+		if errors.As(rerr, &cancelled) && cancelled.HasDetails() {
+			return cancelled.Details(out)
+		}
+		return c.temporalError(err, id)
+	}
+	return nil
+}
+
+// Status is a delegation's or a session's state now, with the live progress
+// of running children (their last heartbeat).
+func (c *Client) Status(ctx context.Context, id string) (Envelope, error) {
+	return c.status(ctx, "status", id)
+}
+
+func (c *Client) status(ctx context.Context, op, id string) (Envelope, error) {
+	desc, k, err := c.describe(ctx, id)
+	if err != nil {
+		return Envelope{}, err
+	}
+	open := desc.GetWorkflowExecutionInfo().GetCloseTime() == nil
+	if k == kindDelegation {
+		var st workflows.DelegationStatus
+		if err := c.query(ctx, id, open, &st); err != nil {
+			return Envelope{}, err
+		}
+		live := map[string]*liveSession{}
+		for _, t := range st.Tasks {
+			if !t.State.Terminal() && t.State != workflows.StateQueued {
+				if l, err := c.live(ctx, t.SessionID); err == nil {
+					live[t.SessionID] = l
+				}
+			}
+		}
+		return c.delegationEnvelope(op, st, live), nil
+	}
+	var st workflows.SessionStatus
+	if err := c.query(ctx, id, open, &st); err != nil {
+		return Envelope{}, err
+	}
+	st.SessionID = id
+	var l *liveSession
+	if open {
+		l = liveFrom(desc)
+	}
+	return c.sessionEnvelope(op, st, l, open, memoString(desc.GetWorkflowExecutionInfo(), "name")), nil
+}
+
+// liveSession is a running session's last heartbeat.
+type liveSession struct {
+	progress *activities.Progress
+}
+
+func (c *Client) live(ctx context.Context, sessionID string) (*liveSession, error) {
+	desc, err := c.Temporal.DescribeWorkflowExecution(ctx, sessionID, "")
+	if err != nil {
+		return nil, err
+	}
+	return liveFrom(desc), nil
+}
+
+func liveFrom(desc *workflowservice.DescribeWorkflowExecutionResponse) *liveSession {
+	for _, a := range desc.GetPendingActivities() {
+		if a.GetActivityType().GetName() != workflows.RunPiActivityName || a.GetHeartbeatDetails() == nil {
+			continue
+		}
+		var p activities.Progress
+		if err := converter.GetDefaultDataConverter().FromPayloads(a.GetHeartbeatDetails(), &p); err == nil {
+			return &liveSession{progress: &p}
+		}
+	}
+	return &liveSession{}
+}
+
+func memoString(info *workflowpb.WorkflowExecutionInfo, key string) string {
+	p, ok := info.GetMemo().GetFields()[key]
+	if !ok {
+		return ""
+	}
+	var s string
+	_ = converter.GetDefaultDataConverter().FromPayload(p, &s)
+	return s
+}
+
+// Wait blocks until the delegation (every task) or the session's latest
+// turn has ended, or timeout passes (0: no limit), and says which.
+func (c *Client) Wait(ctx context.Context, id string, timeout time.Duration) (Envelope, error) {
+	return c.follow(ctx, "wait", id, timeout, nil)
+}
+
+// Follow is Wait that calls onUpdate with every status it sees on the way,
+// for live progress.
+func (c *Client) Follow(ctx context.Context, id string, timeout time.Duration, onUpdate func(Envelope)) (Envelope, error) {
+	return c.follow(ctx, "wait", id, timeout, onUpdate)
+}
+
+func (c *Client) follow(ctx context.Context, op, id string, timeout time.Duration, onUpdate func(Envelope)) (Envelope, error) {
+	var deadline <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		deadline = t.C
+	}
+	delay := firstPoll
+	for {
+		env, err := c.status(ctx, op, id)
+		if err != nil {
+			if ctx.Err() != nil {
+				return c.aborted(op, id), nil
+			}
+			return Envelope{}, err
+		}
+		if env.Done {
+			env.WaitStatus = "completed"
+			return env, nil
+		}
+		if onUpdate != nil {
+			onUpdate(env)
+		}
+		select {
+		case <-ctx.Done():
+			env.WaitStatus = "aborted"
+			return env, nil
+		case <-deadline:
+			env.WaitStatus = "timeout"
+			return env, nil
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, c.pollInterval())
+	}
+}
+
+// aborted is the answer to a wait whose caller gave up before any status.
+func (c *Client) aborted(op, id string) Envelope {
+	return Envelope{ContractVersion: ContractVersion, Op: op, Backend: Backend, TaskID: id, WaitStatus: "aborted"}
+}
+
+// Send queues a follow-up prompt on a session. A session whose turn runs
+// takes it as its next turn; one that waits for input or has ended is
+// resumed by a delegation, so that its parent gets the result delivered.
+func (c *Client) Send(ctx context.Context, req SendRequest) (Envelope, error) {
+	if strings.TrimSpace(req.Prompt) == "" {
+		return Envelope{}, errcode.New(errcode.InvalidInput, "prompt must not be empty")
+	}
+	for _, f := range req.Files {
+		if err := f.Validate(); err != nil {
+			return Envelope{}, errcode.Errorf(errcode.InvalidInput, "files: %s", err.Error())
+		}
+	}
+	desc, k, err := c.describe(ctx, req.TaskID)
+	if err != nil {
+		return Envelope{}, err
+	}
+	if k != kindSession {
+		return Envelope{}, errcode.Errorf(errcode.InvalidInput, "%s is a delegation: send to one of its tasks (task_id)", req.TaskID)
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	state := searchAttr(info, workflows.StatusKey.GetName())
+	if info.GetCloseTime() == nil && (state == string(workflows.StateRunning) || state == string(workflows.StateQueued)) {
+		h, err := c.Temporal.UpdateWorkflow(ctx, sdkclient.UpdateWorkflowOptions{
+			WorkflowID: req.TaskID, UpdateName: workflows.SendUpdate, WaitForStage: sdkclient.WorkflowUpdateStageCompleted,
+			Args: []any{workflows.SendRequest{Prompt: req.Prompt, Files: req.Files}},
+		})
+		if err != nil {
+			return Envelope{}, c.temporalError(err, req.TaskID)
+		}
+		var acc workflows.SendAccepted
+		if err := h.Get(ctx, &acc); err != nil {
+			return Envelope{}, c.temporalError(err, req.TaskID)
+		}
+		env, err := c.status(ctx, "send", req.TaskID)
+		if err != nil {
+			return Envelope{}, err
+		}
+		env.AcceptedTurn = acc.Turn
+		return env, nil
+	}
+	name := memoString(info, "name")
+	env, err := c.Start(ctx, StartRequest{
+		Tasks:           []workflows.TaskSpec{{Name: name, Prompt: req.Prompt, Files: req.Files, Resume: req.TaskID, Cwd: searchAttr(info, workflows.CwdKey.GetName())}},
+		ParentSessionID: req.ParentSessionID, Deliver: req.Deliver,
+	})
+	if err != nil {
+		return Envelope{}, err
+	}
+	env.Op = "send"
+	return env, nil
+}
+
+func searchAttr(info *workflowpb.WorkflowExecutionInfo, name string) string {
+	p, ok := info.GetSearchAttributes().GetIndexedFields()[name]
+	if !ok {
+		return ""
+	}
+	var s string
+	_ = converter.GetDefaultDataConverter().FromPayload(p, &s)
+	return s
+}
+
+// Cancel stops a session's running turn, or every running task of a
+// delegation; finished work keeps its results.
+func (c *Client) Cancel(ctx context.Context, id string) (Envelope, error) {
+	desc, _, err := c.describe(ctx, id)
+	if err != nil {
+		return Envelope{}, err
+	}
+	var res workflows.CancelResult
+	if desc.GetWorkflowExecutionInfo().GetCloseTime() == nil {
+		h, err := c.Temporal.UpdateWorkflow(ctx, sdkclient.UpdateWorkflowOptions{
+			WorkflowID: id, UpdateName: workflows.CancelUpdate, WaitForStage: sdkclient.WorkflowUpdateStageCompleted,
+			Args: []any{workflows.CancelRequest{Reason: "cancelled by the caller"}},
+		})
+		if err == nil {
+			err = h.Get(ctx, &res)
+		}
+		if err != nil && !isClosed(err) {
+			return Envelope{}, c.temporalError(err, id)
+		}
+	}
+	env, err := c.status(ctx, "cancel", id)
+	if err != nil {
+		return Envelope{}, err
+	}
+	if res.PriorStatus == "" {
+		res.PriorStatus = workflows.State(env.Status)
+	}
+	env.CancelApplied, env.PriorStatus = &res.CancelApplied, string(res.PriorStatus)
+	return env, nil
+}
+
+// isClosed reports an update that failed because its workflow had closed.
+func isClosed(err error) bool {
+	var notFound *serviceerror.NotFound
+	return errors.As(err, &notFound) || strings.Contains(err.Error(), "workflow execution already completed")
+}
+
+// Ack tells a delegation started with Deliver that its parent received the
+// results, so that it completes; acknowledging a closed one is a no-op.
+func (c *Client) Ack(ctx context.Context, id, by string) (Envelope, error) {
+	desc, k, err := c.describe(ctx, id)
+	if err != nil {
+		return Envelope{}, err
+	}
+	if k != kindDelegation {
+		return Envelope{}, errcode.Errorf(errcode.InvalidInput, "%s is a session: only delegations are acknowledged", id)
+	}
+	if desc.GetWorkflowExecutionInfo().GetCloseTime() == nil {
+		h, err := c.Temporal.UpdateWorkflow(ctx, sdkclient.UpdateWorkflowOptions{
+			WorkflowID: id, UpdateName: workflows.AckUpdate, WaitForStage: sdkclient.WorkflowUpdateStageCompleted,
+			Args: []any{workflows.AckRequest{By: by}},
+		})
+		if err == nil {
+			err = h.Get(ctx, nil)
+		}
+		if err != nil && !isClosed(err) {
+			return Envelope{}, c.temporalError(err, id)
+		}
+	}
+	return c.status(ctx, "ack", id)
+}
+
+// List finds delegations and sessions by their search attributes, newest
+// first.
+func (c *Client) List(ctx context.Context, f ListFilter) (Envelope, error) {
+	q, err := listQuery(f)
+	if err != nil {
+		return Envelope{}, err
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		// A page of the UI: enough to find a run, small enough to read.
+		limit = 100
+	}
+	env := Envelope{ContractVersion: ContractVersion, Op: "list", Backend: Backend, Runs: []ListItem{}}
+	var token []byte
+	for len(env.Runs) < limit {
+		resp, err := c.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, NextPageToken: token, PageSize: int32(min(limit, 1000))})
+		if err != nil {
+			return Envelope{}, c.temporalError(err, "")
+		}
+		for _, info := range resp.GetExecutions() {
+			if len(env.Runs) == limit {
+				break
+			}
+			env.Runs = append(env.Runs, c.listItem(info))
+		}
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			break
+		}
+	}
+	env.Count = len(env.Runs)
+	return env, nil
+}
+
+// listQuery builds the visibility query of f. Values go inside quotes, so
+// quotes and backslashes in them are refused rather than escaped.
+func listQuery(f ListFilter) (string, error) {
+	var clauses []string
+	switch f.Kind {
+	case "":
+		clauses = append(clauses, fmt.Sprintf("(WorkflowType = '%s' OR WorkflowType = '%s')", workflows.SessionWorkflowName, workflows.DelegationWorkflowName))
+	case string(kindSession):
+		clauses = append(clauses, fmt.Sprintf("WorkflowType = '%s'", workflows.SessionWorkflowName))
+	case string(kindDelegation):
+		clauses = append(clauses, fmt.Sprintf("WorkflowType = '%s'", workflows.DelegationWorkflowName))
+	default:
+		return "", errcode.Errorf(errcode.InvalidInput, "kind must be session or delegation, not %q", f.Kind)
+	}
+	for _, kv := range []struct{ attr, value string }{
+		{workflows.StatusKey.GetName(), f.Status},
+		{workflows.AgentKey.GetName(), f.Agent},
+		{workflows.ParentSessionKey.GetName(), f.ParentSessionID},
+		{workflows.CwdKey.GetName(), f.Cwd},
+	} {
+		if kv.value == "" {
+			continue
+		}
+		if strings.ContainsAny(kv.value, `'"\`) {
+			return "", errcode.Errorf(errcode.InvalidInput, "filter %s must not hold quotes or backslashes: %q", kv.attr, kv.value)
+		}
+		clauses = append(clauses, fmt.Sprintf("%s = '%s'", kv.attr, kv.value))
+	}
+	if f.Open {
+		clauses = append(clauses, "ExecutionStatus = 'Running'")
+	}
+	return strings.Join(clauses, " AND "), nil
+}
+
+func (c *Client) listItem(info *workflowpb.WorkflowExecutionInfo) ListItem {
+	id := info.GetExecution().GetWorkflowId()
+	it := ListItem{
+		ID: id, Kind: string(kindSession), Name: memoString(info, "name"), Description: memoString(info, "description"),
+		Delegation: memoString(info, "delegation"),
+		Agent:      searchAttr(info, workflows.AgentKey.GetName()), Status: searchAttr(info, workflows.StatusKey.GetName()),
+		Cwd: searchAttr(info, workflows.CwdKey.GetName()), ParentSessionID: searchAttr(info, workflows.ParentSessionKey.GetName()),
+		Open: info.GetCloseTime() == nil, Started: info.GetStartTime().AsTime(), UIURL: c.uiLink(id),
+		ExecutionStatus: strings.ToLower(strings.TrimPrefix(info.GetStatus().String(), "WORKFLOW_EXECUTION_STATUS_")),
+	}
+	if info.GetType().GetName() == workflows.DelegationWorkflowName {
+		it.Kind = string(kindDelegation)
+	}
+	if ct := info.GetCloseTime(); ct != nil {
+		t := ct.AsTime()
+		it.Closed = &t
+	}
+	return it
+}
+
+// Output is a session's final text of its latest turn: capped as the tool
+// results are, or the whole of it with full (read on the worker).
+func (c *Client) Output(ctx context.Context, id string, full bool) (Envelope, error) {
+	env, st, err := c.sessionStatus(ctx, "output", id)
+	if err != nil {
+		return Envelope{}, err
+	}
+	it := &env.Items[0]
+	env.Text = it.Output
+	if env.Text == "" {
+		env.Text = NoOutputText
+	}
+	if full && it.OutputTruncated && st.LastTurn != nil {
+		res, err := c.read(ctx, activities.ReadRequest{SessionID: id, Agent: st.Agent, Cwd: st.Cwd, What: activities.ReadOutput, Turn: st.LastTurn.Turn})
+		if err != nil {
+			return Envelope{}, err
+		}
+		if res.Found {
+			env.Text = res.Text
+			it.Output, it.OutputTruncated, it.OutputReturnedChars = res.Text, res.Truncated, len([]rune(res.Text))
+		}
+	}
+	return env, nil
+}
+
+// NoOutputText is seed 002's answer for a session without text.
+const NoOutputText = "(no text output from sub-agent)"
+
+// Transcript is every turn of a session, formatted as seed 002's
+// get_subagent_session, read from the pi session file on the worker.
+func (c *Client) Transcript(ctx context.Context, id string) (Envelope, error) {
+	env, st, err := c.sessionStatus(ctx, "transcript", id)
+	if err != nil {
+		return Envelope{}, err
+	}
+	res, err := c.read(ctx, activities.ReadRequest{SessionID: id, Agent: st.Agent, Cwd: st.Cwd, What: activities.ReadTranscript, Runs: st.Runs})
+	if err != nil {
+		return Envelope{}, err
+	}
+	env.Text, env.MessageCount, env.TextTruncated = res.Text, res.MessageCount, res.Truncated
+	if !res.Found || strings.TrimSpace(res.Text) == "" {
+		env.Text = "(no messages yet: the sub-agent has not written its session file)"
+	}
+	return env, nil
+}
+
+func (c *Client) sessionStatus(ctx context.Context, op, id string) (Envelope, workflows.SessionStatus, error) {
+	desc, k, err := c.describe(ctx, id)
+	if err != nil {
+		return Envelope{}, workflows.SessionStatus{}, err
+	}
+	if k != kindSession {
+		return Envelope{}, workflows.SessionStatus{}, errcode.Errorf(errcode.InvalidInput, "%s is a delegation: pass one of its task IDs (session IDs)", id)
+	}
+	open := desc.GetWorkflowExecutionInfo().GetCloseTime() == nil
+	var st workflows.SessionStatus
+	if err := c.query(ctx, id, open, &st); err != nil {
+		return Envelope{}, st, err
+	}
+	st.SessionID = id
+	if st.Cwd == "" {
+		st.Cwd = searchAttr(desc.GetWorkflowExecutionInfo(), workflows.CwdKey.GetName())
+	}
+	return c.sessionEnvelope(op, st, nil, open, memoString(desc.GetWorkflowExecutionInfo(), "name")), st, nil
+}
+
+// read runs the ReadSession workflow and returns what it read.
+func (c *Client) read(ctx context.Context, req activities.ReadRequest) (activities.ReadResult, error) {
+	var res activities.ReadResult
+	run, err := c.Temporal.ExecuteWorkflow(ctx, sdkclient.StartWorkflowOptions{
+		ID:        "read-" + req.SessionID + "-" + c.id(),
+		TaskQueue: c.TaskQueue,
+		// Nobody looks at a finished read again: keep it out of the way.
+		TypedSearchAttributes: temporal.NewSearchAttributes(workflows.AgentKey.ValueSet("reader")),
+	}, workflows.ReadSessionWorkflowName, req)
+	if err != nil {
+		return res, c.temporalError(err, req.SessionID)
+	}
+	if err := run.Get(ctx, &res); err != nil {
+		return res, c.temporalError(err, req.SessionID)
+	}
+	return res, nil
+}
+
+// uiLink is the Temporal UI page of a workflow.
+func (c *Client) uiLink(id string) string {
+	if c.UIURL == "" || id == "" {
+		return ""
+	}
+	ns := c.Namespace
+	if ns == "" {
+		ns = "default"
+	}
+	return strings.TrimRight(c.UIURL, "/") + "/namespaces/" + ns + "/workflows/" + id
+}

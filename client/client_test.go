@@ -1,0 +1,166 @@
+package client
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/durable-pi/subagents/activities"
+	"github.com/durable-pi/subagents/internal/errcode"
+	"github.com/durable-pi/subagents/workflows"
+)
+
+func TestListQuery(t *testing.T) {
+	tests := []struct {
+		name    string
+		f       ListFilter
+		want    string
+		wantErr string
+	}{
+		{name: "everything", want: "(WorkflowType = 'Session' OR WorkflowType = 'Delegation')"},
+		{name: "a parent's open delegations", f: ListFilter{Kind: "delegation", ParentSessionID: "p-1", Open: true},
+			want: "WorkflowType = 'Delegation' AND SubagentParentSession = 'p-1' AND ExecutionStatus = 'Running'"},
+		{name: "sessions by state, agent and folder", f: ListFilter{Kind: "session", Status: "failed", Agent: "scout", Cwd: "/w"},
+			want: "WorkflowType = 'Session' AND SubagentStatus = 'failed' AND SubagentAgent = 'scout' AND SubagentCwd = '/w'"},
+		{name: "a quote cannot escape the value", f: ListFilter{Agent: "x' OR 'a'='a"}, wantErr: "must not hold quotes"},
+		{name: "unknown kind", f: ListFilter{Kind: "reader"}, wantErr: "kind must be session or delegation"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := listQuery(tc.f)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || errcode.CodeOf(err) != errcode.InvalidInput {
+					t.Fatalf("err = %v, want INVALID_INPUT %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("query = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestSessionEnvelopeStates(t *testing.T) {
+	turn := &workflows.TurnResult{Turn: 1, State: workflows.StateCompleted, Attempts: 1,
+		Result: activities.RunPiResult{Output: "found it", OutputTotalChars: 8, OutputReturnedChars: 8, ToolCalls: 2, DurationMS: 1500}}
+	started := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	c := &Client{UIURL: "http://127.0.0.1:8233", Now: func() time.Time { return started.Add(90 * time.Second) }}
+	tests := []struct {
+		name       string
+		st         workflows.SessionStatus
+		open       bool
+		live       *liveSession
+		wantStatus string
+		wantDone   bool
+		wantOutput string
+		wantElapse int64
+	}{
+		{name: "first turn running, with a heartbeat", open: true,
+			st:   workflows.SessionStatus{State: workflows.StateRunning, Turn: 1, Accepted: 1, TurnStarted: started, TimeoutSeconds: 600},
+			live: &liveSession{progress: &activities.Progress{ToolCalls: 3, LastText: "reading", ElapsedMS: 88000}}, wantStatus: "running", wantElapse: 90000},
+		{name: "turn ended, session waits for input", open: true,
+			st:         workflows.SessionStatus{State: workflows.StateWaitingForInput, Turn: 1, Accepted: 1, LastTurn: turn},
+			wantStatus: "completed", wantDone: true, wantOutput: "found it", wantElapse: 1500},
+		{name: "second turn running: the first turn's output is not this turn's", open: true,
+			st:         workflows.SessionStatus{State: workflows.StateRunning, Turn: 2, Accepted: 2, LastTurn: turn, TurnStarted: started},
+			wantStatus: "running", wantElapse: 90000},
+		{name: "a send is queued behind a finished turn", open: true,
+			st:         workflows.SessionStatus{State: workflows.StateWaitingForInput, Turn: 1, Accepted: 2, LastTurn: turn},
+			wantStatus: "running", wantElapse: 0},
+		{name: "closed session", open: false,
+			st:         workflows.SessionStatus{State: workflows.StateCompleted, Turn: 1, Accepted: 1, LastTurn: turn},
+			wantStatus: "completed", wantDone: true, wantOutput: "found it", wantElapse: 1500},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.st.SessionID = "s-1"
+			env := c.sessionEnvelope("status", tc.st, tc.live, tc.open, "memo-name")
+			it := env.Items[0]
+			if env.Status != tc.wantStatus || it.Status != tc.wantStatus || env.Done != tc.wantDone || it.Output != tc.wantOutput || it.ElapsedMS != tc.wantElapse {
+				t.Fatalf("status %q done %v output %q elapsed %d", it.Status, env.Done, it.Output, it.ElapsedMS)
+			}
+			if env.ContractVersion != ContractVersion || env.TaskID != "s-1" || it.Name != "memo-name" || it.UIURL != "http://127.0.0.1:8233/namespaces/default/workflows/s-1" {
+				t.Fatalf("envelope %+v", env)
+			}
+			if it.Provider != "default" || it.Model != "default" || it.Agent != "default" {
+				t.Fatalf("model %q/%q agent %q", it.Provider, it.Model, it.Agent)
+			}
+		})
+	}
+}
+
+func TestDelegationEnvelopeAndCombine(t *testing.T) {
+	st := workflows.DelegationStatus{
+		DelegationID: "delegation-1", State: workflows.StateRunning, TotalCount: 3, AcceptedCount: 2, RejectedCount: 1, BatchStatus: "partial",
+		Tasks: []workflows.TaskResult{
+			{Index: 0, Name: "a", SessionID: "s-a", Profile: "scout", Model: "scripted/scripted-1", State: workflows.StateCompleted,
+				Turn: &workflows.TurnResult{Turn: 1, State: workflows.StateCompleted, Result: activities.RunPiResult{Output: "A"}}},
+			{Index: 1, Name: "b", SessionID: "s-b", Profile: "nope", State: workflows.StateFailed,
+				Error: &activities.ErrorInfo{Code: errcode.UnknownAgent, Message: `Unknown profile: "nope". Available profiles: scout`}},
+			{Index: 2, Name: "c", SessionID: "s-c", Profile: "scout", State: workflows.StateRunning},
+		},
+	}
+	c := &Client{}
+	env := c.delegationEnvelope("status", st, map[string]*liveSession{"s-c": {progress: &activities.Progress{ToolCalls: 4}}})
+	if env.TaskID != "" || len(env.Items) != 3 || env.BatchStatus != "partial" || env.Done {
+		t.Fatalf("envelope %+v", env)
+	}
+	if a := env.Items[0]; a.Provider != "scripted" || a.Model != "scripted-1" || !a.Done || !a.OutputAvailable {
+		t.Fatalf("item a %+v", a)
+	}
+	if b := env.Items[1]; b.Error.Code != errcode.UnknownAgent || !b.Done || b.Status != "failed" {
+		t.Fatalf("item b %+v", b)
+	}
+	if c := env.Items[2]; c.Done || c.ToolCount != 4 {
+		t.Fatalf("item c %+v", c)
+	}
+	if got := statusHeader(env.Items); got != "Sub-agents: 1 running, 1 done, 1 error" {
+		t.Fatalf("header %q", got)
+	}
+	both := combine("wait", []Envelope{env, {Done: true, WaitStatus: "completed", Items: []Item{{TaskID: "s-d", Done: true, Status: "completed"}}}})
+	if both.Done || len(both.Items) != 4 || both.Status != "running" || both.TotalCount != 4 {
+		t.Fatalf("combined %+v", both)
+	}
+}
+
+func TestDefaultUIURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"127.0.0.1:7233": "http://127.0.0.1:8233",
+		"[::1]:7233":     "http://[::1]:8233",
+		"example:65000":  "",
+		"no-port":        "",
+	} {
+		if got := defaultUIURL(in); got != want {
+			t.Errorf("defaultUIURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestTreeLines(t *testing.T) {
+	env := Envelope{DelegationID: "delegation-1", Items: []Item{
+		{TaskID: "s-a", Name: "Auth flow scan", Agent: "finder", Status: "completed", Done: true, Output: "Auth validation path uses the policy.",
+			ToolRows: []activities.ToolRow{{Name: "read", Args: `{"path":"src"}`, Status: "done"}, {Name: "grep", Args: `{"pattern":"auth"}`, Status: "done"}},
+			ToolCount: 2, ElapsedMS: 12000, TimeoutSeconds: 600, Usage: activities.Usage{Input: 1200, Output: 300, Cost: 0.0012}},
+		{TaskID: "s-b", Name: "tests", Agent: "task", Status: "running", ToolRows: []activities.ToolRow{{Name: "bash", Args: `{"command":"go test"}`, Status: "running"}},
+			ToolCount: 1, ElapsedMS: 3000, TimeoutSeconds: 600},
+		{TaskID: "s-c", Name: "c", Agent: "oracle", Status: "timed_out", Done: true,
+			Error: &activities.ErrorInfo{Message: "Timed out after 600s. Consider resuming with a longer timeout."}},
+	}}
+	var b strings.Builder
+	treeLines(&b, env, true, 0)
+	want := `Sub-agents: 1 running, 1 done, 1 error · delegation-1
+  ✓ finder · Auth flow scan
+    ├── ✓ read {"path":"src"}
+    ├── ✓ grep {"pattern":"auth"}
+    ╰── Auth validation path uses the policy. (12s/600s · 2 tools · ↑1.2k ↓300 $0.0012)
+  ⠋ task · tests
+    ├── · bash {"command":"go test"}
+    ╰── Working... (3s/600s · 1 tools)
+  ✕ oracle · c
+    ╰── Task failed: Timed out after 600s. Consider resuming with a longer timeout.
+`
+	if b.String() != want {
+		t.Fatalf("tree:\n%s\nwant:\n%s", b.String(), want)
+	}
+}

@@ -1,0 +1,241 @@
+package client
+
+import (
+	"strings"
+	"time"
+
+	"github.com/durable-pi/subagents/activities"
+	"github.com/durable-pi/subagents/internal/errcode"
+	"github.com/durable-pi/subagents/workflows"
+)
+
+// Backend names what runs the tasks, in every envelope (seed 001's field).
+const Backend = "temporal"
+
+// Envelope is the one JSON answer of every `subagents --json` call: a
+// delegation's or a session's state in seed 001's field names, plus what
+// the verb adds (a list, a text). Fields are only ever added to it.
+type Envelope struct {
+	ContractVersion string `json:"contract_version"`
+	Op              string `json:"op"`
+	Backend         string `json:"backend"`
+	DelegationID    string `json:"delegation_id,omitempty"`
+	// TaskID is the session ID: of the session asked about, or of a
+	// delegation's only task.
+	TaskID     string `json:"task_id,omitempty"`
+	Status     string `json:"status,omitempty"`
+	Done       bool   `json:"done"`
+	WaitStatus string `json:"wait_status,omitempty"`
+	// CancelApplied and PriorStatus answer `cancel`.
+	CancelApplied *bool  `json:"cancel_applied,omitempty"`
+	PriorStatus   string `json:"prior_status,omitempty"`
+	// AcceptedTurn answers `send` to a running session: the turn the prompt
+	// will run as.
+	AcceptedTurn int `json:"accepted_turn,omitempty"`
+	// Batch accounting of a delegation (seed 001).
+	TotalCount    int    `json:"total_count,omitempty"`
+	AcceptedCount int    `json:"accepted_count,omitempty"`
+	RejectedCount int    `json:"rejected_count,omitempty"`
+	BatchStatus   string `json:"batch_status,omitempty"`
+	// Deliver and Delivered: the parent acknowledges the results.
+	Deliver         bool              `json:"deliver,omitempty"`
+	Delivered       bool              `json:"delivered,omitempty"`
+	ParentSessionID string            `json:"parent_session_id,omitempty"`
+	Usage           *activities.Usage `json:"usage,omitempty"`
+	Items           []Item            `json:"items,omitempty"`
+	// Runs and Count answer `list`.
+	Runs  []ListItem `json:"runs,omitempty"`
+	Count int        `json:"count,omitempty"`
+	// Text answers `output` and `transcript`.
+	Text          string `json:"text,omitempty"`
+	TextTruncated bool   `json:"text_truncated,omitempty"`
+	MessageCount  int    `json:"message_count,omitempty"`
+	RunCount      int    `json:"run_count,omitempty"`
+	UIURL         string `json:"ui_url,omitempty"`
+	// Error is why the call itself failed (bad input, not found,
+	// unavailable); a task's own failure is in its item.
+	Error *activities.ErrorInfo `json:"error,omitempty"`
+}
+
+// Item is one task: a session's latest turn.
+type Item struct {
+	TaskID      string `json:"task_id"`
+	Index       int    `json:"index"`
+	Name        string `json:"name,omitempty"`
+	Description string `json:"description,omitempty"`
+	Agent       string `json:"agent"`
+	// Status is the turn's state; SessionState the session's, which waits
+	// for input between turns.
+	Status              string                `json:"status"`
+	SessionState        string                `json:"session_state,omitempty"`
+	Done                bool                  `json:"done"`
+	Turn                int                   `json:"turn,omitempty"`
+	Attempts            int                   `json:"attempts,omitempty"`
+	Output              string                `json:"output"`
+	OutputAvailable     bool                  `json:"output_available"`
+	OutputTruncated     bool                  `json:"output_truncated"`
+	OutputTotalChars    int                   `json:"output_total_chars"`
+	OutputReturnedChars int                   `json:"output_returned_chars"`
+	Finalize            *activities.Finalize  `json:"finalize,omitempty"`
+	Error               *activities.ErrorInfo `json:"error,omitempty"`
+	Usage               activities.Usage      `json:"usage"`
+	ExitCode            int                   `json:"exit_code"`
+	SessionFile         string                `json:"session_file,omitempty"`
+	ArtifactFile        string                `json:"artifact_file,omitempty"`
+	Provider            string                `json:"provider"`
+	Model               string                `json:"model"`
+	Thinking            string                `json:"thinking,omitempty"`
+	ToolRows            []activities.ToolRow  `json:"tool_rows,omitempty"`
+	ToolCount           int                   `json:"tool_count"`
+	// LastText is the tail of what a running child last wrote.
+	LastText       string `json:"last_text,omitempty"`
+	ElapsedMS      int64  `json:"elapsed_ms"`
+	TimeoutSeconds int    `json:"timeout_s,omitempty"`
+	UIURL          string `json:"ui_url,omitempty"`
+}
+
+// ListItem is one delegation or session in `list`.
+type ListItem struct {
+	ID              string     `json:"id"`
+	Kind            string     `json:"kind"`
+	Name            string     `json:"name,omitempty"`
+	Description     string     `json:"description,omitempty"`
+	Delegation      string     `json:"delegation_id,omitempty"`
+	Agent           string     `json:"agent,omitempty"`
+	Status          string     `json:"status,omitempty"`
+	ExecutionStatus string     `json:"execution_status"`
+	Cwd             string     `json:"cwd,omitempty"`
+	ParentSessionID string     `json:"parent_session_id,omitempty"`
+	Open            bool       `json:"open"`
+	Started         time.Time  `json:"started"`
+	Closed          *time.Time `json:"closed,omitempty"`
+	UIURL           string     `json:"ui_url,omitempty"`
+}
+
+// ErrorEnvelope is the --json answer of a call that failed.
+func ErrorEnvelope(op string, err error) Envelope {
+	code := errcode.CodeOf(err)
+	return Envelope{
+		ContractVersion: ContractVersion, Op: op, Backend: Backend,
+		Error: &activities.ErrorInfo{Code: code, Message: err.Error(), Category: code.Category()},
+	}
+}
+
+func (c *Client) delegationEnvelope(op string, st workflows.DelegationStatus, live map[string]*liveSession) Envelope {
+	usage := st.Usage
+	env := Envelope{
+		ContractVersion: ContractVersion, Op: op, Backend: Backend, DelegationID: st.DelegationID,
+		Status: string(st.State), Done: st.Done, TotalCount: st.TotalCount, AcceptedCount: st.AcceptedCount,
+		RejectedCount: st.RejectedCount, BatchStatus: st.BatchStatus, Deliver: st.Deliver, Delivered: st.Delivered,
+		ParentSessionID: st.ParentSessionID, Usage: &usage, Items: []Item{}, UIURL: c.uiLink(st.DelegationID),
+	}
+	for _, t := range st.Tasks {
+		it := Item{
+			TaskID: t.SessionID, Index: t.Index, Name: t.Name, Agent: activities.AgentName(t.Profile),
+			Status: string(t.State), Done: t.State.Terminal(), Error: t.Error, UIURL: c.uiLink(t.SessionID),
+		}
+		it.Provider, it.Model = splitModel(t.Model)
+		if t.Turn != nil {
+			fillTurn(&it, t.Turn)
+		}
+		if l := live[t.SessionID]; l != nil && !it.Done {
+			fillLive(&it, l, time.Time{}, c.now())
+		}
+		env.Items = append(env.Items, it)
+	}
+	if len(env.Items) == 1 {
+		env.TaskID = env.Items[0].TaskID
+	}
+	return env
+}
+
+func (c *Client) sessionEnvelope(op string, st workflows.SessionStatus, l *liveSession, open bool, name string) Envelope {
+	it := Item{
+		TaskID: st.SessionID, Name: firstNonEmpty(st.Name, name), Agent: activities.AgentName(st.Agent),
+		SessionState: string(st.State), Turn: st.Turn, Attempts: st.Attempt, Thinking: st.Thinking,
+		TimeoutSeconds: st.TimeoutSeconds, UIURL: c.uiLink(st.SessionID),
+	}
+	it.Provider, it.Model = splitModel(st.Model)
+	it.Done = sessionDone(st, open)
+	switch {
+	case !it.Done:
+		it.Status = string(workflows.StateRunning)
+		if st.State == workflows.StateQueued {
+			it.Status = string(workflows.StateQueued)
+		}
+		if l == nil {
+			l = &liveSession{}
+		}
+		if st.Turn > 0 && st.State == workflows.StateRunning {
+			fillLive(&it, l, st.TurnStarted, c.now())
+		}
+	case st.LastTurn != nil:
+		fillTurn(&it, st.LastTurn)
+		it.Status = string(st.LastTurn.State)
+	default:
+		it.Status = string(st.State)
+		it.Error = st.Error
+	}
+	usage := st.Usage
+	return Envelope{
+		ContractVersion: ContractVersion, Op: op, Backend: Backend, TaskID: st.SessionID, Status: it.Status,
+		Done: it.Done, Usage: &usage, Items: []Item{it}, RunCount: st.Turn, UIURL: it.UIURL,
+	}
+}
+
+// sessionDone reports whether every turn the session accepted has ended.
+func sessionDone(st workflows.SessionStatus, open bool) bool {
+	if !open {
+		return true
+	}
+	switch st.State {
+	case workflows.StateQueued, workflows.StateRunning:
+		return false
+	}
+	return st.Turn >= st.Accepted
+}
+
+func fillTurn(it *Item, t *workflows.TurnResult) {
+	r := t.Result
+	it.Turn, it.Attempts, it.Usage = t.Turn, t.Attempts, t.Usage
+	it.Output, it.OutputTruncated, it.OutputTotalChars, it.OutputReturnedChars = r.Output, r.OutputTruncated, r.OutputTotalChars, r.OutputReturnedChars
+	it.OutputAvailable = r.Output != ""
+	it.Finalize, it.ExitCode, it.SessionFile, it.ArtifactFile = r.Finalize, r.ExitCode, r.SessionFile, r.ArtifactFile
+	it.ToolRows, it.ToolCount, it.ElapsedMS = r.ToolRows, r.ToolCalls, r.DurationMS
+	if t.Error != nil {
+		it.Error = t.Error
+	}
+}
+
+// fillLive adds a running child's last heartbeat; elapsed counts from the
+// turn's start when known, as the heartbeat is up to two seconds old.
+func fillLive(it *Item, l *liveSession, started, now time.Time) {
+	if p := l.progress; p != nil {
+		it.ToolRows, it.ToolCount, it.LastText = p.ToolRows, p.ToolCalls, p.LastText
+		it.Usage = p.PriorUsage.Add(p.Usage)
+		it.ElapsedMS, it.TimeoutSeconds = p.ElapsedMS, p.TimeoutSeconds
+	}
+	if !started.IsZero() {
+		it.ElapsedMS = now.Sub(started).Milliseconds()
+	}
+}
+
+// splitModel splits "provider/id"; pi's own default is "default".
+func splitModel(ref string) (provider, model string) {
+	if ref == "" {
+		return "default", "default"
+	}
+	if p, m, ok := strings.Cut(ref, "/"); ok {
+		return p, m
+	}
+	return "default", ref
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}

@@ -1,0 +1,230 @@
+package client
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/durable-pi/subagents/activities"
+	"github.com/durable-pi/subagents/workflows"
+)
+
+// spinner frames, as seed 001's task tree draws them.
+var spinner = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
+
+// liveToolRows is how many of a running task's latest tool calls the tree
+// shows: enough to see what it does, few enough to fit a terminal.
+const liveToolRows = 4
+
+// liveView redraws the task tree in place on a terminal, and prints a line
+// per change of state otherwise.
+type liveView struct {
+	w        io.Writer
+	terminal bool
+	frame    int
+	lines    int
+	last     map[string]string
+}
+
+func newLiveView(w io.Writer, terminal bool) *liveView {
+	return &liveView{w: w, terminal: terminal, last: map[string]string{}}
+}
+
+func (v *liveView) update(env Envelope, now time.Time) {
+	if !v.terminal {
+		for _, it := range env.Items {
+			line := fmt.Sprintf("%s %s: %s", it.TaskID, taskTitle(it), it.Status)
+			if it.ToolCount > 0 {
+				line += fmt.Sprintf(" · %d tools", it.ToolCount)
+			}
+			if v.last[it.TaskID] != line {
+				v.last[it.TaskID] = line
+				_, _ = fmt.Fprintln(v.w, line)
+			}
+		}
+		return
+	}
+	v.clear()
+	var b strings.Builder
+	treeLines(&b, env, true, v.frame)
+	v.frame++
+	out := b.String()
+	v.lines = strings.Count(out, "\n")
+	_, _ = io.WriteString(v.w, out)
+}
+
+// clear erases what the last update drew.
+func (v *liveView) clear() {
+	if v.terminal && v.lines > 0 {
+		_, _ = fmt.Fprintf(v.w, "\x1b[%dA\x1b[J", v.lines)
+		v.lines = 0
+	}
+}
+
+// printTree prints the task tree of env once.
+func printTree(w io.Writer, env Envelope, live bool) {
+	var b strings.Builder
+	treeLines(&b, env, live, 0)
+	_, _ = io.WriteString(w, b.String())
+}
+
+// treeLines draws seed 001's task tree: a header per task (icon, profile,
+// name), its prompt line, tool rows, and a final row with the result or the
+// progress: elapsed against the timeout, tools, usage and cost.
+func treeLines(b *strings.Builder, env Envelope, live bool, frame int) {
+	if env.DelegationID != "" && len(env.Items) > 1 {
+		fmt.Fprintf(b, "%s · %s\n", statusHeader(env.Items), env.DelegationID)
+	}
+	for _, it := range env.Items {
+		icon := spinner[frame%len(spinner)]
+		switch {
+		case it.Status == string(workflows.StateCompleted):
+			icon = "✓"
+		case it.Done:
+			icon = "✕"
+		case !live:
+			icon = "…"
+		}
+		fmt.Fprintf(b, "  %s %s\n", icon, taskTitle(it))
+		rows := it.ToolRows
+		if len(rows) > liveToolRows {
+			rows = rows[len(rows)-liveToolRows:]
+		}
+		for _, r := range rows {
+			mark := "✓"
+			switch r.Status {
+			case "running":
+				mark = "·"
+			case "error":
+				mark = "✕"
+			}
+			fmt.Fprintf(b, "    ├── %s %s %s\n", mark, r.Name, oneLine(r.Args, 60))
+		}
+		fmt.Fprintf(b, "    ╰── %s\n", finalRow(it))
+		if it.UIURL != "" && it.Done && !live {
+			fmt.Fprintf(b, "        %s\n", it.UIURL)
+		}
+	}
+}
+
+// statusHeader is seed 002's global status line.
+func statusHeader(items []Item) string {
+	running, done, failed := 0, 0, 0
+	for _, it := range items {
+		switch {
+		case !it.Done:
+			running++
+		case it.Status == string(workflows.StateCompleted):
+			done++
+		default:
+			failed++
+		}
+	}
+	return fmt.Sprintf("Sub-agents: %d running, %d done, %d error", running, done, failed)
+}
+
+func taskTitle(it Item) string {
+	title := it.Agent
+	if it.Name != "" && it.Name != it.Agent {
+		title += " · " + it.Name
+	}
+	return title
+}
+
+func finalRow(it Item) string {
+	stats := []string{}
+	if it.TimeoutSeconds > 0 {
+		stats = append(stats, fmt.Sprintf("%ds/%ds", it.ElapsedMS/1000, it.TimeoutSeconds))
+	} else if it.ElapsedMS > 0 {
+		stats = append(stats, fmt.Sprintf("%.1fs", float64(it.ElapsedMS)/1000))
+	}
+	if it.ToolCount > 0 {
+		stats = append(stats, fmt.Sprintf("%d tools", it.ToolCount))
+	}
+	if u := usageLine(it.Usage); u != "" {
+		stats = append(stats, u)
+	}
+	suffix := ""
+	if len(stats) > 0 {
+		suffix = " (" + strings.Join(stats, " · ") + ")"
+	}
+	switch {
+	case !it.Done:
+		text := "Working..."
+		if it.LastText != "" {
+			text = oneLine(it.LastText, 80)
+		}
+		return text + suffix
+	case it.Error != nil && it.Status != string(workflows.StateCompleted):
+		return "Task failed: " + oneLine(it.Error.Message, 200) + suffix
+	case it.Output != "":
+		return oneLine(it.Output, 200) + suffix
+	}
+	return it.Status + suffix
+}
+
+func usageLine(u activities.Usage) string {
+	if u.Input == 0 && u.Output == 0 {
+		return ""
+	}
+	s := fmt.Sprintf("↑%s ↓%s", tokens(u.Input), tokens(u.Output))
+	if u.Cost > 0 {
+		s += fmt.Sprintf(" $%.4f", u.Cost)
+	}
+	return s
+}
+
+func tokens(n int64) string {
+	if n >= 1000 {
+		return fmt.Sprintf("%.1fk", float64(n)/1000)
+	}
+	return fmt.Sprint(n)
+}
+
+// oneLine folds s onto one line of at most n characters.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+func (cmd *command) printStarted(env Envelope) {
+	if env.DelegationID != "" {
+		_, _ = fmt.Fprintf(cmd.io.Out, "started %s\n", env.DelegationID)
+	}
+	for _, it := range env.Items {
+		_, _ = fmt.Fprintf(cmd.io.Out, "  %s  %s\n", it.TaskID, taskTitle(it))
+	}
+	if env.AcceptedTurn > 0 {
+		_, _ = fmt.Fprintf(cmd.io.Out, "%s: queued as turn %d\n", env.TaskID, env.AcceptedTurn)
+	}
+	if env.UIURL != "" {
+		_, _ = fmt.Fprintf(cmd.io.Out, "  %s\n", env.UIURL)
+	}
+}
+
+func (cmd *command) printCancel(env Envelope) {
+	for _, it := range env.Items {
+		_, _ = fmt.Fprintf(cmd.io.Out, "%s: %s\n", it.TaskID, it.Status)
+	}
+	if env.CancelApplied != nil {
+		_, _ = fmt.Fprintf(cmd.io.Out, "cancel applied: %v (was %s)\n", *env.CancelApplied, env.PriorStatus)
+	}
+}
+
+func (cmd *command) printList(env Envelope) {
+	if len(env.Runs) == 0 {
+		_, _ = fmt.Fprintln(cmd.io.Out, "no delegations or sessions match")
+		return
+	}
+	for _, r := range env.Runs {
+		name := r.Name
+		if name == "" {
+			name = "-"
+		}
+		_, _ = fmt.Fprintf(cmd.io.Out, "%-10s %-45s %-18s %-12s %s  %s\n", r.Kind, r.ID, r.Status, r.Agent, r.Started.Local().Format("2006-01-02 15:04"), oneLine(name, 60))
+	}
+}

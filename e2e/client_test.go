@@ -1,0 +1,232 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/durable-pi/subagents/client"
+	"github.com/durable-pi/subagents/internal/scriptedmodel"
+)
+
+var updateGolden = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// cli runs the subagents binary against the shared server and e's task
+// queue, and normalizes what it prints so that golden files hold still.
+type cli struct {
+	e    *env
+	ids  map[string]string
+	args []string
+}
+
+func (e *env) cli() *cli {
+	return &cli{e: e, ids: map[string]string{}, args: []string{
+		"--address", shared.server.FrontendAddress(), "--namespace", shared.server.Namespace(), "--task-queue", e.taskQueue,
+	}}
+}
+
+// run runs `subagents verb <connection flags> args...` with stdin.
+func (c *cli) run(stdin, verb string, args ...string) (code int, stdout, stderr string) {
+	c.e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, subagentsBinary(c.e.t), append(append([]string{verb}, c.args...), args...)...)
+	cmd.Env = append(os.Environ(), c.e.cliEnv()...)
+	cmd.Dir = c.e.workDir
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		if _, ok := err.(*exec.ExitError); !ok {
+			c.e.t.Fatalf("run subagents %s: %v", verb, err)
+		}
+	}
+	return cmd.ProcessState.ExitCode(), out.String(), errOut.String()
+}
+
+// json runs a --json call, checks its exit code and decodes the envelope.
+func (c *cli) json(wantCode int, stdin, verb string, args ...string) (client.Envelope, string) {
+	c.e.t.Helper()
+	code, out, errOut := c.run(stdin, verb, append([]string{"--json"}, args...)...)
+	if code != wantCode {
+		c.e.t.Fatalf("subagents %s %v: exit %d, want %d\nstdout: %s\nstderr: %s", verb, args, code, wantCode, out, errOut)
+	}
+	var env client.Envelope
+	if err := json.Unmarshal([]byte(out), &env); err != nil {
+		c.e.t.Fatalf("subagents %s: stdout is not one envelope: %v\n%s", verb, err, out)
+	}
+	if env.ContractVersion != client.ContractVersion || env.Backend != "temporal" {
+		c.e.t.Fatalf("envelope without contract_version/backend: %s", out)
+	}
+	return env, out
+}
+
+var (
+	uuidPattern     = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+	cwdHashPattern  = regexp.MustCompile(`sessions/[0-9a-f]{8,}/`)
+	elapsedPattern  = regexp.MustCompile(`"(elapsed_ms|durationMs)": [0-9]+`)
+	timePattern     = regexp.MustCompile(`"(started|closed)": "[^"]+"`)
+	portPattern     = regexp.MustCompile(`127\.0\.0\.1:[0-9]+`)
+	readIDPattern   = regexp.MustCompile(`read-<ID-[0-9]+>-<ID-[0-9]+>`)
+	listTimePattern = regexp.MustCompile(`\d{4}-\d\d-\d\d \d\d:\d\d`)
+)
+
+// normalize replaces what changes from run to run: IDs (numbered in order
+// of appearance across the test), folders, ports, times.
+func (c *cli) normalize(s string) string {
+	s = uuidPattern.ReplaceAllStringFunc(s, func(id string) string {
+		if _, ok := c.ids[id]; !ok {
+			c.ids[id] = fmt.Sprintf("<ID-%d>", len(c.ids)+1)
+		}
+		return c.ids[id]
+	})
+	s = strings.ReplaceAll(s, c.e.dataDir, "$DATA")
+	s = strings.ReplaceAll(s, c.e.workDir, "$WORK")
+	s = cwdHashPattern.ReplaceAllString(s, "sessions/$$CWDHASH/")
+	s = elapsedPattern.ReplaceAllString(s, `"$1": 0`)
+	s = timePattern.ReplaceAllString(s, `"$1": "$$TIME"`)
+	s = portPattern.ReplaceAllString(s, "127.0.0.1:$$PORT")
+	s = readIDPattern.ReplaceAllString(s, "read-$$ID")
+	return listTimePattern.ReplaceAllString(s, "$$TIME")
+}
+
+// golden compares normalized output with testdata/cli/name; -update
+// rewrites it.
+func (c *cli) golden(name, got string) {
+	c.e.t.Helper()
+	got = c.normalize(got)
+	path := filepath.Join("testdata", "cli", name)
+	if *updateGolden {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			c.e.t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			c.e.t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		c.e.t.Fatalf("%v (run go test ./e2e -run %s -update to create it)", err, c.e.t.Name())
+	}
+	if got != string(want) {
+		c.e.t.Fatalf("%s differs:\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
+
+// TestClientVerbs drives every verb of the command as a program would, with
+// --json, through one delegation's life: start a batch with an unknown
+// profile, wait, status, output (capped and full), a follow-up turn, the
+// transcript of both, list by parent, the parent's ack, cancel of an idle
+// and of a running task, a wait that times out, and the error envelopes.
+func TestClientVerbs(t *testing.T) {
+	e := newEnv(t)
+	e.outputMaxChars = 60
+	long := "alpha: the loader is config/load.go:12; " + strings.Repeat("details ", 12)
+	e.model.Script("alpha", finalizeStep(long))
+	e.model.Script("beta",
+		scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "read", Arguments: `{"path":"notes.txt"}`}}},
+		finalizeStep("beta: notes say ship it"))
+	e.model.Script("hang", scriptedmodel.Step{Hang: true})
+	if err := os.WriteFile(filepath.Join(e.workDir, "notes.txt"), []byte("ship it\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.startWorker(shared.client)
+	c := e.cli()
+
+	req := fmt.Sprintf(`{"tasks":[
+		{"name":"alpha","prompt":"[[script:alpha]] Find the config loader.","cwd":%q,"model":%q},
+		{"name":"ghost","prompt":"Anything.","profile":"nope","cwd":%q}
+	],"parent_session_id":"parent-1","deliver":true}`, e.workDir, scriptedmodel.ModelRef, e.workDir)
+	started, out := c.json(0, req, "start", "--input", "-")
+	c.golden("start.json", out)
+	alpha := started.Items[0].TaskID
+
+	waited, out := c.json(1, "", "wait", "--timeout", "60s", started.DelegationID)
+	c.golden("wait-delegation.json", out)
+	if !waited.Done || waited.WaitStatus != "completed" || waited.BatchStatus != "partial" || waited.Items[1].Error.Code != "UNKNOWN_AGENT" {
+		t.Fatalf("wait: %s", out)
+	}
+
+	_, out = c.json(0, "", "status", alpha)
+	c.golden("status-session.json", out)
+	capped, out := c.json(0, "", "output", alpha)
+	c.golden("output.json", out)
+	full, _ := c.json(0, "", "output", "--full", alpha)
+	if !capped.Items[0].OutputTruncated || len([]rune(capped.Text)) != 60 || full.Text != long || full.Items[0].OutputTruncated {
+		t.Fatalf("output capped %q (truncated %v), full %q", capped.Text, capped.Items[0].OutputTruncated, full.Text)
+	}
+
+	sent, out := c.json(0, "", "send", "--wait", alpha, "[[script:beta]] Now read the notes.")
+	c.golden("send.json", out)
+	if sent.TaskID != alpha || sent.Items[0].Turn != 2 || sent.Items[0].Output != "beta: notes say ship it" {
+		t.Fatalf("send: %s", out)
+	}
+	transcript, out := c.json(0, "", "transcript", alpha)
+	c.golden("transcript.json", out)
+	for _, want := range []string{"=== Run 1/2 (completed) ===", "\n---\n=== Run 2/2 (completed) ===", "→ read: {\"path\":\"notes.txt\"}", "[tool result]: ship it"} {
+		if !strings.Contains(transcript.Text, want) {
+			t.Fatalf("transcript lacks %q:\n%s", want, transcript.Text)
+		}
+	}
+
+	listed, out := c.json(0, "", "list", "--parent-session", "parent-1")
+	c.golden("list.json", out)
+	if listed.Count != 2 {
+		t.Fatalf("list: %s", out)
+	}
+	acked, out := c.json(0, "", "ack", "--by", "parent-1", started.DelegationID)
+	c.golden("ack.json", out)
+	if !acked.Delivered {
+		t.Fatalf("ack: %s", out)
+	}
+	if open, _ := c.json(0, "", "list", "--parent-session", "parent-1", "--kind", "delegation", "--open"); open.Count != 0 {
+		t.Fatalf("the acknowledged delegation is still open: %+v", open.Runs)
+	}
+	_, out = c.json(0, "", "cancel", alpha)
+	c.golden("cancel-idle.json", out)
+
+	slow, _ := c.json(0, "", "start", "--name", "slow", "--model", scriptedmodel.ModelRef, "[[script:hang]] Wait for nothing.")
+	timedOut, out := c.json(4, "", "wait", "--timeout-ms", "1500", slow.TaskID)
+	if timedOut.WaitStatus != "timeout" || timedOut.Done {
+		t.Fatalf("wait with timeout: %s", out)
+	}
+	cancelled, out := c.json(0, "", "cancel", slow.TaskID)
+	if cancelled.CancelApplied == nil || !*cancelled.CancelApplied || cancelled.PriorStatus != "running" {
+		t.Fatalf("cancel of a running task: %s", out)
+	}
+	final, out := c.json(1, "", "wait", "--timeout", "30s", slow.TaskID)
+	if final.Items[0].Status != "cancelled" || final.Items[0].Error.Code != "CANCELLED" {
+		t.Fatalf("after cancel: %s", out)
+	}
+
+	// Errors: one envelope on stdout, the code in the exit status.
+	_, out = c.json(2, "", "status", "no-such-session")
+	c.golden("error-not-found.json", out)
+	_, out = c.json(2, `{"tasks":[{"prompt":"x","cwd":"relative/dir"}]}`, "start", "--input", "-")
+	c.golden("error-bad-cwd.json", out)
+	_, out = c.json(2, `{"tasks":[{"prompt":"x"}],"surprise":1}`, "start", "--input", "-")
+	c.golden("error-unknown-field.json", out)
+	dead := &cli{e: e, ids: c.ids, args: []string{"--address", "127.0.0.1:" + strconv.Itoa(freePort()), "--task-queue", e.taskQueue}}
+	unavailable, _ := dead.json(3, "", "status", alpha)
+	if unavailable.Error.Code != "SERVICE_UNAVAILABLE" || !strings.Contains(unavailable.Error.Message, "subagents dev") {
+		t.Fatalf("unreachable Temporal: %+v", unavailable.Error)
+	}
+
+	// What a person sees without --json.
+	code, text, _ := c.run("", "status", alpha)
+	if code != 0 {
+		t.Fatalf("status exit %d", code)
+	}
+	c.golden("status-session.txt", text)
+	_, text, _ = c.run("", "list", "--parent-session", "parent-1")
+	c.golden("list.txt", text)
+}
