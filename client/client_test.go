@@ -140,7 +140,7 @@ func TestDefaultUIURL(t *testing.T) {
 func TestTreeLines(t *testing.T) {
 	env := Envelope{DelegationID: "delegation-1", Items: []Item{
 		{TaskID: "s-a", Name: "Auth flow scan", Agent: "finder", Status: "completed", Done: true, Output: "Auth validation path uses the policy.",
-			ToolRows: []activities.ToolRow{{Name: "read", Args: `{"path":"src"}`, Status: "done"}, {Name: "grep", Args: `{"pattern":"auth"}`, Status: "done"}},
+			ToolRows:  []activities.ToolRow{{Name: "read", Args: `{"path":"src"}`, Status: "done"}, {Name: "grep", Args: `{"pattern":"auth"}`, Status: "done"}},
 			ToolCount: 2, ElapsedMS: 12000, TimeoutSeconds: 600, Usage: activities.Usage{Input: 1200, Output: 300, Cost: 0.0012}},
 		{TaskID: "s-b", Name: "tests", Agent: "task", Status: "running", ToolRows: []activities.ToolRow{{Name: "bash", Args: `{"command":"go test"}`, Status: "running"}},
 			ToolCount: 1, ElapsedMS: 3000, TimeoutSeconds: 600},
