@@ -135,6 +135,9 @@ func (c *Client) Start(ctx context.Context, req StartRequest) (Envelope, error) 
 	if err := workflows.ValidateDelegation(in); err != nil {
 		return Envelope{}, err
 	}
+	if err := c.checkResumes(ctx, in.Tasks); err != nil {
+		return Envelope{}, err
+	}
 	id := "delegation-" + c.id()
 	attrs := []temporal.SearchAttributeUpdate{
 		workflows.AgentKey.ValueSet("delegation"),
@@ -173,6 +176,31 @@ func (c *Client) Start(ctx context.Context, req StartRequest) (Envelope, error) 
 	}
 	env := c.delegationEnvelope("start", st, nil)
 	return env, nil
+}
+
+// checkResumes refuses, before anything starts, to resume a session that
+// does not exist or still runs (seed 002's texts); the delegation checks
+// again, for a session that changes in between.
+func (c *Client) checkResumes(ctx context.Context, tasks []workflows.TaskSpec) error {
+	for _, t := range tasks {
+		if t.Resume == "" {
+			continue
+		}
+		desc, err := c.Temporal.DescribeWorkflowExecution(ctx, t.Resume, "")
+		var notFound *serviceerror.NotFound
+		switch {
+		case errors.As(err, &notFound) || err == nil && desc.GetWorkflowExecutionInfo().GetType().GetName() != workflows.SessionWorkflowName:
+			return errcode.Errorf(errcode.SessionNotFound, "Cannot resume: session %q not found. The session may have expired or the ID is incorrect.", t.Resume)
+		case err != nil:
+			return c.temporalError(err, t.Resume)
+		}
+		info := desc.GetWorkflowExecutionInfo()
+		state := searchAttr(info, workflows.StatusKey.GetName())
+		if info.GetCloseTime() == nil && (state == string(workflows.StateRunning) || state == string(workflows.StateQueued)) {
+			return errcode.Errorf(errcode.SessionRunning, "Cannot resume: session %q is still running. Wait for it to complete before resuming.", t.Resume)
+		}
+	}
+	return nil
 }
 
 // defaultTaskName names a task that came without one (seed 000 and 001
@@ -285,6 +313,14 @@ func (c *Client) status(ctx context.Context, op, id string) (Envelope, error) {
 		var st workflows.DelegationStatus
 		if err := c.query(ctx, id, open, &st); err != nil {
 			return Envelope{}, err
+		}
+		if !open && !st.Done {
+			// It closed before its tasks ended: it failed (a resume target
+			// was missing or running) or was terminated. That is the answer.
+			if err := c.Temporal.GetWorkflow(ctx, id, "").Get(ctx, nil); err != nil {
+				return Envelope{}, c.temporalError(err, id)
+			}
+			st.Done = true
 		}
 		live := map[string]*liveSession{}
 		for _, t := range st.Tasks {

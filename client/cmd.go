@@ -102,12 +102,14 @@ type command struct {
 	asJSON    bool
 	taskQueue string
 	uiURL     string
+	// compact prints envelopes on one line each (JSON lines).
+	compact bool
 }
 
 func (cmd *command) common(fs *flag.FlagSet) {
 	cmd.conn.RegisterFlags(fs)
 	fs.BoolVar(&cmd.asJSON, "json", false, "print one JSON envelope (contract_version "+ContractVersion+") instead of text")
-	fs.StringVar(&cmd.taskQueue, "task-queue", DefaultTaskQueue, "task queue the workers poll")
+	fs.StringVar(&cmd.taskQueue, "task-queue", firstNonEmpty(cmd.io.getenv("SUBAGENTS_TASK_QUEUE"), DefaultTaskQueue), "task queue the workers poll (env SUBAGENTS_TASK_QUEUE)")
 	fs.StringVar(&cmd.uiURL, "ui-url", "", "Temporal UI base URL for links (env SUBAGENTS_UI_URL; default: the frontend's port + 1000, as `subagents dev` serves it)")
 }
 
@@ -153,7 +155,9 @@ func defaultUIURL(hostPort string) string {
 
 func (cmd *command) printJSON(env Envelope) error {
 	enc := json.NewEncoder(cmd.io.Out)
-	enc.SetIndent("", "  ")
+	if !cmd.compact {
+		enc.SetIndent("", "  ")
+	}
 	return enc.Encode(env)
 }
 
@@ -307,6 +311,27 @@ func (cmd *command) follow(ctx context.Context, c *Client, id string, timeout ti
 	return cmd.finish(env, func(env Envelope) { printTree(cmd.io.Out, env, false) })
 }
 
+// followLines is `wait --json --progress`: JSON lines a program reads as
+// they come, the last one the final envelope.
+func (cmd *command) followLines(ctx context.Context, c *Client, id string, timeout time.Duration) error {
+	cmd.compact = true
+	enc := json.NewEncoder(cmd.io.Out)
+	var last string
+	env, err := c.Follow(ctx, id, timeout, func(env Envelope) {
+		env.Op = "progress"
+		b, err := json.Marshal(env)
+		if err != nil || string(b) == last {
+			return
+		}
+		last = string(b)
+		_ = enc.Encode(env)
+	})
+	if err != nil {
+		return err
+	}
+	return cmd.finish(env, nil)
+}
+
 func (cmd *command) needIDs() ([]string, error) {
 	if len(cmd.args) == 0 {
 		return nil, errcode.Errorf(errcode.InvalidInput, "a task or session ID is required: subagents %s ID...", cmd.verb)
@@ -400,6 +425,7 @@ func (cmd *command) waitFlags(fs *flag.FlagSet) func(context.Context, *Client) e
 	var timeoutMS int
 	fs.DurationVar(&timeout, "timeout", 0, "stop waiting after this long, e.g. 30s (the tasks go on; exit code 4)")
 	fs.IntVar(&timeoutMS, "timeout-ms", 0, "the same in milliseconds (seed 001's timeout_ms)")
+	progress := fs.Bool("progress", false, "with --json: one line per status change (op \"progress\"), then the final envelope on one line")
 	return func(ctx context.Context, c *Client) error {
 		ids, err := cmd.needIDs()
 		if err != nil {
@@ -413,6 +439,12 @@ func (cmd *command) waitFlags(fs *flag.FlagSet) func(context.Context, *Client) e
 		}
 		if len(ids) == 1 && !cmd.asJSON {
 			return cmd.follow(ctx, c, ids[0], timeout)
+		}
+		if *progress {
+			if len(ids) != 1 || !cmd.asJSON {
+				return errcode.New(errcode.InvalidInput, "--progress needs --json and one ID")
+			}
+			return cmd.followLines(ctx, c, ids[0], timeout)
 		}
 		var deadline time.Time
 		if timeout > 0 {

@@ -30,6 +30,9 @@ type ProfileSummary struct {
 	Finalize    bool     `json:"finalize"`
 	Path        string   `json:"path,omitempty"`
 	Error       string   `json:"error,omitempty"`
+	// Summary is the one-line description `subagents profiles` prints and
+	// list_subagent_profiles shows.
+	Summary string `json:"summary"`
 }
 
 // ProfilesEnvelope is the --json answer of `subagents profiles`.
@@ -62,6 +65,7 @@ func ListProfiles(cwd, agentDir string, includeInternal bool) (ProfilesEnvelope,
 				s.Tools = []string{}
 			}
 		}
+		s.Summary = summaryLine(s)
 		env.Profiles = append(env.Profiles, s)
 	}
 	env.Count = len(env.Profiles)
@@ -96,7 +100,7 @@ func profilesMain(args []string, stdout, stderr io.Writer) error {
 		return enc.Encode(env)
 	}
 	for _, p := range env.Profiles {
-		_, _ = fmt.Fprintln(stdout, summaryLine(p))
+		_, _ = fmt.Fprintln(stdout, p.Summary)
 	}
 	return nil
 }

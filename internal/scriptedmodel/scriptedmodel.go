@@ -372,7 +372,36 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "scripted model: only stream: true is served")
 		return
 	}
-	s.stream(w, idx, step)
+	s.stream(w, idx, fillMatches(step, rec.Parsed.Messages))
+}
+
+// matchPattern is a placeholder in tool call arguments: {{match:REGEX}}
+// becomes the first group of REGEX in the latest tool result it matches,
+// so a script can pass on an ID a tool returned earlier (a session ID).
+var matchPattern = regexp.MustCompile(`\{\{match:(.+?)\}\}`)
+
+func fillMatches(step Step, msgs []ChatMessage) Step {
+	calls := make([]ToolCall, len(step.ToolCalls))
+	for i, tc := range step.ToolCalls {
+		tc.Arguments = matchPattern.ReplaceAllStringFunc(tc.Arguments, func(ph string) string {
+			re, err := regexp.Compile(matchPattern.FindStringSubmatch(ph)[1])
+			if err != nil {
+				return "bad-pattern"
+			}
+			for j := len(msgs) - 1; j >= 0; j-- {
+				if msgs[j].Role != "tool" {
+					continue
+				}
+				if m := re.FindStringSubmatch(msgs[j].Text()); len(m) > 1 {
+					return m[1]
+				}
+			}
+			return "no-match"
+		})
+		calls[i] = tc
+	}
+	step.ToolCalls = calls
+	return step
 }
 
 // stream writes step as server-sent chat completion chunks.

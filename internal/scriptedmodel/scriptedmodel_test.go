@@ -335,3 +335,25 @@ func readJSON(t *testing.T, path string, v any) {
 		t.Fatalf("%s: %v", path, err)
 	}
 }
+
+func TestFillMatches(t *testing.T) {
+	msgs := []ChatMessage{
+		{Role: "tool", Content: json.RawMessage(`"✓ one: completed (session: aaa-111)"`)},
+		{Role: "user", Content: json.RawMessage(`"session: not-a-tool-result"`)},
+		{Role: "tool", Content: json.RawMessage(`[{"type":"text","text":"✓ two: completed (session: bbb-222)"}]`)},
+	}
+	tests := []struct {
+		args, want string
+	}{
+		{`{"sessionId":"{{match:session: ([a-z0-9-]+)}}"}`, `{"sessionId":"bbb-222"}`},
+		{`{"sessionId":"{{match:one: completed .session: ([a-z0-9-]+)}}"}`, `{"sessionId":"aaa-111"}`},
+		{`{"a":"{{match:nothing (here)}}","b":"{{match:([}}"}`, `{"a":"no-match","b":"bad-pattern"}`},
+		{`{"plain":true}`, `{"plain":true}`},
+	}
+	for _, tc := range tests {
+		got := fillMatches(Step{ToolCalls: []ToolCall{{Name: "x", Arguments: tc.args}}}, msgs).ToolCalls[0].Arguments
+		if got != tc.want {
+			t.Errorf("fillMatches(%s) = %s, want %s", tc.args, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,202 @@
+// Delivery of delegation results into the parent session, exactly once.
+//
+// Every delegation the parent starts is a Temporal workflow that stays open
+// until the parent acknowledges its results (`subagents ack`). A result
+// counts as delivered once it is written in the parent's session file: as
+// the tool result of the call that waited for it, or as a custom message
+// when it arrived in the background or after a restart. Only then is it
+// acknowledged, so a parent killed at any point gets each result on its
+// next start, and never twice.
+
+import { readFileSync } from "node:fs";
+import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
+import type { SubagentsCli } from "./cli.ts";
+import { deliveryText, type Envelope } from "./format.ts";
+
+/** customType of the delivery messages in the parent session. */
+export const RESULT_MESSAGE_TYPE = "subagents-result";
+
+interface Entry {
+	type: string;
+	customType?: string;
+	details?: { delegationId?: string };
+	message?: { role?: string; details?: { delegationIds?: string[] } };
+}
+
+/** The delegation IDs whose results the session's branch holds. */
+export function deliveredIds(entries: Entry[]): Set<string> {
+	const ids = new Set<string>();
+	for (const e of entries) {
+		if (e.type === "message" && e.message?.role === "toolResult") {
+			for (const id of e.message.details?.delegationIds ?? []) ids.add(id);
+		} else if (e.type === "custom_message" && e.customType === RESULT_MESSAGE_TYPE && e.details?.delegationId) {
+			ids.add(e.details.delegationId);
+		}
+	}
+	return ids;
+}
+
+/** The draft of a delivery message, for turn boundaries. */
+export function deliveryDraft(env: Envelope) {
+	return {
+		type: "custom_message" as const,
+		customType: RESULT_MESSAGE_TYPE,
+		content: deliveryText(env),
+		display: true,
+		details: { delegationId: env.delegation_id, envelope: env },
+	};
+}
+
+export class Delivery {
+	private readonly pi: ExtensionAPI;
+	private readonly cli: () => SubagentsCli;
+	/** Delegations acknowledged by this process. */
+	private readonly acked = new Set<string>();
+	/** Background delegations this process waits for, by ID. */
+	private readonly watchers = new Map<string, { abort: AbortController; done: Promise<void> }>();
+	/** Finished results not yet in the session. */
+	private readonly ready = new Map<string, Envelope>();
+	/** Results handed to pi (drafts or messages) and not yet seen persisted. */
+	private readonly handed = new Set<string>();
+	private readonly waiters: Array<() => void> = [];
+	private parentId = "";
+	private ctx: ExtensionContext | undefined;
+
+	constructor(pi: ExtensionAPI, cli: () => SubagentsCli) {
+		this.pi = pi;
+		this.cli = cli;
+	}
+
+	/** The parent session ID every delegation records. */
+	parent(ctx: ExtensionContext): string {
+		return ctx.sessionManager.getSessionId();
+	}
+
+	running(): string[] {
+		return [...this.watchers.keys()];
+	}
+
+	/**
+	 * On start or resume: acknowledge what the session already holds,
+	 * deliver what finished while the parent was away, and wait in the
+	 * background for what still runs.
+	 */
+	async resume(ctx: ExtensionContext): Promise<void> {
+		this.ctx = ctx;
+		this.parentId = this.parent(ctx);
+		const branch = ctx.sessionManager.getBranch() as Entry[];
+		const delivered = deliveredIds(branch);
+		for (const id of delivered) this.acked.add(id);
+		const open = await this.cli().call("list", ["--kind", "delegation", "--open", "--parent-session", this.parentId]);
+		const toAck: string[] = [];
+		for (const run of open.runs ?? []) {
+			if (delivered.has(run.id)) {
+				toAck.push(run.id);
+				continue;
+			}
+			const env = await this.cli().call("status", [], [run.id]);
+			if (env.done) this.arrive(env);
+			else this.watch(run.id);
+		}
+		if (toAck.length) await this.ack(toAck);
+		this.flushIdle(ctx);
+	}
+
+	/** Waits in the background for a delegation this parent started. */
+	watch(id: string): void {
+		if (this.watchers.has(id) || this.ready.has(id)) return;
+		const abort = new AbortController();
+		const done = this.cli()
+			.follow(id, () => {}, abort.signal)
+			.then((env) => this.arrive(env))
+			.catch(() => {
+				/* stopped or unreachable: the next start of the parent finds it again */
+			})
+			.finally(() => {
+				this.watchers.delete(id);
+				this.wake();
+			});
+		this.watchers.set(id, { abort, done });
+	}
+
+	private arrive(env: Envelope): void {
+		const id = env.delegation_id;
+		if (!id || this.acked.has(id) || this.handed.has(id)) return;
+		this.ready.set(id, env);
+		this.wake();
+		if (this.ctx) this.flushIdle(this.ctx);
+	}
+
+	private wake(): void {
+		for (const w of this.waiters.splice(0)) w();
+	}
+
+	/**
+	 * Hands finished results to pi as custom messages when it is idle: they
+	 * are written at once, and in interactive modes start a turn.
+	 */
+	flushIdle(ctx: ExtensionContext): void {
+		if (!ctx.isIdle() || this.ready.size === 0) return;
+		const interactive = ctx.mode === "tui" || ctx.mode === "rpc";
+		for (const [id, env] of this.ready) {
+			this.ready.delete(id);
+			this.handed.add(id);
+			const d = deliveryDraft(env);
+			this.pi.sendMessage({ customType: d.customType, content: d.content, display: d.display, details: d.details }, { triggerTurn: interactive });
+		}
+		void this.ackPersisted(ctx);
+	}
+
+	/** Finished results as boundary drafts (turn_end, agent_before_settle). */
+	takeDrafts() {
+		const drafts = [...this.ready.values()].map(deliveryDraft);
+		for (const id of this.ready.keys()) this.handed.add(id);
+		this.ready.clear();
+		return drafts;
+	}
+
+	/**
+	 * In print and JSON modes pi exits when the agent settles: wait for the
+	 * next background result so it reaches the parent in a later turn.
+	 */
+	async nextResult(signal?: AbortSignal): Promise<void> {
+		if (this.ready.size > 0 || this.watchers.size === 0) return;
+		await new Promise<void>((resolve) => {
+			this.waiters.push(resolve);
+			signal?.addEventListener("abort", () => resolve(), { once: true });
+		});
+	}
+
+	/** Acknowledges every delivered result that is written in the session file. */
+	async ackPersisted(ctx: ExtensionContext): Promise<void> {
+		const branch = ctx.sessionManager.getBranch() as Entry[];
+		const file = ctx.sessionManager.getSessionFile();
+		let onDisk = "";
+		try {
+			onDisk = file ? readFileSync(file, "utf8") : "";
+		} catch {
+			return;
+		}
+		const ids = [...deliveredIds(branch)].filter((id) => !this.acked.has(id) && onDisk.includes(id));
+		if (ids.length) await this.ack(ids);
+	}
+
+	private async ack(ids: string[]): Promise<void> {
+		try {
+			await this.cli().call("ack", ["--by", this.parentId], ids);
+			for (const id of ids) {
+				this.acked.add(id);
+				this.handed.delete(id);
+			}
+		} catch {
+			/* not acknowledged: the next turn or start tries again */
+		}
+	}
+
+	/** Stops waiting (the work goes on, and is found again on the next start). */
+	shutdown(): void {
+		for (const w of this.watchers.values()) w.abort.abort();
+		this.watchers.clear();
+		this.wake();
+	}
+}

@@ -1,0 +1,437 @@
+// Pure formatting of `subagents --json` envelopes into the seeds' tool
+// results. Nothing here imports pi, so `node --test` can check it alone.
+
+/** Usage as the envelopes and seed 004 carry it. */
+export interface Usage {
+	input: number;
+	output: number;
+	cacheRead: number;
+	cacheWrite: number;
+	cost: number;
+	turns: number;
+}
+
+export interface ToolRow {
+	id: string;
+	name: string;
+	args: string;
+	status: string;
+	error?: string;
+}
+
+export interface ErrorInfo {
+	code: string;
+	message: string;
+	category?: string;
+}
+
+/** One task of an envelope: a session's latest turn. */
+export interface Item {
+	task_id: string;
+	index: number;
+	name?: string;
+	description?: string;
+	agent: string;
+	status: string;
+	session_state?: string;
+	done: boolean;
+	turn?: number;
+	attempts?: number;
+	output: string;
+	output_available: boolean;
+	output_truncated: boolean;
+	output_total_chars: number;
+	output_returned_chars: number;
+	finalize?: { status: string; result?: string; error?: string };
+	error?: ErrorInfo;
+	usage: Usage;
+	exit_code: number;
+	session_file?: string;
+	artifact_file?: string;
+	provider: string;
+	model: string;
+	thinking?: string;
+	tool_rows?: ToolRow[];
+	tool_count: number;
+	last_text?: string;
+	elapsed_ms: number;
+	timeout_s?: number;
+	ui_url?: string;
+}
+
+export interface ListItem {
+	id: string;
+	kind: string;
+	name?: string;
+	description?: string;
+	delegation_id?: string;
+	agent?: string;
+	status?: string;
+	execution_status: string;
+	cwd?: string;
+	parent_session_id?: string;
+	open: boolean;
+	started: string;
+	closed?: string;
+	ui_url?: string;
+}
+
+/** The one answer of every `subagents --json` call (contract subagents.v1). */
+export interface Envelope {
+	contract_version: string;
+	op: string;
+	backend: string;
+	delegation_id?: string;
+	task_id?: string;
+	status?: string;
+	done: boolean;
+	wait_status?: string;
+	cancel_applied?: boolean;
+	prior_status?: string;
+	accepted_turn?: number;
+	total_count?: number;
+	accepted_count?: number;
+	rejected_count?: number;
+	batch_status?: string;
+	deliver?: boolean;
+	delivered?: boolean;
+	parent_session_id?: string;
+	usage?: Usage;
+	items?: Item[];
+	runs?: ListItem[];
+	count?: number;
+	text?: string;
+	text_truncated?: boolean;
+	message_count?: number;
+	run_count?: number;
+	ui_url?: string;
+	error?: ErrorInfo;
+}
+
+export interface ProfileSummary {
+	name: string;
+	scope: string;
+	description?: string;
+	model: string;
+	tools: string[];
+	primary?: boolean;
+	internal?: boolean;
+	summary: string;
+	error?: string;
+}
+
+export const ZERO_USAGE: Usage = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, cost: 0, turns: 0 };
+
+export function items(env: Envelope): Item[] {
+	return env.items ?? [];
+}
+
+export function succeeded(it: Item): boolean {
+	return it.status === "completed" && it.finalize?.status !== "ERROR";
+}
+
+/** The text a task returns: its answer, or what went wrong and what it had. */
+export function itemText(it: Item): string {
+	if (succeeded(it)) return it.output || "(no text output from sub-agent)";
+	const parts: string[] = [];
+	if (it.error) parts.push(`Error (${it.error.code}): ${it.error.message}`);
+	else parts.push(`Task ended with status ${it.status}.`);
+	if (it.output) parts.push(`Partial output:\n${it.output}`);
+	if (it.session_file) parts.push(`Session file: ${it.session_file}`);
+	return parts.join("\n\n");
+}
+
+/**
+ * Seed 004 names an unknown profile "agent"; the delegation reports seed
+ * 002's "Unknown profile" text. The subagent tool speaks seed 004.
+ */
+export function agentErrorMessage(message: string): string {
+	const m = /^Unknown profile: "([^"]*)"\. Available profiles: (.*)$/s.exec(message);
+	return m ? `Unknown agent: ${m[1]}. Available agents: ${m[2]}` : message;
+}
+
+/** details.runId: seed 004's 8-character id prefix, of the delegation. */
+export function runId(env: Envelope): string | undefined {
+	const id = env.delegation_id?.replace(/^delegation-/, "");
+	return id ? id.slice(0, 8) : undefined;
+}
+
+/** displayItems of seed 004: the tool calls, then the answer. */
+export function displayItems(it: Item): Array<{ type: "text"; text: string } | { type: "toolCall"; name: string; args: Record<string, unknown> }> {
+	const out: Array<{ type: "text"; text: string } | { type: "toolCall"; name: string; args: Record<string, unknown> }> = [];
+	for (const row of it.tool_rows ?? []) {
+		let args: Record<string, unknown> = {};
+		try {
+			const parsed = JSON.parse(row.args);
+			if (parsed && typeof parsed === "object") args = parsed;
+		} catch {
+			args = { preview: row.args };
+		}
+		out.push({ type: "toolCall", name: row.name, args });
+	}
+	if (it.output) out.push({ type: "text", text: it.output });
+	return out;
+}
+
+/** The `subagent` tool's result (seeds 000 and 004). */
+export function subagentResult(env: Envelope, agent: string, task: string) {
+	const it = items(env)[0];
+	if (!it) {
+		const message = env.error ? agentErrorMessage(env.error.message) : "The delegation ended without a task.";
+		const error = { code: env.error?.code ?? "SUBAGENT_FAILED", message };
+		return { text: message, details: { mode: "single" as const, results: [], error } };
+	}
+	const ok = succeeded(it);
+	const unknown = it.error?.code === "UNKNOWN_AGENT";
+	const error = it.error ? { code: it.error.code, message: unknown ? agentErrorMessage(it.error.message) : it.error.message } : undefined;
+	const result = {
+		agent,
+		task,
+		// Seed 004: a failed execution has a non-zero exitCode, also when pi
+		// itself exited 0 (a provider error).
+		exitCode: ok ? it.exit_code : it.exit_code || 1,
+		usage: { ...ZERO_USAGE, ...it.usage },
+		error: error?.message,
+		sessionFile: it.session_file,
+		output: it.output,
+		displayItems: displayItems(it),
+	};
+	const details = {
+		mode: "single" as const,
+		runId: runId(env),
+		results: unknown ? [] : [result],
+		error,
+		sessionId: it.task_id,
+		delegationIds: env.delegation_id ? [env.delegation_id] : [],
+		finalized: it.finalize ? { status: it.finalize.status, result: it.finalize.result ?? it.finalize.error ?? "" } : undefined,
+		uiUrl: it.ui_url,
+	};
+	if (unknown && error) return { text: error.message, details };
+	const body = ok ? it.output || "(no text output from sub-agent)" : itemText(it);
+	const text = `**Status:** ${ok ? "SUCCESS" : "ERROR"}\n**Session ID:** \`${it.task_id}\`\n\n---\n\n${body}`;
+	return { text, details };
+}
+
+/** Seed 002's summary line of one task. */
+export function summaryLine(it: Item): string {
+	if (!it.done) return `… ${it.name ?? it.task_id}: ${it.status} (session: ${it.task_id})`;
+	if (it.status === "completed" && it.finalize?.status !== "ERROR") return `✓ ${it.name ?? it.task_id}: completed (session: ${it.task_id})`;
+	const msg = it.error?.message ?? it.finalize?.error ?? it.status;
+	return `✗ ${it.name ?? it.task_id}: error — ${msg} (session: ${it.task_id})`;
+}
+
+/** Seed 002's global status header. */
+export function statusHeader(list: Item[]): string {
+	let running = 0;
+	let done = 0;
+	let failed = 0;
+	for (const it of list) {
+		if (!it.done) running++;
+		else if (succeeded(it)) done++;
+		else failed++;
+	}
+	return `Sub-agents: ${running} running, ${done} done, ${failed} error`;
+}
+
+function seconds(ms: number): number {
+	return Math.floor(ms / 1000);
+}
+
+/** Seed 002's condensed window header of one task. */
+export function windowHeader(it: Item): string {
+	const icon = !it.done ? "⏳" : succeeded(it) ? "✓" : "✗";
+	const model = `${it.provider}/${it.model}${it.thinking ? ` ${it.thinking}` : ""}`;
+	const parts = [`${icon} ${it.name ?? it.task_id}`, `${it.agent} (${model})`, `${it.tool_count} tools`];
+	parts.push(it.timeout_s ? `${seconds(it.elapsed_ms)}s/${it.timeout_s}s` : `${seconds(it.elapsed_ms)}s`);
+	return parts.join(" • ");
+}
+
+/** The rolling progress text of a delegation: header, one window per task. */
+export function progressText(env: Envelope, maxLines = 3): string {
+	const list = items(env);
+	const lines = [statusHeader(list)];
+	for (const it of list) {
+		lines.push(windowHeader(it));
+		const rows = (it.tool_rows ?? []).slice(-maxLines);
+		for (const row of rows) lines.push(`  ${toolRowText(row)}`);
+		if (it.done && !succeeded(it) && it.error) lines.push(`  ${it.error.message}`);
+	}
+	const ids = list.filter((it) => it.done).map((it) => it.task_id);
+	if (env.done && ids.length) lines.push(`Sessions: ${ids.join(", ")}`);
+	return lines.join("\n");
+}
+
+/** A tool row, with seed 002's condensed ls and find. */
+export function toolRowText(row: ToolRow): string {
+	let args: Record<string, unknown> = {};
+	try {
+		args = JSON.parse(row.args);
+	} catch {
+		/* a cut preview: show it as it is */
+	}
+	const mark = row.status === "running" ? "·" : row.status === "error" ? "✗" : "✓";
+	if (row.name === "ls" && typeof args.path === "string") return `${mark} ls → ${args.path}`;
+	if (row.name === "find" && typeof args.pattern === "string") return `${mark} find → ${args.pattern}${typeof args.path === "string" ? ` in ${args.path}` : ""}`;
+	return `${mark} ${row.name} ${oneLine(row.args, 80)}`;
+}
+
+export function oneLine(s: string, n: number): string {
+	const flat = s.split(/\s+/).filter(Boolean).join(" ");
+	return flat.length > n ? `${flat.slice(0, n - 1)}…` : flat;
+}
+
+/** delegate_to_subagents' result (seed 002). */
+export function delegateResult(env: Envelope, maxLines = 10) {
+	const list = items(env);
+	const text = list.map(summaryLine).join("\n");
+	const details = {
+		windows: list.map((it) => ({
+			name: it.name ?? it.task_id,
+			sessionId: it.task_id,
+			profile: it.agent,
+			provider: it.provider,
+			model: it.model,
+			status: !it.done ? "running" : succeeded(it) ? "done" : "error",
+			toolCount: it.tool_count,
+			elapsedMs: it.elapsed_ms,
+			timeout: it.timeout_s,
+			error: it.error?.message,
+			uiUrl: it.ui_url,
+		})),
+		maxLinesPerWindow: maxLines,
+		status: env.done ? ("done" as const) : ("running" as const),
+		sessionIds: list.map((it) => it.task_id),
+		delegationIds: env.delegation_id ? [env.delegation_id] : [],
+		uiUrl: env.ui_url,
+	};
+	return { text, details };
+}
+
+/** Seed 001's task tree of one task, as the task tool prints it. */
+export function taskTree(it: Item, prompt?: string): string {
+	const icon = !it.done ? "⠋" : succeeded(it) ? "✓" : "✕";
+	const title = `${capitalize(it.agent)} · ${it.description ?? it.name ?? it.task_id}`;
+	// The model needs the ID for status, wait, send and cancel.
+	const lines = [`${icon} ${title} [task_id: ${it.task_id}]`];
+	const rows: string[] = [];
+	if (prompt) rows.push(oneLine(prompt, 100));
+	for (const row of (it.tool_rows ?? []).slice(-6)) rows.push(toolRowText(row));
+	let last: string;
+	if (!it.done) last = it.last_text ? oneLine(it.last_text, 100) : "Working...";
+	else if (succeeded(it)) last = it.output || "(no text output from sub-agent)";
+	else last = `Task failed: ${it.error?.message ?? it.status}`;
+	for (const r of rows) lines.push(`  ├── ${r}`);
+	lines.push(`  ╰── ${last}`);
+	return lines.join("\n");
+}
+
+function capitalize(s: string): string {
+	return s ? s[0].toUpperCase() + s.slice(1) : s;
+}
+
+/** Seed 001's envelope fields for one task item. */
+export function taskItem(it: Item, invocation: string) {
+	return {
+		task_id: it.task_id,
+		status: it.status,
+		done: it.done,
+		subagent_type: it.agent,
+		description: it.description ?? it.name,
+		output_available: it.output_available,
+		output: it.output,
+		output_truncated: it.output_truncated,
+		output_total_chars: it.output_total_chars,
+		output_returned_chars: it.output_returned_chars,
+		error: it.error,
+		error_category: it.error?.category,
+		tool_rows: it.tool_rows ?? [],
+		event_count: it.tool_count,
+		assistant_text: it.last_text ?? (it.done ? it.output : ""),
+		usage: it.usage,
+		provider: it.provider,
+		model: it.model,
+		runtime: "pi-cli",
+		route: "temporal",
+		backend: "temporal",
+		invocation,
+		session_state: it.session_state,
+		ui_url: it.ui_url,
+	};
+}
+
+/** The task tool's details (seed 001, contract task.v1). */
+export function taskDetails(op: string, env: Envelope, invocation: string) {
+	const list = items(env);
+	const first = list[0];
+	return {
+		contract_version: "task.v1",
+		op,
+		backend: "temporal",
+		runtime: "pi-cli",
+		route: "temporal",
+		invocation,
+		provider: first?.provider,
+		model: first?.model,
+		task_id: list.length === 1 ? first.task_id : undefined,
+		status: list.length === 1 ? first.status : env.status,
+		subagent_type: list.length === 1 ? first.agent : undefined,
+		description: list.length === 1 ? (first.description ?? first.name) : undefined,
+		done: env.done,
+		wait_status: env.wait_status,
+		cancel_applied: env.cancel_applied,
+		prior_status: env.prior_status,
+		total_count: env.total_count,
+		accepted_count: env.accepted_count,
+		rejected_count: env.rejected_count,
+		batch_status: env.batch_status,
+		output_available: list.length === 1 ? first.output_available : undefined,
+		output: list.length === 1 ? first.output : undefined,
+		output_truncated: list.length === 1 ? first.output_truncated : undefined,
+		output_total_chars: list.length === 1 ? first.output_total_chars : undefined,
+		output_returned_chars: list.length === 1 ? first.output_returned_chars : undefined,
+		items: list.map((it) => taskItem(it, invocation)),
+		delegationIds: env.delegation_id ? [env.delegation_id] : [],
+		ui_url: env.ui_url,
+	};
+}
+
+/** The message that brings background results into the parent session. */
+export function deliveryText(env: Envelope): string {
+	const list = items(env);
+	const lines = [`Background sub-agent results (${env.delegation_id}):`];
+	for (const it of list) {
+		lines.push("", summaryLine(it));
+		const body = succeeded(it) ? it.output : itemText(it);
+		if (body) lines.push(body);
+	}
+	return lines.join("\n");
+}
+
+/** Seed 002's empty profile list text. */
+export const NO_PROFILES_TEXT = "No subagent profiles found. Add .md files to ~/.pi/agent/agent-profiles/ or .pi/agent-profiles/.";
+
+/** Seed 002's not-found text of get_subagent_output and get_subagent_session. */
+export function sessionNotFound(id: string): string {
+	return `Session "${id}" not found. The session may have expired or the ID is incorrect.`;
+}
+
+/**
+ * A primary profile's tool name: its ID in [a-z0-9_], suffixed when it
+ * collides with a tool that exists (seed 001: deterministic collision
+ * handling).
+ */
+export function primaryToolName(profile: string, taken: Set<string>): string {
+	const base = profile.toLowerCase().replace(/[^a-z0-9_]+/g, "_").replace(/^_+|_+$/g, "") || "subagent";
+	let name = base;
+	if (taken.has(name)) name = `${base}_subagent`;
+	for (let i = 2; taken.has(name); i++) name = `${base}_subagent_${i}`;
+	return name;
+}
+
+/** Seed 001's primary-tool prompt: the ask, then Context: and Files: blocks. */
+export function primaryPrompt(ask: string, context?: string, files?: string[]): string {
+	const parts = [ask.trim()];
+	if (context?.trim()) parts.push(`Context:\n${context.trim()}`);
+	if (files?.length) parts.push(`Files:\n${files.map((f) => `- ${f}`).join("\n")}`);
+	return parts.join("\n\n");
+}
