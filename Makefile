@@ -16,7 +16,7 @@ PI_STAMP := extension/node_modules/.package-lock.json
 # Arguments for `make run`, e.g. make run ARGS="--port 17233".
 ARGS ?=
 
-.PHONY: all build run test test-go lint vet fmt staticcheck workflowcheck bench deps pi tools clean
+.PHONY: all build run test test-ext test-go lint vet fmt staticcheck workflowcheck bench deps pi tools clean
 
 all: deps build
 
@@ -39,7 +39,11 @@ run: deps build
 	./bin/subagents dev $(ARGS)
 
 ## test: everything: lint, the workflow and activity packages under -race, all tests
-test: deps lint test-go
+test: deps lint test-ext test-go
+
+# The extension's pure parts, with the Node 22 that npm ci put beside pi.
+test-ext: pi
+	cd extension && PATH="$(CURDIR)/extension/node_modules/.bin:$$PATH" node --test test/*.test.ts
 
 test-go:
 	$(GO) test -race ./activities/... ./workflows/...

@@ -143,30 +143,6 @@ func (p *parentPi) wait(t *testing.T) {
 	}
 }
 
-// waitEvent waits for an event line holding all of subs.
-func (p *parentPi) waitEvent(t *testing.T, subs ...string) {
-	t.Helper()
-	deadline := time.After(testTimeout)
-	for {
-		for _, line := range strings.Split(p.events.String(), "\n") {
-			all := true
-			for _, s := range subs {
-				all = all && strings.Contains(line, s)
-			}
-			if all {
-				return
-			}
-		}
-		select {
-		case <-p.done:
-			t.Fatalf("parent pi exited before an event with %q: %v", subs, p.err)
-		case <-deadline:
-			t.Fatalf("no parent event with %q", subs)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
 // call is a parent model step that calls one tool.
 func call(name string, args any) scriptedmodel.Step {
 	b, err := json.Marshal(args)

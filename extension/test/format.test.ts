@@ -1,0 +1,153 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { deliveredIds, RESULT_MESSAGE_TYPE } from "../src/delivery.ts";
+import {
+	agentErrorMessage,
+	delegateResult,
+	type Envelope,
+	type Item,
+	primaryPrompt,
+	primaryToolName,
+	progressText,
+	runId,
+	subagentResult,
+	summaryLine,
+	taskDetails,
+	ZERO_USAGE,
+} from "../src/format.ts";
+
+function item(over: Partial<Item>): Item {
+	return {
+		task_id: "5b1c0f4e-0000-4000-8000-000000000001",
+		index: 0,
+		name: "scan",
+		agent: "scout",
+		status: "completed",
+		done: true,
+		output: "found it",
+		output_available: true,
+		output_truncated: false,
+		output_total_chars: 8,
+		output_returned_chars: 8,
+		usage: { ...ZERO_USAGE, input: 100, output: 20, cost: 0.0001, turns: 1 },
+		exit_code: 0,
+		provider: "scripted",
+		model: "scripted-1",
+		tool_count: 1,
+		elapsed_ms: 12000,
+		timeout_s: 600,
+		...over,
+	};
+}
+
+function envelope(items: Item[], over: Partial<Envelope> = {}): Envelope {
+	return { contract_version: "subagents.v1", op: "wait", backend: "temporal", delegation_id: "delegation-1a2b3c4d-ffff", done: true, items, ...over };
+}
+
+test("subagent result: seed 000 header and seed 004 details", () => {
+	const r = subagentResult(envelope([item({ finalize: { status: "SUCCESS", result: "found it" }, tool_rows: [{ id: "c", name: "read", args: '{"path":"a.go"}', status: "ok" }] })]), "scout", "find");
+	assert.equal(r.text, "**Status:** SUCCESS\n**Session ID:** `5b1c0f4e-0000-4000-8000-000000000001`\n\n---\n\nfound it");
+	assert.equal(r.details.mode, "single");
+	assert.equal(r.details.runId, "1a2b3c4d");
+	assert.deepEqual(r.details.results[0].usage, { input: 100, output: 20, cacheRead: 0, cacheWrite: 0, cost: 0.0001, turns: 1 });
+	assert.deepEqual(r.details.results[0].displayItems, [
+		{ type: "toolCall", name: "read", args: { path: "a.go" } },
+		{ type: "text", text: "found it" },
+	]);
+	assert.deepEqual(r.details.finalized, { status: "SUCCESS", result: "found it" });
+	assert.deepEqual(r.details.delegationIds, ["delegation-1a2b3c4d-ffff"]);
+});
+
+test("subagent result: failures keep the header, an unknown agent is seed 004's text", () => {
+	const failed = subagentResult(
+		envelope([item({ status: "timed_out", output: "half", error: { code: "SUBAGENT_TIMEOUT", message: "Timed out after 600s. Consider resuming with a longer timeout." } })]),
+		"scout",
+		"find",
+	);
+	assert.match(failed.text, /^\*\*Status:\*\* ERROR\n/);
+	assert.match(failed.text, /Error \(SUBAGENT_TIMEOUT\): Timed out after 600s/);
+	assert.match(failed.text, /Partial output:\nhalf/);
+	assert.equal(failed.details.results[0].exitCode, 1, "a failed run has a non-zero exitCode");
+	assert.equal(failed.details.error?.code, "SUBAGENT_TIMEOUT");
+
+	const unknown = subagentResult(
+		envelope([item({ status: "failed", output: "", error: { code: "UNKNOWN_AGENT", message: 'Unknown profile: "nope". Available profiles: scout, oracle' } })]),
+		"nope",
+		"x",
+	);
+	assert.equal(unknown.text, "Unknown agent: nope. Available agents: scout, oracle");
+	assert.deepEqual(unknown.details.results, []);
+	assert.equal(agentErrorMessage("other"), "other");
+});
+
+test("delegate summary lines (seed 002)", () => {
+	const env = envelope([
+		item({ name: "build-assets", task_id: "a3f7" }),
+		item({ name: "run-tests", task_id: "f4e1", status: "timed_out", error: { code: "SUBAGENT_TIMEOUT", message: "Timed out after 300s. Consider resuming with a longer timeout." } }),
+	]);
+	const r = delegateResult(env);
+	assert.equal(
+		r.text,
+		"✓ build-assets: completed (session: a3f7)\n✗ run-tests: error — Timed out after 300s. Consider resuming with a longer timeout. (session: f4e1)",
+	);
+	assert.deepEqual(r.details.sessionIds, ["a3f7", "f4e1"]);
+	assert.equal(r.details.status, "done");
+	assert.equal(summaryLine(item({ done: false, status: "running" })), "… scan: running (session: 5b1c0f4e-0000-4000-8000-000000000001)");
+});
+
+test("progress text: status header and condensed windows", () => {
+	const env = envelope(
+		[
+			item({ name: "a", tool_rows: [{ id: "1", name: "ls", args: '{"path":"src/"}', status: "ok" }] }),
+			item({ name: "b", done: false, status: "running", tool_count: 2, elapsed_ms: 3500 }),
+			item({ name: "c", status: "failed", error: { code: "LOOP_DETECTED", message: "Loop detected: sub-agent is repeating the same tool calls" } }),
+		],
+		{ done: false },
+	);
+	assert.equal(
+		progressText(env),
+		[
+			"Sub-agents: 1 running, 1 done, 1 error",
+			"✓ a • scout (scripted/scripted-1) • 1 tools • 12s/600s",
+			"  ✓ ls → src/",
+			"⏳ b • scout (scripted/scripted-1) • 2 tools • 3s/600s",
+			"✗ c • scout (scripted/scripted-1) • 1 tools • 12s/600s",
+			"  Loop detected: sub-agent is repeating the same tool calls",
+		].join("\n"),
+	);
+});
+
+test("task details carry seed 001's envelope fields", () => {
+	const d = taskDetails("wait", envelope([item({ output_truncated: true, output_total_chars: 9000, output_returned_chars: 8000 })], { wait_status: "completed" }), "primary-tool");
+	assert.equal(d.contract_version, "task.v1");
+	assert.equal(d.invocation, "primary-tool");
+	assert.equal(d.wait_status, "completed");
+	assert.equal(d.done, true);
+	assert.equal(d.output_truncated, true);
+	assert.equal(d.output_total_chars, 9000);
+	assert.equal(d.items[0].subagent_type, "scout");
+	assert.equal(d.backend, "temporal");
+	assert.equal(runId(envelope([])), "1a2b3c4d");
+});
+
+test("primary tools: names and prompts", () => {
+	const taken = new Set(["read", "task", "bash"]);
+	assert.equal(primaryToolName("librarian", taken), "librarian");
+	assert.equal(primaryToolName("task", taken), "task_subagent");
+	taken.add("task_subagent");
+	assert.equal(primaryToolName("task", taken), "task_subagent_2");
+	assert.equal(primaryToolName("Code Reviewer!", taken), "code_reviewer");
+	assert.equal(primaryPrompt("Review this", "It is a hot fix", ["a.go", "b.go"]), "Review this\n\nContext:\nIt is a hot fix\n\nFiles:\n- a.go\n- b.go");
+	assert.equal(primaryPrompt("Where is auth?"), "Where is auth?");
+});
+
+test("delivered IDs come from tool results and delivery messages", () => {
+	const ids = deliveredIds([
+		{ type: "message", message: { role: "toolResult", details: { delegationIds: ["d-1"] } } },
+		{ type: "message", message: { role: "assistant" } },
+		{ type: "custom_message", customType: RESULT_MESSAGE_TYPE, details: { delegationId: "d-2" } },
+		{ type: "custom_message", customType: "other", details: { delegationId: "d-3" } },
+		{ type: "custom", customType: RESULT_MESSAGE_TYPE },
+	]);
+	assert.deepEqual([...ids].sort(), ["d-1", "d-2"]);
+});
