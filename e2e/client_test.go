@@ -136,6 +136,7 @@ func TestClientVerbs(t *testing.T) {
 		scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "read", Arguments: `{"path":"notes.txt"}`}}},
 		finalizeStep("beta: notes say ship it"))
 	e.model.Script("hang", scriptedmodel.Step{Hang: true})
+	e.model.Script("gamma", finalizeStep("hi"))
 	if err := os.WriteFile(filepath.Join(e.workDir, "notes.txt"), []byte("ship it\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -199,13 +200,28 @@ func TestClientVerbs(t *testing.T) {
 	if timedOut.WaitStatus != "timeout" || timedOut.Done {
 		t.Fatalf("wait with timeout: %s", out)
 	}
+	// A send to a running session queues the next turn.
+	queued, out := c.json(0, "", "send", slow.TaskID, "[[script:gamma]] Then say hi.")
+	if queued.AcceptedTurn != 2 || queued.DelegationID != "" {
+		t.Fatalf("send to a running session: %s", out)
+	}
 	cancelled, out := c.json(0, "", "cancel", slow.TaskID)
 	if cancelled.CancelApplied == nil || !*cancelled.CancelApplied || cancelled.PriorStatus != "running" {
 		t.Fatalf("cancel of a running task: %s", out)
 	}
-	final, out := c.json(1, "", "wait", "--timeout", "30s", slow.TaskID)
-	if final.Items[0].Status != "cancelled" || final.Items[0].Error.Code != "CANCELLED" {
-		t.Fatalf("after cancel: %s", out)
+	final, out := c.json(0, "", "wait", "--timeout", "30s", slow.TaskID)
+	if final.Items[0].Turn != 2 || final.Items[0].Output != "hi" {
+		t.Fatalf("the queued turn after the cancel: %s", out)
+	}
+	transcript, _ = c.json(0, "", "transcript", slow.TaskID)
+	if !strings.Contains(transcript.Text, "=== Run 1/2 (cancelled) ===") {
+		t.Fatalf("the cancelled turn in the transcript:\n%s", transcript.Text)
+	}
+
+	// run: start and wait, plain progress lines when not on a terminal.
+	code, text, errText := c.run("", "run", "--model", scriptedmodel.ModelRef, "--name", "quick", "[[script:gamma]] Say hi.")
+	if code != 0 || !strings.Contains(text, "✓ default · quick") || !strings.Contains(text, "╰── hi (") {
+		t.Fatalf("run: exit %d\n%s\n%s", code, text, errText)
 	}
 
 	// Errors: one envelope on stdout, the code in the exit status.
@@ -222,7 +238,7 @@ func TestClientVerbs(t *testing.T) {
 	}
 
 	// What a person sees without --json.
-	code, text, _ := c.run("", "status", alpha)
+	code, text, _ = c.run("", "status", alpha)
 	if code != 0 {
 		t.Fatalf("status exit %d", code)
 	}

@@ -143,6 +143,30 @@ func (p *parentPi) wait(t *testing.T) {
 	}
 }
 
+// waitEvent waits for an event line holding all of subs and returns it.
+func (p *parentPi) waitEvent(t *testing.T, subs ...string) string {
+	t.Helper()
+	deadline := time.After(testTimeout)
+	for {
+		for _, line := range strings.Split(p.events.String(), "\n") {
+			all := true
+			for _, s := range subs {
+				all = all && strings.Contains(line, s)
+			}
+			if all {
+				return line
+			}
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("parent pi exited before an event with %q: %v", subs, p.err)
+		case <-deadline:
+			t.Fatalf("no parent event with %q", subs)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 // call is a parent model step that calls one tool.
 func call(name string, args any) scriptedmodel.Step {
 	b, err := json.Marshal(args)
@@ -288,6 +312,10 @@ func TestParentPiUsesEveryTool(t *testing.T) {
 	if nf := toolResultText(t, reqs, 10); !strings.Contains(nf, `Session "no-such-session" not found. The session may have expired or the ID is incorrect.`) {
 		t.Fatalf("get_subagent_output of an unknown session:\n%s", nf)
 	}
+	// Live progress reached pi while the children ran (onUpdate).
+	if !strings.Contains(p.events.String(), `"type":"tool_execution_update"`) || !strings.Contains(p.events.String(), "Sub-agents: ") {
+		t.Fatal("no live progress (tool_execution_update with the Sub-agents header) while delegate_to_subagents ran")
+	}
 	// Every delegation's result was received in the session: all acknowledged.
 	if n := e.openDelegations(sessionIDOf(t, sessionFile)); n != 0 {
 		t.Fatalf("%d delegations still wait for the parent's ack", n)
@@ -376,6 +404,18 @@ func TestParentAbortCancelsTheDelegation(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+
+	// The slash commands answer through the UI (notify events in RPC mode).
+	p.send(t, map[string]any{"type": "prompt", "message": "/subagents"})
+	listed := p.waitEvent(t, `"method":"notify"`, sessions[0])
+	if !strings.Contains(listed, "delegation delegation-") || !strings.Contains(listed, "/namespaces/default/workflows/") {
+		t.Fatalf("/subagents showed: %s", listed)
+	}
+	p.send(t, map[string]any{"type": "prompt", "message": "/subagent " + sessions[0]})
+	one := p.waitEvent(t, `"method":"notify"`, "stuck [task_id: "+sessions[0])
+	if !strings.Contains(one, "Task failed: Cancelled while running") || !strings.Contains(one, "/workflows/"+sessions[0]) {
+		t.Fatalf("/subagent showed: %s", one)
+	}
 }
 
 // TestParentKilledMidDelegationGetsTheResultOnce: the parent pi is killed
@@ -427,5 +467,31 @@ func TestParentKilledMidDelegationGetsTheResultOnce(t *testing.T) {
 	reqs = e.model.RequestsFor("parent-3")
 	if len(reqs) != 1 || deliveries(reqs[0]) != 1 {
 		t.Fatalf("the third start saw the result %d times (once, from the history)", deliveries(reqs[0]))
+	}
+}
+
+// TestExtensionInstallsAsAPiPackage: `pi install ./extension` makes the
+// tools available without -e.
+func TestExtensionInstallsAsAPiPackage(t *testing.T) {
+	e := newEnv(t)
+	ext, err := filepath.Abs("../extension")
+	if err != nil {
+		t.Fatal(err)
+	}
+	install := exec.Command(e.pi.Path, "install", ext)
+	install.Env = append(os.Environ(), e.parentEnv()...)
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Fatalf("pi install: %v\n%s", err, out)
+	}
+	e.model.Script("installed", call("list_subagent_profiles", map[string]any{}), scriptedmodel.Step{Text: "Listed."})
+	run := exec.Command(e.pi.Path, "--mode", "json", "--session", filepath.Join(t.TempDir(), "p.jsonl"), "[[script:installed]] Which profiles are there?")
+	run.Env = append(os.Environ(), e.parentEnv()...)
+	run.Dir = e.workDir
+	if out, err := run.CombinedOutput(); err != nil {
+		t.Fatalf("pi with the installed package: %v\n%.4000s", err, out)
+	}
+	reqs := e.model.RequestsFor("installed")
+	if len(reqs) != 2 || !strings.Contains(toolResultText(t, reqs, 1), "oracle (builtin)") {
+		t.Fatalf("the installed extension did not answer list_subagent_profiles (%d requests)", len(reqs))
 	}
 }
