@@ -153,7 +153,7 @@ func TestTreeLines(t *testing.T) {
   ✓ finder · Auth flow scan
     ├── ✓ read {"path":"src"}
     ├── ✓ grep {"pattern":"auth"}
-    ╰── Auth validation path uses the policy. (12s/600s · 2 tools · ↑1.2k ↓300 $0.0012)
+    ╰── Auth validation path uses the policy. (12.0s · 2 tools · ↑1.2k ↓300 $0.0012)
   ⠋ task · tests
     ├── · bash {"command":"go test"}
     ╰── Working... (3s/600s · 1 tools)

@@ -134,9 +134,10 @@ func taskTitle(it Item) string {
 
 func finalRow(it Item) string {
 	stats := []string{}
-	if it.TimeoutSeconds > 0 {
+	switch {
+	case !it.Done && it.TimeoutSeconds > 0:
 		stats = append(stats, fmt.Sprintf("%ds/%ds", it.ElapsedMS/1000, it.TimeoutSeconds))
-	} else if it.ElapsedMS > 0 {
+	case it.ElapsedMS > 0:
 		stats = append(stats, fmt.Sprintf("%.1fs", float64(it.ElapsedMS)/1000))
 	}
 	if it.ToolCount > 0 {
@@ -225,6 +226,6 @@ func (cmd *command) printList(env Envelope) {
 		if name == "" {
 			name = "-"
 		}
-		_, _ = fmt.Fprintf(cmd.io.Out, "%-10s %-45s %-18s %-12s %s  %s\n", r.Kind, r.ID, r.Status, r.Agent, r.Started.Local().Format("2006-01-02 15:04"), oneLine(name, 60))
+		_, _ = fmt.Fprintf(cmd.io.Out, "%-10s %-47s %-18s %-12s %s  %s\n", r.Kind, r.ID, r.Status, r.Agent, r.Started.Local().Format("2006-01-02 15:04"), oneLine(name, 60))
 	}
 }

@@ -78,6 +78,7 @@ var (
 	portPattern     = regexp.MustCompile(`127\.0\.0\.1:[0-9]+`)
 	readIDPattern   = regexp.MustCompile(`read-<ID-[0-9]+>-<ID-[0-9]+>`)
 	listTimePattern = regexp.MustCompile(`\d{4}-\d\d-\d\d \d\d:\d\d`)
+	secondsPattern  = regexp.MustCompile(`\(\d+\.\ds · `)
 )
 
 // normalize replaces what changes from run to run: IDs (numbered in order
@@ -96,6 +97,7 @@ func (c *cli) normalize(s string) string {
 	s = timePattern.ReplaceAllString(s, `"$1": "$$TIME"`)
 	s = portPattern.ReplaceAllString(s, "127.0.0.1:$$PORT")
 	s = readIDPattern.ReplaceAllString(s, "read-$$ID")
+	s = secondsPattern.ReplaceAllString(s, "($$SECONDS · ")
 	return listTimePattern.ReplaceAllString(s, "$$TIME")
 }
 
