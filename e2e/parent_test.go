@@ -468,6 +468,11 @@ func TestParentKilledMidDelegationGetsTheResultOnce(t *testing.T) {
 	if len(reqs) != 1 || deliveries(reqs[0]) != 1 {
 		t.Fatalf("the third start saw the result %d times (once, from the history)", deliveries(reqs[0]))
 	}
+	list, _ := e.cli().json(0, "", "list", "--kind", "delegation", "--parent-session", parentID)
+	if len(list.Runs) != 1 || list.Runs[0].Open {
+		t.Fatalf("delegations of the parent: %+v", list.Runs)
+	}
+	recordHistory(t, shared.client, list.Runs[0].ID, "delegation-delivered")
 }
 
 // TestExtensionInstallsAsAPiPackage: `pi install ./extension` makes the
@@ -493,5 +498,37 @@ func TestExtensionInstallsAsAPiPackage(t *testing.T) {
 	reqs := e.model.RequestsFor("installed")
 	if len(reqs) != 2 || !strings.Contains(toolResultText(t, reqs, 1), "oracle (builtin)") {
 		t.Fatalf("the installed extension did not answer list_subagent_profiles (%d requests)", len(reqs))
+	}
+}
+
+// TestExtensionRegistersNothingInAChild: loaded into a child pi
+// (PI_SUBAGENT_CHILD=1), the extension offers no delegation tool, so depth
+// holds even when a profile loads extensions.
+func TestExtensionRegistersNothingInAChild(t *testing.T) {
+	e := newEnv(t)
+	ext, err := filepath.Abs("../extension")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.model.Script("child-tools", scriptedmodel.Step{Text: "No tools to delegate with."})
+	for _, child := range []bool{false, true} {
+		run := exec.Command(e.pi.Path, "--mode", "json", "--session", filepath.Join(t.TempDir(), "c.jsonl"), "-e", ext, "[[script:child-tools]] Which tools?")
+		run.Env = append(os.Environ(), e.parentEnv()...)
+		if child {
+			run.Env = append(run.Env, "PI_SUBAGENT_CHILD=1", "PI_SUBAGENT_DEPTH=1")
+		}
+		run.Dir = e.workDir
+		if out, err := run.CombinedOutput(); err != nil {
+			t.Fatalf("pi: %v\n%.4000s", err, out)
+		}
+		reqs := e.model.RequestsFor("child-tools")
+		var tools []string
+		for _, tool := range reqs[len(reqs)-1].Parsed.Tools {
+			tools = append(tools, tool.Function.Name)
+		}
+		has := strings.Contains(" "+strings.Join(tools, " ")+" ", " delegate_to_subagents ")
+		if has == child {
+			t.Fatalf("child=%v: the model was offered %v", child, tools)
+		}
 	}
 }
