@@ -56,6 +56,14 @@ type Config struct {
 	APIKey         func(cwd, profile string) (string, error)
 	MaxStreamBytes int64
 	KillGrace      time.Duration
+	// Observer, when set, is told about every child run (metrics).
+	Observer RunObserver
+}
+
+// RunObserver is told how each child run ended; outcome is "completed" or
+// the lower-case error code ("subagent_timeout", "cancelled", ...).
+type RunObserver interface {
+	ChildRun(agent, outcome string, elapsed time.Duration, usage Usage)
 }
 
 // Activities are the worker's activities; their dependencies live here.

@@ -275,8 +275,19 @@ func (a *Activities) RunPi(ctx context.Context, in RunPiInput) (RunPiResult, err
 		keyEnv = apiKeyEnv(in.Model, key)
 	}
 	run.env = a.childEnv(in.Depth, keyEnv)
+	log := activity.GetLogger(ctx)
+	log.Info("child run started", "session", in.SessionID, "agent", AgentName(in.Agent), "turn", in.Turn,
+		"attempt", info.Attempt, "continued", res.Continued, "model", in.Model)
 	outcome := run.run(ctx, a.args(in, res.SessionFile, prompt))
 	a.fill(&res, run, outcome)
+	a.observe(in, res, outcome, run.stream.Usage)
+	ended := []any{"session", in.SessionID, "agent", AgentName(in.Agent), "turn", in.Turn, "attempt", info.Attempt,
+		"exitCode", res.ExitCode, "elapsedMs", res.DurationMS, "toolCalls", res.ToolCalls,
+		"inputTokens", run.stream.Usage.Input, "outputTokens", run.stream.Usage.Output, "finalized", res.Finalize != nil}
+	if res.Error != nil {
+		ended = append(ended, "error", res.Error.Code)
+	}
+	log.Info("child run ended", ended...)
 
 	switch outcome.stop {
 	case stopCancelled:
@@ -290,6 +301,24 @@ func (a *Activities) RunPi(ctx context.Context, in RunPiInput) (RunPiResult, err
 		return res, temporal.NewApplicationError("the worker stopped while the child ran; the next attempt continues its session", "WORKER_STOPPED")
 	}
 	return res, nil
+}
+
+// observe reports the run to the metrics, if any, with this attempt's own
+// usage (res.Usage also counts interrupted attempts, reported by them).
+func (a *Activities) observe(in RunPiInput, res RunPiResult, out outcome, used Usage) {
+	if a.cfg.Observer == nil {
+		return
+	}
+	result := "completed"
+	switch {
+	case out.stop == stopCancelled:
+		result = "cancelled"
+	case out.stop == stopWorker:
+		result = "worker_stopped"
+	case res.Error != nil:
+		result = strings.ToLower(string(res.Error.Code))
+	}
+	a.cfg.Observer.ChildRun(AgentName(in.Agent), result, out.elapsed, used)
 }
 
 func cmpOr(v, def int) int {

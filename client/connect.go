@@ -36,6 +36,8 @@ type Connection struct {
 	TLS string
 	// Env replaces the process environment, for tests.
 	Env envconfig.EnvLookup
+	// Metrics, when set, receives the SDK's client and worker metrics.
+	Metrics sdkclient.MetricsHandler
 }
 
 // DefaultAddress is where a local `subagents dev` listens.
@@ -118,6 +120,9 @@ func (c Connection) Dial(ctx context.Context, logger *slog.Logger) (sdkclient.Cl
 	}
 	if logger != nil {
 		opts.Logger = sdklog.NewStructuredLogger(logger)
+	}
+	if c.Metrics != nil {
+		opts.MetricsHandler = c.Metrics
 	}
 	cl, err := sdkclient.DialContext(ctx, opts)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/durable-pi/subagents/activities"
 	subclient "github.com/durable-pi/subagents/client"
 	"github.com/durable-pi/subagents/internal/errcode"
+	"github.com/durable-pi/subagents/internal/metrics"
 )
 
 // Flags are the settings `subagents dev` and `subagents worker` share.
@@ -26,6 +27,7 @@ type Flags struct {
 	DataDir        string
 	LogLevel       string
 	LogFormat      string
+	MetricsAddr    string
 }
 
 // Register adds the flags to fs.
@@ -37,6 +39,8 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 		"characters of a child's output returned in results; the rest is kept in its artifact file (env SUBAGENTS_OUTPUT_MAX_CHARS)")
 	fs.StringVar(&f.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&f.LogFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&f.MetricsAddr, "metrics-addr", os.Getenv("SUBAGENTS_METRICS_ADDR"),
+		"serve Prometheus metrics at http://ADDR/metrics, e.g. 127.0.0.1:9090 (env SUBAGENTS_METRICS_ADDR; default off)")
 }
 
 // Logger builds the process logger the flags ask for.
@@ -88,7 +92,11 @@ func (f *Flags) Config(ctx context.Context) (Config, error) {
 	if f.OutputMaxChars < 1 {
 		return Config{}, errcode.Errorf(errcode.InvalidInput, "--output-max-chars must be at least 1, not %d", f.OutputMaxChars)
 	}
-	return Config{TaskQueue: f.TaskQueue, DataDir: dataDir, Pi: pi, OutputMaxChars: f.OutputMaxChars}, nil
+	cfg := Config{TaskQueue: f.TaskQueue, DataDir: dataDir, Pi: pi, OutputMaxChars: f.OutputMaxChars, MetricsAddr: f.MetricsAddr}
+	if f.MetricsAddr != "" {
+		cfg.Metrics = metrics.New()
+	}
+	return cfg, nil
 }
 
 // envInt reads a whole number from the environment, or def when unset or
@@ -117,6 +125,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if cfg.Metrics != nil {
+		conn.Metrics = cfg.Metrics.Handler
+	}
 	c, err := conn.Dial(ctx, logger)
 	if err != nil {
 		return err
@@ -130,6 +141,15 @@ func Serve(ctx context.Context, c client.Client, cfg Config, logger *slog.Logger
 	w, err := New(c, cfg)
 	if err != nil {
 		return err
+	}
+	if cfg.Metrics != nil && cfg.MetricsAddr != "" {
+		addr, err := cfg.Metrics.Serve(ctx, cfg.MetricsAddr, logger)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = cfg.Metrics.Close() }()
+		logger.Info("metrics served", "url", "http://"+addr+"/metrics")
+		_, _ = fmt.Fprintf(stdout, "Metrics:           http://%s/metrics\n", addr)
 	}
 	if err := w.Start(); err != nil {
 		return subclient.Unavailable("the configured Temporal", err)

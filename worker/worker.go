@@ -16,6 +16,7 @@ import (
 
 	"github.com/durable-pi/subagents/activities"
 	"github.com/durable-pi/subagents/internal/errcode"
+	"github.com/durable-pi/subagents/internal/metrics"
 	"github.com/durable-pi/subagents/profiles"
 	"github.com/durable-pi/subagents/workflows"
 )
@@ -33,6 +34,10 @@ type Config struct {
 	ChildEnv []string
 	// OutputMaxChars caps a child's output in results (default 8000).
 	OutputMaxChars int
+	// Metrics, when set, gets the child runs' series; MetricsAddr is where
+	// Serve publishes it ("" for nowhere).
+	Metrics     *metrics.Metrics
+	MetricsAddr string
 }
 
 // DefaultDataDir is $SUBAGENTS_DATA_DIR, else ~/.pi/subagents: beside pi's
@@ -71,6 +76,7 @@ func New(c client.Client, cfg Config) (sdkworker.Worker, error) {
 		Env:            cfg.ChildEnv,
 		OutputMaxChars: cfg.OutputMaxChars,
 		APIKey:         profileAPIKey(agentDir(cfg.ChildEnv)),
+		Observer:       observer(cfg.Metrics),
 	})
 	if err != nil {
 		return nil, err
@@ -86,6 +92,14 @@ func New(c client.Client, cfg Config) (sdkworker.Worker, error) {
 	Register(w, acts, &profiles.Activities{AgentDir: agentDir(cfg.ChildEnv), PromptDirs: profiles.DefaultPromptDirs()},
 		&activities.Sessions{Client: c})
 	return w, nil
+}
+
+// observer is m as the activities' RunObserver, or none.
+func observer(m *metrics.Metrics) activities.RunObserver {
+	if m == nil {
+		return nil
+	}
+	return m
 }
 
 // Register registers every workflow and activity on r, under the names that

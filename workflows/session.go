@@ -364,6 +364,10 @@ func (s *session) runTurn(ctx workflow.Context, req SendRequest) {
 	s.attempt = 0
 	s.started = workflow.Now(ctx)
 	s.setState(ctx, StateRunning)
+	agent := activities.AgentName(s.in.Agent)
+	countTurn(ctx, TasksStartedMetric, map[string]string{"agent": agent})
+	log := workflow.GetLogger(ctx)
+	log.Info("turn started", "session", s.in.SessionID, "agent", agent, "turn", s.turn)
 	turn := &TurnResult{Turn: s.turn}
 	prompt, files := req.Prompt, req.Files
 	s.runs = append(s.runs, activities.RunMark{Turn: s.turn, State: string(StateRunning)})
@@ -416,7 +420,10 @@ func (s *session) runTurn(ctx workflow.Context, req SendRequest) {
 			break
 		}
 		prompt, files = CorrectiveFeedback(res), nil
+		countTurn(ctx, FinalizeRetriesMetric, map[string]string{"agent": agent})
 	}
+	countTurn(ctx, TasksFinishedMetric, map[string]string{"agent": agent, "status": string(turn.State)})
+	log.Info("turn ended", "session", s.in.SessionID, "agent", agent, "turn", s.turn, "state", turn.State, "attempts", turn.Attempts)
 	s.usage = s.usage.Add(turn.Usage)
 	s.last = turn
 	s.runs[len(s.runs)-1].State = string(turn.State)

@@ -71,11 +71,15 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer srv.Stop()
 
-	c, err := sdkclient.DialContext(ctx, sdkclient.Options{
+	copts := sdkclient.Options{
 		HostPort:  srv.FrontendAddress(),
 		Namespace: srv.Namespace(),
 		Logger:    sdklog.NewStructuredLogger(logger.With("component", "sdk")),
-	})
+	}
+	if cfg.Metrics != nil {
+		copts.MetricsHandler = cfg.Metrics.Handler
+	}
+	c, err := sdkclient.DialContext(ctx, copts)
 	if err != nil {
 		return subclient.Unavailable(srv.FrontendAddress(), err)
 	}

@@ -1,0 +1,141 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/durable-pi/subagents/internal/scriptedmodel"
+)
+
+// devCLI starts `subagents dev` (in memory, no UI unless asked) with extra
+// flags and returns it with a cli that talks to it.
+func (e *env) devCLI(extra ...string) (*devProcess, *cli, int) {
+	e.t.Helper()
+	port := freePort()
+	args := append([]string{"--ephemeral", "--port", strconv.Itoa(port), "--data-dir", e.dataDir, "--task-queue", e.taskQueue}, extra...)
+	p := e.startDev(args...)
+	p.waitReady(e.t)
+	c := &cli{e: e, ids: map[string]string{}, args: []string{"--address", fmt.Sprintf("127.0.0.1:%d", port), "--task-queue", e.taskQueue}}
+	return p, c, port
+}
+
+// metricValue finds one sample line of a Prometheus text page: the series
+// name and labels that must all be present.
+func metricValue(page, name string, labels ...string) (float64, bool) {
+	for _, line := range strings.Split(page, "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		ok := true
+		for _, l := range labels {
+			ok = ok && strings.Contains(line, l)
+		}
+		if !ok {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		return v, err == nil
+	}
+	return 0, false
+}
+
+// TestDevMetricsAndJSONLogs: after a task that needed one corrective
+// feedback, the worker's /metrics holds the SDK's series and ours, and its
+// JSON log lines name the workflow and the session.
+func TestDevMetricsAndJSONLogs(t *testing.T) {
+	e := newEnv(t)
+	e.model.Script("retry",
+		scriptedmodel.Step{Text: "It is in main.go, I think."},
+		finalizeStep("main.go:7 starts the server"))
+	metricsPort := freePort()
+	p, c, _ := e.devCLI("--headless", "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", metricsPort), "--log-format", "json")
+	if !strings.Contains(p.stdout.String(), fmt.Sprintf("Metrics:           http://127.0.0.1:%d/metrics", metricsPort)) {
+		t.Fatalf("banner without the metrics address:\n%s", p.stdout)
+	}
+	env, out := c.json(0, "", "run", "--model", scriptedmodel.ModelRef, "--agent", "scout", "[[script:retry]] Where does the server start?")
+	if env.Items[0].Attempts != 2 || env.Items[0].Output != "main.go:7 starts the server" {
+		t.Fatalf("run: %s", out)
+	}
+
+	url := fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
+	want := []struct {
+		name   string
+		labels []string
+		value  float64
+	}{
+		{"subagents_tasks_started", []string{`agent="scout"`}, 1},
+		{"subagents_tasks_finished", []string{`agent="scout"`, `status="completed"`}, 1},
+		{"subagents_finalize_retries", []string{`agent="scout"`}, 1},
+		{"subagents_child_run_seconds_count", []string{`agent="scout"`, `outcome="completed"`}, 2},
+		{"subagents_child_tokens_total", []string{`agent="scout"`, `kind="input"`}, 200},
+		{"subagents_child_tokens_total", []string{`agent="scout"`, `kind="output"`}, 40},
+	}
+	var page string
+	deadline := time.Now().Add(testTimeout)
+	for {
+		page = httpGet(t, url)
+		missing := ""
+		for _, w := range want {
+			if v, ok := metricValue(page, w.name, w.labels...); !ok || v != w.value {
+				missing = fmt.Sprintf("%s%v = %v (found %v)", w.name, w.labels, w.value, ok)
+				break
+			}
+		}
+		if missing == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics: want %s\n%s", missing, grepLines(page, "subagents_"))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if cost, ok := metricValue(page, "subagents_child_cost_usd_total", `agent="scout"`); !ok || cost <= 0 {
+		t.Fatalf("cost series: %v %v", cost, ok)
+	}
+	// The SDK's own series come through the same endpoint.
+	for _, sdk := range []string{"temporal_workflow_completed", "temporal_activity_execution_latency"} {
+		if !strings.Contains(page, sdk) {
+			t.Errorf("no SDK series %s on /metrics", sdk)
+		}
+	}
+
+	p.stop(t)
+	seen := map[string]bool{}
+	sc := bufio.NewScanner(strings.NewReader(p.stderr.String()))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var line map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			t.Fatalf("a log line is not JSON: %q", sc.Text())
+		}
+		msg, _ := line["msg"].(string)
+		switch msg {
+		case "child run started", "child run ended", "turn started", "turn ended":
+			if line["WorkflowID"] == nil || line["session"] == nil || line["WorkflowID"] != line["session"] {
+				t.Fatalf("%q without the workflow and session IDs: %s", msg, sc.Text())
+			}
+			seen[msg] = true
+		}
+	}
+	if len(seen) != 4 {
+		t.Fatalf("log lines seen: %v\n%s", seen, p.stderr)
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	re := regexp.MustCompile(regexp.QuoteMeta(sub))
+	for _, l := range strings.Split(s, "\n") {
+		if re.MatchString(l) && !strings.HasPrefix(l, "#") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

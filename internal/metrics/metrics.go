@@ -1,0 +1,129 @@
+// Package metrics serves the worker's Prometheus metrics: the Temporal SDK's
+// own (worker polls, task latencies, activity and workflow counts), fed
+// through tally as the SDK's contrib handler does, and ours about child runs.
+package metrics
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/uber-go/tally/v4"
+	tallyprom "github.com/uber-go/tally/v4/prometheus"
+	"go.temporal.io/sdk/client"
+
+	"github.com/durable-pi/subagents/activities"
+	"github.com/durable-pi/subagents/internal/errcode"
+)
+
+// reportInterval is how often tally hands the SDK's counters to the
+// Prometheus registry: well under any scrape interval.
+const reportInterval = time.Second
+
+// Metrics is one process's registry and the handles that feed it.
+type Metrics struct {
+	Registry *prometheus.Registry
+	// Handler goes into the Temporal client's options.
+	Handler client.MetricsHandler
+
+	childSeconds *prometheus.HistogramVec
+	tokens       *prometheus.CounterVec
+	cost         *prometheus.CounterVec
+	scope        io.Closer
+}
+
+// New builds a registry with the Go runtime's collectors, the SDK's metrics
+// and ours.
+func New() *Metrics {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reporter := tallyprom.NewReporter(tallyprom.Options{
+		Registerer:       reg,
+		DefaultTimerType: tallyprom.HistogramTimerType,
+		// A series the SDK registers twice with other labels is dropped,
+		// not fatal: metrics must never stop a worker.
+		OnRegisterError: func(error) {},
+	})
+	scope, closer := tally.NewRootScope(tally.ScopeOptions{
+		CachedReporter:  reporter,
+		Separator:       tallyprom.DefaultSeparator,
+		SanitizeOptions: &tallyprom.DefaultSanitizerOpts,
+	}, reportInterval)
+	m := &Metrics{
+		Registry: reg,
+		Handler:  sdkHandler{scope},
+		childSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "subagents_child_run_seconds",
+			Help: "Wall time of one child pi run (one attempt of a turn).",
+			// From a cached one-line answer to the 600 s default timeout
+			// and its extension.
+			Buckets: []float64{0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1200},
+		}, []string{"agent", "outcome"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "subagents_child_tokens_total",
+			Help: "Tokens child pi runs used, by kind (input, output, cache_read, cache_write).",
+		}, []string{"agent", "kind"}),
+		cost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "subagents_child_cost_usd_total",
+			Help: "What child pi runs cost, in US dollars, as pi's model prices say.",
+		}, []string{"agent"}),
+		scope: closer,
+	}
+	reg.MustRegister(m.childSeconds, m.tokens, m.cost)
+	return m
+}
+
+// ChildRun records one child run; it implements activities.RunObserver.
+func (m *Metrics) ChildRun(agent, outcome string, elapsed time.Duration, u activities.Usage) {
+	m.childSeconds.WithLabelValues(agent, outcome).Observe(elapsed.Seconds())
+	for kind, n := range map[string]int64{"input": u.Input, "output": u.Output, "cache_read": u.CacheRead, "cache_write": u.CacheWrite} {
+		m.tokens.WithLabelValues(agent, kind).Add(float64(n))
+	}
+	m.cost.WithLabelValues(agent).Add(u.Cost)
+}
+
+// Serve serves /metrics on addr until ctx ends and returns the address it
+// listens on (addr may use port 0).
+func (m *Metrics) Serve(ctx context.Context, addr string, logger *slog.Logger) (string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", errcode.Errorf(errcode.InvalidInput, "metrics address %s: %v", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		// A scrape in flight gets a moment to finish.
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("metrics server stopped", "error", err)
+		}
+	}()
+	return ln.Addr().String(), nil
+}
+
+// Close flushes the SDK's last counts into the registry.
+func (m *Metrics) Close() error { return m.scope.Close() }
+
+// sdkHandler is the Temporal SDK's metrics handler over a tally scope.
+type sdkHandler struct{ scope tally.Scope }
+
+func (h sdkHandler) WithTags(tags map[string]string) client.MetricsHandler {
+	return sdkHandler{h.scope.Tagged(tags)}
+}
+
+func (h sdkHandler) Counter(name string) client.MetricsCounter { return h.scope.Counter(name) }
+func (h sdkHandler) Gauge(name string) client.MetricsGauge     { return h.scope.Gauge(name) }
+func (h sdkHandler) Timer(name string) client.MetricsTimer     { return h.scope.Timer(name) }
