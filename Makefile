@@ -16,7 +16,7 @@ PI_STAMP := extension/node_modules/.package-lock.json
 # Arguments for `make run`, e.g. make run ARGS="--port 17233".
 ARGS ?=
 
-.PHONY: all build run test test-ext test-go lint vet fmt staticcheck workflowcheck bench deps pi tools clean
+.PHONY: all build run demo test test-ext test-go lint vet fmt staticcheck workflowcheck bench deps pi tools clean
 
 all: deps build
 
@@ -72,6 +72,10 @@ staticcheck: $(GOBIN)/staticcheck
 
 workflowcheck: $(GOBIN)/workflowcheck
 	workflowcheck ./workflows/...
+
+## demo: the stack with a scripted model; a delegation survives a worker kill (Ctrl-C ends it)
+demo: deps build
+	./bin/subagents demo $(ARGS)
 
 ## bench: benchmarks, figures into BENCHMARKS.md
 bench:

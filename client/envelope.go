@@ -66,11 +66,16 @@ type Item struct {
 	Agent       string `json:"agent"`
 	// Status is the turn's state; SessionState the session's, which waits
 	// for input between turns.
-	Status              string                `json:"status"`
-	SessionState        string                `json:"session_state,omitempty"`
-	Done                bool                  `json:"done"`
-	Turn                int                   `json:"turn,omitempty"`
-	Attempts            int                   `json:"attempts,omitempty"`
+	Status       string `json:"status"`
+	SessionState string `json:"session_state,omitempty"`
+	Done         bool   `json:"done"`
+	Turn         int    `json:"turn,omitempty"`
+	Attempts     int    `json:"attempts,omitempty"`
+	// RunAttempt is Temporal's attempt of the last child run: above 1 when
+	// a worker died under it; Continued when that attempt went on with the
+	// pi session the dead one left.
+	RunAttempt          int32                 `json:"run_attempt,omitempty"`
+	Continued           bool                  `json:"continued,omitempty"`
 	Output              string                `json:"output"`
 	OutputAvailable     bool                  `json:"output_available"`
 	OutputTruncated     bool                  `json:"output_truncated"`
@@ -202,6 +207,7 @@ func fillTurn(it *Item, t *workflows.TurnResult) {
 	it.OutputAvailable = r.Output != ""
 	it.Finalize, it.ExitCode, it.SessionFile, it.ArtifactFile = r.Finalize, r.ExitCode, r.SessionFile, r.ArtifactFile
 	it.ToolRows, it.ToolCount, it.ElapsedMS = r.ToolRows, r.ToolCalls, r.DurationMS
+	it.RunAttempt, it.Continued = r.Attempt, r.Continued
 	if t.Error != nil {
 		it.Error = t.Error
 	}

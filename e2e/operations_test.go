@@ -139,3 +139,24 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestDemo runs `subagents demo` as a newcomer would (without staying up):
+// it says the model is scripted, kills a worker mid-run, and every task
+// completes by continuing its pi session on the next worker.
+func TestDemo(t *testing.T) {
+	e := newEnv(t)
+	code, out, errOut := runSubagents(t, e.cliEnv(), "demo", "--port", strconv.Itoa(freePort()), "--ui-port", strconv.Itoa(freePort()), "--stay=false")
+	if code != 0 {
+		t.Fatalf("demo: exit %d\n%s\n%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		"the model is SCRIPTED", "worker 1 KILLED (SIGKILL", "worker 2:",
+		"✓ map-layout: completed (continued its pi session on attempt 2 after the kill)",
+		"✓ find-heartbeat: completed", "✓ list-profiles: completed",
+		"usage: ", "delegation: http://127.0.0.1:",
+	} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+}

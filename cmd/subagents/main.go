@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/durable-pi/subagents/client"
+	"github.com/durable-pi/subagents/internal/demo"
 	"github.com/durable-pi/subagents/internal/errcode"
 	"github.com/durable-pi/subagents/worker"
 	"github.com/durable-pi/subagents/worker/dev"
@@ -23,8 +24,9 @@ import (
 const usage = `usage: subagents <command> [flags]
 
 commands:
-  dev       run an embedded Temporal (SQLite file), its UI and a worker
-  worker    run a worker against an external Temporal (TEMPORAL_* settings)
+  dev         run an embedded Temporal (SQLite file), its UI and a worker
+  worker      run a worker against an external Temporal (TEMPORAL_* settings)
+  demo        the whole stack with a scripted model: a delegation survives a worker kill
   run         start tasks and wait, with live progress: run [--agent NAME] PROMPT
   start       start tasks and return their task IDs at once (--input - reads JSON)
   status      where tasks, sessions or delegations stand: status ID...
@@ -61,6 +63,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return dev.Main(ctx, args[1:], stdout, stderr)
 	case "worker":
 		return worker.Main(ctx, args[1:], stdout, stderr)
+	case "demo":
+		return demo.Main(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		_, _ = fmt.Fprint(stdout, usage)
 		return nil

@@ -1,0 +1,257 @@
+// Package demo is `subagents demo`: for a newcomer without a model API key,
+// the whole stack on one machine with the project's scripted model, a
+// three-task delegation, and a worker killed and restarted while it runs.
+package demo
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	sdkclient "go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+
+	"github.com/durable-pi/subagents/client"
+	"github.com/durable-pi/subagents/internal/errcode"
+	"github.com/durable-pi/subagents/internal/scriptedmodel"
+	"github.com/durable-pi/subagents/worker"
+	"github.com/durable-pi/subagents/worker/devserver"
+	"github.com/durable-pi/subagents/workflows"
+)
+
+// taskQueue is the demo's own, so it never mixes with a real worker's.
+const taskQueue = "subagents-demo"
+
+// childDelay is how long each scripted child takes to answer its last step:
+// long enough that the worker is killed while all three run.
+const childDelay = 3 * time.Second
+
+// tasks of the demo delegation: name, prompt, and the scripted answers.
+var tasks = []struct {
+	name, prompt, result string
+}{
+	{"map-layout", "Map the layout of this repository.", "workflows/, activities/, worker/, client/ and extension/ hold the service; e2e/ tests it end to end."},
+	{"find-heartbeat", "Find where the child run's heartbeat interval is set.", "activities/activities.go: DefaultHeartbeatInterval = 2 s."},
+	{"list-profiles", "Name the built-in agent profiles.", "scout, explorer, researcher, reviewer, planner, librarian, oracle, finder, tester, implementer, task."},
+}
+
+// Main runs the demo until ctx ends (Ctrl-C) or, with --stay=false, until it
+// has printed the results.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("subagents demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	port := fs.Int("port", 7233, "port of the Temporal frontend")
+	uiPort := fs.Int("ui-port", 0, "port of the Temporal UI (default --port + 1000)")
+	stay := fs.Bool("stay", true, "keep the server and its UI up after the run, until Ctrl-C")
+	piPath := fs.String("pi", "", "pi executable (default: as `subagents dev` finds it)")
+	if err := fs.Parse(args); err != nil {
+		return errcode.Wrap(errcode.InvalidInput, err, err.Error())
+	}
+	// Errors only: the SDK warns about slow calls while the demo's worker is
+	// dead on purpose.
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	pi, err := worker.FindPi(ctx, worker.DefaultPiLookup(*piPath))
+	if err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return errcode.Wrap(errcode.InvalidInput, err, "cannot find the subagents executable: "+err.Error())
+	}
+	dir, err := os.MkdirTemp("", "subagents-demo-")
+	if err != nil {
+		return errcode.Wrap(errcode.InvalidInput, err, err.Error())
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+
+	say := func(format string, a ...any) { _, _ = fmt.Fprintf(stdout, format+"\n", a...) }
+	say("subagents demo: the model is SCRIPTED. Every answer below comes from this project's")
+	say("scripted model server, not from a real LLM: no API key is used and nothing leaves this machine.")
+	say("")
+
+	model, err := scriptedmodel.Start()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = model.Close() }()
+	for i, t := range tasks {
+		last := finalize(t.result)
+		last.DelayMS = int(childDelay / time.Millisecond)
+		model.Script(fmt.Sprintf("demo-%d", i), scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "ls", Arguments: `{"path":"."}`}}}, last)
+	}
+	agentDir := filepath.Join(dir, "pi-agent")
+	if err := model.WritePiAgentDir(agentDir); err != nil {
+		return err
+	}
+
+	srv, err := devserver.Start(ctx, devserver.Options{
+		Port: *port, UIPort: *uiPort, DBFile: filepath.Join(dir, "temporal.db"),
+		SearchAttributes: workflows.SearchAttributes(), Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	defer srv.Stop()
+	tc, err := sdkclient.DialContext(ctx, sdkclient.Options{HostPort: srv.FrontendAddress(), Namespace: srv.Namespace(),
+		Logger: sdklog.NewStructuredLogger(logger)})
+	if err != nil {
+		return client.Unavailable(srv.FrontendAddress(), err)
+	}
+	defer tc.Close()
+	say("Temporal:  %s   UI: %s/namespaces/%s/workflows", srv.FrontendAddress(), srv.UIURL(), srv.Namespace())
+
+	w := &workerProcess{self: self, pi: pi.Path, address: srv.FrontendAddress(), dataDir: filepath.Join(dir, "data"), agentDir: agentDir, stderr: stderr}
+	if err := w.start(); err != nil {
+		return err
+	}
+	defer w.stop()
+	say("worker 1:  pid %d, polling %q", w.pid(), taskQueue)
+
+	c := &client.Client{Temporal: tc, TaskQueue: taskQueue, Address: srv.FrontendAddress(), Namespace: srv.Namespace(), UIURL: srv.UIURL()}
+	req := client.StartRequest{MaxConcurrency: len(tasks)}
+	for i, t := range tasks {
+		req.Tasks = append(req.Tasks, workflows.TaskSpec{
+			Name: t.name, Prompt: fmt.Sprintf("[[script:demo-%d]] %s", i, t.prompt), Profile: "scout",
+			Cwd: mustWd(), Model: scriptedmodel.ModelRef,
+		})
+	}
+	started, err := c.Start(ctx, req)
+	if err != nil {
+		return err
+	}
+	say("started:   %s (3 tasks, each a session workflow)", started.DelegationID)
+
+	// Kill the worker once all three children are at work.
+	if err := waitForChildren(ctx, model, len(tasks)); err != nil {
+		return err
+	}
+	killed := w.pid()
+	w.kill()
+	say("")
+	say("worker 1 KILLED (SIGKILL, pid %d) while all three children ran.", killed)
+	say("Nothing is lost: Temporal notices the missing heartbeats and retries each turn on the next worker,")
+	say("which continues the children's pi session files.")
+	if err := w.start(); err != nil {
+		return err
+	}
+	say("worker 2:  pid %d, polling %q", w.pid(), taskQueue)
+	say("")
+
+	begin := time.Now()
+	env, err := c.Follow(ctx, started.DelegationID, 0, nil)
+	if err != nil {
+		return err
+	}
+	say("done %.1fs after the kill:", time.Since(begin).Seconds())
+	say("")
+	for _, it := range env.Items {
+		mark := "✓"
+		if it.Status != string(workflows.StateCompleted) {
+			mark = "✕"
+		}
+		how := "ran once"
+		if it.Continued {
+			how = fmt.Sprintf("continued its pi session on attempt %d after the kill", it.RunAttempt)
+		}
+		say("%s %s: %s (%s)", mark, it.Name, it.Status, how)
+		say("  %s", it.Output)
+		say("  %s", it.UIURL)
+	}
+	if u := env.Usage; u != nil {
+		say("")
+		say("usage: %d input + %d output tokens, $%.5f (scripted prices)", u.Input, u.Output, u.Cost)
+	}
+	say("delegation: %s", env.UIURL)
+	if !*stay {
+		return nil
+	}
+	say("")
+	say("The UI stays up at %s until Ctrl-C.", srv.UIURL())
+	<-ctx.Done()
+	return nil
+}
+
+func finalize(result string) scriptedmodel.Step {
+	args := fmt.Sprintf(`{"status":"SUCCESS","result":%s}`, strconv.Quote(result))
+	return scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "subagent_finalize", Arguments: args}}}
+}
+
+func mustWd() string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "/"
+	}
+	return wd
+}
+
+// waitForChildren waits until n children asked for their last step (the
+// one that takes childDelay).
+func waitForChildren(ctx context.Context, model *scriptedmodel.Server, n int) error {
+	// A cold start of three pi children takes a few seconds here; a minute
+	// means something is wrong.
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	_, err := model.WaitForRequests(wctx, n, func(r scriptedmodel.Request) bool { return r.StepIdx == 1 })
+	if err != nil {
+		return errcode.Errorf(errcode.Failed, "the demo's children did not start: %v", err)
+	}
+	return nil
+}
+
+// workerProcess is a `subagents worker` the demo starts, kills and starts
+// again: a separate process, so the kill is a real one.
+type workerProcess struct {
+	self, pi, address, dataDir, agentDir string
+	stderr                               io.Writer
+	cmd                                  *exec.Cmd
+	done                                 chan struct{}
+}
+
+func (w *workerProcess) start() error {
+	w.cmd = exec.Command(w.self, "worker", "--address", w.address, "--task-queue", taskQueue,
+		"--data-dir", w.dataDir, "--pi", w.pi, "--log-level", "error")
+	w.cmd.Env = append(os.Environ(), scriptedmodel.PiEnv(w.agentDir)...)
+	w.cmd.Stdout, w.cmd.Stderr = io.Discard, w.stderr
+	if err := w.cmd.Start(); err != nil {
+		return errcode.Wrap(errcode.Failed, err, "start a worker: "+err.Error())
+	}
+	w.done = make(chan struct{})
+	go func(cmd *exec.Cmd, done chan struct{}) { _ = cmd.Wait(); close(done) }(w.cmd, w.done)
+	return nil
+}
+
+func (w *workerProcess) pid() int { return w.cmd.Process.Pid }
+
+// kill ends the worker at once; its pi children get SIGTERM from the kernel
+// (the worker sets Pdeathsig) and stop with it.
+func (w *workerProcess) kill() {
+	_ = w.cmd.Process.Kill()
+	<-w.done
+}
+
+// stop ends the worker cleanly, then hard after a grace period.
+func (w *workerProcess) stop() {
+	if w.cmd == nil {
+		return
+	}
+	select {
+	case <-w.done:
+		return
+	default:
+	}
+	_ = w.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-w.done:
+	case <-time.After(10 * time.Second):
+		// The worker's own stop waits for activities; past this it is stuck.
+		w.kill()
+	}
+}
