@@ -16,7 +16,7 @@ PI_STAMP := extension/node_modules/.package-lock.json
 # Arguments for `make run`, e.g. make run ARGS="--port 17233".
 ARGS ?=
 
-.PHONY: all build run demo test test-ext test-go lint vet fmt staticcheck workflowcheck bench deps pi tools clean
+.PHONY: all build run demo browser test test-ext test-go lint vet fmt staticcheck workflowcheck bench deps pi tools clean
 
 all: deps build
 
@@ -39,7 +39,7 @@ run: deps build
 	./bin/subagents dev $(ARGS)
 
 ## test: everything: lint, the workflow and activity packages under -race, all tests
-test: deps lint test-ext test-go
+test: deps browser lint test-ext test-go
 
 # The extension's pure parts, with the Node 22 that npm ci put beside pi.
 test-ext: pi
@@ -48,6 +48,13 @@ test-ext: pi
 test-go:
 	$(GO) test -race ./activities/... ./workflows/...
 	$(GO) test ./...
+
+## browser: Debian's chromium for the UI test (installed when missing; needs root or sudo)
+browser:
+	@if command -v chromium >/dev/null 2>&1 || [ -n "$$SUBAGENTS_CHROMIUM" ]; then exit 0; fi; \
+	SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	echo "installing chromium for the UI test"; \
+	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends chromium
 
 ## lint: go vet, gofmt, staticcheck, workflowcheck
 lint: vet fmt staticcheck workflowcheck

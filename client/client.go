@@ -156,6 +156,7 @@ func (c *Client) Start(ctx context.Context, req StartRequest) (Envelope, error) 
 		TaskQueue:             c.TaskQueue,
 		TypedSearchAttributes: temporal.NewSearchAttributes(attrs...),
 		Memo:                  map[string]any{"name": strings.Join(names, ", ")},
+		StaticSummary:         fmt.Sprintf("delegation of %d task(s): %s", len(names), strings.Join(names, ", ")),
 		// A delegation ID is never reused; a duplicate start is a bug.
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 	}, workflows.DelegationWorkflowName, in)

@@ -457,7 +457,8 @@ func (d *delegation) runTask(ctx workflow.Context, i int, r profiles.ResolvedTas
 			AgentKey.ValueSet(activities.AgentName(in.Agent)), CwdKey.ValueSet(in.Cwd),
 			StatusKey.ValueSet(string(StateQueued)), ParentSessionKey.ValueSet(d.in.ParentSessionID),
 		),
-		Memo: sessionMemo(t, d.id),
+		Memo:          sessionMemo(t, d.id),
+		StaticSummary: fmt.Sprintf("%s (%s)", t.Name, activities.AgentName(in.Agent)),
 	})
 	fut := workflow.ExecuteChildWorkflow(cctx, SessionWorkflowName, in)
 	if err := fut.GetChildWorkflowExecution().Get(ctx, nil); err != nil {

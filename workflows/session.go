@@ -460,7 +460,14 @@ func (s *session) runChild(ctx workflow.Context, prompt string, files []activiti
 	runCtx, cancel := workflow.WithCancel(ctx)
 	s.cancelRun = cancel
 	defer func() { s.cancelRun = nil }()
+	// The UI shows the summary beside each RunPi: which turn, and whether
+	// it is the corrective-feedback retry.
+	summary := fmt.Sprintf("turn %d: %s", s.turn, activities.AgentName(s.in.Agent))
+	if s.attempt > 1 {
+		summary = fmt.Sprintf("turn %d: corrective feedback, run %d", s.turn, s.attempt)
+	}
 	runCtx = workflow.WithActivityOptions(runCtx, workflow.ActivityOptions{
+		Summary: summary,
 		// The child's own timeout plus room for its extension: seed 002
 		// lets a child that still calls tools run on until 300 s (the
 		// largest debounce) pass without one; beyond that this ends it.
