@@ -19,6 +19,8 @@ type SessionLookup struct {
 	State string `json:"state,omitempty"`
 	Agent string `json:"agent,omitempty"`
 	Cwd   string `json:"cwd,omitempty"`
+	// Host is where the session's child runs ran (its memo), "" for any.
+	Host string `json:"host,omitempty"`
 }
 
 // Sessions are the activities that look at other workflows; they need a
@@ -49,6 +51,9 @@ func (s *Sessions) LookupSessions(ctx context.Context, ids []string) ([]SessionL
 			if p, ok := fields[name]; ok {
 				_ = converter.GetDefaultDataConverter().FromPayload(p, dst)
 			}
+		}
+		if p, ok := info.GetMemo().GetFields()["host"]; ok {
+			_ = converter.GetDefaultDataConverter().FromPayload(p, &out[i].Host)
 		}
 	}
 	return out, nil

@@ -46,6 +46,8 @@ type ReadRequest struct {
 	Runs []RunMark `json:"runs,omitempty"`
 	// Turn whose full output to read (output).
 	Turn int `json:"turn,omitempty"`
+	// Host holds the session's files ("" for any worker).
+	Host string `json:"host,omitempty"`
 }
 
 // Read kinds.

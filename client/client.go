@@ -65,6 +65,10 @@ type StartRequest struct {
 	Deliver         bool   `json:"deliver,omitempty"`
 	MaxConcurrency  int    `json:"max_concurrency,omitempty"`
 	IdleTTLSeconds  int    `json:"idle_ttl_seconds,omitempty"`
+	// Host runs the tasks on the workers of that host (where their cwds
+	// exist); "" lets any worker run them. The command fills it in from
+	// --host / SUBAGENTS_HOST ("auto": this machine).
+	Host string `json:"host,omitempty"`
 	// Depth is the caller's own subagent depth (PI_SUBAGENT_DEPTH); the
 	// command fills it in from its environment.
 	Depth int `json:"-"`
@@ -119,7 +123,7 @@ func (c *Client) pollInterval() time.Duration {
 func (c *Client) Start(ctx context.Context, req StartRequest) (Envelope, error) {
 	in := workflows.DelegationInput{
 		Tasks: req.Tasks, Profile: req.Profile, ParentSessionID: req.ParentSessionID, Deliver: req.Deliver,
-		MaxConcurrency: req.MaxConcurrency, IdleTTLSeconds: req.IdleTTLSeconds, Depth: req.Depth,
+		MaxConcurrency: req.MaxConcurrency, IdleTTLSeconds: req.IdleTTLSeconds, Depth: req.Depth, Host: req.Host,
 	}
 	for i := range in.Tasks {
 		t := &in.Tasks[i]
@@ -477,7 +481,7 @@ func (c *Client) Send(ctx context.Context, req SendRequest) (Envelope, error) {
 	name := memoString(info, "name")
 	env, err := c.Start(ctx, StartRequest{
 		Tasks:           []workflows.TaskSpec{{Name: name, Prompt: req.Prompt, Files: req.Files, Resume: req.TaskID, Cwd: searchAttr(info, workflows.CwdKey.GetName())}},
-		ParentSessionID: req.ParentSessionID, Deliver: req.Deliver,
+		ParentSessionID: req.ParentSessionID, Deliver: req.Deliver, Host: memoString(info, "host"),
 	})
 	if err != nil {
 		return Envelope{}, err
@@ -658,7 +662,7 @@ func (c *Client) Output(ctx context.Context, id string, full bool) (Envelope, er
 		env.Text = NoOutputText
 	}
 	if full && it.OutputTruncated && st.LastTurn != nil {
-		res, err := c.read(ctx, activities.ReadRequest{SessionID: id, Agent: st.Agent, Cwd: st.Cwd, What: activities.ReadOutput, Turn: st.LastTurn.Turn})
+		res, err := c.read(ctx, activities.ReadRequest{SessionID: id, Agent: st.Agent, Cwd: st.Cwd, What: activities.ReadOutput, Turn: st.LastTurn.Turn, Host: st.Host})
 		if err != nil {
 			return Envelope{}, err
 		}
@@ -680,7 +684,7 @@ func (c *Client) Transcript(ctx context.Context, id string) (Envelope, error) {
 	if err != nil {
 		return Envelope{}, err
 	}
-	res, err := c.read(ctx, activities.ReadRequest{SessionID: id, Agent: st.Agent, Cwd: st.Cwd, What: activities.ReadTranscript, Runs: st.Runs})
+	res, err := c.read(ctx, activities.ReadRequest{SessionID: id, Agent: st.Agent, Cwd: st.Cwd, What: activities.ReadTranscript, Runs: st.Runs, Host: st.Host})
 	if err != nil {
 		return Envelope{}, err
 	}

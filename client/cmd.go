@@ -104,12 +104,15 @@ type command struct {
 	uiURL     string
 	// compact prints envelopes on one line each (JSON lines).
 	compact bool
+	host    string
 }
 
 func (cmd *command) common(fs *flag.FlagSet) {
 	cmd.conn.RegisterFlags(fs)
 	fs.BoolVar(&cmd.asJSON, "json", false, "print one JSON envelope (contract_version "+ContractVersion+") instead of text")
 	fs.StringVar(&cmd.taskQueue, "task-queue", firstNonEmpty(cmd.io.getenv("SUBAGENTS_TASK_QUEUE"), DefaultTaskQueue), "task queue the workers poll (env SUBAGENTS_TASK_QUEUE)")
+	fs.StringVar(&cmd.host, "host", cmd.io.getenv("SUBAGENTS_HOST"),
+		"run new tasks on the workers of this host (\"auto\": this machine), where their cwds exist (env SUBAGENTS_HOST; default: any worker)")
 	fs.StringVar(&cmd.uiURL, "ui-url", "", "Temporal UI base URL for links (env SUBAGENTS_UI_URL; default: the frontend's port + 1000, as `subagents dev` serves it)")
 }
 
@@ -256,6 +259,16 @@ func (cmd *command) fillDefaults(req *StartRequest) error {
 		if req.Tasks[i].Cwd == "" {
 			req.Tasks[i].Cwd = wd
 		}
+	}
+	if req.Host == "" {
+		req.Host = cmd.host
+	}
+	if req.Host == "auto" {
+		h, err := os.Hostname()
+		if err != nil {
+			return errcode.Wrap(errcode.InvalidInput, err, "--host auto: "+err.Error())
+		}
+		req.Host = h
 	}
 	if d := cmd.io.getenv("PI_SUBAGENT_DEPTH"); d != "" {
 		n, err := strconv.Atoi(d)

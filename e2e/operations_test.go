@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
+	"github.com/durable-pi/subagents/worker"
 )
 
 // devCLI starts `subagents dev` (in memory, no UI unless asked) with extra
@@ -158,5 +161,49 @@ func TestDemo(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Fatalf("demo output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestPlacementByHost: two workers on two hosts share the task queue; a
+// delegation for host alpha runs its child where alpha's files are, one for
+// beta on beta, and a transcript is read on the host that has the file.
+func TestPlacementByHost(t *testing.T) {
+	e := newEnv(t)
+	e.model.Script("place", finalizeStep("ran here"))
+	dataDirs := map[string]string{}
+	for _, host := range []string{"alpha", "beta"} {
+		cfg := e.workerConfig()
+		cfg.Host, cfg.DataDir = host, filepath.Join(t.TempDir(), host)
+		dataDirs[host] = cfg.DataDir
+		w, err := worker.New(shared.client, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(w.Stop)
+	}
+	c := e.cli()
+	for _, host := range []string{"alpha", "beta", "alpha"} {
+		env, out := c.json(0, "", "run", "--host", host, "--model", scriptedmodel.ModelRef, "[[script:place]] Where do you run?")
+		it := env.Items[0]
+		if it.Output != "ran here" {
+			t.Fatalf("run on %s: %s", host, out)
+		}
+		other := map[string]string{"alpha": "beta", "beta": "alpha"}[host]
+		if !strings.HasPrefix(it.SessionFile, dataDirs[host]) {
+			t.Fatalf("the task for %s ran elsewhere: session file %s", host, it.SessionFile)
+		}
+		if _, err := os.Stat(strings.Replace(it.SessionFile, dataDirs[host], dataDirs[other], 1)); err == nil {
+			t.Fatalf("%s's worker also has the session file", other)
+		}
+		tr, _ := c.json(0, "", "transcript", it.TaskID)
+		if !strings.Contains(tr.Text, "Where do you run?") {
+			t.Fatalf("transcript of the %s task, read on %s: %q", host, host, tr.Text)
+		}
+	}
+	if code, _, stderr := c.run("", "run", "--host", "a@b", "x"); code != 2 || !strings.Contains(stderr, "cannot name a task queue") {
+		t.Fatalf("a host with '@': exit %d, %s", code, stderr)
 	}
 }

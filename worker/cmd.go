@@ -28,6 +28,7 @@ type Flags struct {
 	LogLevel       string
 	LogFormat      string
 	MetricsAddr    string
+	Host           string
 }
 
 // Register adds the flags to fs.
@@ -39,6 +40,8 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 		"characters of a child's output returned in results; the rest is kept in its artifact file (env SUBAGENTS_OUTPUT_MAX_CHARS)")
 	fs.StringVar(&f.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&f.LogFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&f.Host, "host", os.Getenv("SUBAGENTS_HOST"),
+		"name of this machine's task queue (<task-queue>@<host>), for tasks whose cwd is here (env SUBAGENTS_HOST; default: the hostname)")
 	fs.StringVar(&f.MetricsAddr, "metrics-addr", os.Getenv("SUBAGENTS_METRICS_ADDR"),
 		"serve Prometheus metrics at http://ADDR/metrics, e.g. 127.0.0.1:9090 (env SUBAGENTS_METRICS_ADDR; default off)")
 }
@@ -92,7 +95,7 @@ func (f *Flags) Config(ctx context.Context) (Config, error) {
 	if f.OutputMaxChars < 1 {
 		return Config{}, errcode.Errorf(errcode.InvalidInput, "--output-max-chars must be at least 1, not %d", f.OutputMaxChars)
 	}
-	cfg := Config{TaskQueue: f.TaskQueue, DataDir: dataDir, Pi: pi, OutputMaxChars: f.OutputMaxChars, MetricsAddr: f.MetricsAddr}
+	cfg := Config{TaskQueue: f.TaskQueue, DataDir: dataDir, Pi: pi, OutputMaxChars: f.OutputMaxChars, MetricsAddr: f.MetricsAddr, Host: f.Host}
 	if f.MetricsAddr != "" {
 		cfg.Metrics = metrics.New()
 	}
@@ -154,9 +157,9 @@ func Serve(ctx context.Context, c client.Client, cfg Config, logger *slog.Logger
 	if err := w.Start(); err != nil {
 		return subclient.Unavailable("the configured Temporal", err)
 	}
-	logger.Info("worker started", "taskQueue", cfg.TaskQueue, "pi", cfg.Pi.Path, "piVersion", cfg.Pi.Version,
+	logger.Info("worker started", "taskQueues", w.Queues, "pi", cfg.Pi.Path, "piVersion", cfg.Pi.Version,
 		"piFrom", cfg.Pi.Source, "dataDir", cfg.DataDir)
-	_, _ = fmt.Fprintf(stdout, "worker polling task queue %q (pi %s)\n", cfg.TaskQueue, cfg.Pi.Version)
+	_, _ = fmt.Fprintf(stdout, "worker polling task queue %q and its host queue %q (pi %s)\n", w.Queues[0], w.Queues[1], cfg.Pi.Version)
 	<-ctx.Done()
 	// Stop waits for running activities up to the worker's stop timeout;
 	// their pi children are ended with them and continue on the next worker.

@@ -34,6 +34,8 @@ type Config struct {
 	ChildEnv []string
 	// OutputMaxChars caps a child's output in results (default 8000).
 	OutputMaxChars int
+	// Host names this machine's queue (HostQueue; default DefaultHost()).
+	Host string
 	// Metrics, when set, gets the child runs' series; MetricsAddr is where
 	// Serve publishes it ("" for nowhere).
 	Metrics     *metrics.Metrics
@@ -53,11 +55,26 @@ func DefaultDataDir() (string, error) {
 	return filepath.Join(home, ".pi", "subagents"), nil
 }
 
-// New returns a worker for cfg on c, with every workflow and activity
-// registered. It does not start it.
-func New(c client.Client, cfg Config) (sdkworker.Worker, error) {
+// Worker is the process's pollers: the shared task queue, with every
+// workflow and activity, and its host's queue (HostQueue) with the steps
+// that need the host's files.
+type Worker struct {
+	shared, host sdkworker.Worker
+	// Queues are the task queues polled, shared first.
+	Queues []string
+}
+
+// New returns the workers for cfg on c, with everything registered. It does
+// not start them.
+func New(c client.Client, cfg Config) (*Worker, error) {
 	if cfg.TaskQueue == "" {
 		cfg.TaskQueue = DefaultTaskQueue
+	}
+	if cfg.Host == "" || cfg.Host == "auto" {
+		cfg.Host = DefaultHost()
+	}
+	if !workflows.ValidHost(cfg.Host) {
+		return nil, errcode.Errorf(errcode.InvalidInput, "--host %q cannot name a task queue (no '@', '/' or spaces)", cfg.Host)
 	}
 	if cfg.DataDir == "" {
 		d, err := DefaultDataDir()
@@ -81,17 +98,49 @@ func New(c client.Client, cfg Config) (sdkworker.Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := sdkworker.New(c, cfg.TaskQueue, sdkworker.Options{
+	opts := sdkworker.Options{
 		// A cancel request reaches a running child only in the answer to a
 		// heartbeat, and the SDK holds heartbeats back for up to 80% of the
 		// heartbeat timeout. Two seconds keeps cancel prompt (pi is killed
 		// within about 2 s) at one small RPC per running child per 2 s.
 		MaxHeartbeatThrottleInterval:     2 * time.Second,
 		DefaultHeartbeatThrottleInterval: 2 * time.Second,
-	})
-	Register(w, acts, &profiles.Activities{AgentDir: agentDir(cfg.ChildEnv), PromptDirs: profiles.DefaultPromptDirs()},
-		&activities.Sessions{Client: c})
-	return w, nil
+	}
+	profs := &profiles.Activities{AgentDir: agentDir(cfg.ChildEnv), PromptDirs: profiles.DefaultPromptDirs()}
+	shared := sdkworker.New(c, cfg.TaskQueue, opts)
+	Register(shared, acts, profs, &activities.Sessions{Client: c})
+	hostQueue := workflows.HostQueue(cfg.TaskQueue, cfg.Host)
+	host := sdkworker.New(c, hostQueue, opts)
+	registerHostActivities(host, acts, profs)
+	return &Worker{shared: shared, host: host, Queues: []string{cfg.TaskQueue, hostQueue}}, nil
+}
+
+// Start starts both pollers; if the second fails, the first is stopped.
+func (w *Worker) Start() error {
+	if err := w.shared.Start(); err != nil {
+		return err
+	}
+	if err := w.host.Start(); err != nil {
+		w.shared.Stop()
+		return err
+	}
+	return nil
+}
+
+// Stop stops both, the host's first: running children end with their
+// activities and continue on the next worker.
+func (w *Worker) Stop() {
+	w.host.Stop()
+	w.shared.Stop()
+}
+
+// DefaultHost is this machine's name, as a host queue names it.
+func DefaultHost() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "localhost"
+	}
+	return h
 }
 
 // observer is m as the activities' RunObserver, or none.
@@ -112,6 +161,14 @@ func Register(r sdkworker.Registry, acts *activities.Activities, profs *profiles
 	r.RegisterActivityWithOptions(acts.RunPi, activity.RegisterOptions{Name: workflows.RunPiActivityName})
 	r.RegisterActivityWithOptions(profs.ResolveTasks, activity.RegisterOptions{Name: workflows.ResolveTasksActivityName})
 	r.RegisterActivityWithOptions(sessions.LookupSessions, activity.RegisterOptions{Name: workflows.LookupSessionsActivityName})
+}
+
+// registerHostActivities registers what runs on a host queue: the steps
+// that need a cwd or a session file on this machine.
+func registerHostActivities(r sdkworker.Registry, acts *activities.Activities, profs *profiles.Activities) {
+	r.RegisterActivityWithOptions(acts.RunPi, activity.RegisterOptions{Name: workflows.RunPiActivityName})
+	r.RegisterActivityWithOptions(acts.ReadSession, activity.RegisterOptions{Name: workflows.ReadSessionActivityName})
+	r.RegisterActivityWithOptions(profs.ResolveTasks, activity.RegisterOptions{Name: workflows.ResolveTasksActivityName})
 }
 
 // agentDir is the pi config dir the children see: PI_CODING_AGENT_DIR of

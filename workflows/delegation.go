@@ -80,6 +80,9 @@ type DelegationInput struct {
 	// received yet.
 	Deliver       bool `json:"deliver,omitempty"`
 	AckTTLSeconds int  `json:"ackTtlSeconds,omitempty"`
+	// Host runs the tasks on that host's workers (HostQueue): the caller's
+	// machine, where the cwds exist. Empty: any worker.
+	Host string `json:"host,omitempty"`
 }
 
 // TaskResult is one task of a delegation.
@@ -133,6 +136,8 @@ func ValidateDelegation(in DelegationInput) error {
 		return errcode.Errorf(errcode.InvalidInput, "one session ID per task: %d IDs for %d tasks", len(in.SessionIDs), len(in.Tasks))
 	case in.MaxConcurrency < 0 || in.MaxConcurrency > MaxConcurrency:
 		return errcode.Errorf(errcode.InvalidInput, "maxConcurrency must be 1 to %d", MaxConcurrency)
+	case !ValidHost(in.Host):
+		return errcode.Errorf(errcode.InvalidInput, "host %q cannot name a task queue (no '@', '/' or spaces)", in.Host)
 	}
 	seen := map[string]bool{}
 	for i, t := range in.Tasks {
@@ -389,6 +394,8 @@ func (d *delegation) resolve(ctx workflow.Context) ([]profiles.ResolvedTask, err
 		req.Tasks = append(req.Tasks, profiles.ResolveTask{Profile: d.tasks[i].Profile, Cwd: t.Cwd, Model: t.Model, TimeoutSeconds: t.Timeout})
 	}
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		// Project profiles live under the tasks' cwds: read them there.
+		TaskQueue: hostQueue(ctx, d.in.Host),
 		// Reading a few profile files takes milliseconds; the bound only
 		// catches a worker that hangs on a network file system.
 		StartToCloseTimeout: resolveActivityTimeoutSec * time.Second,
@@ -432,17 +439,18 @@ func (d *delegation) runTask(ctx workflow.Context, i int, r profiles.ResolvedTas
 	if d.tasks[i].Model == "" {
 		d.tasks[i].Model = t.Model
 	}
-	cwd, agent := t.Cwd, d.tasks[i].Profile
+	cwd, agent, host := t.Cwd, d.tasks[i].Profile, d.in.Host
 	if resuming {
-		// The pi session file is found by the original agent and cwd.
-		cwd, agent = lookup.Cwd, lookup.Agent
+		// The pi session file is found by the original agent and cwd, on
+		// the host that wrote it.
+		cwd, agent, host = lookup.Cwd, lookup.Agent, lookup.Host
 		if agent == "default" {
 			agent = ""
 		}
 	}
 	in := SessionInput{
 		SessionID: d.tasks[i].SessionID, Agent: agent, Cwd: cwd, Prompt: t.Prompt, Files: t.Files,
-		Name: t.Name, ParentSessionID: d.in.ParentSessionID, Child: child,
+		Name: t.Name, ParentSessionID: d.in.ParentSessionID, Child: child, Host: host,
 		MaxFinalizeRetries: r.MaxFinalizeRetries, IdleTTLSeconds: d.in.IdleTTLSeconds,
 		NotifyWorkflowID: d.id, NotifyIndex: i,
 	}
@@ -457,7 +465,7 @@ func (d *delegation) runTask(ctx workflow.Context, i int, r profiles.ResolvedTas
 			AgentKey.ValueSet(activities.AgentName(in.Agent)), CwdKey.ValueSet(in.Cwd),
 			StatusKey.ValueSet(string(StateQueued)), ParentSessionKey.ValueSet(d.in.ParentSessionID),
 		),
-		Memo:          sessionMemo(t, d.id),
+		Memo:          sessionMemo(t, d.id, host),
 		StaticSummary: fmt.Sprintf("%s (%s)", t.Name, activities.AgentName(in.Agent)),
 	})
 	fut := workflow.ExecuteChildWorkflow(cctx, SessionWorkflowName, in)
@@ -532,8 +540,12 @@ func (d *delegation) status() DelegationStatus {
 
 // sessionMemo is what the UI and `list` show of a session beside its
 // search attributes.
-func sessionMemo(t TaskSpec, delegationID string) map[string]any {
+func sessionMemo(t TaskSpec, delegationID, host string) map[string]any {
 	memo := map[string]any{"name": t.Name, "delegation": delegationID}
+	if host != "" {
+		// LookupSessions reads it back when the session is resumed.
+		memo["host"] = host
+	}
 	if t.Description != "" {
 		memo["description"] = t.Description
 	}

@@ -20,6 +20,8 @@ const (
 // them through Temporal instead of its own disk.
 func ReadSession(ctx workflow.Context, req activities.ReadRequest) (activities.ReadResult, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		// The files are on the host whose workers ran the session.
+		TaskQueue: hostQueue(ctx, req.Host),
 		// Reading and formatting a session file of a few MiB takes well
 		// under a second; the bound catches a stuck network file system.
 		StartToCloseTimeout: time.Minute,

@@ -53,6 +53,9 @@ type SessionInput struct {
 	ParentSessionID string                `json:"parentSessionId,omitempty"`
 	// Model is provider/id, for callers that set nothing else of Child.
 	Model string `json:"model,omitempty"`
+	// Host pins the child runs to the workers of that host (HostQueue):
+	// the one that sees Cwd and keeps the session file. Empty: any worker.
+	Host string `json:"host,omitempty"`
 	// TimeoutSeconds bounds one turn; 0 means the default (600 s).
 	TimeoutSeconds int `json:"timeoutSeconds,omitempty"`
 	// Child is the resolved profile: how every turn's pi runs. Its session,
@@ -118,6 +121,7 @@ type SessionStatus struct {
 	Thinking string `json:"thinking,omitempty"`
 	Cwd      string `json:"cwd"`
 	Name     string `json:"name,omitempty"`
+	Host     string `json:"host,omitempty"`
 	// Runs mark where each turn begins in the pi session file, for
 	// transcripts.
 	Runs []activities.RunMark `json:"runs,omitempty"`
@@ -274,7 +278,7 @@ func (s *session) status() SessionStatus {
 		SessionID: s.in.SessionID, Agent: s.in.Agent, State: s.state,
 		Turn: s.turn, Accepted: s.accepted, Attempt: s.attempt, Usage: s.usage, LastTurn: s.last,
 		TurnStarted: s.started, TimeoutSeconds: s.timeoutSeconds(),
-		Model: s.model(), Thinking: s.in.Child.Thinking, Cwd: s.in.Cwd, Name: s.in.Name,
+		Model: s.model(), Thinking: s.in.Child.Thinking, Cwd: s.in.Cwd, Name: s.in.Name, Host: s.in.Host,
 		Runs: append([]activities.RunMark(nil), s.runs...),
 	}
 	if s.last != nil {
@@ -467,7 +471,8 @@ func (s *session) runChild(ctx workflow.Context, prompt string, files []activiti
 		summary = fmt.Sprintf("turn %d: corrective feedback, run %d", s.turn, s.attempt)
 	}
 	runCtx = workflow.WithActivityOptions(runCtx, workflow.ActivityOptions{
-		Summary: summary,
+		Summary:   summary,
+		TaskQueue: hostQueue(ctx, s.in.Host),
 		// The child's own timeout plus room for its extension: seed 002
 		// lets a child that still calls tools run on until 300 s (the
 		// largest debounce) pass without one; beyond that this ends it.
