@@ -16,7 +16,7 @@ PI_STAMP := extension/node_modules/.package-lock.json
 # Arguments for `make run`, e.g. make run ARGS="--port 17233".
 ARGS ?=
 
-.PHONY: all build run demo browser test test-ext test-go lint vet fmt staticcheck workflowcheck bench deps pi tools clean
+.PHONY: all build run demo browser test test-ext test-docker test-go lint vet fmt staticcheck workflowcheck bench deps pi tools clean
 
 all: deps build
 
@@ -27,6 +27,7 @@ build:
 ## deps: Go modules and pi (with Node 22) from the lockfile
 deps: pi
 	$(GO) mod download
+	cd docker && $(GO) mod download
 
 pi: $(PI_STAMP)
 
@@ -39,7 +40,11 @@ run: deps build
 	./bin/subagents dev $(ARGS)
 
 ## test: everything: lint, the workflow and activity packages under -race, all tests
-test: deps browser lint test-ext test-go
+test: deps browser lint test-ext test-docker test-go
+
+# docker/ is a module of its own: its parsers stay out of the service's build.
+test-docker:
+	cd docker && $(GO) test ./...
 
 # The extension's pure parts, with the Node 22 that npm ci put beside pi.
 test-ext: pi
@@ -61,6 +66,7 @@ lint: vet fmt staticcheck workflowcheck
 
 vet:
 	$(GO) vet ./...
+	cd docker && $(GO) vet ./...
 
 fmt:
 	@out=$$(find . -name '*.go' -not -path './extension/node_modules/*' -not -path './bin/*' | xargs gofmt -l); \
@@ -76,6 +82,7 @@ $(GOBIN)/workflowcheck:
 
 staticcheck: $(GOBIN)/staticcheck
 	staticcheck ./...
+	cd docker && staticcheck ./...
 
 workflowcheck: $(GOBIN)/workflowcheck
 	workflowcheck ./workflows/...

@@ -1,0 +1,209 @@
+// Package docker holds no code: its test parses the Dockerfile and the
+// compose file with the parsers Docker itself uses, since no Docker engine
+// runs where the tests do. It is a module of its own so that those parsers'
+// dependencies stay out of the service's build.
+package docker
+
+import (
+	"context"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/compose-spec/compose-go/v2/cli"
+	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/moby/buildkit/frontend/dockerfile/instructions"
+	"github.com/moby/buildkit/frontend/dockerfile/parser"
+)
+
+func TestDockerfile(t *testing.T) {
+	f, err := os.Open("Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	res, err := parser.Parse(f)
+	if err != nil {
+		t.Fatalf("Dockerfile does not parse: %v", err)
+	}
+	stages, metaArgs, err := instructions.Parse(res.AST, nil)
+	if err != nil {
+		t.Fatalf("Dockerfile instructions: %v", err)
+	}
+	if len(metaArgs) == 0 {
+		t.Fatal("no build arguments for the Go and Node versions")
+	}
+	var names []string
+	for _, s := range stages {
+		names = append(names, s.Name)
+	}
+	if !slices.Equal(names, []string{"build", "pi", "runtime"}) {
+		t.Fatalf("stages %v, want build, pi, runtime", names)
+	}
+	build, pi, runtime := stages[0], stages[1], stages[2]
+	if !strings.HasPrefix(build.BaseName, "golang:") || !strings.HasPrefix(pi.BaseName, "node:") || !strings.HasPrefix(runtime.BaseName, "node:") {
+		t.Fatalf("base images: %s, %s, %s", build.BaseName, pi.BaseName, runtime.BaseName)
+	}
+	if !runs(build, "go build") || !runs(build, "./cmd/subagents") {
+		t.Error("the build stage does not build ./cmd/subagents")
+	}
+	if !runs(pi, "npm ci") || !copies(pi, "extension/package-lock.json") {
+		t.Error("pi is not installed from the extension's lockfile")
+	}
+	var user, entrypoint string
+	env := map[string]string{}
+	var health *instructions.HealthCheckCommand
+	var fromStages []string
+	for _, cmd := range runtime.Commands {
+		switch c := cmd.(type) {
+		case *instructions.UserCommand:
+			user = c.User
+		case *instructions.EntrypointCommand:
+			entrypoint = strings.Join(c.CmdLine, " ")
+		case *instructions.EnvCommand:
+			for _, kv := range c.Env {
+				env[kv.Key] = kv.Value
+			}
+		case *instructions.HealthCheckCommand:
+			health = c
+		case *instructions.CopyCommand:
+			if c.From != "" {
+				fromStages = append(fromStages, c.From)
+			}
+		}
+	}
+	if user == "" || user == "root" || user == "0" {
+		t.Errorf("the runtime runs as %q, want a non-root user", user)
+	}
+	if !strings.Contains(entrypoint, "subagents worker") {
+		t.Errorf("entrypoint %q does not run the worker", entrypoint)
+	}
+	if !slices.Contains(fromStages, "build") || !slices.Contains(fromStages, "pi") {
+		t.Errorf("the runtime copies from %v, want build and pi", fromStages)
+	}
+	if env["SUBAGENTS_PI"] != "/opt/subagents/extension/node_modules/.bin/pi" || env["SUBAGENTS_DATA_DIR"] == "" || env["SUBAGENTS_METRICS_ADDR"] == "" {
+		t.Errorf("runtime environment %v", env)
+	}
+	if health == nil || !strings.Contains(strings.Join(health.Health.Test, " "), "/metrics") {
+		t.Error("no health check against the metrics endpoint")
+	}
+}
+
+func runs(stage instructions.Stage, sub string) bool {
+	for _, cmd := range stage.Commands {
+		if r, ok := cmd.(*instructions.RunCommand); ok && strings.Contains(strings.Join(r.CmdLine, " "), sub) {
+			return true
+		}
+	}
+	return false
+}
+
+func copies(stage instructions.Stage, src string) bool {
+	for _, cmd := range stage.Commands {
+		if c, ok := cmd.(*instructions.CopyCommand); ok && slices.Contains(c.SourcePaths, src) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestCompose(t *testing.T) {
+	opts, err := cli.NewProjectOptions([]string{"compose.yaml"},
+		cli.WithOsEnv, cli.WithName("subagents"),
+		cli.WithEnv([]string{"ANTHROPIC_API_KEY=test-key"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := opts.LoadProject(context.Background())
+	if err != nil {
+		t.Fatalf("compose.yaml does not load: %v", err)
+	}
+	want := []string{"postgresql", "search-attributes", "temporal", "temporal-ui", "worker-1", "worker-2"}
+	if got := p.ServiceNames(); !slices.Equal(sorted(got), want) {
+		t.Fatalf("services %v, want %v", got, want)
+	}
+	svc := func(name string) types.ServiceConfig {
+		s, err := p.GetService(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if img := svc("postgresql").Image; !strings.HasPrefix(img, "postgres:") {
+		t.Errorf("postgresql image %q", img)
+	}
+	temporal := svc("temporal")
+	if !strings.HasPrefix(temporal.Image, "temporalio/auto-setup:") || env(temporal, "DB") != "postgres12" || env(temporal, "POSTGRES_SEEDS") != "postgresql" {
+		t.Errorf("temporal: image %q, DB %q, seeds %q", temporal.Image, env(temporal, "DB"), env(temporal, "POSTGRES_SEEDS"))
+	}
+	if temporal.DependsOn["postgresql"].Condition != types.ServiceConditionHealthy {
+		t.Error("temporal does not wait for a healthy PostgreSQL")
+	}
+	if !publishes(temporal, 7233) || !publishes(svc("temporal-ui"), 8080) {
+		t.Error("the frontend (7233) or the UI (8080) is not published")
+	}
+	if env(svc("temporal-ui"), "TEMPORAL_ADDRESS") != "temporal:7233" {
+		t.Error("the UI does not talk to the temporal service")
+	}
+	sa := svc("search-attributes")
+	script := strings.Join(sa.Command, " ")
+	for _, attr := range []string{"SubagentAgent", "SubagentStatus", "SubagentCwd", "SubagentParentSession"} {
+		if !strings.Contains(script, attr) {
+			t.Errorf("search attribute %s is not registered", attr)
+		}
+	}
+	for _, name := range []string{"postgresql", "temporal", "temporal-ui", "worker-1", "worker-2"} {
+		if svc(name).HealthCheck == nil || len(svc(name).HealthCheck.Test) == 0 {
+			t.Errorf("%s has no health check", name)
+		}
+	}
+	for i, name := range []string{"worker-1", "worker-2"} {
+		w := svc(name)
+		if w.Build == nil || w.Build.Dockerfile != "docker/Dockerfile" {
+			t.Errorf("%s is not built from docker/Dockerfile: %+v", name, w.Build)
+		}
+		if env(w, "TEMPORAL_ADDRESS") != "temporal:7233" || env(w, "SUBAGENTS_HOST") != name || env(w, "ANTHROPIC_API_KEY") != "test-key" {
+			t.Errorf("%s environment: address %q host %q key %q", name, env(w, "TEMPORAL_ADDRESS"), env(w, "SUBAGENTS_HOST"), env(w, "ANTHROPIC_API_KEY"))
+		}
+		if w.DependsOn["search-attributes"].Condition != types.ServiceConditionCompletedSuccessfully || w.DependsOn["temporal"].Condition != types.ServiceConditionHealthy {
+			t.Errorf("%s does not wait for the server and the search attributes", name)
+		}
+		if !publishes(w, uint32(9091+i)) {
+			t.Errorf("%s does not publish its metrics port", name)
+		}
+		var data bool
+		for _, v := range w.Volumes {
+			data = data || v.Source == "subagents-data" && v.Target == "/data"
+		}
+		if !data {
+			t.Errorf("%s does not mount the shared data volume at /data", name)
+		}
+	}
+}
+
+func env(s types.ServiceConfig, key string) string {
+	if v, ok := s.Environment[key]; ok && v != nil {
+		return *v
+	}
+	return ""
+}
+
+func publishes(s types.ServiceConfig, port uint32) bool {
+	for _, p := range s.Ports {
+		if p.Published == "" {
+			continue
+		}
+		if p.Published == strconv.FormatUint(uint64(port), 10) {
+			return true
+		}
+	}
+	return false
+}
+
+func sorted(s []string) []string {
+	out := slices.Clone(s)
+	slices.Sort(out)
+	return out
+}
