@@ -92,8 +92,8 @@ demo: deps build
 	./bin/subagents demo $(ARGS)
 
 ## bench: benchmarks, figures into BENCHMARKS.md
-bench:
-	@echo "no benchmarks yet: they arrive with [bench+reliability]"
+bench: deps
+	$(GO) run ./cmd/bench -out BENCHMARKS.md
 
 clean:
 	rm -rf bin

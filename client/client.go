@@ -404,6 +404,21 @@ func (c *Client) follow(ctx context.Context, op, id string, timeout time.Duratio
 		defer t.Stop()
 		deadline = t.C
 	}
+	// The wait update answers the moment the work ends; the status polls
+	// only draw progress, and take over if the update cannot be used (the
+	// workflow closed, continued as new, or has too many waiters).
+	wctx, cancelWait := context.WithCancel(ctx)
+	defer cancelWait()
+	type answer struct {
+		env Envelope
+		err error
+	}
+	ended := make(chan answer, 1)
+	go func() {
+		env, err := c.waitUpdate(wctx, op, id)
+		ended <- answer{env, err}
+	}()
+	waiting := true
 	delay := firstPoll
 	for {
 		env, err := c.status(ctx, op, id)
@@ -420,6 +435,12 @@ func (c *Client) follow(ctx context.Context, op, id string, timeout time.Duratio
 		if onUpdate != nil {
 			onUpdate(env)
 		}
+		next := time.After(delay)
+		if waiting && onUpdate == nil {
+			// Nothing to draw: the update wakes us; poll rarely, as a
+			// safety net only.
+			next = time.After(c.pollInterval() * 10)
+		}
 		select {
 		case <-ctx.Done():
 			env.WaitStatus = "aborted"
@@ -427,10 +448,45 @@ func (c *Client) follow(ctx context.Context, op, id string, timeout time.Duratio
 		case <-deadline:
 			env.WaitStatus = "timeout"
 			return env, nil
-		case <-time.After(delay):
+		case a := <-ended:
+			waiting = false
+			if a.err == nil && a.env.Done {
+				a.env.WaitStatus = "completed"
+				return a.env, nil
+			}
+			// Fall back to polling, from now at the usual pace.
+			delay = firstPoll
+			continue
+		case <-next:
 		}
 		delay = min(delay*2, c.pollInterval())
 	}
+}
+
+// waitUpdate blocks in the workflow's wait update until the session's
+// latest turn, or the whole delegation, has ended, and returns the status
+// the update answers with.
+func (c *Client) waitUpdate(ctx context.Context, op, id string) (Envelope, error) {
+	h, err := c.Temporal.UpdateWorkflow(ctx, sdkclient.UpdateWorkflowOptions{
+		WorkflowID: id, UpdateName: workflows.WaitUpdate, WaitForStage: sdkclient.WorkflowUpdateStageCompleted,
+		Args: []any{workflows.WaitRequest{}},
+	})
+	if err != nil {
+		return Envelope{}, err
+	}
+	if strings.HasPrefix(id, "delegation-") {
+		var st workflows.DelegationStatus
+		if err := h.Get(ctx, &st); err != nil {
+			return Envelope{}, err
+		}
+		return c.delegationEnvelope(op, st, nil), nil
+	}
+	var st workflows.SessionStatus
+	if err := h.Get(ctx, &st); err != nil {
+		return Envelope{}, err
+	}
+	st.SessionID = id
+	return c.sessionEnvelope(op, st, nil, true, ""), nil
 }
 
 // aborted is the answer to a wait whose caller gave up before any status.
