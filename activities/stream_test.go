@@ -160,3 +160,40 @@ func TestSessionFileLayout(t *testing.T) {
 		t.Fatal("session file path is not stable")
 	}
 }
+
+// FuzzStreamApply feeds the parser corrupt, truncated and oversized lines:
+// it must never panic, count every record it accepts, and keep its rows
+// consistent with the tool calls it saw.
+func FuzzStreamApply(f *testing.F) {
+	for _, name := range []string{"text-reply.jsonl", "bash-tool.jsonl", "provider-400.jsonl"} {
+		b, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+		f.Add(b[:len(b)/2])
+	}
+	f.Add([]byte(`{"type":"tool_execution_end","toolName":"subagent_finalize","toolCallId":"x"}`))
+	f.Add([]byte(`{"type":"message_end","message":{"role":"assistant","content":7,"usage":{"input":-1}}}`))
+	f.Add([]byte("{\"type\":\"message_end\"\n\x00\xff{}\n[]\nnull\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var s Stream
+		records := 0
+		for _, line := range bytes.Split(data, []byte("\n")) {
+			if s.Apply(line) != "" {
+				records++
+			}
+		}
+		if records > s.Events {
+			t.Fatalf("%d records named, %d events counted", records, s.Events)
+		}
+		if s.ToolCallCount() != len(s.ToolRows) {
+			t.Fatal("tool call count and rows disagree")
+		}
+		for _, row := range s.ToolRows {
+			if row.Status != "running" && row.Status != "ok" && row.Status != "error" {
+				t.Fatalf("row status %q", row.Status)
+			}
+		}
+	})
+}

@@ -121,6 +121,19 @@ func (c *Client) pollInterval() time.Duration {
 // Start starts a delegation of req's tasks and returns at once, with the
 // task IDs (session IDs) the caller addresses them by.
 func (c *Client) Start(ctx context.Context, req StartRequest) (Envelope, error) {
+	in, err := c.delegationInput(req)
+	if err != nil {
+		return Envelope{}, err
+	}
+	if err := c.checkResumes(ctx, in.Tasks); err != nil {
+		return Envelope{}, err
+	}
+	return c.startDelegation(ctx, in)
+}
+
+// delegationInput turns a request into the delegation's input: default
+// names, one session ID per task (a resumed task keeps its own), checked.
+func (c *Client) delegationInput(req StartRequest) (workflows.DelegationInput, error) {
 	in := workflows.DelegationInput{
 		Tasks: req.Tasks, Profile: req.Profile, ParentSessionID: req.ParentSessionID, Deliver: req.Deliver,
 		MaxConcurrency: req.MaxConcurrency, IdleTTLSeconds: req.IdleTTLSeconds, Depth: req.Depth, Host: req.Host,
@@ -137,11 +150,12 @@ func (c *Client) Start(ctx context.Context, req StartRequest) (Envelope, error) 
 		in.SessionIDs = append(in.SessionIDs, id)
 	}
 	if err := workflows.ValidateDelegation(in); err != nil {
-		return Envelope{}, err
+		return in, err
 	}
-	if err := c.checkResumes(ctx, in.Tasks); err != nil {
-		return Envelope{}, err
-	}
+	return in, nil
+}
+
+func (c *Client) startDelegation(ctx context.Context, in workflows.DelegationInput) (Envelope, error) {
 	id := "delegation-" + c.id()
 	attrs := []temporal.SearchAttributeUpdate{
 		workflows.AgentKey.ValueSet("delegation"),

@@ -1,6 +1,9 @@
 package client
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -163,4 +166,48 @@ func TestTreeLines(t *testing.T) {
 	if b.String() != want {
 		t.Fatalf("tree:\n%s\nwant:\n%s", b.String(), want)
 	}
+}
+
+// FuzzStartRequest decodes arbitrary bytes as `start --input` does and
+// checks them as Start does: never a panic, and every refusal carries a
+// stable code.
+func FuzzStartRequest(f *testing.F) {
+	for _, seed := range []string{
+		`{"tasks":[{"name":"a","prompt":"p","cwd":"/w"}]}`,
+		`{"tasks":[{"prompt":"p","cwd":"/w","files":["a.go",{"path":"b.go","head":3}],"resume":"s-1"}],"profile":"scout","max_concurrency":16}`,
+		`{"tasks":[]}`, `{"tasks":[{"prompt":"","cwd":"rel"}]}`, `{"tasks":[{"prompt":"x","cwd":"/a/../b","timeout":-1}]}`,
+		`{"tasks":[{"prompt":"x","cwd":"/w","files":[{"path":"a","head":1,"tail":1}]}],"host":"a@b"}`,
+		`{"tasks":"no"}`, `{"surprise":1}`, "\xff\xfe", `{"tasks":[{"prompt":"x","cwd":"/w","agent":"a","profile":"b"}]}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	codes := map[errcode.Code]bool{}
+	for _, c := range errcode.All() {
+		codes[c] = true
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var req StartRequest
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.DisallowUnknownFields()
+		if dec.Decode(&req) != nil {
+			return
+		}
+		n := 0
+		c := &Client{NewID: func() string { n++; return fmt.Sprintf("id-%d", n) }}
+		in, err := c.delegationInput(req)
+		if err != nil {
+			if !codes[errcode.CodeOf(err)] {
+				t.Fatalf("refusal without a stable code: %v", err)
+			}
+			return
+		}
+		if len(in.SessionIDs) != len(in.Tasks) || len(in.Tasks) == 0 || len(in.Tasks) > workflows.MaxTasks {
+			t.Fatalf("accepted %d tasks with %d IDs", len(in.Tasks), len(in.SessionIDs))
+		}
+		for _, task := range in.Tasks {
+			if strings.TrimSpace(task.Name) == "" || strings.TrimSpace(task.Prompt) == "" {
+				t.Fatalf("accepted a task without a name or prompt: %+v", task)
+			}
+		}
+	})
 }
