@@ -248,3 +248,66 @@ func TestClientVerbs(t *testing.T) {
 	_, text, _ = c.run("", "list", "--parent-session", "parent-1")
 	c.golden("list.txt", text)
 }
+
+// TestBadInputTable: every malformed request the command can get is one
+// coded error envelope (exit 2, or the task's own coded failure), and the
+// service goes on serving.
+func TestBadInputTable(t *testing.T) {
+	e := newEnv(t)
+	e.model.Script("after", finalizeStep("still serving"))
+	agents := filepath.Join(e.workDir, ".pi", "agents")
+	if err := os.MkdirAll(agents, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bad := "---\nname: both\napproved_tools: [read]\ndenied_tools: [bash]\n---\nx\n"
+	if err := os.WriteFile(filepath.Join(agents, "both.md"), []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.startWorker(shared.client)
+	c := e.cli()
+	w := e.workDir
+	many := make([]string, 17)
+	for i := range many {
+		many[i] = fmt.Sprintf(`{"prompt":"p","cwd":%q}`, w)
+	}
+	huge := strings.Repeat("x", 17<<20)
+	tests := []struct {
+		name, request, code, message string
+	}{
+		{"not JSON", `{"tasks":`, "INVALID_INPUT", "request: "},
+		{"tasks missing", `{}`, "INVALID_INPUT", "got none"},
+		{"tasks of the wrong type", `{"tasks":"all"}`, "INVALID_INPUT", "cannot unmarshal"},
+		{"17 tasks", `{"tasks":[` + strings.Join(many, ",") + `]}`, "INVALID_INPUT", "1 to 16 tasks, got 17"},
+		{"empty prompt", fmt.Sprintf(`{"tasks":[{"prompt":"  ","cwd":%q}]}`, w), "INVALID_INPUT", "prompt must not be empty"},
+		{"relative cwd", `{"tasks":[{"prompt":"p","cwd":"src"}]}`, "INVALID_INPUT", "cwd must be an absolute path"},
+		{"cwd with ..", `{"tasks":[{"prompt":"p","cwd":"/tmp/../etc"}]}`, "INVALID_INPUT", "'..'"},
+		{"negative timeout", fmt.Sprintf(`{"tasks":[{"prompt":"p","cwd":%q,"timeout":-5}]}`, w), "INVALID_INPUT", "timeout must be at least 1 second"},
+		{"agent and profile disagree", fmt.Sprintf(`{"tasks":[{"prompt":"p","cwd":%q,"agent":"a","profile":"b"}]}`, w), "INVALID_INPUT", "disagree"},
+		{"bad file entry", fmt.Sprintf(`{"tasks":[{"prompt":"p","cwd":%q,"files":[{"path":"a","head":1,"tail":2}]}]}`, w), "INVALID_INPUT", "use one of"},
+		{"unknown field", `{"tasks":[],"op":"explode"}`, "INVALID_INPUT", `unknown field "op"`},
+		{"concurrency 17", fmt.Sprintf(`{"tasks":[{"prompt":"p","cwd":%q}],"max_concurrency":17}`, w), "INVALID_INPUT", "maxConcurrency must be 1 to 16"},
+		{"oversize request", `{"tasks":[{"prompt":"` + huge + `"}]}`, "INVALID_INPUT", "request: "},
+		{"unknown session to resume", fmt.Sprintf(`{"tasks":[{"prompt":"p","cwd":%q,"resume":"no-such-session"}]}`, w), "SESSION_NOT_FOUND", `Cannot resume: session "no-such-session" not found.`},
+		{"host that cannot be a queue", fmt.Sprintf(`{"tasks":[{"prompt":"p","cwd":%q}],"host":"a b"}`, w), "INVALID_INPUT", "cannot name a task queue"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			env, out := c.json(2, tc.request, "start", "--input", "-")
+			if env.Error == nil || string(env.Error.Code) != tc.code || !strings.Contains(env.Error.Message, tc.message) {
+				t.Fatalf("got %.600s, want %s %q", out, tc.code, tc.message)
+			}
+		})
+	}
+	// Refused by the profile, not by the request: the task fails with the
+	// profile's coded error, its sibling runs.
+	env, out := c.json(1, fmt.Sprintf(`{"tasks":[{"name":"ambiguous","prompt":"p","cwd":%q,"profile":"both"},{"name":"fine","prompt":"[[script:after]] go","cwd":%q,"model":%q}]}`,
+		w, w, scriptedmodel.ModelRef), "run", "--input", "-")
+	if env.Items[0].Error == nil || env.Items[0].Error.Code != "INVALID_INPUT" || env.Items[1].Output != "still serving" {
+		t.Fatalf("profile with a whitelist and a blacklist: %s", out)
+	}
+	// Bytes that are not UTF-8 in a prompt become U+FFFD; the task runs.
+	env, out = c.json(0, fmt.Sprintf("{\"tasks\":[{\"prompt\":\"[[script:after]] \xff\xfe go\",\"cwd\":%q,\"model\":%q}]}", w, scriptedmodel.ModelRef), "run", "--input", "-")
+	if env.Items[0].Output != "still serving" {
+		t.Fatalf("a prompt with bytes that are not UTF-8: %s", out)
+	}
+}
