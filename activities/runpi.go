@@ -238,8 +238,19 @@ func (a *Activities) RunPi(ctx context.Context, in RunPiInput) (RunPiResult, err
 	}
 
 	var prior Progress
-	if info.Attempt > 1 && activity.HasHeartbeatDetails(ctx) {
+	hasPrior := info.Attempt > 1 && activity.HasHeartbeatDetails(ctx)
+	if hasPrior {
 		_ = activity.GetHeartbeatDetails(ctx, &prior)
+	}
+	unlock, err := lockSession(ctx, res.SessionFile, func() { activity.RecordHeartbeat(ctx, prior) })
+	if err != nil {
+		if ctx.Err() != nil {
+			return res, ctx.Err()
+		}
+		return res, err
+	}
+	defer unlock()
+	if hasPrior {
 		prior.PriorUsage = prior.PriorUsage.Add(prior.Usage)
 		res.MessagesBefore = prior.MessagesBefore
 	} else {

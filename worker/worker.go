@@ -105,6 +105,12 @@ func New(c client.Client, cfg Config) (*Worker, error) {
 		// within about 2 s) at one small RPC per running child per 2 s.
 		MaxHeartbeatThrottleInterval:     2 * time.Second,
 		DefaultHeartbeatThrottleInterval: 2 * time.Second,
+		// A workflow task waits this long for the worker that cached its
+		// workflow before any worker takes it. The default 5 s is what a
+		// dead worker costs every session it ran; 1 s is still far above a
+		// live worker's pickup (a few ms), and a miss only replays a short
+		// history.
+		StickyScheduleToStartTimeout: time.Second,
 	}
 	profs := &profiles.Activities{AgentDir: agentDir(cfg.ChildEnv), PromptDirs: profiles.DefaultPromptDirs()}
 	shared := sdkworker.New(c, cfg.TaskQueue, opts)

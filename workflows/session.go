@@ -479,13 +479,16 @@ func (s *session) runChild(ctx workflow.Context, prompt string, files []activiti
 		StartToCloseTimeout: timeout + 10*time.Minute,
 		// A worker that dies stops heartbeating; after this long the turn
 		// is retried on another worker, which continues the session file.
-		// The activity heartbeats every 2 s, so 10 s rides out a busy moment.
-		HeartbeatTimeout: 10 * time.Second,
+		// The activity heartbeats every 2 s, so 5 s still rides out one late
+		// beat; a retry that comes too early waits on the session lock
+		// until the old attempt has stopped its pi (see RunPi).
+		HeartbeatTimeout: 5 * time.Second,
 		// Wait for the child to be stopped, so a cancelled turn records the
 		// partial output and usage the activity returns.
 		WaitForCancellation: true,
 		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    time.Second,
+			// The first retry follows a dead worker: go at once.
+			InitialInterval:    200 * time.Millisecond,
 			BackoffCoefficient: 2,
 			MaximumInterval:    30 * time.Second,
 			// Only worker trouble is retried (see RunPi); ten attempts ride
