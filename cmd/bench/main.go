@@ -81,6 +81,9 @@ func run(n int, outPath string) error {
 	}
 	defer func() { _ = b.model.Close() }()
 	b.model.Script("bench", scriptedmodel.Step{Text: "done", Repeat: true})
+	// The recovery task's child is still waiting for its answer when its
+	// worker is killed; the next attempt gets it at once.
+	b.model.Script("recover", scriptedmodel.Step{Text: "done", DelayMS: 3000}, scriptedmodel.Step{Text: "done"})
 	if err := b.model.WritePiAgentDir(b.agentDir); err != nil {
 		return err
 	}
@@ -163,7 +166,11 @@ func run(n int, outPath string) error {
 	if err != nil {
 		return err
 	}
-	report := b.report(n, direct, lib, cli, sessionEvents, delegationEvents) + load + levers
+	recovery, err := b.recovery(3)
+	if err != nil {
+		return err
+	}
+	report := b.report(n, direct, lib, cli, sessionEvents, delegationEvents) + load + recovery + levers
 	fmt.Print(report)
 	return os.WriteFile(outPath, []byte(report), 0o644)
 }
@@ -393,3 +400,64 @@ with GODEBUG=inittrace=1) before it dials. In the load runs the workflow tasks' 
 start and fewer hops (profile resolution in the client, one workflow for a one-task delegation) are the
 next levers, not yet tried.
 `
+
+// recovery kills a worker process (SIGKILL) while its child runs and times
+// how long until a new worker's attempt reaches the model, and until the
+// task is done.
+func (b *bench) recovery(reps int) (string, error) {
+	var resumed, done []time.Duration
+	c := &client.Client{Temporal: b.tc, TaskQueue: "bench-recovery", Address: b.address}
+	start := func() (*exec.Cmd, error) {
+		cmd := exec.Command(b.bin, "worker", "--address", b.address, "--task-queue", "bench-recovery",
+			"--data-dir", filepath.Join(b.dataDir, "recovery"), "--pi", b.pi.Path, "--log-level", "error")
+		cmd.Env = append(os.Environ(), scriptedmodel.PiEnv(b.agentDir)...)
+		return cmd, cmd.Start()
+	}
+	for range reps {
+		w, err := start()
+		if err != nil {
+			return "", err
+		}
+		before := len(b.model.RequestsFor("recover"))
+		env, err := c.Start(b.ctx, client.StartRequest{Tasks: []workflows.TaskSpec{{Name: "recover", Prompt: "[[script:recover]] Say done.", Profile: "bench", Cwd: b.workDir}}, IdleTTLSeconds: -1})
+		if err != nil {
+			return "", err
+		}
+		wctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+		_, err = b.model.WaitForRequests(wctx, before+1, func(r scriptedmodel.Request) bool { return r.Script == "recover" })
+		cancel()
+		if err != nil {
+			return "", err
+		}
+		// Let a heartbeat or two go out, as in a real run.
+		time.Sleep(1500 * time.Millisecond)
+		_ = w.Process.Kill()
+		_ = w.Wait()
+		killed := time.Now()
+		w2, err := start()
+		if err != nil {
+			return "", err
+		}
+		wctx, cancel = context.WithTimeout(b.ctx, time.Minute)
+		_, err = b.model.WaitForRequests(wctx, before+2, func(r scriptedmodel.Request) bool { return r.Script == "recover" })
+		cancel()
+		if err != nil {
+			return "", err
+		}
+		resumed = append(resumed, time.Since(killed))
+		fin, err := c.Wait(b.ctx, env.DelegationID, time.Minute)
+		if err != nil || !fin.Done || fin.Items[0].Output != "done" {
+			return "", fmt.Errorf("recovery run: %v %+v", err, fin)
+		}
+		done = append(done, time.Since(killed))
+		_ = w2.Process.Signal(os.Interrupt)
+		_ = w2.Wait()
+	}
+	var r strings.Builder
+	r.WriteString("\n## Recovery from a killed worker\n\n")
+	fmt.Fprintf(&r, "`subagents worker` as a process, SIGKILLed 1.5 s into a child run and started again at once, %d times: ", reps)
+	fmt.Fprintf(&r, "the new worker's attempt reaches the model after p50 %s (max %s); the task is done after p50 %s (max %s). ",
+		ms(pct(resumed, 0.5)), ms(pct(resumed, 1)), ms(pct(done, 0.5)), ms(pct(done, 1)))
+	r.WriteString("Defaults: heartbeat every 2 s, heartbeat timeout 5 s, first retry after 200 ms, sticky workflow tasks released after 1 s.\n")
+	return r.String(), nil
+}
