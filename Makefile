@@ -16,7 +16,7 @@ PI_STAMP := extension/node_modules/.package-lock.json
 # Arguments for `make run`, e.g. make run ARGS="--port 17233".
 ARGS ?=
 
-.PHONY: all build run demo browser test test-ext test-docker test-go lint vet fmt staticcheck workflowcheck bench deps pi tools clean
+.PHONY: all build run demo chaos browser test test-ext test-docker test-go lint vet fmt staticcheck workflowcheck bench deps pi tools clean
 
 all: deps build
 
@@ -90,6 +90,10 @@ workflowcheck: $(GOBIN)/workflowcheck
 ## demo: the stack with a scripted model; a delegation survives a worker kill (Ctrl-C ends it)
 demo: deps build
 	./bin/subagents demo $(ARGS)
+
+## chaos: the long chaos suite: 20 rounds of a worker killed mid-delegation
+chaos: deps
+	$(GO) test ./e2e -run 'TestChaosWorkerKills|TestDevKilledMidRun' -count=1 -v -timeout 60m -args -chaos-rounds=20
 
 ## bench: benchmarks, figures into BENCHMARKS.md
 bench: deps

@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"context"
+	"flag"
 	"fmt"
+	"math/rand"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -150,4 +153,99 @@ func dialAddress(t *testing.T, addr string) sdkclient.Client {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// chaosRounds is 3 in `make test`; `make chaos` runs the long form.
+var chaosRounds = flag.Int("chaos-rounds", 3, "rounds of TestChaosWorkerKills")
+
+// TestChaosWorkerKills is the short form of the chaos suite: in each round a
+// 4-task delegation runs real pi children that call a tool, its worker is
+// killed with SIGKILL at a random moment and started again. Every task must
+// complete with its own result, reported to the delegation once; every
+// session file must be there; and no process of a killed attempt may be
+// left running.
+func TestChaosWorkerKills(t *testing.T) {
+	e := newEnv(t)
+	c := e.cli()
+	seed := time.Now().UnixNano()
+	rng := rand.New(rand.NewSource(seed))
+	t.Logf("seed %d", seed)
+	const tasks = 4
+	for round := range *chaosRounds {
+		marker := fmt.Sprintf("chaos-%d-%d", seed, round)
+		var specs []string
+		for i := range tasks {
+			name := fmt.Sprintf("%s-%d", marker, i)
+			e.model.Script(name,
+				scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "bash", Arguments: fmt.Sprintf(`{"command":"sleep 1.5 # %s"}`, name)}}},
+				finalizeStep("result of "+name))
+			specs = append(specs, fmt.Sprintf(`{"name":"t%d","prompt":"[[script:%s]] Work.","cwd":%q,"model":%q}`, i, name, e.workDir, scriptedmodel.ModelRef))
+		}
+		w := e.startWorkerProcess()
+		started, _ := c.json(0, `{"tasks":[`+strings.Join(specs, ",")+`]}`, "start", "--input", "-")
+		killAfter := time.Duration(300+rng.Intn(2700)) * time.Millisecond
+		time.Sleep(killAfter)
+		if err := w.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		e.startWorkerProcess()
+		done, out := c.json(0, "", "wait", "--timeout", "2m", started.DelegationID)
+		if !done.Done || done.Status != "completed" {
+			t.Fatalf("round %d (killed after %s): %s", round, killAfter, out)
+		}
+		for i, it := range done.Items {
+			if want := fmt.Sprintf("result of %s-%d", marker, i); it.Output != want || it.Turn != 1 {
+				t.Fatalf("round %d task %d: output %q turn %d, want %q in turn 1", round, i, it.Output, it.Turn, want)
+			}
+			if _, err := os.Stat(it.SessionFile); err != nil {
+				t.Fatalf("round %d task %d: session file: %v", round, i, err)
+			}
+		}
+		if n := signalsNamed(t, started.DelegationID, workflows.TaskDoneSignal); n != tasks {
+			t.Fatalf("round %d: the delegation got %d task-done signals, want %d", round, n, tasks)
+		}
+		if left := processesWith(marker); len(left) > 0 {
+			t.Fatalf("round %d: processes of killed attempts still run: %v", round, left)
+		}
+		t.Logf("round %d: killed after %s, all %d tasks completed once", round, killAfter, tasks)
+	}
+}
+
+// signalsNamed counts the signals called name in a workflow's history.
+func signalsNamed(t *testing.T, id, name string) int {
+	t.Helper()
+	it := shared.client.GetWorkflowHistory(e2eCtx(t), id, "", false, 0)
+	n := 0
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := ev.GetWorkflowExecutionSignaledEventAttributes(); a != nil && a.GetSignalName() == name {
+			n++
+		}
+	}
+	return n
+}
+
+func e2eCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// processesWith lists the processes whose command line holds s.
+func processesWith(s string) []string {
+	var out []string
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		if _, err := strconv.Atoi(d.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(b), s) {
+			out = append(out, d.Name()+": "+strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	return out
 }
