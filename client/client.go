@@ -434,6 +434,22 @@ func (c *Client) follow(ctx context.Context, op, id string, timeout time.Duratio
 	}()
 	waiting := true
 	delay := firstPoll
+	if onUpdate == nil {
+		// Nothing to draw: wait for the answer alone, and ask for the
+		// status only when it cannot come (or the caller stops waiting).
+		select {
+		case a := <-ended:
+			waiting = false
+			if a.err == nil && a.env.Done {
+				a.env.WaitStatus = "completed"
+				return a.env, nil
+			}
+		case <-ctx.Done():
+			return c.finalStatus(ctx, op, id, "aborted")
+		case <-deadline:
+			return c.finalStatus(ctx, op, id, "timeout")
+		}
+	}
 	for {
 		env, err := c.status(ctx, op, id)
 		if err != nil {
@@ -501,6 +517,26 @@ func (c *Client) waitUpdate(ctx context.Context, op, id string) (Envelope, error
 	}
 	st.SessionID = id
 	return c.sessionEnvelope(op, st, nil, true, ""), nil
+}
+
+// finalStatus is the status of a wait that ends before the work did: read
+// with a context of its own, as the caller's may be what ended.
+func (c *Client) finalStatus(ctx context.Context, op, id, why string) (Envelope, error) {
+	// A status is a describe and a query: seconds are plenty.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	env, err := c.status(sctx, op, id)
+	if err != nil {
+		if why == "aborted" {
+			return c.aborted(op, id), nil
+		}
+		return Envelope{}, err
+	}
+	if env.Done {
+		why = "completed"
+	}
+	env.WaitStatus = why
+	return env, nil
 }
 
 // aborted is the answer to a wait whose caller gave up before any status.

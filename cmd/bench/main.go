@@ -390,8 +390,14 @@ const levers = `
 | wait by polling the status query (200 ms, doubling to 1 s) | 875 ms | 981 ms |
 | wait in the workflows' wait update, polls only for progress | 128 ms | 182 ms |
 | the update's answer is the result (no status call after it) | 107 ms | 202 ms |
+| a wait with nothing to draw asks for no status before the answer | no change beyond noise | no change beyond noise |
 
-Where the rest goes (event timelines of one task): the server needs about 80 ms for the two workflows
+Where the rest goes, from the workflows' start and close times of one task: the client's own calls take
+under 10 ms (start to server start 2-6 ms, delegation close to the client 2-9 ms); the delegation needs about
+45 ms to resolve the profile and start the session; the session adds about 85 ms around its RunPi activity; and
+pi itself runs slower inside the activity than alone by up to 100 ms while the server writes visibility records
+on the same two cores (with the same arguments from a shell, the two pi invocations time the same).
+From the event timelines: the server needs about 80 ms for the two workflows
 (delegation and session: about a dozen workflow tasks, one ResolveTasks activity, a child start and a
 signal back), 3 to 8 ms per hop when the worker is idle. The ` + "`subagents`" + ` process adds about
 70 ms of Go package initialisation (834 packages, the embedded Temporal server and UI among them, measured
