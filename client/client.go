@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
@@ -390,7 +391,13 @@ func liveFrom(desc *workflowservice.DescribeWorkflowExecutionResponse) *liveSess
 }
 
 func memoString(info *workflowpb.WorkflowExecutionInfo, key string) string {
-	p, ok := info.GetMemo().GetFields()[key]
+	return payloadString(info.GetMemo().GetFields(), key)
+}
+
+// payloadString decodes one string field of a memo or of the search
+// attributes; a missing or non-string field is "".
+func payloadString(fields map[string]*commonpb.Payload, key string) string {
+	p, ok := fields[key]
 	if !ok {
 		return ""
 	}
@@ -597,13 +604,7 @@ func (c *Client) Send(ctx context.Context, req SendRequest) (Envelope, error) {
 }
 
 func searchAttr(info *workflowpb.WorkflowExecutionInfo, name string) string {
-	p, ok := info.GetSearchAttributes().GetIndexedFields()[name]
-	if !ok {
-		return ""
-	}
-	var s string
-	_ = converter.GetDefaultDataConverter().FromPayload(p, &s)
-	return s
+	return payloadString(info.GetSearchAttributes().GetIndexedFields(), name)
 }
 
 // Cancel stops a session's running turn, or every running task of a

@@ -95,9 +95,9 @@ function text(s: string, details: unknown) {
 	return { content: [{ type: "text" as const, text: s }], details };
 }
 
-function codeOf(e: unknown): { code: string; message: string } {
-	if (e instanceof SubagentsError) return { code: e.code, message: e.message };
-	return { code: "SUBAGENT_FAILED", message: e instanceof Error ? e.message : String(e) };
+function codeOf(e: unknown): { code: string; message: string; category: string } {
+	if (e instanceof SubagentsError) return { code: e.code, message: e.message, category: e.category };
+	return { code: "SUBAGENT_FAILED", message: e instanceof Error ? e.message : String(e), category: "runtime" };
 }
 
 export default function durableSubagents(pi: ExtensionAPI) {
@@ -190,7 +190,7 @@ export default function durableSubagents(pi: ExtensionAPI) {
 				} catch (e) {
 					// Seed 004: failures come back as a result with details.error.
 					const err = codeOf(e);
-					return text(err.message, { mode: "single", results: [], error: err });
+					return text(err.message, { mode: "single", results: [], error: { code: err.code, message: err.message } });
 				}
 			},
 		});
@@ -279,7 +279,7 @@ export default function durableSubagents(pi: ExtensionAPI) {
 			op,
 			backend: "temporal",
 			error: { code: err.code, message: err.message },
-			error_category: errorCategory(err.code),
+			error_category: err.category,
 		});
 	}
 
@@ -516,25 +516,4 @@ export default function durableSubagents(pi: ExtensionAPI) {
 	});
 
 	pi.on("session_shutdown", () => delivery.shutdown());
-}
-
-function errorCategory(code: string): string {
-	switch (code) {
-		case "INVALID_INPUT":
-		case "SESSION_RUNNING":
-			return "invalid_input";
-		case "UNKNOWN_AGENT":
-		case "SESSION_NOT_FOUND":
-			return "not_found";
-		case "SUBAGENTS_DISABLED":
-		case "SUBAGENT_DEPTH_EXCEEDED":
-		case "PERMISSION_DENIED":
-			return "permission";
-		case "SUBAGENT_TIMEOUT":
-			return "timeout";
-		case "SERVICE_UNAVAILABLE":
-			return "unavailable";
-		default:
-			return "runtime";
-	}
 }

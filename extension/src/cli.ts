@@ -8,10 +8,13 @@ import type { Envelope } from "./format.ts";
 /** An error with one of DESIGN.md's stable codes. */
 export class SubagentsError extends Error {
 	readonly code: string;
-	constructor(code: string, message: string) {
+	/** The command's category; for the few codes the extension raises itself, theirs. */
+	readonly category: string;
+	constructor(code: string, message: string, category?: string) {
 		super(message);
 		this.name = "SubagentsError";
 		this.code = code;
+		this.category = category || (code === "INVALID_INPUT" ? "invalid_input" : code === "SERVICE_UNAVAILABLE" ? "unavailable" : "runtime");
 	}
 }
 
@@ -78,7 +81,7 @@ export class SubagentsCli {
 					reject(new SubagentsError("SUBAGENT_FAILED", `subagents ${verb} exited ${code}: ${err.trim() || out.trim() || "no output"}`));
 					return;
 				}
-				if (env.error) reject(new SubagentsError(env.error.code, env.error.message));
+				if (env.error) reject(new SubagentsError(env.error.code, env.error.message, env.error.category));
 				else resolve(env);
 			});
 			child.stdin.on("error", () => {
@@ -118,7 +121,7 @@ export class SubagentsCli {
 			child.on("error", (e: NodeJS.ErrnoException) => reject(notFound(this.options.bin, e)));
 			child.on("close", (code) => {
 				signal?.removeEventListener("abort", onAbort);
-				if (last?.error) reject(new SubagentsError(last.error.code, last.error.message));
+				if (last?.error) reject(new SubagentsError(last.error.code, last.error.message, last.error.category));
 				else if (last) resolve(last);
 				else if (signal?.aborted) reject(new SubagentsError("CANCELLED", "waiting was aborted"));
 				else reject(new SubagentsError("SUBAGENT_FAILED", `subagents wait exited ${code}: ${err.trim() || "no output"}`));
