@@ -118,7 +118,11 @@ type RunPiResult struct {
 	Attempt             int32      `json:"attempt"`
 	// Continued is true when this attempt continued the session file an
 	// interrupted attempt left, instead of running the prompt again.
-	Continued  bool  `json:"continued,omitempty"`
+	Continued bool `json:"continued,omitempty"`
+	// Recovered is true when an interrupted attempt had already ended the
+	// run (it finalized, then its worker died): the result was read from
+	// the session file and pi did not run again.
+	Recovered  bool  `json:"recovered,omitempty"`
 	DurationMS int64 `json:"durationMs"`
 	// MessagesBefore is how many conversation messages the session file held
 	// when the turn's first attempt started: where this turn's run begins in
@@ -242,22 +246,41 @@ func (a *Activities) RunPi(ctx context.Context, in RunPiInput) (RunPiResult, err
 	if hasPrior {
 		_ = activity.GetHeartbeatDetails(ctx, &prior)
 	}
-	unlock, err := lockSession(ctx, res.SessionFile, func() { activity.RecordHeartbeat(ctx, prior) })
+	lock, err := lockSession(ctx, res.SessionFile, func() { activity.RecordHeartbeat(ctx, prior) })
 	if err != nil {
 		if ctx.Err() != nil {
 			return res, ctx.Err()
 		}
 		return res, err
 	}
-	defer unlock()
-	if hasPrior {
-		prior.PriorUsage = prior.PriorUsage.Add(prior.Usage)
+	defer lock.unlock()
+
+	// Where this run begins in the session file: recorded by its first
+	// attempt, so that a retry knows which messages the interrupted
+	// attempts wrote, even if they died before their first heartbeat.
+	key := runKey(info)
+	msgs, _ := readMessages(res.SessionFile)
+	res.MessagesBefore = -1
+	if rec, ok := lock.record(key); ok && info.Attempt > 1 {
+		res.MessagesBefore = rec.MessagesBefore
+	} else if hasPrior {
 		res.MessagesBefore = prior.MessagesBefore
-	} else {
-		res.MessagesBefore = CountMessages(res.SessionFile)
 	}
+	if res.MessagesBefore < 0 || res.MessagesBefore > len(msgs) {
+		res.MessagesBefore = len(msgs)
+	}
+	if err := lock.write(runRecord{Run: key, MessagesBefore: res.MessagesBefore}); err != nil {
+		return res, fmt.Errorf("session lock: %w", err)
+	}
+	earlier := replayRun(msgs[res.MessagesBefore:])
+	if info.Attempt > 1 && runEnded(earlier, in.NoFinalize) {
+		return a.recovered(ctx, in, res, earlier), nil
+	}
+
 	prompt := in.Prompt
-	if info.Attempt > 1 && sessionHasMessages(res.SessionFile) {
+	if len(msgs) > res.MessagesBefore {
+		// An interrupted attempt got the prompt to the model: continue its
+		// conversation instead of starting the task over.
 		res.Continued = true
 		prompt = ContinuationPrompt
 		if in.NoFinalize {
@@ -273,7 +296,7 @@ func (a *Activities) RunPi(ctx context.Context, in RunPiInput) (RunPiResult, err
 		timeout:  time.Duration(cmpOr(in.TimeoutSeconds, DefaultTimeoutSeconds)) * time.Second,
 		debounce: time.Duration(clampInt(in.ExtendDebounceSeconds, DefaultExtendDebounceSeconds, 0, maxExtendDebounceSeconds)) * time.Second,
 		loopMax:  clampInt(in.LoopingToolCount, DefaultLoopingToolCount, 0, maxLoopingToolCount),
-		prior:    prior.PriorUsage,
+		prior:    earlier.Usage,
 		attempt:  info.Attempt,
 		before:   res.MessagesBefore,
 	}
@@ -316,6 +339,18 @@ func (a *Activities) RunPi(ctx context.Context, in RunPiInput) (RunPiResult, err
 
 // observe reports the run to the metrics, if any, with this attempt's own
 // usage (res.Usage also counts interrupted attempts, reported by them).
+// recovered is the result of a run whose interrupted attempt had already
+// ended it (see runEnded): read from the session file, not run again.
+func (a *Activities) recovered(ctx context.Context, in RunPiInput, res RunPiResult, earlier Stream) RunPiResult {
+	run := &childRun{a: a, in: in, timeout: time.Duration(cmpOr(in.TimeoutSeconds, DefaultTimeoutSeconds)) * time.Second, stream: earlier}
+	res.Recovered = true
+	a.fill(&res, run, outcome{})
+	a.observe(in, res, outcome{}, earlier.Usage)
+	activity.GetLogger(ctx).Info("child run recovered from its session file", "session", in.SessionID, "agent", AgentName(in.Agent),
+		"turn", in.Turn, "attempt", res.Attempt, "finalized", res.Finalize != nil)
+	return res
+}
+
 func (a *Activities) observe(in RunPiInput, res RunPiResult, out outcome, used Usage) {
 	if a.cfg.Observer == nil {
 		return
@@ -337,13 +372,6 @@ func cmpOr(v, def int) int {
 		return v
 	}
 	return def
-}
-
-// sessionHasMessages reports whether a pi session file holds a conversation
-// to continue: pi writes it only from the first assistant message on.
-func sessionHasMessages(path string) bool {
-	info, err := os.Stat(path)
-	return err == nil && info.Size() > 0
 }
 
 // args is the pi command line of a child run.

@@ -103,20 +103,33 @@ type message struct {
 	Content      json.RawMessage `json:"content"`
 	StopReason   string          `json:"stopReason"`
 	ErrorMessage string          `json:"errorMessage"`
-	Usage        *struct {
-		Input      int64 `json:"input"`
-		Output     int64 `json:"output"`
-		CacheRead  int64 `json:"cacheRead"`
-		CacheWrite int64 `json:"cacheWrite"`
-		Cost       struct {
-			Total float64 `json:"total"`
-		} `json:"cost"`
-	} `json:"usage"`
+	Usage        *messageUsage   `json:"usage"`
+}
+
+// messageUsage is an assistant message's usage, as pi writes it in both the
+// event stream and the session file.
+type messageUsage struct {
+	Input      int64 `json:"input"`
+	Output     int64 `json:"output"`
+	CacheRead  int64 `json:"cacheRead"`
+	CacheWrite int64 `json:"cacheWrite"`
+	Cost       struct {
+		Total float64 `json:"total"`
+	} `json:"cost"`
+}
+
+// usage is one assistant message's share of a run's Usage.
+func (u *messageUsage) usage() Usage {
+	if u == nil {
+		return Usage{}
+	}
+	return Usage{Input: u.Input, Output: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite, Cost: u.Cost.Total, Turns: 1}
 }
 
 // contentBlock is one block of a message's content.
 type contentBlock struct {
 	Type      string          `json:"type"`
+	ID        string          `json:"id"`
 	Text      string          `json:"text"`
 	Name      string          `json:"name"`
 	Arguments json.RawMessage `json:"arguments"`
@@ -163,55 +176,13 @@ func (s *Stream) Apply(line []byte) string {
 	case "session":
 		s.SessionID = ev.ID
 	case "message_end":
-		if ev.Message == nil || ev.Message.Role != "assistant" {
-			return ev.Type
-		}
-		m := ev.Message
-		s.FinalText = m.text()
-		s.StopReason = m.StopReason
-		s.ErrorMessage = m.ErrorMessage
-		if m.Usage != nil {
-			s.Usage = s.Usage.Add(Usage{
-				Input: m.Usage.Input, Output: m.Usage.Output,
-				CacheRead: m.Usage.CacheRead, CacheWrite: m.Usage.CacheWrite,
-				Cost: m.Usage.Cost.Total, Turns: 1,
-			})
+		if ev.Message != nil && ev.Message.Role == "assistant" {
+			s.assistantEnded(ev.Message)
 		}
 	case "tool_execution_start":
-		if s.argsByCall == nil {
-			s.argsByCall = map[string]json.RawMessage{}
-		}
-		s.argsByCall[ev.ToolCallID] = ev.Args
-		signature := ev.ToolName + " " + compactJSON(ev.Args)
-		if signature == s.lastSignature {
-			s.SameCallRun++
-		} else {
-			s.lastSignature, s.SameCallRun = signature, 1
-		}
-		s.ToolRows = append(s.ToolRows, ToolRow{
-			ID: ev.ToolCallID, Name: ev.ToolName, Args: preview(ev.Args), Status: "running",
-		})
+		s.toolStarted(ev.ToolCallID, ev.ToolName, ev.Args)
 	case "tool_execution_end":
-		status, errText := "ok", ""
-		if ev.IsError {
-			status = "error"
-			if ev.Result != nil {
-				errText = clip(ev.Result.text(), toolErrorChars)
-			}
-		}
-		for i := len(s.ToolRows) - 1; i >= 0; i-- {
-			if s.ToolRows[i].ID == ev.ToolCallID {
-				s.ToolRows[i].Status, s.ToolRows[i].Error = status, errText
-				break
-			}
-		}
-		if ev.ToolName == FinalizeToolName && !ev.IsError && s.Finalize == nil {
-			var f Finalize
-			if json.Unmarshal(s.argsByCall[ev.ToolCallID], &f) == nil {
-				s.Finalize = &f
-			}
-		}
-		delete(s.argsByCall, ev.ToolCallID)
+		s.toolEnded(ev.ToolCallID, ev.ToolName, ev.IsError, ev.Result)
 	case "auto_retry_start":
 		s.AutoRetries++
 		s.AutoRetryError = ev.ErrorMsg
@@ -219,6 +190,56 @@ func (s *Stream) Apply(line []byte) string {
 		s.Settled = true
 	}
 	return ev.Type
+}
+
+// assistantEnded folds in a complete assistant message.
+func (s *Stream) assistantEnded(m *message) {
+	s.FinalText = m.text()
+	s.StopReason = m.StopReason
+	s.ErrorMessage = m.ErrorMessage
+	if m.Usage != nil {
+		s.Usage = s.Usage.Add(m.Usage.usage())
+	}
+}
+
+// toolStarted folds in the start of a tool call.
+func (s *Stream) toolStarted(id, name string, args json.RawMessage) {
+	if s.argsByCall == nil {
+		s.argsByCall = map[string]json.RawMessage{}
+	}
+	s.argsByCall[id] = args
+	signature := name + " " + compactJSON(args)
+	if signature == s.lastSignature {
+		s.SameCallRun++
+	} else {
+		s.lastSignature, s.SameCallRun = signature, 1
+	}
+	s.ToolRows = append(s.ToolRows, ToolRow{ID: id, Name: name, Args: preview(args), Status: "running"})
+}
+
+// toolEnded folds in the end of a tool call; the first successful
+// subagent_finalize is the run's result.
+func (s *Stream) toolEnded(id, name string, isError bool, result *message) {
+	status, errText := "ok", ""
+	if isError {
+		status = "error"
+		if result != nil {
+			errText = clip(result.text(), toolErrorChars)
+		}
+	}
+	for i := len(s.ToolRows) - 1; i >= 0; i-- {
+		if s.ToolRows[i].ID == id {
+			s.ToolRows[i].Status, s.ToolRows[i].Error = status, errText
+			break
+		}
+	}
+	if name == FinalizeToolName && !isError && s.Finalize == nil {
+		var f Finalize
+		if json.Unmarshal(s.argsByCall[id], &f) == nil {
+			s.Finalize = &f
+		}
+	}
+	delete(s.argsByCall, id)
 }
 
 func compactJSON(raw json.RawMessage) string {

@@ -120,10 +120,12 @@ func (a *Activities) ReadSession(_ context.Context, req ReadRequest) (ReadResult
 type SessionMessage struct {
 	Role         string          `json:"role"`
 	Content      json.RawMessage `json:"content"`
+	ToolCallID   string          `json:"toolCallId,omitempty"`
 	ToolName     string          `json:"toolName,omitempty"`
 	IsError      bool            `json:"isError,omitempty"`
 	StopReason   string          `json:"stopReason,omitempty"`
 	ErrorMessage string          `json:"errorMessage,omitempty"`
+	Usage        *messageUsage   `json:"usage,omitempty"`
 }
 
 // CountMessages is how many conversation messages a session file holds (0

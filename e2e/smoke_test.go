@@ -225,6 +225,50 @@ func TestCrashedAttemptContinuesSession(t *testing.T) {
 	recordHistory(t, shared.client, in.SessionID, "crash-continuation")
 }
 
+// TestFinalizedAttemptIsNotRunAgain stops the worker after the child called
+// subagent_finalize but before pi exited: the retried attempt finds the
+// result in the session file and returns it without asking the model again.
+func TestFinalizedAttemptIsNotRunAgain(t *testing.T) {
+	e := newEnv(t)
+	ext, err := filepath.Abs(filepath.Join("testdata", "extensions", "slow-settle.ts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.model.Script("finalized",
+		scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "bash", Arguments: `{"command":"echo worked"}`}}},
+		finalizeStep("done before the crash"),
+	)
+	stopFirst := e.startWorker(shared.client)
+	in := e.sessionInput("[[script:finalized]] Work, then finalize.")
+	in.Child.Extensions = []string{ext}
+	run := e.startSession(shared.client, in)
+	waitForFile(t, filepath.Join(e.workDir, "settling.txt"))
+	stopFirst()
+
+	e.startWorker(shared.client)
+	var res workflows.SessionResult
+	if err := run.Get(e.ctx(), &res); err != nil {
+		t.Fatal(err)
+	}
+	turn := res.LastTurn.Result
+	if turn.Output != "done before the crash" || !turn.Recovered || turn.Attempt != 2 || turn.Error != nil || res.State != workflows.StateCompleted {
+		t.Fatalf("turn: state %s output %q recovered %v attempt %d error %+v", res.State, turn.Output, turn.Recovered, turn.Attempt, turn.Error)
+	}
+	if n := len(e.model.RequestsFor("finalized")); n != 2 {
+		t.Fatalf("model saw %d requests, want the 2 of the first attempt only", n)
+	}
+	// The turn's usage counts the first attempt's two model calls once.
+	if u := res.LastTurn.Usage; u.Turns != 2 || u.Input == 0 {
+		t.Fatalf("turn usage %+v, want the 2 calls of the interrupted attempt", u)
+	}
+	if len(turn.ToolRows) != 2 || turn.ToolRows[0].Name != "bash" || turn.ToolRows[1].Name != activities.FinalizeToolName {
+		t.Fatalf("tool rows %+v", turn.ToolRows)
+	}
+	if b, err := os.ReadFile(turn.ArtifactFile); err != nil || string(b) != "done before the crash" {
+		t.Fatalf("artifact %s: %q %v", turn.ArtifactFile, b, err)
+	}
+}
+
 func waitForFile(t *testing.T, path string) {
 	t.Helper()
 	deadline := time.Now().Add(testTimeout)
