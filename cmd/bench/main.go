@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"time"
@@ -37,12 +38,35 @@ import (
 func main() {
 	n := flag.Int("n", 20, "runs of each kind")
 	out := flag.String("out", "BENCHMARKS.md", "file to write the figures to")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	only := flag.String("only", "", "comma-separated sections to run (overhead, load, recovery); default all")
 	flag.Parse()
+	sections = map[string]bool{}
+	for _, s := range strings.Split(*only, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			sections[s] = true
+		}
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		_ = pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(*n, *out); err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
+
+// sections are the parts of the run that -only selects; empty: all.
+var sections map[string]bool
+
+func want(section string) bool { return len(sections) == 0 || sections[section] }
 
 type bench struct {
 	ctx      context.Context
@@ -95,7 +119,9 @@ func run(n int, outPath string) error {
 		return fmt.Errorf("build: %v\n%s", err, out)
 	}
 
-	srv, err := devserver.Start(ctx, devserver.Options{Port: freePort(), UIPort: -1, Ephemeral: true, SearchAttributes: workflows.SearchAttributes(), Logger: quiet})
+	// A database file, as `subagents dev` keeps (WAL, synchronous FULL):
+	// what a user's tasks pay for durability is part of the figures.
+	srv, err := devserver.Start(ctx, devserver.Options{Port: freePort(), UIPort: -1, DBFile: filepath.Join(root, "temporal.db"), SearchAttributes: workflows.SearchAttributes(), Logger: quiet})
 	if err != nil {
 		return err
 	}
@@ -131,14 +157,61 @@ func run(n int, outPath string) error {
 	defer sw.Stop()
 	b.stub = &client.Client{Temporal: b.tc, TaskQueue: "bench-stub", Address: b.address}
 
+	if sections["serial"] {
+		start := time.Now()
+		for range 40 {
+			if _, err := b.stubTasks(1); err != nil {
+				return err
+			}
+		}
+		fmt.Printf("40 serial stub tasks: %s\n", time.Since(start))
+		return nil
+	}
+	if sections["timeline"] {
+		for range 3 {
+			if err := b.timeline(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var report strings.Builder
+	if want("overhead") {
+		r, err := b.overhead(n)
+		if err != nil {
+			return err
+		}
+		report.WriteString(r)
+	}
+	if want("load") {
+		r, err := b.load()
+		if err != nil {
+			return err
+		}
+		report.WriteString(r)
+	}
+	if want("recovery") {
+		r, err := b.recovery(3)
+		if err != nil {
+			return err
+		}
+		report.WriteString(r + levers)
+	}
+	fmt.Print(report.String())
+	return os.WriteFile(outPath, []byte(report.String()), 0o644)
+}
+
+// overhead runs one task three ways in turn, n times each, after two
+// warm-up runs: pi alone, through the client library, and `subagents run`.
+func (b *bench) overhead(n int) (string, error) {
 	// Warm up: the first pi start fills the OS page cache, the first
 	// workflow the worker's caches.
 	for range 2 {
 		if _, err := b.direct(); err != nil {
-			return err
+			return "", err
 		}
 		if _, _, err := b.library(); err != nil {
-			return err
+			return "", err
 		}
 	}
 	var direct, lib, cli []time.Duration
@@ -146,33 +219,23 @@ func run(n int, outPath string) error {
 	for range n {
 		d, err := b.direct()
 		if err != nil {
-			return err
+			return "", err
 		}
 		direct = append(direct, d)
 		l, env, err := b.library()
 		if err != nil {
-			return err
+			return "", err
 		}
 		lib = append(lib, l)
 		sessionEvents = append(sessionEvents, b.events(env.Items[0].TaskID))
 		delegationEvents = append(delegationEvents, b.events(env.DelegationID))
 		c, err := b.command()
 		if err != nil {
-			return err
+			return "", err
 		}
 		cli = append(cli, c)
 	}
-	load, err := b.load()
-	if err != nil {
-		return err
-	}
-	recovery, err := b.recovery(3)
-	if err != nil {
-		return err
-	}
-	report := b.report(n, direct, lib, cli, sessionEvents, delegationEvents) + load + recovery + levers
-	fmt.Print(report)
-	return os.WriteFile(outPath, []byte(report), 0o644)
+	return b.report(n, direct, lib, cli, sessionEvents, delegationEvents), nil
 }
 
 // direct is the floor: the same pi invocation, without Temporal.
@@ -466,4 +529,32 @@ func (b *bench) recovery(reps int) (string, error) {
 		ms(pct(resumed, 0.5)), ms(pct(resumed, 1)), ms(pct(done, 0.5)), ms(pct(done, 1)))
 	r.WriteString("Defaults: heartbeat every 2 s, heartbeat timeout 5 s, first retry after 200 ms, sticky workflow tasks released after 1 s.\n")
 	return r.String(), nil
+}
+
+// timeline prints the events of one stub task's delegation and session with
+// their offsets from the delegation's start: where its time goes.
+func (b *bench) timeline() error {
+	start := time.Now()
+	req := client.StartRequest{IdleTTLSeconds: -1, Tasks: []workflows.TaskSpec{{Name: "t", Prompt: "stub", Cwd: b.workDir}}}
+	env, err := b.stub.Start(b.ctx, req)
+	if err != nil {
+		return err
+	}
+	startReturned := time.Since(start)
+	if _, err := b.stub.Wait(b.ctx, env.DelegationID, time.Minute); err != nil {
+		return err
+	}
+	fmt.Printf("start returned after %s, wait after %s\n", startReturned, time.Since(start))
+	for _, id := range []string{env.DelegationID, env.Items[0].TaskID} {
+		it := b.tc.GetWorkflowHistory(b.ctx, id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		fmt.Println(id)
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				return err
+			}
+			fmt.Printf("  %7.1f ms  %s\n", float64(ev.GetEventTime().AsTime().Sub(start))/float64(time.Millisecond), ev.GetEventType())
+		}
+	}
+	return nil
 }

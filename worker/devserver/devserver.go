@@ -374,6 +374,13 @@ func (o *Options) serverOptions(sqlConf *config.SQL, logLevel *slog.LevelVar) ([
 		// forwarding hops between pollers and tasks.
 		dynamicconfig.MatchingNumTaskqueueReadPartitions.Key():  1,
 		dynamicconfig.MatchingNumTaskqueueWritePartitions.Key(): 1,
+		// Every hop between a workflow and its tasks (a workflow task after
+		// an activity, a child start, a signal to another workflow) is a
+		// transfer task, and the default reader looks for new ones at most
+		// 20 times a second per shard: up to 50 ms on each hop, about 200
+		// ms on a one-task delegation. Reads are batched and cheap on one
+		// local database, so let it look as often as tasks come.
+		dynamicconfig.TransferProcessorMaxPollRPS.Key(): 1000,
 	}
 
 	return []temporal.ServerOption{
