@@ -29,6 +29,7 @@ type Flags struct {
 	LogFormat      string
 	MetricsAddr    string
 	Host           string
+	WorkflowCache  int
 }
 
 // Register adds the flags to fs.
@@ -42,6 +43,8 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.LogFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&f.Host, "host", os.Getenv("SUBAGENTS_HOST"),
 		"name of this machine's task queue (<task-queue>@<host>), for tasks whose cwd is here (env SUBAGENTS_HOST; default: the hostname)")
+	fs.IntVar(&f.WorkflowCache, "workflow-cache", envInt("SUBAGENTS_WORKFLOW_CACHE", DefaultWorkflowCache),
+		"workflows kept in memory between their tasks; an idle session beyond it costs the worker nothing until its next send (env SUBAGENTS_WORKFLOW_CACHE)")
 	fs.StringVar(&f.MetricsAddr, "metrics-addr", os.Getenv("SUBAGENTS_METRICS_ADDR"),
 		"serve Prometheus metrics at http://ADDR/metrics, e.g. 127.0.0.1:9090 (env SUBAGENTS_METRICS_ADDR; default off)")
 }
@@ -95,7 +98,10 @@ func (f *Flags) Config(ctx context.Context) (Config, error) {
 	if f.OutputMaxChars < 1 {
 		return Config{}, errcode.Errorf(errcode.InvalidInput, "--output-max-chars must be at least 1, not %d", f.OutputMaxChars)
 	}
-	cfg := Config{TaskQueue: f.TaskQueue, DataDir: dataDir, Pi: pi, OutputMaxChars: f.OutputMaxChars, MetricsAddr: f.MetricsAddr, Host: f.Host}
+	if f.WorkflowCache < 1 {
+		return Config{}, errcode.Errorf(errcode.InvalidInput, "--workflow-cache must be at least 1, not %d", f.WorkflowCache)
+	}
+	cfg := Config{TaskQueue: f.TaskQueue, DataDir: dataDir, Pi: pi, OutputMaxChars: f.OutputMaxChars, MetricsAddr: f.MetricsAddr, Host: f.Host, WorkflowCache: f.WorkflowCache}
 	if f.MetricsAddr != "" {
 		cfg.Metrics = metrics.New()
 	}

@@ -24,6 +24,13 @@ import (
 // DefaultTaskQueue is the queue workers poll and clients start on.
 const DefaultTaskQueue = "subagents"
 
+// DefaultWorkflowCache is how many workflows a worker keeps in memory
+// between their workflow tasks: every running delegation and session of a
+// busy machine fits, so their next step needs no replay; thousands of idle
+// sessions beyond it are replayed from history when a `send` comes, which
+// takes milliseconds.
+const DefaultWorkflowCache = 2000
+
 // Config is a worker's configuration.
 type Config struct {
 	TaskQueue string
@@ -40,6 +47,9 @@ type Config struct {
 	// Serve publishes it ("" for nowhere).
 	Metrics     *metrics.Metrics
 	MetricsAddr string
+	// WorkflowCache sets the process's workflow cache size (the SDK's
+	// sticky cache, shared by every worker of the process); 0 keeps it.
+	WorkflowCache int
 }
 
 // DefaultDataDir is $SUBAGENTS_DATA_DIR, else ~/.pi/subagents: beside pi's
@@ -97,6 +107,9 @@ func New(c client.Client, cfg Config) (*Worker, error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	if cfg.WorkflowCache > 0 {
+		sdkworker.SetStickyWorkflowCacheSize(cfg.WorkflowCache)
 	}
 	opts := sdkworker.Options{
 		// A cancel request reaches a running child only in the answer to a

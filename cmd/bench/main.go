@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -20,6 +21,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,6 +39,7 @@ import (
 
 func main() {
 	n := flag.Int("n", 20, "runs of each kind")
+	idle := flag.Int("idle", 10000, "idle sticky sessions to hold")
 	out := flag.String("out", "BENCHMARKS.md", "file to write the figures to")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	only := flag.String("only", "", "comma-separated sections to run (overhead, load, recovery); default all")
@@ -56,6 +59,7 @@ func main() {
 		_ = pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
 	}
+	idleCount = *idle
 	if err := run(*n, *out); err != nil {
 		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -65,6 +69,9 @@ func main() {
 
 // sections are the parts of the run that -only selects; empty: all.
 var sections map[string]bool
+
+// idleCount is -idle.
+var idleCount int
 
 func want(section string) bool { return len(sections) == 0 || sections[section] }
 
@@ -76,6 +83,8 @@ type bench struct {
 	workDir  string
 	dataDir  string
 	bin      string
+	dbFile   string
+	stubPath string
 	address  string
 	c        *client.Client
 	stub     *client.Client
@@ -121,7 +130,8 @@ func run(n int, outPath string) error {
 
 	// A database file, as `subagents dev` keeps (WAL, synchronous FULL):
 	// what a user's tasks pay for durability is part of the figures.
-	srv, err := devserver.Start(ctx, devserver.Options{Port: freePort(), UIPort: -1, DBFile: filepath.Join(root, "temporal.db"), SearchAttributes: workflows.SearchAttributes(), Logger: quiet})
+	b.dbFile = filepath.Join(root, "temporal.db")
+	srv, err := devserver.Start(ctx, devserver.Options{Port: freePort(), UIPort: -1, DBFile: b.dbFile, SearchAttributes: workflows.SearchAttributes(), Logger: quiet})
 	if err != nil {
 		return err
 	}
@@ -144,6 +154,7 @@ func run(n int, outPath string) error {
 	// The stub child for the load figures: no Node start, so what is
 	// measured is the orchestration.
 	stub := filepath.Join(root, "stubpi")
+	b.stubPath = stub
 	if out, err := exec.Command("go", "build", "-o", stub, "./internal/stubpi").CombinedOutput(); err != nil {
 		return fmt.Errorf("build the stub: %v\n%s", err, out)
 	}
@@ -183,8 +194,22 @@ func run(n int, outPath string) error {
 		}
 		report.WriteString(r)
 	}
+	if want("pi") {
+		r, err := b.fromPi(max(n/2, 3))
+		if err != nil {
+			return err
+		}
+		report.WriteString(r)
+	}
 	if want("load") {
 		r, err := b.load()
+		if err != nil {
+			return err
+		}
+		report.WriteString(r)
+	}
+	if want("idle") {
+		r, err := b.idleSessions(idleCount)
 		if err != nil {
 			return err
 		}
@@ -557,4 +582,317 @@ func (b *bench) timeline() error {
 		}
 	}
 	return nil
+}
+
+// fromPi measures delegation as a pi user meets it: a real parent pi with
+// the extension, whose model asks for one task (the subagent tool) or four
+// (delegate_to_subagents), against the floor of the same pi runs without
+// Temporal: the parent's and the children's, the children of a batch started
+// together. The peak memory is that of every process this bench started
+// (parent pi, subagents commands, child pi), sampled every 10 ms; the
+// embedded server and worker run inside the bench process and are reported
+// apart.
+func (b *bench) fromPi(n int) (string, error) {
+	ext := mustAbs("extension")
+	one := "[[steps:" + stepsJSON(toolStep("subagent", map[string]any{"agent": "bench", "task": "[[script:bench]] Say done."}), textStep("done")) + "]] Delegate."
+	var tasks []map[string]string
+	for i := range 4 {
+		tasks = append(tasks, map[string]string{"name": fmt.Sprintf("t%d", i), "prompt": "[[script:bench]] Say done.", "profile": "bench"})
+	}
+	four := "[[steps:" + stepsJSON(toolStep("delegate_to_subagents", map[string]any{"tasks": tasks}), textStep("done")) + "]] Delegate four."
+	parent := func(prompt string) (time.Duration, int64, error) {
+		session := filepath.Join(b.dataDir, "parents", uuid.NewString()+".jsonl")
+		cmd := exec.Command(b.pi.Path, "--mode", "json", "--session", session, "--model", scriptedmodel.ModelRef, "-e", ext, prompt)
+		cmd.Dir = b.workDir
+		cmd.Env = append(os.Environ(), append(scriptedmodel.PiEnv(b.agentDir),
+			"SUBAGENTS_BIN="+b.bin, "TEMPORAL_ADDRESS="+b.address, "SUBAGENTS_TASK_QUEUE=bench",
+			"PATH="+b.pi.PathPrefix+":"+os.Getenv("PATH"))...)
+		return sampled(func() error {
+			out, err := cmd.CombinedOutput()
+			if err != nil || !strings.Contains(string(out), `"agent_settled"`) || !strings.Contains(string(out), `"done"`) {
+				return fmt.Errorf("parent pi: %v\n%.3000s", err, out)
+			}
+			return nil
+		})
+	}
+	plain := func(k int) (time.Duration, int64, error) {
+		// One plain run, then k started together: the parent's run and its
+		// children's, as fast as pi alone can do them.
+		return sampled(func() error {
+			if _, err := b.direct(); err != nil {
+				return err
+			}
+			errs := make(chan error, k)
+			for range k {
+				go func() {
+					_, err := b.direct()
+					errs <- err
+				}()
+			}
+			var first error
+			for range k {
+				if err := <-errs; err != nil && first == nil {
+					first = err
+				}
+			}
+			return first
+		})
+	}
+	type series struct {
+		d    []time.Duration
+		peak int64
+	}
+	var floor1, floor4, del1, del4 series
+	add := func(s *series, d time.Duration, p int64) { s.d = append(s.d, d); s.peak = max(s.peak, p) }
+	for i := range n + 1 {
+		d, p, err := plain(1)
+		if err != nil {
+			return "", err
+		}
+		if i > 0 {
+			add(&floor1, d, p)
+		}
+		if d, p, err = parent(one); err != nil {
+			return "", err
+		}
+		if i > 0 {
+			add(&del1, d, p)
+		}
+		if d, p, err = plain(4); err != nil {
+			return "", err
+		}
+		if i > 0 {
+			add(&floor4, d, p)
+		}
+		if d, p, err = parent(four); err != nil {
+			return "", err
+		}
+		if i > 0 {
+			add(&del4, d, p)
+		}
+	}
+	var r strings.Builder
+	r.WriteString("\n## From inside pi\n\n")
+	fmt.Fprintf(&r, "A real parent pi (`--mode json -e ./extension`, scripted model) delegating through the extension, against the floor of the same pi runs without Temporal, in turn, %d times each after a warm-up. ", n)
+	r.WriteString("The floor of one task is two plain runs in sequence (parent, child); of four, one plain run followed by four started together. ")
+	r.WriteString("Peak memory is the sum of the resident sets of every process the run started (parent pi, `subagents` commands, child pi), sampled every 10 ms.\n\n")
+	r.WriteString("| run | p50 | p99 | ratio p50 | target | peak RSS of the processes |\n| --- | --- | --- | --- | --- | --- |\n")
+	row := func(name string, s series, floor series, target string) {
+		ratio := float64(pct(s.d, 0.5)) / float64(pct(floor.d, 0.5))
+		fmt.Fprintf(&r, "| %s | %s | %s | %.2f× | %s | %d MiB |\n", name, ms(pct(s.d, 0.5)), ms(pct(s.d, 0.99)), ratio, target, s.peak>>20)
+	}
+	row("floor: parent + child", floor1, floor1, "")
+	row("parent pi, `subagent` tool, 1 task", del1, floor1, "≤ 1.15×")
+	row("floor: parent, then 4 children at once", floor4, floor4, "")
+	row("parent pi, `delegate_to_subagents`, 4 tasks", del4, floor4, "≤ 1.25×")
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	fmt.Fprintf(&r, "\nThe bench process itself (embedded server and worker): %d MiB resident, Go heap in use %d MiB.\n", processRSS(os.Getpid())>>20, ms.HeapInuse>>20)
+	return r.String(), nil
+}
+
+func toolStep(name string, args any) scriptedmodel.Step {
+	b, _ := json.Marshal(args)
+	return scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: name, Arguments: string(b)}}}
+}
+
+func textStep(text string) scriptedmodel.Step { return scriptedmodel.Step{Text: text} }
+
+func stepsJSON(steps ...scriptedmodel.Step) string {
+	b, _ := json.Marshal(steps)
+	return string(b)
+}
+
+// sampled runs fn and samples the resident memory of every descendant of
+// this process while it runs, every 10 ms.
+func sampled(fn func() error) (time.Duration, int64, error) {
+	stop := make(chan struct{})
+	peakC := make(chan int64, 1)
+	go func() {
+		var peak int64
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			peak = max(peak, descendantsRSS(os.Getpid()))
+			select {
+			case <-stop:
+				peakC <- peak
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	start := time.Now()
+	err := fn()
+	d := time.Since(start)
+	close(stop)
+	return d, <-peakC, err
+}
+
+// descendantsRSS sums the resident memory of every process below pid.
+func descendantsRSS(pid int) int64 {
+	children := map[int][]int{}
+	rss := map[int]int64{}
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		p, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// Fields after the command name, which may hold spaces: state ppid
+		// ... and rss (in pages) is the 24th field overall.
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) < 22 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		pages, _ := strconv.ParseInt(f[21], 10, 64)
+		children[ppid] = append(children[ppid], p)
+		rss[p] = pages * int64(os.Getpagesize())
+	}
+	var sum int64
+	var walk func(int)
+	walk = func(p int) {
+		for _, c := range children[p] {
+			sum += rss[c]
+			walk(c)
+		}
+	}
+	walk(pid)
+	return sum
+}
+
+// idleSessions starts n sessions whose first turn (the stub child) ends
+// and which then wait for a `send`, as sticky sessions do for an hour by
+// default, on a `subagents worker` process of their own whose workflow cache
+// holds fewer than n. It reports that worker's memory per idle session, the
+// database bytes per session, and how long a `send` to a long-idle session
+// takes.
+func (b *bench) idleSessions(n int) (string, error) {
+	const queue, cacheSize = "bench-idle", 1000
+	w := exec.Command(b.bin, "worker", "--address", b.address, "--task-queue", queue, "--data-dir", filepath.Join(b.dataDir, "idle"),
+		"--pi", b.stubPath, "--workflow-cache", strconv.Itoa(cacheSize), "--log-level", "error")
+	if err := w.Start(); err != nil {
+		return "", err
+	}
+	defer func() { _ = w.Process.Signal(os.Interrupt); _ = w.Wait() }()
+	c := &client.Client{Temporal: b.tc, TaskQueue: queue, Address: b.address}
+	dbBytes := func() int64 {
+		var sum int64
+		for _, suffix := range []string{"", "-wal"} {
+			if info, err := os.Stat(b.dbFile + suffix); err == nil {
+				sum += info.Size()
+			}
+		}
+		return sum
+	}
+	startMany := func(k int) ([]string, time.Duration, error) {
+		ids := make([]string, k)
+		start := time.Now()
+		sem := make(chan struct{}, 64)
+		errs := make(chan error, k)
+		for i := range k {
+			ids[i] = uuid.NewString()
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem }()
+				in := workflows.SessionInput{SessionID: ids[i], Prompt: "stub", Cwd: b.workDir}
+				if _, err := b.tc.ExecuteWorkflow(b.ctx, sdkclient.StartWorkflowOptions{ID: in.SessionID, TaskQueue: queue}, workflows.SessionWorkflowName, in); err != nil {
+					errs <- err
+					return
+				}
+				env, err := c.Wait(b.ctx, in.SessionID, time.Minute)
+				if err == nil && (len(env.Items) != 1 || env.Items[0].Status != string(workflows.StateCompleted)) {
+					err = fmt.Errorf("session %s: %+v after its first turn", in.SessionID, env.Items)
+				}
+				errs <- err
+			}()
+		}
+		for range cap(sem) {
+			sem <- struct{}{}
+		}
+		wall := time.Since(start)
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				return nil, 0, err
+			}
+		}
+		return ids, wall, nil
+	}
+	// Warm up the worker (its caches, pools and code) before the baseline.
+	if _, _, err := startMany(200); err != nil {
+		return "", err
+	}
+	rss0, db0 := processRSS(w.Process.Pid), dbBytes()
+	began := time.Now()
+	ids, wall, err := startMany(n)
+	if err != nil {
+		return "", err
+	}
+	rss1, db1 := processRSS(w.Process.Pid), dbBytes()
+	// Sends to the sessions that have waited the longest.
+	idle := time.Since(began)
+	var accepted, turn []time.Duration
+	for i := range 10 {
+		t0 := time.Now()
+		h, err := b.tc.UpdateWorkflow(b.ctx, sdkclient.UpdateWorkflowOptions{
+			WorkflowID: ids[i], UpdateName: workflows.SendUpdate, WaitForStage: sdkclient.WorkflowUpdateStageCompleted,
+			Args: []any{workflows.SendRequest{Prompt: "stub again"}},
+		})
+		if err != nil {
+			return "", err
+		}
+		var acc workflows.SendAccepted
+		if err := h.Get(b.ctx, &acc); err != nil {
+			return "", err
+		}
+		accepted = append(accepted, time.Since(t0))
+		wh, err := b.tc.UpdateWorkflow(b.ctx, sdkclient.UpdateWorkflowOptions{
+			WorkflowID: ids[i], UpdateName: workflows.WaitUpdate, WaitForStage: sdkclient.WorkflowUpdateStageCompleted,
+			Args: []any{workflows.WaitRequest{Turn: acc.Turn}},
+		})
+		if err != nil {
+			return "", err
+		}
+		var st workflows.SessionStatus
+		if err := wh.Get(b.ctx, &st); err != nil {
+			return "", err
+		}
+		if st.LastTurn == nil || st.LastTurn.Turn != 2 || st.LastTurn.State != workflows.StateCompleted {
+			return "", fmt.Errorf("send to an idle session: %+v", st.LastTurn)
+		}
+		turn = append(turn, time.Since(t0))
+	}
+	var r strings.Builder
+	r.WriteString("\n## Idle sticky sessions\n\n")
+	fmt.Fprintf(&r, "%d sessions (stub child, started 64 at a time: %s in all, %.0f sessions/s) each ran its first turn and now waits for a `send`, as a sticky session does for an hour by default. ",
+		n, ms(wall), float64(n)/wall.Seconds())
+	fmt.Fprintf(&r, "They run on a `subagents worker` process of their own (`--workflow-cache %d`: the sessions beyond it are evicted and cost the worker nothing until a `send`), measured by its resident memory after a warm-up of 200 sessions.\n\n", cacheSize)
+	r.WriteString("| figure | value | target |\n| --- | --- | --- |\n")
+	fmt.Fprintf(&r, "| worker resident memory: before, after | %d MiB, %d MiB | |\n", rss0>>20, rss1>>20)
+	fmt.Fprintf(&r, "| worker memory per idle session | %.1f KB | ≤ 20 KB |\n", float64(rss1-rss0)/float64(n)/1024)
+	fmt.Fprintf(&r, "| database bytes per session (SQLite file and WAL) | %.1f KB | |\n", float64(db1-db0)/float64(n)/1024)
+	fmt.Fprintf(&r, "| `send` to a session idle for %s, until accepted (p50 / max of 10) | %s / %s | |\n", idle.Round(time.Second), ms(pct(accepted, 0.5)), ms(pct(accepted, 1)))
+	fmt.Fprintf(&r, "| the same, until its turn ended (p50 / max) | %s / %s | |\n", ms(pct(turn, 0.5)), ms(pct(turn, 1)))
+	return r.String(), nil
+}
+
+// processRSS is a process's resident memory.
+func processRSS(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/statm", pid))
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0
+	}
+	pages, _ := strconv.ParseInt(f[1], 10, 64)
+	return pages * int64(os.Getpagesize())
 }
