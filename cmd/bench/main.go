@@ -23,6 +23,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -115,7 +117,8 @@ func run(n int, outPath string) error {
 	defer func() { _ = b.model.Close() }()
 	b.model.Script("bench", scriptedmodel.Step{Text: "done", Repeat: true})
 	// The recovery task's child is still waiting for its answer when its
-	// worker is killed; the next attempt gets it at once.
+	// worker is killed; the next attempt, which has no session file yet,
+	// asks again and waits as long.
 	b.model.Script("recover", scriptedmodel.Step{Text: "done", DelayMS: 3000}, scriptedmodel.Step{Text: "done"})
 	if err := b.model.WritePiAgentDir(b.agentDir); err != nil {
 		return err
@@ -218,6 +221,10 @@ func run(n int, outPath string) error {
 	if want("recovery") {
 		r, err := b.recovery(3)
 		if err != nil {
+			return err
+		}
+		report.WriteString(r)
+		if r, err = b.devRestart(3); err != nil {
 			return err
 		}
 		report.WriteString(r + levers)
@@ -550,7 +557,7 @@ func (b *bench) recovery(reps int) (string, error) {
 	var r strings.Builder
 	r.WriteString("\n## Recovery from a killed worker\n\n")
 	fmt.Fprintf(&r, "`subagents worker` as a process, SIGKILLed 1.5 s into a child run and started again at once, %d times: ", reps)
-	fmt.Fprintf(&r, "the new worker's attempt reaches the model after p50 %s (max %s); the task is done after p50 %s (max %s). ",
+	fmt.Fprintf(&r, "the new worker's attempt reaches the model after p50 %s (max %s), target ≤ 5 s; the task is done after p50 %s (max %s) (the scripted model takes 3 s over this answer, as it did for the killed attempt). ",
 		ms(pct(resumed, 0.5)), ms(pct(resumed, 1)), ms(pct(done, 0.5)), ms(pct(done, 1)))
 	r.WriteString("Defaults: heartbeat every 2 s, heartbeat timeout 5 s, first retry after 200 ms, sticky workflow tasks released after 1 s.\n")
 	return r.String(), nil
@@ -895,4 +902,111 @@ func processRSS(pid int) int64 {
 	}
 	pages, _ := strconv.ParseInt(f[1], 10, 64)
 	return pages * int64(os.Getpagesize())
+}
+
+// devRestart kills a whole `subagents dev` (server, UI and worker in one
+// process) with SIGKILL while a child runs, starts it again on the same
+// database, and times how long until the task is done.
+func (b *bench) devRestart(reps int) (string, error) {
+	dir := filepath.Join(b.dataDir, "dev-restart")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	port := freePort()
+	address := fmt.Sprintf("127.0.0.1:%d", port)
+	start := func() (*exec.Cmd, *syncBuffer, error) {
+		cmd := exec.Command(b.bin, "dev", "--port", strconv.Itoa(port), "--headless", "--db-filename", filepath.Join(dir, "temporal.db"),
+			"--data-dir", filepath.Join(dir, "data"), "--pi", b.pi.Path, "--log-level", "error")
+		cmd.Env = append(os.Environ(), scriptedmodel.PiEnv(b.agentDir)...)
+		out := &syncBuffer{}
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			return nil, nil, err
+		}
+		deadline := time.Now().Add(time.Minute)
+		for !strings.Contains(out.String(), "worker polling task queue") {
+			if time.Now().After(deadline) {
+				_ = cmd.Process.Kill()
+				return nil, nil, fmt.Errorf("subagents dev did not start:\n%s", out)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		return cmd, out, nil
+	}
+	var ready, resumed, done []time.Duration
+	for range reps {
+		dev, _, err := start()
+		if err != nil {
+			return "", err
+		}
+		tc, err := sdkclient.Dial(sdkclient.Options{HostPort: address, Logger: sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))})
+		if err != nil {
+			return "", err
+		}
+		c := &client.Client{Temporal: tc, TaskQueue: client.DefaultTaskQueue, Address: address}
+		before := len(b.model.RequestsFor("recover"))
+		env, err := c.Start(b.ctx, client.StartRequest{Tasks: []workflows.TaskSpec{{Name: "recover", Prompt: "[[script:recover]] Say done.", Profile: "bench", Cwd: b.workDir}}, IdleTTLSeconds: -1})
+		if err != nil {
+			return "", err
+		}
+		wctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+		_, err = b.model.WaitForRequests(wctx, before+1, func(r scriptedmodel.Request) bool { return r.Script == "recover" })
+		cancel()
+		if err != nil {
+			return "", err
+		}
+		time.Sleep(1500 * time.Millisecond)
+		tc.Close()
+		_ = dev.Process.Kill()
+		_ = dev.Wait()
+		killed := time.Now()
+		dev, _, err = start()
+		if err != nil {
+			return "", err
+		}
+		ready = append(ready, time.Since(killed))
+		wctx, cancel = context.WithTimeout(b.ctx, time.Minute)
+		_, err = b.model.WaitForRequests(wctx, before+2, func(r scriptedmodel.Request) bool { return r.Script == "recover" })
+		cancel()
+		if err != nil {
+			return "", err
+		}
+		resumed = append(resumed, time.Since(killed))
+		if tc, err = sdkclient.Dial(sdkclient.Options{HostPort: address, Logger: sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}); err != nil {
+			return "", err
+		}
+		c.Temporal = tc
+		fin, err := c.Wait(b.ctx, env.DelegationID, 2*time.Minute)
+		if err != nil || !fin.Done || fin.Items[0].Output != "done" {
+			return "", fmt.Errorf("dev restart run: %v %+v", err, fin)
+		}
+		done = append(done, time.Since(killed))
+		tc.Close()
+		_ = dev.Process.Signal(syscall.SIGTERM)
+		_ = dev.Wait()
+	}
+	var r strings.Builder
+	r.WriteString("\n## Recovery from a killed `subagents dev`\n\n")
+	fmt.Fprintf(&r, "The whole `subagents dev` (server, worker) SIGKILLed 1.5 s into a child run and started again at once on the same database file, %d times: ", reps)
+	fmt.Fprintf(&r, "it serves again after p50 %s (max %s); the new attempt reaches the model after p50 %s (max %s), target ≤ 5 s; the task is done after p50 %s (max %s) from the kill (the scripted model takes 3 s over this answer).\n",
+		ms(pct(ready, 0.5)), ms(pct(ready, 1)), ms(pct(resumed, 0.5)), ms(pct(resumed, 1)), ms(pct(done, 0.5)), ms(pct(done, 1)))
+	return r.String(), nil
+}
+
+// syncBuffer is a bytes.Buffer safe for a process's output and a reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
