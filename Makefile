@@ -91,9 +91,10 @@ workflowcheck: $(GOBIN)/workflowcheck
 demo: deps build
 	./bin/subagents demo $(ARGS)
 
-## chaos: the long chaos suite: 20 rounds of a worker killed mid-delegation
+## chaos: the long reliability suite: 20 worker kills, 5 kills of subagents dev, 1,000 delegations of load; figures into BENCHMARKS.md
 chaos: deps
-	$(GO) test ./e2e -run 'TestChaosWorkerKills|TestDevKilledMidRun' -count=1 -v -timeout 60m -args -chaos-rounds=20
+	$(GO) test ./e2e -run 'TestChaosWorkerKills|TestChaosDevKills|TestLoadStubDelegations' -count=1 -v -timeout 60m \
+		-args -chaos-rounds=20 -dev-kills=5 -load-delegations=1000 -chaos-report=$(CURDIR)/BENCHMARKS.md
 
 ## bench: benchmarks, figures into BENCHMARKS.md
 bench: deps

@@ -171,6 +171,8 @@ func TestChaosWorkerKills(t *testing.T) {
 	rng := rand.New(rand.NewSource(seed))
 	t.Logf("seed %d", seed)
 	const tasks = 4
+	var kills []string
+	began := time.Now()
 	for round := range *chaosRounds {
 		marker := fmt.Sprintf("chaos-%d-%d", seed, round)
 		var specs []string
@@ -208,7 +210,11 @@ func TestChaosWorkerKills(t *testing.T) {
 			t.Fatalf("round %d: processes of killed attempts still run: %v", round, left)
 		}
 		t.Logf("round %d: killed after %s, all %d tasks completed once", round, killAfter, tasks)
+		kills = append(kills, killAfter.Round(time.Millisecond).String())
 	}
+	reportChaos(t, fmt.Sprintf("### Worker killed mid-delegation\n\n`make chaos` (%s): %d rounds of a 4-task delegation of real pi children (each calls bash for 1.5 s, then finalizes) whose `subagents worker` process was SIGKILLed and started again, in %s. "+
+		"Every round: all 4 tasks completed with their own result in turn 1, the delegation got exactly 4 task-done signals, every session file was there, no process of a killed attempt ran on. Kills after: %s.",
+		time.Now().UTC().Format("2006-01-02"), *chaosRounds, time.Since(began).Round(time.Second), strings.Join(kills, ", ")))
 }
 
 // signalsNamed counts the signals called name in a workflow's history.
@@ -248,4 +254,89 @@ func processesWith(s string) []string {
 		}
 	}
 	return out
+}
+
+// devKills is 1 in `make test`; `make chaos` runs 5.
+var devKills = flag.Int("dev-kills", 1, "rounds of TestChaosDevKills")
+
+// TestChaosDevKills is the chaos suite for the whole machine: a 4-task
+// delegation of real pi children runs on `subagents dev` (server, UI-less,
+// worker, one database file), which is SIGKILLed at a random moment and
+// started again on the same file. Every task completes with its own result,
+// reported once; every session file is there; no child of the killed
+// process runs on.
+func TestChaosDevKills(t *testing.T) {
+	e := newEnv(t)
+	seed := time.Now().UnixNano()
+	rng := rand.New(rand.NewSource(seed))
+	t.Logf("seed %d", seed)
+	port := freePort()
+	address := fmt.Sprintf("127.0.0.1:%d", port)
+	args := []string{
+		"--port", strconv.Itoa(port), "--headless", "--db-filename", filepath.Join(t.TempDir(), "temporal.db"),
+		"--data-dir", e.dataDir, "--task-queue", e.taskQueue,
+	}
+	c := &cli{e: e, ids: map[string]string{}, args: []string{"--address", address, "--task-queue", e.taskQueue}}
+	const tasks = 4
+	var kills []string
+	began := time.Now()
+	for round := range *devKills {
+		marker := fmt.Sprintf("devchaos-%d-%d", seed, round)
+		var specs []string
+		for i := range tasks {
+			name := fmt.Sprintf("%s-%d", marker, i)
+			e.model.Script(name,
+				scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "bash", Arguments: fmt.Sprintf(`{"command":"sleep 1.5 # %s"}`, name)}}},
+				finalizeStep("result of "+name))
+			specs = append(specs, fmt.Sprintf(`{"name":"t%d","prompt":"[[script:%s]] Work.","cwd":%q,"model":%q}`, i, name, e.workDir, scriptedmodel.ModelRef))
+		}
+		p := e.startDev(args...)
+		p.waitReady(t)
+		started, _ := c.json(0, `{"tasks":[`+strings.Join(specs, ",")+`]}`, "start", "--input", "-")
+		killAfter := time.Duration(300+rng.Intn(2700)) * time.Millisecond
+		time.Sleep(killAfter)
+		if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		<-p.done
+		p = e.startDev(args...)
+		p.waitReady(t)
+		done, out := c.json(0, "", "wait", "--timeout", "2m", started.DelegationID)
+		if !done.Done || done.Status != "completed" {
+			t.Fatalf("round %d (killed after %s): %s", round, killAfter, out)
+		}
+		for i, it := range done.Items {
+			if want := fmt.Sprintf("result of %s-%d", marker, i); it.Output != want || it.Turn != 1 {
+				t.Fatalf("round %d task %d: output %q turn %d, want %q in turn 1", round, i, it.Output, it.Turn, want)
+			}
+			if _, err := os.Stat(it.SessionFile); err != nil {
+				t.Fatalf("round %d task %d: session file: %v", round, i, err)
+			}
+		}
+		tc := dialAddress(t, address)
+		n := 0
+		it := tc.GetWorkflowHistory(e.ctx(), started.DelegationID, "", false, 0)
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a := ev.GetWorkflowExecutionSignaledEventAttributes(); a != nil && a.GetSignalName() == workflows.TaskDoneSignal {
+				n++
+			}
+		}
+		tc.Close()
+		if n != tasks {
+			t.Fatalf("round %d: the delegation got %d task-done signals, want %d", round, n, tasks)
+		}
+		if left := processesWith(marker); len(left) > 0 {
+			t.Fatalf("round %d: processes of the killed dev still run: %v", round, left)
+		}
+		p.stop(t)
+		t.Logf("round %d: subagents dev killed after %s, all %d tasks completed once", round, killAfter, tasks)
+		kills = append(kills, killAfter.Round(time.Millisecond).String())
+	}
+	reportChaos(t, fmt.Sprintf("### `subagents dev` killed mid-delegation\n\n`make chaos` (%s): %d rounds of the same 4-task delegation on `subagents dev` (server and worker in one process, one database file), SIGKILLed and started again on the same file, in %s. "+
+		"Every round: all 4 tasks completed once with their own result, every session file was there, no child of the killed process ran on. Kills after: %s.",
+		time.Now().UTC().Format("2006-01-02"), *devKills, time.Since(began).Round(time.Second), strings.Join(kills, ", ")))
 }

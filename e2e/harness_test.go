@@ -203,3 +203,39 @@ func readPid(t *testing.T, path string) int {
 	}
 	return pid
 }
+
+// chaosReport, when set (`make chaos`), is the BENCHMARKS.md whose chaos
+// sections the long runs rewrite with their figures.
+var chaosReport = flag.String("chaos-report", "", "file whose <!-- chaos:NAME --> sections get the chaos figures")
+
+// reliabilityHeading heads the chaos sections; cmd/bench keeps it and them.
+const reliabilityHeading = "## Reliability suite (`make chaos`)"
+
+// reportChaos puts text into the report's section for the running test,
+// between <!-- chaos:NAME --> and <!-- /chaos:NAME -->, appended when the
+// file has none yet.
+func reportChaos(t *testing.T, text string) {
+	t.Helper()
+	if *chaosReport == "" {
+		return
+	}
+	b, err := os.ReadFile(*chaosReport)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	open, end := "<!-- chaos:"+t.Name()+" -->", "<!-- /chaos:"+t.Name()+" -->"
+	section := open + "\n" + strings.TrimSpace(text) + "\n" + end
+	s := string(b)
+	i, j := strings.Index(s, open), strings.Index(s, end)
+	if i >= 0 && j > i {
+		s = s[:i] + section + s[j+len(end):]
+	} else {
+		if !strings.Contains(s, reliabilityHeading) {
+			s = strings.TrimRight(s, "\n") + "\n\n" + reliabilityHeading + "\n"
+		}
+		s = strings.TrimRight(s, "\n") + "\n\n" + section + "\n"
+	}
+	if err := os.WriteFile(*chaosReport, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -229,6 +229,7 @@ func run(n int, outPath string) error {
 		}
 		report.WriteString(r + levers)
 	}
+	report.WriteString(keptChaosSections(outPath))
 	fmt.Print(report.String())
 	return os.WriteFile(outPath, []byte(report.String()), 0o644)
 }
@@ -1009,4 +1010,35 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// keptChaosSections returns the reliability figures that `make chaos`
+// wrote into the report (between <!-- chaos:NAME --> markers), so that a
+// new bench run keeps them.
+func keptChaosSections(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	var out []string
+	for {
+		i := strings.Index(s, "<!-- chaos:")
+		if i < 0 {
+			break
+		}
+		name := s[i+len("<!-- chaos:"):]
+		name = name[:max(strings.Index(name, " -->"), 0)]
+		end := "<!-- /chaos:" + name + " -->"
+		j := strings.Index(s, end)
+		if j < i {
+			break
+		}
+		out = append(out, s[i:j+len(end)])
+		s = s[j+len(end):]
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return "\n## Reliability suite (`make chaos`)\n\n" + strings.Join(out, "\n\n") + "\n"
 }
