@@ -490,7 +490,9 @@ export default function durableSubagents(pi: ExtensionAPI) {
 	});
 
 	pi.on("turn_end", async (_event, ctx) => {
-		await delivery.ackPersisted(ctx);
+		// The delivered results are in the session file: acknowledging them
+		// goes on beside the next model call (agent_settled waits for it).
+		void delivery.ackPersisted(ctx);
 		const entries = delivery.takeDrafts();
 		if (entries.length) return { entries, continue: true };
 	});

@@ -607,6 +607,7 @@ func (b *bench) fromPi(n int) (string, error) {
 	for i := range 4 {
 		tasks = append(tasks, map[string]string{"name": fmt.Sprintf("t%d", i), "prompt": "[[script:bench]] Say done.", "profile": "bench"})
 	}
+	none := "[[steps:" + stepsJSON(textStep("done")) + "]] Answer."
 	four := "[[steps:" + stepsJSON(toolStep("delegate_to_subagents", map[string]any{"tasks": tasks}), textStep("done")) + "]] Delegate four."
 	parent := func(prompt string) (time.Duration, int64, error) {
 		session := filepath.Join(b.dataDir, "parents", uuid.NewString()+".jsonl")
@@ -650,7 +651,7 @@ func (b *bench) fromPi(n int) (string, error) {
 		d    []time.Duration
 		peak int64
 	}
-	var floor1, floor4, del1, del4 series
+	var floor1, floor4, del1, del4, ext0, plain0 series
 	add := func(s *series, d time.Duration, p int64) { s.d = append(s.d, d); s.peak = max(s.peak, p) }
 	for i := range n + 1 {
 		d, p, err := plain(1)
@@ -659,6 +660,18 @@ func (b *bench) fromPi(n int) (string, error) {
 		}
 		if i > 0 {
 			add(&floor1, d, p)
+		}
+		if d, p, err = sampled(func() error { _, err := b.direct(); return err }); err != nil {
+			return "", err
+		}
+		if i > 0 {
+			add(&plain0, d, p)
+		}
+		if d, p, err = parent(none); err != nil {
+			return "", err
+		}
+		if i > 0 {
+			add(&ext0, d, p)
 		}
 		if d, p, err = parent(one); err != nil {
 			return "", err
@@ -689,6 +702,8 @@ func (b *bench) fromPi(n int) (string, error) {
 		ratio := float64(pct(s.d, 0.5)) / float64(pct(floor.d, 0.5))
 		fmt.Fprintf(&r, "| %s | %s | %s | %.2f× | %s | %d MiB |\n", name, ms(pct(s.d, 0.5)), ms(pct(s.d, 0.99)), ratio, target, s.peak>>20)
 	}
+	row("plain pi, one answer", plain0, plain0, "")
+	row("parent pi with the extension, one answer, no delegation", ext0, plain0, "")
 	row("floor: parent + child", floor1, floor1, "")
 	row("parent pi, `subagent` tool, 1 task", del1, floor1, "≤ 1.15×")
 	row("floor: parent, then 4 children at once", floor4, floor4, "")

@@ -168,7 +168,20 @@ export class Delivery {
 	}
 
 	/** Acknowledges every delivered result that is written in the session file. */
-	async ackPersisted(ctx: ExtensionContext): Promise<void> {
+	ackPersisted(ctx: ExtensionContext): Promise<void> {
+		// One at a time: each looks at what the one before it acknowledged,
+		// so no ID is sent twice, and a caller that does not wait (turn_end:
+		// the result is already on disk, the next model call need not wait for
+		// a process) is still ordered before one that does (agent_settled).
+		this.acking = this.acking.then(() => this.ackPersistedNow(ctx)).catch(() => {
+			/* not acknowledged: the next turn or start tries again */
+		});
+		return this.acking;
+	}
+
+	private acking: Promise<void> = Promise.resolve();
+
+	private async ackPersistedNow(ctx: ExtensionContext): Promise<void> {
 		const branch = ctx.sessionManager.getBranch() as Entry[];
 		const file = ctx.sessionManager.getSessionFile();
 		let onDisk = "";
