@@ -138,6 +138,7 @@ func (c *Client) delegationInput(req StartRequest) (workflows.DelegationInput, e
 	in := workflows.DelegationInput{
 		Tasks: req.Tasks, Profile: req.Profile, ParentSessionID: req.ParentSessionID, Deliver: req.Deliver,
 		MaxConcurrency: req.MaxConcurrency, IdleTTLSeconds: req.IdleTTLSeconds, Depth: req.Depth, Host: req.Host,
+		Version: workflows.CurrentVersion,
 	}
 	for i := range in.Tasks {
 		t := &in.Tasks[i]
@@ -160,7 +161,9 @@ func (c *Client) startDelegation(ctx context.Context, in workflows.DelegationInp
 	id := "delegation-" + c.id()
 	attrs := []temporal.SearchAttributeUpdate{
 		workflows.AgentKey.ValueSet("delegation"),
-		workflows.StatusKey.ValueSet(string(workflows.StateQueued)),
+		// It runs from its first workflow task on; saying so here spares
+		// the workflow an upsert.
+		workflows.StatusKey.ValueSet(string(workflows.StateRunning)),
 		workflows.CwdKey.ValueSet(in.Tasks[0].Cwd),
 	}
 	if in.ParentSessionID != "" {

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,6 +18,13 @@ import (
 // one with a built-in profile, one with none, one with a profile that does
 // not exist. The unknown one fails alone; results come back in input order.
 func TestDelegationBatchWithUnknownProfile(t *testing.T) {
+	// Version 0 is how delegations started before versions existed run.
+	for _, version := range []int{0, workflows.CurrentVersion} {
+		t.Run(fmt.Sprintf("version-%d", version), func(t *testing.T) { testDelegationBatch(t, version) })
+	}
+}
+
+func testDelegationBatch(t *testing.T, version int) {
 	e := newEnv(t)
 	// The first task answers last.
 	e.model.Script("scout-task", scriptedmodel.Step{DelayMS: 1500, ToolCalls: finalizeStep("scouted").ToolCalls})
@@ -31,6 +39,7 @@ func TestDelegationBatchWithUnknownProfile(t *testing.T) {
 		},
 		SessionIDs:     []string{uuid.NewString(), uuid.NewString(), uuid.NewString()},
 		IdleTTLSeconds: -1,
+		Version:        version,
 	}
 	run, err := shared.client.ExecuteWorkflow(e.ctx(), sdkclient.StartWorkflowOptions{ID: "delegation-" + uuid.NewString(), TaskQueue: e.taskQueue},
 		workflows.DelegationWorkflowName, in)
@@ -69,7 +78,12 @@ func TestDelegationBatchWithUnknownProfile(t *testing.T) {
 			t.Fatalf("read-only scout got %s", tl)
 		}
 	}
-	recordHistory(t, shared.client, run.GetID(), "delegation-three-tasks")
+	if version == 0 {
+		recordHistory(t, shared.client, run.GetID(), "delegation-three-tasks")
+	} else {
+		recordHistory(t, shared.client, run.GetID(), "delegation-three-tasks-v2")
+		recordHistory(t, shared.client, plain.SessionID, "one-turn-v2")
+	}
 }
 
 func (e *env) delegate(in workflows.DelegationInput) (workflows.DelegationStatus, error) {

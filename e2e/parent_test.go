@@ -472,7 +472,10 @@ func TestParentKilledMidDelegationGetsTheResultOnce(t *testing.T) {
 	if len(list.Runs) != 1 || list.Runs[0].Open {
 		t.Fatalf("delegations of the parent: %+v", list.Runs)
 	}
-	recordHistory(t, shared.client, list.Runs[0].ID, "delegation-delivered")
+	recordHistory(t, shared.client, list.Runs[0].ID, "delegation-delivered-v2")
+	// Its session waits for a send (sticky, as the extension starts them).
+	st, _ := e.cli().json(0, "", "status", list.Runs[0].ID)
+	recordHistory(t, shared.client, st.Items[0].TaskID, "sticky-waiting-v2")
 }
 
 // TestExtensionInstallsAsAPiPackage: `pi install ./extension` makes the

@@ -83,6 +83,9 @@ type DelegationInput struct {
 	// Host runs the tasks on that host's workers (HostQueue): the caller's
 	// machine, where the cwds exist. Empty: any worker.
 	Host string `json:"host,omitempty"`
+	// Version is the code version the delegation runs (CurrentVersion for
+	// new ones; 0 for those started before versions existed).
+	Version int `json:"version,omitempty"`
 }
 
 // TaskResult is one task of a delegation.
@@ -306,9 +309,14 @@ func cancelledError() *activities.ErrorInfo {
 }
 
 func (d *delegation) run(ctx workflow.Context) (DelegationStatus, error) {
-	_ = workflow.UpsertTypedSearchAttributes(ctx, StatusKey.ValueSet(string(StateRunning)), AgentKey.ValueSet("delegation"))
-	if d.in.ParentSessionID != "" {
-		_ = workflow.UpsertTypedSearchAttributes(ctx, ParentSessionKey.ValueSet(d.in.ParentSessionID))
+	if d.in.Version >= 2 {
+		upsertChanged(ctx, StatusKey.ValueSet(string(StateRunning)), AgentKey.ValueSet("delegation"),
+			ParentSessionKey.ValueSet(d.in.ParentSessionID))
+	} else {
+		_ = workflow.UpsertTypedSearchAttributes(ctx, StatusKey.ValueSet(string(StateRunning)), AgentKey.ValueSet("delegation"))
+		if d.in.ParentSessionID != "" {
+			_ = workflow.UpsertTypedSearchAttributes(ctx, ParentSessionKey.ValueSet(d.in.ParentSessionID))
+		}
 	}
 	if err := d.checkResumes(ctx); err != nil {
 		return d.status(), err
@@ -402,7 +410,17 @@ func (d *delegation) resolve(ctx workflow.Context) ([]profiles.ResolvedTask, err
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
 	})
 	var out []profiles.ResolvedTask
-	if err := workflow.ExecuteActivity(actx, ResolveTasksActivityName, req).Get(ctx, &out); err != nil {
+	if d.in.Version >= 2 && d.in.Host == "" {
+		// Any worker sees the tasks' cwds: resolve them on this one, in the
+		// workflow task itself, without a round trip through the server.
+		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+			StartToCloseTimeout: resolveActivityTimeoutSec * time.Second,
+			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
+		})
+		if err := workflow.ExecuteLocalActivity(lctx, ResolveTasksActivityName, req).Get(ctx, &out); err != nil {
+			return nil, err
+		}
+	} else if err := workflow.ExecuteActivity(actx, ResolveTasksActivityName, req).Get(ctx, &out); err != nil {
 		return nil, err
 	}
 	if len(out) != len(d.tasks) {
@@ -452,7 +470,12 @@ func (d *delegation) runTask(ctx workflow.Context, i int, r profiles.ResolvedTas
 		SessionID: d.tasks[i].SessionID, Agent: agent, Cwd: cwd, Prompt: t.Prompt, Files: t.Files,
 		Name: t.Name, ParentSessionID: d.in.ParentSessionID, Child: child, Host: host,
 		MaxFinalizeRetries: r.MaxFinalizeRetries, IdleTTLSeconds: d.in.IdleTTLSeconds,
-		NotifyWorkflowID: d.id, NotifyIndex: i,
+		NotifyWorkflowID: d.id, NotifyIndex: i, Version: d.in.Version,
+	}
+	// A session starts running its first turn at once.
+	initial := StateQueued
+	if d.in.Version >= 2 {
+		initial = StateRunning
 	}
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID: in.SessionID,
@@ -463,7 +486,7 @@ func (d *delegation) runTask(ctx workflow.Context, i int, r profiles.ResolvedTas
 		ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			AgentKey.ValueSet(activities.AgentName(in.Agent)), CwdKey.ValueSet(in.Cwd),
-			StatusKey.ValueSet(string(StateQueued)), ParentSessionKey.ValueSet(d.in.ParentSessionID),
+			StatusKey.ValueSet(string(initial)), ParentSessionKey.ValueSet(d.in.ParentSessionID),
 		),
 		Memo:          sessionMemo(t, d.id, host),
 		StaticSummary: fmt.Sprintf("%s (%s)", t.Name, activities.AgentName(in.Agent)),
@@ -480,6 +503,8 @@ func (d *delegation) runTask(ctx workflow.Context, i int, r profiles.ResolvedTas
 		var res SessionResult
 		err := fut.Get(ctx, &res)
 		switch {
+		case err == nil && res.LastTurn != nil:
+			d.finish(i, res.State, res.LastTurn, res.LastTurn.Error)
 		case err == nil:
 			d.finish(i, res.State, res.LastTurn, nil)
 		case errors.As(err, new(*temporal.CanceledError)):

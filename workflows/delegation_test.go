@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
@@ -85,6 +86,19 @@ func tasks(n int, profile func(i int) string) DelegationInput {
 }
 
 func TestDelegationOrderIsolationAndConcurrency(t *testing.T) {
+	// Version 0 resolves profiles in an activity; version 2 in a local
+	// activity when any worker may run the tasks, else on the host's queue.
+	for _, tc := range []struct {
+		version int
+		host    string
+	}{{0, ""}, {CurrentVersion, ""}, {CurrentVersion, "h1"}} {
+		t.Run(fmt.Sprintf("version-%d-host-%q", tc.version, tc.host), func(t *testing.T) {
+			testDelegationOrder(t, tc.version, tc.host)
+		})
+	}
+}
+
+func testDelegationOrder(t *testing.T, version int, host string) {
 	child := &concurrencyChild{}
 	env := newDelegationEnv(t, child.run, "scout")
 	in := tasks(5, func(i int) string {
@@ -94,7 +108,18 @@ func TestDelegationOrderIsolationAndConcurrency(t *testing.T) {
 		return "scout"
 	})
 	in.MaxConcurrency = 2
+	in.Version, in.Host = version, host
+	var local, remote int
+	env.SetOnLocalActivityStartedListener(func(*activity.Info, context.Context, []any) { local++ })
+	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		if info.ActivityType.Name == ResolveTasksActivityName {
+			remote++
+		}
+	})
 	env.ExecuteWorkflow(DelegationWorkflowName, in)
+	if wantLocal := version >= 2 && host == ""; (local == 1) != wantLocal || (remote == 1) == wantLocal {
+		t.Fatalf("profiles resolved %d times locally and %d times as an activity (version %d, host %q)", local, remote, version, host)
+	}
 	var st DelegationStatus
 	if err := env.GetWorkflowResult(&st); err != nil {
 		t.Fatal(err)

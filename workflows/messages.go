@@ -30,6 +30,21 @@ const (
 	AckUpdate = "ack"
 )
 
+// CurrentVersion is the workflow code version that new delegations and
+// sessions carry in their input (DelegationInput.Version,
+// SessionInput.Version). A run started without one replays the code paths
+// it was recorded with; one started with it takes the paths written since,
+// which emit fewer commands. Carrying it in the input costs no event, where
+// workflow.GetVersion would add a marker and a search attribute upsert to
+// every run.
+//
+// Version 2: the starter sets the search attributes a run starts with
+// (status running), the workflow upserts only what changes; a session that
+// will wait for input says so in one upsert after its turn; a delegation
+// whose tasks may run on any worker resolves their profiles in a local
+// activity.
+const CurrentVersion = 2
+
 // AckRequest is the payload of AckUpdate.
 type AckRequest struct {
 	// By names who acknowledged, for the history (e.g. the parent session).

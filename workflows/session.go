@@ -73,6 +73,8 @@ type SessionInput struct {
 	NotifyIndex      int    `json:"notifyIndex,omitempty"`
 	// Carry is the state continue-as-new hands to the next run.
 	Carry *SessionCarry `json:"carry,omitempty"`
+	// Version is the code version the session runs (CurrentVersion).
+	Version int `json:"version,omitempty"`
 }
 
 // SessionCarry is what a session's next run needs from the previous one.
@@ -178,6 +180,12 @@ func newSession(ctx workflow.Context, in SessionInput) (*session, error) {
 		s.idleTTL = time.Duration(in.IdleTTLSeconds) * time.Second
 	} else if in.IdleTTLSeconds < 0 {
 		s.idleTTL = 0
+	}
+	if in.Version >= 2 {
+		// The starter's status attribute is where the session stands.
+		if v, ok := workflow.GetTypedSearchAttributes(ctx).GetKeyword(StatusKey); ok && v != "" {
+			s.state = State(v)
+		}
 	}
 	if c := in.Carry; c != nil {
 		s.turn, s.done, s.accepted, s.usage, s.last = c.Turns, c.Turns, c.Accepted, c.Usage, c.LastTurn
@@ -314,6 +322,10 @@ func (s *session) run(ctx workflow.Context) (SessionResult, error) {
 	s.upsertIdentity(ctx)
 	for {
 		if len(s.pending) == 0 {
+			if s.in.Version >= 2 && s.idleTTL == 0 && s.last != nil {
+				// Not sticky: done as soon as its turns are.
+				return s.finish(ctx)
+			}
 			if s.last != nil {
 				s.setState(ctx, StateWaitingForInput)
 			}
@@ -432,8 +444,17 @@ func (s *session) runTurn(ctx workflow.Context, req SendRequest) {
 	s.last = turn
 	s.runs[len(s.runs)-1].State = string(turn.State)
 	s.done = s.turn
-	s.setState(ctx, turn.State)
-	if req.NotifyWorkflowID != "" {
+	if s.in.Version >= 2 && len(s.pending) == 0 && s.idleTTL > 0 {
+		// Nothing queued: the session now waits for a send. One upsert says
+		// so; the turn's own state is in its result.
+		s.setState(ctx, StateWaitingForInput)
+	} else {
+		s.setState(ctx, turn.State)
+	}
+	// A session that completes now needs no signal to its own delegation:
+	// the delegation reads the turn from the child's completion instead.
+	completesNow := s.in.Version >= 2 && s.idleTTL == 0 && len(s.pending) == 0 && req.NotifyWorkflowID == s.in.NotifyWorkflowID
+	if req.NotifyWorkflowID != "" && !completesNow {
 		s.notify(ctx, req, *turn)
 	}
 }
@@ -554,6 +575,11 @@ func (s *session) setState(ctx workflow.Context, st State) {
 // starter did not set them.
 func (s *session) upsertIdentity(ctx workflow.Context) {
 	if s.in.Carry != nil {
+		return
+	}
+	if s.in.Version >= 2 {
+		upsertChanged(ctx, AgentKey.ValueSet(activities.AgentName(s.in.Agent)), CwdKey.ValueSet(s.in.Cwd),
+			StatusKey.ValueSet(string(s.state)), ParentSessionKey.ValueSet(s.in.ParentSessionID))
 		return
 	}
 	updates := []temporal.SearchAttributeUpdate{

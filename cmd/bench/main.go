@@ -824,7 +824,7 @@ func (b *bench) idleSessions(n int) (string, error) {
 			sem <- struct{}{}
 			go func() {
 				defer func() { <-sem }()
-				in := workflows.SessionInput{SessionID: ids[i], Prompt: "stub", Cwd: b.workDir}
+				in := workflows.SessionInput{SessionID: ids[i], Prompt: "stub", Cwd: b.workDir, Version: workflows.CurrentVersion}
 				if _, err := b.tc.ExecuteWorkflow(b.ctx, sdkclient.StartWorkflowOptions{ID: in.SessionID, TaskQueue: queue}, workflows.SessionWorkflowName, in); err != nil {
 					errs <- err
 					return
@@ -876,9 +876,10 @@ func (b *bench) idleSessions(n int) (string, error) {
 			return "", err
 		}
 		accepted = append(accepted, time.Since(t0))
+		turnNo := acc.Turn
 		wh, err := b.tc.UpdateWorkflow(b.ctx, sdkclient.UpdateWorkflowOptions{
 			WorkflowID: ids[i], UpdateName: workflows.WaitUpdate, WaitForStage: sdkclient.WorkflowUpdateStageCompleted,
-			Args: []any{workflows.WaitRequest{Turn: acc.Turn}},
+			Args: []any{workflows.WaitRequest{Turn: turnNo}},
 		})
 		if err != nil {
 			return "", err
