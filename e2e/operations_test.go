@@ -102,6 +102,7 @@ func TestDevMetricsAndJSONLogs(t *testing.T) {
 	if cost, ok := metricValue(page, "subagents_child_cost_usd_total", `agent="scout"`); !ok || cost <= 0 {
 		t.Fatalf("cost series: %v %v", cost, ok)
 	}
+	t.Logf("our series after the run:\n%s", grepLines(page, "subagents_"))
 	// The SDK's own series come through the same endpoint.
 	for _, sdk := range []string{"temporal_workflow_completed", "temporal_activity_execution_latency"} {
 		if !strings.Contains(page, sdk) {
