@@ -170,46 +170,21 @@ func TestChaosWorkerKills(t *testing.T) {
 	seed := time.Now().UnixNano()
 	rng := rand.New(rand.NewSource(seed))
 	t.Logf("seed %d", seed)
-	const tasks = 4
 	var kills []string
 	began := time.Now()
 	for round := range *chaosRounds {
 		marker := fmt.Sprintf("chaos-%d-%d", seed, round)
-		var specs []string
-		for i := range tasks {
-			name := fmt.Sprintf("%s-%d", marker, i)
-			e.model.Script(name,
-				scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "bash", Arguments: fmt.Sprintf(`{"command":"sleep 1.5 # %s"}`, name)}}},
-				finalizeStep("result of "+name))
-			specs = append(specs, fmt.Sprintf(`{"name":"t%d","prompt":"[[script:%s]] Work.","cwd":%q,"model":%q}`, i, name, e.workDir, scriptedmodel.ModelRef))
-		}
-		w := e.startWorkerProcess()
-		started, _ := c.json(0, `{"tasks":[`+strings.Join(specs, ",")+`]}`, "start", "--input", "-")
-		killAfter := time.Duration(300+rng.Intn(2700)) * time.Millisecond
-		time.Sleep(killAfter)
-		if err := w.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		e.startWorkerProcess()
-		done, out := c.json(0, "", "wait", "--timeout", "2m", started.DelegationID)
-		if !done.Done || done.Status != "completed" {
-			t.Fatalf("round %d (killed after %s): %s", round, killAfter, out)
-		}
-		for i, it := range done.Items {
-			if want := fmt.Sprintf("result of %s-%d", marker, i); it.Output != want || it.Turn != 1 {
-				t.Fatalf("round %d task %d: output %q turn %d, want %q in turn 1", round, i, it.Output, it.Turn, want)
-			}
-			if _, err := os.Stat(it.SessionFile); err != nil {
-				t.Fatalf("round %d task %d: session file: %v", round, i, err)
-			}
-		}
-		if n := signalsNamed(t, started.DelegationID, workflows.TaskDoneSignal); n != tasks {
-			t.Fatalf("round %d: the delegation got %d task-done signals, want %d", round, n, tasks)
-		}
-		if left := processesWith(marker); len(left) > 0 {
-			t.Fatalf("round %d: processes of killed attempts still run: %v", round, left)
-		}
-		t.Logf("round %d: killed after %s, all %d tasks completed once", round, killAfter, tasks)
+		var w *exec.Cmd
+		killAfter := e.chaosRound(c, rng, marker,
+			func() { w = e.startWorkerProcess() },
+			func() {
+				if err := w.Process.Signal(syscall.SIGKILL); err != nil {
+					t.Fatal(err)
+				}
+			},
+			func() { e.startWorkerProcess() },
+			func(id string) int { return signalsNamed(t, shared.client, id, workflows.TaskDoneSignal) })
+		t.Logf("round %d: killed after %s, all %d tasks completed once", round, killAfter, chaosTasks)
 		kills = append(kills, killAfter.Round(time.Millisecond).String())
 	}
 	reportChaos(t, fmt.Sprintf("### Worker killed mid-delegation\n\n`make chaos` (%s): %d rounds of a 4-task delegation of real pi children (each calls bash for 1.5 s, then finalizes) whose `subagents worker` process was SIGKILLed and started again, in %s. "+
@@ -217,10 +192,58 @@ func TestChaosWorkerKills(t *testing.T) {
 		time.Now().UTC().Format("2006-01-02"), *chaosRounds, time.Since(began).Round(time.Second), strings.Join(kills, ", ")))
 }
 
-// signalsNamed counts the signals called name in a workflow's history.
-func signalsNamed(t *testing.T, id, name string) int {
+// chaosTasks is how many tasks a chaos round's delegation holds.
+const chaosTasks = 4
+
+// chaosRound is one round of the chaos suite: a delegation of chaosTasks real
+// pi children (each calls bash for 1.5 s, then finalizes), started through c
+// once start has started what runs it; kill stops that at a random moment
+// and restart starts it again. Every task must complete once with its own
+// result (signals counts the task-done signals the delegation got), every
+// session file must be there, and no process of the killed run may be left.
+// It returns when the kill came.
+func (e *env) chaosRound(c *cli, rng *rand.Rand, marker string, start, kill, restart func(), signals func(id string) int) time.Duration {
+	t := e.t
 	t.Helper()
-	it := shared.client.GetWorkflowHistory(e2eCtx(t), id, "", false, 0)
+	var specs []string
+	for i := range chaosTasks {
+		name := fmt.Sprintf("%s-%d", marker, i)
+		e.model.Script(name,
+			scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "bash", Arguments: fmt.Sprintf(`{"command":"sleep 1.5 # %s"}`, name)}}},
+			finalizeStep("result of "+name))
+		specs = append(specs, fmt.Sprintf(`{"name":"t%d","prompt":"[[script:%s]] Work.","cwd":%q,"model":%q}`, i, name, e.workDir, scriptedmodel.ModelRef))
+	}
+	start()
+	started, _ := c.json(0, `{"tasks":[`+strings.Join(specs, ",")+`]}`, "start", "--input", "-")
+	killAfter := time.Duration(300+rng.Intn(2700)) * time.Millisecond
+	time.Sleep(killAfter)
+	kill()
+	restart()
+	done, out := c.json(0, "", "wait", "--timeout", "2m", started.DelegationID)
+	if !done.Done || done.Status != "completed" {
+		t.Fatalf("%s (killed after %s): %s", marker, killAfter, out)
+	}
+	for i, it := range done.Items {
+		if want := fmt.Sprintf("result of %s-%d", marker, i); it.Output != want || it.Turn != 1 {
+			t.Fatalf("%s task %d: output %q turn %d, want %q in turn 1", marker, i, it.Output, it.Turn, want)
+		}
+		if _, err := os.Stat(it.SessionFile); err != nil {
+			t.Fatalf("%s task %d: session file: %v", marker, i, err)
+		}
+	}
+	if n := signals(started.DelegationID); n != chaosTasks {
+		t.Fatalf("%s: the delegation got %d task-done signals, want %d", marker, n, chaosTasks)
+	}
+	if left := processesWith(marker); len(left) > 0 {
+		t.Fatalf("%s: processes of the killed run still run: %v", marker, left)
+	}
+	return killAfter
+}
+
+// signalsNamed counts the signals called name in a workflow's history.
+func signalsNamed(t *testing.T, c sdkclient.Client, id, name string) int {
+	t.Helper()
+	it := c.GetWorkflowHistory(e2eCtx(t), id, "", false, 0)
 	n := 0
 	for it.HasNext() {
 		ev, err := it.Next()
@@ -277,63 +300,26 @@ func TestChaosDevKills(t *testing.T) {
 		"--data-dir", e.dataDir, "--task-queue", e.taskQueue,
 	}
 	c := &cli{e: e, ids: map[string]string{}, args: []string{"--address", address, "--task-queue", e.taskQueue}}
-	const tasks = 4
 	var kills []string
 	began := time.Now()
 	for round := range *devKills {
-		marker := fmt.Sprintf("devchaos-%d-%d", seed, round)
-		var specs []string
-		for i := range tasks {
-			name := fmt.Sprintf("%s-%d", marker, i)
-			e.model.Script(name,
-				scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "bash", Arguments: fmt.Sprintf(`{"command":"sleep 1.5 # %s"}`, name)}}},
-				finalizeStep("result of "+name))
-			specs = append(specs, fmt.Sprintf(`{"name":"t%d","prompt":"[[script:%s]] Work.","cwd":%q,"model":%q}`, i, name, e.workDir, scriptedmodel.ModelRef))
-		}
-		p := e.startDev(args...)
-		p.waitReady(t)
-		started, _ := c.json(0, `{"tasks":[`+strings.Join(specs, ",")+`]}`, "start", "--input", "-")
-		killAfter := time.Duration(300+rng.Intn(2700)) * time.Millisecond
-		time.Sleep(killAfter)
-		if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		<-p.done
-		p = e.startDev(args...)
-		p.waitReady(t)
-		done, out := c.json(0, "", "wait", "--timeout", "2m", started.DelegationID)
-		if !done.Done || done.Status != "completed" {
-			t.Fatalf("round %d (killed after %s): %s", round, killAfter, out)
-		}
-		for i, it := range done.Items {
-			if want := fmt.Sprintf("result of %s-%d", marker, i); it.Output != want || it.Turn != 1 {
-				t.Fatalf("round %d task %d: output %q turn %d, want %q in turn 1", round, i, it.Output, it.Turn, want)
-			}
-			if _, err := os.Stat(it.SessionFile); err != nil {
-				t.Fatalf("round %d task %d: session file: %v", round, i, err)
-			}
-		}
-		tc := dialAddress(t, address)
-		n := 0
-		it := tc.GetWorkflowHistory(e.ctx(), started.DelegationID, "", false, 0)
-		for it.HasNext() {
-			ev, err := it.Next()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if a := ev.GetWorkflowExecutionSignaledEventAttributes(); a != nil && a.GetSignalName() == workflows.TaskDoneSignal {
-				n++
-			}
-		}
-		tc.Close()
-		if n != tasks {
-			t.Fatalf("round %d: the delegation got %d task-done signals, want %d", round, n, tasks)
-		}
-		if left := processesWith(marker); len(left) > 0 {
-			t.Fatalf("round %d: processes of the killed dev still run: %v", round, left)
-		}
+		var p *devProcess
+		killAfter := e.chaosRound(c, rng, fmt.Sprintf("devchaos-%d-%d", seed, round),
+			func() { p = e.startDev(args...); p.waitReady(t) },
+			func() {
+				if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+					t.Fatal(err)
+				}
+				<-p.done
+			},
+			func() { p = e.startDev(args...); p.waitReady(t) },
+			func(id string) int {
+				tc := dialAddress(t, address)
+				defer tc.Close()
+				return signalsNamed(t, tc, id, workflows.TaskDoneSignal)
+			})
 		p.stop(t)
-		t.Logf("round %d: subagents dev killed after %s, all %d tasks completed once", round, killAfter, tasks)
+		t.Logf("round %d: subagents dev killed after %s, all %d tasks completed once", round, killAfter, chaosTasks)
 		kills = append(kills, killAfter.Round(time.Millisecond).String())
 	}
 	reportChaos(t, fmt.Sprintf("### `subagents dev` killed mid-delegation\n\n`make chaos` (%s): %d rounds of the same 4-task delegation on `subagents dev` (server and worker in one process, one database file), SIGKILLed and started again on the same file, in %s. "+

@@ -191,17 +191,8 @@ func TestCrashedAttemptContinuesSession(t *testing.T) {
 		scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "bash", Arguments: `{"command":"echo started > started.txt; sleep 60"}`}}},
 		finalizeStep("continued"),
 	)
-	stopFirst := e.startWorker(shared.client)
 	in := e.sessionInput("[[script:crash]] Do the long task.")
-	run := e.startSession(shared.client, in)
-	waitForFile(t, started)
-	stopFirst()
-
-	e.startWorker(shared.client)
-	var res workflows.SessionResult
-	if err := run.Get(e.ctx(), &res); err != nil {
-		t.Fatal(err)
-	}
+	res := e.stopWorkerWhen(in, started)
 	turn := res.LastTurn.Result
 	if turn.Output != "continued" || !turn.Continued || turn.Attempt != 2 || turn.Error != nil {
 		t.Fatalf("turn: output %q continued %v attempt %d error %+v", turn.Output, turn.Continued, turn.Attempt, turn.Error)
@@ -238,18 +229,9 @@ func TestFinalizedAttemptIsNotRunAgain(t *testing.T) {
 		scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "bash", Arguments: `{"command":"echo worked"}`}}},
 		finalizeStep("done before the crash"),
 	)
-	stopFirst := e.startWorker(shared.client)
 	in := e.sessionInput("[[script:finalized]] Work, then finalize.")
 	in.Child.Extensions = []string{ext}
-	run := e.startSession(shared.client, in)
-	waitForFile(t, filepath.Join(e.workDir, "settling.txt"))
-	stopFirst()
-
-	e.startWorker(shared.client)
-	var res workflows.SessionResult
-	if err := run.Get(e.ctx(), &res); err != nil {
-		t.Fatal(err)
-	}
+	res := e.stopWorkerWhen(in, filepath.Join(e.workDir, "settling.txt"))
 	turn := res.LastTurn.Result
 	if turn.Output != "done before the crash" || !turn.Recovered || turn.Attempt != 2 || turn.Error != nil || res.State != workflows.StateCompleted {
 		t.Fatalf("turn: state %s output %q recovered %v attempt %d error %+v", res.State, turn.Output, turn.Recovered, turn.Attempt, turn.Error)
@@ -267,6 +249,22 @@ func TestFinalizedAttemptIsNotRunAgain(t *testing.T) {
 	if b, err := os.ReadFile(turn.ArtifactFile); err != nil || string(b) != "done before the crash" {
 		t.Fatalf("artifact %s: %q %v", turn.ArtifactFile, b, err)
 	}
+}
+
+// stopWorkerWhen runs session in on a worker that is stopped once file
+// appears (the child wrote it), then on a new worker to its end.
+func (e *env) stopWorkerWhen(in workflows.SessionInput, file string) workflows.SessionResult {
+	e.t.Helper()
+	stopFirst := e.startWorker(shared.client)
+	run := e.startSession(shared.client, in)
+	waitForFile(e.t, file)
+	stopFirst()
+	e.startWorker(shared.client)
+	var res workflows.SessionResult
+	if err := run.Get(e.ctx(), &res); err != nil {
+		e.t.Fatal(err)
+	}
+	return res
 }
 
 func waitForFile(t *testing.T, path string) {

@@ -190,44 +190,28 @@ func run(n int, outPath string) error {
 		return nil
 	}
 	var report strings.Builder
-	if want("overhead") {
-		r, err := b.overhead(n)
-		if err != nil {
-			return err
+	for _, sec := range []struct {
+		name string
+		run  func() (string, error)
+	}{
+		{"overhead", func() (string, error) { return b.overhead(n) }},
+		{"pi", func() (string, error) { return b.fromPi(max(n/2, 3)) }},
+		{"load", b.load},
+		{"idle", func() (string, error) { return b.idleSessions(idleCount) }},
+		{"recovery", func() (string, error) { return b.recovery(3) }},
+		{"recovery", func() (string, error) { return b.devRestart(3) }},
+	} {
+		if !want(sec.name) {
+			continue
 		}
-		report.WriteString(r)
-	}
-	if want("pi") {
-		r, err := b.fromPi(max(n/2, 3))
-		if err != nil {
-			return err
-		}
-		report.WriteString(r)
-	}
-	if want("load") {
-		r, err := b.load()
-		if err != nil {
-			return err
-		}
-		report.WriteString(r)
-	}
-	if want("idle") {
-		r, err := b.idleSessions(idleCount)
+		r, err := sec.run()
 		if err != nil {
 			return err
 		}
 		report.WriteString(r)
 	}
 	if want("recovery") {
-		r, err := b.recovery(3)
-		if err != nil {
-			return err
-		}
-		report.WriteString(r)
-		if r, err = b.devRestart(3); err != nil {
-			return err
-		}
-		report.WriteString(r + levers)
+		report.WriteString(levers)
 	}
 	report.WriteString(keptChaosSections(outPath))
 	fmt.Print(report.String())
@@ -468,26 +452,9 @@ func (b *bench) load() (string, error) {
 	r.WriteString("| concurrency | tasks | wall | tasks/s |\n| --- | --- | --- | --- |\n")
 	for _, c := range []int{1, 16, 64} {
 		total := max(4*c, 40)
-		start := time.Now()
-		sem := make(chan struct{}, c)
-		errs := make(chan error, total)
-		for range total {
-			sem <- struct{}{}
-			go func() {
-				defer func() { <-sem }()
-				_, err := b.stubTasks(1)
-				errs <- err
-			}()
-		}
-		for range cap(sem) {
-			sem <- struct{}{}
-		}
-		wall := time.Since(start)
-		close(errs)
-		for err := range errs {
-			if err != nil {
-				return "", err
-			}
+		wall, err := inFlight(total, c, func(int) error { _, err := b.stubTasks(1); return err })
+		if err != nil {
+			return "", err
 		}
 		fmt.Fprintf(&r, "| %d | %d | %s | %.1f |\n", c, total, ms(wall), float64(total)/wall.Seconds())
 	}
@@ -545,38 +512,14 @@ func (b *bench) recovery(reps int) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		before := len(b.model.RequestsFor("recover"))
-		env, err := c.Start(b.ctx, client.StartRequest{Tasks: []workflows.TaskSpec{{Name: "recover", Prompt: "[[script:recover]] Say done.", Profile: "bench", Cwd: b.workDir}}, IdleTTLSeconds: -1})
+		var w2 *exec.Cmd
+		_, res, fin, err := b.crashRun(c,
+			func() { _ = w.Process.Kill(); _ = w.Wait() },
+			func() error { w2, err = start(); return err })
 		if err != nil {
 			return "", err
 		}
-		wctx, cancel := context.WithTimeout(b.ctx, time.Minute)
-		_, err = b.model.WaitForRequests(wctx, before+1, func(r scriptedmodel.Request) bool { return r.Script == "recover" })
-		cancel()
-		if err != nil {
-			return "", err
-		}
-		// Let a heartbeat or two go out, as in a real run.
-		time.Sleep(1500 * time.Millisecond)
-		_ = w.Process.Kill()
-		_ = w.Wait()
-		killed := time.Now()
-		w2, err := start()
-		if err != nil {
-			return "", err
-		}
-		wctx, cancel = context.WithTimeout(b.ctx, time.Minute)
-		_, err = b.model.WaitForRequests(wctx, before+2, func(r scriptedmodel.Request) bool { return r.Script == "recover" })
-		cancel()
-		if err != nil {
-			return "", err
-		}
-		resumed = append(resumed, time.Since(killed))
-		fin, err := c.Wait(b.ctx, env.DelegationID, time.Minute)
-		if err != nil || !fin.Done || fin.Items[0].Output != "done" {
-			return "", fmt.Errorf("recovery run: %v %+v", err, fin)
-		}
-		done = append(done, time.Since(killed))
+		resumed, done = append(resumed, res), append(done, fin)
 		_ = w2.Process.Signal(os.Interrupt)
 		_ = w2.Wait()
 	}
@@ -587,6 +530,44 @@ func (b *bench) recovery(reps int) (string, error) {
 		ms(pct(resumed, 0.5)), ms(pct(resumed, 1)), ms(pct(done, 0.5)), ms(pct(done, 1)))
 	r.WriteString("Defaults: heartbeat every 2 s, heartbeat timeout 5 s, first retry after 200 ms, sticky workflow tasks released after 1 s.\n")
 	return r.String(), nil
+}
+
+// crashRun starts the recovery task through c, lets its child run 1.5 s
+// (a heartbeat or two go out, as in a real run), kills what runs it with
+// kill and starts it again with restart. It times, from the kill, when
+// restart returned, when the new attempt reached the model and when the
+// task was done.
+func (b *bench) crashRun(c *client.Client, kill func(), restart func() error) (ready, resumed, done time.Duration, err error) {
+	before := len(b.model.RequestsFor("recover"))
+	env, err := c.Start(b.ctx, client.StartRequest{Tasks: []workflows.TaskSpec{{Name: "recover", Prompt: "[[script:recover]] Say done.", Profile: "bench", Cwd: b.workDir}}, IdleTTLSeconds: -1})
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	reached := func(n int) error {
+		wctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+		defer cancel()
+		_, err := b.model.WaitForRequests(wctx, n, func(r scriptedmodel.Request) bool { return r.Script == "recover" })
+		return err
+	}
+	if err := reached(before + 1); err != nil {
+		return 0, 0, 0, err
+	}
+	time.Sleep(1500 * time.Millisecond)
+	kill()
+	killed := time.Now()
+	if err := restart(); err != nil {
+		return 0, 0, 0, err
+	}
+	ready = time.Since(killed)
+	if err := reached(before + 2); err != nil {
+		return 0, 0, 0, err
+	}
+	resumed = time.Since(killed)
+	fin, err := c.Wait(b.ctx, env.DelegationID, 2*time.Minute)
+	if err != nil || !fin.Done || fin.Items[0].Output != "done" {
+		return 0, 0, 0, fmt.Errorf("recovery run: %v %+v", err, fin)
+	}
+	return ready, resumed, time.Since(killed), nil
 }
 
 // timeline prints the events of one stub task's delegation and session with
@@ -678,43 +659,30 @@ func (b *bench) fromPi(n int) (string, error) {
 	}
 	var floor1, floor4, del1, del4, ext0, plain0 series
 	add := func(s *series, d time.Duration, p int64) { s.d = append(s.d, d); s.peak = max(s.peak, p) }
+	kinds := []struct {
+		into *series
+		run  func() (time.Duration, int64, error)
+	}{
+		{&floor1, func() (time.Duration, int64, error) { return plain(1) }},
+		{&plain0, func() (time.Duration, int64, error) {
+			return sampled(func() error { _, err := b.direct(); return err })
+		}},
+		{&ext0, func() (time.Duration, int64, error) { return parent(none) }},
+		{&del1, func() (time.Duration, int64, error) { return parent(one) }},
+		{&floor4, func() (time.Duration, int64, error) { return plain(4) }},
+		{&del4, func() (time.Duration, int64, error) { return parent(four) }},
+	}
+	// In turn, so that every kind meets the same machine; the first round
+	// warms up.
 	for i := range n + 1 {
-		d, p, err := plain(1)
-		if err != nil {
-			return "", err
-		}
-		if i > 0 {
-			add(&floor1, d, p)
-		}
-		if d, p, err = sampled(func() error { _, err := b.direct(); return err }); err != nil {
-			return "", err
-		}
-		if i > 0 {
-			add(&plain0, d, p)
-		}
-		if d, p, err = parent(none); err != nil {
-			return "", err
-		}
-		if i > 0 {
-			add(&ext0, d, p)
-		}
-		if d, p, err = parent(one); err != nil {
-			return "", err
-		}
-		if i > 0 {
-			add(&del1, d, p)
-		}
-		if d, p, err = plain(4); err != nil {
-			return "", err
-		}
-		if i > 0 {
-			add(&floor4, d, p)
-		}
-		if d, p, err = parent(four); err != nil {
-			return "", err
-		}
-		if i > 0 {
-			add(&del4, d, p)
+		for _, k := range kinds {
+			d, p, err := k.run()
+			if err != nil {
+				return "", err
+			}
+			if i > 0 {
+				add(k.into, d, p)
+			}
 		}
 	}
 	var r strings.Builder
@@ -841,35 +809,22 @@ func (b *bench) idleSessions(n int) (string, error) {
 	}
 	startMany := func(k int) ([]string, time.Duration, error) {
 		ids := make([]string, k)
-		start := time.Now()
-		sem := make(chan struct{}, 64)
-		errs := make(chan error, k)
-		for i := range k {
+		for i := range ids {
 			ids[i] = uuid.NewString()
-			sem <- struct{}{}
-			go func() {
-				defer func() { <-sem }()
-				in := workflows.SessionInput{SessionID: ids[i], Prompt: "stub", Cwd: b.workDir, Version: workflows.CurrentVersion}
-				if _, err := b.tc.ExecuteWorkflow(b.ctx, sdkclient.StartWorkflowOptions{ID: in.SessionID, TaskQueue: queue}, workflows.SessionWorkflowName, in); err != nil {
-					errs <- err
-					return
-				}
-				env, err := c.Wait(b.ctx, in.SessionID, time.Minute)
-				if err == nil && (len(env.Items) != 1 || env.Items[0].Status != string(workflows.StateCompleted)) {
-					err = fmt.Errorf("session %s: %+v after its first turn", in.SessionID, env.Items)
-				}
-				errs <- err
-			}()
 		}
-		for range cap(sem) {
-			sem <- struct{}{}
-		}
-		wall := time.Since(start)
-		close(errs)
-		for err := range errs {
-			if err != nil {
-				return nil, 0, err
+		wall, err := inFlight(k, 64, func(i int) error {
+			in := workflows.SessionInput{SessionID: ids[i], Prompt: "stub", Cwd: b.workDir, Version: workflows.CurrentVersion}
+			if _, err := b.tc.ExecuteWorkflow(b.ctx, sdkclient.StartWorkflowOptions{ID: in.SessionID, TaskQueue: queue}, workflows.SessionWorkflowName, in); err != nil {
+				return err
 			}
+			env, err := c.Wait(b.ctx, in.SessionID, time.Minute)
+			if err == nil && (len(env.Items) != 1 || env.Items[0].Status != string(workflows.StateCompleted)) {
+				err = fmt.Errorf("session %s: %+v after its first turn", in.SessionID, env.Items)
+			}
+			return err
+		})
+		if err != nil {
+			return nil, 0, err
 		}
 		return ids, wall, nil
 	}
@@ -975,54 +930,34 @@ func (b *bench) devRestart(reps int) (string, error) {
 		}
 		return cmd, out, nil
 	}
+	dial := func() (sdkclient.Client, error) {
+		return sdkclient.Dial(sdkclient.Options{HostPort: address, Logger: sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))})
+	}
 	var ready, resumed, done []time.Duration
 	for range reps {
 		dev, _, err := start()
 		if err != nil {
 			return "", err
 		}
-		tc, err := sdkclient.Dial(sdkclient.Options{HostPort: address, Logger: sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))})
+		tc, err := dial()
 		if err != nil {
 			return "", err
 		}
 		c := &client.Client{Temporal: tc, TaskQueue: client.DefaultTaskQueue, Address: address}
-		before := len(b.model.RequestsFor("recover"))
-		env, err := c.Start(b.ctx, client.StartRequest{Tasks: []workflows.TaskSpec{{Name: "recover", Prompt: "[[script:recover]] Say done.", Profile: "bench", Cwd: b.workDir}}, IdleTTLSeconds: -1})
+		up, res, fin, err := b.crashRun(c,
+			func() { tc.Close(); _ = dev.Process.Kill(); _ = dev.Wait() },
+			func() error {
+				if dev, _, err = start(); err != nil {
+					return err
+				}
+				tc, err = dial()
+				c.Temporal = tc
+				return err
+			})
 		if err != nil {
 			return "", err
 		}
-		wctx, cancel := context.WithTimeout(b.ctx, time.Minute)
-		_, err = b.model.WaitForRequests(wctx, before+1, func(r scriptedmodel.Request) bool { return r.Script == "recover" })
-		cancel()
-		if err != nil {
-			return "", err
-		}
-		time.Sleep(1500 * time.Millisecond)
-		tc.Close()
-		_ = dev.Process.Kill()
-		_ = dev.Wait()
-		killed := time.Now()
-		dev, _, err = start()
-		if err != nil {
-			return "", err
-		}
-		ready = append(ready, time.Since(killed))
-		wctx, cancel = context.WithTimeout(b.ctx, time.Minute)
-		_, err = b.model.WaitForRequests(wctx, before+2, func(r scriptedmodel.Request) bool { return r.Script == "recover" })
-		cancel()
-		if err != nil {
-			return "", err
-		}
-		resumed = append(resumed, time.Since(killed))
-		if tc, err = sdkclient.Dial(sdkclient.Options{HostPort: address, Logger: sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}); err != nil {
-			return "", err
-		}
-		c.Temporal = tc
-		fin, err := c.Wait(b.ctx, env.DelegationID, 2*time.Minute)
-		if err != nil || !fin.Done || fin.Items[0].Output != "done" {
-			return "", fmt.Errorf("dev restart run: %v %+v", err, fin)
-		}
-		done = append(done, time.Since(killed))
+		ready, resumed, done = append(ready, up), append(resumed, res), append(done, fin)
 		tc.Close()
 		_ = dev.Process.Signal(syscall.SIGTERM)
 		_ = dev.Wait()
@@ -1082,4 +1017,30 @@ func keptChaosSections(path string) string {
 		return ""
 	}
 	return "\n## Reliability suite (`make chaos`)\n\n" + strings.Join(out, "\n\n") + "\n"
+}
+
+// inFlight runs job(0..total-1) with at most limit at a time and returns
+// the wall time of all of them and the first error.
+func inFlight(total, limit int, job func(i int) error) (time.Duration, error) {
+	start := time.Now()
+	sem := make(chan struct{}, limit)
+	errs := make(chan error, total)
+	for i := range total {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			errs <- job(i)
+		}()
+	}
+	for range limit {
+		sem <- struct{}{}
+	}
+	wall := time.Since(start)
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return wall, err
+		}
+	}
+	return wall, nil
 }
