@@ -255,7 +255,7 @@ func (b *bench) overhead(n int) (string, error) {
 	report := b.report(n, direct, lib, cli, sessionEvents, delegationEvents)
 	// A task whose child forgets subagent_finalize once and gets corrective
 	// feedback: a second RunPi in the same turn.
-	forgot := `[[steps:[{"text":"forgot"},{"toolCalls":[{"name":"subagent_finalize","arguments":"{\"status\":\"SUCCESS\",\"result\":\"done\"}"}]}]]] Do it.`
+	forgot := "[[steps:" + stepsJSON(textStep("forgot"), toolStep("subagent_finalize", map[string]string{"status": "SUCCESS", "result": "done"})) + "]] Do it."
 	var retriedEvents []int
 	for range 3 {
 		env, err := b.c.Start(b.ctx, client.StartRequest{Tasks: []workflows.TaskSpec{{Name: "retried", Prompt: forgot, Model: scriptedmodel.ModelRef, Cwd: b.workDir}}, IdleTTLSeconds: -1})
@@ -264,7 +264,7 @@ func (b *bench) overhead(n int) (string, error) {
 		}
 		done, err := b.c.Wait(b.ctx, env.DelegationID, time.Minute)
 		if err != nil || !done.Done || done.Items[0].Output != "done" || done.Items[0].Attempts != 2 {
-			return "", fmt.Errorf("retried task: %v %+v", err, done)
+			return "", fmt.Errorf("retried task: %v %+v", err, done.Items)
 		}
 		retriedEvents = append(retriedEvents, b.events(env.Items[0].TaskID))
 	}
