@@ -259,9 +259,13 @@ func TestBadInputTable(t *testing.T) {
 	if err := os.MkdirAll(agents, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	bad := "---\nname: both\napproved_tools: [read]\ndenied_tools: [bash]\n---\nx\n"
-	if err := os.WriteFile(filepath.Join(agents, "both.md"), []byte(bad), 0o644); err != nil {
-		t.Fatal(err)
+	for name, body := range map[string]string{
+		"both.md": "---\nname: both\napproved_tools: [read]\ndenied_tools: [bash]\n---\nx\n",
+		"deep.md": "---\nname: deep\nthinkingLevel: extreme\n---\nx\n",
+	} {
+		if err := os.WriteFile(filepath.Join(agents, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	e.startWorker(shared.client)
 	c := e.cli()
@@ -304,6 +308,17 @@ func TestBadInputTable(t *testing.T) {
 		w, w, scriptedmodel.ModelRef), "run", "--input", "-")
 	if env.Items[0].Error == nil || env.Items[0].Error.Code != "INVALID_INPUT" || env.Items[1].Output != "still serving" {
 		t.Fatalf("profile with a whitelist and a blacklist: %s", out)
+	}
+	// A profile with a thinking level pi does not know: that task fails
+	// with its coded error.
+	env, out = c.json(1, fmt.Sprintf(`{"tasks":[{"name":"deep","prompt":"p","cwd":%q,"profile":"deep"}]}`, w), "run", "--input", "-")
+	if e := env.Items[0].Error; e == nil || e.Code != "INVALID_INPUT" || !strings.Contains(e.Message, `thinkingLevel "extreme" must be one of`) {
+		t.Fatalf("profile with a bad thinking level: %s", out)
+	}
+	// An operation the command does not have.
+	env, out = c.json(2, "", "explode")
+	if env.Error == nil || env.Error.Code != "INVALID_INPUT" || !strings.Contains(env.Error.Message, `unknown command "explode"`) {
+		t.Fatalf("unknown operation: %s", out)
 	}
 	// Bytes that are not UTF-8 in a prompt become U+FFFD; the task runs.
 	env, out = c.json(0, fmt.Sprintf("{\"tasks\":[{\"prompt\":\"[[script:after]] \xff\xfe go\",\"cwd\":%q,\"model\":%q}]}", w, scriptedmodel.ModelRef), "run", "--input", "-")

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -72,8 +73,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if slices.Contains(client.Verbs, args[0]) {
 			return client.Main(ctx, args, client.IO{In: os.Stdin, Out: stdout, Err: stderr})
 		}
+		err := errcode.Errorf(errcode.InvalidInput, "unknown command %q", args[0])
+		if slices.Contains(args, "--json") || slices.Contains(args, "-json") {
+			// A program asked for an envelope: it gets one, with the code.
+			b, _ := json.MarshalIndent(client.ErrorEnvelope(args[0], err), "", "  ")
+			_, _ = fmt.Fprintf(stdout, "%s\n", b)
+			return err
+		}
 		_, _ = fmt.Fprint(stderr, usage)
-		return errcode.Errorf(errcode.InvalidInput, "unknown command %q", args[0])
+		return err
 	}
 }
 
