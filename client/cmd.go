@@ -21,7 +21,7 @@ import (
 )
 
 // Verbs lists the client verbs of the subagents command.
-var Verbs = []string{"run", "start", "status", "wait", "send", "cancel", "list", "output", "transcript", "ack", "profiles"}
+var Verbs = []string{"run", "start", "status", "wait", "send", "cancel", "list", "output", "transcript", "ack", "profiles", "serve"}
 
 // IO is what a verb reads and writes, and the environment it sees.
 type IO struct {
@@ -33,6 +33,8 @@ type IO struct {
 	// Terminal says whether Out is a terminal, for live progress; nil
 	// means: look at Out.
 	Terminal func() bool
+	// Compact prints each envelope on one line (serve's replies).
+	Compact bool
 }
 
 func (o IO) getenv(k string) string {
@@ -58,6 +60,15 @@ func (o IO) terminal() bool {
 // prints one Envelope, also when the call fails, so a program reading
 // stdout always gets an answer; the exit code tells the outcome apart.
 func Main(ctx context.Context, args []string, stdio IO) error {
+	if len(args) > 0 && args[0] == "serve" {
+		return serveMain(ctx, args[1:], stdio)
+	}
+	return runVerb(ctx, args, stdio, nil)
+}
+
+// runVerb runs one verb; a non-nil dial gives it its Temporal client
+// (serve's shared connection) instead of one of its own.
+func runVerb(ctx context.Context, args []string, stdio IO, dial func(*command, context.Context) (*Client, func(), error)) error {
 	if len(args) == 0 {
 		return errcode.New(errcode.InvalidInput, "no command given")
 	}
@@ -65,7 +76,10 @@ func Main(ctx context.Context, args []string, stdio IO) error {
 	if verb == "profiles" {
 		return profilesMain(rest, stdio.Out, stdio.Err)
 	}
-	cmd := &command{verb: verb, io: stdio}
+	cmd := &command{verb: verb, io: stdio, compact: stdio.Compact}
+	if dial == nil {
+		dial = (*command).dialOwn
+	}
 	fs := flag.NewFlagSet("subagents "+verb, flag.ContinueOnError)
 	fs.SetOutput(stdio.Err)
 	cmd.common(fs)
@@ -85,7 +99,7 @@ func Main(ctx context.Context, args []string, stdio IO) error {
 		return cmd.fail(errcode.Wrap(errcode.InvalidInput, err, err.Error()))
 	}
 	cmd.args = fs.Args()
-	c, closeFn, err := cmd.dial(ctx)
+	c, closeFn, err := dial(cmd, ctx)
 	if err != nil {
 		return cmd.fail(err)
 	}
@@ -126,7 +140,8 @@ func (cmd *command) fail(err error) error {
 	return err
 }
 
-func (cmd *command) dial(ctx context.Context) (*Client, func(), error) {
+// dialOwn connects the verb to Temporal for this one call.
+func (cmd *command) dialOwn(ctx context.Context) (*Client, func(), error) {
 	opts, err := cmd.conn.ClientOptions()
 	if err != nil {
 		return nil, nil, err

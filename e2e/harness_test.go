@@ -103,6 +103,9 @@ type env struct {
 	pi        worker.Pi
 	// outputMaxChars, when set, is the worker's output cap.
 	outputMaxChars int
+	// spawnPerCall makes a parent pi's extension run the subagents command
+	// as a process per call instead of through `subagents serve`.
+	spawnPerCall bool
 }
 
 func newEnv(t *testing.T) *env {

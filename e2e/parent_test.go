@@ -55,7 +55,18 @@ func (e *env) parentEnv() []string {
 		"TEMPORAL_NAMESPACE="+shared.server.Namespace(),
 		"SUBAGENTS_TASK_QUEUE="+e.taskQueue,
 		"PATH="+e.pi.PathPrefix+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"SUBAGENTS_SERVE="+e.serveSetting(),
 	)
+}
+
+// serveSetting is SUBAGENTS_SERVE for the parent: "1" (the default: one
+// `subagents serve` per parent pi) unless the test asked for a process per
+// call.
+func (e *env) serveSetting() string {
+	if e.spawnPerCall {
+		return "0"
+	}
+	return "1"
 }
 
 // startParent starts pi in mode (json or rpc) on sessionFile; in json mode
@@ -238,7 +249,18 @@ func (e *env) openDelegations(parentID string) int {
 // extension in turn; the children run through Temporal; the test checks what
 // the parent's model received for each call.
 func TestParentPiUsesEveryTool(t *testing.T) {
-	e := newEnv(t)
+	// The extension calls the command through one `subagents serve`, or,
+	// with SUBAGENTS_SERVE=0, as a process per call: the same contract.
+	for _, spawn := range []bool{false, true} {
+		t.Run(map[bool]string{false: "serve", true: "process-per-call"}[spawn], func(t *testing.T) {
+			e := newEnv(t)
+			e.spawnPerCall = spawn
+			testParentUsesEveryTool(t, e)
+		})
+	}
+}
+
+func testParentUsesEveryTool(t *testing.T, e *env) {
 	e.startWorker(shared.client)
 	e.model.Script("c-sub", finalizeStep("the loader is config/load.go:12"))
 	e.model.Script("c-one", finalizeStep("one: three modules"))

@@ -8,7 +8,7 @@ import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-a
 import { StringEnum } from "@earendil-works/pi-ai";
 import { Text } from "@earendil-works/pi-tui";
 import { Type } from "typebox";
-import { SubagentsCli, SubagentsError } from "./src/cli.ts";
+import { SubagentsCli, SubagentsError, stopServers } from "./src/cli.ts";
 import { Delivery } from "./src/delivery.ts";
 import {
 	delegateResult,
@@ -517,5 +517,8 @@ export default function durableSubagents(pi: ExtensionAPI) {
 		}
 	});
 
-	pi.on("session_shutdown", () => delivery.shutdown());
+	pi.on("session_shutdown", () => {
+		delivery.shutdown();
+		stopServers();
+	});
 }

@@ -39,6 +39,7 @@ commands:
   transcript  a session's whole conversation: transcript ID
   ack         a parent received a delegation's results: ack ID
   profiles    the agent profiles a task can use (--cwd DIR)
+  serve       answer many of these calls over one connection: JSON lines on stdin and stdout (the pi extension's way)
 
 Every client command takes --json: one envelope on stdout (contract_version
 subagents.v1). Exit codes: 0 done, 1 a task failed, 2 bad input or not found,
