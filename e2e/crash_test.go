@@ -208,9 +208,14 @@ func (e *env) chaosRound(c *cli, rng *rand.Rand, marker string, start, kill, res
 	var specs []string
 	for i := range chaosTasks {
 		name := fmt.Sprintf("%s-%d", marker, i)
+		// A kill can land after the model asked for subagent_finalize and
+		// before pi ran it: the continued run is then asked again, and
+		// finalizes again, as a real model told to go on would.
+		finalize := finalizeStep("result of " + name)
+		finalize.Repeat = true
 		e.model.Script(name,
 			scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "bash", Arguments: fmt.Sprintf(`{"command":"sleep 1.5 # %s"}`, name)}}},
-			finalizeStep("result of "+name))
+			finalize)
 		specs = append(specs, fmt.Sprintf(`{"name":"t%d","prompt":"[[script:%s]] Work.","cwd":%q,"model":%q}`, i, name, e.workDir, scriptedmodel.ModelRef))
 	}
 	start()
