@@ -6,9 +6,10 @@ import (
 	"encoding/json"
 	"io"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/durable-pi/subagents/internal/syncbuf"
 )
 
 // TestServe drives `subagents serve` as the extension does: one JSON line
@@ -81,7 +82,7 @@ func TestServe(t *testing.T) {
 // longer wants); serve answers it with its exit code and stays up.
 func TestServeCancel(t *testing.T) {
 	pr, pw := io.Pipe()
-	var out syncWriter
+	var out syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- Main(context.Background(), []string{"serve", "--address", "127.0.0.1:1"}, IO{In: pr, Out: &out, Err: io.Discard, Getenv: func(string) string { return "" }})
@@ -101,21 +102,4 @@ func TestServeCancel(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-}
-
-type syncWriter struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/durable-pi/subagents/internal/syncbuf"
 	"io"
 	"net"
 	"net/http"
@@ -62,22 +63,8 @@ type devProcess struct {
 	err    error         // its exit error, once done is closed
 }
 
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// syncBuffer holds a process's output while a test watches it.
+type syncBuffer = syncbuf.Buffer
 
 func (e *env) startDev(args ...string) *devProcess {
 	e.t.Helper()
