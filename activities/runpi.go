@@ -201,6 +201,11 @@ func (in RunPiInput) validate() error {
 	return nil
 }
 
+// timeout is how long the child may run before seed 002's extension rule.
+func (in RunPiInput) timeout() time.Duration {
+	return time.Duration(cmpOr(in.TimeoutSeconds, DefaultTimeoutSeconds)) * time.Second
+}
+
 // AgentName is how a session's agent is named in its file and its
 // SubagentAgent search attribute: "default" for a task without a profile.
 func AgentName(agent string) string {
@@ -261,10 +266,12 @@ func (a *Activities) RunPi(ctx context.Context, in RunPiInput) (RunPiResult, err
 	key := runKey(info)
 	msgs, _ := readMessages(res.SessionFile)
 	res.MessagesBefore = -1
-	if rec, ok := lock.record(key); ok && info.Attempt > 1 {
-		res.MessagesBefore = rec.MessagesBefore
-	} else if hasPrior {
-		res.MessagesBefore = prior.MessagesBefore
+	if info.Attempt > 1 {
+		if rec, ok := lock.record(key); ok {
+			res.MessagesBefore = rec.MessagesBefore
+		} else if hasPrior {
+			res.MessagesBefore = prior.MessagesBefore
+		}
 	}
 	if res.MessagesBefore < 0 || res.MessagesBefore > len(msgs) {
 		res.MessagesBefore = len(msgs)
@@ -293,7 +300,7 @@ func (a *Activities) RunPi(ctx context.Context, in RunPiInput) (RunPiResult, err
 	run := &childRun{
 		a:        a,
 		in:       in,
-		timeout:  time.Duration(cmpOr(in.TimeoutSeconds, DefaultTimeoutSeconds)) * time.Second,
+		timeout:  in.timeout(),
 		debounce: time.Duration(clampInt(in.ExtendDebounceSeconds, DefaultExtendDebounceSeconds, 0, maxExtendDebounceSeconds)) * time.Second,
 		loopMax:  clampInt(in.LoopingToolCount, DefaultLoopingToolCount, 0, maxLoopingToolCount),
 		prior:    earlier.Usage,
@@ -342,7 +349,7 @@ func (a *Activities) RunPi(ctx context.Context, in RunPiInput) (RunPiResult, err
 // recovered is the result of a run whose interrupted attempt had already
 // ended it (see runEnded): read from the session file, not run again.
 func (a *Activities) recovered(ctx context.Context, in RunPiInput, res RunPiResult, earlier Stream) RunPiResult {
-	run := &childRun{a: a, in: in, timeout: time.Duration(cmpOr(in.TimeoutSeconds, DefaultTimeoutSeconds)) * time.Second, stream: earlier}
+	run := &childRun{a: a, in: in, timeout: in.timeout(), stream: earlier}
 	res.Recovered = true
 	a.fill(&res, run, outcome{})
 	a.observe(in, res, outcome{}, earlier.Usage)

@@ -128,13 +128,6 @@ type SessionMessage struct {
 	Usage        *messageUsage   `json:"usage,omitempty"`
 }
 
-// CountMessages is how many conversation messages a session file holds (0
-// when there is none yet).
-func CountMessages(path string) int {
-	msgs, _ := readMessages(path)
-	return len(msgs)
-}
-
 // readMessages returns the user, assistant and tool result messages of a
 // pi session file, in order; system messages and other entries do not count.
 func readMessages(path string) ([]SessionMessage, error) {

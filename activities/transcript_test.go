@@ -2,6 +2,8 @@ package activities
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,11 +35,11 @@ func TestFormatTranscript(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(msgs) != 6 || CountMessages(file) != 6 {
+	if len(msgs) != 6 {
 		t.Fatalf("messages = %d, want 6 (system and custom entries do not count)", len(msgs))
 	}
-	if CountMessages(filepath.Join(dir, "missing.jsonl")) != 0 {
-		t.Fatal("a missing file holds no messages")
+	if missing, err := readMessages(filepath.Join(dir, "missing.jsonl")); len(missing) != 0 || !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a missing file: %d messages, error %v; want none and not-exist", len(missing), err)
 	}
 	tests := []struct {
 		name string
