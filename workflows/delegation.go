@@ -310,8 +310,8 @@ func cancelledError() *activities.ErrorInfo {
 
 func (d *delegation) run(ctx workflow.Context) (DelegationStatus, error) {
 	if d.in.Version >= 2 {
-		upsertChanged(ctx, StatusKey.ValueSet(string(StateRunning)), AgentKey.ValueSet("delegation"),
-			ParentSessionKey.ValueSet(d.in.ParentSessionID))
+		upsertChanged(ctx, keyword{StatusKey, string(StateRunning)}, keyword{AgentKey, "delegation"},
+			keyword{ParentSessionKey, d.in.ParentSessionID})
 	} else {
 		_ = workflow.UpsertTypedSearchAttributes(ctx, StatusKey.ValueSet(string(StateRunning)), AgentKey.ValueSet("delegation"))
 		if d.in.ParentSessionID != "" {

@@ -26,25 +26,27 @@ func SearchAttributes() map[string]enumspb.IndexedValueType {
 	}
 }
 
-// upsertChanged upserts those of the keyword attributes whose value the run
-// does not hold yet (an empty value is skipped): one upsert for all of them,
+// keyword is a keyword search attribute and the value a run wants in it.
+type keyword struct {
+	key   temporal.SearchAttributeKeyKeyword
+	value string
+}
+
+// upsertChanged upserts those of the attributes whose value the run does
+// not hold yet (an empty value is skipped): one upsert for all of them,
 // none when the starter set them already.
-func upsertChanged(ctx workflow.Context, updates ...temporal.SearchAttributeUpdate) {
+func upsertChanged(ctx workflow.Context, want ...keyword) {
 	have := workflow.GetTypedSearchAttributes(ctx)
-	var missing []temporal.SearchAttributeUpdate
-	for _, u := range updates {
-		probe := temporal.NewSearchAttributes(u)
-		for _, k := range []temporal.SearchAttributeKeyKeyword{AgentKey, StatusKey, CwdKey, ParentSessionKey} {
-			v, ok := probe.GetKeyword(k)
-			if !ok || v == "" {
-				continue
-			}
-			if cur, set := have.GetKeyword(k); !set || cur != v {
-				missing = append(missing, u)
-			}
+	var changed []temporal.SearchAttributeUpdate
+	for _, w := range want {
+		if w.value == "" {
+			continue
+		}
+		if cur, set := have.GetKeyword(w.key); !set || cur != w.value {
+			changed = append(changed, w.key.ValueSet(w.value))
 		}
 	}
-	if len(missing) > 0 {
-		_ = workflow.UpsertTypedSearchAttributes(ctx, missing...)
+	if len(changed) > 0 {
+		_ = workflow.UpsertTypedSearchAttributes(ctx, changed...)
 	}
 }

@@ -578,8 +578,8 @@ func (s *session) upsertIdentity(ctx workflow.Context) {
 		return
 	}
 	if s.in.Version >= 2 {
-		upsertChanged(ctx, AgentKey.ValueSet(activities.AgentName(s.in.Agent)), CwdKey.ValueSet(s.in.Cwd),
-			StatusKey.ValueSet(string(s.state)), ParentSessionKey.ValueSet(s.in.ParentSessionID))
+		upsertChanged(ctx, keyword{AgentKey, activities.AgentName(s.in.Agent)}, keyword{CwdKey, s.in.Cwd},
+			keyword{StatusKey, string(s.state)}, keyword{ParentSessionKey, s.in.ParentSessionID})
 		return
 	}
 	updates := []temporal.SearchAttributeUpdate{
