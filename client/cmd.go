@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -66,6 +67,11 @@ func Main(ctx context.Context, args []string, stdio IO) error {
 	return runVerb(ctx, args, stdio, nil)
 }
 
+// WantsJSON reports whether a verb's arguments ask for JSON envelopes.
+func WantsJSON(args []string) bool {
+	return slices.Contains(args, "--json") || slices.Contains(args, "-json")
+}
+
 // runVerb runs one verb; a non-nil dial gives it its Temporal client
 // (serve's shared connection) instead of one of its own.
 func runVerb(ctx context.Context, args []string, stdio IO, dial func(*command, context.Context) (*Client, func(), error)) error {
@@ -89,7 +95,9 @@ func runVerb(ctx context.Context, args []string, stdio IO, dial func(*command, c
 		"transcript": cmd.idsFlags, "ack": cmd.ackFlags,
 	}[verb]
 	if !ok {
-		return errcode.Errorf(errcode.InvalidInput, "unknown command %q", verb)
+		// A program that asked for an envelope gets one, with the code.
+		cmd.asJSON = WantsJSON(rest)
+		return cmd.fail(errcode.Errorf(errcode.InvalidInput, "unknown command %q", verb))
 	}
 	do := run(fs)
 	if err := fs.Parse(rest); err != nil {

@@ -2,12 +2,12 @@ package client
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"io"
-	"slices"
 	"strings"
 	"sync"
 
@@ -68,7 +68,7 @@ func serveMain(ctx context.Context, args []string, stdio IO) error {
 	for sc.Scan() {
 		var req ServeRequest
 		if err := json.Unmarshal(sc.Bytes(), &req); err != nil {
-			code := errcode.ExitCode(errcode.New(errcode.InvalidInput, "bad request"))
+			code := errcode.ExitBadInput
 			line := mustJSON(ErrorEnvelope("serve", errcode.Wrap(errcode.InvalidInput, err, "request: "+err.Error())))
 			reply(ServeReply{ID: req.ID, Line: &line})
 			reply(ServeReply{ID: req.ID, Exit: &code})
@@ -120,12 +120,14 @@ func serveOne(ctx context.Context, req ServeRequest, stdio IO, conn *sharedConn)
 		err = errcode.New(errcode.InvalidInput, "no command given")
 	case req.Args[0] == "serve":
 		err = errcode.New(errcode.InvalidInput, "serve cannot run inside serve")
-	case !slices.Contains(Verbs, req.Args[0]):
-		err = errcode.Errorf(errcode.InvalidInput, "unknown command %q", req.Args[0])
 	default:
 		return runVerb(ctx, req.Args, stdio, conn.dial)
 	}
-	_, _ = io.WriteString(stdio.Out, mustJSON(ErrorEnvelope(strings.Join(req.Args[:min(len(req.Args), 1)], ""), err))+"\n")
+	verb := ""
+	if len(req.Args) > 0 {
+		verb = req.Args[0]
+	}
+	_, _ = io.WriteString(stdio.Out, mustJSON(ErrorEnvelope(verb, err))+"\n")
 	return err
 }
 
@@ -177,7 +179,7 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 	defer w.mu.Unlock()
 	w.buf = append(w.buf, p...)
 	for {
-		i := strings.IndexByte(string(w.buf), '\n')
+		i := bytes.IndexByte(w.buf, '\n')
 		if i < 0 {
 			return len(p), nil
 		}

@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -71,18 +70,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		_, _ = fmt.Fprint(stdout, usage)
 		return nil
 	default:
-		if slices.Contains(client.Verbs, args[0]) {
+		// The client answers an unknown verb asked for --json with a coded
+		// envelope; a person gets the usage.
+		if slices.Contains(client.Verbs, args[0]) || client.WantsJSON(args[1:]) {
 			return client.Main(ctx, args, client.IO{In: os.Stdin, Out: stdout, Err: stderr})
 		}
-		err := errcode.Errorf(errcode.InvalidInput, "unknown command %q", args[0])
-		if slices.Contains(args, "--json") || slices.Contains(args, "-json") {
-			// A program asked for an envelope: it gets one, with the code.
-			b, _ := json.MarshalIndent(client.ErrorEnvelope(args[0], err), "", "  ")
-			_, _ = fmt.Fprintf(stdout, "%s\n", b)
-			return err
-		}
 		_, _ = fmt.Fprint(stderr, usage)
-		return err
+		return errcode.Errorf(errcode.InvalidInput, "unknown command %q", args[0])
 	}
 }
 
