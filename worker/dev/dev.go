@@ -30,8 +30,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		headless bool
 	)
 	// Flag names follow `temporal server start-dev` where they overlap.
-	fs.StringVar(&opts.IP, "ip", "127.0.0.1", "IP address the frontend and the UI listen on")
+	fs.StringVar(&opts.IP, "ip", "127.0.0.1", "IP address the Temporal frontend (gRPC) listens on")
 	fs.IntVar(&opts.Port, "port", 7233, "port of the Temporal frontend (gRPC)")
+	fs.IntVar(&opts.HTTPPort, "http-port", 0,
+		"port of Temporal's HTTP API on --ip, which must be loopback (default off: it has no authorization, and any web page can post to it)")
+	fs.StringVar(&opts.UIIP, "ui-ip", "127.0.0.1", "IP address the Temporal UI listens on")
 	fs.IntVar(&opts.UIPort, "ui-port", 0, "port of the Temporal UI (default --port + 1000)")
 	fs.BoolVar(&headless, "headless", false, "do not start the Temporal UI")
 	fs.StringVar(&opts.DBFile, "db-filename", "", "SQLite database file (default <data dir>/temporal.db)")
@@ -90,6 +93,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		store = "in memory (--ephemeral)"
 	}
 	_, _ = fmt.Fprintf(stdout, "Temporal frontend: %s (namespace %q)\n", srv.FrontendAddress(), srv.Namespace())
+	if addr := srv.HTTPAddress(); addr != "" {
+		_, _ = fmt.Fprintf(stdout, "Temporal HTTP API: http://%s (no authorization: loopback only)\n", addr)
+	}
 	if url := srv.UIURL(); url != "" {
 		_, _ = fmt.Fprintf(stdout, "Temporal UI:       %s/namespaces/%s/workflows\n", url, srv.Namespace())
 	}

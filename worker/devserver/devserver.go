@@ -41,10 +41,20 @@ import (
 // Options configure an embedded server. The zero value of a field means its
 // default, as with `temporal server start-dev`.
 type Options struct {
-	// IP the frontend and the UI listen on (default 127.0.0.1).
+	// IP the frontend gRPC service listens on (default 127.0.0.1).
 	IP string
 	// Port of the frontend gRPC service (default 7233).
 	Port int
+	// HTTPPort, when set, turns on the frontend's HTTP API (grpc-gateway)
+	// on IP, which must then be a loopback address. Off by default, as in
+	// `temporal server start-dev`: that API has no authorization here, and
+	// a web page may POST to it without a CORS preflight (text/plain), so
+	// any page a user opens could start workflows with inputs it chooses.
+	HTTPPort int
+	// UIIP the Temporal UI listens on (default 127.0.0.1, whatever IP is:
+	// opening the frontend to workers on other machines does not publish
+	// the UI too).
+	UIIP string
 	// UIPort of the Temporal UI (default Port+1000, as the Temporal CLI does);
 	// negative disables the UI.
 	UIPort int
@@ -93,6 +103,9 @@ func (o *Options) applyDefaults() {
 	if o.Port == 0 {
 		o.Port = defaultPort
 	}
+	if o.UIIP == "" {
+		o.UIIP = defaultIP
+	}
 	if o.UIPort == 0 {
 		o.UIPort = o.Port + 1000
 	}
@@ -123,11 +136,23 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if net.ParseIP(opts.IP) == nil {
 		return nil, errcode.Errorf(errcode.InvalidInput, "--ip %q is not an IP address", opts.IP)
 	}
+	if net.ParseIP(opts.UIIP) == nil {
+		return nil, errcode.Errorf(errcode.InvalidInput, "--ui-ip %q is not an IP address", opts.UIIP)
+	}
 	if err := checkPortFree(opts.IP, opts.Port, "--port"); err != nil {
 		return nil, err
 	}
+	if opts.HTTPPort != 0 {
+		if !net.ParseIP(opts.IP).IsLoopback() {
+			return nil, errcode.Errorf(errcode.InvalidInput,
+				"--http-port serves Temporal's HTTP API without authorization: it is allowed only when --ip is a loopback address, not %s", opts.IP)
+		}
+		if err := checkPortFree(opts.IP, opts.HTTPPort, "--http-port"); err != nil {
+			return nil, err
+		}
+	}
 	if opts.UIPort > 0 {
-		if err := checkPortFree(opts.IP, opts.UIPort, "--ui-port"); err != nil {
+		if err := checkPortFree(opts.UIIP, opts.UIPort, "--ui-port"); err != nil {
 			return nil, err
 		}
 	}
@@ -179,7 +204,16 @@ func (s *Server) UIURL() string {
 	if s.opts.UIPort <= 0 {
 		return ""
 	}
-	return "http://" + net.JoinHostPort(s.opts.IP, strconv.Itoa(s.opts.UIPort))
+	return "http://" + net.JoinHostPort(s.opts.UIIP, strconv.Itoa(s.opts.UIPort))
+}
+
+// HTTPAddress is host:port of the frontend's HTTP API, or "" when it is off
+// (the default).
+func (s *Server) HTTPAddress() string {
+	if s.opts.HTTPPort == 0 {
+		return ""
+	}
+	return net.JoinHostPort(s.opts.IP, strconv.Itoa(s.opts.HTTPPort))
 }
 
 // Namespace is the namespace the server was started with.
@@ -313,11 +347,11 @@ func (o *Options) serverOptions(sqlConf *config.SQL, logLevel *slog.LevelVar) ([
 		}
 		ports[svc] = p
 	}
-	httpPort, err := freePort(o.IP)
-	if err != nil {
-		return nil, errcode.Wrap(errcode.ServiceUnavailable, err, "find a free port for the frontend HTTP API: "+err.Error())
-	}
 	frontend := net.JoinHostPort(o.IP, strconv.Itoa(o.Port))
+	httpAddress := ""
+	if o.HTTPPort != 0 {
+		httpAddress = net.JoinHostPort(o.IP, strconv.Itoa(o.HTTPPort))
+	}
 
 	var conf config.Config
 	conf.Global.Membership.MaxJoinDuration = 30 * time.Second
@@ -335,7 +369,7 @@ func (o *Options) serverOptions(sqlConf *config.SQL, logLevel *slog.LevelVar) ([
 			Enabled:                true,
 			InitialFailoverVersion: 1,
 			RPCAddress:             frontend,
-			HTTPAddress:            net.JoinHostPort(o.IP, strconv.Itoa(httpPort)),
+			HTTPAddress:            httpAddress,
 			// Fixed, so that a restarted server on the same file is the
 			// same cluster.
 			ClusterID: clusterID,
@@ -346,7 +380,8 @@ func (o *Options) serverOptions(sqlConf *config.SQL, logLevel *slog.LevelVar) ([
 	for svc, port := range ports {
 		rpc := config.RPC{GRPCPort: port, BindOnIP: o.IP}
 		if svc == "frontend" {
-			rpc.HTTPPort = httpPort
+			// Zero leaves the HTTP API off (see Options.HTTPPort).
+			rpc.HTTPPort = o.HTTPPort
 		}
 		conf.Services[svc] = config.Service{RPC: rpc}
 	}
@@ -444,7 +479,7 @@ func (s *Server) registerSearchAttributes(ctx context.Context) error {
 // first.
 func (s *Server) startUI(ctx context.Context) error {
 	s.ui = uiserver.NewServer(uioptions.WithConfigProvider(&uiconfig.Config{
-		Host:                s.opts.IP,
+		Host:                s.opts.UIIP,
 		Port:                s.opts.UIPort,
 		TemporalGRPCAddress: s.FrontendAddress(),
 		EnableUI:            true,
