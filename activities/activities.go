@@ -51,13 +51,25 @@ type Config struct {
 	Home              string
 	HeartbeatInterval time.Duration
 	OutputMaxChars    int
-	// APIKey returns the apiKey a profile sets, read at run time so that a
-	// key never travels through a workflow history; nil means none.
-	APIKey         func(cwd, profile string) (string, error)
+	// Admit decides, before pi starts, whether a run may have what its
+	// input asks for. A workflow input is not to be trusted: whoever can
+	// start a workflow on the task queue can write one by hand, with any
+	// extension, tool or flag, so the worker checks it against the profiles
+	// it reads itself (profiles.Activities.Admit). It also returns the
+	// profile's apiKey, read at run time so that a key never travels through
+	// a workflow history. Nil admits every run with no key: this package's
+	// own tests only; the worker always sets it.
+	Admit          func(RunPiInput) (Admission, error)
 	MaxStreamBytes int64
 	KillGrace      time.Duration
 	// Observer, when set, is told about every child run (metrics).
 	Observer RunObserver
+}
+
+// Admission is what Config.Admit grants a run beyond its input.
+type Admission struct {
+	// APIKey is the profile's apiKey, for the child's environment only.
+	APIKey string
 }
 
 // RunObserver is told how each child run ended; outcome is "completed" or

@@ -237,6 +237,15 @@ func (a *Activities) RunPi(ctx context.Context, in RunPiInput) (RunPiResult, err
 	if err := in.validate(); err != nil {
 		return RunPiResult{}, temporal.NewNonRetryableApplicationError(err.Error(), string(errcode.CodeOf(err)), err)
 	}
+	var admission Admission
+	if a.cfg.Admit != nil {
+		var err error
+		if admission, err = a.cfg.Admit(in); err != nil {
+			activity.GetLogger(ctx).Warn("child run refused", "session", in.SessionID, "agent", AgentName(in.Agent),
+				"profile", in.Profile, "error", err)
+			return RunPiResult{}, temporal.NewNonRetryableApplicationError(err.Error(), string(errcode.CodeOf(err)), err)
+		}
+	}
 	info := activity.GetInfo(ctx)
 	res := RunPiResult{
 		SessionFile: SessionFile(a.cfg.DataDir, in.Cwd, in.Agent, in.SessionID),
@@ -307,15 +316,7 @@ func (a *Activities) RunPi(ctx context.Context, in RunPiInput) (RunPiResult, err
 		attempt:  info.Attempt,
 		before:   res.MessagesBefore,
 	}
-	var keyEnv []string
-	if in.Profile != "" && a.cfg.APIKey != nil {
-		key, err := a.cfg.APIKey(in.Cwd, in.Profile)
-		if err != nil {
-			return res, temporal.NewNonRetryableApplicationError(err.Error(), string(errcode.CodeOf(err)), err)
-		}
-		keyEnv = apiKeyEnv(in.Model, key)
-	}
-	run.env = a.childEnv(in.Depth, keyEnv)
+	run.env = a.childEnv(in.Depth, apiKeyEnv(in.Model, admission.APIKey))
 	log := activity.GetLogger(ctx)
 	log.Info("child run started", "session", in.SessionID, "agent", AgentName(in.Agent), "turn", in.Turn,
 		"attempt", info.Attempt, "continued", res.Continued, "model", in.Model)

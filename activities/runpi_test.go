@@ -2,6 +2,7 @@ package activities
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/durable-pi/subagents/internal/errcode"
@@ -524,11 +526,11 @@ func TestRunPiAPIKeyOnlyInEnvironment(t *testing.T) {
 		script := "#!/bin/sh\nprintf '%s\\n' \"$@\" > " + argvFile + "\nexec " + c.Pi + " \"$@\"\n"
 		must(t, os.WriteFile(wrapper, []byte(script), 0o755))
 		c.Pi = wrapper
-		c.APIKey = func(cwd, profile string) (string, error) {
-			if profile != "keyed" {
-				t.Errorf("asked for the key of %q", profile)
+		c.Admit = func(in RunPiInput) (Admission, error) {
+			if in.Profile != "keyed" {
+				t.Errorf("asked for the key of %q", in.Profile)
 			}
-			return key, nil
+			return Admission{APIKey: key}, nil
 		}
 	})
 	h.model.Script("key", scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "bash",
@@ -550,5 +552,36 @@ func TestRunPiAPIKeyOnlyInEnvironment(t *testing.T) {
 	b, _ := json.Marshal(r)
 	if strings.Contains(string(b), key) {
 		t.Fatal("the key is in the result")
+	}
+}
+
+// TestRunPiRefusedByAdmit: a run the worker's policy refuses fails with the
+// policy's code, is not retried, and never starts pi nor touches the
+// session file.
+func TestRunPiRefusedByAdmit(t *testing.T) {
+	started := filepath.Join(t.TempDir(), "started")
+	h := newHarness(t, func(c *Config) {
+		wrapper := filepath.Join(t.TempDir(), "pi-wrapper")
+		must(t, os.WriteFile(wrapper, []byte("#!/bin/sh\ntouch "+started+"\nexec "+c.Pi+" \"$@\"\n"), 0o755))
+		c.Pi = wrapper
+		c.Admit = func(in RunPiInput) (Admission, error) {
+			return Admission{}, errcode.New(errcode.PermissionDenied, "extension /tmp/evil.ts is not granted")
+		}
+	})
+	in := h.input("[[script:none]] go")
+	in.Extensions = []string{"/tmp/evil.ts"}
+	_, err := h.run(in, nil)
+	var app *temporal.ApplicationError
+	if !errors.As(err, &app) || app.Type() != string(errcode.PermissionDenied) || !app.NonRetryable() {
+		t.Fatalf("RunPi: %v, want a non-retryable %s", err, errcode.PermissionDenied)
+	}
+	if _, err := os.Stat(started); err == nil {
+		t.Fatal("pi was started for a refused run")
+	}
+	if _, err := os.Stat(SessionFile(h.acts.cfg.DataDir, in.Cwd, in.Agent, in.SessionID)); err == nil {
+		t.Fatal("a refused run made a session file")
+	}
+	if n := len(h.model.Requests()); n != 0 {
+		t.Fatalf("the model saw %d requests", n)
 	}
 }

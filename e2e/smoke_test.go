@@ -229,8 +229,10 @@ func TestFinalizedAttemptIsNotRunAgain(t *testing.T) {
 		scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "bash", Arguments: `{"command":"echo worked"}`}}},
 		finalizeStep("done before the crash"),
 	)
+	// The worker runs only the extensions a profile grants.
+	e.writeProfile("settler", "---\nname: settler\nextensions: "+ext+"\n---\nYou settle slowly.\n")
 	in := e.sessionInput("[[script:finalized]] Work, then finalize.")
-	in.Child.Extensions = []string{ext}
+	in.Child.Profile, in.Child.Extensions = "settler", []string{ext}
 	res := e.stopWorkerWhen(in, filepath.Join(e.workDir, "settling.txt"))
 	turn := res.LastTurn.Result
 	if turn.Output != "done before the crash" || !turn.Recovered || turn.Attempt != 2 || turn.Error != nil || res.State != workflows.StateCompleted {

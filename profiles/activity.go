@@ -1,7 +1,10 @@
 package profiles
 
 import (
+	"cmp"
 	"context"
+	"fmt"
+	"slices"
 
 	"github.com/durable-pi/subagents/activities"
 	"github.com/durable-pi/subagents/internal/errcode"
@@ -34,6 +37,9 @@ type ResolvedTask struct {
 type Activities struct {
 	AgentDir   string
 	PromptDirs []string
+	// MaxDepth is the deepest child Admit lets run (default
+	// DefaultMaxDepth); a delegation's own limit cannot raise it.
+	MaxDepth int
 }
 
 // ResolveTasks resolves every task on its own: an unknown or denied profile
@@ -54,29 +60,111 @@ func (a *Activities) ResolveTasks(_ context.Context, req ResolveRequest) ([]Reso
 }
 
 func (a *Activities) resolve(cfg Config, cfgErr error, t ResolveTask) (ResolvedTask, error) {
+	r, _, err := a.resolveProfile(cfg, cfgErr, t)
+	return r, err
+}
+
+// resolveProfile is resolve that also returns the profile it used.
+func (a *Activities) resolveProfile(cfg Config, cfgErr error, t ResolveTask) (ResolvedTask, *Profile, error) {
 	if cfgErr != nil {
-		return ResolvedTask{}, cfgErr
+		return ResolvedTask{}, nil, cfgErr
 	}
 	opts := Options{Cwd: t.Cwd, AgentDir: a.AgentDir, PromptDirs: a.PromptDirs}
 	task := TaskOverrides{Model: t.Model, TimeoutSeconds: t.TimeoutSeconds}
-	if t.Profile == "" {
-		// No profile: pi's defaults, still under the finalize contract.
-		p := &Profile{Name: "default", Finalize: true}
-		r, err := p.Resolve(opts, cfg, task)
-		r.Child.Profile = ""
-		return ResolvedTask{Child: r.Child}, err
-	}
-	set, err := Load(opts)
-	if err != nil {
-		return ResolvedTask{}, err
-	}
-	p, err := set.Lookup(t.Profile, cfg.AllowInternalRouting)
-	if err != nil {
-		return ResolvedTask{}, err
+	p := &Profile{Name: "default", Finalize: true}
+	if t.Profile != "" {
+		set, err := Load(opts)
+		if err != nil {
+			return ResolvedTask{}, nil, err
+		}
+		if p, err = set.Lookup(t.Profile, cfg.AllowInternalRouting); err != nil {
+			return ResolvedTask{}, nil, err
+		}
 	}
 	r, err := p.Resolve(opts, cfg, task)
 	if err != nil {
-		return ResolvedTask{}, err
+		return ResolvedTask{}, nil, err
 	}
-	return ResolvedTask{Child: r.Child, MaxFinalizeRetries: r.MaxFinalizeRetries}, nil
+	if t.Profile == "" {
+		// No profile: pi's defaults, still under the finalize contract.
+		r.Child.Profile = ""
+	}
+	return ResolvedTask{Child: r.Child, MaxFinalizeRetries: r.MaxFinalizeRetries}, p, nil
+}
+
+// Admit is the worker's check of one child run before pi starts
+// (activities.Config.Admit). A workflow input may have been written by hand,
+// so the run's profile is resolved again here, from the files this worker
+// reads, and the run may ask for nothing that profile does not grant: no
+// other extension, skill or extra argument, no tool beyond its allowlist, no
+// skills or context files it turns off, and no depth beyond MaxDepth. The
+// permission policy is applied again too. It returns the profile's apiKey.
+func (a *Activities) Admit(in activities.RunPiInput) (activities.Admission, error) {
+	maxDepth := cmp.Or(a.MaxDepth, DefaultMaxDepth)
+	if in.Depth > maxDepth {
+		return activities.Admission{}, errcode.Errorf(errcode.DepthExceeded,
+			"Subagent depth %d is beyond this worker's limit of %d: a subagent cannot delegate further", in.Depth, maxDepth)
+	}
+	cfg, cfgErr := LoadConfig(a.AgentDir)
+	r, p, err := a.resolveProfile(cfg, cfgErr, ResolveTask{Profile: in.Profile, Cwd: in.Cwd})
+	if err != nil {
+		return activities.Admission{}, err
+	}
+	if err := grants(r.Child, in); err != nil {
+		return activities.Admission{}, err
+	}
+	return activities.Admission{APIKey: p.APIKey}, nil
+}
+
+// DefaultMaxDepth is how deep subagents may nest when the worker sets no
+// limit: a child of a top-level pi (depth 1) runs, its own children do not.
+const DefaultMaxDepth = 1
+
+// grants checks that run asks for nothing beyond what the resolved profile
+// gives its children.
+func grants(profile, run activities.RunPiInput) error {
+	name := cmp.Or(profile.Profile, "default")
+	deny := func(what string) error {
+		return errcode.Errorf(errcode.PermissionDenied,
+			"Permission denied: the run asks for %s, which profile %q does not grant; if the profile changed since the task started, start the task again", what, name)
+	}
+	for _, e := range run.Extensions {
+		if !slices.Contains(profile.Extensions, e) {
+			return deny(fmt.Sprintf("extension %q", e))
+		}
+	}
+	for _, s := range run.Skills {
+		if !slices.Contains(profile.Skills, s) {
+			return deny(fmt.Sprintf("skill %q", s))
+		}
+	}
+	if !slices.Equal(run.ExtraArgs, profile.ExtraArgs) {
+		return deny(fmt.Sprintf("extra arguments %q", run.ExtraArgs))
+	}
+	allowed := grantedTools(profile)
+	for _, t := range grantedTools(run) {
+		if !slices.Contains(allowed, t) {
+			return deny(fmt.Sprintf("tool %q", t))
+		}
+	}
+	if profile.NoSkills && !run.NoSkills {
+		return deny("skill discovery")
+	}
+	if profile.NoContextFiles && !run.NoContextFiles {
+		return deny("context files")
+	}
+	return nil
+}
+
+// grantedTools is the tool allowlist pi gets for in (the finalize tool
+// aside, which every run may have).
+func grantedTools(in activities.RunPiInput) []string {
+	switch {
+	case in.NoTools:
+		return nil
+	case len(in.Tools) == 0:
+		return activities.DefaultTools
+	default:
+		return in.Tools
+	}
 }

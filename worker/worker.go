@@ -47,6 +47,10 @@ type Config struct {
 	// Serve publishes it ("" for nowhere).
 	Metrics     *metrics.Metrics
 	MetricsAddr string
+	// MaxDepth is the deepest subagent this worker runs (default
+	// profiles.DefaultMaxDepth: children of a top-level pi only), whatever
+	// a workflow's input says.
+	MaxDepth int
 	// WorkflowCache sets the process's workflow cache size (the SDK's
 	// sticky cache, shared by every worker of the process); 0 keeps it.
 	WorkflowCache int
@@ -96,13 +100,14 @@ func New(c client.Client, cfg Config) (*Worker, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, errcode.Wrap(errcode.InvalidInput, err, fmt.Sprintf("data dir %s: %v", cfg.DataDir, err))
 	}
+	profs := &profiles.Activities{AgentDir: agentDir(cfg.ChildEnv), PromptDirs: profiles.DefaultPromptDirs(), MaxDepth: cfg.MaxDepth}
 	acts, err := activities.New(activities.Config{
 		Pi:             cfg.Pi.Path,
 		PathPrefix:     cfg.Pi.PathPrefix,
 		DataDir:        cfg.DataDir,
 		Env:            cfg.ChildEnv,
 		OutputMaxChars: cfg.OutputMaxChars,
-		APIKey:         profileAPIKey(agentDir(cfg.ChildEnv)),
+		Admit:          profs.Admit,
 		Observer:       observer(cfg.Metrics),
 	})
 	if err != nil {
@@ -125,7 +130,6 @@ func New(c client.Client, cfg Config) (*Worker, error) {
 		// history.
 		StickyScheduleToStartTimeout: time.Second,
 	}
-	profs := &profiles.Activities{AgentDir: agentDir(cfg.ChildEnv), PromptDirs: profiles.DefaultPromptDirs()}
 	shared := sdkworker.New(c, cfg.TaskQueue, opts)
 	Register(shared, acts, profs, &activities.Sessions{Client: c})
 	hostQueue := workflows.HostQueue(cfg.TaskQueue, cfg.Host)
@@ -199,20 +203,4 @@ func agentDir(childEnv []string) string {
 		}
 	}
 	return profiles.DefaultAgentDir()
-}
-
-// profileAPIKey reads a profile's apiKey when a child starts, so that the
-// key stays in the profile file and the child's environment only.
-func profileAPIKey(dir string) func(cwd, name string) (string, error) {
-	return func(cwd, name string) (string, error) {
-		set, err := profiles.Load(profiles.Options{Cwd: cwd, AgentDir: dir, PromptDirs: profiles.DefaultPromptDirs()})
-		if err != nil {
-			return "", err
-		}
-		p, err := set.Lookup(name, true)
-		if err != nil {
-			return "", err
-		}
-		return p.APIKey, nil
-	}
 }

@@ -536,8 +536,12 @@ func stateOfError(err error) (State, *activities.ErrorInfo) {
 	}
 	code := errcode.Failed
 	var app *temporal.ApplicationError
-	if errors.As(err, &app) && app.Type() == string(errcode.InvalidInput) {
-		code = errcode.InvalidInput
+	if errors.As(err, &app) {
+		// An activity that refused its input says why with one of our
+		// codes (e.g. PERMISSION_DENIED from the worker's profile check).
+		if c, ok := errcode.Parse(app.Type()); ok {
+			code = c
+		}
 	}
 	msg := err.Error()
 	if app != nil {

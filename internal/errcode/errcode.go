@@ -70,6 +70,13 @@ func All() []Code {
 	}
 }
 
+// Parse returns the code spelled s, if it is one of All.
+func Parse(s string) (Code, bool) {
+	c := Code(s)
+	_, ok := categories[c]
+	return c, ok
+}
+
 // Category returns the code's category; an unknown code is a runtime error.
 func (c Code) Category() Category {
 	if cat, ok := categories[c]; ok {

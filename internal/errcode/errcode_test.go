@@ -84,3 +84,23 @@ func TestExitCode(t *testing.T) {
 		}
 	}
 }
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		in   string
+		want Code
+		ok   bool
+	}{
+		{"PERMISSION_DENIED", PermissionDenied, true},
+		{"SUBAGENT_DEPTH_EXCEEDED", DepthExceeded, true},
+		{"WORKER_STOPPED", "", false},
+		{"permission_denied", "", false},
+		{"", "", false},
+	}
+	for _, tt := range tests {
+		got, ok := Parse(tt.in)
+		if ok != tt.ok || (ok && got != tt.want) {
+			t.Errorf("Parse(%q) = %q, %v", tt.in, got, ok)
+		}
+	}
+}
