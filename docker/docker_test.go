@@ -7,6 +7,7 @@ package docker
 import (
 	"context"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,8 +33,18 @@ func TestDockerfile(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Dockerfile instructions: %v", err)
 	}
-	if len(metaArgs) == 0 {
-		t.Fatal("no build arguments for the Go and Node versions")
+	versions := map[string]string{}
+	for _, a := range metaArgs {
+		for _, kv := range a.Args {
+			if kv.Value != nil {
+				versions[kv.Key] = *kv.Value
+			}
+		}
+	}
+	for _, arg := range []string{"GO_VERSION", "NODE_VERSION"} {
+		if !exactVersion.MatchString(versions[arg]) {
+			t.Errorf("build argument %s = %q, want an exact version (major.minor.patch)", arg, versions[arg])
+		}
 	}
 	var names []string
 	for _, s := range stages {
@@ -144,6 +155,23 @@ func TestCompose(t *testing.T) {
 	if !publishes(temporal, 7233) || !publishes(svc("temporal-ui"), 8080) {
 		t.Error("the frontend (7233) or the UI (8080) is not published")
 	}
+	for _, s := range p.Services {
+		// Nothing here has TLS or authorization: a published port is
+		// reachable from this machine only.
+		for _, port := range s.Ports {
+			if port.Published != "" && port.HostIP != "127.0.0.1" {
+				t.Errorf("%s publishes %s on %q, want 127.0.0.1 only", s.Name, port.Published, port.HostIP)
+			}
+		}
+		// Images pulled from a registry are pinned to an exact version; the
+		// workers' image is built here.
+		if s.Build == nil {
+			_, tag, _ := strings.Cut(s.Image, ":")
+			if !exactVersion.MatchString(strings.SplitN(tag, "-", 2)[0]) {
+				t.Errorf("%s image %q is not pinned to an exact version", s.Name, s.Image)
+			}
+		}
+	}
 	if env(svc("temporal-ui"), "TEMPORAL_ADDRESS") != "temporal:7233" {
 		t.Error("the UI does not talk to the temporal service")
 	}
@@ -154,24 +182,41 @@ func TestCompose(t *testing.T) {
 			t.Errorf("search attribute %s is not registered", attr)
 		}
 	}
+	// The job fails loudly: no error is swallowed.
+	if !strings.Contains(script, "set -eu") || strings.Contains(script, "|| true") {
+		t.Errorf("the search attribute job may hide a failure: %s", script)
+	}
 	for _, name := range []string{"postgresql", "temporal", "temporal-ui", "worker-1", "worker-2"} {
 		if svc(name).HealthCheck == nil || len(svc(name).HealthCheck.Test) == 0 {
 			t.Errorf("%s has no health check", name)
 		}
 	}
-	for i, name := range []string{"worker-1", "worker-2"} {
+	if sec := p.Secrets["anthropic_api_key"]; sec.Environment != "ANTHROPIC_API_KEY" {
+		t.Errorf("secret anthropic_api_key comes from %+v, want the ANTHROPIC_API_KEY of the compose command", sec)
+	}
+	for _, name := range []string{"worker-1", "worker-2"} {
 		w := svc(name)
 		if w.Build == nil || w.Build.Dockerfile != "docker/Dockerfile" {
 			t.Errorf("%s is not built from docker/Dockerfile: %+v", name, w.Build)
 		}
-		if env(w, "TEMPORAL_ADDRESS") != "temporal:7233" || env(w, "SUBAGENTS_HOST") != name || env(w, "ANTHROPIC_API_KEY") != "test-key" {
-			t.Errorf("%s environment: address %q host %q key %q", name, env(w, "TEMPORAL_ADDRESS"), env(w, "SUBAGENTS_HOST"), env(w, "ANTHROPIC_API_KEY"))
+		if env(w, "TEMPORAL_ADDRESS") != "temporal:7233" || env(w, "SUBAGENTS_HOST") != name {
+			t.Errorf("%s environment: address %q host %q", name, env(w, "TEMPORAL_ADDRESS"), env(w, "SUBAGENTS_HOST"))
+		}
+		// Model keys are secrets, mounted as files, never in the environment
+		// that `docker inspect` shows.
+		for key, secret := range map[string]string{"ANTHROPIC_API_KEY": "anthropic_api_key", "OPENAI_API_KEY": "openai_api_key"} {
+			if v, ok := w.Environment[key]; ok {
+				t.Errorf("%s has %s in its environment (%v)", name, key, v)
+			}
+			if env(w, key+"_FILE") != "/run/secrets/"+secret || !slices.ContainsFunc(w.Secrets, func(s types.ServiceSecretConfig) bool { return s.Source == secret }) {
+				t.Errorf("%s does not get %s as the secret %s", name, key, secret)
+			}
 		}
 		if w.DependsOn["search-attributes"].Condition != types.ServiceConditionCompletedSuccessfully || w.DependsOn["temporal"].Condition != types.ServiceConditionHealthy {
 			t.Errorf("%s does not wait for the server and the search attributes", name)
 		}
-		if !publishes(w, uint32(9091+i)) {
-			t.Errorf("%s does not publish its metrics port", name)
+		if len(w.Ports) != 0 {
+			t.Errorf("%s publishes %v: its metrics stay inside the compose network", name, w.Ports)
 		}
 		var data bool
 		for _, v := range w.Volumes {
@@ -182,6 +227,10 @@ func TestCompose(t *testing.T) {
 		}
 	}
 }
+
+// exactVersion is a version that names one release, not a moving line
+// (16, 22, latest).
+var exactVersion = regexp.MustCompile(`^v?\d+\.\d+(\.\d+)?$`)
 
 func env(s types.ServiceConfig, key string) string {
 	if v, ok := s.Environment[key]; ok && v != nil {

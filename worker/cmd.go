@@ -101,7 +101,12 @@ func (f *Flags) Config(ctx context.Context) (Config, error) {
 	if f.WorkflowCache < 1 {
 		return Config{}, errcode.Errorf(errcode.InvalidInput, "--workflow-cache must be at least 1, not %d", f.WorkflowCache)
 	}
-	cfg := Config{TaskQueue: f.TaskQueue, DataDir: dataDir, Pi: pi, OutputMaxChars: f.OutputMaxChars, MetricsAddr: f.MetricsAddr, Host: f.Host, WorkflowCache: f.WorkflowCache}
+	keys, err := KeyFileEnv(os.Environ())
+	if err != nil {
+		return Config{}, err
+	}
+	cfg := Config{TaskQueue: f.TaskQueue, DataDir: dataDir, Pi: pi, OutputMaxChars: f.OutputMaxChars, MetricsAddr: f.MetricsAddr,
+		Host: f.Host, WorkflowCache: f.WorkflowCache, ChildEnv: keys}
 	if f.MetricsAddr != "" {
 		cfg.Metrics = metrics.New()
 	}

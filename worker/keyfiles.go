@@ -1,0 +1,41 @@
+package worker
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/durable-pi/subagents/internal/errcode"
+)
+
+// KeyFileEnv turns NAME_FILE variables of environ whose NAME ends in
+// _API_KEY into NAME=<the file's content>, for the children's environment:
+// the convention of compose and Kubernetes secrets (and of the postgres
+// image's POSTGRES_PASSWORD_FILE), so a model key can live in a mounted
+// file instead of the worker's environment or command line. An empty file is
+// an unset key. A variable already set by NAME itself wins over its file.
+func KeyFileEnv(environ []string) ([]string, error) {
+	set := map[string]bool{}
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		set[name] = true
+	}
+	var out []string
+	for _, kv := range environ {
+		fileVar, path, _ := strings.Cut(kv, "=")
+		name, ok := strings.CutSuffix(fileVar, "_FILE")
+		if !ok || !strings.HasSuffix(name, "_API_KEY") || set[name] || path == "" {
+			continue
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, errcode.Wrap(errcode.InvalidInput, err, fmt.Sprintf("%s: %v", fileVar, err))
+		}
+		if key := strings.TrimSpace(string(b)); key != "" {
+			out = append(out, name+"="+key)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
