@@ -109,10 +109,24 @@ func runVerb(ctx context.Context, args []string, stdio IO, dial func(*command, c
 	cmd.args = fs.Args()
 	c, closeFn, err := dial(cmd, ctx)
 	if err != nil {
-		return cmd.fail(err)
+		return cmd.fail(limited(ctx, err))
 	}
 	defer closeFn()
-	return cmd.fail(do(ctx, c))
+	return cmd.fail(limited(ctx, do(ctx, c)))
+}
+
+// limited is err, or the coded cause of ctx's end when ctx ended it (the
+// service's per-call limit, see Server), so that the caller learns which
+// limit it hit instead of a bare "context deadline exceeded".
+func limited(ctx context.Context, err error) error {
+	var coded *errcode.Error
+	if err == nil || ctx.Err() == nil || errors.As(err, &coded) || errors.Is(err, errcode.ErrPending) {
+		return err
+	}
+	if errors.As(context.Cause(ctx), &coded) {
+		return coded
+	}
+	return err
 }
 
 // command holds one verb's flags.

@@ -65,6 +65,14 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return errcode.Wrap(errcode.InvalidInput, err, "--db-filename: "+err.Error())
 		}
 	}
+	// One service per data dir: a second `subagents dev` (two pis starting
+	// the service at the same moment, or a person running it by hand) stops
+	// here, and its clients use the first one's socket.
+	unlock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	opts.SearchAttributes = workflows.SearchAttributes()
 	opts.Logger = logger
 
@@ -88,6 +96,20 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer c.Close()
 
+	// The client protocol on a Unix socket in the data dir: the pi
+	// extension talks to the service here, with no process of its own.
+	socket := subclient.SocketPath(cfg.DataDir)
+	ln, err := subclient.ListenSocket(socket)
+	if err != nil {
+		return err
+	}
+	service := subclient.NewServer(&subclient.Client{
+		Temporal: c, TaskQueue: cfg.TaskQueue, Address: srv.FrontendAddress(), Namespace: srv.Namespace(), UIURL: srv.UIURL(),
+	})
+	served := make(chan error, 1)
+	go func() { served <- service.Serve(ctx, ln) }()
+	defer func() { _ = ln.Close(); <-served }()
+
 	store := opts.DBFile
 	if opts.Ephemeral {
 		store = "in memory (--ephemeral)"
@@ -101,6 +123,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	_, _ = fmt.Fprintf(stdout, "Database:          %s\n", store)
 	_, _ = fmt.Fprintf(stdout, "Data dir:          %s\n", cfg.DataDir)
+	_, _ = fmt.Fprintf(stdout, "Socket:            %s\n", socket)
 	logger.Info("dev server ready", "frontend", srv.FrontendAddress(), "ui", srv.UIURL(), "db", store)
 	return worker.Serve(ctx, c, cfg, logger, stdout)
 }

@@ -1,0 +1,302 @@
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/durable-pi/subagents/internal/errcode"
+)
+
+// ServeRequest is one line a program writes to the service (`subagents
+// serve` on stdio, or the local service's socket): a verb's arguments as it
+// would pass them to the command, and its stdin; or, with Cancel, the end of
+// an earlier request (a wait it no longer wants).
+type ServeRequest struct {
+	ID     int64    `json:"id"`
+	Args   []string `json:"args,omitempty"`
+	Input  string   `json:"input,omitempty"`
+	Cancel bool     `json:"cancel,omitempty"`
+}
+
+// ServeReply is one line the service writes: a line of a request's stdout
+// as the command would print it, or, last, its exit code.
+type ServeReply struct {
+	ID   int64   `json:"id"`
+	Line *string `json:"line,omitempty"`
+	Exit *int    `json:"exit,omitempty"`
+}
+
+// MaxRequestLine bounds one request line: a start request is at most
+// maxRequestBytes, JSON-quoted once more. A longer line is answered with
+// INVALID_INPUT and skipped; the connection goes on.
+const MaxRequestLine = 2*maxRequestBytes + 4096
+
+// Limits of one call. A call that is not a wait only talks to the frontend
+// and answers in milliseconds; two minutes means it is stuck. A wait (and
+// `run`, which waits) ends with its own --timeout or its task; a day bounds
+// one that names none, far beyond any task's timeout with its extensions.
+const (
+	DefaultCallTimeout = 2 * time.Minute
+	DefaultWaitTimeout = 24 * time.Hour
+)
+
+// Server answers the client protocol: each request runs one verb as the
+// command would, concurrently, over one shared Temporal client. It is the one
+// implementation behind `subagents serve` (stdio) and the local service's
+// Unix socket.
+type Server struct {
+	dial func(*command, context.Context) (*Client, func(), error)
+	// Getenv is the environment the verbs see (nil: os.Getenv).
+	Getenv func(string) string
+	// CallTimeout and WaitTimeout bound each call (zero: the defaults).
+	CallTimeout, WaitTimeout time.Duration
+	// MaxLine bounds a request line (zero: MaxRequestLine).
+	MaxLine int
+}
+
+// NewServer serves verbs with c's Temporal client, shared by every call; a
+// verb's own --task-queue still applies.
+func NewServer(c *Client) *Server {
+	return &Server{dial: func(cmd *command, _ context.Context) (*Client, func(), error) {
+		cc := *c
+		if cmd.taskQueue != "" {
+			cc.TaskQueue = cmd.taskQueue
+		}
+		return &cc, func() {}, nil
+	}}
+}
+
+// ConnOptions say how one connection ends.
+type ConnOptions struct {
+	// CancelOnEOF ends the connection's running calls when its input ends:
+	// a socket client that hangs up wants no answers. Off, calls run to
+	// their end after the input ends (stdio serve, whose caller closes
+	// stdin to say it has no more requests).
+	CancelOnEOF bool
+}
+
+// ServeConn answers the requests read from r on w until r ends, then waits
+// for the calls still running. A bad line (not JSON, too long) gets an
+// INVALID_INPUT envelope and exit code 2 under its ID when the ID can be
+// read, and the connection goes on.
+func (s *Server) ServeConn(ctx context.Context, r io.Reader, w io.Writer, opts ConnOptions) error {
+	ctx, cancelAll := context.WithCancel(ctx)
+	defer cancelAll()
+	var (
+		mu      sync.Mutex
+		enc     = json.NewEncoder(w)
+		cancels = map[int64]context.CancelFunc{}
+		wg      sync.WaitGroup
+	)
+	reply := func(r ServeReply) {
+		mu.Lock()
+		defer mu.Unlock()
+		_ = enc.Encode(r)
+	}
+	refuse := func(id int64, err error) {
+		code := errcode.ExitBadInput
+		line := mustJSON(ErrorEnvelope("serve", err))
+		reply(ServeReply{ID: id, Line: &line})
+		reply(ServeReply{ID: id, Exit: &code})
+	}
+	maxLine := cmp.Or(s.MaxLine, MaxRequestLine)
+	lines := newLineReader(r, maxLine)
+	var readErr error
+	for {
+		line, tooLong, err := lines.next()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				readErr = err
+			}
+			break
+		}
+		if tooLong {
+			refuse(idOf(line), errcode.Errorf(errcode.InvalidInput, "request: longer than the limit of %d bytes", maxLine))
+			continue
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		var req ServeRequest
+		if err := json.Unmarshal(line, &req); err != nil {
+			refuse(idOf(line), errcode.Wrap(errcode.InvalidInput, err, "request: "+err.Error()))
+			continue
+		}
+		if req.Cancel {
+			mu.Lock()
+			if c := cancels[req.ID]; c != nil {
+				c()
+			}
+			mu.Unlock()
+			continue
+		}
+		limit := s.timeoutOf(req.Args)
+		rctx, cancel := context.WithTimeoutCause(ctx, limit,
+			errcode.Errorf(errcode.ServiceUnavailable, "%s: the call took longer than the service's limit of %s", verbOf(req.Args), limit))
+		mu.Lock()
+		cancels[req.ID] = cancel
+		mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				mu.Lock()
+				delete(cancels, req.ID)
+				mu.Unlock()
+				cancel()
+			}()
+			out := &lineWriter{emit: func(line string) { reply(ServeReply{ID: req.ID, Line: &line}) }}
+			stdio := IO{In: strings.NewReader(req.Input), Out: out, Err: io.Discard, Getenv: s.Getenv, Terminal: func() bool { return false }, Compact: true}
+			err := s.one(rctx, req, stdio)
+			out.flush()
+			code := errcode.ExitOK
+			if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, flag.ErrHelp) {
+				code = errcode.ExitCode(err)
+			}
+			reply(ServeReply{ID: req.ID, Exit: &code})
+		}()
+	}
+	if opts.CancelOnEOF {
+		cancelAll()
+	}
+	wg.Wait()
+	if readErr != nil {
+		return errcode.Wrap(errcode.InvalidInput, readErr, "reading requests: "+readErr.Error())
+	}
+	return nil
+}
+
+// timeoutOf is the deadline of one call by its verb.
+func (s *Server) timeoutOf(args []string) time.Duration {
+	if len(args) > 0 && (args[0] == "wait" || args[0] == "run") {
+		if s.WaitTimeout > 0 {
+			return s.WaitTimeout
+		}
+		return DefaultWaitTimeout
+	}
+	if s.CallTimeout > 0 {
+		return s.CallTimeout
+	}
+	return DefaultCallTimeout
+}
+
+// one runs one request's verb; the service cannot serve itself.
+func (s *Server) one(ctx context.Context, req ServeRequest, stdio IO) error {
+	var err error
+	switch {
+	case len(req.Args) == 0:
+		err = errcode.New(errcode.InvalidInput, "no command given")
+	case req.Args[0] == "serve":
+		err = errcode.New(errcode.InvalidInput, "serve cannot run inside serve")
+	default:
+		return runVerb(ctx, req.Args, stdio, s.dial)
+	}
+	_, _ = io.WriteString(stdio.Out, mustJSON(ErrorEnvelope(verbOf(req.Args), err))+"\n")
+	return err
+}
+
+func verbOf(args []string) string {
+	if len(args) == 0 {
+		return ""
+	}
+	return args[0]
+}
+
+// idPattern finds a request's ID at the start of a line that is not a
+// request, so that the error reaches the call that sent it.
+var idPattern = regexp.MustCompile(`^\s*\{\s*"id"\s*:\s*(-?\d{1,18})\b`)
+
+func idOf(line []byte) int64 {
+	m := idPattern.FindSubmatch(line)
+	if m == nil {
+		return 0
+	}
+	id, _ := strconv.ParseInt(string(m[1]), 10, 64)
+	return id
+}
+
+// lineReader splits its input on LF, and cuts a line over max bytes: it
+// returns the line's first bytes with tooLong set and skips the rest, so one
+// oversized line costs at most max bytes of memory and nothing else.
+type lineReader struct {
+	r   *bufio.Reader
+	max int
+}
+
+func newLineReader(r io.Reader, max int) *lineReader {
+	return &lineReader{r: bufio.NewReaderSize(r, 64<<10), max: max}
+}
+
+func (l *lineReader) next() (line []byte, tooLong bool, err error) {
+	var buf []byte
+	for {
+		chunk, err := l.r.ReadSlice('\n')
+		if len(buf)+len(chunk) > l.max {
+			head := append(buf, chunk[:min(len(chunk), l.max-len(buf))]...)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				_, err = l.r.ReadSlice('\n')
+			}
+			if err != nil && !errors.Is(err, io.EOF) {
+				return nil, false, err
+			}
+			return head, true, nil
+		}
+		buf = append(buf, chunk...)
+		switch {
+		case err == nil:
+			return bytes.TrimSuffix(buf, []byte("\n")), false, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF) && len(buf) > 0:
+			return buf, false, nil
+		default:
+			return nil, false, err
+		}
+	}
+}
+
+// lineWriter hands on what a verb prints, a line at a time.
+type lineWriter struct {
+	mu   sync.Mutex
+	buf  []byte
+	emit func(string)
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		w.emit(string(w.buf[:i]))
+		w.buf = w.buf[i+1:]
+	}
+}
+
+func (w *lineWriter) flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.buf) > 0 {
+		w.emit(string(w.buf))
+		w.buf = nil
+	}
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}

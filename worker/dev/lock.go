@@ -1,0 +1,53 @@
+package dev
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/durable-pi/subagents/internal/errcode"
+)
+
+// lockName is the file a running `subagents dev` holds locked in its data
+// dir; it also says the holder's pid, for the message a second one prints.
+const lockName = "dev.lock"
+
+// lockDataDir takes the data dir's service lock, or says which process
+// holds it. The kernel drops the lock when the process dies, however it
+// dies, so a killed service never blocks the next start.
+func lockDataDir(dataDir string) (unlock func(), err error) {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, errcode.Wrap(errcode.InvalidInput, err, fmt.Sprintf("data dir %s: %v", dataDir, err))
+	}
+	path := filepath.Join(dataDir, lockName)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, errcode.Wrap(errcode.InvalidInput, err, fmt.Sprintf("lock %s: %v", path, err))
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		_ = f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			b, _ := os.ReadFile(path)
+			holder := strings.TrimSpace(string(b))
+			if _, perr := strconv.Atoi(holder); perr != nil {
+				holder = "another process"
+			} else {
+				holder = "pid " + holder
+			}
+			return nil, errcode.Errorf(errcode.InvalidInput,
+				"a subagents service already runs for data dir %s (%s); its clients use %s", dataDir, holder, filepath.Join(dataDir, "subagents.sock"))
+		}
+		return nil, errcode.Wrap(errcode.InvalidInput, err, fmt.Sprintf("lock %s: %v", path, err))
+	}
+	_ = f.Truncate(0)
+	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return func() {
+		_ = f.Truncate(0)
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		_ = f.Close()
+	}, nil
+}
