@@ -63,6 +63,20 @@ type Server struct {
 	CallTimeout, WaitTimeout time.Duration
 	// MaxLine bounds a request line (zero: MaxRequestLine).
 	MaxLine int
+	// Info, when set, answers the `service` request: what this service
+	// serves, so that a client can tell it is the one it wants.
+	Info *ServiceInfo
+}
+
+// ServiceInfo is the answer to a `service` request.
+type ServiceInfo struct {
+	ContractVersion string `json:"contract_version"`
+	Op              string `json:"op"`
+	Address         string `json:"address"`
+	Namespace       string `json:"namespace"`
+	TaskQueue       string `json:"task_queue"`
+	PID             int    `json:"pid"`
+	DataDir         string `json:"data_dir,omitempty"`
 }
 
 // NewServer serves verbs with c's Temporal client, shared by every call; a
@@ -199,6 +213,9 @@ func (s *Server) one(ctx context.Context, req ServeRequest, stdio IO) error {
 		err = errcode.New(errcode.InvalidInput, "no command given")
 	case req.Args[0] == "serve":
 		err = errcode.New(errcode.InvalidInput, "serve cannot run inside serve")
+	case req.Args[0] == "service" && s.Info != nil:
+		_, _ = io.WriteString(stdio.Out, mustJSON(s.Info)+"\n")
+		return nil
 	default:
 		return runVerb(ctx, req.Args, stdio, s.dial)
 	}

@@ -106,6 +106,9 @@ type env struct {
 	// spawnPerCall makes a parent pi's extension run the subagents command
 	// as a process per call instead of through `subagents serve`.
 	spawnPerCall bool
+	// parentEnvExtra goes after parentEnv (the later value of a variable
+	// wins).
+	parentEnvExtra []string
 }
 
 func newEnv(t *testing.T) *env {

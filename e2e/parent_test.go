@@ -56,6 +56,9 @@ func (e *env) parentEnv() []string {
 		"SUBAGENTS_TASK_QUEUE="+e.taskQueue,
 		"PATH="+e.pi.PathPrefix+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"SUBAGENTS_SERVE="+e.serveSetting(),
+		// The test's own data dir: no socket of a service running on this
+		// machine is used, and none is started (the address answers).
+		"SUBAGENTS_DATA_DIR="+e.dataDir,
 	)
 }
 
@@ -82,7 +85,7 @@ func (e *env) startParent(mode, sessionFile, prompt string) *parentPi {
 		args = append(args, prompt)
 	}
 	cmd := exec.Command(e.pi.Path, args...)
-	cmd.Env = append(os.Environ(), e.parentEnv()...)
+	cmd.Env = append(append(os.Environ(), e.parentEnv()...), e.parentEnvExtra...)
 	cmd.Dir = e.workDir
 	// Its own process group: a kill reaches the subagents commands the
 	// extension runs, as it would when a terminal closes.

@@ -8,7 +8,7 @@ import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-a
 import { StringEnum } from "@earendil-works/pi-ai";
 import { Text } from "@earendil-works/pi-tui";
 import { Type } from "typebox";
-import { SubagentsCli, SubagentsError, stopServers } from "./src/cli.ts";
+import { onServiceStarted, SubagentsCli, SubagentsError, stopServers } from "./src/cli.ts";
 import { Delivery } from "./src/delivery.ts";
 import {
 	delegateResult,
@@ -25,7 +25,7 @@ import {
 	taskDetails,
 	taskTree,
 } from "./src/format.ts";
-import { connectionFlags, loadSettings, type Settings } from "./src/settings.ts";
+import { connectionFlags, loadSettings, localService, type Settings } from "./src/settings.ts";
 
 const FileSpec = Type.Union([
 	Type.String(),
@@ -105,7 +105,14 @@ export default function durableSubagents(pi: ExtensionAPI) {
 	if (process.env.PI_SUBAGENT_CHILD === "1") return;
 
 	let settings: Settings = loadSettings(process.cwd());
-	const cli = () => new SubagentsCli({ bin: settings.bin, connection: connectionFlags(settings) });
+	/** The session's context, for the status line while the service starts. */
+	let current: ExtensionContext | undefined;
+	const status = (line: string) => {
+		if (current?.hasUI) current.ui.setStatus("subagents", line);
+		else process.stderr.write(`subagents: ${line}\n`);
+	};
+	const cli = (passive = false) =>
+		new SubagentsCli({ bin: settings.bin, connection: connectionFlags(settings), local: localService(settings), passive, onStatus: status });
 	const delivery = new Delivery(pi, cli);
 	const registered = new Set<string>(BUILTIN_TOOLS);
 
@@ -302,9 +309,9 @@ export default function durableSubagents(pi: ExtensionAPI) {
 		registered.add("task");
 	}
 
-	async function registerPrimaryTools(ctx: ExtensionContext) {
+	async function registerPrimaryTools(ctx: ExtensionContext, passive = false) {
 		if (!settings.tools.primary) return;
-		const list = await cli().call<{ profiles: ProfileSummary[] }>("profiles", ["--cwd", ctx.cwd]);
+		const list = await cli(passive).call<{ profiles: ProfileSummary[] }>("profiles", ["--cwd", ctx.cwd]);
 		for (const p of list.profiles ?? []) {
 			if (!p.primary || p.error || p.internal) continue;
 			if ([...registered].some((n) => n === `primary:${p.name}`)) continue;
@@ -473,20 +480,38 @@ export default function durableSubagents(pi: ExtensionAPI) {
 	});
 
 	// --- lifecycle: delivery of results, acknowledgements ---
-	pi.on("session_start", async (_event, ctx) => {
-		settings = loadSettings(ctx.cwd);
+	/**
+	 * What a session does once the service answers: register the primary
+	 * profiles' tools and deliver what earlier runs left. At pi's start it
+	 * starts nothing (passive): with no service running there is nothing to
+	 * deliver yet, and it runs when this pi starts the service.
+	 */
+	async function startUp(ctx: ExtensionContext, passive: boolean) {
 		try {
-			await registerPrimaryTools(ctx);
+			await registerPrimaryTools(ctx, passive);
 		} catch (e) {
+			if (e instanceof SubagentsError && e.notRunning) return;
 			if (ctx.hasUI) ctx.ui.notify(`subagents: primary profile tools not registered: ${codeOf(e).message}`, "warning");
 		}
 		try {
-			await delivery.resume(ctx);
+			await delivery.resume(ctx, passive);
 			const running = delivery.running();
 			if (running.length && ctx.hasUI) ctx.ui.setStatus("subagents", `subagents: ${running.length} running`);
 		} catch (e) {
 			if (ctx.hasUI) ctx.ui.notify(`subagents: could not look for earlier delegations: ${codeOf(e).message}`, "warning");
 		}
+	}
+	onServiceStarted(() => {
+		if (current) {
+			status("subagents service started");
+			void startUp(current, false);
+		}
+	});
+
+	pi.on("session_start", async (_event, ctx) => {
+		current = ctx;
+		settings = loadSettings(ctx.cwd);
+		await startUp(ctx, true);
 	});
 
 	pi.on("turn_end", async (_event, ctx) => {

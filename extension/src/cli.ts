@@ -1,30 +1,56 @@
-// Runs the `subagents` command: every tool goes through it, so the
-// extension and a person at a terminal see the same contract.
+// Calls the subagents service: every tool goes through the command's verbs
+// and envelopes, so the extension and a person at a terminal see the same
+// contract. For a local Temporal the calls go to the local service's socket
+// (started here when nothing runs); for a remote one, to `subagents serve`.
 
 import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
+import type { Socket } from "node:net";
 import { createInterface } from "node:readline";
 import type { Envelope } from "./format.ts";
+import { answers, buildAdvice, dial, findBinary, sameAddress, socketPath, sourceTreeBinary, startService } from "./service.ts";
 
 /** An error with one of DESIGN.md's stable codes. */
 export class SubagentsError extends Error {
 	readonly code: string;
 	/** The command's category; for the few codes the extension raises itself, theirs. */
 	readonly category: string;
-	constructor(code: string, message: string, category?: string) {
+	/** The local service is not running (a passive call started nothing). */
+	readonly notRunning: boolean;
+	constructor(code: string, message: string, category?: string, notRunning = false) {
 		super(message);
 		this.name = "SubagentsError";
 		this.code = code;
+		this.notRunning = notRunning;
 		this.category = category || (code === "INVALID_INPUT" ? "invalid_input" : code === "SERVICE_UNAVAILABLE" ? "unavailable" : "runtime");
 	}
 }
 
 export interface CliOptions {
-	/** The subagents executable. */
+	/** The subagents executable ("subagents": looked up on PATH, then the source tree). */
 	bin: string;
 	/** Connection flags put after the verb (--address, --namespace, --task-queue). */
 	connection: string[];
 	env?: NodeJS.ProcessEnv;
 	cwd?: string;
+	/**
+	 * Set when Temporal is this machine's local service: calls go to its
+	 * socket, and the service is started when nothing answers.
+	 */
+	local?: LocalService;
+	/** Never start anything (pi's start-up): fail with notRunning instead. */
+	passive?: boolean;
+	/** Tells the user what is happening (the service starting). */
+	onStatus?: (line: string) => void;
+}
+
+export interface LocalService {
+	address: string;
+	/** Whether the address was configured (else the default): a service serving another one is then not ours. */
+	addressSet: boolean;
+	namespace?: string;
+	taskQueue?: string;
+	dataDir: string;
+	autoStart: boolean;
 }
 
 // A call that does not answer within this long is stuck (the command itself
@@ -35,41 +61,32 @@ const CALL_TIMEOUT_MS = 120_000;
 type LineSink = (line: string) => void;
 
 /**
- * One `subagents serve` process per command and connection, shared by every
- * call of this pi: a tool call then costs a line on a pipe instead of a
- * process start and a dial (about 55 ms and 117 MiB each). It keeps pi alive
- * only while a call is pending, and is started again after it ends.
+ * One connection that speaks the client protocol: a JSON line per request
+ * ({id, args, input} or {id, cancel}), replies {id, line} and, last, {id,
+ * exit}. It keeps pi alive only while a call is pending.
  */
-class ServeProcess {
-	private readonly child: ChildProcessWithoutNullStreams;
+abstract class Channel {
 	private readonly pending = new Map<number, { onLine: LineSink; done: (code: number) => void; fail: (e: Error) => void }>();
 	private nextId = 1;
-	/** Set once the process ended; answered is whether it ever replied. */
+	/** Set once the connection ended; answered is whether it ever replied. */
 	ended = false;
 	answered = false;
 
-	constructor(bin: string, connection: string[], env?: NodeJS.ProcessEnv, cwd?: string) {
-		this.child = spawn(bin, ["serve", ...connection], { cwd, env: env ?? process.env, stdio: ["pipe", "pipe", "pipe"] });
-		this.child.on("error", (e: NodeJS.ErrnoException) => this.end(notFound(bin, e)));
-		this.child.on("exit", (code) => this.end(new SubagentsError("SERVICE_UNAVAILABLE", `subagents serve exited ${code}`)));
-		this.child.stdin.on("error", () => {
-			/* the process ended: "exit" says so */
-		});
-		this.child.stderr.resume();
-		createInterface({ input: this.child.stdout }).on("line", (line) => this.reply(line));
-		this.hold();
-	}
+	protected abstract write(line: string): void;
+	/** Lets pi exit while nothing is pending, and holds it while something is. */
+	protected abstract hold(busy: boolean): void;
+	abstract stop(): void;
 
 	/** Runs one verb; onLine gets its stdout lines as they come. */
 	request(args: string[], input: string, onLine: LineSink, signal?: AbortSignal): Promise<number> {
-		if (this.ended) return Promise.reject(new SubagentsError("SERVICE_UNAVAILABLE", "subagents serve has ended"));
+		if (this.ended) return Promise.reject(new SubagentsError("SERVICE_UNAVAILABLE", "the connection to the subagents service has ended"));
 		const id = this.nextId++;
 		return new Promise<number>((resolve, reject) => {
-			const onAbort = () => this.write({ id, cancel: true });
+			const onAbort = () => this.send({ id, cancel: true });
 			const finish = () => {
 				signal?.removeEventListener("abort", onAbort);
 				this.pending.delete(id);
-				this.hold();
+				this.hold(this.pending.size > 0);
 			};
 			this.pending.set(id, {
 				onLine,
@@ -82,22 +99,18 @@ class ServeProcess {
 					reject(e);
 				},
 			});
-			this.hold();
-			this.write({ id, args, input });
+			this.hold(true);
+			this.send({ id, args, input });
 			if (signal?.aborted) onAbort();
 			else signal?.addEventListener("abort", onAbort, { once: true });
 		});
 	}
 
-	stop(): void {
-		this.child.stdin.end();
+	private send(msg: unknown): void {
+		this.write(JSON.stringify(msg) + "\n");
 	}
 
-	private write(msg: unknown): void {
-		this.child.stdin.write(JSON.stringify(msg) + "\n");
-	}
-
-	private reply(line: string): void {
+	protected reply(line: string): void {
 		let r: { id?: number; line?: string; exit?: number };
 		try {
 			r = JSON.parse(line);
@@ -111,15 +124,42 @@ class ServeProcess {
 		if (typeof r.exit === "number") p.done(r.exit);
 	}
 
-	private end(e: Error): void {
+	protected end(e: Error): void {
 		if (this.ended) return;
 		this.ended = true;
 		for (const p of [...this.pending.values()]) p.fail(e);
 	}
+}
 
-	/** pi may exit while no call is pending: the process must not hold it. */
-	private hold(): void {
-		const busy = this.pending.size > 0;
+/**
+ * `subagents serve`, one per command and connection, shared by every call
+ * of this pi: for a remote Temporal, where no local service has a socket.
+ */
+class ServeProcess extends Channel {
+	private readonly child: ChildProcessWithoutNullStreams;
+
+	constructor(bin: string, connection: string[], env?: NodeJS.ProcessEnv, cwd?: string) {
+		super();
+		this.child = spawn(bin, ["serve", ...connection], { cwd, env: env ?? process.env, stdio: ["pipe", "pipe", "pipe"] });
+		this.child.on("error", (e: NodeJS.ErrnoException) => this.end(notFound(bin, e)));
+		this.child.on("exit", (code) => this.end(new SubagentsError("SERVICE_UNAVAILABLE", `subagents serve exited ${code}`)));
+		this.child.stdin.on("error", () => {
+			/* the process ended: "exit" says so */
+		});
+		this.child.stderr.resume();
+		createInterface({ input: this.child.stdout }).on("line", (line) => this.reply(line));
+		this.hold(false);
+	}
+
+	protected write(line: string): void {
+		this.child.stdin.write(line);
+	}
+
+	stop(): void {
+		this.child.stdin.end();
+	}
+
+	protected hold(busy: boolean): void {
 		for (const h of [this.child, this.child.stdin, this.child.stdout, this.child.stderr] as Array<{ ref(): void; unref(): void }>) {
 			if (busy) h.ref();
 			else h.unref();
@@ -127,17 +167,57 @@ class ServeProcess {
 	}
 }
 
-const servers = new Map<string, ServeProcess>();
+/** The local service's socket: no process of this pi's own. */
+class SocketChannel extends Channel {
+	private readonly socket: Socket;
+
+	constructor(socket: Socket) {
+		super();
+		this.socket = socket;
+		socket.setEncoding("utf8");
+		socket.on("error", () => {
+			/* "close" follows */
+		});
+		socket.on("close", () => this.end(new SubagentsError("SERVICE_UNAVAILABLE", "the subagents service closed the connection")));
+		createInterface({ input: socket }).on("line", (line) => this.reply(line));
+		this.hold(false);
+	}
+
+	protected write(line: string): void {
+		this.socket.write(line);
+	}
+
+	stop(): void {
+		this.socket.end();
+	}
+
+	protected hold(busy: boolean): void {
+		if (busy) this.socket.ref();
+		else this.socket.unref();
+	}
+}
+
+/** How calls reach the service: a channel, or a process per call. */
+type Route = { channel: Channel; connection: string[] } | { spawn: true; connection: string[] };
+
+const channels = new Map<string, Channel>();
+const starting = new Map<string, Promise<void>>();
+const startedListeners: Array<() => void> = [];
+
+/** Called after this pi started the local service (deferred start-up work). */
+export function onServiceStarted(listener: () => void): void {
+	startedListeners.push(listener);
+}
 
 /** Whether calls go through `subagents serve` (SUBAGENTS_SERVE=0 turns it off). */
 function serveEnabled(env: NodeJS.ProcessEnv): boolean {
 	return (env.SUBAGENTS_SERVE ?? "1") !== "0";
 }
 
-/** Ends the serve processes (session shutdown). */
+/** Ends this pi's connections and serve processes (session shutdown). */
 export function stopServers(): void {
-	for (const s of servers.values()) s.stop();
-	servers.clear();
+	for (const s of channels.values()) s.stop();
+	channels.clear();
 }
 
 /** The subagents command, as the tools call it. */
@@ -147,55 +227,158 @@ export class SubagentsCli {
 		this.options = options;
 	}
 
-	private argv(verb: string, flags: string[], positional: string[]): string[] {
+	private argv(verb: string, flags: string[], positional: string[], connection: string[]): string[] {
 		// `profiles` reads files, not Temporal: it takes no connection flags.
-		const connection = verb === "profiles" ? [] : this.options.connection;
-		return [verb, "--json", ...connection, ...flags, ...(positional.length ? ["--", ...positional] : [])];
+		return [verb, "--json", ...(verb === "profiles" ? [] : connection), ...flags, ...(positional.length ? ["--", ...positional] : [])];
+	}
+
+	private get env(): NodeJS.ProcessEnv {
+		return this.options.env ?? process.env;
+	}
+
+	/** The executable, found; SERVICE_UNAVAILABLE naming how to get it when it is missing. */
+	private binary(): string {
+		const bin = findBinary(this.options.bin === "subagents" ? undefined : this.options.bin, this.env);
+		if (!bin) {
+			throw new SubagentsError("SERVICE_UNAVAILABLE", `the subagents command was not found (settings "bin", SUBAGENTS_BIN, PATH, ${sourceTreeBinary()}): ${buildAdvice()}`);
+		}
+		return bin;
+	}
+
+	/** Where this call goes: the local socket, a serve process, or a process of its own. */
+	private async route(verb: string): Promise<Route> {
+		const local = this.options.local;
+		if (!local) return this.remoteRoute(this.options.connection);
+		const sock = socketPath(local.dataDir);
+		const queue = local.taskQueue ? ["--task-queue", local.taskQueue] : [];
+		const open = channels.get(sock);
+		if (open && !open.ended) return { channel: open, connection: queue };
+		const ch = await this.connectLocal(local, sock);
+		if (ch) return { channel: ch, connection: queue };
+		if (await answers(local.address)) {
+			// A Temporal of another kind runs there (`temporal server
+			// start-dev` with `subagents worker`): talk to it as to a remote.
+			return this.remoteRoute(this.options.connection);
+		}
+		if (this.options.passive) {
+			// `profiles` reads files only: the command answers it alone.
+			if (verb === "profiles") return { spawn: true, connection: [] };
+			throw new SubagentsError("SERVICE_UNAVAILABLE", `no subagents service runs (${sock})`, "unavailable", true);
+		}
+		if (!local.autoStart) {
+			throw new SubagentsError(
+				"SERVICE_UNAVAILABLE",
+				`no subagents service answers on ${sock} or ${local.address}: start it with \`subagents dev\` (or \`make run\`), or turn the extension's "autoStart" setting on`,
+			);
+		}
+		await this.start(local, sock);
+		const started = await this.connectLocal(local, sock);
+		if (!started) throw new SubagentsError("SERVICE_UNAVAILABLE", `the subagents service started but does not answer on ${sock}`);
+		for (const l of startedListeners) l();
+		return { channel: started, connection: queue };
+	}
+
+	private remoteRoute(connection: string[]): Route {
+		if (!serveEnabled(this.env)) return { spawn: true, connection };
+		const key = JSON.stringify([this.options.bin, connection, this.options.cwd ?? ""]);
+		const s = channels.get(key);
+		if (s?.ended && !s.answered) {
+			// It never answered: a subagents without `serve`. Spawn instead.
+			return { spawn: true, connection };
+		}
+		if (s && !s.ended) return { channel: s, connection };
+		const fresh = new ServeProcess(this.binary(), connection, this.options.env, this.options.cwd);
+		channels.set(key, fresh);
+		return { channel: fresh, connection };
+	}
+
+	/** A channel to the service on sock, if one answers there and serves our address. */
+	private async connectLocal(local: LocalService, sock: string): Promise<Channel | undefined> {
+		let socket: Socket;
+		try {
+			socket = await dial({ path: sock });
+		} catch {
+			return undefined;
+		}
+		const ch = new SocketChannel(socket);
+		if (local.addressSet) {
+			let info: { address?: string } = {};
+			const code = await ch.request(["service"], "", (line) => {
+				try {
+					info = JSON.parse(line);
+				} catch {
+					/* not the answer */
+				}
+			});
+			if (code !== 0 || !info.address || !sameAddress(info.address, local.address)) {
+				// A service for another address uses this data dir: not ours.
+				ch.stop();
+				return undefined;
+			}
+		}
+		channels.set(sock, ch);
+		return ch;
+	}
+
+	/** Starts the local service once per socket, however many calls ask at once. */
+	private start(local: LocalService, sock: string): Promise<void> {
+		let p = starting.get(sock);
+		if (!p) {
+			const bin = this.binary();
+			this.options.onStatus?.(`Starting the subagents service (subagents dev on ${local.address}; log: ${local.dataDir}/service.log)…`);
+			p = startService({ bin, address: local.address, namespace: local.namespace, dir: local.dataDir, env: this.env })
+				.catch((e: Error) => {
+					throw new SubagentsError("SERVICE_UNAVAILABLE", `could not start the subagents service: ${e.message}`);
+				})
+				.finally(() => starting.delete(sock));
+			starting.set(sock, p);
+		}
+		return p;
 	}
 
 	private spawn(args: string[]) {
-		return spawn(this.options.bin, args, {
+		return spawn(this.binary(), args, {
 			cwd: this.options.cwd,
-			env: this.options.env ?? process.env,
+			env: this.env,
 			stdio: ["pipe", "pipe", "pipe"],
 		});
 	}
 
-	/** The shared serve process, or undefined when calls spawn the command. */
-	private server(): ServeProcess | undefined {
-		const env = this.options.env ?? process.env;
-		if (!serveEnabled(env)) return undefined;
-		const key = JSON.stringify([this.options.bin, this.options.connection, this.options.cwd ?? ""]);
-		let s = servers.get(key);
-		if (s?.ended && !s.answered) {
-			// It never answered: a subagents without `serve`. Spawn instead.
-			return undefined;
-		}
-		if (!s || s.ended) {
-			s = new ServeProcess(this.options.bin, this.options.connection, this.options.env, this.options.cwd);
-			servers.set(key, s);
-		}
-		return s;
-	}
-
 	/**
-	 * Runs one verb: through the serve process, else as a process of its own
-	 * (stopped after CALL_TIMEOUT_MS unless it is a wait). onLine gets its
-	 * stdout lines; the promise its exit code and stderr.
+	 * Runs one verb: over a channel, else as a process of its own (stopped
+	 * after CALL_TIMEOUT_MS unless it is a wait). onLine gets its stdout
+	 * lines; the promise its exit code and stderr.
 	 */
-	private async exec(args: string[], input: string, onLine: LineSink, signal?: AbortSignal, bounded = true): Promise<{ code: number | null; err: string }> {
-		const server = this.server();
-		if (server) {
+	private async exec(
+		verb: string,
+		flags: string[],
+		positional: string[],
+		input: string,
+		onLine: LineSink,
+		signal?: AbortSignal,
+		bounded = true,
+	): Promise<{ code: number | null; err: string }> {
+		let route = await this.route(verb);
+		if ("channel" in route) {
+			const channel = route.channel;
 			try {
-				return { code: await server.request(args, input, onLine, signal), err: "" };
+				return { code: await channel.request(this.argv(verb, flags, positional, route.connection), input, onLine, signal), err: "" };
 			} catch (e) {
 				// A serve process that ended without answering anything is
 				// an older subagents: fall back; anything else is the answer.
-				if (server.answered || !(e instanceof SubagentsError) || e.code !== "SERVICE_UNAVAILABLE") throw e;
+				if (channel.answered || channel instanceof SocketChannel || !(e instanceof SubagentsError) || e.code !== "SERVICE_UNAVAILABLE") throw e;
+				route = { spawn: true, connection: route.connection };
 			}
 		}
+		const args = this.argv(verb, flags, positional, route.connection);
 		return new Promise((resolve, reject) => {
-			const child = this.spawn(args);
+			let child: ChildProcessWithoutNullStreams;
+			try {
+				child = this.spawn(args);
+			} catch (e) {
+				reject(e);
+				return;
+			}
 			let err = "";
 			const timer = bounded ? setTimeout(() => child.kill("SIGTERM"), CALL_TIMEOUT_MS) : undefined;
 			const onAbort = () => child.kill("SIGTERM");
@@ -224,9 +407,15 @@ export class SubagentsCli {
 	 * With input, the request goes to stdin as JSON (--input -).
 	 */
 	async call<T = Envelope>(verb: string, flags: string[] = [], positional: string[] = [], input?: unknown, signal?: AbortSignal): Promise<T> {
-		const args = this.argv(verb, input === undefined ? flags : [...flags, "--input", "-"], positional);
 		let out = "";
-		const { code, err } = await this.exec(args, input === undefined ? "" : JSON.stringify(input), (line) => (out += line + "\n"), signal);
+		const { code, err } = await this.exec(
+			verb,
+			input === undefined ? flags : [...flags, "--input", "-"],
+			positional,
+			input === undefined ? "" : JSON.stringify(input),
+			(line) => (out += line + "\n"),
+			signal,
+		);
 		let env: Envelope & T;
 		try {
 			env = JSON.parse(out);
@@ -246,7 +435,9 @@ export class SubagentsCli {
 		const flags = ["--progress", ...(timeoutMs ? ["--timeout-ms", String(timeoutMs)] : [])];
 		let last: Envelope | undefined;
 		const { code, err } = await this.exec(
-			this.argv("wait", flags, [id]),
+			"wait",
+			flags,
+			[id],
 			"",
 			(line) => {
 				if (!line.trim()) return;

@@ -10,7 +10,7 @@
 
 import { readFileSync } from "node:fs";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
-import type { SubagentsCli } from "./cli.ts";
+import { SubagentsError, type SubagentsCli } from "./cli.ts";
 import { deliveryText, type Envelope } from "./format.ts";
 
 /** customType of the delivery messages in the parent session. */
@@ -49,7 +49,7 @@ export function deliveryDraft(env: Envelope) {
 
 export class Delivery {
 	private readonly pi: ExtensionAPI;
-	private readonly cli: () => SubagentsCli;
+	private readonly cli: (passive?: boolean) => SubagentsCli;
 	/** Delegations acknowledged by this process. */
 	private readonly acked = new Set<string>();
 	/** Background delegations this process waits for, by ID. */
@@ -62,7 +62,7 @@ export class Delivery {
 	private parentId = "";
 	private ctx: ExtensionContext | undefined;
 
-	constructor(pi: ExtensionAPI, cli: () => SubagentsCli) {
+	constructor(pi: ExtensionAPI, cli: (passive?: boolean) => SubagentsCli) {
 		this.pi = pi;
 		this.cli = cli;
 	}
@@ -81,13 +81,21 @@ export class Delivery {
 	 * deliver what finished while the parent was away, and wait in the
 	 * background for what still runs.
 	 */
-	async resume(ctx: ExtensionContext): Promise<void> {
+	async resume(ctx: ExtensionContext, passive = false): Promise<void> {
 		this.ctx = ctx;
 		this.parentId = this.parent(ctx);
 		const branch = ctx.sessionManager.getBranch() as Entry[];
 		const delivered = deliveredIds(branch);
 		for (const id of delivered) this.acked.add(id);
-		const open = await this.cli().call("list", ["--kind", "delegation", "--open", "--parent-session", this.parentId]);
+		let open: Envelope;
+		try {
+			open = await this.cli(passive).call("list", ["--kind", "delegation", "--open", "--parent-session", this.parentId]);
+		} catch (e) {
+			// No service runs: nothing can have finished; this runs again
+			// when the service starts.
+			if (e instanceof SubagentsError && e.notRunning) return;
+			throw e;
+		}
 		const toAck: string[] = [];
 		for (const run of open.runs ?? []) {
 			if (delivered.has(run.id)) {

@@ -4,6 +4,8 @@
 import { readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
+import type { LocalService } from "./cli.ts";
+import { DEFAULT_ADDRESS, dataDir, isLocal } from "./service.ts";
 
 export interface ToolFamilies {
 	/** subagent (seeds 000, 003, 004) */
@@ -17,10 +19,14 @@ export interface ToolFamilies {
 }
 
 export interface Settings {
-	/** The subagents executable (else SUBAGENTS_BIN, else PATH). */
+	/** The subagents executable (else SUBAGENTS_BIN, else PATH, else the source tree's bin/subagents). */
 	bin: string;
 	/** Temporal frontend, namespace and task queue; empty: the command's own defaults and TEMPORAL_* variables. */
 	address?: string;
+	/** The local service's data dir (else SUBAGENTS_DATA_DIR, else ~/.pi/subagents): its socket is there. */
+	dataDir?: string;
+	/** Start the local service when nothing answers (default true; SUBAGENTS_AUTOSTART=0 turns it off). */
+	autoStart: boolean;
 	namespace?: string;
 	taskQueue?: string;
 	tools: ToolFamilies;
@@ -47,13 +53,23 @@ function readExtensionSettings(path: string): Partial<Settings> & { tools?: Part
 	}
 }
 
+/**
+ * The settings: the global file, then the project's. What decides which
+ * program runs and where delegations go (bin, address, dataDir, autoStart)
+ * comes from the global file and the environment only: a repository's own
+ * .pi/subagents.json must not make opening pi in it run its binary or send
+ * work elsewhere.
+ */
 export function loadSettings(cwd: string, env: NodeJS.ProcessEnv = process.env): Settings {
 	const global = readExtensionSettings(join(agentDir(env), "subagents.json"));
 	const project = readExtensionSettings(join(cwd, ".pi", "subagents.json"));
-	const merged = { ...global, ...project, tools: { ...global.tools, ...project.tools } };
+	const { bin: _b, address: _a, dataDir: _d, autoStart: _s, ...projectSafe } = project;
+	const merged = { ...global, ...projectSafe, tools: { ...global.tools, ...project.tools } };
 	return {
-		bin: merged.bin || env.SUBAGENTS_BIN || "subagents",
-		address: merged.address,
+		bin: global.bin || env.SUBAGENTS_BIN || "subagents",
+		address: global.address,
+		dataDir: global.dataDir,
+		autoStart: env.SUBAGENTS_AUTOSTART !== undefined ? env.SUBAGENTS_AUTOSTART !== "0" : (global.autoStart ?? true),
 		namespace: merged.namespace,
 		taskQueue: merged.taskQueue,
 		tools: {
@@ -63,6 +79,20 @@ export function loadSettings(cwd: string, env: NodeJS.ProcessEnv = process.env):
 			primary: merged.tools.primary ?? true,
 		},
 		maxLinesPerWindow: merged.maxLinesPerWindow ?? 10,
+	};
+}
+
+/** The local service to use, or undefined when Temporal is remote. */
+export function localService(s: Settings, env: NodeJS.ProcessEnv = process.env): LocalService | undefined {
+	const address = s.address || env.TEMPORAL_ADDRESS || DEFAULT_ADDRESS;
+	if (!isLocal(address, env)) return undefined;
+	return {
+		address,
+		addressSet: Boolean(s.address || env.TEMPORAL_ADDRESS),
+		namespace: s.namespace || env.TEMPORAL_NAMESPACE || undefined,
+		taskQueue: s.taskQueue || env.SUBAGENTS_TASK_QUEUE || undefined,
+		dataDir: dataDir(env, s.dataDir),
+		autoStart: s.autoStart,
 	};
 }
 

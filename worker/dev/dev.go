@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 
 	sdkclient "go.temporal.io/sdk/client"
@@ -106,6 +107,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	service := subclient.NewServer(&subclient.Client{
 		Temporal: c, TaskQueue: cfg.TaskQueue, Address: srv.FrontendAddress(), Namespace: srv.Namespace(), UIURL: srv.UIURL(),
 	})
+	service.Info = &subclient.ServiceInfo{
+		ContractVersion: subclient.ContractVersion, Op: "service", Address: srv.FrontendAddress(), Namespace: srv.Namespace(),
+		TaskQueue: cfg.TaskQueue, PID: os.Getpid(), DataDir: cfg.DataDir,
+	}
 	served := make(chan error, 1)
 	go func() { served <- service.Serve(ctx, ln) }()
 	defer func() { _ = ln.Close(); <-served }()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"strings"
 
 	"go.temporal.io/server/common/log"
 	"go.temporal.io/server/common/log/tag"
@@ -22,9 +23,19 @@ func newServerLogger(l *slog.Logger, level *slog.LevelVar) serverLogger {
 	return serverLogger{log: l, level: level}
 }
 
+// expectedWarnings are the server's warnings about a choice this package
+// made on purpose: the HTTP API is off by default (see Options.HTTPPort),
+// and a user of the dev server has no Nexus endpoints to miss.
+var expectedWarnings = []string{"HTTP API port has not been set"}
+
 func (l serverLogger) emit(level slog.Level, msg string, tags []tag.Tag) {
 	if level < l.level.Level() {
 		return
+	}
+	for _, w := range expectedWarnings {
+		if strings.HasPrefix(msg, w) {
+			return
+		}
 	}
 	attrs := make([]slog.Attr, 0, len(tags))
 	for _, t := range tags {

@@ -1,0 +1,197 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/durable-pi/subagents/internal/scriptedmodel"
+)
+
+// localWorld is a new user's machine: a HOME of its own with nothing in
+// it, nothing running, and a free address for the service (and its UI
+// beside it), which the parent pi names.
+type localWorld struct {
+	home, dataDir, address string
+}
+
+func (e *env) newLocalWorld() localWorld {
+	e.t.Helper()
+	home := e.t.TempDir()
+	port := freePortWithUI()
+	w := localWorld{home: home, dataDir: filepath.Join(home, ".pi", "subagents"), address: fmt.Sprintf("127.0.0.1:%d", port)}
+	e.parentEnvExtra = []string{
+		"HOME=" + home,
+		"TEMPORAL_ADDRESS=" + w.address,
+		// Empty: the defaults of a new user (the data dir under HOME, the
+		// default task queue).
+		"SUBAGENTS_DATA_DIR=",
+		"SUBAGENTS_TASK_QUEUE=",
+	}
+	e.t.Cleanup(func() { w.stopService(e.t) })
+	return w
+}
+
+// freePortWithUI is a free port whose +1000 (where `subagents dev` puts
+// its UI) is free too.
+func freePortWithUI() int {
+	for {
+		p := freePort()
+		if p+1000 > 65535 {
+			continue
+		}
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p+1000))
+		if err == nil {
+			_ = ln.Close()
+			return p
+		}
+	}
+}
+
+// servicePid is the pid the service's lock file names, or 0.
+func (w localWorld) servicePid() int {
+	b, err := os.ReadFile(filepath.Join(w.dataDir, "dev.lock"))
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
+// devProcesses lists the pids of `subagents dev` processes for this data dir.
+func (w localWorld) devProcesses() []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, ent := range entries {
+		pid, err := strconv.Atoi(ent.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(bytes.TrimRight(b, "\x00")), "\x00")
+		if len(args) > 1 && args[1] == "dev" && strings.Contains(string(b), w.dataDir) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// stopService ends the service the test's parents started, by the pid its
+// lock names (the test started it, through the extension).
+func (w localWorld) stopService(t *testing.T) {
+	for _, pid := range w.devProcesses() {
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+		deadline := time.Now().Add(testTimeout)
+		for syscall.Kill(pid, 0) == nil && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if syscall.Kill(pid, 0) == nil {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			t.Errorf("the service (pid %d) did not stop after SIGTERM", pid)
+		}
+	}
+}
+
+// TestLocalServiceStartsItself is a new user's first delegation: nothing
+// runs, HOME is new, and a parent pi loading the extension calls
+// `subagent`. The extension starts `subagents dev` itself, detached, and
+// the child's answer reaches the parent's model. The service outlives the
+// parent, answers on a socket only its user can open, and a second parent
+// uses the same service.
+func TestLocalServiceStartsItself(t *testing.T) {
+	e := newEnv(t)
+	w := e.newLocalWorld()
+	if _, err := os.Stat(w.dataDir); err == nil {
+		t.Fatal("the data dir exists before the first delegation")
+	}
+	e.model.Script("c-auto", finalizeStep("answered by a service that started itself"))
+	e.model.Script("parent-auto",
+		call("subagent", map[string]any{"agent": "scout", "task": "[[script:c-auto]] Look around."}),
+		scriptedmodel.Step{Text: "Done."},
+	)
+	p := e.startParent("json", filepath.Join(t.TempDir(), "parent.jsonl"), "[[script:parent-auto]] Delegate a look around.")
+	p.wait(t)
+	if got := toolResultText(t, e.model.RequestsFor("parent-auto"), 1); !strings.Contains(got, "answered by a service that started itself") {
+		t.Fatalf("the parent's model got:\n%s", got)
+	}
+
+	pid := w.servicePid()
+	if pid == 0 || syscall.Kill(pid, 0) != nil {
+		t.Fatalf("no service runs after the parent exited (lock names pid %d)", pid)
+	}
+	if pgid, _ := syscall.Getpgid(pid); pgid == p.cmd.Process.Pid {
+		t.Fatalf("the service is in the parent's process group %d: it would die with the parent's terminal", pgid)
+	}
+	sock, err := os.Stat(filepath.Join(w.dataDir, "subagents.sock"))
+	if err != nil || sock.Mode()&os.ModeSocket == 0 || sock.Mode().Perm() != 0o600 {
+		t.Fatalf("socket: %v %v, want a socket with mode 0600", sock.Mode(), err)
+	}
+	if log, err := os.ReadFile(filepath.Join(w.dataDir, "service.log")); err != nil || !strings.Contains(string(log), "worker polling task queue") {
+		t.Fatalf("service.log: %v\n%s", err, log)
+	}
+
+	e.model.Script("c-again", finalizeStep("the same service again"))
+	e.model.Script("parent-again",
+		call("subagent", map[string]any{"agent": "scout", "task": "[[script:c-again]] Look again."}),
+		scriptedmodel.Step{Text: "Done again."},
+	)
+	p2 := e.startParent("json", filepath.Join(t.TempDir(), "parent2.jsonl"), "[[script:parent-again]] Delegate again.")
+	p2.wait(t)
+	if got := toolResultText(t, e.model.RequestsFor("parent-again"), 1); !strings.Contains(got, "the same service again") {
+		t.Fatalf("the second parent's model got:\n%s", got)
+	}
+	if again := w.servicePid(); again != pid || len(w.devProcesses()) != 1 {
+		t.Fatalf("the second parent started another service: pid %d then %d, dev processes %v", pid, again, w.devProcesses())
+	}
+}
+
+// TestTwoParentsStartOneService: two parents delegate at the same moment
+// with nothing running; one service starts, and both get their answers.
+func TestTwoParentsStartOneService(t *testing.T) {
+	e := newEnv(t)
+	w := e.newLocalWorld()
+	var parents []*parentPi
+	for i := range 2 {
+		child, parent := fmt.Sprintf("c-twin%d", i), fmt.Sprintf("parent-twin%d", i)
+		e.model.Script(child, finalizeStep(fmt.Sprintf("twin %d answered", i)))
+		e.model.Script(parent,
+			call("subagent", map[string]any{"agent": "scout", "task": "[[script:" + child + "]] Look."}),
+			scriptedmodel.Step{Text: "Done."},
+		)
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := e.startParent("json", filepath.Join(t.TempDir(), fmt.Sprintf("twin%d.jsonl", i)), fmt.Sprintf("[[script:parent-twin%d]] Delegate.", i))
+			mu.Lock()
+			parents = append(parents, p)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	for _, p := range parents {
+		p.wait(t)
+	}
+	for i := range 2 {
+		if got := toolResultText(t, e.model.RequestsFor(fmt.Sprintf("parent-twin%d", i)), 1); !strings.Contains(got, fmt.Sprintf("twin %d answered", i)) {
+			t.Fatalf("parent %d got:\n%s", i, got)
+		}
+	}
+	if procs := w.devProcesses(); len(procs) != 1 || procs[0] != w.servicePid() {
+		t.Fatalf("dev processes %v, lock names %d: want exactly one service", procs, w.servicePid())
+	}
+}

@@ -1,0 +1,190 @@
+// The local service: where it answers (a Unix socket in its data dir), how
+// to tell whether Temporal is local, and how to start it when nothing runs.
+
+import { spawn } from "node:child_process";
+import { accessSync, closeSync, constants, existsSync, mkdirSync, openSync, readFileSync } from "node:fs";
+import { connect, type Socket } from "node:net";
+import { homedir } from "node:os";
+import { delimiter, dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+/** The default frontend, as the `subagents` command and `subagents dev` use it. */
+export const DEFAULT_ADDRESS = "127.0.0.1:7233";
+
+/** The local service's socket in its data dir (Go: client.SocketName). */
+export const SOCKET_NAME = "subagents.sock";
+
+/** The data dir, as the Go side finds it: $SUBAGENTS_DATA_DIR, else ~/.pi/subagents. */
+export function dataDir(env: NodeJS.ProcessEnv, setting?: string): string {
+	return resolve(setting || env.SUBAGENTS_DATA_DIR || join(homedir(), ".pi", "subagents"));
+}
+
+export function socketPath(dir: string): string {
+	return join(dir, SOCKET_NAME);
+}
+
+/** host and port of a host:port address ("[::1]:7233" too). */
+export function splitAddress(address: string): { host: string; port: number } | undefined {
+	const m = /^\[?([^\]]*?)\]?:(\d+)$/.exec(address.trim());
+	if (!m) return undefined;
+	return { host: m[1], port: Number(m[2]) };
+}
+
+function isLoopback(host: string): boolean {
+	return host === "localhost" || host === "::1" || /^127\.\d+\.\d+\.\d+$/.test(host);
+}
+
+/**
+ * Whether Temporal is this machine's local service: a loopback address and
+ * none of the settings that name a remote or secured cluster (a profile of
+ * temporal.toml, an API key, TLS). Only then does the extension use the
+ * socket and start the service itself; otherwise it runs `subagents serve`.
+ */
+export function isLocal(address: string, env: NodeJS.ProcessEnv): boolean {
+	const a = splitAddress(address);
+	if (!a || !isLoopback(a.host)) return false;
+	const remoteHints = ["TEMPORAL_PROFILE", "TEMPORAL_API_KEY", "TEMPORAL_TLS", "TEMPORAL_TLS_CLIENT_CERT_PATH", "TEMPORAL_TLS_CA_PATH", "TEMPORAL_CONFIG_FILE"];
+	return !remoteHints.some((k) => env[k]);
+}
+
+/** Same address, with every loopback host counted as one. */
+export function sameAddress(a: string, b: string): boolean {
+	const x = splitAddress(a);
+	const y = splitAddress(b);
+	if (!x || !y || x.port !== y.port) return false;
+	return x.host === y.host || (isLoopback(x.host) && isLoopback(y.host));
+}
+
+// A local connect answers in well under a millisecond; a quarter second
+// is a machine too busy to tell, which counts as "nothing answers".
+const PROBE_TIMEOUT_MS = 250;
+
+/** Connects to a socket path or TCP address; rejects with the errno code. */
+export function dial(target: { path: string } | { host: string; port: number }, timeoutMs = PROBE_TIMEOUT_MS): Promise<Socket> {
+	return new Promise((resolve, reject) => {
+		const s = connect(target as { path: string });
+		const timer = setTimeout(() => {
+			s.destroy();
+			reject(Object.assign(new Error("connect timed out"), { code: "ETIMEDOUT" }));
+		}, timeoutMs);
+		s.once("connect", () => {
+			clearTimeout(timer);
+			resolve(s);
+		});
+		s.once("error", (e) => {
+			clearTimeout(timer);
+			reject(e);
+		});
+	});
+}
+
+/** Whether a TCP address answers (another Temporal may run there). */
+export async function answers(address: string): Promise<boolean> {
+	const a = splitAddress(address);
+	if (!a) return false;
+	try {
+		(await dial({ host: a.host, port: a.port })).destroy();
+		return true;
+	} catch {
+		return false;
+	}
+}
+
+/** The source tree's bin/subagents, beside this extension (`make build` writes it). */
+export function sourceTreeBinary(): string {
+	return join(dirname(fileURLToPath(import.meta.url)), "..", "..", "bin", "subagents");
+}
+
+function executable(p: string): boolean {
+	try {
+		accessSync(p, constants.X_OK);
+		return true;
+	} catch {
+		return false;
+	}
+}
+
+/**
+ * The subagents executable: the `bin` setting, SUBAGENTS_BIN, PATH, then the
+ * source tree's bin/subagents; undefined when none is there.
+ */
+export function findBinary(setting: string | undefined, env: NodeJS.ProcessEnv): string | undefined {
+	for (const named of [setting, env.SUBAGENTS_BIN]) {
+		if (named) return named.includes("/") ? (executable(named) ? named : undefined) : onPath(named, env);
+	}
+	return onPath("subagents", env) ?? (executable(sourceTreeBinary()) ? sourceTreeBinary() : undefined);
+}
+
+function onPath(name: string, env: NodeJS.ProcessEnv): string | undefined {
+	for (const dir of (env.PATH ?? "").split(delimiter)) {
+		if (dir && executable(join(dir, name))) return join(dir, name);
+	}
+	return undefined;
+}
+
+/** What a user runs to get the binary. */
+export function buildAdvice(): string {
+	const tree = resolve(sourceTreeBinary(), "..", "..");
+	const inTree = existsSync(join(tree, "go.mod"));
+	return inTree
+		? `build it with \`make build\` in ${tree} (it writes bin/subagents), or set SUBAGENTS_BIN`
+		: "install it with `go install github.com/durable-pi/subagents/cmd/subagents@latest`, or set SUBAGENTS_BIN";
+}
+
+// The first start of the service sets up its database (about two seconds
+// here); a loaded machine may take several times that. A minute is far
+// beyond a healthy start and still ends a start that hangs.
+const START_TIMEOUT_MS = 60_000;
+const START_POLL_MS = 50;
+
+/**
+ * Starts `subagents dev` for address in dir, detached (its own session, its
+ * output in <dir>/service.log), and waits until its socket answers. Two
+ * callers at once are fine: the service's lock lets one run, and both wait
+ * for the same socket.
+ */
+export async function startService(opts: { bin: string; address: string; namespace?: string; dir: string; env: NodeJS.ProcessEnv }): Promise<void> {
+	const a = splitAddress(opts.address);
+	if (!a) throw new Error(`address ${opts.address} is not host:port`);
+	const log = join(opts.dir, "service.log");
+	mkdirSync(opts.dir, { recursive: true, mode: 0o700 });
+	const fd = openSync(log, "a", 0o600);
+	const args = ["dev", "--data-dir", opts.dir, "--ip", a.host === "localhost" ? "127.0.0.1" : a.host, "--port", String(a.port)];
+	if (opts.namespace) args.push("--namespace", opts.namespace);
+	let exited: number | null | undefined;
+	try {
+		const child = spawn(opts.bin, args, { cwd: opts.dir, env: opts.env, detached: true, stdio: ["ignore", fd, fd] });
+		child.on("error", () => (exited = -1));
+		child.on("exit", (code) => (exited = code));
+		// The service outlives this pi: nothing here waits for it.
+		child.unref();
+	} finally {
+		closeSync(fd);
+	}
+	const deadline = Date.now() + START_TIMEOUT_MS;
+	const sock = socketPath(opts.dir);
+	while (Date.now() < deadline) {
+		try {
+			(await dial({ path: sock })).destroy();
+			return;
+		} catch {
+			/* not yet */
+		}
+		if (exited !== undefined && exited !== 0) {
+			// It stopped: fine if another service took the data dir (its
+			// socket comes up soon), else the log says why.
+			const tail = lastLines(log, 5);
+			if (!/already runs for data dir/.test(tail)) throw new Error(`subagents dev exited ${exited}: ${tail}`);
+		}
+		await new Promise((r) => setTimeout(r, START_POLL_MS));
+	}
+	throw new Error(`subagents dev did not answer on ${sock} within ${START_TIMEOUT_MS / 1000} s; see ${log}`);
+}
+
+function lastLines(path: string, n: number): string {
+	try {
+		return readFileSync(path, "utf8").trim().split("\n").slice(-n).join("\n");
+	} catch {
+		return "";
+	}
+}

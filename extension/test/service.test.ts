@@ -1,0 +1,58 @@
+import assert from "node:assert/strict";
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { test } from "node:test";
+import { isLocal, sameAddress, socketPath, splitAddress } from "../src/service.ts";
+import { loadSettings, localService } from "../src/settings.ts";
+
+test("which Temporal is the local service", () => {
+	const cases: Array<[string, NodeJS.ProcessEnv, boolean]> = [
+		["127.0.0.1:7233", {}, true],
+		["localhost:7233", {}, true],
+		["[::1]:7233", {}, true],
+		["127.0.0.2:17233", {}, true],
+		["temporal.internal:7233", {}, false],
+		["10.0.0.5:7233", {}, false],
+		["my-ns.a1b2c.tmprl.cloud:7233", {}, false],
+		["127.0.0.1:7233", { TEMPORAL_API_KEY: "k" }, false],
+		["127.0.0.1:7233", { TEMPORAL_PROFILE: "prod" }, false],
+		["127.0.0.1:7233", { TEMPORAL_TLS_CLIENT_CERT_PATH: "/c.pem" }, false],
+		["not an address", {}, false],
+	];
+	for (const [address, env, want] of cases) assert.equal(isLocal(address, env), want, `${address} ${JSON.stringify(env)}`);
+	assert.deepEqual(splitAddress("[::1]:7233"), { host: "::1", port: 7233 });
+	assert.ok(sameAddress("localhost:7233", "127.0.0.1:7233"));
+	assert.ok(!sameAddress("127.0.0.1:7233", "127.0.0.1:7234"));
+});
+
+test("a remote address falls back to subagents serve; a local one uses the socket", () => {
+	const agent = mkdtempSync(join(tmpdir(), "subagents-settings-"));
+	const env = { PI_CODING_AGENT_DIR: agent, HOME: agent, SUBAGENTS_DATA_DIR: join(agent, "data") };
+	const local = localService(loadSettings(agent, env), env);
+	assert.equal(local?.address, "127.0.0.1:7233");
+	assert.equal(local?.addressSet, false);
+	assert.equal(socketPath(local!.dataDir), join(agent, "data", "subagents.sock"));
+	assert.equal(local?.autoStart, true);
+	const remote = { ...env, TEMPORAL_ADDRESS: "temporal.internal:7233" };
+	assert.equal(localService(loadSettings(agent, remote), remote), undefined);
+	const off = { ...env, SUBAGENTS_AUTOSTART: "0" };
+	assert.equal(localService(loadSettings(agent, off), off)?.autoStart, false);
+});
+
+test("a project's settings cannot choose the binary, the address or the data dir", () => {
+	const agent = mkdtempSync(join(tmpdir(), "subagents-settings-"));
+	const project = mkdtempSync(join(tmpdir(), "subagents-project-"));
+	mkdirSync(join(project, ".pi"));
+	writeFileSync(
+		join(project, ".pi", "subagents.json"),
+		JSON.stringify({ extension: { bin: "./evil", address: "attacker.example:7233", dataDir: "/tmp/x", autoStart: true, maxLinesPerWindow: 3 } }),
+	);
+	writeFileSync(join(agent, "subagents.json"), JSON.stringify({ extension: { autoStart: false } }));
+	const s = loadSettings(project, { PI_CODING_AGENT_DIR: agent });
+	assert.equal(s.bin, "subagents");
+	assert.equal(s.address, undefined);
+	assert.equal(s.dataDir, undefined);
+	assert.equal(s.autoStart, false);
+	assert.equal(s.maxLinesPerWindow, 3, "the project still sets what is harmless");
+});
