@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -82,13 +83,19 @@ func dial(srv *devserver.Server) (sdkclient.Client, error) {
 	})
 }
 
+// freePort is a free port below Linux's ephemeral range: a port from ":0"
+// is closed before the server under test binds it, and in that window an
+// outgoing connection (a pi child calling the scripted model) may take it as
+// its local end. The devserver picks its internal ports the same way.
 func freePort() int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
+	for {
+		port := 20000 + rand.IntN(12768)
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			_ = ln.Close()
+			return port
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // env is one test's world: a scripted model, a pi config dir pointing at it,

@@ -45,9 +45,6 @@ func (e *env) newLocalWorld() localWorld {
 func freePortWithUI() int {
 	for {
 		p := freePort()
-		if p+1000 > 65535 {
-			continue
-		}
 		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p+1000))
 		if err == nil {
 			_ = ln.Close()
@@ -115,16 +112,9 @@ func TestLocalServiceStartsItself(t *testing.T) {
 	if _, err := os.Stat(w.dataDir); err == nil {
 		t.Fatal("the data dir exists before the first delegation")
 	}
-	e.model.Script("c-auto", finalizeStep("answered by a service that started itself"))
-	e.model.Script("parent-auto",
-		call("subagent", map[string]any{"agent": "scout", "task": "[[script:c-auto]] Look around."}),
-		scriptedmodel.Step{Text: "Done."},
-	)
-	p := e.startParent("json", filepath.Join(t.TempDir(), "parent.jsonl"), "[[script:parent-auto]] Delegate a look around.")
+	p := e.startParent("json", filepath.Join(t.TempDir(), "parent.jsonl"), e.scriptDelegation("auto", "answered by a service that started itself"))
 	p.wait(t)
-	if got := toolResultText(t, e.model.RequestsFor("parent-auto"), 1); !strings.Contains(got, "answered by a service that started itself") {
-		t.Fatalf("the parent's model got:\n%s", got)
-	}
+	e.checkDelegation("auto", "answered by a service that started itself")
 
 	pid := w.servicePid()
 	if pid == 0 || syscall.Kill(pid, 0) != nil {
@@ -141,16 +131,9 @@ func TestLocalServiceStartsItself(t *testing.T) {
 		t.Fatalf("service.log: %v\n%s", err, log)
 	}
 
-	e.model.Script("c-again", finalizeStep("the same service again"))
-	e.model.Script("parent-again",
-		call("subagent", map[string]any{"agent": "scout", "task": "[[script:c-again]] Look again."}),
-		scriptedmodel.Step{Text: "Done again."},
-	)
-	p2 := e.startParent("json", filepath.Join(t.TempDir(), "parent2.jsonl"), "[[script:parent-again]] Delegate again.")
+	p2 := e.startParent("json", filepath.Join(t.TempDir(), "parent2.jsonl"), e.scriptDelegation("again", "the same service again"))
 	p2.wait(t)
-	if got := toolResultText(t, e.model.RequestsFor("parent-again"), 1); !strings.Contains(got, "the same service again") {
-		t.Fatalf("the second parent's model got:\n%s", got)
-	}
+	e.checkDelegation("again", "the same service again")
 	if again := w.servicePid(); again != pid || len(w.devProcesses()) != 1 {
 		t.Fatalf("the second parent started another service: pid %d then %d, dev processes %v", pid, again, w.devProcesses())
 	}
@@ -162,13 +145,9 @@ func TestTwoParentsStartOneService(t *testing.T) {
 	e := newEnv(t)
 	w := e.newLocalWorld()
 	var parents []*parentPi
+	var prompts []string
 	for i := range 2 {
-		child, parent := fmt.Sprintf("c-twin%d", i), fmt.Sprintf("parent-twin%d", i)
-		e.model.Script(child, finalizeStep(fmt.Sprintf("twin %d answered", i)))
-		e.model.Script(parent,
-			call("subagent", map[string]any{"agent": "scout", "task": "[[script:" + child + "]] Look."}),
-			scriptedmodel.Step{Text: "Done."},
-		)
+		prompts = append(prompts, e.scriptDelegation(fmt.Sprintf("twin%d", i), fmt.Sprintf("twin %d answered", i)))
 	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -176,7 +155,7 @@ func TestTwoParentsStartOneService(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p := e.startParent("json", filepath.Join(t.TempDir(), fmt.Sprintf("twin%d.jsonl", i)), fmt.Sprintf("[[script:parent-twin%d]] Delegate.", i))
+			p := e.startParent("json", filepath.Join(t.TempDir(), fmt.Sprintf("twin%d.jsonl", i)), prompts[i])
 			mu.Lock()
 			parents = append(parents, p)
 			mu.Unlock()
@@ -187,11 +166,29 @@ func TestTwoParentsStartOneService(t *testing.T) {
 		p.wait(t)
 	}
 	for i := range 2 {
-		if got := toolResultText(t, e.model.RequestsFor(fmt.Sprintf("parent-twin%d", i)), 1); !strings.Contains(got, fmt.Sprintf("twin %d answered", i)) {
-			t.Fatalf("parent %d got:\n%s", i, got)
-		}
+		e.checkDelegation(fmt.Sprintf("twin%d", i), fmt.Sprintf("twin %d answered", i))
 	}
 	if procs := w.devProcesses(); len(procs) != 1 || procs[0] != w.servicePid() {
 		t.Fatalf("dev processes %v, lock names %d: want exactly one service", procs, w.servicePid())
+	}
+}
+
+// scriptDelegation scripts a parent that calls `subagent` once (scout) and a
+// child that finalizes with answer; it returns the parent's prompt.
+func (e *env) scriptDelegation(name, answer string) string {
+	e.model.Script("c-"+name, finalizeStep(answer))
+	e.model.Script("parent-"+name,
+		call("subagent", map[string]any{"agent": "scout", "task": "[[script:c-" + name + "]] Look around."}),
+		scriptedmodel.Step{Text: "Done."},
+	)
+	return "[[script:parent-" + name + "]] Delegate a look around."
+}
+
+// checkDelegation checks that the parent of scriptDelegation(name) got
+// answer as its tool result.
+func (e *env) checkDelegation(name, answer string) {
+	e.t.Helper()
+	if got := toolResultText(e.t, e.model.RequestsFor("parent-"+name), 1); !strings.Contains(got, answer) {
+		e.t.Fatalf("the parent %s's model got:\n%s", name, got)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -427,7 +428,29 @@ func (o *Options) serverOptions(sqlConf *config.SQL, logLevel *slog.LevelVar) ([
 	}, nil
 }
 
+// Internal ports are picked below Linux's ephemeral range (32768-60999 by
+// default). A port the kernel hands out for ":0" is closed again before the
+// server binds it, and in that window any outgoing connection on the
+// machine (a pi child calling its model, a test's client) may be given the
+// same port as its local end: the server then fails with "address already
+// in use". Outgoing connections never take a port below the range.
+const (
+	internalPortLow  = 20000
+	internalPortHigh = 32767
+	// internalPortTries: a busy port is rare there; after this many, take
+	// what the kernel gives.
+	internalPortTries = 64
+)
+
 func freePort(ip string) (int, error) {
+	for range internalPortTries {
+		port := internalPortLow + rand.IntN(internalPortHigh-internalPortLow+1)
+		ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+		if err == nil {
+			_ = ln.Close()
+			return port, nil
+		}
+	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
 		return 0, err
