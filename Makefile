@@ -20,9 +20,10 @@ ARGS ?=
 
 all: deps build
 
-## build: compile bin/subagents
+## build: compile bin/subagents (client verbs, serve, worker) and bin/subagents-dev (dev and demo: the embedded server)
 build:
 	$(GO) build -o bin/subagents ./cmd/subagents
+	$(GO) build -o bin/subagents-dev ./cmd/subagents-dev
 
 ## deps: Go modules and pi (with Node 22) from the lockfile
 deps: pi

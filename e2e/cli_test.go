@@ -33,7 +33,8 @@ var binary struct {
 	err  error
 }
 
-// subagentsBinary builds cmd/subagents once per test run.
+// subagentsBinary builds cmd/subagents and cmd/subagents-dev once per test
+// run, and returns the path of the first.
 func subagentsBinary(t *testing.T) string {
 	t.Helper()
 	binary.once.Do(func() {
@@ -43,9 +44,14 @@ func subagentsBinary(t *testing.T) string {
 			return
 		}
 		binary.path = filepath.Join(dir, "subagents")
-		out, err := exec.Command("go", "build", "-o", binary.path, "../cmd/subagents").CombinedOutput()
-		if err != nil {
-			binary.err = fmt.Errorf("go build: %v\n%s", err, out)
+		// Both builds, side by side as `make build` writes them: `subagents
+		// dev` runs subagents-dev.
+		for _, b := range [][2]string{{binary.path, "../cmd/subagents"}, {filepath.Join(dir, "subagents-dev"), "../cmd/subagents-dev"}} {
+			out, err := exec.Command("go", "build", "-o", b[0], b[1]).CombinedOutput()
+			if err != nil {
+				binary.err = fmt.Errorf("go build %s: %v\n%s", b[1], err, out)
+				return
+			}
 		}
 	})
 	if binary.err != nil {

@@ -127,8 +127,10 @@ func run(n int, outPath string) error {
 		return err
 	}
 	b.bin = filepath.Join(root, "subagents")
-	if out, err := exec.Command("go", "build", "-o", b.bin, "./cmd/subagents").CombinedOutput(); err != nil {
-		return fmt.Errorf("build: %v\n%s", err, out)
+	for _, c := range [][2]string{{b.bin, "./cmd/subagents"}, {filepath.Join(root, "subagents-dev"), "./cmd/subagents-dev"}} {
+		if out, err := exec.Command("go", "build", "-o", c[0], c[1]).CombinedOutput(); err != nil {
+			return fmt.Errorf("build %s: %v\n%s", c[1], err, out)
+		}
 	}
 
 	// A database file, as `subagents dev` keeps (WAL, synchronous FULL):
