@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -79,6 +80,7 @@ func want(section string) bool { return len(sections) == 0 || sections[section] 
 
 type bench struct {
 	ctx      context.Context
+	root     string
 	model    *scriptedmodel.Server
 	pi       worker.Pi
 	agentDir string
@@ -101,7 +103,7 @@ func run(n int, outPath string) error {
 		return err
 	}
 	defer func() { _ = os.RemoveAll(root) }()
-	b := &bench{ctx: ctx, agentDir: filepath.Join(root, "agent"), workDir: filepath.Join(root, "work"), dataDir: filepath.Join(root, "data")}
+	b := &bench{ctx: ctx, root: root, agentDir: filepath.Join(root, "agent"), workDir: filepath.Join(root, "work"), dataDir: filepath.Join(root, "data")}
 	if err := os.MkdirAll(filepath.Join(b.workDir, ".pi", "agents"), 0o755); err != nil {
 		return err
 	}
@@ -198,6 +200,7 @@ func run(n int, outPath string) error {
 	}{
 		{"overhead", func() (string, error) { return b.overhead(n) }},
 		{"pi", func() (string, error) { return b.fromPi(max(n/2, 3)) }},
+		{"service", func() (string, error) { return b.localService(n) }},
 		{"load", b.load},
 		{"idle", func() (string, error) { return b.idleSessions(idleCount) }},
 		{"recovery", func() (string, error) { return b.recovery(3) }},
@@ -386,13 +389,25 @@ func mustAbs(p string) string {
 	return a
 }
 
+// freePort is a free port below Linux's ephemeral range, whose +1000 (a
+// `subagents dev`'s UI) is free too: a port from ":0" may be taken by an
+// outgoing connection before the server binds it.
 func freePort() int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
+	for {
+		port := 20000 + rand.IntN(11768)
+		free := true
+		for _, p := range []int{port, port + 1000} {
+			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+			if err != nil {
+				free = false
+				break
+			}
+			_ = ln.Close()
+		}
+		if free {
+			return port
+		}
 	}
-	defer func() { _ = ln.Close() }()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // stubTasks runs one delegation of k stub tasks, all at once, and returns
@@ -611,6 +626,11 @@ func (b *bench) timeline() error {
 // embedded server and worker run inside the bench process and are reported
 // apart.
 func (b *bench) fromPi(n int) (string, error) {
+	svc, err := b.startService("pi")
+	if err != nil {
+		return "", err
+	}
+	defer svc.stop()
 	ext := mustAbs("extension")
 	one := "[[steps:" + stepsJSON(toolStep("subagent", map[string]any{"agent": "bench", "task": "[[script:bench]] Say done."}), textStep("done")) + "]] Delegate."
 	var tasks []map[string]string
@@ -619,20 +639,13 @@ func (b *bench) fromPi(n int) (string, error) {
 	}
 	none := "[[steps:" + stepsJSON(textStep("done")) + "]] Answer."
 	four := "[[steps:" + stepsJSON(toolStep("delegate_to_subagents", map[string]any{"tasks": tasks}), textStep("done")) + "]] Delegate four."
+	// own is the peak of the processes the parents started themselves
+	// (their descendants, pi excluded), over every delegating run.
+	var own int64
 	parent := func(prompt string) (time.Duration, int64, error) {
-		session := filepath.Join(b.dataDir, "parents", uuid.NewString()+".jsonl")
-		cmd := exec.Command(b.pi.Path, "--mode", "json", "--session", session, "--model", scriptedmodel.ModelRef, "-e", ext, prompt)
-		cmd.Dir = b.workDir
-		cmd.Env = append(os.Environ(), append(scriptedmodel.PiEnv(b.agentDir),
-			"SUBAGENTS_BIN="+b.bin, "TEMPORAL_ADDRESS="+b.address, "SUBAGENTS_TASK_QUEUE=bench",
-			"PATH="+b.pi.PathPrefix+":"+os.Getenv("PATH"))...)
-		return sampled(func() error {
-			out, err := cmd.CombinedOutput()
-			if err != nil || !strings.Contains(string(out), `"agent_settled"`) || !strings.Contains(string(out), `"done"`) {
-				return fmt.Errorf("parent pi: %v\n%.3000s", err, out)
-			}
-			return nil
-		})
+		d, peak, started, err := b.parentPi(svc, ext, prompt)
+		own = max(own, started)
+		return d, peak, err
 	}
 	plain := func(k int) (time.Duration, int64, error) {
 		// One plain run, then k started together: the parent's run and its
@@ -693,7 +706,8 @@ func (b *bench) fromPi(n int) (string, error) {
 	r.WriteString("\n## From inside pi\n\n")
 	fmt.Fprintf(&r, "A real parent pi (`--mode json -e ./extension`, scripted model) delegating through the extension, against the floor of the same pi runs without Temporal, in turn, %d times each after a warm-up. ", n)
 	r.WriteString("The floor of one task is two plain runs in sequence (parent, child); of four, one plain run followed by four started together. ")
-	r.WriteString("Peak memory is the sum of the resident sets of every process the run started (parent pi, `subagents` commands, child pi), sampled every 10 ms.\n\n")
+	r.WriteString("The service is a `subagents dev` process (as the extension starts it), reached on its socket. ")
+	r.WriteString("Peak memory is the sum of the resident sets of every process of the run but the service (parent pi, what it started, child pi), sampled every 10 ms.\n\n")
 	r.WriteString("| run | p50 | p99 | ratio p50 | target | peak RSS of the processes |\n| --- | --- | --- | --- | --- | --- |\n")
 	row := func(name string, s series, floor series, target string) {
 		ratio := float64(pct(s.d, 0.5)) / float64(pct(floor.d, 0.5))
@@ -705,9 +719,8 @@ func (b *bench) fromPi(n int) (string, error) {
 	row("parent pi, `subagent` tool, 1 task", del1, floor1, "≤ 1.15×")
 	row("floor: parent, then 4 children at once", floor4, floor4, "")
 	row("parent pi, `delegate_to_subagents`, 4 tasks", del4, floor4, "≤ 1.25×")
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	fmt.Fprintf(&r, "\nThe bench process itself (embedded server and worker): %d MiB resident, Go heap in use %d MiB.\n", processRSS(os.Getpid())>>20, ms.HeapInuse>>20)
+	fmt.Fprintf(&r, "\nProcesses a parent pi started itself during its delegations (pi and the service excluded), peak: %d MiB (target ≤ 15 MiB; `subagents serve` was 117 MiB). ", own>>20)
+	fmt.Fprintf(&r, "The service (`subagents dev`: embedded server, UI, worker) after the runs: %d MiB resident.\n", processRSS(svc.cmd.Process.Pid)>>20)
 	return r.String(), nil
 }
 
@@ -779,6 +792,9 @@ func descendantsRSS(pid int) int64 {
 	var walk func(int)
 	walk = func(p int) {
 		for _, c := range children[p] {
+			if services.has(c) {
+				continue
+			}
 			sum += rss[c]
 			walk(c)
 		}

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/durable-pi/subagents/internal/scriptedmodel"
+	"github.com/durable-pi/subagents/internal/syncbuf"
+)
+
+// services are the pids of the local services the bench runs: memory
+// figures of a run leave them out (they are reported apart).
+var services = &pidSet{m: map[int]bool{}}
+
+type pidSet struct {
+	mu sync.Mutex
+	m  map[int]bool
+}
+
+func (s *pidSet) add(pid int) { s.mu.Lock(); s.m[pid] = true; s.mu.Unlock() }
+func (s *pidSet) has(pid int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[pid]
+}
+
+// service is a `subagents dev` process, as the extension starts one.
+type service struct {
+	cmd               *exec.Cmd
+	address, dataDir  string
+	out               *syncbuf.Buffer
+	stopOnce          sync.Once
+	stopped, finished chan struct{}
+}
+
+// serviceEnv is what a user's shell gives the service and the parents: the
+// scripted model as pi's provider, pi and Node 22 first on PATH.
+func (b *bench) serviceEnv() []string {
+	return append(os.Environ(), append(scriptedmodel.PiEnv(b.agentDir), "PATH="+b.pi.PathPrefix+":"+os.Getenv("PATH"))...)
+}
+
+// startService starts `subagents dev` on a data dir of its own, with the
+// flags the extension's auto-start uses, and waits for its socket.
+func (b *bench) startService(name string) (*service, error) {
+	dir := filepath.Join(b.root, "svc-"+name)
+	s := &service{address: fmt.Sprintf("127.0.0.1:%d", freePort()), dataDir: dir, out: &syncbuf.Buffer{}, finished: make(chan struct{})}
+	host, port, _ := net.SplitHostPort(s.address)
+	s.cmd = exec.Command(b.bin, "dev", "--data-dir", dir, "--ip", host, "--port", port, "--log-level", "error")
+	s.cmd.Env = b.serviceEnv()
+	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
+	if err := s.cmd.Start(); err != nil {
+		return nil, err
+	}
+	services.add(s.cmd.Process.Pid)
+	go func() { _ = s.cmd.Wait(); close(s.finished) }()
+	if err := waitSocket(filepath.Join(dir, "subagents.sock"), time.Minute, s.finished); err != nil {
+		s.stop()
+		return nil, fmt.Errorf("subagents dev: %w\n%s", err, s.out)
+	}
+	return s, nil
+}
+
+// stop ends the service with SIGTERM, as a user's kill does.
+func (s *service) stop() {
+	s.stopOnce.Do(func() {
+		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-s.finished:
+		case <-time.After(time.Minute):
+			_ = s.cmd.Process.Kill()
+			<-s.finished
+		}
+	})
+}
+
+func waitSocket(path string, limit time.Duration, exited <-chan struct{}) error {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		if c, err := net.Dial("unix", path); err == nil {
+			_ = c.Close()
+			return nil
+		}
+		select {
+		case <-exited:
+			return errors.New("exited before its socket answered")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("no answer on %s within %s", path, limit)
+}
+
+// parentPi runs a parent pi with the extension against the local service
+// of svc (nil: none runs yet, the extension starts it at svcDir's address)
+// and returns its wall time, the peak memory of the run's processes (the
+// service left out) and the peak of what the parent started itself.
+func (b *bench) parentPi(svc *service, ext, prompt string) (time.Duration, int64, int64, error) {
+	return b.parentPiAt(svc.address, svc.dataDir, ext, prompt, nil)
+}
+
+func (b *bench) parentPiAt(address, dataDir, ext, prompt string, started func()) (time.Duration, int64, int64, error) {
+	session := filepath.Join(b.dataDir, "parents", uuid.NewString()+".jsonl")
+	cmd := exec.Command(b.pi.Path, "--mode", "json", "--session", session, "--model", scriptedmodel.ModelRef, "-e", ext, prompt)
+	cmd.Dir = b.workDir
+	cmd.Env = append(b.serviceEnv(), "SUBAGENTS_BIN="+b.bin, "TEMPORAL_ADDRESS="+address, "SUBAGENTS_DATA_DIR="+dataDir)
+	out := &syncbuf.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	var own int64
+	d, peak, err := sampled(func() error {
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		if started != nil {
+			started()
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case err := <-done:
+				if err != nil || !strings.Contains(out.String(), `"agent_settled"`) || !strings.Contains(out.String(), `"done"`) {
+					return fmt.Errorf("parent pi: %v\n%.3000s", err, out)
+				}
+				return nil
+			case <-tick.C:
+				own = max(own, descendantsRSS(cmd.Process.Pid))
+			}
+		}
+	})
+	return d, peak, own, err
+}
+
+// localService measures what [local service] promised a pi user: the
+// first delegation with nothing running starts the service (how long until
+// the child's first model call), and the command's client verbs start
+// light (a `status` as a process of its own, against the full build).
+func (b *bench) localService(n int) (string, error) {
+	ext := mustAbs("extension")
+	var r strings.Builder
+	r.WriteString("\n## The local service\n\n")
+
+	// Cold auto-start: a new data dir and address each time, nothing runs.
+	var sinceCall, sinceStart []time.Duration
+	for i := range max(n/2, 3) {
+		child, parent := fmt.Sprintf("cold-child-%d", i), fmt.Sprintf("cold-parent-%d", i)
+		b.model.Script(child, scriptedmodel.Step{Text: "done"})
+		b.model.Script(parent,
+			toolStep("subagent", map[string]any{"agent": "bench", "task": "[[script:" + child + "]] Say done."}),
+			textStep("done"))
+		dir := filepath.Join(b.root, fmt.Sprintf("cold-%d", i))
+		address := fmt.Sprintf("127.0.0.1:%d", freePort())
+		var t0 time.Time
+		_, _, _, err := b.parentPiAt(address, dir, ext, "[["+"script:"+parent+"]] Delegate.", func() { t0 = time.Now() })
+		if err != nil {
+			return "", err
+		}
+		pr, cr := b.model.RequestsFor(parent), b.model.RequestsFor(child)
+		if len(pr) == 0 || len(cr) == 0 {
+			return "", fmt.Errorf("cold start %d: parent %d requests, child %d", i, len(pr), len(cr))
+		}
+		sinceCall = append(sinceCall, cr[0].Time.Sub(pr[0].Time))
+		sinceStart = append(sinceStart, cr[0].Time.Sub(t0))
+		if err := stopByLock(dir); err != nil {
+			return "", err
+		}
+	}
+	fmt.Fprintf(&r, "**Cold auto-start**, %d times, each with a new data dir and address and nothing running: a parent pi's first `subagent` call starts `subagents dev` itself. ", len(sinceCall))
+	fmt.Fprintf(&r, "From the parent's model call that asked for the tool to the child's first model call: p50 %s, max %s (target ≤ 2 s); from the parent's start: p50 %s.\n\n",
+		ms(pct(sinceCall, 0.5)), ms(pct(sinceCall, 1)), ms(pct(sinceStart, 0.5)))
+
+	// A client verb as a process: the light build against the full one.
+	svc, err := b.startService("verbs")
+	if err != nil {
+		return "", err
+	}
+	defer svc.stop()
+	full := filepath.Join(filepath.Dir(b.bin), "subagents-dev")
+	var light, heavy []time.Duration
+	var lightRSS, heavyRSS int64
+	for range n {
+		for _, k := range []struct {
+			bin string
+			d   *[]time.Duration
+			rss *int64
+		}{{b.bin, &light, &lightRSS}, {full, &heavy, &heavyRSS}} {
+			cmd := exec.Command(k.bin, "status", "--json", "--address", svc.address, "--", "no-such-task")
+			start := time.Now()
+			_ = cmd.Run()
+			*k.d = append(*k.d, time.Since(start))
+			if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+				*k.rss = max(*k.rss, ru.Maxrss<<10)
+			}
+			if code := cmd.ProcessState.ExitCode(); code != 2 {
+				return "", fmt.Errorf("%s status: exit %d, want 2 (not found)", k.bin, code)
+			}
+		}
+	}
+	fmt.Fprintf(&r, "**`subagents status` as a process** (a task that does not exist, against the running service), %d times each, in turn:\n\n", n)
+	r.WriteString("| build | p50 start to exit | peak RSS |\n| --- | --- | --- |\n")
+	fmt.Fprintf(&r, "| `bin/subagents` (client verbs, serve, worker) | %s | %d MiB |\n", ms(pct(light, 0.5)), lightRSS>>20)
+	fmt.Fprintf(&r, "| `bin/subagents-dev` (with the embedded server and UI; every verb ran so before) | %s | %d MiB |\n", ms(pct(heavy, 0.5)), heavyRSS>>20)
+	return r.String(), nil
+}
+
+// stopByLock ends the service that holds dir's lock, by the pid it wrote.
+func stopByLock(dir string) error {
+	b, err := os.ReadFile(filepath.Join(dir, "dev.lock"))
+	if err != nil {
+		return err
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return fmt.Errorf("dev.lock: %q", b)
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		return err
+	}
+	for range 600 {
+		if syscall.Kill(pid, 0) != nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("the service (pid %d) did not stop", pid)
+}
