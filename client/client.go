@@ -303,7 +303,9 @@ var knownCodes = func() map[errcode.Code]bool {
 // query asks a workflow for its status; a closed workflow that no worker
 // can replay answers with its result instead.
 func (c *Client) query(ctx context.Context, id string, open bool, out any) error {
-	v, err := c.Temporal.QueryWorkflow(ctx, id, "", workflows.StatusQuery)
+	v, err := retryNoPoller(ctx, func() (converter.EncodedValue, error) {
+		return c.Temporal.QueryWorkflow(ctx, id, "", workflows.StatusQuery)
+	})
 	if err == nil {
 		return v.Get(out)
 	}
@@ -460,21 +462,27 @@ func (c *Client) follow(ctx context.Context, op, id string, timeout time.Duratio
 			return c.finalStatus(ctx, op, id, "timeout")
 		}
 	}
+	var env Envelope
 	for {
-		env, err := c.status(ctx, op, id)
-		if err != nil {
-			if ctx.Err() != nil {
-				return c.aborted(op, id), nil
+		frame, err := c.status(ctx, op, id)
+		switch {
+		case err == nil:
+			env = frame
+			if env.Done {
+				env.WaitStatus = "completed"
+				return env, nil
 			}
+			if onUpdate != nil {
+				onUpdate(env)
+			}
+		case ctx.Err() != nil:
+			return c.aborted(op, id), nil
+		case !waiting:
 			return Envelope{}, err
 		}
-		if env.Done {
-			env.WaitStatus = "completed"
-			return env, nil
-		}
-		if onUpdate != nil {
-			onUpdate(env)
-		}
+		// A frame that could not be read (the status query refused, e.g.
+		// matching's "no poller seen") only skips a drawing: the wait
+		// update still answers when the work ends.
 		next := time.After(delay)
 		if waiting && onUpdate == nil {
 			// Nothing to draw: the update wakes us; poll rarely, as a
@@ -483,9 +491,15 @@ func (c *Client) follow(ctx context.Context, op, id string, timeout time.Duratio
 		}
 		select {
 		case <-ctx.Done():
+			if env.Op == "" {
+				return c.finalStatus(ctx, op, id, "aborted")
+			}
 			env.WaitStatus = "aborted"
 			return env, nil
 		case <-deadline:
+			if env.Op == "" {
+				return c.finalStatus(ctx, op, id, "timeout")
+			}
 			env.WaitStatus = "timeout"
 			return env, nil
 		case a := <-ended:
@@ -507,7 +521,7 @@ func (c *Client) follow(ctx context.Context, op, id string, timeout time.Duratio
 // latest turn, or the whole delegation, has ended, and returns the status
 // the update answers with.
 func (c *Client) waitUpdate(ctx context.Context, op, id string) (Envelope, error) {
-	h, err := c.Temporal.UpdateWorkflow(ctx, sdkclient.UpdateWorkflowOptions{
+	h, err := c.updateWorkflow(ctx, sdkclient.UpdateWorkflowOptions{
 		WorkflowID: id, UpdateName: workflows.WaitUpdate, WaitForStage: sdkclient.WorkflowUpdateStageCompleted,
 		Args: []any{workflows.WaitRequest{}},
 	})
@@ -576,7 +590,7 @@ func (c *Client) Send(ctx context.Context, req SendRequest) (Envelope, error) {
 	info := desc.GetWorkflowExecutionInfo()
 	state := searchAttr(info, workflows.StatusKey.GetName())
 	if info.GetCloseTime() == nil && (state == string(workflows.StateRunning) || state == string(workflows.StateQueued)) {
-		h, err := c.Temporal.UpdateWorkflow(ctx, sdkclient.UpdateWorkflowOptions{
+		h, err := c.updateWorkflow(ctx, sdkclient.UpdateWorkflowOptions{
 			WorkflowID: req.TaskID, UpdateName: workflows.SendUpdate, WaitForStage: sdkclient.WorkflowUpdateStageCompleted,
 			Args: []any{workflows.SendRequest{Prompt: req.Prompt, Files: req.Files}},
 		})
@@ -619,7 +633,7 @@ func (c *Client) Cancel(ctx context.Context, id string) (Envelope, error) {
 	}
 	var res workflows.CancelResult
 	if desc.GetWorkflowExecutionInfo().GetCloseTime() == nil {
-		h, err := c.Temporal.UpdateWorkflow(ctx, sdkclient.UpdateWorkflowOptions{
+		h, err := c.updateWorkflow(ctx, sdkclient.UpdateWorkflowOptions{
 			WorkflowID: id, UpdateName: workflows.CancelUpdate, WaitForStage: sdkclient.WorkflowUpdateStageCompleted,
 			Args: []any{workflows.CancelRequest{Reason: "cancelled by the caller"}},
 		})
@@ -658,7 +672,7 @@ func (c *Client) Ack(ctx context.Context, id, by string) (Envelope, error) {
 		return Envelope{}, errcode.Errorf(errcode.InvalidInput, "%s is a session: only delegations are acknowledged", id)
 	}
 	if desc.GetWorkflowExecutionInfo().GetCloseTime() == nil {
-		h, err := c.Temporal.UpdateWorkflow(ctx, sdkclient.UpdateWorkflowOptions{
+		h, err := c.updateWorkflow(ctx, sdkclient.UpdateWorkflowOptions{
 			WorkflowID: id, UpdateName: workflows.AckUpdate, WaitForStage: sdkclient.WorkflowUpdateStageCompleted,
 			Args: []any{workflows.AckRequest{By: by}},
 		})
@@ -853,4 +867,47 @@ func (c *Client) uiLink(id string) string {
 		ns = "default"
 	}
 	return strings.TrimRight(c.UIURL, "/") + "/namespaces/" + ns + "/workflows/" + id
+}
+
+// updateWorkflow sends an update, riding out matching's "no poller seen"
+// (see retryNoPoller).
+func (c *Client) updateWorkflow(ctx context.Context, opts sdkclient.UpdateWorkflowOptions) (sdkclient.WorkflowUpdateHandle, error) {
+	return retryNoPoller(ctx, func() (sdkclient.WorkflowUpdateHandle, error) { return c.Temporal.UpdateWorkflow(ctx, opts) })
+}
+
+// Limits of retryNoPoller. A live worker polls its queues without pause,
+// so matching sees a poll within a second of a worker (or its sticky
+// queue) coming back; five seconds covers a worker's restart, and a worker
+// that is really down is reported after that.
+const (
+	noPollerFirstDelay = 50 * time.Millisecond
+	noPollerMaxDelay   = time.Second
+	noPollerBudget     = 5 * time.Second
+)
+
+// retryNoPoller calls call again while Temporal answers FailedPrecondition
+// "no poller seen for task queue recently": matching says so for a query or
+// an update when its record of the queue's pollers has a gap, which a live
+// worker's poll closes a moment later (it once ended one delegation of
+// eight from inside pi with that message while the worker ran).
+func retryNoPoller[T any](ctx context.Context, call func() (T, error)) (T, error) {
+	deadline := time.Now().Add(noPollerBudget)
+	delay := noPollerFirstDelay
+	for {
+		v, err := call()
+		if err == nil || !isNoPoller(err) || time.Now().Add(delay).After(deadline) {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return v, err
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, noPollerMaxDelay)
+	}
+}
+
+func isNoPoller(err error) bool {
+	var fp *serviceerror.FailedPrecondition
+	return errors.As(err, &fp) && strings.Contains(fp.Message, "no poller seen")
 }
