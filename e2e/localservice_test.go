@@ -116,6 +116,9 @@ func TestLocalServiceStartsItself(t *testing.T) {
 	p.wait(t)
 	e.checkDelegation("auto", "answered by a service that started itself")
 
+	if left := processGroup(p.cmd.Process.Pid); len(left) > 0 {
+		t.Fatalf("processes of the parent's group outlived it (zombies included): %v", left)
+	}
 	pid := w.servicePid()
 	if pid == 0 || syscall.Kill(pid, 0) != nil {
 		t.Fatalf("no service runs after the parent exited (lock names pid %d)", pid)
@@ -191,4 +194,28 @@ func (e *env) checkDelegation(name, answer string) {
 	if got := toolResultText(e.t, e.model.RequestsFor("parent-"+name), 1); !strings.Contains(got, answer) {
 		e.t.Fatalf("the parent %s's model got:\n%s", name, got)
 	}
+}
+
+// processGroup lists the processes of group pgid, with their state
+// (Z for a zombie nobody reaped).
+func processGroup(pgid int) []string {
+	var out []string
+	entries, _ := os.ReadDir("/proc")
+	for _, ent := range entries {
+		pid, err := strconv.Atoi(ent.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// After the command name: state ppid pgrp ...
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) > 2 && f[2] == strconv.Itoa(pgid) {
+			out = append(out, fmt.Sprintf("%d %s %s", pid, f[0], s[strings.IndexByte(s, '(')+1:strings.LastIndexByte(s, ')')]))
+		}
+	}
+	return out
 }

@@ -290,6 +290,11 @@ func testParentUsesEveryTool(t *testing.T, e *env) {
 	sessionFile := filepath.Join(t.TempDir(), "parent.jsonl")
 	p := e.startParent("json", sessionFile, "[[script:parent]] Use the subagent tools.")
 	p.wait(t)
+	// Nothing the extension started (serve, or a process per call) is left
+	// in the parent's process group, running or unreaped.
+	if left := processGroup(p.cmd.Process.Pid); len(left) > 0 {
+		t.Fatalf("processes of the parent's group outlived it: %v", left)
+	}
 	reqs := e.model.RequestsFor("parent")
 	if len(reqs) != 11 {
 		t.Fatalf("parent made %d model requests, want 11", len(reqs))

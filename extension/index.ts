@@ -542,8 +542,8 @@ export default function durableSubagents(pi: ExtensionAPI) {
 		}
 	});
 
-	pi.on("session_shutdown", () => {
+	pi.on("session_shutdown", async () => {
 		delivery.shutdown();
-		stopServers();
+		await stopServers();
 	});
 }

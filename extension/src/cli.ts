@@ -75,7 +75,8 @@ abstract class Channel {
 	protected abstract write(line: string): void;
 	/** Lets pi exit while nothing is pending, and holds it while something is. */
 	protected abstract hold(busy: boolean): void;
-	abstract stop(): void;
+	/** Ends the connection; resolves when nothing of it is left (a process exited and was reaped). */
+	abstract stop(): Promise<void>;
 
 	/** Runs one verb; onLine gets its stdout lines as they come. */
 	request(args: string[], input: string, onLine: LineSink, signal?: AbortSignal): Promise<number> {
@@ -155,8 +156,21 @@ class ServeProcess extends Channel {
 		this.child.stdin.write(line);
 	}
 
-	stop(): void {
-		this.child.stdin.end();
+	/**
+	 * Closes its stdin, which ends it once its calls have answered, and
+	 * waits for its exit, so that it never outlives this pi nor trails it as
+	 * a zombie; after STOP_GRACE_MS it is killed.
+	 */
+	stop(): Promise<void> {
+		if (this.child.exitCode !== null || this.child.signalCode !== null) return Promise.resolve();
+		return new Promise((resolve) => {
+			const timer = setTimeout(() => this.child.kill("SIGKILL"), STOP_GRACE_MS);
+			this.child.once("exit", () => {
+				clearTimeout(timer);
+				resolve();
+			});
+			this.child.stdin.end();
+		});
 	}
 
 	protected hold(busy: boolean): void {
@@ -187,8 +201,9 @@ class SocketChannel extends Channel {
 		this.socket.write(line);
 	}
 
-	stop(): void {
+	stop(): Promise<void> {
 		this.socket.end();
+		return Promise.resolve();
 	}
 
 	protected hold(busy: boolean): void {
@@ -214,10 +229,16 @@ function serveEnabled(env: NodeJS.ProcessEnv): boolean {
 	return (env.SUBAGENTS_SERVE ?? "1") !== "0";
 }
 
-/** Ends this pi's connections and serve processes (session shutdown). */
-export function stopServers(): void {
-	for (const s of channels.values()) s.stop();
+// How long a serve process gets to end after its stdin closes: its calls
+// have answered by then (pi shuts down after its tools), and exiting takes
+// milliseconds.
+const STOP_GRACE_MS = 2_000;
+
+/** Ends this pi's connections and serve processes (session shutdown), and waits for them. */
+export async function stopServers(): Promise<void> {
+	const all = [...channels.values()];
 	channels.clear();
+	await Promise.all(all.map((c) => c.stop()));
 }
 
 /** The subagents command, as the tools call it. */
@@ -312,7 +333,7 @@ export class SubagentsCli {
 			});
 			if (code !== 0 || !info.address || !sameAddress(info.address, local.address)) {
 				// A service for another address uses this data dir: not ours.
-				ch.stop();
+				void ch.stop();
 				return undefined;
 			}
 		}
