@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"os"
 
 	sdkclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
@@ -61,10 +62,14 @@ func (c *Connection) RegisterFlags(fs *flag.FlagSet) {
 // ClientOptions resolves the settings: temporal.toml profile, then
 // TEMPORAL_* variables, then the fields of c.
 func (c Connection) ClientOptions() (sdkclient.Options, error) {
+	var env envconfig.EnvLookup = osEnv{}
+	if c.Env != nil {
+		env = c.Env
+	}
 	prof, err := envconfig.LoadClientConfigProfile(envconfig.LoadClientConfigProfileOptions{
 		ConfigFilePath:    c.ConfigFile,
 		ConfigFileProfile: c.Profile,
-		EnvLookup:         c.Env,
+		EnvLookup:         nonEmpty{env},
 	})
 	if err != nil {
 		return sdkclient.Options{}, errcode.Wrap(errcode.InvalidInput, err, "Temporal client settings: "+err.Error())
@@ -141,3 +146,18 @@ func Unavailable(addr string, err error) error {
 		"cannot reach Temporal at %s: %v; start one with `make run` or `subagents dev`, or set TEMPORAL_ADDRESS",
 		addr, err))
 }
+
+// nonEmpty counts a variable set to "" as unset, as a shell user means it
+// (`TEMPORAL_ADDRESS= subagents list`): envconfig would take the empty
+// value over the profile's and fall back to the default address.
+type nonEmpty struct{ envconfig.EnvLookup }
+
+func (e nonEmpty) LookupEnv(k string) (string, bool) {
+	v, ok := e.EnvLookup.LookupEnv(k)
+	return v, ok && v != ""
+}
+
+type osEnv struct{}
+
+func (osEnv) Environ() []string                 { return os.Environ() }
+func (osEnv) LookupEnv(k string) (string, bool) { return os.LookupEnv(k) }

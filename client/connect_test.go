@@ -51,6 +51,7 @@ api_key = "file-key"
 		{"nothing set: local dev server", Connection{Env: mapEnv{}, ConfigFile: filepath.Join(dir, "none.toml")}, DefaultAddress, "", false},
 		{"file profile", Connection{Env: mapEnv{}, ConfigFile: toml}, "file-host:7233", "file-ns", false},
 		{"env over file", Connection{Env: mapEnv{"TEMPORAL_ADDRESS": "env-host:7233"}, ConfigFile: toml}, "env-host:7233", "file-ns", false},
+		{"an empty variable is unset", Connection{Env: mapEnv{"TEMPORAL_ADDRESS": "", "TEMPORAL_NAMESPACE": ""}, ConfigFile: toml}, "file-host:7233", "file-ns", false},
 		{"flags over env", Connection{Env: mapEnv{"TEMPORAL_ADDRESS": "env-host:7233", "TEMPORAL_NAMESPACE": "env-ns"}, ConfigFile: toml, Address: "flag-host:7233"}, "flag-host:7233", "env-ns", false},
 		{"named profile with api key turns TLS on", Connection{Env: mapEnv{}, ConfigFile: toml, Profile: "cloud"}, "cloud-host:7233", "cloud-ns", true},
 		{"api key flag turns TLS on", Connection{Env: mapEnv{}, ConfigFile: toml, APIKey: "k"}, "file-host:7233", "file-ns", true},

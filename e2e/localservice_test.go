@@ -219,3 +219,55 @@ func processGroup(pgid int) []string {
 	}
 	return out
 }
+
+// TestLocalServiceCannotStart: with nothing running, a delegation that
+// cannot start the service says what to do, as the tool's result.
+func TestLocalServiceCannotStart(t *testing.T) {
+	tests := []struct {
+		name string
+		env  []string
+		want string
+	}{
+		{"no binary", []string{"SUBAGENTS_BIN=/nonexistent/subagents"}, "make build"},
+		{"auto-start off", []string{"SUBAGENTS_AUTOSTART=0"}, "start it with `subagents dev`"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			w := e.newLocalWorld()
+			e.parentEnvExtra = append(e.parentEnvExtra, tt.env...)
+			p := e.startParent("json", filepath.Join(t.TempDir(), "parent.jsonl"), e.scriptDelegation("none", "never answered"))
+			p.wait(t)
+			got := toolResultText(t, e.model.RequestsFor("parent-none"), 1)
+			if !strings.Contains(got, tt.want) {
+				t.Fatalf("the parent's model got:\n%s", got)
+			}
+			if procs := w.devProcesses(); len(procs) != 0 {
+				t.Fatalf("a service started: %v", procs)
+			}
+		})
+	}
+}
+
+// TestRemoteSettingsUseServe: a Temporal named by a profile of temporal.toml
+// (as a cloud one is) is remote: the extension reaches it through
+// `subagents serve`, and never starts a local service, even though nothing
+// answers on the default local address.
+func TestRemoteSettingsUseServe(t *testing.T) {
+	e := newEnv(t)
+	w := e.newLocalWorld()
+	e.startWorker(shared.client)
+	toml := filepath.Join(t.TempDir(), "temporal.toml")
+	conf := fmt.Sprintf("[profile.team]\naddress = %q\nnamespace = %q\n", shared.server.FrontendAddress(), shared.server.Namespace())
+	if err := os.WriteFile(toml, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.parentEnvExtra = append(e.parentEnvExtra, "TEMPORAL_ADDRESS=", "TEMPORAL_CONFIG_FILE="+toml, "TEMPORAL_PROFILE=team",
+		"SUBAGENTS_TASK_QUEUE="+e.taskQueue)
+	p := e.startParent("json", filepath.Join(t.TempDir(), "parent.jsonl"), e.scriptDelegation("remote", "answered through serve"))
+	p.wait(t)
+	e.checkDelegation("remote", "answered through serve")
+	if procs := w.devProcesses(); len(procs) != 0 {
+		t.Fatalf("a local service started for a remote Temporal: %v", procs)
+	}
+}
