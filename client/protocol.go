@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -79,16 +80,23 @@ type ServiceInfo struct {
 	DataDir         string `json:"data_dir,omitempty"`
 }
 
-// NewServer serves verbs with c's Temporal client, shared by every call; a
-// verb's own --task-queue still applies.
+// NewServer serves verbs with c's Temporal client, shared by every call. A
+// verb's --task-queue applies; without one, c's queue (the one the
+// service's own worker polls) is the default, not the command's.
 func NewServer(c *Client) *Server {
-	return &Server{dial: func(cmd *command, _ context.Context) (*Client, func(), error) {
-		cc := *c
-		if cmd.taskQueue != "" {
+	return &Server{
+		dial: func(cmd *command, _ context.Context) (*Client, func(), error) {
+			cc := *c
 			cc.TaskQueue = cmd.taskQueue
-		}
-		return &cc, func() {}, nil
-	}}
+			return &cc, func() {}, nil
+		},
+		Getenv: func(k string) string {
+			if k == "SUBAGENTS_TASK_QUEUE" && c.TaskQueue != "" {
+				return c.TaskQueue
+			}
+			return os.Getenv(k)
+		},
+	}
 }
 
 // ConnOptions say how one connection ends.

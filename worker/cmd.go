@@ -130,8 +130,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	var flags Flags
 	var conn subclient.Connection
+	var socket bool
 	flags.Register(fs)
 	conn.RegisterFlags(fs)
+	fs.BoolVar(&socket, "socket", false, "also answer the client protocol on <data dir>/"+subclient.SocketName+", as subagents dev does")
 	if err := fs.Parse(args); err != nil {
 		return errcode.Wrap(errcode.InvalidInput, err, err.Error())
 	}
@@ -147,7 +149,36 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer c.Close()
+	if socket {
+		opts, err := conn.ClientOptions()
+		if err != nil {
+			return err
+		}
+		stop, err := ServeSocket(ctx, &subclient.Client{Temporal: c, TaskQueue: cfg.TaskQueue, Address: opts.HostPort, Namespace: opts.Namespace}, cfg)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		_, _ = fmt.Fprintf(stdout, "Socket:            %s\n", subclient.SocketPath(cfg.DataDir))
+	}
 	return Serve(ctx, c, cfg, logger, stdout)
+}
+
+// ServeSocket answers the client protocol for c on the data dir's socket
+// until ctx ends or stop is called; stop waits for the connections' calls.
+func ServeSocket(ctx context.Context, c *subclient.Client, cfg Config) (stop func(), err error) {
+	ln, err := subclient.ListenSocket(subclient.SocketPath(cfg.DataDir))
+	if err != nil {
+		return nil, err
+	}
+	service := subclient.NewServer(c)
+	service.Info = &subclient.ServiceInfo{
+		ContractVersion: subclient.ContractVersion, Op: "service", Address: c.Address, Namespace: c.Namespace,
+		TaskQueue: c.TaskQueue, PID: os.Getpid(), DataDir: cfg.DataDir,
+	}
+	served := make(chan error, 1)
+	go func() { served <- service.Serve(ctx, ln) }()
+	return func() { _ = ln.Close(); <-served }, nil
 }
 
 // Serve runs a worker for cfg on c until ctx ends, then stops it.

@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 
 	sdkclient "go.temporal.io/sdk/client"
@@ -100,20 +99,13 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// The client protocol on a Unix socket in the data dir: the pi
 	// extension talks to the service here, with no process of its own.
 	socket := subclient.SocketPath(cfg.DataDir)
-	ln, err := subclient.ListenSocket(socket)
+	stopSocket, err := worker.ServeSocket(ctx, &subclient.Client{
+		Temporal: c, TaskQueue: cfg.TaskQueue, Address: srv.FrontendAddress(), Namespace: srv.Namespace(), UIURL: srv.UIURL(),
+	}, cfg)
 	if err != nil {
 		return err
 	}
-	service := subclient.NewServer(&subclient.Client{
-		Temporal: c, TaskQueue: cfg.TaskQueue, Address: srv.FrontendAddress(), Namespace: srv.Namespace(), UIURL: srv.UIURL(),
-	})
-	service.Info = &subclient.ServiceInfo{
-		ContractVersion: subclient.ContractVersion, Op: "service", Address: srv.FrontendAddress(), Namespace: srv.Namespace(),
-		TaskQueue: cfg.TaskQueue, PID: os.Getpid(), DataDir: cfg.DataDir,
-	}
-	served := make(chan error, 1)
-	go func() { served <- service.Serve(ctx, ln) }()
-	defer func() { _ = ln.Close(); <-served }()
+	defer stopSocket()
 
 	store := opts.DBFile
 	if opts.Ephemeral {
