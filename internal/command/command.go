@@ -49,7 +49,6 @@ subagents.v1). Exit codes: 0 done, 1 a task failed, 2 bad input or not found,
 Run "subagents <command> -h" for a command's flags.
 `
 
-
 // Main is a command's body: its arguments, stdout and stderr.
 type Main func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
