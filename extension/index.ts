@@ -25,6 +25,7 @@ import {
 	taskDetails,
 	taskTree,
 } from "./src/format.ts";
+import { rememberedProfiles, rememberProfiles } from "./src/profile-cache.ts";
 import { connectionFlags, loadSettings, localService, type Settings } from "./src/settings.ts";
 
 const FileSpec = Type.Union([
@@ -309,10 +310,26 @@ export default function durableSubagents(pi: ExtensionAPI) {
 		registered.add("task");
 	}
 
+	/**
+	 * The profiles for cwd: from the service, remembered in the data dir; at
+	 * pi's start with no service running, what was remembered (no process
+	 * is started for it; the service refreshes it once it runs).
+	 */
+	async function profilesFor(cwd: string, passive: boolean): Promise<ProfileSummary[]> {
+		const local = localService(settings);
+		try {
+			const list = await cli(passive).call<{ profiles: ProfileSummary[] }>("profiles", ["--cwd", cwd]);
+			if (local) rememberProfiles(local.dataDir, cwd, list.profiles ?? []);
+			return list.profiles ?? [];
+		} catch (e) {
+			if (e instanceof SubagentsError && e.notRunning && local) return rememberedProfiles(local.dataDir, cwd);
+			throw e;
+		}
+	}
+
 	async function registerPrimaryTools(ctx: ExtensionContext, passive = false) {
 		if (!settings.tools.primary) return;
-		const list = await cli(passive).call<{ profiles: ProfileSummary[] }>("profiles", ["--cwd", ctx.cwd]);
-		for (const p of list.profiles ?? []) {
+		for (const p of await profilesFor(ctx.cwd, passive)) {
 			if (!p.primary || p.error || p.internal) continue;
 			if ([...registered].some((n) => n === `primary:${p.name}`)) continue;
 			const name = primaryToolName(p.name, registered);

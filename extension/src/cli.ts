@@ -267,7 +267,7 @@ export class SubagentsCli {
 	}
 
 	/** Where this call goes: the local socket, a serve process, or a process of its own. */
-	private async route(verb: string): Promise<Route> {
+	private async route(): Promise<Route> {
 		const local = this.options.local;
 		if (!local) return this.remoteRoute(this.options.connection);
 		const sock = socketPath(local.dataDir);
@@ -281,11 +281,7 @@ export class SubagentsCli {
 			// start-dev` with `subagents worker`): talk to it as to a remote.
 			return this.remoteRoute(this.options.connection);
 		}
-		if (this.options.passive) {
-			// `profiles` reads files only: the command answers it alone.
-			if (verb === "profiles") return { spawn: true, connection: [] };
-			throw new SubagentsError("SERVICE_UNAVAILABLE", `no subagents service runs (${sock})`, "unavailable", true);
-		}
+		if (this.options.passive) throw new SubagentsError("SERVICE_UNAVAILABLE", `no subagents service runs (${sock})`, "unavailable", true);
 		if (!local.autoStart) {
 			throw new SubagentsError(
 				"SERVICE_UNAVAILABLE",
@@ -379,7 +375,7 @@ export class SubagentsCli {
 		signal?: AbortSignal,
 		bounded = true,
 	): Promise<{ code: number | null; err: string }> {
-		let route = await this.route(verb);
+		let route = await this.route();
 		if ("channel" in route) {
 			const channel = route.channel;
 			try {

@@ -56,3 +56,14 @@ test("a project's settings cannot choose the binary, the address or the data dir
 	assert.equal(s.autoStart, false);
 	assert.equal(s.maxLinesPerWindow, 3, "the project still sets what is harmless");
 });
+
+test("the profiles a pi registers with no service running are the ones last listed for its folder", async () => {
+	const { rememberProfiles, rememberedProfiles } = await import("../src/profile-cache.ts");
+	const dir = mkdtempSync(join(tmpdir(), "subagents-cache-"));
+	assert.deepEqual(rememberedProfiles(dir, "/repo"), []);
+	const librarian = { name: "librarian", scope: "builtin", primary: true } as never;
+	rememberProfiles(dir, "/repo", [librarian]);
+	rememberProfiles(dir, "/other", []);
+	assert.deepEqual(rememberedProfiles(dir, "/repo"), [librarian]);
+	assert.deepEqual(rememberedProfiles(dir, "/other"), []);
+});
