@@ -37,11 +37,11 @@ func (s *pidSet) has(pid int) bool {
 
 // service is a `subagents dev` process, as the extension starts one.
 type service struct {
-	cmd               *exec.Cmd
-	address, dataDir  string
-	out               *syncbuf.Buffer
-	stopOnce          sync.Once
-	stopped, finished chan struct{}
+	cmd              *exec.Cmd
+	address, dataDir string
+	out              *syncbuf.Buffer
+	stopOnce         sync.Once
+	finished         chan struct{}
 }
 
 // serviceEnv is what a user's shell gives the service and the parents: the
