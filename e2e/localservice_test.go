@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -269,5 +270,65 @@ func TestRemoteSettingsUseServe(t *testing.T) {
 	e.checkDelegation("remote", "answered through serve")
 	if procs := w.devProcesses(); len(procs) != 0 {
 		t.Fatalf("a local service started for a remote Temporal: %v", procs)
+	}
+}
+
+// TestPendingResultsStartTheService: a parent killed while its delegation
+// runs, then the service stopped too (as a reboot would): the parent's
+// next start, with nothing running, finds that its session waits for
+// results, starts the service, and gets the result exactly once. A session
+// that waits for nothing starts nothing.
+func TestPendingResultsStartTheService(t *testing.T) {
+	e := newEnv(t)
+	w := e.newLocalWorld()
+	long := finalizeStep("long job: 7 files migrated")
+	long.DelayMS = 3000
+	e.model.Script("c-pend", long)
+	e.model.Script("parent-pend1", call("delegate_to_subagents", map[string]any{"tasks": []map[string]string{{"name": "migrate", "prompt": "[[script:c-pend]] Migrate the files."}}}))
+	e.model.Script("parent-pend2", scriptedmodel.Step{Text: "Picking up where I was."}, scriptedmodel.Step{Text: "The migration result is in."})
+	sessionFile := filepath.Join(t.TempDir(), "parent.jsonl")
+
+	first := e.startParent("json", sessionFile, "[[script:parent-pend1]] Migrate everything.")
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if _, err := e.model.WaitForRequests(ctx, 1, func(r scriptedmodel.Request) bool { return r.Script == "c-pend" }); err != nil {
+		t.Fatalf("the child never started: %v", err)
+	}
+	first.kill()
+	<-first.done
+	w.stopService(t)
+	if len(w.devProcesses()) != 0 {
+		t.Fatal("the service still runs")
+	}
+	marker := filepath.Join(w.dataDir, "pending", sessionIDOf(t, sessionFile))
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("no mark that the session waits for results: %v", err)
+	}
+
+	second := e.startParent("json", sessionFile, "[[script:parent-pend2]] Go on.")
+	second.wait(t)
+	reqs := e.model.RequestsFor("parent-pend2")
+	n := 0
+	for _, u := range userTexts(reqs[len(reqs)-1]) {
+		n += strings.Count(u, "long job: 7 files migrated")
+	}
+	if n != 1 {
+		t.Fatalf("the restarted parent got the result %d times", n)
+	}
+	if len(w.devProcesses()) != 1 {
+		t.Fatalf("the parent's start did not start the service: %v", w.devProcesses())
+	}
+
+	// Nothing waits now: the mark is gone, and a start with the service
+	// down starts nothing.
+	w.stopService(t)
+	e.model.Script("parent-pend3", scriptedmodel.Step{Text: "Nothing new."})
+	third := e.startParent("json", sessionFile, "[[script:parent-pend3]] Anything else?")
+	third.wait(t)
+	if procs := w.devProcesses(); len(procs) != 0 {
+		t.Fatalf("a start that waits for nothing started the service: %v", procs)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the mark outlived the delivery")
 	}
 }

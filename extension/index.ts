@@ -5,8 +5,6 @@
 // stops, and their results reach this session exactly once (src/delivery.ts).
 
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
-import { StringEnum } from "@earendil-works/pi-ai";
-import { Text } from "@earendil-works/pi-tui";
 import { Type } from "typebox";
 import { onServiceStarted, SubagentsCli, SubagentsError, stopServers } from "./src/cli.ts";
 import { Delivery } from "./src/delivery.ts";
@@ -27,6 +25,26 @@ import {
 } from "./src/format.ts";
 import { rememberedProfiles, rememberProfiles } from "./src/profile-cache.ts";
 import { connectionFlags, loadSettings, localService, type Settings } from "./src/settings.ts";
+
+/**
+ * A string enum as pi-ai's StringEnum writes it ({type: "string", enum}),
+ * which every provider's schema dialect accepts. Written here so that loading
+ * the extension does not load pi-ai's module graph: pi's start pays for what
+ * an extension imports, and a session that never delegates should pay nothing.
+ */
+function StringEnum<T extends readonly string[]>(values: T, options?: { description?: string }) {
+	return Type.Unsafe<T[number]>({ type: "string", enum: [...values], ...(options?.description && { description: options.description }) });
+}
+
+/**
+ * pi's TUI text component, loaded only where something is drawn (an
+ * interactive session), after the session has started: print and JSON
+ * modes never draw, and pi's start does not wait for it.
+ */
+let tui: typeof import("@earendil-works/pi-tui") | undefined;
+function loadTui(): void {
+	if (!tui) void import("@earendil-works/pi-tui").then((m) => (tui = m)).catch(() => {});
+}
 
 const FileSpec = Type.Union([
 	Type.String(),
@@ -114,7 +132,7 @@ export default function durableSubagents(pi: ExtensionAPI) {
 	};
 	const cli = (passive = false) =>
 		new SubagentsCli({ bin: settings.bin, connection: connectionFlags(settings), local: localService(settings), passive, onStatus: status });
-	const delivery = new Delivery(pi, cli);
+	const delivery = new Delivery(pi, cli, () => localService(settings)?.dataDir);
 	const registered = new Set<string>(BUILTIN_TOOLS);
 
 	/**
@@ -127,7 +145,7 @@ export default function durableSubagents(pi: ExtensionAPI) {
 		request: Record<string, unknown>,
 		opts: { signal?: AbortSignal; onUpdate?: Update; async?: boolean; progress?: (env: Envelope) => { text: string; details: unknown } },
 	): Promise<Envelope> {
-		const started = await cli().call("start", [], [], { ...request, parent_session_id: delivery.parent(ctx), deliver: true });
+		const started = await cli().call("start", [], [], { ...request, parent_session_id: delivery.delivering(ctx), deliver: true });
 		return follow(started, opts);
 	}
 
@@ -184,11 +202,11 @@ export default function durableSubagents(pi: ExtensionAPI) {
 				try {
 					let started: Envelope;
 					if (params.sessionId) {
-						started = await cli().call("send", [], [], { task_id: params.sessionId, prompt: params.task, parent_session_id: delivery.parent(ctx), deliver: true });
+						started = await cli().call("send", [], [], { task_id: params.sessionId, prompt: params.task, parent_session_id: delivery.delivering(ctx), deliver: true });
 					} else {
 						started = await cli().call("start", [], [], {
 							tasks: [{ name: params.agent, prompt: params.task, profile: params.agent, cwd: ctx.cwd }],
-							parent_session_id: delivery.parent(ctx),
+							parent_session_id: delivery.delivering(ctx),
 							deliver: true,
 						});
 					}
@@ -260,7 +278,7 @@ export default function durableSubagents(pi: ExtensionAPI) {
 				break;
 			case "send": {
 				if (!params.id || !params.prompt?.trim()) throw new SubagentsError("INVALID_INPUT", "send needs id and prompt");
-				const sent = await cli().call("send", [], [], { task_id: params.id, prompt: params.prompt, parent_session_id: delivery.parent(ctx), deliver: true });
+				const sent = await cli().call("send", [], [], { task_id: params.id, prompt: params.prompt, parent_session_id: delivery.delivering(ctx), deliver: true });
 				env = await follow(sent.delegation_id ? sent : { ...sent, task_id: params.id }, { signal, onUpdate, async: params.async, progress });
 				break;
 			}
@@ -390,7 +408,9 @@ export default function durableSubagents(pi: ExtensionAPI) {
 				let s = `${theme.fg("toolTitle", theme.bold("delegate_to_subagents"))} ${args.tasks.length} sub-agent${args.tasks.length === 1 ? "" : "s"}`;
 				if (args.profile) s += ` (default profile: ${args.profile})`;
 				if (profiles.length) s += ` profiles: [${profiles.join(", ")}]`;
-				return new Text(s, 0, 0);
+				// Until the TUI module is in, pi draws its own fallback.
+				if (!tui) throw new Error("the TUI module is still loading");
+				return new tui.Text(s, 0, 0);
 			},
 		});
 
@@ -511,7 +531,10 @@ export default function durableSubagents(pi: ExtensionAPI) {
 			if (ctx.hasUI) ctx.ui.notify(`subagents: primary profile tools not registered: ${codeOf(e).message}`, "warning");
 		}
 		try {
-			await delivery.resume(ctx, passive);
+			// A session that waits for results looks for them at once,
+			// starting the service if it must; any other asks only a
+			// running service.
+			await delivery.resume(ctx, passive && !delivery.mayHavePending(ctx));
 			const running = delivery.running();
 			if (running.length && ctx.hasUI) ctx.ui.setStatus("subagents", `subagents: ${running.length} running`);
 		} catch (e) {
@@ -527,6 +550,7 @@ export default function durableSubagents(pi: ExtensionAPI) {
 
 	pi.on("session_start", async (_event, ctx) => {
 		current = ctx;
+		if (ctx.hasUI) loadTui();
 		settings = loadSettings(ctx.cwd);
 		await startUp(ctx, true);
 	});

@@ -8,10 +8,22 @@
 // acknowledged, so a parent killed at any point gets each result on its
 // next start, and never twice.
 
-import { readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { SubagentsError, type SubagentsCli } from "./cli.ts";
 import { deliveryText, type Envelope } from "./format.ts";
+
+/** When this pi started: marks it wrote are newer. */
+const STARTED_AT = Date.now() - process.uptime() * 1000;
+
+function markedBefore(path: string, t: number): boolean {
+	try {
+		return statSync(path).mtimeMs < t;
+	} catch {
+		return false;
+	}
+}
 
 /** customType of the delivery messages in the parent session. */
 export const RESULT_MESSAGE_TYPE = "subagents-result";
@@ -62,14 +74,49 @@ export class Delivery {
 	private parentId = "";
 	private ctx: ExtensionContext | undefined;
 
-	constructor(pi: ExtensionAPI, cli: (passive?: boolean) => SubagentsCli) {
+	/** The local service's data dir, where this parent marks that it waits for results; undefined for a remote Temporal. */
+	private readonly dataDir: () => string | undefined;
+
+	constructor(pi: ExtensionAPI, cli: (passive?: boolean) => SubagentsCli, dataDir: () => string | undefined = () => undefined) {
 		this.pi = pi;
 		this.cli = cli;
+		this.dataDir = dataDir;
 	}
 
 	/** The parent session ID every delegation records. */
 	parent(ctx: ExtensionContext): string {
 		return ctx.sessionManager.getSessionId();
+	}
+
+	/**
+	 * The parent session ID for a delegation whose results come back here:
+	 * it also marks, in the data dir, that this session waits for results,
+	 * so that its next start looks for them even when no service runs
+	 * (and starts it), and otherwise asks nothing.
+	 */
+	delivering(ctx: ExtensionContext): string {
+		const id = this.parent(ctx);
+		const marker = this.marker(id);
+		if (marker) {
+			try {
+				mkdirSync(dirname(marker), { recursive: true, mode: 0o700 });
+				writeFileSync(marker, "");
+			} catch {
+				/* without the mark, the results come when the service next runs */
+			}
+		}
+		return id;
+	}
+
+	/** Whether this session may have results waiting (see delivering). */
+	mayHavePending(ctx: ExtensionContext): boolean {
+		const marker = this.marker(this.parent(ctx));
+		return marker !== undefined && existsSync(marker);
+	}
+
+	private marker(parentId: string): string | undefined {
+		const dir = this.dataDir();
+		return dir && /^[A-Za-z0-9_-]+$/.test(parentId) ? join(dir, "pending", parentId) : undefined;
 	}
 
 	running(): string[] {
@@ -95,6 +142,12 @@ export class Delivery {
 			// when the service starts.
 			if (e instanceof SubagentsError && e.notRunning) return;
 			throw e;
+		}
+		const marker = this.marker(this.parentId);
+		if (marker && (open.runs ?? []).length === 0 && markedBefore(marker, STARTED_AT)) {
+			// Nothing waits for this session any more. A mark this process
+			// wrote stays: its delegation may not have started yet.
+			unlinkSync(marker);
 		}
 		const toAck: string[] = [];
 		for (const run of open.runs ?? []) {
@@ -211,6 +264,20 @@ export class Delivery {
 			}
 		} catch {
 			/* not acknowledged: the next turn or start tries again */
+			return;
+		}
+		await this.clearMarkIfDone();
+	}
+
+	/** Removes the session's waiting mark once none of its delegations is open. */
+	private async clearMarkIfDone(): Promise<void> {
+		const marker = this.marker(this.parentId);
+		if (!marker || !existsSync(marker) || this.watchers.size > 0) return;
+		try {
+			const open = await this.cli().call("list", ["--kind", "delegation", "--open", "--parent-session", this.parentId]);
+			if ((open.runs ?? []).length === 0) unlinkSync(marker);
+		} catch {
+			/* kept: the next start looks once more */
 		}
 	}
 
