@@ -739,17 +739,33 @@ func stepsJSON(steps ...scriptedmodel.Step) string {
 // sampled runs fn and samples the resident memory of every descendant of
 // this process while it runs, every 10 ms.
 func sampled(fn func() error) (time.Duration, int64, error) {
+	d, peak, _, err := sampledTree(nil, fn)
+	return d, peak, err
+}
+
+// sampledTree is sampled that also keeps the peak below the process whose
+// pid root reports (0 until it runs), from the same reading of /proc: one
+// scan per tick for both, so that a run with two figures loads the machine
+// no more than a run with one.
+func sampledTree(root func() int, fn func() error) (time.Duration, int64, int64, error) {
 	stop := make(chan struct{})
-	peakC := make(chan int64, 1)
+	type peaks struct{ all, below int64 }
+	peakC := make(chan peaks, 1)
 	go func() {
-		var peak int64
+		var p peaks
 		tick := time.NewTicker(10 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			peak = max(peak, descendantsRSS(os.Getpid()))
+			ps := readProcs()
+			p.all = max(p.all, ps.below(os.Getpid()))
+			if root != nil {
+				if pid := root(); pid > 0 {
+					p.below = max(p.below, ps.below(pid))
+				}
+			}
 			select {
 			case <-stop:
-				peakC <- peak
+				peakC <- p
 				return
 			case <-tick.C:
 			}
@@ -759,13 +775,18 @@ func sampled(fn func() error) (time.Duration, int64, error) {
 	err := fn()
 	d := time.Since(start)
 	close(stop)
-	return d, <-peakC, err
+	p := <-peakC
+	return d, p.all, p.below, err
 }
 
-// descendantsRSS sums the resident memory of every process below pid.
-func descendantsRSS(pid int) int64 {
-	children := map[int][]int{}
-	rss := map[int]int64{}
+// procs is one reading of /proc: each process's children and resident set.
+type procs struct {
+	children map[int][]int
+	rss      map[int]int64
+}
+
+func readProcs() procs {
+	ps := procs{children: map[int][]int{}, rss: map[int]int64{}}
 	dirs, _ := os.ReadDir("/proc")
 	for _, d := range dirs {
 		p, err := strconv.Atoi(d.Name())
@@ -785,17 +806,23 @@ func descendantsRSS(pid int) int64 {
 		}
 		ppid, _ := strconv.Atoi(f[1])
 		pages, _ := strconv.ParseInt(f[21], 10, 64)
-		children[ppid] = append(children[ppid], p)
-		rss[p] = pages * int64(os.Getpagesize())
+		ps.children[ppid] = append(ps.children[ppid], p)
+		ps.rss[p] = pages * int64(os.Getpagesize())
 	}
+	return ps
+}
+
+// below sums the resident sets of the processes below pid, the services'
+// subtrees left out.
+func (ps procs) below(pid int) int64 {
 	var sum int64
 	var walk func(int)
 	walk = func(p int) {
-		for _, c := range children[p] {
+		for _, c := range ps.children[p] {
 			if services.has(c) {
 				continue
 			}
-			sum += rss[c]
+			sum += ps.rss[c]
 			walk(c)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -115,29 +116,20 @@ func (b *bench) parentPiAt(address, dataDir, ext, prompt string, started func())
 	cmd.Env = append(b.serviceEnv(), "SUBAGENTS_BIN="+b.bin, "TEMPORAL_ADDRESS="+address, "SUBAGENTS_DATA_DIR="+dataDir)
 	out := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
-	var own int64
-	d, peak, err := sampled(func() error {
+	var pid atomic.Int64
+	d, peak, own, err := sampledTree(func() int { return int(pid.Load()) }, func() error {
 		if err := cmd.Start(); err != nil {
 			return err
 		}
+		pid.Store(int64(cmd.Process.Pid))
 		if started != nil {
 			started()
 		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		tick := time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case err := <-done:
-				if err != nil || !strings.Contains(out.String(), `"agent_settled"`) || !strings.Contains(out.String(), `"done"`) {
-					return fmt.Errorf("parent pi: %v\n%.3000s", err, out)
-				}
-				return nil
-			case <-tick.C:
-				own = max(own, descendantsRSS(cmd.Process.Pid))
-			}
+		err := cmd.Wait()
+		if err != nil || !strings.Contains(out.String(), `"agent_settled"`) || !strings.Contains(out.String(), `"done"`) {
+			return fmt.Errorf("parent pi: %v\n%.3000s", err, out)
 		}
+		return nil
 	})
 	return d, peak, own, err
 }
