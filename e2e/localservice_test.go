@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"net"
 	"os"
@@ -281,21 +280,8 @@ func TestRemoteSettingsUseServe(t *testing.T) {
 func TestPendingResultsStartTheService(t *testing.T) {
 	e := newEnv(t)
 	w := e.newLocalWorld()
-	long := finalizeStep("long job: 7 files migrated")
-	long.DelayMS = 3000
-	e.model.Script("c-pend", long)
-	e.model.Script("parent-pend1", call("delegate_to_subagents", map[string]any{"tasks": []map[string]string{{"name": "migrate", "prompt": "[[script:c-pend]] Migrate the files."}}}))
 	e.model.Script("parent-pend2", scriptedmodel.Step{Text: "Picking up where I was."}, scriptedmodel.Step{Text: "The migration result is in."})
-	sessionFile := filepath.Join(t.TempDir(), "parent.jsonl")
-
-	first := e.startParent("json", sessionFile, "[[script:parent-pend1]] Migrate everything.")
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	if _, err := e.model.WaitForRequests(ctx, 1, func(r scriptedmodel.Request) bool { return r.Script == "c-pend" }); err != nil {
-		t.Fatalf("the child never started: %v", err)
-	}
-	first.kill()
-	<-first.done
+	sessionFile := e.parentKilledMidDelegation("pend", "long job: 7 files migrated")
 	w.stopService(t)
 	if len(w.devProcesses()) != 0 {
 		t.Fatal("the service still runs")

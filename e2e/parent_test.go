@@ -454,22 +454,9 @@ func TestParentAbortCancelsTheDelegation(t *testing.T) {
 func TestParentKilledMidDelegationGetsTheResultOnce(t *testing.T) {
 	e := newEnv(t)
 	e.startWorker(shared.client)
-	long := finalizeStep("long job: 42 files migrated")
-	long.DelayMS = 3000
-	e.model.Script("c-long", long)
-	e.model.Script("parent-1", call("delegate_to_subagents", map[string]any{"tasks": []map[string]string{{"name": "migrate", "prompt": "[[script:c-long]] Migrate the files."}}}))
 	e.model.Script("parent-2", scriptedmodel.Step{Text: "Picking up where I was."}, scriptedmodel.Step{Text: "The migration result is in."})
 	e.model.Script("parent-3", scriptedmodel.Step{Text: "Nothing new."})
-	sessionFile := filepath.Join(t.TempDir(), "parent.jsonl")
-
-	first := e.startParent("json", sessionFile, "[[script:parent-1]] Migrate everything.")
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	if _, err := e.model.WaitForRequests(ctx, 1, func(r scriptedmodel.Request) bool { return r.Script == "c-long" }); err != nil {
-		t.Fatalf("the child never started: %v", err)
-	}
-	first.kill()
-	<-first.done
+	sessionFile := e.parentKilledMidDelegation("long", "long job: 42 files migrated")
 	parentID := sessionIDOf(t, sessionFile)
 	if n := e.openDelegations(parentID); n != 1 {
 		t.Fatalf("%d open delegations after the kill, want 1", n)
@@ -564,4 +551,25 @@ func TestExtensionRegistersNothingInAChild(t *testing.T) {
 			t.Fatalf("child=%v: the model was offered %v", child, tools)
 		}
 	}
+}
+
+// parentKilledMidDelegation runs a parent whose model delegates one task
+// (script c-NAME, a child that answers after 3 s) and kills it once the
+// child has asked its model; it returns the parent's session file.
+func (e *env) parentKilledMidDelegation(name, answer string) string {
+	e.t.Helper()
+	long := finalizeStep(answer)
+	long.DelayMS = 3000
+	e.model.Script("c-"+name, long)
+	e.model.Script("parent-"+name, call("delegate_to_subagents", map[string]any{"tasks": []map[string]string{{"name": "migrate", "prompt": "[[script:c-" + name + "]] Migrate the files."}}}))
+	sessionFile := filepath.Join(e.t.TempDir(), "parent.jsonl")
+	first := e.startParent("json", sessionFile, "[[script:parent-"+name+"]] Migrate everything.")
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if _, err := e.model.WaitForRequests(ctx, 1, func(r scriptedmodel.Request) bool { return r.Script == "c-"+name }); err != nil {
+		e.t.Fatalf("the child never started: %v", err)
+	}
+	first.kill()
+	<-first.done
+	return sessionFile
 }
