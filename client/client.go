@@ -281,24 +281,14 @@ func (c *Client) temporalError(err error, id string) error {
 	}
 	var app *temporal.ApplicationError
 	if errors.As(err, &app) {
-		code := errcode.Code(app.Type())
-		if code.Category() == errcode.CategoryRuntime && code != errcode.Failed {
-			if _, known := knownCodes[code]; !known {
-				code = errcode.Failed
-			}
+		code, known := errcode.Parse(app.Type())
+		if !known {
+			code = errcode.Failed
 		}
 		return errcode.Wrap(code, err, app.Message())
 	}
 	return errcode.Wrap(errcode.Failed, err, err.Error())
 }
-
-var knownCodes = func() map[errcode.Code]bool {
-	m := map[errcode.Code]bool{}
-	for _, c := range errcode.All() {
-		m[c] = true
-	}
-	return m
-}()
 
 // query asks a workflow for its status; a closed workflow that no worker
 // can replay answers with its result instead.

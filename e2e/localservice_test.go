@@ -66,22 +66,27 @@ func (w localWorld) servicePid() int {
 // devProcesses lists the pids of `subagents dev` processes for this data dir.
 func (w localWorld) devProcesses() []int {
 	var pids []int
+	eachProcess("cmdline", func(pid int, b []byte) {
+		args := strings.Split(string(bytes.TrimRight(b, "\x00")), "\x00")
+		if len(args) > 1 && args[1] == "dev" && strings.Contains(string(b), w.dataDir) {
+			pids = append(pids, pid)
+		}
+	})
+	return pids
+}
+
+// eachProcess calls fn with every process's pid and its /proc/PID/file.
+func eachProcess(file string, fn func(pid int, content []byte)) {
 	entries, _ := os.ReadDir("/proc")
 	for _, ent := range entries {
 		pid, err := strconv.Atoi(ent.Name())
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(bytes.TrimRight(b, "\x00")), "\x00")
-		if len(args) > 1 && args[1] == "dev" && strings.Contains(string(b), w.dataDir) {
-			pids = append(pids, pid)
+		if b, err := os.ReadFile(filepath.Join("/proc", ent.Name(), file)); err == nil {
+			fn(pid, b)
 		}
 	}
-	return pids
 }
 
 // stopService ends the service the test's parents started, by the pid its
@@ -200,23 +205,14 @@ func (e *env) checkDelegation(name, answer string) {
 // (Z for a zombie nobody reaped).
 func processGroup(pgid int) []string {
 	var out []string
-	entries, _ := os.ReadDir("/proc")
-	for _, ent := range entries {
-		pid, err := strconv.Atoi(ent.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "stat"))
-		if err != nil {
-			continue
-		}
+	eachProcess("stat", func(pid int, b []byte) {
 		// After the command name: state ppid pgrp ...
 		s := string(b)
 		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 		if len(f) > 2 && f[2] == strconv.Itoa(pgid) {
 			out = append(out, fmt.Sprintf("%d %s %s", pid, f[0], s[strings.IndexByte(s, '(')+1:strings.LastIndexByte(s, ')')]))
 		}
-	}
+	})
 	return out
 }
 

@@ -48,7 +48,7 @@ func (a *Activities) ResolveTasks(_ context.Context, req ResolveRequest) ([]Reso
 	cfg, cfgErr := LoadConfig(a.AgentDir)
 	out := make([]ResolvedTask, len(req.Tasks))
 	for i, t := range req.Tasks {
-		r, err := a.resolve(cfg, cfgErr, t)
+		r, _, err := a.resolve(cfg, cfgErr, t)
 		if err != nil {
 			code := errcode.CodeOf(err)
 			out[i].Error = &activities.ErrorInfo{Code: code, Message: err.Error(), Category: code.Category()}
@@ -59,13 +59,8 @@ func (a *Activities) ResolveTasks(_ context.Context, req ResolveRequest) ([]Reso
 	return out, nil
 }
 
-func (a *Activities) resolve(cfg Config, cfgErr error, t ResolveTask) (ResolvedTask, error) {
-	r, _, err := a.resolveProfile(cfg, cfgErr, t)
-	return r, err
-}
-
-// resolveProfile is resolve that also returns the profile it used.
-func (a *Activities) resolveProfile(cfg Config, cfgErr error, t ResolveTask) (ResolvedTask, *Profile, error) {
+// resolve resolves one task, and returns the profile it used.
+func (a *Activities) resolve(cfg Config, cfgErr error, t ResolveTask) (ResolvedTask, *Profile, error) {
 	if cfgErr != nil {
 		return ResolvedTask{}, nil, cfgErr
 	}
@@ -106,7 +101,7 @@ func (a *Activities) Admit(in activities.RunPiInput) (activities.Admission, erro
 			"Subagent depth %d is beyond this worker's limit of %d: a subagent cannot delegate further", in.Depth, maxDepth)
 	}
 	cfg, cfgErr := LoadConfig(a.AgentDir)
-	r, p, err := a.resolveProfile(cfg, cfgErr, ResolveTask{Profile: in.Profile, Cwd: in.Cwd})
+	r, p, err := a.resolve(cfg, cfgErr, ResolveTask{Profile: in.Profile, Cwd: in.Cwd})
 	if err != nil {
 		return activities.Admission{}, err
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/durable-pi/subagents/client"
 	"github.com/durable-pi/subagents/internal/errcode"
 )
 
@@ -39,7 +40,7 @@ func lockDataDir(dataDir string) (unlock func(), err error) {
 				holder = "pid " + holder
 			}
 			return nil, errcode.Errorf(errcode.InvalidInput,
-				"a subagents service already runs for data dir %s (%s); its clients use %s", dataDir, holder, filepath.Join(dataDir, "subagents.sock"))
+				"a subagents service already runs for data dir %s (%s); its clients use %s", dataDir, holder, client.SocketPath(dataDir))
 		}
 		return nil, errcode.Wrap(errcode.InvalidInput, err, fmt.Sprintf("lock %s: %v", path, err))
 	}
