@@ -16,12 +16,12 @@ PI_STAMP := extension/node_modules/.package-lock.json
 # Arguments for `make run`, e.g. make run ARGS="--port 17233".
 ARGS ?=
 
-.PHONY: all build run demo chaos browser test test-ext test-docker test-go lint vet fmt staticcheck workflowcheck bench deps pi tools clean
+.PHONY: all build extension ext-check run demo chaos browser test test-ext test-docker test-go lint vet fmt staticcheck workflowcheck bench deps pi tools clean
 
 all: deps build
 
-## build: compile bin/subagents (client verbs, serve, worker) and bin/subagents-dev (dev and demo: the embedded server)
-build:
+## build: compile bin/subagents (client verbs, serve, worker), bin/subagents-dev (dev and demo: the embedded server) and the pi extension
+build: extension
 	$(GO) build -o bin/subagents ./cmd/subagents
 	$(GO) build -o bin/subagents-dev ./cmd/subagents-dev
 
@@ -36,6 +36,19 @@ $(PI_STAMP): extension/package.json extension/package-lock.json
 	cd extension && $(NPM) ci --no-audit --no-fund
 	@touch $(PI_STAMP)
 
+# Node 22 and the tools npm ci put beside pi.
+NODE_PATH_ENV := PATH="$(CURDIR)/extension/node_modules/.bin:$$PATH"
+
+## extension: compile the pi extension (extension/src/*.ts) to the one file pi loads, extension/dist/extension.js
+extension: pi
+	cd extension && $(NODE_PATH_ENV) node --run build
+
+# The compiled extension in the repository is what its sources compile to.
+ext-check: pi
+	@mkdir -p bin && cp extension/dist/extension.js bin/extension.js.committed
+	@cd extension && $(NODE_PATH_ENV) node --run build
+	@cmp -s bin/extension.js.committed extension/dist/extension.js || { echo "extension/dist/extension.js did not match extension/src/*.ts: rebuilt it, commit the result"; exit 1; }
+
 ## run: the service: embedded durable Temporal, its UI and a worker
 run: deps build
 	./bin/subagents dev $(ARGS)
@@ -49,7 +62,7 @@ test-docker:
 
 # The extension's pure parts, with the Node 22 that npm ci put beside pi.
 test-ext: pi
-	cd extension && PATH="$(CURDIR)/extension/node_modules/.bin:$$PATH" node --test test/*.test.ts
+	cd extension && $(NODE_PATH_ENV) node --test test/*.test.ts
 
 test-go:
 	$(GO) test -race ./activities/... ./workflows/...
@@ -62,8 +75,8 @@ browser:
 	echo "installing chromium for the UI test"; \
 	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends chromium
 
-## lint: go vet, gofmt, staticcheck, workflowcheck
-lint: vet fmt staticcheck workflowcheck
+## lint: go vet, gofmt, staticcheck, workflowcheck, the compiled extension up to date
+lint: vet fmt staticcheck workflowcheck ext-check
 
 vet:
 	$(GO) vet ./...
@@ -98,7 +111,7 @@ chaos: deps
 		-args -chaos-rounds=20 -dev-kills=5 -load-delegations=1000 -chaos-report=$(CURDIR)/BENCHMARKS.md
 
 ## bench: benchmarks, figures into BENCHMARKS.md
-bench: deps
+bench: deps extension
 	$(GO) run ./cmd/bench -out BENCHMARKS.md
 
 clean:

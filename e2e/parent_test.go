@@ -72,14 +72,42 @@ func (e *env) serveSetting() string {
 	return "1"
 }
 
+var extensionBuild struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// parentExtension is the extension's folder, with its compiled form built
+// from the sources under test (as `make build` does): pi loads that file.
+func parentExtension(t *testing.T) string {
+	t.Helper()
+	extensionBuild.once.Do(func() {
+		dir, err := filepath.Abs("../extension")
+		if err != nil {
+			extensionBuild.err = err
+			return
+		}
+		// The Node 22 npm ci put beside pi; node --run finds esbuild there.
+		build := exec.Command(filepath.Join(dir, "node_modules", ".bin", "node"), "--run", "build")
+		build.Dir = dir
+		if out, err := build.CombinedOutput(); err != nil {
+			extensionBuild.err = fmt.Errorf("build the extension: %v\n%s", err, out)
+			return
+		}
+		extensionBuild.dir = dir
+	})
+	if extensionBuild.err != nil {
+		t.Fatal(extensionBuild.err)
+	}
+	return extensionBuild.dir
+}
+
 // startParent starts pi in mode (json or rpc) on sessionFile; in json mode
 // prompt is the one prompt, in rpc mode it is sent as the first command.
 func (e *env) startParent(mode, sessionFile, prompt string) *parentPi {
 	e.t.Helper()
-	ext, err := filepath.Abs("../extension")
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	ext := parentExtension(e.t)
 	args := []string{"--mode", mode, "--session", sessionFile, "-e", ext}
 	if mode == "json" {
 		args = append(args, prompt)
@@ -499,10 +527,7 @@ func TestParentKilledMidDelegationGetsTheResultOnce(t *testing.T) {
 // tools available without -e.
 func TestExtensionInstallsAsAPiPackage(t *testing.T) {
 	e := newEnv(t)
-	ext, err := filepath.Abs("../extension")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ext := parentExtension(t)
 	install := exec.Command(e.pi.Path, "install", ext)
 	install.Env = append(os.Environ(), e.parentEnv()...)
 	if out, err := install.CombinedOutput(); err != nil {
@@ -526,10 +551,7 @@ func TestExtensionInstallsAsAPiPackage(t *testing.T) {
 // holds even when a profile loads extensions.
 func TestExtensionRegistersNothingInAChild(t *testing.T) {
 	e := newEnv(t)
-	ext, err := filepath.Abs("../extension")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ext := parentExtension(t)
 	e.model.Script("child-tools", scriptedmodel.Step{Text: "No tools to delegate with."})
 	for _, child := range []bool{false, true} {
 		run := exec.Command(e.pi.Path, "--mode", "json", "--session", filepath.Join(t.TempDir(), "c.jsonl"), "-e", ext, "[[script:child-tools]] Which tools?")

@@ -674,7 +674,10 @@ func (b *bench) fromPi(n int) (string, error) {
 		d    []time.Duration
 		peak int64
 	}
-	var floor1, floor4, del1, del4, ext0, plain0 series
+	// pi's own cost of loading an extension, any extension: the floor of
+	// what loading this one can cost.
+	noop := mustAbs("e2e/testdata/extensions/noop.ts")
+	var floor1, floor4, del1, del4, ext0, noop0, bare0, plain0 series
 	add := func(s *series, d time.Duration, p int64) { s.d = append(s.d, d); s.peak = max(s.peak, p) }
 	kinds := []struct {
 		into *series
@@ -683,6 +686,16 @@ func (b *bench) fromPi(n int) (string, error) {
 		{&floor1, func() (time.Duration, int64, error) { return plain(1) }},
 		{&plain0, func() (time.Duration, int64, error) {
 			return sampled(func() error { _, err := b.direct(); return err })
+		}},
+		// The same run as a user's pi without this extension: no -e, no
+		// --no-extensions; then with an empty extension; then with this one.
+		{&bare0, func() (time.Duration, int64, error) {
+			d, p, _, err := b.parentPi(svc, "", none)
+			return d, p, err
+		}},
+		{&noop0, func() (time.Duration, int64, error) {
+			d, p, _, err := b.parentPi(svc, noop, none)
+			return d, p, err
 		}},
 		{&ext0, func() (time.Duration, int64, error) { return parent(none) }},
 		{&del1, func() (time.Duration, int64, error) { return parent(one) }},
@@ -713,8 +726,10 @@ func (b *bench) fromPi(n int) (string, error) {
 		ratio := float64(pct(s.d, 0.5)) / float64(pct(floor.d, 0.5))
 		fmt.Fprintf(&r, "| %s | %s | %s | %.2f× | %s | %d MiB |\n", name, ms(pct(s.d, 0.5)), ms(pct(s.d, 0.99)), ratio, target, s.peak>>20)
 	}
-	row("plain pi, one answer", plain0, plain0, "")
-	row("parent pi with the extension, one answer, no delegation", ext0, plain0, "")
+	row("plain pi, one answer (`--no-extensions`, as a child runs)", plain0, plain0, "")
+	row("pi as a user starts it, one answer (no `-e`)", bare0, bare0, "")
+	row("the same with an extension that does nothing (pi's cost of loading one)", noop0, bare0, "")
+	row("the same with this extension, no delegation", ext0, bare0, "≤ 1.03×")
 	row("floor: parent + child", floor1, floor1, "")
 	row("parent pi, `subagent` tool, 1 task", del1, floor1, "≤ 1.15×")
 	row("floor: parent, then 4 children at once", floor4, floor4, "")

@@ -101,17 +101,21 @@ func waitSocket(path string, limit time.Duration, exited <-chan struct{}) error 
 	return fmt.Errorf("no answer on %s within %s", path, limit)
 }
 
-// parentPi runs a parent pi with the extension against the local service
-// of svc (nil: none runs yet, the extension starts it at svcDir's address)
-// and returns its wall time, the peak memory of the run's processes (the
-// service left out) and the peak of what the parent started itself.
+// parentPi runs a parent pi with the extension ext (none: "") against the
+// local service of svc and returns its wall time, the peak memory of the
+// run's processes (the service left out) and the peak of what the parent
+// started itself.
 func (b *bench) parentPi(svc *service, ext, prompt string) (time.Duration, int64, int64, error) {
 	return b.parentPiAt(svc.address, svc.dataDir, ext, prompt, nil)
 }
 
 func (b *bench) parentPiAt(address, dataDir, ext, prompt string, started func()) (time.Duration, int64, int64, error) {
 	session := filepath.Join(b.dataDir, "parents", uuid.NewString()+".jsonl")
-	cmd := exec.Command(b.pi.Path, "--mode", "json", "--session", session, "--model", scriptedmodel.ModelRef, "-e", ext, prompt)
+	args := []string{"--mode", "json", "--session", session, "--model", scriptedmodel.ModelRef}
+	if ext != "" {
+		args = append(args, "-e", ext)
+	}
+	cmd := exec.Command(b.pi.Path, append(args, prompt)...)
 	cmd.Dir = b.workDir
 	cmd.Env = append(b.serviceEnv(), "SUBAGENTS_BIN="+b.bin, "TEMPORAL_ADDRESS="+address, "SUBAGENTS_DATA_DIR="+dataDir)
 	out := &syncbuf.Buffer{}

@@ -101,8 +101,10 @@ export class Delivery {
 			try {
 				mkdirSync(dirname(marker), { recursive: true, mode: 0o700 });
 				writeFileSync(marker, "");
-			} catch {
-				/* without the mark, the results come when the service next runs */
+			} catch (e) {
+				// Without the mark a restart would not look for the results:
+				// start nothing that could be lost.
+				throw new SubagentsError("SERVICE_UNAVAILABLE", `cannot mark ${marker} (where a restarted pi looks for results): ${(e as Error).message}`);
 			}
 		}
 		return id;
@@ -126,7 +128,11 @@ export class Delivery {
 	/**
 	 * On start or resume: acknowledge what the session already holds,
 	 * deliver what finished while the parent was away, and wait in the
-	 * background for what still runs.
+	 * background for what still runs. With the local service, only a
+	 * session that marked itself waiting asks anything (starting the
+	 * service if it must): any other has nothing to get, and its start
+	 * makes no call. A remote Temporal keeps no marks and is asked each
+	 * time; passive: only a service that runs already.
 	 */
 	async resume(ctx: ExtensionContext, passive = false): Promise<void> {
 		this.ctx = ctx;
@@ -134,9 +140,11 @@ export class Delivery {
 		const branch = ctx.sessionManager.getBranch() as Entry[];
 		const delivered = deliveredIds(branch);
 		for (const id of delivered) this.acked.add(id);
+		const local = this.dataDir() !== undefined;
+		if (local && !this.mayHavePending(ctx)) return;
 		let open: Envelope;
 		try {
-			open = await this.cli(passive).call("list", ["--kind", "delegation", "--open", "--parent-session", this.parentId]);
+			open = await this.cli(passive && !local).call("list", ["--kind", "delegation", "--open", "--parent-session", this.parentId]);
 		} catch (e) {
 			// No service runs: nothing can have finished; this runs again
 			// when the service starts.

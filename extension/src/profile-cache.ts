@@ -24,8 +24,9 @@ function read(dataDir: string): Cache {
 	}
 }
 
-export function rememberedProfiles(dataDir: string, cwd: string): ProfileSummary[] {
-	return read(dataDir)[cwd]?.profiles ?? [];
+/** cwd's profiles as last listed; undefined when they never were. */
+export function rememberedProfiles(dataDir: string, cwd: string): ProfileSummary[] | undefined {
+	return read(dataDir)[cwd]?.profiles;
 }
 
 /** Remembers cwd's profiles; a cache that cannot be written is only a cache. */

@@ -60,10 +60,11 @@ test("a project's settings cannot choose the binary, the address or the data dir
 test("the profiles a pi registers with no service running are the ones last listed for its folder", async () => {
 	const { rememberProfiles, rememberedProfiles } = await import("../src/profile-cache.ts");
 	const dir = mkdtempSync(join(tmpdir(), "subagents-cache-"));
-	assert.deepEqual(rememberedProfiles(dir, "/repo"), []);
+	assert.equal(rememberedProfiles(dir, "/repo"), undefined);
 	const librarian = { name: "librarian", scope: "builtin", primary: true } as never;
 	rememberProfiles(dir, "/repo", [librarian]);
 	rememberProfiles(dir, "/other", []);
 	assert.deepEqual(rememberedProfiles(dir, "/repo"), [librarian]);
-	assert.deepEqual(rememberedProfiles(dir, "/other"), []);
+	assert.deepEqual(rememberedProfiles(dir, "/other"), [], "an empty listing is remembered too");
+	assert.equal(rememberedProfiles(dir, "/elsewhere"), undefined);
 });

@@ -1,0 +1,1569 @@
+// Generated from src/*.ts by make build (node --run build): do not edit.
+
+// src/cli.ts
+import { spawn as spawn2 } from "node:child_process";
+import { createInterface } from "node:readline";
+
+// src/service.ts
+import { spawn } from "node:child_process";
+import { accessSync, closeSync, constants, existsSync, mkdirSync, openSync, readFileSync } from "node:fs";
+import { connect } from "node:net";
+import { homedir } from "node:os";
+import { delimiter, dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+var DEFAULT_ADDRESS = "127.0.0.1:7233";
+var SOCKET_NAME = "subagents.sock";
+function dataDir(env, setting) {
+  return resolve(setting || env.SUBAGENTS_DATA_DIR || join(homedir(), ".pi", "subagents"));
+}
+function socketPath(dir) {
+  return join(dir, SOCKET_NAME);
+}
+function splitAddress(address) {
+  const m = /^\[?([^\]]*?)\]?:(\d+)$/.exec(address.trim());
+  if (!m) return void 0;
+  return { host: m[1], port: Number(m[2]) };
+}
+function isLoopback(host) {
+  return host === "localhost" || host === "::1" || /^127\.\d+\.\d+\.\d+$/.test(host);
+}
+function isLocal(address, env) {
+  const a = splitAddress(address);
+  if (!a || !isLoopback(a.host)) return false;
+  const remoteHints = ["TEMPORAL_PROFILE", "TEMPORAL_API_KEY", "TEMPORAL_TLS", "TEMPORAL_TLS_CLIENT_CERT_PATH", "TEMPORAL_TLS_CA_PATH", "TEMPORAL_CONFIG_FILE"];
+  return !remoteHints.some((k) => env[k]);
+}
+function sameAddress(a, b) {
+  const x = splitAddress(a);
+  const y = splitAddress(b);
+  if (!x || !y || x.port !== y.port) return false;
+  return x.host === y.host || isLoopback(x.host) && isLoopback(y.host);
+}
+var PROBE_TIMEOUT_MS = 250;
+function dial(target, timeoutMs = PROBE_TIMEOUT_MS) {
+  return new Promise((resolve2, reject) => {
+    const s = connect(target);
+    const timer = setTimeout(() => {
+      s.destroy();
+      reject(Object.assign(new Error("connect timed out"), { code: "ETIMEDOUT" }));
+    }, timeoutMs);
+    s.once("connect", () => {
+      clearTimeout(timer);
+      resolve2(s);
+    });
+    s.once("error", (e) => {
+      clearTimeout(timer);
+      reject(e);
+    });
+  });
+}
+async function answers(address) {
+  const a = splitAddress(address);
+  if (!a) return false;
+  try {
+    (await dial({ host: a.host, port: a.port })).destroy();
+    return true;
+  } catch {
+    return false;
+  }
+}
+function sourceTreeBinary() {
+  return join(dirname(fileURLToPath(import.meta.url)), "..", "..", "bin", "subagents");
+}
+function executable(p) {
+  try {
+    accessSync(p, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+function findBinary(setting, env) {
+  for (const named of [setting, env.SUBAGENTS_BIN]) {
+    if (named) return named.includes("/") ? executable(named) ? named : void 0 : onPath(named, env);
+  }
+  return onPath("subagents", env) ?? (executable(sourceTreeBinary()) ? sourceTreeBinary() : void 0);
+}
+function onPath(name, env) {
+  for (const dir of (env.PATH ?? "").split(delimiter)) {
+    if (dir && executable(join(dir, name))) return join(dir, name);
+  }
+  return void 0;
+}
+function buildAdvice() {
+  const tree = resolve(sourceTreeBinary(), "..", "..");
+  const inTree = existsSync(join(tree, "go.mod"));
+  return inTree ? `build it with \`make build\` in ${tree} (it writes bin/subagents), or set SUBAGENTS_BIN` : "install it with `go install github.com/durable-pi/subagents/cmd/subagents@latest`, or set SUBAGENTS_BIN";
+}
+var START_TIMEOUT_MS = 6e4;
+var START_POLL_MS = 50;
+async function startService(opts) {
+  const a = splitAddress(opts.address);
+  if (!a) throw new Error(`address ${opts.address} is not host:port`);
+  const log = join(opts.dir, "service.log");
+  mkdirSync(opts.dir, { recursive: true, mode: 448 });
+  const fd = openSync(log, "a", 384);
+  const args = ["dev", "--data-dir", opts.dir, "--ip", a.host === "localhost" ? "127.0.0.1" : a.host, "--port", String(a.port)];
+  if (opts.namespace) args.push("--namespace", opts.namespace);
+  let exited;
+  try {
+    const child = spawn(opts.bin, args, { cwd: opts.dir, env: opts.env, detached: true, stdio: ["ignore", fd, fd] });
+    child.on("error", () => exited = -1);
+    child.on("exit", (code) => exited = code);
+    child.unref();
+  } finally {
+    closeSync(fd);
+  }
+  const deadline = Date.now() + START_TIMEOUT_MS;
+  const sock = socketPath(opts.dir);
+  while (Date.now() < deadline) {
+    try {
+      (await dial({ path: sock })).destroy();
+      return;
+    } catch {
+    }
+    if (exited !== void 0 && exited !== 0) {
+      const tail = lastLines(log, 5);
+      if (!/already runs for data dir/.test(tail)) throw new Error(`subagents dev exited ${exited}: ${tail}`);
+    }
+    await new Promise((r) => setTimeout(r, START_POLL_MS));
+  }
+  throw new Error(`subagents dev did not answer on ${sock} within ${START_TIMEOUT_MS / 1e3} s; see ${log}`);
+}
+function lastLines(path, n) {
+  try {
+    return readFileSync(path, "utf8").trim().split("\n").slice(-n).join("\n");
+  } catch {
+    return "";
+  }
+}
+
+// src/cli.ts
+var SubagentsError = class extends Error {
+  code;
+  /** The command's category; for the few codes the extension raises itself, theirs. */
+  category;
+  /** The local service is not running (a passive call started nothing). */
+  notRunning;
+  constructor(code, message, category, notRunning = false) {
+    super(message);
+    this.name = "SubagentsError";
+    this.code = code;
+    this.notRunning = notRunning;
+    this.category = category || (code === "INVALID_INPUT" ? "invalid_input" : code === "SERVICE_UNAVAILABLE" ? "unavailable" : "runtime");
+  }
+};
+var CALL_TIMEOUT_MS = 12e4;
+var Channel = class {
+  pending = /* @__PURE__ */ new Map();
+  nextId = 1;
+  /** Set once the connection ended; answered is whether it ever replied. */
+  ended = false;
+  answered = false;
+  /** Runs one verb; onLine gets its stdout lines as they come. */
+  request(args, input, onLine, signal) {
+    if (this.ended) return Promise.reject(new SubagentsError("SERVICE_UNAVAILABLE", "the connection to the subagents service has ended"));
+    const id = this.nextId++;
+    return new Promise((resolve2, reject) => {
+      const onAbort = () => this.send({ id, cancel: true });
+      const finish = () => {
+        signal?.removeEventListener("abort", onAbort);
+        this.pending.delete(id);
+        this.hold(this.pending.size > 0);
+      };
+      this.pending.set(id, {
+        onLine,
+        done: (code) => {
+          finish();
+          resolve2(code);
+        },
+        fail: (e) => {
+          finish();
+          reject(e);
+        }
+      });
+      this.hold(true);
+      this.send({ id, args, input });
+      if (signal?.aborted) onAbort();
+      else signal?.addEventListener("abort", onAbort, { once: true });
+    });
+  }
+  send(msg) {
+    this.write(JSON.stringify(msg) + "\n");
+  }
+  reply(line) {
+    let r;
+    try {
+      r = JSON.parse(line);
+    } catch {
+      return;
+    }
+    this.answered = true;
+    const p = r.id === void 0 ? void 0 : this.pending.get(r.id);
+    if (!p) return;
+    if (typeof r.line === "string") p.onLine(r.line);
+    if (typeof r.exit === "number") p.done(r.exit);
+  }
+  end(e) {
+    if (this.ended) return;
+    this.ended = true;
+    for (const p of [...this.pending.values()]) p.fail(e);
+  }
+};
+var ServeProcess = class extends Channel {
+  child;
+  constructor(bin, connection, env, cwd) {
+    super();
+    this.child = spawn2(bin, ["serve", ...connection], { cwd, env: env ?? process.env, stdio: ["pipe", "pipe", "pipe"] });
+    this.child.on("error", (e) => this.end(notFound(bin, e)));
+    this.child.on("exit", (code) => this.end(new SubagentsError("SERVICE_UNAVAILABLE", `subagents serve exited ${code}`)));
+    this.child.stdin.on("error", () => {
+    });
+    this.child.stderr.resume();
+    createInterface({ input: this.child.stdout }).on("line", (line) => this.reply(line));
+    this.hold(false);
+  }
+  write(line) {
+    this.child.stdin.write(line);
+  }
+  /**
+   * Closes its stdin, which ends it once its calls have answered, and
+   * waits for its exit, so that it never outlives this pi nor trails it as
+   * a zombie; after STOP_GRACE_MS it is killed.
+   */
+  stop() {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return Promise.resolve();
+    return new Promise((resolve2) => {
+      const timer = setTimeout(() => this.child.kill("SIGKILL"), STOP_GRACE_MS);
+      this.child.once("exit", () => {
+        clearTimeout(timer);
+        resolve2();
+      });
+      this.child.stdin.end();
+    });
+  }
+  hold(busy) {
+    for (const h of [this.child, this.child.stdin, this.child.stdout, this.child.stderr]) {
+      if (busy) h.ref();
+      else h.unref();
+    }
+  }
+};
+var SocketChannel = class extends Channel {
+  socket;
+  constructor(socket) {
+    super();
+    this.socket = socket;
+    socket.setEncoding("utf8");
+    socket.on("error", () => {
+    });
+    socket.on("close", () => this.end(new SubagentsError("SERVICE_UNAVAILABLE", "the subagents service closed the connection")));
+    createInterface({ input: socket }).on("line", (line) => this.reply(line));
+    this.hold(false);
+  }
+  write(line) {
+    this.socket.write(line);
+  }
+  stop() {
+    this.socket.end();
+    return Promise.resolve();
+  }
+  hold(busy) {
+    if (busy) this.socket.ref();
+    else this.socket.unref();
+  }
+};
+var channels = /* @__PURE__ */ new Map();
+var starting = /* @__PURE__ */ new Map();
+var startedListeners = [];
+function onServiceStarted(listener) {
+  startedListeners.push(listener);
+}
+function serveEnabled(env) {
+  return (env.SUBAGENTS_SERVE ?? "1") !== "0";
+}
+var STOP_GRACE_MS = 2e3;
+async function stopServers() {
+  const all = [...channels.values()];
+  channels.clear();
+  await Promise.all(all.map((c) => c.stop()));
+}
+var SubagentsCli = class {
+  options;
+  constructor(options) {
+    this.options = options;
+  }
+  argv(verb, flags, positional, connection) {
+    return [verb, "--json", ...verb === "profiles" ? [] : connection, ...flags, ...positional.length ? ["--", ...positional] : []];
+  }
+  get env() {
+    return this.options.env ?? process.env;
+  }
+  /** The executable, found; SERVICE_UNAVAILABLE naming how to get it when it is missing. */
+  binary() {
+    const bin = findBinary(this.options.bin === "subagents" ? void 0 : this.options.bin, this.env);
+    if (!bin) {
+      throw new SubagentsError("SERVICE_UNAVAILABLE", `the subagents command was not found (settings "bin", SUBAGENTS_BIN, PATH, ${sourceTreeBinary()}): ${buildAdvice()}`);
+    }
+    return bin;
+  }
+  /** Where this call goes: the local socket, a serve process, or a process of its own. */
+  async route() {
+    const local = this.options.local;
+    if (!local) return this.remoteRoute(this.options.connection);
+    const sock = socketPath(local.dataDir);
+    const queue = local.taskQueue ? ["--task-queue", local.taskQueue] : [];
+    const open = channels.get(sock);
+    if (open && !open.ended) return { channel: open, connection: queue };
+    const ch = await this.connectLocal(local, sock);
+    if (ch) return { channel: ch, connection: queue };
+    if (await answers(local.address)) {
+      return this.remoteRoute(this.options.connection);
+    }
+    if (this.options.passive) throw new SubagentsError("SERVICE_UNAVAILABLE", `no subagents service runs (${sock})`, "unavailable", true);
+    if (!local.autoStart) {
+      throw new SubagentsError(
+        "SERVICE_UNAVAILABLE",
+        `no subagents service answers on ${sock} or ${local.address}: start it with \`subagents dev\` (or \`make run\`), or turn the extension's "autoStart" setting on`
+      );
+    }
+    await this.start(local, sock);
+    const started = await this.connectLocal(local, sock);
+    if (!started) throw new SubagentsError("SERVICE_UNAVAILABLE", `the subagents service started but does not answer on ${sock}`);
+    for (const l of startedListeners) l();
+    return { channel: started, connection: queue };
+  }
+  remoteRoute(connection) {
+    if (!serveEnabled(this.env)) return { spawn: true, connection };
+    const key = JSON.stringify([this.options.bin, connection, this.options.cwd ?? ""]);
+    const s = channels.get(key);
+    if (s?.ended && !s.answered) {
+      return { spawn: true, connection };
+    }
+    if (s && !s.ended) return { channel: s, connection };
+    const fresh = new ServeProcess(this.binary(), connection, this.options.env, this.options.cwd);
+    channels.set(key, fresh);
+    return { channel: fresh, connection };
+  }
+  /** A channel to the service on sock, if one answers there and serves our address. */
+  async connectLocal(local, sock) {
+    let socket;
+    try {
+      socket = await dial({ path: sock });
+    } catch {
+      return void 0;
+    }
+    const ch = new SocketChannel(socket);
+    if (local.addressSet) {
+      let info = {};
+      const code = await ch.request(["service"], "", (line) => {
+        try {
+          info = JSON.parse(line);
+        } catch {
+        }
+      });
+      if (code !== 0 || !info.address || !sameAddress(info.address, local.address)) {
+        void ch.stop();
+        return void 0;
+      }
+    }
+    channels.set(sock, ch);
+    return ch;
+  }
+  /** Starts the local service once per socket, however many calls ask at once. */
+  start(local, sock) {
+    let p = starting.get(sock);
+    if (!p) {
+      const bin = this.binary();
+      this.options.onStatus?.(`Starting the subagents service (subagents dev on ${local.address}; log: ${local.dataDir}/service.log)\u2026`);
+      p = startService({ bin, address: local.address, namespace: local.namespace, dir: local.dataDir, env: this.env }).catch((e) => {
+        throw new SubagentsError("SERVICE_UNAVAILABLE", `could not start the subagents service: ${e.message}`);
+      }).finally(() => starting.delete(sock));
+      starting.set(sock, p);
+    }
+    return p;
+  }
+  spawn(args) {
+    return spawn2(this.binary(), args, {
+      cwd: this.options.cwd,
+      env: this.env,
+      stdio: ["pipe", "pipe", "pipe"]
+    });
+  }
+  /**
+   * Runs one verb: over a channel, else as a process of its own (stopped
+   * after CALL_TIMEOUT_MS unless it is a wait). onLine gets its stdout
+   * lines; the promise its exit code and stderr.
+   */
+  async exec(verb, flags, positional, input, onLine, signal, bounded = true) {
+    let route = await this.route();
+    if ("channel" in route) {
+      const channel = route.channel;
+      try {
+        return { code: await channel.request(this.argv(verb, flags, positional, route.connection), input, onLine, signal), err: "" };
+      } catch (e) {
+        if (channel.answered || channel instanceof SocketChannel || !(e instanceof SubagentsError) || e.code !== "SERVICE_UNAVAILABLE") throw e;
+        route = { spawn: true, connection: route.connection };
+      }
+    }
+    const args = this.argv(verb, flags, positional, route.connection);
+    return new Promise((resolve2, reject) => {
+      let child;
+      try {
+        child = this.spawn(args);
+      } catch (e) {
+        reject(e);
+        return;
+      }
+      let err = "";
+      const timer = bounded ? setTimeout(() => child.kill("SIGTERM"), CALL_TIMEOUT_MS) : void 0;
+      const onAbort = () => child.kill("SIGTERM");
+      if (signal?.aborted) onAbort();
+      signal?.addEventListener("abort", onAbort, { once: true });
+      child.stderr.setEncoding("utf8").on("data", (d) => err += d);
+      createInterface({ input: child.stdout }).on("line", onLine);
+      child.on("error", (e) => {
+        clearTimeout(timer);
+        reject(notFound(this.options.bin, e));
+      });
+      child.on("close", (code) => {
+        clearTimeout(timer);
+        signal?.removeEventListener("abort", onAbort);
+        resolve2({ code, err });
+      });
+      child.stdin.on("error", () => {
+      });
+      child.stdin.end(input);
+    });
+  }
+  /**
+   * One call: its envelope, or a SubagentsError with the envelope's code.
+   * With input, the request goes to stdin as JSON (--input -).
+   */
+  async call(verb, flags = [], positional = [], input, signal) {
+    let out = "";
+    const { code, err } = await this.exec(
+      verb,
+      input === void 0 ? flags : [...flags, "--input", "-"],
+      positional,
+      input === void 0 ? "" : JSON.stringify(input),
+      (line) => out += line + "\n",
+      signal
+    );
+    let env;
+    try {
+      env = JSON.parse(out);
+    } catch {
+      throw new SubagentsError("SUBAGENT_FAILED", `subagents ${verb} exited ${code}: ${err.trim() || out.trim() || "no output"}`);
+    }
+    if (env.error) throw new SubagentsError(env.error.code, env.error.message, env.error.category);
+    return env;
+  }
+  /**
+   * Waits for a delegation or session, calling onFrame with each change
+   * (`wait --json --progress`); resolves with the final envelope. An abort
+   * stops the waiting, not the work.
+   */
+  async follow(id, onFrame, signal, timeoutMs) {
+    const flags = ["--progress", ...timeoutMs ? ["--timeout-ms", String(timeoutMs)] : []];
+    let last;
+    const { code, err } = await this.exec(
+      "wait",
+      flags,
+      [id],
+      "",
+      (line) => {
+        if (!line.trim()) return;
+        try {
+          const env = JSON.parse(line);
+          if (env.op === "progress") onFrame(env);
+          else last = env;
+        } catch {
+        }
+      },
+      signal,
+      false
+    );
+    if (last?.error) throw new SubagentsError(last.error.code, last.error.message, last.error.category);
+    if (last) return last;
+    if (signal?.aborted) throw new SubagentsError("CANCELLED", "waiting was aborted");
+    throw new SubagentsError("SUBAGENT_FAILED", `subagents wait exited ${code}: ${err.trim() || "no output"}`);
+  }
+};
+function notFound(bin, e) {
+  if (e.code === "ENOENT") {
+    return new SubagentsError(
+      "SERVICE_UNAVAILABLE",
+      `the subagents command was not found (${bin}): set SUBAGENTS_BIN or the extension's "bin" setting, or put it on PATH (\`make build\` writes bin/subagents)`
+    );
+  }
+  return new SubagentsError("SERVICE_UNAVAILABLE", `could not run ${bin}: ${e.message}`);
+}
+
+// src/delivery.ts
+import { existsSync as existsSync2, mkdirSync as mkdirSync2, readFileSync as readFileSync2, statSync, unlinkSync, writeFileSync } from "node:fs";
+import { dirname as dirname2, join as join2 } from "node:path";
+
+// src/format.ts
+var ZERO_USAGE = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, cost: 0, turns: 0 };
+function items(env) {
+  return env.items ?? [];
+}
+function succeeded(it) {
+  return it.status === "completed" && it.finalize?.status !== "ERROR";
+}
+function itemText(it) {
+  if (succeeded(it)) return it.output || "(no text output from sub-agent)";
+  const parts = [];
+  if (it.error) parts.push(`Error (${it.error.code}): ${it.error.message}`);
+  else parts.push(`Task ended with status ${it.status}.`);
+  if (it.output) parts.push(`Partial output:
+${it.output}`);
+  if (it.session_file) parts.push(`Session file: ${it.session_file}`);
+  return parts.join("\n\n");
+}
+function agentErrorMessage(message) {
+  const m = /^Unknown profile: "([^"]*)"\. Available profiles: (.*)$/s.exec(message);
+  return m ? `Unknown agent: ${m[1]}. Available agents: ${m[2]}` : message;
+}
+function runId(env) {
+  const id = env.delegation_id?.replace(/^delegation-/, "");
+  return id ? id.slice(0, 8) : void 0;
+}
+function displayItems(it) {
+  const out = [];
+  for (const row of it.tool_rows ?? []) {
+    let args = {};
+    try {
+      const parsed = JSON.parse(row.args);
+      if (parsed && typeof parsed === "object") args = parsed;
+    } catch {
+      args = { preview: row.args };
+    }
+    out.push({ type: "toolCall", name: row.name, args });
+  }
+  if (it.output) out.push({ type: "text", text: it.output });
+  return out;
+}
+function subagentResult(env, agent, task) {
+  const it = items(env)[0];
+  if (!it) {
+    const message = env.error ? agentErrorMessage(env.error.message) : "The delegation ended without a task.";
+    const error2 = { code: env.error?.code ?? "SUBAGENT_FAILED", message };
+    return { text: message, details: { mode: "single", results: [], error: error2 } };
+  }
+  const ok = succeeded(it);
+  const unknown = it.error?.code === "UNKNOWN_AGENT";
+  const error = it.error ? { code: it.error.code, message: unknown ? agentErrorMessage(it.error.message) : it.error.message } : void 0;
+  const result = {
+    agent,
+    task,
+    // Seed 004: a failed execution has a non-zero exitCode, also when pi
+    // itself exited 0 (a provider error).
+    exitCode: ok ? it.exit_code : it.exit_code || 1,
+    usage: { ...ZERO_USAGE, ...it.usage },
+    error: error?.message,
+    sessionFile: it.session_file,
+    output: it.output,
+    displayItems: displayItems(it)
+  };
+  const details = {
+    mode: "single",
+    runId: runId(env),
+    results: unknown ? [] : [result],
+    error,
+    sessionId: it.task_id,
+    delegationIds: env.delegation_id ? [env.delegation_id] : [],
+    finalized: it.finalize ? { status: it.finalize.status, result: it.finalize.result ?? it.finalize.error ?? "" } : void 0,
+    uiUrl: it.ui_url
+  };
+  if (unknown && error) return { text: error.message, details };
+  const body = ok ? it.output || "(no text output from sub-agent)" : itemText(it);
+  const text2 = `**Status:** ${ok ? "SUCCESS" : "ERROR"}
+**Session ID:** \`${it.task_id}\`
+
+---
+
+${body}`;
+  return { text: text2, details };
+}
+function summaryLine(it) {
+  if (!it.done) return `\u2026 ${it.name ?? it.task_id}: ${it.status} (session: ${it.task_id})`;
+  if (it.status === "completed" && it.finalize?.status !== "ERROR") return `\u2713 ${it.name ?? it.task_id}: completed (session: ${it.task_id})`;
+  const msg = it.error?.message ?? it.finalize?.error ?? it.status;
+  return `\u2717 ${it.name ?? it.task_id}: error \u2014 ${msg} (session: ${it.task_id})`;
+}
+function statusHeader(list) {
+  let running = 0;
+  let done = 0;
+  let failed = 0;
+  for (const it of list) {
+    if (!it.done) running++;
+    else if (succeeded(it)) done++;
+    else failed++;
+  }
+  return `Sub-agents: ${running} running, ${done} done, ${failed} error`;
+}
+function seconds(ms) {
+  return Math.floor(ms / 1e3);
+}
+function windowHeader(it) {
+  const icon = !it.done ? "\u23F3" : succeeded(it) ? "\u2713" : "\u2717";
+  const model = `${it.provider}/${it.model}${it.thinking ? ` ${it.thinking}` : ""}`;
+  const parts = [`${icon} ${it.name ?? it.task_id}`, `${it.agent} (${model})`, `${it.tool_count} tools`];
+  parts.push(it.timeout_s ? `${seconds(it.elapsed_ms)}s/${it.timeout_s}s` : `${seconds(it.elapsed_ms)}s`);
+  return parts.join(" \u2022 ");
+}
+function progressText(env, maxLines = 3) {
+  const list = items(env);
+  const lines = [statusHeader(list)];
+  for (const it of list) {
+    lines.push(windowHeader(it));
+    const rows = (it.tool_rows ?? []).slice(-maxLines);
+    for (const row of rows) lines.push(`  ${toolRowText(row)}`);
+    if (it.done && !succeeded(it) && it.error) lines.push(`  ${it.error.message}`);
+  }
+  const ids = list.filter((it) => it.done).map((it) => it.task_id);
+  if (env.done && ids.length) lines.push(`Sessions: ${ids.join(", ")}`);
+  return lines.join("\n");
+}
+function toolRowText(row) {
+  let args = {};
+  try {
+    args = JSON.parse(row.args);
+  } catch {
+  }
+  const mark = row.status === "running" ? "\xB7" : row.status === "error" ? "\u2717" : "\u2713";
+  if (row.name === "ls" && typeof args.path === "string") return `${mark} ls \u2192 ${args.path}`;
+  if (row.name === "find" && typeof args.pattern === "string") return `${mark} find \u2192 ${args.pattern}${typeof args.path === "string" ? ` in ${args.path}` : ""}`;
+  return `${mark} ${row.name} ${oneLine(row.args, 80)}`;
+}
+function oneLine(s, n) {
+  const flat = s.split(/\s+/).filter(Boolean).join(" ");
+  return flat.length > n ? `${flat.slice(0, n - 1)}\u2026` : flat;
+}
+function delegateResult(env, maxLines = 10) {
+  const list = items(env);
+  const text2 = list.map(summaryLine).join("\n");
+  const details = {
+    windows: list.map((it) => ({
+      name: it.name ?? it.task_id,
+      sessionId: it.task_id,
+      profile: it.agent,
+      provider: it.provider,
+      model: it.model,
+      status: !it.done ? "running" : succeeded(it) ? "done" : "error",
+      toolCount: it.tool_count,
+      elapsedMs: it.elapsed_ms,
+      timeout: it.timeout_s,
+      error: it.error?.message,
+      uiUrl: it.ui_url
+    })),
+    maxLinesPerWindow: maxLines,
+    status: env.done ? "done" : "running",
+    sessionIds: list.map((it) => it.task_id),
+    delegationIds: env.delegation_id ? [env.delegation_id] : [],
+    uiUrl: env.ui_url
+  };
+  return { text: text2, details };
+}
+function taskTree(it, prompt) {
+  const icon = !it.done ? "\u280B" : succeeded(it) ? "\u2713" : "\u2715";
+  const title = `${capitalize(it.agent)} \xB7 ${it.description ?? it.name ?? it.task_id}`;
+  const lines = [`${icon} ${title} [task_id: ${it.task_id}]`];
+  const rows = [];
+  if (prompt) rows.push(oneLine(prompt, 100));
+  for (const row of (it.tool_rows ?? []).slice(-6)) rows.push(toolRowText(row));
+  let last;
+  if (!it.done) last = it.last_text ? oneLine(it.last_text, 100) : "Working...";
+  else if (succeeded(it)) last = it.output || "(no text output from sub-agent)";
+  else last = `Task failed: ${it.error?.message ?? it.status}`;
+  for (const r of rows) lines.push(`  \u251C\u2500\u2500 ${r}`);
+  lines.push(`  \u2570\u2500\u2500 ${last}`);
+  return lines.join("\n");
+}
+function capitalize(s) {
+  return s ? s[0].toUpperCase() + s.slice(1) : s;
+}
+function taskItem(it, invocation) {
+  return {
+    task_id: it.task_id,
+    status: it.status,
+    done: it.done,
+    subagent_type: it.agent,
+    description: it.description ?? it.name,
+    output_available: it.output_available,
+    output: it.output,
+    output_truncated: it.output_truncated,
+    output_total_chars: it.output_total_chars,
+    output_returned_chars: it.output_returned_chars,
+    error: it.error,
+    error_category: it.error?.category,
+    tool_rows: it.tool_rows ?? [],
+    event_count: it.tool_count,
+    assistant_text: it.last_text ?? (it.done ? it.output : ""),
+    usage: it.usage,
+    provider: it.provider,
+    model: it.model,
+    runtime: "pi-cli",
+    route: "temporal",
+    backend: "temporal",
+    invocation,
+    session_state: it.session_state,
+    ui_url: it.ui_url
+  };
+}
+function taskDetails(op, env, invocation) {
+  const list = items(env);
+  const first = list[0];
+  return {
+    contract_version: "task.v1",
+    op,
+    backend: "temporal",
+    runtime: "pi-cli",
+    route: "temporal",
+    invocation,
+    provider: first?.provider,
+    model: first?.model,
+    task_id: list.length === 1 ? first.task_id : void 0,
+    status: list.length === 1 ? first.status : env.status,
+    subagent_type: list.length === 1 ? first.agent : void 0,
+    description: list.length === 1 ? first.description ?? first.name : void 0,
+    done: env.done,
+    wait_status: env.wait_status,
+    cancel_applied: env.cancel_applied,
+    prior_status: env.prior_status,
+    total_count: env.total_count,
+    accepted_count: env.accepted_count,
+    rejected_count: env.rejected_count,
+    batch_status: env.batch_status,
+    output_available: list.length === 1 ? first.output_available : void 0,
+    output: list.length === 1 ? first.output : void 0,
+    output_truncated: list.length === 1 ? first.output_truncated : void 0,
+    output_total_chars: list.length === 1 ? first.output_total_chars : void 0,
+    output_returned_chars: list.length === 1 ? first.output_returned_chars : void 0,
+    items: list.map((it) => taskItem(it, invocation)),
+    delegationIds: env.delegation_id ? [env.delegation_id] : [],
+    ui_url: env.ui_url
+  };
+}
+function deliveryText(env) {
+  const list = items(env);
+  const lines = [`Background sub-agent results (${env.delegation_id}):`];
+  for (const it of list) {
+    lines.push("", summaryLine(it));
+    const body = succeeded(it) ? it.output : itemText(it);
+    if (body) lines.push(body);
+  }
+  return lines.join("\n");
+}
+var NO_PROFILES_TEXT = "No subagent profiles found. Add .md files to ~/.pi/agent/agent-profiles/ or .pi/agent-profiles/.";
+function sessionNotFound(id) {
+  return `Session "${id}" not found. The session may have expired or the ID is incorrect.`;
+}
+function primaryToolName(profile, taken) {
+  const base = profile.toLowerCase().replace(/[^a-z0-9_]+/g, "_").replace(/^_+|_+$/g, "") || "subagent";
+  let name = base;
+  if (taken.has(name)) name = `${base}_subagent`;
+  for (let i = 2; taken.has(name); i++) name = `${base}_subagent_${i}`;
+  return name;
+}
+function primaryPrompt(ask, context, files) {
+  const parts = [ask.trim()];
+  if (context?.trim()) parts.push(`Context:
+${context.trim()}`);
+  if (files?.length) parts.push(`Files:
+${files.map((f) => `- ${f}`).join("\n")}`);
+  return parts.join("\n\n");
+}
+
+// src/delivery.ts
+var STARTED_AT = Date.now() - process.uptime() * 1e3;
+function markedBefore(path, t) {
+  try {
+    return statSync(path).mtimeMs < t;
+  } catch {
+    return false;
+  }
+}
+var RESULT_MESSAGE_TYPE = "subagents-result";
+function deliveredIds(entries) {
+  const ids = /* @__PURE__ */ new Set();
+  for (const e of entries) {
+    if (e.type === "message" && e.message?.role === "toolResult") {
+      for (const id of e.message.details?.delegationIds ?? []) ids.add(id);
+    } else if (e.type === "custom_message" && e.customType === RESULT_MESSAGE_TYPE && e.details?.delegationId) {
+      ids.add(e.details.delegationId);
+    }
+  }
+  return ids;
+}
+function deliveryDraft(env) {
+  return {
+    type: "custom_message",
+    customType: RESULT_MESSAGE_TYPE,
+    content: deliveryText(env),
+    display: true,
+    details: { delegationId: env.delegation_id, envelope: env }
+  };
+}
+var Delivery = class {
+  pi;
+  cli;
+  /** Delegations acknowledged by this process. */
+  acked = /* @__PURE__ */ new Set();
+  /** Background delegations this process waits for, by ID. */
+  watchers = /* @__PURE__ */ new Map();
+  /** Finished results not yet in the session. */
+  ready = /* @__PURE__ */ new Map();
+  /** Results handed to pi (drafts or messages) and not yet seen persisted. */
+  handed = /* @__PURE__ */ new Set();
+  waiters = [];
+  parentId = "";
+  ctx;
+  /** The local service's data dir, where this parent marks that it waits for results; undefined for a remote Temporal. */
+  dataDir;
+  constructor(pi, cli, dataDir2 = () => void 0) {
+    this.pi = pi;
+    this.cli = cli;
+    this.dataDir = dataDir2;
+  }
+  /** The parent session ID every delegation records. */
+  parent(ctx) {
+    return ctx.sessionManager.getSessionId();
+  }
+  /**
+   * The parent session ID for a delegation whose results come back here:
+   * it also marks, in the data dir, that this session waits for results,
+   * so that its next start looks for them even when no service runs
+   * (and starts it), and otherwise asks nothing.
+   */
+  delivering(ctx) {
+    const id = this.parent(ctx);
+    const marker = this.marker(id);
+    if (marker) {
+      try {
+        mkdirSync2(dirname2(marker), { recursive: true, mode: 448 });
+        writeFileSync(marker, "");
+      } catch (e) {
+        throw new SubagentsError("SERVICE_UNAVAILABLE", `cannot mark ${marker} (where a restarted pi looks for results): ${e.message}`);
+      }
+    }
+    return id;
+  }
+  /** Whether this session may have results waiting (see delivering). */
+  mayHavePending(ctx) {
+    const marker = this.marker(this.parent(ctx));
+    return marker !== void 0 && existsSync2(marker);
+  }
+  marker(parentId) {
+    const dir = this.dataDir();
+    return dir && /^[A-Za-z0-9_-]+$/.test(parentId) ? join2(dir, "pending", parentId) : void 0;
+  }
+  running() {
+    return [...this.watchers.keys()];
+  }
+  /**
+   * On start or resume: acknowledge what the session already holds,
+   * deliver what finished while the parent was away, and wait in the
+   * background for what still runs. With the local service, only a
+   * session that marked itself waiting asks anything (starting the
+   * service if it must): any other has nothing to get, and its start
+   * makes no call. A remote Temporal keeps no marks and is asked each
+   * time; passive: only a service that runs already.
+   */
+  async resume(ctx, passive = false) {
+    this.ctx = ctx;
+    this.parentId = this.parent(ctx);
+    const branch = ctx.sessionManager.getBranch();
+    const delivered = deliveredIds(branch);
+    for (const id of delivered) this.acked.add(id);
+    const local = this.dataDir() !== void 0;
+    if (local && !this.mayHavePending(ctx)) return;
+    let open;
+    try {
+      open = await this.cli(passive && !local).call("list", ["--kind", "delegation", "--open", "--parent-session", this.parentId]);
+    } catch (e) {
+      if (e instanceof SubagentsError && e.notRunning) return;
+      throw e;
+    }
+    const marker = this.marker(this.parentId);
+    if (marker && (open.runs ?? []).length === 0 && markedBefore(marker, STARTED_AT)) {
+      unlinkSync(marker);
+    }
+    const toAck = [];
+    for (const run of open.runs ?? []) {
+      if (delivered.has(run.id)) {
+        toAck.push(run.id);
+        continue;
+      }
+      const env = await this.cli().call("status", [], [run.id]);
+      if (env.done) this.arrive(env);
+      else this.watch(run.id);
+    }
+    if (toAck.length) await this.ack(toAck);
+    this.flushIdle(ctx);
+  }
+  /** Waits in the background for a delegation this parent started. */
+  watch(id) {
+    if (this.watchers.has(id) || this.ready.has(id)) return;
+    const abort = new AbortController();
+    const done = this.cli().follow(id, () => {
+    }, abort.signal).then((env) => this.arrive(env)).catch(() => {
+    }).finally(() => {
+      this.watchers.delete(id);
+      this.wake();
+    });
+    this.watchers.set(id, { abort, done });
+  }
+  arrive(env) {
+    const id = env.delegation_id;
+    if (!id || this.acked.has(id) || this.handed.has(id)) return;
+    this.ready.set(id, env);
+    this.wake();
+    if (this.ctx) this.flushIdle(this.ctx);
+  }
+  wake() {
+    for (const w of this.waiters.splice(0)) w();
+  }
+  /**
+   * Hands finished results to pi as custom messages when it is idle: they
+   * are written at once, and in interactive modes start a turn.
+   */
+  flushIdle(ctx) {
+    if (!ctx.isIdle() || this.ready.size === 0) return;
+    const interactive = ctx.mode === "tui" || ctx.mode === "rpc";
+    for (const [id, env] of this.ready) {
+      this.ready.delete(id);
+      this.handed.add(id);
+      const d = deliveryDraft(env);
+      this.pi.sendMessage({ customType: d.customType, content: d.content, display: d.display, details: d.details }, { triggerTurn: interactive });
+    }
+    void this.ackPersisted(ctx);
+  }
+  /** Finished results as boundary drafts (turn_end, agent_before_settle). */
+  takeDrafts() {
+    const drafts = [...this.ready.values()].map(deliveryDraft);
+    for (const id of this.ready.keys()) this.handed.add(id);
+    this.ready.clear();
+    return drafts;
+  }
+  /**
+   * In print and JSON modes pi exits when the agent settles: wait for the
+   * next background result so it reaches the parent in a later turn.
+   */
+  async nextResult(signal) {
+    if (this.ready.size > 0 || this.watchers.size === 0) return;
+    await new Promise((resolve2) => {
+      this.waiters.push(resolve2);
+      signal?.addEventListener("abort", () => resolve2(), { once: true });
+    });
+  }
+  /** Acknowledges every delivered result that is written in the session file. */
+  ackPersisted(ctx) {
+    this.acking = this.acking.then(() => this.ackPersistedNow(ctx)).catch(() => {
+    });
+    return this.acking;
+  }
+  acking = Promise.resolve();
+  async ackPersistedNow(ctx) {
+    const branch = ctx.sessionManager.getBranch();
+    const file = ctx.sessionManager.getSessionFile();
+    let onDisk = "";
+    try {
+      onDisk = file ? readFileSync2(file, "utf8") : "";
+    } catch {
+      return;
+    }
+    const ids = [...deliveredIds(branch)].filter((id) => !this.acked.has(id) && onDisk.includes(id));
+    if (ids.length) await this.ack(ids);
+  }
+  async ack(ids) {
+    try {
+      await this.cli().call("ack", ["--by", this.parentId], ids);
+      for (const id of ids) {
+        this.acked.add(id);
+        this.handed.delete(id);
+      }
+    } catch {
+      return;
+    }
+    await this.clearMarkIfDone();
+  }
+  /** Removes the session's waiting mark once none of its delegations is open. */
+  async clearMarkIfDone() {
+    const marker = this.marker(this.parentId);
+    if (!marker || !existsSync2(marker) || this.watchers.size > 0) return;
+    try {
+      const open = await this.cli().call("list", ["--kind", "delegation", "--open", "--parent-session", this.parentId]);
+      if ((open.runs ?? []).length === 0) unlinkSync(marker);
+    } catch {
+    }
+  }
+  /** Stops waiting (the work goes on, and is found again on the next start). */
+  shutdown() {
+    for (const w of this.watchers.values()) w.abort.abort();
+    this.watchers.clear();
+    this.wake();
+  }
+};
+
+// src/profile-cache.ts
+import { mkdirSync as mkdirSync3, readFileSync as readFileSync3, renameSync, writeFileSync as writeFileSync2 } from "node:fs";
+import { join as join3 } from "node:path";
+var MAX_FOLDERS = 64;
+function cachePath(dataDir2) {
+  return join3(dataDir2, "cache", "profiles.json");
+}
+function read(dataDir2) {
+  try {
+    const c = JSON.parse(readFileSync3(cachePath(dataDir2), "utf8"));
+    return c && typeof c === "object" ? c : {};
+  } catch {
+    return {};
+  }
+}
+function rememberedProfiles(dataDir2, cwd) {
+  return read(dataDir2)[cwd]?.profiles;
+}
+function rememberProfiles(dataDir2, cwd, profiles) {
+  try {
+    const cache = read(dataDir2);
+    cache[cwd] = { at: Date.now(), profiles };
+    const keep = Object.entries(cache).sort((a, b) => b[1].at - a[1].at).slice(0, MAX_FOLDERS);
+    const path = cachePath(dataDir2);
+    mkdirSync3(join3(dataDir2, "cache"), { recursive: true, mode: 448 });
+    writeFileSync2(path + ".tmp", JSON.stringify(Object.fromEntries(keep)), { mode: 384 });
+    renameSync(path + ".tmp", path);
+  } catch {
+  }
+}
+
+// src/settings.ts
+import { readFileSync as readFileSync4 } from "node:fs";
+import { homedir as homedir2 } from "node:os";
+import { join as join4 } from "node:path";
+function agentDir(env = process.env) {
+  return env.PI_CODING_AGENT_DIR || join4(homedir2(), ".pi", "agent");
+}
+function readExtensionSettings(path) {
+  let raw;
+  try {
+    raw = readFileSync4(path, "utf8");
+  } catch {
+    return {};
+  }
+  try {
+    const parsed = JSON.parse(raw);
+    return parsed && typeof parsed.extension === "object" && parsed.extension ? parsed.extension : {};
+  } catch (e) {
+    throw new Error(`${path}: ${e.message}`);
+  }
+}
+function loadSettings(cwd, env = process.env) {
+  const global = readExtensionSettings(join4(agentDir(env), "subagents.json"));
+  const project = readExtensionSettings(join4(cwd, ".pi", "subagents.json"));
+  const { bin: _b, address: _a, dataDir: _d, autoStart: _s, ...projectSafe } = project;
+  const merged = { ...global, ...projectSafe, tools: { ...global.tools, ...project.tools } };
+  return {
+    bin: global.bin || env.SUBAGENTS_BIN || "subagents",
+    address: global.address,
+    dataDir: global.dataDir,
+    autoStart: env.SUBAGENTS_AUTOSTART !== void 0 ? env.SUBAGENTS_AUTOSTART !== "0" : global.autoStart ?? true,
+    namespace: merged.namespace,
+    taskQueue: merged.taskQueue,
+    tools: {
+      subagent: merged.tools.subagent ?? true,
+      task: merged.tools.task ?? true,
+      delegate: merged.tools.delegate ?? true,
+      primary: merged.tools.primary ?? true
+    },
+    maxLinesPerWindow: merged.maxLinesPerWindow ?? 10
+  };
+}
+function localService(s, env = process.env) {
+  const address = s.address || env.TEMPORAL_ADDRESS || DEFAULT_ADDRESS;
+  if (!isLocal(address, env)) return void 0;
+  return {
+    address,
+    addressSet: Boolean(s.address || env.TEMPORAL_ADDRESS),
+    namespace: s.namespace || env.TEMPORAL_NAMESPACE || void 0,
+    taskQueue: s.taskQueue || env.SUBAGENTS_TASK_QUEUE || void 0,
+    dataDir: dataDir(env, s.dataDir),
+    autoStart: s.autoStart
+  };
+}
+function connectionFlags(s) {
+  const flags = [];
+  if (s.address) flags.push("--address", s.address);
+  if (s.namespace) flags.push("--namespace", s.namespace);
+  if (s.taskQueue) flags.push("--task-queue", s.taskQueue);
+  return flags;
+}
+
+// src/extension.ts
+function StringEnum(Type, values, options) {
+  return Type.Unsafe({ type: "string", enum: [...values], ...options?.description && { description: options.description } });
+}
+function schemas(Type) {
+  const FileSpec = Type.Union([
+    Type.String(),
+    Type.Object({
+      path: Type.String(),
+      start: Type.Optional(Type.Integer({ minimum: 1 })),
+      end: Type.Optional(Type.Integer({ minimum: 1 })),
+      head: Type.Optional(Type.Integer({ minimum: 1 })),
+      tail: Type.Optional(Type.Integer({ minimum: 1 }))
+    })
+  ]);
+  const SubagentParams = Type.Object(
+    {
+      agent: Type.String({ minLength: 1, description: "Name of the agent profile to delegate to" }),
+      task: Type.String({ minLength: 1, description: "The focused task for the subagent" }),
+      sessionId: Type.Optional(Type.String({ description: "Continue this earlier session (its context is kept)" }))
+    },
+    { additionalProperties: false }
+  );
+  const TaskItem = Type.Object({
+    subagent_type: Type.String({ description: "Profile to run the task with" }),
+    description: Type.Optional(Type.String({ description: "Short label of the task" })),
+    prompt: Type.String({ description: "What the subagent should do" }),
+    cwd: Type.Optional(Type.String({ description: "Absolute folder to run in (default: this session's)" }))
+  });
+  const TaskParams = Type.Object({
+    op: Type.Optional(StringEnum(Type, ["start", "status", "wait", "send", "cancel", "result"], { description: "Operation (default start)" })),
+    subagent_type: Type.Optional(Type.String({ description: "start: profile to run the task with" })),
+    description: Type.Optional(Type.String({ description: "start: short label of the task" })),
+    prompt: Type.Optional(Type.String({ description: "start: the task; send: the follow-up message" })),
+    cwd: Type.Optional(Type.String({ description: "start: absolute folder to run in" })),
+    tasks: Type.Optional(Type.Array(TaskItem, { minItems: 1, maxItems: 16, description: "start: several tasks at once" })),
+    parallel: Type.Optional(Type.Boolean({ description: "start with tasks[]: run them at the same time (up to 4)" })),
+    async: Type.Optional(Type.Boolean({ description: "start/send: return at once; the result is delivered into this session when it is done" })),
+    id: Type.Optional(Type.String({ description: "status/wait/send/cancel: a task_id" })),
+    ids: Type.Optional(Type.Array(Type.String(), { description: "status/wait/cancel: several task_ids" })),
+    timeout_ms: Type.Optional(Type.Integer({ minimum: 1, description: "wait: give up waiting after this long (the task goes on)" }))
+  });
+  const DelegateParams = Type.Object({
+    tasks: Type.Array(
+      Type.Object({
+        name: Type.String({ description: "Display name of this sub-agent" }),
+        prompt: Type.String({ description: "The task sent to the sub-agent" }),
+        cwd: Type.Optional(Type.String({ description: "Absolute working directory (default: this session's)" })),
+        profile: Type.Optional(Type.String({ description: "Profile for this task (overrides the top-level profile)" })),
+        timeout: Type.Optional(Type.Number({ minimum: 1, description: "Timeout in seconds (default 600)" })),
+        resume: Type.Optional(Type.String({ description: "A previous session ID to continue" })),
+        files: Type.Optional(Type.Array(FileSpec, { description: "Files to put before the prompt" }))
+      }),
+      { minItems: 1, maxItems: 16 }
+    ),
+    profile: Type.Optional(Type.String({ description: "Default profile for tasks that name none" }))
+  });
+  const SessionParams = Type.Object({ sessionId: Type.String({ description: "The session ID returned by delegate_to_subagents" }) });
+  return { SubagentParams, TaskParams, DelegateParams, SessionParams };
+}
+var BUILTIN_TOOLS = ["read", "bash", "edit", "write", "grep", "find", "ls"];
+function text(s, details) {
+  return { content: [{ type: "text", text: s }], details };
+}
+function codeOf(e) {
+  if (e instanceof SubagentsError) return { code: e.code, message: e.message, category: e.category };
+  return { code: "SUBAGENT_FAILED", message: e instanceof Error ? e.message : String(e), category: "runtime" };
+}
+function activate(pi, host) {
+  const { Type } = host;
+  const { SubagentParams, TaskParams, DelegateParams, SessionParams } = schemas(Type);
+  let tui;
+  const loadTui = () => {
+    if (!tui)
+      host.loadTui().then((m) => tui = m).catch(() => {
+      });
+  };
+  let settings = loadSettings(process.cwd());
+  let current;
+  const status = (line) => {
+    if (current?.hasUI) current.ui.setStatus("subagents", line);
+    else process.stderr.write(`subagents: ${line}
+`);
+  };
+  const cli = (passive = false) => new SubagentsCli({ bin: settings.bin, connection: connectionFlags(settings), local: localService(settings), passive, onStatus: status });
+  const delivery = new Delivery(pi, cli, () => localService(settings)?.dataDir);
+  const registered = new Set(BUILTIN_TOOLS);
+  async function delegate(ctx, request, opts) {
+    const started = await cli().call("start", [], [], { ...request, parent_session_id: delivery.delivering(ctx), deliver: true });
+    return follow(started, opts);
+  }
+  async function follow(started, opts) {
+    const id = started.delegation_id ?? started.task_id;
+    if (!id) return started;
+    if (opts.async) {
+      if (started.delegation_id) delivery.watch(started.delegation_id);
+      return started;
+    }
+    const onAbort = () => void cancelAndAck(id);
+    opts.signal?.addEventListener("abort", onAbort, { once: true });
+    try {
+      return await cli().follow(
+        id,
+        (env) => {
+          if (opts.onUpdate && opts.progress) {
+            const p = opts.progress(env);
+            opts.onUpdate(text(p.text, p.details));
+          }
+        },
+        opts.signal
+      );
+    } finally {
+      opts.signal?.removeEventListener("abort", onAbort);
+    }
+  }
+  async function cancelAndAck(id) {
+    try {
+      await cli().call("cancel", [], [id]);
+      const env = await cli().follow(id, () => {
+      }, void 0, 6e4);
+      if (env.delegation_id) await cli().call("ack", ["--by", "aborted"], [env.delegation_id]);
+    } catch {
+    }
+  }
+  const progressOf = (env) => ({ text: progressText(env, 3), details: { streaming: true, envelope: env } });
+  if (settings.tools.subagent) {
+    pi.registerTool({
+      name: "subagent",
+      label: "Subagent",
+      description: "Delegate a focused task to a named agent profile, run as a durable child pi session. Returns the agent's finalized result with its session ID; pass sessionId to continue that session with its context.",
+      parameters: SubagentParams,
+      async execute(_id, params, signal, onUpdate, ctx) {
+        try {
+          let started;
+          if (params.sessionId) {
+            started = await cli().call("send", [], [], { task_id: params.sessionId, prompt: params.task, parent_session_id: delivery.delivering(ctx), deliver: true });
+          } else {
+            started = await cli().call("start", [], [], {
+              tasks: [{ name: params.agent, prompt: params.task, profile: params.agent, cwd: ctx.cwd }],
+              parent_session_id: delivery.delivering(ctx),
+              deliver: true
+            });
+          }
+          const env = await follow(started, { signal, onUpdate, progress: progressOf });
+          const r = subagentResult(env, params.agent, params.task);
+          return text(r.text, r.details);
+        } catch (e) {
+          const err = codeOf(e);
+          return text(err.message, { mode: "single", results: [], error: { code: err.code, message: err.message } });
+        }
+      }
+    });
+    registered.add("subagent");
+  }
+  async function runTask(op, params, invocation, signal, onUpdate, ctx) {
+    const progress = (env2) => ({ text: items(env2).map((it) => taskTree(it)).join("\n"), details: taskDetails(op, env2, invocation) });
+    const ids = params.ids?.length ? params.ids : params.id ? [params.id] : [];
+    let env;
+    switch (op) {
+      case "start": {
+        const list = params.tasks?.length ? params.tasks : [{ subagent_type: params.subagent_type ?? "", description: params.description, prompt: params.prompt ?? "", cwd: params.cwd }];
+        for (const t of list) {
+          if (!t.subagent_type || !t.prompt?.trim()) throw new SubagentsError("INVALID_INPUT", "start needs subagent_type and prompt for every task");
+        }
+        env = await delegate(
+          ctx,
+          {
+            tasks: list.map((t) => ({ name: t.description || t.subagent_type, description: t.description, prompt: t.prompt, profile: t.subagent_type, cwd: t.cwd || ctx.cwd })),
+            max_concurrency: list.length > 1 && !params.parallel ? 1 : void 0
+          },
+          { signal, onUpdate, async: params.async, progress }
+        );
+        break;
+      }
+      case "status":
+      case "result":
+        if (!ids.length) throw new SubagentsError("INVALID_INPUT", `${op} needs id or ids`);
+        env = await cli().call("status", [], ids);
+        break;
+      case "wait":
+        if (!ids.length) throw new SubagentsError("INVALID_INPUT", "wait needs id or ids");
+        env = ids.length === 1 ? await cli().follow(ids[0], (e) => onUpdate?.(text(progress(e).text, progress(e).details)), signal, params.timeout_ms) : await cli().call("wait", params.timeout_ms ? ["--timeout-ms", String(params.timeout_ms)] : [], ids, void 0, signal);
+        break;
+      case "send": {
+        if (!params.id || !params.prompt?.trim()) throw new SubagentsError("INVALID_INPUT", "send needs id and prompt");
+        const sent = await cli().call("send", [], [], { task_id: params.id, prompt: params.prompt, parent_session_id: delivery.delivering(ctx), deliver: true });
+        env = await follow(sent.delegation_id ? sent : { ...sent, task_id: params.id }, { signal, onUpdate, async: params.async, progress });
+        break;
+      }
+      case "cancel":
+        if (!ids.length) throw new SubagentsError("INVALID_INPUT", "cancel needs id or ids");
+        env = await cli().call("cancel", [], ids);
+        break;
+      default:
+        throw new SubagentsError("INVALID_INPUT", `unknown op ${op}`);
+    }
+    const details = taskDetails(op === "result" ? "status" : op, env, invocation);
+    let body = items(env).map((it) => taskTree(it, op === "start" ? params.prompt : void 0)).join("\n\n");
+    if (op === "start" && params.async) {
+      body = `Started ${items(env).length} task(s) in the background: ${items(env).map((it) => it.task_id).join(", ")}. Their results are delivered into this session when they finish; task op:"status" or op:"wait" with a task_id looks at them now.`;
+    }
+    if (op === "wait" && env.wait_status === "timeout") body = `wait_status: timeout (still running)
+${body}`;
+    return text(body, details);
+  }
+  function taskError(op, e) {
+    const err = codeOf(e);
+    return text(`Error (${err.code}): ${err.message}`, {
+      contract_version: "task.v1",
+      op,
+      backend: "temporal",
+      error: { code: err.code, message: err.message },
+      error_category: err.category
+    });
+  }
+  if (settings.tools.task) {
+    pi.registerTool({
+      name: "task",
+      label: "Task",
+      description: 'Run subagent tasks as durable Temporal workflows. op "start" runs one task (subagent_type, description, prompt) or tasks[] (parallel: true to run them at once) and waits for the result; async: true returns at once and delivers the result into this session later. op "status"/"wait"/"cancel" take id or ids (wait: timeout_ms); op "send" sends a follow-up prompt to a task.',
+      parameters: TaskParams,
+      async execute(_id, params, signal, onUpdate, ctx) {
+        const op = params.op ?? "start";
+        try {
+          return await runTask(op, params, "task-routed", signal, onUpdate, ctx);
+        } catch (e) {
+          return taskError(op, e);
+        }
+      }
+    });
+    registered.add("task");
+  }
+  async function profilesFor(cwd, passive) {
+    const local = localService(settings);
+    try {
+      const list = await cli(passive).call("profiles", ["--cwd", cwd]);
+      if (local) rememberProfiles(local.dataDir, cwd, list.profiles ?? []);
+      return list.profiles ?? [];
+    } catch (e) {
+      if (e instanceof SubagentsError && e.notRunning && local) return rememberedProfiles(local.dataDir, cwd) ?? [];
+      throw e;
+    }
+  }
+  async function registerPrimaryTools(ctx, passive = false) {
+    if (!settings.tools.primary) return;
+    const local = localService(settings);
+    const remembered = passive && local ? rememberedProfiles(local.dataDir, ctx.cwd) : void 0;
+    if (!remembered) {
+      registerPrimary(await profilesFor(ctx.cwd, passive));
+      return;
+    }
+    registerPrimary(remembered);
+    void profilesFor(ctx.cwd, true).then(registerPrimary, () => {
+    });
+  }
+  function registerPrimary(profiles) {
+    for (const p of profiles) {
+      if (!p.primary || p.error || p.internal) continue;
+      if (registered.has(`primary:${p.name}`)) continue;
+      const name = primaryToolName(p.name, registered);
+      registered.add(name);
+      registered.add(`primary:${p.name}`);
+      const usesQuery = p.name === "librarian" || p.name === "finder";
+      const fields = {};
+      if (usesQuery) fields.query = Type.String({ description: "What to find or understand" });
+      else fields.task = Type.String({ description: "What to work on" });
+      if (p.name !== "finder") fields.context = Type.Optional(Type.String({ description: "Background the subagent needs" }));
+      if (p.name === "oracle") fields.files = Type.Optional(Type.Array(Type.String(), { description: "Paths the subagent should look at" }));
+      fields.description = Type.Optional(Type.String({ description: "Short label of the task" }));
+      fields.async = Type.Optional(Type.Boolean({ description: "Return at once; the result is delivered later" }));
+      pi.registerTool({
+        name,
+        label: p.name,
+        description: `${p.description || `The ${p.name} subagent`} (runs as a durable subagent; same result envelope as task).`,
+        parameters: Type.Object(fields),
+        async execute(_id, params, signal, onUpdate, c) {
+          const ask = String(params.query ?? params.task ?? "");
+          const prompt = primaryPrompt(ask, params.context, params.files);
+          try {
+            return await runTask(
+              "start",
+              { subagent_type: p.name, description: params.description, prompt, async: params.async },
+              "primary-tool",
+              signal,
+              onUpdate,
+              c
+            );
+          } catch (e) {
+            return taskError("start", e);
+          }
+        }
+      });
+    }
+  }
+  if (settings.tools.delegate) {
+    pi.registerTool({
+      name: "delegate_to_subagents",
+      label: "Delegate to subagents",
+      description: "Spawn one or more parallel sub-agents (1-16 tasks, at most 4 at once) as durable Temporal workflows. Returns a summary line with the session ID of each task; read results with get_subagent_output or get_subagent_session.",
+      parameters: DelegateParams,
+      async execute(_id, params, signal, onUpdate, ctx) {
+        const env = await delegate(
+          ctx,
+          { tasks: params.tasks.map((t) => ({ ...t, cwd: t.cwd || ctx.cwd })), profile: params.profile },
+          { signal, onUpdate, progress: (e) => ({ text: progressText(e, settings.maxLinesPerWindow), details: delegateResult(e, settings.maxLinesPerWindow).details }) }
+        );
+        const r = delegateResult(env, settings.maxLinesPerWindow);
+        return text(r.text, r.details);
+      },
+      renderCall(args, theme) {
+        const profiles = [...new Set(args.tasks.map((t) => t.profile).filter(Boolean))];
+        let s = `${theme.fg("toolTitle", theme.bold("delegate_to_subagents"))} ${args.tasks.length} sub-agent${args.tasks.length === 1 ? "" : "s"}`;
+        if (args.profile) s += ` (default profile: ${args.profile})`;
+        if (profiles.length) s += ` profiles: [${profiles.join(", ")}]`;
+        if (!tui) throw new Error("the TUI module is still loading");
+        return new tui.Text(s, 0, 0);
+      }
+    });
+    const seedStatus = (env) => {
+      const it = items(env)[0];
+      if (!it || !it.done) return "running";
+      return succeeded(it) ? "completed" : "error";
+    };
+    pi.registerTool({
+      name: "get_subagent_output",
+      label: "Sub-agent output",
+      description: "Retrieve the final output of a sub-agent session (its latest run).",
+      parameters: SessionParams,
+      async execute(_id, params) {
+        const env = await cli().call("output", [], [params.sessionId]).catch((e) => {
+          throw codeOf(e).code === "SESSION_NOT_FOUND" ? new Error(sessionNotFound(params.sessionId)) : e;
+        });
+        const it = items(env)[0];
+        return text(env.text ?? "(no text output from sub-agent)", {
+          sessionId: params.sessionId,
+          status: seedStatus(env),
+          taskName: it?.name,
+          runCount: env.run_count ?? 1,
+          maxLines: settings.maxLinesPerWindow
+        });
+      }
+    });
+    pi.registerTool({
+      name: "get_subagent_session",
+      label: "Sub-agent session",
+      description: "Retrieve the complete transcript of a sub-agent session: messages, tool calls and tool results of every run.",
+      parameters: SessionParams,
+      async execute(_id, params) {
+        const env = await cli().call("transcript", [], [params.sessionId]).catch((e) => {
+          throw codeOf(e).code === "SESSION_NOT_FOUND" ? new Error(sessionNotFound(params.sessionId)) : e;
+        });
+        const it = items(env)[0];
+        return text(env.text ?? "", {
+          sessionId: params.sessionId,
+          status: seedStatus(env),
+          taskName: it?.name,
+          messageCount: env.message_count ?? 0,
+          exitCode: it?.exit_code ?? 0,
+          model: it ? `${it.provider}/${it.model}` : void 0,
+          runCount: env.run_count ?? 1,
+          maxLines: settings.maxLinesPerWindow
+        });
+      }
+    });
+    pi.registerTool({
+      name: "list_subagent_profiles",
+      label: "Sub-agent profiles",
+      description: "List the named sub-agent profiles delegate_to_subagents can use.",
+      parameters: Type.Object({}),
+      async execute(_id, _params, _signal, _onUpdate, ctx) {
+        const list = await cli().call("profiles", ["--cwd", ctx.cwd]);
+        const profiles = list.profiles ?? [];
+        if (profiles.length === 0) return text(NO_PROFILES_TEXT, { count: 0 });
+        return text(profiles.map((p) => p.summary).join("\n"), {
+          count: profiles.length,
+          profiles: Object.fromEntries(profiles.map((p) => [p.name, p.summary]))
+        });
+      }
+    });
+  }
+  pi.registerCommand("subagents", {
+    description: "This session's delegations and sessions, and their state",
+    handler: async (_args, ctx) => {
+      const env = await cli().call("list", ["--parent-session", delivery.parent(ctx)]);
+      const runs = env.runs ?? [];
+      const lines = runs.length ? runs.map((r) => `${r.kind} ${r.id} \xB7 ${r.status ?? r.execution_status}${r.name ? ` \xB7 ${r.name}` : ""}${r.ui_url ? `
+  ${r.ui_url}` : ""}`) : ["No delegations from this session yet."];
+      const waiting = delivery.running();
+      if (waiting.length) lines.push(`Waiting in the background for: ${waiting.join(", ")}`);
+      ctx.ui.notify(lines.join("\n"), "info");
+    }
+  });
+  pi.registerCommand("subagent", {
+    description: "One task, session or delegation in detail: /subagent <id>",
+    handler: async (args, ctx) => {
+      const id = args.trim();
+      if (!id) {
+        ctx.ui.notify("usage: /subagent <task, session or delegation ID>", "warning");
+        return;
+      }
+      try {
+        const env = await cli().call("status", [], [id]);
+        const body = items(env).map((it) => `${taskTree(it)}${it.ui_url ? `
+  ${it.ui_url}` : ""}`);
+        ctx.ui.notify([env.delegation_id ? `${env.delegation_id} \xB7 ${env.status}${env.ui_url ? ` \xB7 ${env.ui_url}` : ""}` : "", ...body].filter(Boolean).join("\n"), "info");
+      } catch (e) {
+        ctx.ui.notify(codeOf(e).message, "error");
+      }
+    }
+  });
+  async function startUp(ctx, passive) {
+    try {
+      await registerPrimaryTools(ctx, passive);
+    } catch (e) {
+      if (e instanceof SubagentsError && e.notRunning) return;
+      if (ctx.hasUI) ctx.ui.notify(`subagents: primary profile tools not registered: ${codeOf(e).message}`, "warning");
+    }
+    try {
+      await delivery.resume(ctx, passive);
+      const running = delivery.running();
+      if (running.length && ctx.hasUI) ctx.ui.setStatus("subagents", `subagents: ${running.length} running`);
+    } catch (e) {
+      if (ctx.hasUI) ctx.ui.notify(`subagents: could not look for earlier delegations: ${codeOf(e).message}`, "warning");
+    }
+  }
+  onServiceStarted(() => {
+    if (current) {
+      status("subagents service started");
+      void startUp(current, false);
+    }
+  });
+  pi.on("session_start", async (_event, ctx) => {
+    current = ctx;
+    if (ctx.hasUI) loadTui();
+    settings = loadSettings(ctx.cwd);
+    await startUp(ctx, true);
+  });
+  pi.on("turn_end", async (_event, ctx) => {
+    void delivery.ackPersisted(ctx);
+    const entries = delivery.takeDrafts();
+    if (entries.length) return { entries, continue: true };
+  });
+  pi.on("agent_before_settle", async (_event, ctx) => {
+    let entries = delivery.takeDrafts();
+    if (entries.length === 0 && ctx.mode !== "tui" && ctx.mode !== "rpc") {
+      await delivery.nextResult(ctx.signal);
+      entries = delivery.takeDrafts();
+    }
+    if (entries.length) return { entries, continue: true };
+  });
+  pi.on("agent_settled", async (_event, ctx) => {
+    await delivery.ackPersisted(ctx);
+    delivery.flushIdle(ctx);
+    if (ctx.hasUI) {
+      const running = delivery.running();
+      ctx.ui.setStatus("subagents", running.length ? `subagents: ${running.length} running` : void 0);
+    }
+  });
+  pi.on("session_shutdown", async () => {
+    delivery.shutdown();
+    await stopServers();
+  });
+}
+export {
+  activate
+};

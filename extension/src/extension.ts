@@ -1,0 +1,629 @@
+// Durable subagents for pi: the parent-side extension.
+//
+// Every tool starts a delegation through the `subagents` command, which
+// runs it as a Temporal workflow: the children keep running when this pi
+// stops, and their results reach this session exactly once (delivery.ts).
+//
+// pi loads it compiled (dist/extension.js, built by `make build`) through
+// ../index.ts, which hands it pi's own TypeBox and TUI modules: it imports
+// no package at run time, only node's.
+
+import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
+import type { Type as TypeBuilder } from "typebox";
+import { onServiceStarted, SubagentsCli, SubagentsError, stopServers } from "./cli.ts";
+import { Delivery } from "./delivery.ts";
+import {
+	delegateResult,
+	type Envelope,
+	items,
+	NO_PROFILES_TEXT,
+	primaryPrompt,
+	primaryToolName,
+	type ProfileSummary,
+	progressText,
+	sessionNotFound,
+	subagentResult,
+	succeeded,
+	taskDetails,
+	taskTree,
+} from "./format.ts";
+import { rememberedProfiles, rememberProfiles } from "./profile-cache.ts";
+import { connectionFlags, loadSettings, localService, type Settings } from "./settings.ts";
+
+type TypeBuilder = typeof TypeBuilder;
+
+/** What the entry hands over from pi's own modules (see ../index.ts). */
+export interface Host {
+	Type: TypeBuilder;
+	/** pi's TUI module, imported where something is drawn. */
+	loadTui: () => Promise<typeof import("@earendil-works/pi-tui")>;
+}
+
+/**
+ * A string enum as pi-ai's StringEnum writes it ({type: "string", enum}),
+ * which every provider's schema dialect accepts. Written here so that loading
+ * the extension does not load pi-ai's module graph: pi's start pays for what
+ * an extension imports, and a session that never delegates should pay nothing.
+ */
+function StringEnum<T extends readonly string[]>(Type: TypeBuilder, values: T, options?: { description?: string }) {
+	return Type.Unsafe<T[number]>({ type: "string", enum: [...values], ...(options?.description && { description: options.description }) });
+}
+
+/** The tools' parameter schemas, built with pi's TypeBox. */
+function schemas(Type: TypeBuilder) {
+	const FileSpec = Type.Union([
+		Type.String(),
+		Type.Object({
+			path: Type.String(),
+			start: Type.Optional(Type.Integer({ minimum: 1 })),
+			end: Type.Optional(Type.Integer({ minimum: 1 })),
+			head: Type.Optional(Type.Integer({ minimum: 1 })),
+			tail: Type.Optional(Type.Integer({ minimum: 1 })),
+		}),
+	]);
+
+	const SubagentParams = Type.Object(
+		{
+			agent: Type.String({ minLength: 1, description: "Name of the agent profile to delegate to" }),
+			task: Type.String({ minLength: 1, description: "The focused task for the subagent" }),
+			sessionId: Type.Optional(Type.String({ description: "Continue this earlier session (its context is kept)" })),
+		},
+		{ additionalProperties: false },
+	);
+
+	const TaskItem = Type.Object({
+		subagent_type: Type.String({ description: "Profile to run the task with" }),
+		description: Type.Optional(Type.String({ description: "Short label of the task" })),
+		prompt: Type.String({ description: "What the subagent should do" }),
+		cwd: Type.Optional(Type.String({ description: "Absolute folder to run in (default: this session's)" })),
+	});
+
+	const TaskParams = Type.Object({
+		op: Type.Optional(StringEnum(Type, ["start", "status", "wait", "send", "cancel", "result"] as const, { description: "Operation (default start)" })),
+		subagent_type: Type.Optional(Type.String({ description: "start: profile to run the task with" })),
+		description: Type.Optional(Type.String({ description: "start: short label of the task" })),
+		prompt: Type.Optional(Type.String({ description: "start: the task; send: the follow-up message" })),
+		cwd: Type.Optional(Type.String({ description: "start: absolute folder to run in" })),
+		tasks: Type.Optional(Type.Array(TaskItem, { minItems: 1, maxItems: 16, description: "start: several tasks at once" })),
+		parallel: Type.Optional(Type.Boolean({ description: "start with tasks[]: run them at the same time (up to 4)" })),
+		async: Type.Optional(Type.Boolean({ description: "start/send: return at once; the result is delivered into this session when it is done" })),
+		id: Type.Optional(Type.String({ description: "status/wait/send/cancel: a task_id" })),
+		ids: Type.Optional(Type.Array(Type.String(), { description: "status/wait/cancel: several task_ids" })),
+		timeout_ms: Type.Optional(Type.Integer({ minimum: 1, description: "wait: give up waiting after this long (the task goes on)" })),
+	});
+
+	const DelegateParams = Type.Object({
+		tasks: Type.Array(
+			Type.Object({
+				name: Type.String({ description: "Display name of this sub-agent" }),
+				prompt: Type.String({ description: "The task sent to the sub-agent" }),
+				cwd: Type.Optional(Type.String({ description: "Absolute working directory (default: this session's)" })),
+				profile: Type.Optional(Type.String({ description: "Profile for this task (overrides the top-level profile)" })),
+				timeout: Type.Optional(Type.Number({ minimum: 1, description: "Timeout in seconds (default 600)" })),
+				resume: Type.Optional(Type.String({ description: "A previous session ID to continue" })),
+				files: Type.Optional(Type.Array(FileSpec, { description: "Files to put before the prompt" })),
+			}),
+			{ minItems: 1, maxItems: 16 },
+		),
+		profile: Type.Optional(Type.String({ description: "Default profile for tasks that name none" })),
+	});
+
+	const SessionParams = Type.Object({ sessionId: Type.String({ description: "The session ID returned by delegate_to_subagents" }) });
+	return { SubagentParams, TaskParams, DelegateParams, SessionParams };
+}
+
+// Tools every pi has; a primary profile's tool must not shadow one.
+const BUILTIN_TOOLS = ["read", "bash", "edit", "write", "grep", "find", "ls"];
+
+type Update = ((r: { content: Array<{ type: "text"; text: string }>; details: unknown }) => void) | undefined;
+
+function text(s: string, details: unknown) {
+	return { content: [{ type: "text" as const, text: s }], details };
+}
+
+function codeOf(e: unknown): { code: string; message: string; category: string } {
+	if (e instanceof SubagentsError) return { code: e.code, message: e.message, category: e.category };
+	return { code: "SUBAGENT_FAILED", message: e instanceof Error ? e.message : String(e), category: "runtime" };
+}
+
+export function activate(pi: ExtensionAPI, host: Host): void {
+	const { Type } = host;
+	const { SubagentParams, TaskParams, DelegateParams, SessionParams } = schemas(Type);
+	/**
+	 * pi's TUI text component, loaded only where something is drawn (an
+	 * interactive session), after the session has started: print and JSON
+	 * modes never draw, and pi's start does not wait for it.
+	 */
+	let tui: Awaited<ReturnType<Host["loadTui"]>> | undefined;
+	const loadTui = () => {
+		if (!tui)
+			host
+				.loadTui()
+				.then((m) => (tui = m))
+				.catch(() => {});
+	};
+
+	let settings: Settings = loadSettings(process.cwd());
+	/** The session's context, for the status line while the service starts. */
+	let current: ExtensionContext | undefined;
+	const status = (line: string) => {
+		if (current?.hasUI) current.ui.setStatus("subagents", line);
+		else process.stderr.write(`subagents: ${line}\n`);
+	};
+	const cli = (passive = false) =>
+		new SubagentsCli({ bin: settings.bin, connection: connectionFlags(settings), local: localService(settings), passive, onStatus: status });
+	const delivery = new Delivery(pi, cli, () => localService(settings)?.dataDir);
+	const registered = new Set<string>(BUILTIN_TOOLS);
+
+	/**
+	 * Starts a delegation for this parent and waits for it with live
+	 * progress; the parent's abort cancels it. With async, returns at once
+	 * and the result is delivered later.
+	 */
+	async function delegate(
+		ctx: ExtensionContext,
+		request: Record<string, unknown>,
+		opts: { signal?: AbortSignal; onUpdate?: Update; async?: boolean; progress?: (env: Envelope) => { text: string; details: unknown } },
+	): Promise<Envelope> {
+		const started = await cli().call("start", [], [], { ...request, parent_session_id: delivery.delivering(ctx), deliver: true });
+		return follow(started, opts);
+	}
+
+	async function follow(
+		started: Envelope,
+		opts: { signal?: AbortSignal; onUpdate?: Update; async?: boolean; progress?: (env: Envelope) => { text: string; details: unknown } },
+	): Promise<Envelope> {
+		const id = started.delegation_id ?? started.task_id;
+		if (!id) return started;
+		if (opts.async) {
+			if (started.delegation_id) delivery.watch(started.delegation_id);
+			return started;
+		}
+		const onAbort = () => void cancelAndAck(id);
+		opts.signal?.addEventListener("abort", onAbort, { once: true });
+		try {
+			return await cli().follow(
+				id,
+				(env) => {
+					if (opts.onUpdate && opts.progress) {
+						const p = opts.progress(env);
+						opts.onUpdate(text(p.text, p.details));
+					}
+				},
+				opts.signal,
+			);
+		} finally {
+			opts.signal?.removeEventListener("abort", onAbort);
+		}
+	}
+
+	/** The parent gave up: stop the work, and mark its result as received. */
+	async function cancelAndAck(id: string): Promise<void> {
+		try {
+			await cli().call("cancel", [], [id]);
+			const env = await cli().follow(id, () => {}, undefined, 60_000);
+			if (env.delegation_id) await cli().call("ack", ["--by", "aborted"], [env.delegation_id]);
+		} catch {
+			/* a restart of the parent finds it and delivers the cancelled result */
+		}
+	}
+
+	const progressOf = (env: Envelope) => ({ text: progressText(env, 3), details: { streaming: true, envelope: env } });
+
+	// --- subagent (seeds 000, 003, 004) ---
+	if (settings.tools.subagent) {
+		pi.registerTool({
+			name: "subagent",
+			label: "Subagent",
+			description:
+				"Delegate a focused task to a named agent profile, run as a durable child pi session. Returns the agent's finalized result with its session ID; pass sessionId to continue that session with its context.",
+			parameters: SubagentParams,
+			async execute(_id, params, signal, onUpdate, ctx) {
+				try {
+					let started: Envelope;
+					if (params.sessionId) {
+						started = await cli().call("send", [], [], { task_id: params.sessionId, prompt: params.task, parent_session_id: delivery.delivering(ctx), deliver: true });
+					} else {
+						started = await cli().call("start", [], [], {
+							tasks: [{ name: params.agent, prompt: params.task, profile: params.agent, cwd: ctx.cwd }],
+							parent_session_id: delivery.delivering(ctx),
+							deliver: true,
+						});
+					}
+					const env = await follow(started, { signal, onUpdate, progress: progressOf });
+					const r = subagentResult(env, params.agent, params.task);
+					return text(r.text, r.details);
+				} catch (e) {
+					// Seed 004: failures come back as a result with details.error.
+					const err = codeOf(e);
+					return text(err.message, { mode: "single", results: [], error: { code: err.code, message: err.message } });
+				}
+			},
+		});
+		registered.add("subagent");
+	}
+
+	// --- task (seed 001) and primary profiles ---
+	async function runTask(
+		op: string,
+		params: {
+			subagent_type?: string;
+			description?: string;
+			prompt?: string;
+			cwd?: string;
+			tasks?: Array<{ subagent_type: string; description?: string; prompt: string; cwd?: string }>;
+			parallel?: boolean;
+			async?: boolean;
+			id?: string;
+			ids?: string[];
+			timeout_ms?: number;
+		},
+		invocation: string,
+		signal: AbortSignal | undefined,
+		onUpdate: Update,
+		ctx: ExtensionContext,
+	) {
+		const progress = (env: Envelope) => ({ text: items(env).map((it) => taskTree(it)).join("\n"), details: taskDetails(op, env, invocation) });
+		const ids = params.ids?.length ? params.ids : params.id ? [params.id] : [];
+		let env: Envelope;
+		switch (op) {
+			case "start": {
+				const list = params.tasks?.length
+					? params.tasks
+					: [{ subagent_type: params.subagent_type ?? "", description: params.description, prompt: params.prompt ?? "", cwd: params.cwd }];
+				for (const t of list) {
+					if (!t.subagent_type || !t.prompt?.trim()) throw new SubagentsError("INVALID_INPUT", "start needs subagent_type and prompt for every task");
+				}
+				env = await delegate(
+					ctx,
+					{
+						tasks: list.map((t) => ({ name: t.description || t.subagent_type, description: t.description, prompt: t.prompt, profile: t.subagent_type, cwd: t.cwd || ctx.cwd })),
+						max_concurrency: list.length > 1 && !params.parallel ? 1 : undefined,
+					},
+					{ signal, onUpdate, async: params.async, progress },
+				);
+				break;
+			}
+			case "status":
+			case "result":
+				if (!ids.length) throw new SubagentsError("INVALID_INPUT", `${op} needs id or ids`);
+				env = await cli().call("status", [], ids);
+				break;
+			case "wait":
+				if (!ids.length) throw new SubagentsError("INVALID_INPUT", "wait needs id or ids");
+				env =
+					ids.length === 1
+						? await cli().follow(ids[0], (e) => onUpdate?.(text(progress(e).text, progress(e).details)), signal, params.timeout_ms)
+						: await cli().call("wait", params.timeout_ms ? ["--timeout-ms", String(params.timeout_ms)] : [], ids, undefined, signal);
+				break;
+			case "send": {
+				if (!params.id || !params.prompt?.trim()) throw new SubagentsError("INVALID_INPUT", "send needs id and prompt");
+				const sent = await cli().call("send", [], [], { task_id: params.id, prompt: params.prompt, parent_session_id: delivery.delivering(ctx), deliver: true });
+				env = await follow(sent.delegation_id ? sent : { ...sent, task_id: params.id }, { signal, onUpdate, async: params.async, progress });
+				break;
+			}
+			case "cancel":
+				if (!ids.length) throw new SubagentsError("INVALID_INPUT", "cancel needs id or ids");
+				env = await cli().call("cancel", [], ids);
+				break;
+			default:
+				throw new SubagentsError("INVALID_INPUT", `unknown op ${op}`);
+		}
+		const details = taskDetails(op === "result" ? "status" : op, env, invocation);
+		let body = items(env).map((it) => taskTree(it, op === "start" ? params.prompt : undefined)).join("\n\n");
+		if (op === "start" && params.async) {
+			body = `Started ${items(env).length} task(s) in the background: ${items(env).map((it) => it.task_id).join(", ")}. Their results are delivered into this session when they finish; task op:"status" or op:"wait" with a task_id looks at them now.`;
+		}
+		if (op === "wait" && env.wait_status === "timeout") body = `wait_status: timeout (still running)\n${body}`;
+		return text(body, details);
+	}
+
+	function taskError(op: string, e: unknown) {
+		const err = codeOf(e);
+		return text(`Error (${err.code}): ${err.message}`, {
+			contract_version: "task.v1",
+			op,
+			backend: "temporal",
+			error: { code: err.code, message: err.message },
+			error_category: err.category,
+		});
+	}
+
+	if (settings.tools.task) {
+		pi.registerTool({
+			name: "task",
+			label: "Task",
+			description:
+				'Run subagent tasks as durable Temporal workflows. op "start" runs one task (subagent_type, description, prompt) or tasks[] (parallel: true to run them at once) and waits for the result; async: true returns at once and delivers the result into this session later. op "status"/"wait"/"cancel" take id or ids (wait: timeout_ms); op "send" sends a follow-up prompt to a task.',
+			parameters: TaskParams,
+			async execute(_id, params, signal, onUpdate, ctx) {
+				const op = params.op ?? "start";
+				try {
+					return await runTask(op, params, "task-routed", signal, onUpdate, ctx);
+				} catch (e) {
+					return taskError(op, e);
+				}
+			},
+		});
+		registered.add("task");
+	}
+
+	/**
+	 * The profiles for cwd: from the service, remembered in the data dir; at
+	 * pi's start with no service running, what was remembered (no process
+	 * is started for it; the service refreshes it once it runs).
+	 */
+	async function profilesFor(cwd: string, passive: boolean): Promise<ProfileSummary[]> {
+		const local = localService(settings);
+		try {
+			const list = await cli(passive).call<{ profiles: ProfileSummary[] }>("profiles", ["--cwd", cwd]);
+			if (local) rememberProfiles(local.dataDir, cwd, list.profiles ?? []);
+			return list.profiles ?? [];
+		} catch (e) {
+			if (e instanceof SubagentsError && e.notRunning && local) return rememberedProfiles(local.dataDir, cwd) ?? [];
+			throw e;
+		}
+	}
+
+	/**
+	 * Registers a tool per primary profile of the folder. At pi's start
+	 * (passive) the last listing of the folder serves at once, without a
+	 * call on pi's start path, and a listing in the background adds what
+	 * has changed since.
+	 */
+	async function registerPrimaryTools(ctx: ExtensionContext, passive = false) {
+		if (!settings.tools.primary) return;
+		const local = localService(settings);
+		const remembered = passive && local ? rememberedProfiles(local.dataDir, ctx.cwd) : undefined;
+		if (!remembered) {
+			registerPrimary(await profilesFor(ctx.cwd, passive));
+			return;
+		}
+		registerPrimary(remembered);
+		void profilesFor(ctx.cwd, true).then(registerPrimary, () => {
+			/* not running, or not now: the remembered listing stays */
+		});
+	}
+
+	function registerPrimary(profiles: ProfileSummary[]) {
+		for (const p of profiles) {
+			if (!p.primary || p.error || p.internal) continue;
+			if (registered.has(`primary:${p.name}`)) continue;
+			const name = primaryToolName(p.name, registered);
+			registered.add(name);
+			registered.add(`primary:${p.name}`);
+			const usesQuery = p.name === "librarian" || p.name === "finder";
+			const fields: Record<string, ReturnType<typeof Type.String> | ReturnType<typeof Type.Optional>> = {};
+			if (usesQuery) fields.query = Type.String({ description: "What to find or understand" });
+			else fields.task = Type.String({ description: "What to work on" });
+			if (p.name !== "finder") fields.context = Type.Optional(Type.String({ description: "Background the subagent needs" }));
+			if (p.name === "oracle") fields.files = Type.Optional(Type.Array(Type.String(), { description: "Paths the subagent should look at" }));
+			fields.description = Type.Optional(Type.String({ description: "Short label of the task" }));
+			fields.async = Type.Optional(Type.Boolean({ description: "Return at once; the result is delivered later" }));
+			pi.registerTool({
+				name,
+				label: p.name,
+				description: `${p.description || `The ${p.name} subagent`} (runs as a durable subagent; same result envelope as task).`,
+				parameters: Type.Object(fields),
+				async execute(_id, params: Record<string, unknown>, signal, onUpdate, c) {
+					const ask = String(params.query ?? params.task ?? "");
+					const prompt = primaryPrompt(ask, params.context as string | undefined, params.files as string[] | undefined);
+					try {
+						return await runTask(
+							"start",
+							{ subagent_type: p.name, description: params.description as string | undefined, prompt, async: params.async as boolean | undefined },
+							"primary-tool",
+							signal,
+							onUpdate,
+							c,
+						);
+					} catch (e) {
+						return taskError("start", e);
+					}
+				},
+			});
+		}
+	}
+
+	// --- delegate_to_subagents and friends (seed 002) ---
+	if (settings.tools.delegate) {
+		pi.registerTool({
+			name: "delegate_to_subagents",
+			label: "Delegate to subagents",
+			description:
+				"Spawn one or more parallel sub-agents (1-16 tasks, at most 4 at once) as durable Temporal workflows. Returns a summary line with the session ID of each task; read results with get_subagent_output or get_subagent_session.",
+			parameters: DelegateParams,
+			async execute(_id, params, signal, onUpdate, ctx) {
+				const env = await delegate(
+					ctx,
+					{ tasks: params.tasks.map((t) => ({ ...t, cwd: t.cwd || ctx.cwd })), profile: params.profile },
+					{ signal, onUpdate, progress: (e) => ({ text: progressText(e, settings.maxLinesPerWindow), details: delegateResult(e, settings.maxLinesPerWindow).details }) },
+				);
+				const r = delegateResult(env, settings.maxLinesPerWindow);
+				return text(r.text, r.details);
+			},
+			renderCall(args, theme) {
+				const profiles = [...new Set(args.tasks.map((t) => t.profile).filter(Boolean))];
+				let s = `${theme.fg("toolTitle", theme.bold("delegate_to_subagents"))} ${args.tasks.length} sub-agent${args.tasks.length === 1 ? "" : "s"}`;
+				if (args.profile) s += ` (default profile: ${args.profile})`;
+				if (profiles.length) s += ` profiles: [${profiles.join(", ")}]`;
+				// Until the TUI module is in, pi draws its own fallback.
+				if (!tui) throw new Error("the TUI module is still loading");
+				return new tui.Text(s, 0, 0);
+			},
+		});
+
+		const seedStatus = (env: Envelope) => {
+			const it = items(env)[0];
+			if (!it || !it.done) return "running";
+			return succeeded(it) ? "completed" : "error";
+		};
+
+		pi.registerTool({
+			name: "get_subagent_output",
+			label: "Sub-agent output",
+			description: "Retrieve the final output of a sub-agent session (its latest run).",
+			parameters: SessionParams,
+			async execute(_id, params) {
+				const env = await cli()
+					.call("output", [], [params.sessionId])
+					.catch((e) => {
+						throw codeOf(e).code === "SESSION_NOT_FOUND" ? new Error(sessionNotFound(params.sessionId)) : e;
+					});
+				const it = items(env)[0];
+				return text(env.text ?? "(no text output from sub-agent)", {
+					sessionId: params.sessionId,
+					status: seedStatus(env),
+					taskName: it?.name,
+					runCount: env.run_count ?? 1,
+					maxLines: settings.maxLinesPerWindow,
+				});
+			},
+		});
+
+		pi.registerTool({
+			name: "get_subagent_session",
+			label: "Sub-agent session",
+			description: "Retrieve the complete transcript of a sub-agent session: messages, tool calls and tool results of every run.",
+			parameters: SessionParams,
+			async execute(_id, params) {
+				const env = await cli()
+					.call("transcript", [], [params.sessionId])
+					.catch((e) => {
+						throw codeOf(e).code === "SESSION_NOT_FOUND" ? new Error(sessionNotFound(params.sessionId)) : e;
+					});
+				const it = items(env)[0];
+				return text(env.text ?? "", {
+					sessionId: params.sessionId,
+					status: seedStatus(env),
+					taskName: it?.name,
+					messageCount: env.message_count ?? 0,
+					exitCode: it?.exit_code ?? 0,
+					model: it ? `${it.provider}/${it.model}` : undefined,
+					runCount: env.run_count ?? 1,
+					maxLines: settings.maxLinesPerWindow,
+				});
+			},
+		});
+
+		pi.registerTool({
+			name: "list_subagent_profiles",
+			label: "Sub-agent profiles",
+			description: "List the named sub-agent profiles delegate_to_subagents can use.",
+			parameters: Type.Object({}),
+			async execute(_id, _params, _signal, _onUpdate, ctx) {
+				const list = await cli().call<{ profiles: ProfileSummary[] }>("profiles", ["--cwd", ctx.cwd]);
+				const profiles = list.profiles ?? [];
+				if (profiles.length === 0) return text(NO_PROFILES_TEXT, { count: 0 });
+				return text(profiles.map((p) => p.summary).join("\n"), {
+					count: profiles.length,
+					profiles: Object.fromEntries(profiles.map((p) => [p.name, p.summary])),
+				});
+			},
+		});
+	}
+
+	// --- commands ---
+	pi.registerCommand("subagents", {
+		description: "This session's delegations and sessions, and their state",
+		handler: async (_args, ctx) => {
+			const env = await cli().call("list", ["--parent-session", delivery.parent(ctx)]);
+			const runs = env.runs ?? [];
+			const lines = runs.length
+				? runs.map((r) => `${r.kind} ${r.id} · ${r.status ?? r.execution_status}${r.name ? ` · ${r.name}` : ""}${r.ui_url ? `\n  ${r.ui_url}` : ""}`)
+				: ["No delegations from this session yet."];
+			const waiting = delivery.running();
+			if (waiting.length) lines.push(`Waiting in the background for: ${waiting.join(", ")}`);
+			ctx.ui.notify(lines.join("\n"), "info");
+		},
+	});
+	pi.registerCommand("subagent", {
+		description: "One task, session or delegation in detail: /subagent <id>",
+		handler: async (args, ctx) => {
+			const id = args.trim();
+			if (!id) {
+				ctx.ui.notify("usage: /subagent <task, session or delegation ID>", "warning");
+				return;
+			}
+			try {
+				const env = await cli().call("status", [], [id]);
+				const body = items(env).map((it) => `${taskTree(it)}${it.ui_url ? `\n  ${it.ui_url}` : ""}`);
+				ctx.ui.notify([env.delegation_id ? `${env.delegation_id} · ${env.status}${env.ui_url ? ` · ${env.ui_url}` : ""}` : "", ...body].filter(Boolean).join("\n"), "info");
+			} catch (e) {
+				ctx.ui.notify(codeOf(e).message, "error");
+			}
+		},
+	});
+
+	// --- lifecycle: delivery of results, acknowledgements ---
+	/**
+	 * What a session does once the service answers: register the primary
+	 * profiles' tools and deliver what earlier runs left. At pi's start it
+	 * starts nothing (passive): with no service running there is nothing to
+	 * deliver yet, and it runs when this pi starts the service.
+	 */
+	async function startUp(ctx: ExtensionContext, passive: boolean) {
+		try {
+			await registerPrimaryTools(ctx, passive);
+		} catch (e) {
+			if (e instanceof SubagentsError && e.notRunning) return;
+			if (ctx.hasUI) ctx.ui.notify(`subagents: primary profile tools not registered: ${codeOf(e).message}`, "warning");
+		}
+		try {
+			// A session that waits for results looks for them at once,
+			// starting the service if it must; any other asks only a
+			// running service.
+			await delivery.resume(ctx, passive);
+			const running = delivery.running();
+			if (running.length && ctx.hasUI) ctx.ui.setStatus("subagents", `subagents: ${running.length} running`);
+		} catch (e) {
+			if (ctx.hasUI) ctx.ui.notify(`subagents: could not look for earlier delegations: ${codeOf(e).message}`, "warning");
+		}
+	}
+	onServiceStarted(() => {
+		if (current) {
+			status("subagents service started");
+			void startUp(current, false);
+		}
+	});
+
+	pi.on("session_start", async (_event, ctx) => {
+		current = ctx;
+		if (ctx.hasUI) loadTui();
+		settings = loadSettings(ctx.cwd);
+		await startUp(ctx, true);
+	});
+
+	pi.on("turn_end", async (_event, ctx) => {
+		// The delivered results are in the session file: acknowledging them
+		// goes on beside the next model call (agent_settled waits for it).
+		void delivery.ackPersisted(ctx);
+		const entries = delivery.takeDrafts();
+		if (entries.length) return { entries, continue: true };
+	});
+
+	pi.on("agent_before_settle", async (_event, ctx) => {
+		let entries = delivery.takeDrafts();
+		if (entries.length === 0 && ctx.mode !== "tui" && ctx.mode !== "rpc") {
+			// Print and JSON modes end with the run: wait here for background
+			// work this pi started, so its result comes back in this run.
+			await delivery.nextResult(ctx.signal);
+			entries = delivery.takeDrafts();
+		}
+		if (entries.length) return { entries, continue: true };
+	});
+
+	pi.on("agent_settled", async (_event, ctx) => {
+		await delivery.ackPersisted(ctx);
+		delivery.flushIdle(ctx);
+		if (ctx.hasUI) {
+			const running = delivery.running();
+			ctx.ui.setStatus("subagents", running.length ? `subagents: ${running.length} running` : undefined);
+		}
+	});
+
+	pi.on("session_shutdown", async () => {
+		delivery.shutdown();
+		await stopServers();
+	});
+}
