@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -64,6 +65,16 @@ type Config struct {
 	KillGrace      time.Duration
 	// Observer, when set, is told about every child run (metrics).
 	Observer RunObserver
+	// WarmPool is how many child pi processes the worker may keep started
+	// ahead of tasks (0: none; every child starts cold). WarmTTL (default
+	// DefaultWarmTTL) is how long an unused one stays; WarmMaxBytes
+	// (default DefaultWarmMaxBytes) caps their resident memory together.
+	WarmPool     int
+	WarmTTL      time.Duration
+	WarmMaxBytes int64
+	// Logger receives the pool's own trouble (a warm child that did not
+	// start); default slog's.
+	Logger *slog.Logger
 }
 
 // Admission is what Config.Admit grants a run beyond its input.
@@ -83,6 +94,7 @@ type Activities struct {
 	cfg       Config
 	finalize  string // path of the child-side finalize extension
 	sanitizer *Sanitizer
+	pool      *pool // nil without a warm pool
 }
 
 // New fills in cfg's defaults and writes the finalize extension to its cache
@@ -107,7 +119,37 @@ func New(cfg Config) (*Activities, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Activities{cfg: cfg, finalize: path, sanitizer: NewSanitizer(cfg.Home)}, nil
+	a := &Activities{cfg: cfg, finalize: path, sanitizer: NewSanitizer(cfg.Home)}
+	if cfg.WarmPool > 0 {
+		if cfg.WarmTTL <= 0 {
+			cfg.WarmTTL = DefaultWarmTTL
+		}
+		if cfg.WarmMaxBytes <= 0 {
+			cfg.WarmMaxBytes = DefaultWarmMaxBytes
+		}
+		if cfg.Logger == nil {
+			cfg.Logger = slog.Default()
+		}
+		a.cfg = cfg
+		a.pool = newPool(a, cfg.WarmPool, cfg.WarmTTL, cfg.WarmMaxBytes, cfg.Logger)
+	}
+	return a, nil
+}
+
+// Close ends the warm pool's idle children; children of running tasks end
+// with their runs. The worker calls it once it has stopped.
+func (a *Activities) Close() {
+	if a.pool != nil {
+		a.pool.close()
+	}
+}
+
+// PoolStats are the warm pool's counters (zero without a pool).
+func (a *Activities) PoolStats() PoolStats {
+	if a.pool == nil {
+		return PoolStats{}
+	}
+	return a.pool.stats()
 }
 
 // FinalizeExtensionPath is where the child-side extension was written.

@@ -5,17 +5,16 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -122,7 +121,10 @@ type RunPiResult struct {
 	// Recovered is true when an interrupted attempt had already ended the
 	// run (it finalized, then its worker died): the result was read from
 	// the session file and pi did not run again.
-	Recovered  bool  `json:"recovered,omitempty"`
+	Recovered bool `json:"recovered,omitempty"`
+	// Warm is true when a pre-started child of the worker's warm pool ran
+	// this attempt (same flags, session file and events as a cold one).
+	Warm       bool  `json:"warm,omitempty"`
 	DurationMS int64 `json:"durationMs"`
 	// MessagesBefore is how many conversation messages the session file held
 	// when the turn's first attempt started: where this turn's run begins in
@@ -320,11 +322,16 @@ func (a *Activities) RunPi(ctx context.Context, in RunPiInput) (RunPiResult, err
 	log := activity.GetLogger(ctx)
 	log.Info("child run started", "session", in.SessionID, "agent", AgentName(in.Agent), "turn", in.Turn,
 		"attempt", info.Attempt, "continued", res.Continued, "model", in.Model)
-	outcome := run.run(ctx, a.args(in, res.SessionFile, prompt))
+	var spec warmSpec
+	if a.pool != nil {
+		spec = a.specFor(a.flags(in), in.Cwd, run.env, a.loadedFiles(in))
+	}
+	outcome := run.run(ctx, a.args(in, res.SessionFile, prompt), spec, res.SessionFile, prompt)
+	res.Warm = outcome.warm
 	a.fill(&res, run, outcome)
 	a.observe(in, res, outcome, run.stream.Usage)
 	ended := []any{"session", in.SessionID, "agent", AgentName(in.Agent), "turn", in.Turn, "attempt", info.Attempt,
-		"exitCode", res.ExitCode, "elapsedMs", res.DurationMS, "toolCalls", res.ToolCalls,
+		"exitCode", res.ExitCode, "elapsedMs", res.DurationMS, "warm", res.Warm, "toolCalls", res.ToolCalls,
 		"inputTokens", run.stream.Usage.Input, "outputTokens", run.stream.Usage.Output, "finalized", res.Finalize != nil}
 	if res.Error != nil {
 		ended = append(ended, "error", res.Error.Code)
@@ -382,9 +389,17 @@ func cmpOr(v, def int) int {
 	return def
 }
 
-// args is the pi command line of a child run.
+// args is the pi command line of a cold child run.
 func (a *Activities) args(in RunPiInput, sessionFile, prompt string) []string {
-	args := []string{"--mode", "json", "--session", sessionFile}
+	args := append([]string{"--mode", "json", "--session", sessionFile}, a.flags(in)...)
+	// "--" so that a prompt starting with "-" is not read as a flag.
+	return append(args, "--", prompt)
+}
+
+// flags are the child's pi flags but its mode, session and prompt: what a
+// warm child must have been started with to serve the run.
+func (a *Activities) flags(in RunPiInput) []string {
+	var args []string
 	if in.Model != "" {
 		args = append(args, "--model", in.Model)
 	}
@@ -433,9 +448,17 @@ func (a *Activities) args(in RunPiInput, sessionFile, prompt string) []string {
 	for _, p := range in.AppendSystemPrompt {
 		args = append(args, "--append-system-prompt", p)
 	}
-	args = append(args, in.ExtraArgs...)
-	// "--" so that a prompt starting with "-" is not read as a flag.
-	return append(args, "--", prompt)
+	return append(args, in.ExtraArgs...)
+}
+
+// loadedFiles are the files a child loads at its start besides pi: a warm
+// child started before one of them changed must not serve.
+func (a *Activities) loadedFiles(in RunPiInput) []string {
+	files := append([]string(nil), in.Extensions...)
+	if !in.NoFinalize {
+		files = append(files, a.finalize)
+	}
+	return files
 }
 
 // apiKeyEnv passes a profile's apiKey in the environment, never on the
@@ -500,6 +523,7 @@ const (
 // outcome is how a child process ended.
 type outcome struct {
 	stop     stopReason
+	warm     bool // a warm child of the pool ran it
 	spawnErr error
 	readErr  error
 	waitErr  error
@@ -522,71 +546,36 @@ type childRun struct {
 	stream   Stream
 }
 
-func (r *childRun) run(ctx context.Context, args []string) outcome {
+// run runs the child to its end: a warm child of the pool when one
+// matches spec, else pi started now with args.
+func (r *childRun) run(ctx context.Context, args []string, spec warmSpec, sessionFile, prompt string) outcome {
 	// Pdeathsig fires when the thread that started pi ends, not the
 	// process: keep this goroutine on its thread until pi has been reaped.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	start := time.Now()
-	cmd := exec.Command(r.a.cfg.Pi, args...)
-	cmd.Dir = r.in.Cwd
-	cmd.Env = r.env
-	// Stdin stays nil, which is /dev/null: pi hangs on an open stdin.
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		// Its own process group, so that a kill reaches what pi started.
-		Setpgid: true,
-		// If the worker dies (SIGKILL, OOM), pi must not run on beside the
-		// attempt that retries it on the same session file. SIGTERM, not
-		// SIGKILL, so that pi still ends the tools it started.
-		Pdeathsig: syscall.SIGTERM,
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return outcome{spawnErr: err}
-	}
-	stderrPipe, err := cmd.StderrPipe()
-	if err != nil {
-		return outcome{spawnErr: err}
-	}
-	if err := cmd.Start(); err != nil {
-		return outcome{spawnErr: err, exitCode: -1}
-	}
-	pid := cmd.Process.Pid
-
-	var streamed atomic.Int64
-	overflow := make(chan struct{})
-	var overflowOnce atomic.Bool
-	count := func(n int) {
-		if streamed.Add(int64(n)) > r.a.cfg.MaxStreamBytes && overflowOnce.CompareAndSwap(false, true) {
-			close(overflow)
-		}
-	}
-
-	lines := make(chan []byte, 64)
-	readDone := make(chan error, 1)
-	go func() {
-		readDone <- readLines(stdout, func(line []byte) {
-			count(len(line))
-			if !overflowOnce.Load() {
-				lines <- line
-			}
-		})
-		close(lines)
-	}()
-	var stderr tailBuffer
-	stderrDone := make(chan struct{})
-	go func() {
-		defer close(stderrDone)
-		buf := make([]byte, 32<<10)
-		for {
-			n, err := stderrPipe.Read(buf)
-			count(n)
-			_, _ = stderr.Write(buf[:n])
-			if err != nil {
-				return
+	out := outcome{}
+	var p *proc
+	if pool := r.a.pool; pool != nil && spec.key != "" {
+		if w := pool.take(spec); w != nil {
+			if err := handOver(w, sessionFile, prompt); err != nil {
+				activity.GetLogger(ctx).Warn("warm child refused the task; it runs cold", "error", err)
+				w.discard()
+			} else {
+				p, out.warm = w, true
 			}
 		}
-	}()
+		defer pool.release(spec)
+	}
+	if p == nil {
+		var err error
+		if p, err = startProc(r.a.cfg.Pi, args, r.in.Cwd, r.env, r.a.cfg.MaxStreamBytes, false); err != nil {
+			return outcome{spawnErr: err, exitCode: -1}
+		}
+	}
+	pid := p.pid
+	lines := p.lines
+	overflow := p.overflow
 
 	heartbeat := time.NewTicker(r.a.cfg.HeartbeatInterval)
 	defer heartbeat.Stop()
@@ -596,12 +585,16 @@ func (r *childRun) run(ctx context.Context, args []string) outcome {
 	var idleC <-chan time.Time
 	workerStop := activity.GetWorkerStopChannel(ctx)
 
-	out := outcome{}
-	exited := make(chan struct{})
 	stop := func(reason stopReason) {
 		if out.stop == stopNone {
 			out.stop = reason
-			go r.a.terminate(pid, exited)
+			go r.a.terminate(pid, p.exited)
+		}
+	}
+	// A warm child waits for commands after its run: closing stdin ends it.
+	endRPC := func() {
+		if p.stdin != nil {
+			_ = p.stdin.Close()
 		}
 	}
 	done := ctx.Done()
@@ -614,7 +607,11 @@ func (r *childRun) run(ctx context.Context, args []string) outcome {
 				lines = nil
 				continue
 			}
-			if r.stream.Apply(line) == "tool_execution_start" {
+			typ := r.stream.Apply(line)
+			if typ == "agent_settled" || r.stream.CommandError != "" {
+				endRPC()
+			}
+			if typ == "tool_execution_start" {
 				lastToolCall = time.Now()
 				if idle != nil {
 					idle.Reset(r.debounce)
@@ -650,17 +647,27 @@ func (r *childRun) run(ctx context.Context, args []string) outcome {
 	if idle != nil {
 		idle.Stop()
 	}
-	out.readErr = <-readDone
-	<-stderrDone
-	out.waitErr = cmd.Wait()
-	close(exited)
-	out.exitCode = cmd.ProcessState.ExitCode()
-	out.stderr = stderr.String()
+	out.waitErr = p.reap()
+	out.readErr = p.readErr
+	out.exitCode = p.exitCode()
+	out.stderr = p.stderr.String()
 	out.elapsed = time.Since(start)
-	// pi's tools may have started processes of their own that outlive it;
-	// whatever is left in its process group goes with it.
-	_ = syscall.Kill(-pid, syscall.SIGKILL)
 	return out
+}
+
+// handOver points a warm child at the run's session file (a new file is
+// created as --session would; an existing one is continued) and sends the
+// prompt; its events then come as a cold child's do.
+func handOver(w *proc, sessionFile, prompt string) error {
+	if err := command(w, "switch", map[string]any{"type": "switch_session", "sessionPath": sessionFile}); err != nil {
+		return err
+	}
+	line, err := json.Marshal(map[string]any{"id": "prompt", "type": "prompt", "message": prompt})
+	if err != nil {
+		return err
+	}
+	_, err = w.stdin.Write(append(line, '\n'))
+	return err
 }
 
 func (r *childRun) progress(elapsed time.Duration) Progress {

@@ -71,6 +71,9 @@ type Stream struct {
 	Finalize *Finalize
 	// Settled is true once agent_settled arrived: pi has no work left.
 	Settled bool
+	// CommandError is the first command a pi in RPC mode refused (a warm
+	// child's prompt), as "command: error".
+	CommandError string
 	// Events counts the records read; BadLines those that were not JSON.
 	Events   int
 	BadLines int
@@ -96,6 +99,10 @@ type event struct {
 	IsError    bool            `json:"isError"`
 	ErrorMsg   string          `json:"errorMessage"`
 	Result     *message        `json:"result"`
+	// RPC mode's answer to a command (type "response").
+	Command string `json:"command"`
+	Success bool   `json:"success"`
+	Error   string `json:"error"`
 }
 
 type message struct {
@@ -170,6 +177,14 @@ func (s *Stream) Apply(line []byte) string {
 	if err := json.Unmarshal(line, &ev); err != nil {
 		s.BadLines++
 		return ""
+	}
+	if ev.Type == "response" {
+		// RPC mode's answer to a command, not an event of the run: a
+		// command pi refused is the run's failure.
+		if !ev.Success && s.CommandError == "" {
+			s.CommandError = ev.Command + ": " + ev.Error
+		}
+		return ev.Type
 	}
 	s.Events++
 	switch ev.Type {

@@ -181,6 +181,11 @@ func (c *Client) startDelegation(ctx context.Context, in workflows.DelegationInp
 		StaticSummary:         fmt.Sprintf("delegation of %d task(s): %s", len(names), strings.Join(names, ", ")),
 		// A delegation ID is never reused; a duplicate start is a bug.
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		// Where this client shares its process with a worker of the queue
+		// (subagents dev and its socket), the server hands the first
+		// workflow task back in the start's answer: one trip through
+		// matching less. Elsewhere it is an ordinary start.
+		EnableEagerStart: true,
 	}, workflows.DelegationWorkflowName, in)
 	if err != nil {
 		return Envelope{}, c.temporalError(err, id)

@@ -27,7 +27,9 @@ func (e *env) startWorkerProcess() *exec.Cmd {
 	e.t.Helper()
 	cmd := exec.Command(subagentsBinary(e.t), "worker",
 		"--address", shared.server.FrontendAddress(), "--namespace", shared.server.Namespace(),
-		"--task-queue", e.taskQueue, "--data-dir", e.dataDir)
+		"--task-queue", e.taskQueue, "--data-dir", e.dataDir,
+		// Warm children, as subagents dev keeps: a kill must take them too.
+		"--warm-pool", "2")
 	cmd.Env = append(os.Environ(), e.cliEnv()...)
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out

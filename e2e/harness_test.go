@@ -167,6 +167,11 @@ func (e *env) workerConfig() worker.Config {
 		Pi:             e.pi,
 		ChildEnv:       scriptedmodel.PiEnv(e.agentDir),
 		OutputMaxChars: e.outputMaxChars,
+		// Every test's worker keeps warm children, as `subagents dev` does:
+		// a test's second task of a kind runs on one, so that everything
+		// the suite checks of a child holds for pooled children too.
+		WarmPool: 2,
+		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 }
 

@@ -102,6 +102,13 @@ func TestDevMetricsAndJSONLogs(t *testing.T) {
 	if cost, ok := metricValue(page, "subagents_child_cost_usd_total", `agent="scout"`); !ok || cost <= 0 {
 		t.Fatalf("cost series: %v %v", cost, ok)
 	}
+	// subagents dev keeps warm children: both runs asked its pool (the
+	// first of a kind misses; the retry may find one started since).
+	hits, okHits := metricValue(page, "subagents_warm_pool_hits_total")
+	misses, okMisses := metricValue(page, "subagents_warm_pool_misses_total")
+	if _, okWarm := metricValue(page, "subagents_warm_pool_children"); !okHits || !okMisses || !okWarm || hits+misses != 2 || misses < 1 {
+		t.Fatalf("warm pool series: hits %v misses %v\n%s", hits, misses, grepLines(page, "subagents_warm"))
+	}
 	t.Logf("our series after the run:\n%s", grepLines(page, "subagents_"))
 	// The SDK's own series come through the same endpoint.
 	for _, sdk := range []string{"temporal_workflow_completed", "temporal_activity_execution_latency"} {

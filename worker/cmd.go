@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.temporal.io/sdk/client"
 
@@ -30,6 +31,10 @@ type Flags struct {
 	MetricsAddr    string
 	Host           string
 	WorkflowCache  int
+	// WarmPool is the default of --warm-pool before Register: on for
+	// `subagents dev`, off for `subagents worker`.
+	WarmPool int
+	WarmTTL  time.Duration
 }
 
 // Register adds the flags to fs.
@@ -45,6 +50,10 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 		"name of this machine's task queue (<task-queue>@<host>), for tasks whose cwd is here (env SUBAGENTS_HOST; default: the hostname)")
 	fs.IntVar(&f.WorkflowCache, "workflow-cache", envInt("SUBAGENTS_WORKFLOW_CACHE", DefaultWorkflowCache),
 		"workflows kept in memory between their tasks; an idle session beyond it costs the worker nothing until its next send (env SUBAGENTS_WORKFLOW_CACHE)")
+	fs.IntVar(&f.WarmPool, "warm-pool", envInt("SUBAGENTS_WARM_POOL", f.WarmPool),
+		"child pi processes kept started ahead of tasks like recent ones (about 110 MiB each), 0 for none (env SUBAGENTS_WARM_POOL)")
+	fs.DurationVar(&f.WarmTTL, "warm-ttl", envDuration("SUBAGENTS_WARM_TTL", activities.DefaultWarmTTL),
+		"how long a warm child no task took stays (env SUBAGENTS_WARM_TTL)")
 	fs.StringVar(&f.MetricsAddr, "metrics-addr", os.Getenv("SUBAGENTS_METRICS_ADDR"),
 		"serve Prometheus metrics at http://ADDR/metrics, e.g. 127.0.0.1:9090 (env SUBAGENTS_METRICS_ADDR; default off)")
 }
@@ -76,6 +85,7 @@ func (f *Flags) Setup(ctx context.Context, stderr io.Writer) (*slog.Logger, Conf
 	if err != nil {
 		return nil, Config{}, err
 	}
+	cfg.Logger = logger
 	return logger, cfg, nil
 }
 
@@ -101,16 +111,38 @@ func (f *Flags) Config(ctx context.Context) (Config, error) {
 	if f.WorkflowCache < 1 {
 		return Config{}, errcode.Errorf(errcode.InvalidInput, "--workflow-cache must be at least 1, not %d", f.WorkflowCache)
 	}
+	if f.WarmPool < 0 || f.WarmPool > maxWarmPool {
+		return Config{}, errcode.Errorf(errcode.InvalidInput, "--warm-pool must be 0 to %d, not %d", maxWarmPool, f.WarmPool)
+	}
+	if f.WarmTTL <= 0 {
+		return Config{}, errcode.Errorf(errcode.InvalidInput, "--warm-ttl must be positive, not %s", f.WarmTTL)
+	}
 	keys, err := KeyFileEnv(os.Environ())
 	if err != nil {
 		return Config{}, err
 	}
 	cfg := Config{TaskQueue: f.TaskQueue, DataDir: dataDir, Pi: pi, OutputMaxChars: f.OutputMaxChars, MetricsAddr: f.MetricsAddr,
-		Host: f.Host, WorkflowCache: f.WorkflowCache, ChildEnv: keys}
+		Host: f.Host, WorkflowCache: f.WorkflowCache, ChildEnv: keys, WarmPool: f.WarmPool, WarmTTL: f.WarmTTL}
 	if f.MetricsAddr != "" {
 		cfg.Metrics = metrics.New()
 	}
 	return cfg, nil
+}
+
+// maxWarmPool bounds --warm-pool: each warm child holds about 110 MiB, and
+// 64 of them are more than any one worker runs at once.
+const maxWarmPool = 64
+
+// DefaultDevWarmPool is `subagents dev`'s pool: four children, what one
+// delegate_to_subagents call runs at once, in about 450 MiB.
+const DefaultDevWarmPool = 4
+
+// envDuration reads a Go duration from the environment, or def.
+func envDuration(name string, def time.Duration) time.Duration {
+	if v, err := time.ParseDuration(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
 }
 
 // envInt reads a whole number from the environment, or def when unset or
@@ -202,6 +234,9 @@ func Serve(ctx context.Context, c client.Client, cfg Config, logger *slog.Logger
 	logger.Info("worker started", "taskQueues", w.Queues, "pi", cfg.Pi.Path, "piVersion", cfg.Pi.Version,
 		"piFrom", cfg.Pi.Source, "dataDir", cfg.DataDir)
 	_, _ = fmt.Fprintf(stdout, "worker polling task queue %q and its host queue %q (pi %s)\n", w.Queues[0], w.Queues[1], cfg.Pi.Version)
+	if cfg.WarmPool > 0 {
+		_, _ = fmt.Fprintf(stdout, "Warm pool:         up to %d child pi processes, each kept %s unless a task takes it (--warm-pool 0: none)\n", cfg.WarmPool, cfg.WarmTTL)
+	}
 	<-ctx.Done()
 	// Stop waits for running activities up to the worker's stop timeout;
 	// their pi children are ended with them and continue on the next worker.

@@ -4,6 +4,7 @@ package worker
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,6 +55,12 @@ type Config struct {
 	// WorkflowCache sets the process's workflow cache size (the SDK's
 	// sticky cache, shared by every worker of the process); 0 keeps it.
 	WorkflowCache int
+	// WarmPool and WarmTTL size the activities' pool of warm child pi
+	// processes (activities.Config); 0: every child starts cold.
+	WarmPool int
+	WarmTTL  time.Duration
+	// Logger receives the warm pool's own trouble; default slog's.
+	Logger *slog.Logger
 }
 
 // DefaultDataDir is $SUBAGENTS_DATA_DIR, else ~/.pi/subagents: beside pi's
@@ -74,6 +81,7 @@ func DefaultDataDir() (string, error) {
 // that need the host's files.
 type Worker struct {
 	shared, host sdkworker.Worker
+	acts         *activities.Activities
 	// Queues are the task queues polled, shared first.
 	Queues []string
 }
@@ -109,9 +117,15 @@ func New(c client.Client, cfg Config) (*Worker, error) {
 		OutputMaxChars: cfg.OutputMaxChars,
 		Admit:          profs.Admit,
 		Observer:       observer(cfg.Metrics),
+		WarmPool:       cfg.WarmPool,
+		WarmTTL:        cfg.WarmTTL,
+		Logger:         cfg.Logger,
 	})
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Metrics != nil && cfg.WarmPool > 0 {
+		cfg.Metrics.WatchPool(acts.PoolStats)
 	}
 	if cfg.WorkflowCache > 0 {
 		sdkworker.SetStickyWorkflowCacheSize(cfg.WorkflowCache)
@@ -135,7 +149,7 @@ func New(c client.Client, cfg Config) (*Worker, error) {
 	hostQueue := workflows.HostQueue(cfg.TaskQueue, cfg.Host)
 	host := sdkworker.New(c, hostQueue, opts)
 	registerHostActivities(host, acts, profs)
-	return &Worker{shared: shared, host: host, Queues: []string{cfg.TaskQueue, hostQueue}}, nil
+	return &Worker{shared: shared, host: host, acts: acts, Queues: []string{cfg.TaskQueue, hostQueue}}, nil
 }
 
 // Start starts both pollers; if the second fails, the first is stopped.
@@ -155,7 +169,11 @@ func (w *Worker) Start() error {
 func (w *Worker) Stop() {
 	w.host.Stop()
 	w.shared.Stop()
+	w.acts.Close()
 }
+
+// PoolStats are the warm pool's counters.
+func (w *Worker) PoolStats() activities.PoolStats { return w.acts.PoolStats() }
 
 // DefaultHost is this machine's name, as a host queue names it.
 func DefaultHost() string {

@@ -18,6 +18,11 @@ export default function subagentFinalize(pi: ExtensionAPI) {
 	if (process.env.PI_SUBAGENT_CHILD !== "1") return;
 
 	let finalized = false;
+	// A warm child (the worker's pool) is pointed at its task's session
+	// file before its prompt: the result of one session never blocks the next.
+	pi.on("session_start", async () => {
+		finalized = false;
+	});
 
 	pi.on("tool_call", async (event) => {
 		if (!finalized) return undefined;

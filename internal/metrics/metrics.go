@@ -89,6 +89,32 @@ func (m *Metrics) ChildRun(agent, outcome string, elapsed time.Duration, u activ
 	m.cost.WithLabelValues(agent).Add(u.Cost)
 }
 
+// WatchPool publishes a worker's warm pool: its idle children and its
+// hits, misses and evictions, read from stats at each scrape. A second
+// pool in the same process keeps the first one's series.
+func (m *Metrics) WatchPool(stats func() activities.PoolStats) {
+	for _, c := range []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "subagents_warm_pool_children",
+			Help: "Child pi processes started ahead of tasks and waiting for one.",
+		}, func() float64 { return float64(stats().Warm) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "subagents_warm_pool_hits_total",
+			Help: "Child runs that took a warm child.",
+		}, func() float64 { return float64(stats().Hits) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "subagents_warm_pool_misses_total",
+			Help: "Child runs that found no warm child for their kind and started cold.",
+		}, func() float64 { return float64(stats().Misses) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "subagents_warm_pool_evictions_total",
+			Help: "Warm children ended unused: past their time to live, over the memory cap, making room, or dead.",
+		}, func() float64 { return float64(stats().Evictions) }),
+	} {
+		_ = m.Registry.Register(c)
+	}
+}
+
 // Serve serves /metrics on addr until ctx ends and returns the address it
 // listens on (addr may use port 0).
 func (m *Metrics) Serve(ctx context.Context, addr string, logger *slog.Logger) (string, error) {

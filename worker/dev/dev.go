@@ -29,6 +29,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		opts     devserver.Options
 		headless bool
 	)
+	flags.WarmPool = worker.DefaultDevWarmPool
 	// Flag names follow `temporal server start-dev` where they overlap.
 	fs.StringVar(&opts.IP, "ip", "127.0.0.1", "IP address the Temporal frontend (gRPC) listens on")
 	fs.IntVar(&opts.Port, "port", 7233, "port of the Temporal frontend (gRPC)")

@@ -1,0 +1,444 @@
+package activities
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults of the warm pool a Config turns on.
+const (
+	// DefaultWarmTTL: a key not used for two minutes is not coming back
+	// soon; its processes (about 110 MiB each) go.
+	DefaultWarmTTL = 2 * time.Minute
+	// DefaultWarmMaxBytes bounds the pool's resident memory: four idle pi
+	// processes fit.
+	DefaultWarmMaxBytes = 512 << 20
+	// warmHandshake is how long a warm child may take to answer a command:
+	// pi answers get_state at its start in about 450 ms and switch_session
+	// in 27–49 ms; one that takes 30 s is broken, and the task runs cold.
+	warmHandshake = 30 * time.Second
+)
+
+// warmSpec is what a child pi must be started with to serve a task: the
+// arguments of RPC mode (the task's flags, no session, no prompt), its
+// folder and environment. key names it, with the files pi loads at its
+// start, so that a changed pi or extension is never served warm.
+type warmSpec struct {
+	key  string
+	args []string
+	dir  string
+	env  []string
+}
+
+// specFor is the warm spec of a run with these flags; key "" when a file
+// it names cannot be read (the run goes cold and says why).
+func (a *Activities) specFor(flags []string, dir string, env []string, files []string) warmSpec {
+	h := sha256.New()
+	write := func(s string) { h.Write([]byte(s)); h.Write([]byte{0}) }
+	for _, f := range append([]string{a.cfg.Pi}, files...) {
+		info, err := os.Stat(f)
+		if err != nil {
+			return warmSpec{}
+		}
+		write(f + "|" + strconv.FormatInt(info.Size(), 10) + "|" + strconv.FormatInt(info.ModTime().UnixNano(), 10))
+	}
+	write(dir)
+	for _, kv := range env {
+		write(kv)
+	}
+	args := append([]string{"--mode", "rpc", "--no-session"}, flags...)
+	for _, arg := range args {
+		write(arg)
+	}
+	return warmSpec{key: hex.EncodeToString(h.Sum(nil)[:12]), args: args, dir: dir, env: env}
+}
+
+// PoolStats are the warm pool's counters since the worker started.
+type PoolStats struct {
+	Warm      int   `json:"warm"`
+	Hits      int64 `json:"hits"`
+	Misses    int64 `json:"misses"`
+	Evictions int64 `json:"evictions"`
+}
+
+// pool keeps child pi processes started in RPC mode ahead of the tasks
+// that will use them, keyed by everything fixed at a pi's start. Each
+// serves one task: it is taken, pointed at the task's session file, sent
+// its prompt, and ends with the run. A task that finds none runs cold, as
+// without a pool, and teaches the pool its key: when it ends, one more
+// process than that key recently ran at once is kept started, up to the
+// pool's size. Idle ones older than the TTL, or over the memory cap, go.
+type pool struct {
+	a        *Activities
+	size     int
+	ttl      time.Duration
+	maxBytes int64
+	log      *slog.Logger
+
+	mu     sync.Mutex
+	idle   map[string][]*warmChild
+	keys   map[string]*keyUse
+	closed bool
+
+	spawn chan spawnRequest
+	stop  chan struct{}
+	wg    sync.WaitGroup
+
+	hits, misses, evictions atomic.Int64
+}
+
+type warmChild struct {
+	p    *proc
+	key  string
+	born time.Time
+}
+
+// keyUse is what the pool knows of a key: how many of its runs go on now,
+// the most that went on at once, and when it was last asked for.
+type keyUse struct {
+	spec     warmSpec
+	running  int
+	peak     int
+	starting int
+	lastUsed time.Time
+}
+
+type spawnRequest struct {
+	spec  warmSpec
+	reply chan *proc
+}
+
+func newPool(a *Activities, size int, ttl time.Duration, maxBytes int64, log *slog.Logger) *pool {
+	p := &pool{a: a, size: size, ttl: ttl, maxBytes: maxBytes, log: log,
+		idle: map[string][]*warmChild{}, keys: map[string]*keyUse{},
+		spawn: make(chan spawnRequest), stop: make(chan struct{})}
+	p.wg.Add(2)
+	go p.spawner()
+	go p.janitor()
+	return p
+}
+
+// spawner starts every warm child from one goroutine locked to its thread:
+// pi's Pdeathsig fires when the thread that started it ends, and this one
+// ends only when the pool closes (or the worker dies).
+func (p *pool) spawner() {
+	defer p.wg.Done()
+	runtime.LockOSThread()
+	// Never unlocked: the thread ends with the goroutine, and with it
+	// (Pdeathsig) any warm child the pool did not kill itself.
+	for {
+		select {
+		case req := <-p.spawn:
+			child, err := startProc(p.a.cfg.Pi, req.spec.args, req.spec.dir, req.spec.env, p.a.cfg.MaxStreamBytes, true)
+			if err != nil {
+				p.log.Warn("warm pool: pi did not start", "error", err)
+				child = nil
+			}
+			req.reply <- child
+		case <-p.stop:
+			return
+		}
+	}
+}
+
+// take hands out a warm child for spec, or nil: the task runs cold. Either
+// way the key is counted as running until release.
+func (p *pool) take(spec warmSpec) *proc {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	use := p.keys[spec.key]
+	if use == nil {
+		use = &keyUse{spec: spec}
+		p.keys[spec.key] = use
+	}
+	use.running++
+	use.peak = max(use.peak, use.running)
+	use.lastUsed = time.Now()
+	for list := p.idle[spec.key]; len(list) > 0; list = p.idle[spec.key] {
+		w := list[len(list)-1]
+		p.idle[spec.key] = list[:len(list)-1]
+		select {
+		case <-w.p.exited:
+			// Died while idle: discarded, and the next one is tried.
+			p.evictions.Add(1)
+			continue
+		default:
+		}
+		p.hits.Add(1)
+		return w.p
+	}
+	p.misses.Add(1)
+	return nil
+}
+
+// release ends a run of spec's key and starts what the key needs again,
+// now that its run no longer competes with the start.
+func (p *pool) release(spec warmSpec) {
+	p.mu.Lock()
+	if use := p.keys[spec.key]; use != nil {
+		use.running--
+		use.lastUsed = time.Now()
+	}
+	p.mu.Unlock()
+	// In the background: the run's result does not wait for a pi start.
+	go p.refill(spec.key)
+}
+
+// refill starts warm children for key until it has its recent peak of
+// them, within the pool's size; the least recently used key's idle
+// children make room.
+func (p *pool) refill(key string) {
+	for {
+		p.mu.Lock()
+		use := p.keys[key]
+		// One more than the key's peak: the next task finds a child while
+		// the one that replaces the last taken still starts.
+		if p.closed || use == nil || len(p.idle[key])+use.starting >= min(use.peak+1, p.size) {
+			p.mu.Unlock()
+			return
+		}
+		if p.count()+p.startingAll() >= p.size && !p.evictOtherLocked(key) {
+			p.mu.Unlock()
+			return
+		}
+		use.starting++
+		spec := use.spec
+		p.mu.Unlock()
+
+		child := p.startWarm(spec)
+		p.mu.Lock()
+		use.starting--
+		if child == nil || p.closed {
+			p.mu.Unlock()
+			if child != nil {
+				child.discard()
+			}
+			return
+		}
+		p.idle[key] = append(p.idle[key], &warmChild{p: child, key: key, born: time.Now()})
+		p.mu.Unlock()
+	}
+}
+
+// startingAll is how many children are being started, for every key.
+func (p *pool) startingAll() int {
+	n := 0
+	for _, use := range p.keys {
+		n += use.starting
+	}
+	return n
+}
+
+// startWarm starts a child for spec and waits for it to answer (pi has
+// loaded everything and waits for commands); nil if it does not.
+func (p *pool) startWarm(spec warmSpec) *proc {
+	reply := make(chan *proc, 1)
+	select {
+	case p.spawn <- spawnRequest{spec: spec, reply: reply}:
+	case <-p.stop:
+		return nil
+	}
+	child := <-reply
+	if child == nil {
+		return nil
+	}
+	if err := command(child, "ready", map[string]any{"type": "get_state"}); err != nil {
+		p.log.Warn("warm pool: pi did not answer", "error", err, "stderr", lastLine(child.stderr.String()))
+		child.discard()
+		return nil
+	}
+	return child
+}
+
+// command sends one RPC command to a waiting child and reads its answer.
+func command(child *proc, id string, cmd map[string]any) error {
+	cmd["id"] = id
+	line, err := json.Marshal(cmd)
+	if err != nil {
+		return err
+	}
+	if _, err := child.stdin.Write(append(line, '\n')); err != nil {
+		return err
+	}
+	deadline := time.NewTimer(warmHandshake)
+	defer deadline.Stop()
+	for {
+		select {
+		case rec, ok := <-child.lines:
+			if !ok {
+				return fmt.Errorf("pi exited")
+			}
+			var r struct {
+				Type    string `json:"type"`
+				ID      string `json:"id"`
+				Success bool   `json:"success"`
+				Error   string `json:"error"`
+			}
+			if json.Unmarshal(rec, &r) != nil || r.Type != "response" || r.ID != id {
+				continue
+			}
+			if !r.Success {
+				return fmt.Errorf("%s: %s", cmd["type"], r.Error)
+			}
+			return nil
+		case <-deadline.C:
+			return fmt.Errorf("%s: no answer within %s", cmd["type"], warmHandshake)
+		}
+	}
+}
+
+func (p *pool) count() int {
+	n := 0
+	for _, l := range p.idle {
+		n += len(l)
+	}
+	return n
+}
+
+// evictOtherLocked kills the oldest idle child of another key; false when
+// there is none.
+func (p *pool) evictOtherLocked(key string) bool {
+	var oldest *warmChild
+	for k, l := range p.idle {
+		if k != key && len(l) > 0 && (oldest == nil || l[0].born.Before(oldest.born)) {
+			oldest = l[0]
+		}
+	}
+	if oldest == nil {
+		return false
+	}
+	p.removeLocked(oldest)
+	return true
+}
+
+func (p *pool) removeLocked(w *warmChild) {
+	l := p.idle[w.key]
+	for i, x := range l {
+		if x == w {
+			p.idle[w.key] = append(l[:i:i], l[i+1:]...)
+			break
+		}
+	}
+	if len(p.idle[w.key]) == 0 {
+		delete(p.idle, w.key)
+	}
+	p.evictions.Add(1)
+	w.p.discard()
+}
+
+// janitor ends idle children past their TTL, dead ones, and the oldest
+// while the pool is over its memory cap; it forgets keys unused for a TTL.
+func (p *pool) janitor() {
+	defer p.wg.Done()
+	// Often enough that an expired child goes within a few seconds of its
+	// TTL; each pass reads one /proc file per idle child.
+	tick := time.NewTicker(min(p.ttl/4, 5*time.Second))
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			p.sweep(time.Now())
+		case <-p.stop:
+			return
+		}
+	}
+}
+
+func (p *pool) sweep(now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var all []*warmChild
+	for _, l := range p.idle {
+		all = append(all, l...)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].born.Before(all[j].born) })
+	var total int64
+	for _, w := range all {
+		dead := false
+		select {
+		case <-w.p.exited:
+			dead = true
+		default:
+		}
+		if dead || now.Sub(w.born) > p.ttl {
+			p.removeLocked(w)
+			continue
+		}
+		total += residentBytes(w.p.pid)
+	}
+	for _, w := range all {
+		if total <= p.maxBytes {
+			break
+		}
+		if p.has(w) {
+			total -= residentBytes(w.p.pid)
+			p.removeLocked(w)
+		}
+	}
+	for k, use := range p.keys {
+		if use.running == 0 && use.starting == 0 && now.Sub(use.lastUsed) > p.ttl {
+			delete(p.keys, k)
+		}
+	}
+}
+
+func (p *pool) has(w *warmChild) bool {
+	for _, x := range p.idle[w.key] {
+		if x == w {
+			return true
+		}
+	}
+	return false
+}
+
+// residentBytes is a process's resident memory, from /proc (0 elsewhere).
+func residentBytes(pid int) int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0
+	}
+	pages, _ := strconv.ParseInt(f[1], 10, 64)
+	return pages * int64(os.Getpagesize())
+}
+
+// stats reads the counters and the idle count.
+func (p *pool) stats() PoolStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return PoolStats{Warm: p.count(), Hits: p.hits.Load(), Misses: p.misses.Load(), Evictions: p.evictions.Load()}
+}
+
+// close kills every idle child and stops the pool's goroutines; children
+// taken by running tasks end with their runs.
+func (p *pool) close() {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.closed = true
+	for _, l := range p.idle {
+		for _, w := range l {
+			w.p.discard()
+		}
+	}
+	p.idle = map[string][]*warmChild{}
+	p.mu.Unlock()
+	close(p.stop)
+	p.wg.Wait()
+}

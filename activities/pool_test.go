@@ -1,0 +1,116 @@
+package activities
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/durable-pi/subagents/internal/errcode"
+	"github.com/durable-pi/subagents/internal/scriptedmodel"
+)
+
+// TestRunPiPooled runs the limits a cold child has on a warm child of the
+// pool: each case first teaches the pool its kind with a run that answers
+// at once, waits for a warm child, then runs on it and gets what a cold run
+// gets.
+func TestRunPiPooled(t *testing.T) {
+	two := 2
+	three := 3
+	busy := []scriptedmodel.Step{}
+	for i := range 7 {
+		busy = append(busy, scriptedmodel.Step{DelayMS: min(i, 1) * 1000, ToolCalls: []scriptedmodel.ToolCall{
+			{Name: "bash", Arguments: fmt.Sprintf(`{"command":"echo step %d"}`, i)},
+		}})
+	}
+	cases := []struct {
+		name   string
+		tune   func(*Config)
+		steps  []scriptedmodel.Step
+		adjust func(*RunPiInput)
+		check  func(t *testing.T, r RunPiResult)
+	}{
+		{
+			name:  "finalize",
+			steps: []scriptedmodel.Step{{ToolCalls: []scriptedmodel.ToolCall{finalizeCall(`{"status":"SUCCESS","result":"pooled"}`)}}},
+			check: func(t *testing.T, r RunPiResult) {
+				if r.Error != nil || r.Output != "pooled" || r.ExitCode != 0 || r.Finalize == nil || r.Usage.Turns != 1 {
+					t.Fatalf("result %+v", r)
+				}
+			},
+		},
+		{
+			name:   "loop detection",
+			steps:  []scriptedmodel.Step{{ToolCalls: []scriptedmodel.ToolCall{{Name: "bash", Arguments: `{"command":"ls"}`}}, Repeat: true}},
+			adjust: func(in *RunPiInput) { in.LoopingToolCount = &three },
+			check: func(t *testing.T, r RunPiResult) {
+				if errCode(r) != errcode.LoopDetected || r.ToolCalls != 3 {
+					t.Fatalf("error %+v after %d calls", r.Error, r.ToolCalls)
+				}
+			},
+		},
+		{
+			name:   "timeout extended while tools run",
+			steps:  append(busy, scriptedmodel.Step{Hang: true}),
+			adjust: func(in *RunPiInput) { in.TimeoutSeconds, in.ExtendDebounceSeconds = 4, &two },
+			check: func(t *testing.T, r RunPiResult) {
+				if errCode(r) != errcode.Timeout || r.Error.Message != "Timed out after 4s. Consider resuming with a longer timeout." ||
+					r.ToolCalls != 7 || r.DurationMS < 8000 {
+					t.Fatalf("error %+v, %d calls in %d ms", r.Error, r.ToolCalls, r.DurationMS)
+				}
+			},
+		},
+		{
+			name:  "output cap",
+			tune:  func(c *Config) { c.OutputMaxChars = 100 },
+			steps: []scriptedmodel.Step{{ToolCalls: []scriptedmodel.ToolCall{finalizeCall(`{"status":"SUCCESS","result":"` + strings.Repeat("é", 250) + `"}`)}}},
+			check: func(t *testing.T, r RunPiResult) {
+				if errCode(r) != errcode.OutputTruncated || r.OutputTotalChars != 250 || r.OutputReturnedChars != 100 {
+					t.Fatalf("error %+v total %d returned %d", r.Error, r.OutputTotalChars, r.OutputReturnedChars)
+				}
+			},
+		},
+		{
+			name:  "stream hard cap",
+			tune:  func(c *Config) { c.MaxStreamBytes = 64 << 10 },
+			steps: []scriptedmodel.Step{{Text: strings.Repeat("flood ", 40<<10)}},
+			check: func(t *testing.T, r RunPiResult) {
+				if errCode(r) != errcode.OutputTruncated || !strings.Contains(r.Error.Message, "the child was stopped") {
+					t.Fatalf("error %+v", r.Error)
+				}
+			},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t, func(cfg *Config) {
+				cfg.WarmPool = 2
+				if c.tune != nil {
+					c.tune(cfg)
+				}
+			})
+			t.Cleanup(h.acts.Close)
+			h.model.Script("warmup", scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{finalizeCall(`{"status":"SUCCESS","result":"ready"}`)}})
+			h.model.Script("case", c.steps...)
+			first := h.input("[[script:warmup]] go")
+			first.SessionID = "warmup"
+			if r := h.mustRun(first); r.Warm || r.Output != "ready" {
+				t.Fatalf("warm-up run: warm %v output %q", r.Warm, r.Output)
+			}
+			for deadline := time.Now().Add(30 * time.Second); h.acts.PoolStats().Warm < 1; time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("no warm child: %+v", h.acts.PoolStats())
+				}
+			}
+			in := h.input("[[script:case]] go")
+			if c.adjust != nil {
+				c.adjust(&in)
+			}
+			r := h.mustRun(in)
+			if !r.Warm {
+				t.Fatalf("ran cold: %+v", h.acts.PoolStats())
+			}
+			c.check(t, r)
+		})
+	}
+}

@@ -1,0 +1,147 @@
+package activities
+
+import (
+	"io"
+	"os/exec"
+	"sync"
+	"sync/atomic"
+	"syscall"
+)
+
+// proc is a started child pi: its stdout as records, the tail of its
+// stderr, and its end. A cold run starts one with the task's arguments; a
+// warm one was started by the pool in RPC mode before the task came.
+type proc struct {
+	cmd *exec.Cmd
+	pid int
+	// stdin is the RPC command channel; nil for a run in JSON mode, whose
+	// stdin is /dev/null (pi waits on an open stdin).
+	stdin io.WriteCloser
+	// lines carries stdout's records until it is closed at EOF; records
+	// past the output cap are read and dropped.
+	lines    chan []byte
+	readDone chan error
+	stderr   lockedTail
+	errDone  chan struct{}
+	// overflow is closed once stdout and stderr together passed the cap.
+	overflow chan struct{}
+	streamed atomic.Int64
+	overOnce sync.Once
+
+	reapOnce sync.Once
+	exited   chan struct{} // closed once pi was reaped
+	readErr  error
+	waitErr  error
+}
+
+// startProc starts pi with args in dir, its own process group, SIGTERM when
+// the thread that started it ends (the caller keeps it locked while pi
+// runs). withStdin opens stdin as a pipe (RPC mode).
+func startProc(pi string, args []string, dir string, env []string, limit int64, withStdin bool) (*proc, error) {
+	cmd := exec.Command(pi, args...)
+	cmd.Dir = dir
+	cmd.Env = env
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		// Its own process group, so that a kill reaches what pi started.
+		Setpgid: true,
+		// If the worker dies (SIGKILL, OOM), pi must not run on beside the
+		// attempt that retries it on the same session file. SIGTERM, not
+		// SIGKILL, so that pi still ends the tools it started.
+		Pdeathsig: syscall.SIGTERM,
+	}
+	p := &proc{cmd: cmd, lines: make(chan []byte, 64), readDone: make(chan error, 1), errDone: make(chan struct{}),
+		overflow: make(chan struct{}), exited: make(chan struct{})}
+	var err error
+	if withStdin {
+		if p.stdin, err = cmd.StdinPipe(); err != nil {
+			return nil, err
+		}
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p.pid = cmd.Process.Pid
+	count := func(n int) bool {
+		if p.streamed.Add(int64(n)) > limit {
+			p.overOnce.Do(func() { close(p.overflow) })
+			return false
+		}
+		return true
+	}
+	go func() {
+		p.readDone <- readLines(stdout, func(line []byte) {
+			if count(len(line)) {
+				p.lines <- line
+			}
+		})
+		close(p.lines)
+	}()
+	go func() {
+		defer close(p.errDone)
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := stderr.Read(buf)
+			count(n)
+			_, _ = p.stderr.Write(buf[:n])
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return p, nil
+}
+
+// reap waits for pi once its output is read to the end, then kills what is
+// left in its process group (pi's tools may have started processes that
+// outlive it). Safe to call more than once.
+func (p *proc) reap() error {
+	p.reapOnce.Do(func() {
+		p.readErr = <-p.readDone
+		<-p.errDone
+		p.waitErr = p.cmd.Wait()
+		close(p.exited)
+		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+	})
+	return p.waitErr
+}
+
+// discard kills pi and everything it started, and reaps it in the
+// background: for a warm child nobody will use.
+func (p *proc) discard() {
+	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+	go func() {
+		for range p.lines {
+		}
+		_ = p.reap()
+	}()
+}
+
+// exitCode is pi's exit code once reaped (-1 when a signal ended it).
+func (p *proc) exitCode() int { return p.cmd.ProcessState.ExitCode() }
+
+// lockedTail is a tailBuffer written by the stderr reader while a run or
+// the pool may read it.
+type lockedTail struct {
+	mu  sync.Mutex
+	buf tailBuffer
+}
+
+func (t *lockedTail) Write(b []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.buf.Write(b)
+}
+
+func (t *lockedTail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.buf.String()
+}

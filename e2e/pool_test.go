@@ -1,0 +1,207 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/durable-pi/subagents/internal/scriptedmodel"
+	"github.com/durable-pi/subagents/worker"
+	"github.com/durable-pi/subagents/workflows"
+)
+
+// TestWarmPool runs real pi children through a worker's warm pool: a task
+// like an earlier one runs on a child started before it came, with the same
+// result and session file as a cold one; a task with another folder never
+// takes it; a finalize retry works pooled; a warm child killed while idle
+// costs nothing; the worker's stop leaves no pi behind.
+func TestWarmPool(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.workerConfig()
+	cfg.WarmPool = 3
+	w, err := worker.New(shared.client, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			w.Stop()
+		}
+	}
+	t.Cleanup(stop)
+
+	step := finalizeStep("the answer")
+	step.Repeat = true
+	e.model.Script("pool", step)
+	run := func(in workflows.SessionInput) workflows.TurnResult {
+		t.Helper()
+		var res workflows.SessionResult
+		if err := e.startSession(shared.client, in).Get(e.ctx(), &res); err != nil {
+			t.Fatalf("session: %v", err)
+		}
+		if res.LastTurn == nil || res.LastTurn.Error != nil {
+			t.Fatalf("turn: %+v", res.LastTurn)
+		}
+		return *res.LastTurn
+	}
+	warmAtLeast := func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); w.PoolStats().Warm < n; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("pool: %+v, want %d warm", w.PoolStats(), n)
+			}
+		}
+	}
+
+	cold := run(e.sessionInput("[[script:pool]] Answer."))
+	if cold.Result.Warm {
+		t.Fatal("the first task of its kind ran warm")
+	}
+	warmAtLeast(2)
+	warm := run(e.sessionInput("[[script:pool]] Answer."))
+	if !warm.Result.Warm {
+		t.Fatalf("the second task ran cold: %+v", w.PoolStats())
+	}
+	if warm.Result.Output != cold.Result.Output || warm.Result.ExitCode != 0 || warm.Result.Finalize == nil ||
+		warm.Result.Finalize.Status != "SUCCESS" || warm.Attempts != 1 || warm.Result.Usage != cold.Result.Usage {
+		t.Fatalf("warm %+v\ncold %+v", warm.Result, cold.Result)
+	}
+	if got, want := entryKinds(t, warm.Result.SessionFile), entryKinds(t, cold.Result.SessionFile); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("session file entries: warm %v, cold %v", got, want)
+	}
+
+	// Another folder is another key: never a child started in the first.
+	other := filepath.Join(t.TempDir(), "other")
+	if err := os.MkdirAll(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := e.sessionInput("[[script:pool]] Answer.")
+	elsewhere.Cwd = other
+	if r := run(elsewhere); r.Result.Warm {
+		t.Fatal("a task in another folder took a child started for the first")
+	}
+
+	// A child that forgets subagent_finalize gets its corrective feedback
+	// on the same session file, pooled too.
+	warmAtLeast(2)
+	e.model.Script("pool-forgot", scriptedmodel.Step{Text: "Forgot to finalize."}, finalizeStep("fixed"))
+	forgot := run(e.sessionInput("[[script:pool-forgot]] Answer."))
+	if forgot.Result.Output != "fixed" || forgot.Attempts != 2 || !forgot.Result.Warm {
+		t.Fatalf("finalize retry: attempts %d warm %v output %q", forgot.Attempts, forgot.Result.Warm, forgot.Result.Output)
+	}
+
+	// Kill every idle child: the next task still succeeds (cold, or on a
+	// child started since).
+	warmAtLeast(1)
+	before := warmChildren(t)
+	if len(before) == 0 {
+		t.Fatal("no warm child among this process's descendants")
+	}
+	for _, pid := range before {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if r := run(e.sessionInput("[[script:pool]] Answer.")); r.Result.Output != "the answer" {
+		t.Fatalf("after the kill: %+v", r.Result)
+	}
+
+	warmAtLeast(1)
+	stop()
+	for deadline := time.Now().Add(10 * time.Second); len(warmChildren(t)) > 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("pi processes left after the worker stopped: %v", warmChildren(t))
+		}
+	}
+
+	// A worker process SIGKILLed with warm children: the kernel ends them
+	// (they die with the thread that started them).
+	proc := e.startWorkerProcess()
+	run(e.sessionInput("[[script:pool]] Answer."))
+	var orphans []int
+	for deadline := time.Now().Add(30 * time.Second); len(orphans) == 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the worker process started no warm child")
+		}
+		orphans = rpcChildrenOf(e.dataDir)
+	}
+	if err := proc.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(rpcChildrenOf(e.dataDir)) > 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("warm children of the killed worker still run: %v", rpcChildrenOf(e.dataDir))
+		}
+	}
+}
+
+// rpcChildrenOf are the pi processes in RPC mode whose command line names
+// dataDir (the finalize extension a worker writes there), whoever their
+// parent is now.
+func rpcChildrenOf(dataDir string) []int {
+	var pids []int
+	eachProcess("cmdline", func(pid int, cmdline []byte) {
+		if strings.Contains(string(cmdline), "--mode\x00rpc\x00") && strings.Contains(string(cmdline), dataDir) {
+			pids = append(pids, pid)
+		}
+	})
+	return pids
+}
+
+// entryKinds is a session file's entries by type (and a message's role):
+// what a pooled and a cold run must both have written.
+func entryKinds(t *testing.T, path string) []string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	var kinds []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var e struct {
+			Type    string `json:"type"`
+			Message struct {
+				Role string `json:"role"`
+			} `json:"message"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		kinds = append(kinds, strings.TrimSuffix(e.Type+":"+e.Message.Role, ":"))
+	}
+	return kinds
+}
+
+// warmChildren are the pi processes in RPC mode this test process started
+// (the pool's children, idle or running), by pid.
+func warmChildren(t *testing.T) []int {
+	t.Helper()
+	var pids []int
+	eachProcess("cmdline", func(pid int, cmdline []byte) {
+		if !strings.Contains(string(cmdline), "--mode\x00rpc\x00") {
+			return
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+		if err != nil {
+			return
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so read after ')'.
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(fields) > 1 && fields[1] == strconv.Itoa(os.Getpid()) {
+			pids = append(pids, pid)
+		}
+	})
+	return pids
+}
