@@ -74,8 +74,11 @@ type Item struct {
 	// RunAttempt is Temporal's attempt of the last child run: above 1 when
 	// a worker died under it; Continued when that attempt went on with the
 	// pi session the dead one left.
-	RunAttempt          int32                 `json:"run_attempt,omitempty"`
-	Continued           bool                  `json:"continued,omitempty"`
+	RunAttempt int32 `json:"run_attempt,omitempty"`
+	Continued  bool  `json:"continued,omitempty"`
+	// Warm is true when the last child run took a warm child of the
+	// worker's pool instead of starting pi.
+	Warm                bool                  `json:"warm,omitempty"`
 	Output              string                `json:"output"`
 	OutputAvailable     bool                  `json:"output_available"`
 	OutputTruncated     bool                  `json:"output_truncated"`
@@ -207,7 +210,7 @@ func fillTurn(it *Item, t *workflows.TurnResult) {
 	it.OutputAvailable = r.Output != ""
 	it.Finalize, it.ExitCode, it.SessionFile, it.ArtifactFile = r.Finalize, r.ExitCode, r.SessionFile, r.ArtifactFile
 	it.ToolRows, it.ToolCount, it.ElapsedMS = r.ToolRows, r.ToolCalls, r.DurationMS
-	it.RunAttempt, it.Continued = r.Attempt, r.Continued
+	it.RunAttempt, it.Continued, it.Warm = r.Attempt, r.Continued, r.Warm
 	if t.Error != nil {
 		it.Error = t.Error
 	}

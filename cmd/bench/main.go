@@ -675,6 +675,11 @@ func (b *bench) fromPi(n int) (string, error) {
 		return "", err
 	}
 	defer svc.stop()
+	cold, err := b.startService("pi-cold", "--warm-pool", "0")
+	if err != nil {
+		return "", err
+	}
+	defer cold.stop()
 	ext := mustAbs("extension")
 	one := "[[steps:" + stepsJSON(toolStep("subagent", map[string]any{"agent": "bench", "task": "[[script:bench]] Say done."}), textStep("done")) + "]] Delegate."
 	var tasks []map[string]string
@@ -686,11 +691,12 @@ func (b *bench) fromPi(n int) (string, error) {
 	// own is the peak of the processes the parents started themselves
 	// (their descendants, pi excluded), over every delegating run.
 	var own int64
-	parent := func(prompt string) (time.Duration, int64, error) {
+	parentOn := func(svc *service, prompt string) (time.Duration, int64, error) {
 		d, peak, started, err := b.parentPi(svc, ext, prompt)
 		own = max(own, started)
 		return d, peak, err
 	}
+	parent := func(prompt string) (time.Duration, int64, error) { return parentOn(svc, prompt) }
 	plain := func(k int) (time.Duration, int64, error) {
 		// One plain run, then k started together: the parent's run and its
 		// children's, as fast as pi alone can do them.
@@ -721,7 +727,7 @@ func (b *bench) fromPi(n int) (string, error) {
 	// pi's own cost of loading an extension, any extension: the floor of
 	// what loading this one can cost.
 	noop := mustAbs("e2e/testdata/extensions/noop.ts")
-	var floor1, floor4, del1, del4, ext0, noop0, bare0, plain0 series
+	var floor1, floor4, del1, del4, del1Cold, del4Cold, ext0, noop0, bare0, plain0 series
 	add := func(s *series, d time.Duration, p int64) { s.d = append(s.d, d); s.peak = max(s.peak, p) }
 	kinds := []struct {
 		into *series
@@ -743,13 +749,18 @@ func (b *bench) fromPi(n int) (string, error) {
 		}},
 		{&ext0, func() (time.Duration, int64, error) { return parent(none) }},
 		{&del1, func() (time.Duration, int64, error) { return parent(one) }},
+		{&del1Cold, func() (time.Duration, int64, error) { return parentOn(cold, one) }},
 		{&floor4, func() (time.Duration, int64, error) { return plain(4) }},
 		{&del4, func() (time.Duration, int64, error) { return parent(four) }},
+		{&del4Cold, func() (time.Duration, int64, error) { return parentOn(cold, four) }},
 	}
 	// In turn, so that every kind meets the same machine; the first round
 	// warms up.
 	for i := range n + 1 {
 		for _, k := range kinds {
+			// The warm pool refills after a delegation: measured runs do
+			// not share the machine with its starts.
+			svc.quiet()
 			d, p, err := k.run()
 			if err != nil {
 				return "", err
@@ -775,11 +786,14 @@ func (b *bench) fromPi(n int) (string, error) {
 	row("the same with an extension that does nothing (pi's cost of loading one)", noop0, bare0, "")
 	row("the same with this extension, no delegation", ext0, bare0, "≤ 1.03×")
 	row("floor: parent + child", floor1, floor1, "")
-	row("parent pi, `subagent` tool, 1 task", del1, floor1, "≤ 1.15×")
+	row("parent pi, `subagent` tool, 1 task, pool off", del1Cold, floor1, "")
+	row("parent pi, `subagent` tool, 1 task, warm pool", del1, floor1, "≤ 0.8×")
 	row("floor: parent, then 4 children at once", floor4, floor4, "")
-	row("parent pi, `delegate_to_subagents`, 4 tasks", del4, floor4, "≤ 1.25×")
+	row("parent pi, `delegate_to_subagents`, 4 tasks, pool off", del4Cold, floor4, "")
+	row("parent pi, `delegate_to_subagents`, 4 tasks, warm pool", del4, floor4, "≤ 1.0×")
 	fmt.Fprintf(&r, "\nProcesses a parent pi started itself during its delegations (pi and the service excluded), peak: %d MiB (target ≤ 15 MiB; `subagents serve` was 117 MiB). ", own>>20)
-	fmt.Fprintf(&r, "The service (`subagents dev`: embedded server, UI, worker) after the runs: %d MiB resident.\n", processRSS(svc.cmd.Process.Pid)>>20)
+	fmt.Fprintf(&r, "The service (`subagents dev`: embedded server, UI, worker) after the runs: %d MiB resident, and its warm children (pool of 4) %d MiB together; the same service with `--warm-pool 0`: %d MiB.\n",
+		processRSS(svc.cmd.Process.Pid)>>20, readProcs().below(svc.cmd.Process.Pid)>>20, processRSS(cold.cmd.Process.Pid)>>20)
 	return r.String(), nil
 }
 

@@ -53,11 +53,11 @@ func (b *bench) serviceEnv() []string {
 
 // startService starts `subagents dev` on a data dir of its own, with the
 // flags the extension's auto-start uses, and waits for its socket.
-func (b *bench) startService(name string) (*service, error) {
+func (b *bench) startService(name string, extra ...string) (*service, error) {
 	dir := filepath.Join(b.root, "svc-"+name)
 	s := &service{address: fmt.Sprintf("127.0.0.1:%d", freePort()), dataDir: dir, out: &syncbuf.Buffer{}, finished: make(chan struct{})}
 	host, port, _ := net.SplitHostPort(s.address)
-	s.cmd = exec.Command(b.bin, "dev", "--data-dir", dir, "--ip", host, "--port", port, "--log-level", "error")
+	s.cmd = exec.Command(b.bin, append([]string{"dev", "--data-dir", dir, "--ip", host, "--port", port, "--log-level", "error"}, extra...)...)
 	s.cmd.Env = b.serviceEnv()
 	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
 	if err := s.cmd.Start(); err != nil {
@@ -70,6 +70,62 @@ func (b *bench) startService(name string) (*service, error) {
 		return nil, fmt.Errorf("subagents dev: %w\n%s", err, s.out)
 	}
 	return s, nil
+}
+
+// quiet waits until the service's processes (its children, warm or
+// running) used no CPU for 200 ms: the warm pool's refill after a run is
+// over, and does not compete with the next run measured.
+func (s *service) quiet() {
+	last, still := int64(-1), 0
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		ticks := treeCPUTicks(s.cmd.Process.Pid)
+		if ticks == last {
+			if still++; still >= 4 {
+				return
+			}
+		} else {
+			still = 0
+		}
+		last = ticks
+	}
+}
+
+// treeCPUTicks is the CPU time (clock ticks) the descendants of pid used.
+func treeCPUTicks(pid int) int64 {
+	children := map[int][]int{}
+	ticks := map[int]int64{}
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		p, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + d.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ... utime stime: fields 14 and 15, counted
+		// after the comm, which may hold spaces.
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		u, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		children[ppid] = append(children[ppid], p)
+		ticks[p] = u + st
+	}
+	var sum int64
+	var walk func(int)
+	walk = func(p int) {
+		for _, c := range children[p] {
+			sum += ticks[c]
+			walk(c)
+		}
+	}
+	walk(pid)
+	return sum
 }
 
 // stop ends the service with SIGTERM, as a user's kill does.

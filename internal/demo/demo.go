@@ -170,6 +170,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		say("usage: %d input + %d output tokens, $%.5f (scripted prices)", u.Input, u.Output, u.Cost)
 	}
 	say("delegation: %s", env.UIURL)
+	if err := warmDemo(ctx, c, model, say); err != nil {
+		return err
+	}
 	if !*stay {
 		return nil
 	}
@@ -178,6 +181,47 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	<-ctx.Done()
 	return nil
 }
+
+// warmDemo runs one quick task twice in a folder of its own: the first
+// of its kind starts pi, the second takes a warm child the worker's pool
+// (--warm-pool) started after the first.
+func warmDemo(ctx context.Context, c *client.Client, model *scriptedmodel.Server, say func(string, ...any)) error {
+	model.Script("demo-quick", finalize("The answer, at once."))
+	dir, err := os.MkdirTemp("", "subagents-demo-quick-")
+	if err != nil {
+		return errcode.Wrap(errcode.InvalidInput, err, err.Error())
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	say("")
+	say("Warm children: the worker keeps pi processes started ahead of tasks like recent ones (--warm-pool 2).")
+	for i, label := range []string{"first task of its kind", "the same kind again  "} {
+		if i > 0 {
+			// The pool starts its child once the first task is done.
+			time.Sleep(warmRefill)
+		}
+		begin := time.Now()
+		started, err := c.Start(ctx, client.StartRequest{Tasks: []workflows.TaskSpec{{
+			Name: "quick", Prompt: "[[script:demo-quick]] Answer.", Profile: "scout", Cwd: dir, Model: scriptedmodel.ModelRef,
+		}}, IdleTTLSeconds: -1})
+		if err != nil {
+			return err
+		}
+		env, err := c.Follow(ctx, started.DelegationID, 0, nil)
+		if err != nil {
+			return err
+		}
+		how := "started pi"
+		if len(env.Items) > 0 && env.Items[0].Warm {
+			how = "took a warm child"
+		}
+		say("  %s: %4d ms, %s", label, time.Since(begin).Milliseconds(), how)
+	}
+	return nil
+}
+
+// warmRefill is how long the demo gives the pool to start its child after
+// a task: pi starts in about half a second.
+const warmRefill = 2 * time.Second
 
 func finalize(result string) scriptedmodel.Step {
 	args := fmt.Sprintf(`{"status":"SUCCESS","result":%s}`, strconv.Quote(result))
@@ -217,7 +261,7 @@ type workerProcess struct {
 
 func (w *workerProcess) start() error {
 	w.cmd = exec.Command(w.self, "worker", "--address", w.address, "--task-queue", taskQueue,
-		"--data-dir", w.dataDir, "--pi", w.pi, "--log-level", "error")
+		"--data-dir", w.dataDir, "--pi", w.pi, "--log-level", "error", "--warm-pool", "2")
 	w.cmd.Env = append(os.Environ(), scriptedmodel.PiEnv(w.agentDir)...)
 	w.cmd.Stdout, w.cmd.Stderr = io.Discard, w.stderr
 	if err := w.cmd.Start(); err != nil {
