@@ -667,16 +667,24 @@ func (c *Client) Ack(ctx context.Context, id, by string) (Envelope, error) {
 		return Envelope{}, errcode.Errorf(errcode.InvalidInput, "%s is a session: only delegations are acknowledged", id)
 	}
 	if desc.GetWorkflowExecutionInfo().GetCloseTime() == nil {
-		h, err := c.updateWorkflow(ctx, sdkclient.UpdateWorkflowOptions{
-			WorkflowID: id, UpdateName: workflows.AckUpdate, WaitForStage: sdkclient.WorkflowUpdateStageCompleted,
-			Args: []any{workflows.AckRequest{By: by}},
-		})
-		if err == nil {
-			err = h.Get(ctx, nil)
+		var st workflows.DelegationStatus
+		if err := c.query(ctx, id, true, &st); err != nil {
+			return Envelope{}, err
 		}
-		if err != nil && !isClosed(err) {
-			return Envelope{}, c.temporalError(err, id)
+		if !st.Done {
+			return Envelope{}, errcode.Errorf(errcode.SessionRunning, "%s has not finished: there is nothing to acknowledge yet", id)
 		}
+		// A signal, not the ack update: durable once the server has it,
+		// without waiting for the delegation's next workflow task (a parent
+		// pi acknowledges on its way out).
+		if err := c.Temporal.SignalWorkflow(ctx, id, "", workflows.AckSignal, workflows.AckRequest{By: by}); err != nil {
+			if !isClosed(err) {
+				return Envelope{}, c.temporalError(err, id)
+			}
+			return c.status(ctx, "ack", id)
+		}
+		st.Delivered = true
+		return c.delegationEnvelope("ack", st, nil), nil
 	}
 	return c.status(ctx, "ack", id)
 }

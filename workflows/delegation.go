@@ -252,6 +252,7 @@ func newDelegation(ctx workflow.Context, in DelegationInput) (*delegation, error
 	}
 	done := workflow.GetSignalChannel(ctx, TaskDoneSignal)
 	cancels := workflow.GetSignalChannel(ctx, CancelSignal)
+	acks := workflow.GetSignalChannel(ctx, AckSignal)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {
 			sel := workflow.NewSelector(ctx)
@@ -263,6 +264,12 @@ func newDelegation(ctx workflow.Context, in DelegationInput) (*delegation, error
 			sel.AddReceive(cancels, func(c workflow.ReceiveChannel, _ bool) {
 				c.Receive(ctx, nil)
 				d.cancelAll(ctx)
+			})
+			sel.AddReceive(acks, func(c workflow.ReceiveChannel, _ bool) {
+				c.Receive(ctx, nil)
+				if d.allDone() {
+					d.delivered = true
+				}
 			})
 			sel.Select(ctx)
 			if ctx.Err() != nil {

@@ -247,9 +247,11 @@ func TestDelegationWaitsForDeliveryAck(t *testing.T) {
 	tests := []struct {
 		name      string
 		ack       bool
+		signal    bool // AckSignal instead of AckUpdate
 		delivered bool
 	}{
 		{name: "the parent acknowledges", ack: true, delivered: true},
+		{name: "the parent acknowledges with the signal", ack: true, signal: true, delivered: true},
 		{name: "nobody acknowledges: the TTL completes it undelivered", ack: false, delivered: false},
 	}
 	for _, tc := range tests {
@@ -260,7 +262,11 @@ func TestDelegationWaitsForDeliveryAck(t *testing.T) {
 			var early, acked error
 			var ackStatus DelegationStatus
 			env.RegisterDelayedCallback(func() {
-				// Nothing to acknowledge while the task runs.
+				// Nothing to acknowledge while the task runs: the signal is
+				// ignored, the update refused.
+				if tc.signal {
+					env.SignalWorkflow(AckSignal, AckRequest{By: "parent-1"})
+				}
 				env.UpdateWorkflow(AckUpdate, "early", &testsuite.TestUpdateCallback{
 					OnReject: func(err error) { early = err },
 					OnAccept: func() {}, OnComplete: func(any, error) {},
@@ -270,6 +276,11 @@ func TestDelegationWaitsForDeliveryAck(t *testing.T) {
 			env.RegisterDelayedCallback(func() {
 				openAfterDone = !env.IsWorkflowCompleted()
 				if !tc.ack {
+					return
+				}
+				if tc.signal {
+					env.SignalWorkflow(AckSignal, AckRequest{By: "parent-1"})
+					ackStatus.Delivered = true
 					return
 				}
 				env.UpdateWorkflow(AckUpdate, "ack", &testsuite.TestUpdateCallback{

@@ -28,6 +28,11 @@ const (
 	// AckUpdate tells a delegation started with Deliver that its parent pi
 	// has its results (AckRequest); the delegation then completes.
 	AckUpdate = "ack"
+	// AckSignal is AckUpdate without an answer (AckRequest): durable once
+	// the server has it, so a parent pi about to exit need not wait for the
+	// delegation's next workflow task. An ack before every task has ended
+	// is ignored, as the update's validator refuses it.
+	AckSignal = "ack"
 )
 
 // CurrentVersion is the workflow code version that new delegations and

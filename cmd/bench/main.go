@@ -541,6 +541,9 @@ Measured with this command on this machine while changing the code (` + "`-only 
 | 8 workflow and activity task pollers instead of 2 | | no change beyond noise: not kept |
 | the extension acknowledges delivered results beside the next model call instead of before it | | one ` + "`subagents`" + ` process fewer on the parent's path |
 | the extension sends its calls to one ` + "`subagents serve`" + ` per parent pi instead of starting the command for each (-only pi, then make bench) | from inside pi: 1 task 1.49×, 4 tasks 1.45× | 1.37×, 1.16× |
+| [local service] the extension reaches ` + "`subagents dev`" + ` on its socket (no process per parent), loads compiled to one JavaScript file, and asks nothing at pi's start (-only pi, 2026-11-23) | pi start with the extension 1.09× | 1.02–1.06× (an empty extension: 1.01–1.07×) |
+| [warm children] a warm pool of child pi processes in RPC mode, one task each (-only overhead, -only pi, 2026-11-23) | ` + "`subagents run`" + ` 1.24×; from inside pi 1 task 1.29×, 4 tasks 1.23× | 0.52×; 0.93×, 0.87× |
+| a warm child's key one above its kind's peak (back-to-back tasks of one kind find a child while the last one taken is replaced) | ` + "`subagents run`" + ` right after another task 1.79× (a miss) | 0.63×, then 0.52× once each run starts after the refill |
 
 Where the rest goes. One stub task through the client library now takes about 75 ms from start to
 result: two workflows, about eight hops of 3 to 8 ms through the server, a child process start. A real
@@ -556,6 +559,13 @@ session start, start, wait, ack), and loading the extension adds about 125 ms to
 extension now keeps one ` + "`subagents serve`" + ` per parent pi instead, which took the four-task case under
 its target; what the one-task case still adds is the extension's start, the second model call of the
 parent, the two workflows' hops and the child pi's slower start beside the server.
+
+With the warm pool the child's start is off the path: a warm child answers ` + "`switch_session`" + ` in
+about 30 ms and the one-turn prompt in about 50 ms. What a pooled one-task delegation still adds over
+its floor is the orchestration (two workflows, about 40 ms for a stub task here, eager activity dispatch
+on already) and the parent's own second model call; a one-task delegation as one workflow, not two, is
+the next lever. Eager workflow start applies only where the client shares the worker's process (the
+socket of ` + "`subagents dev`" + `); ` + "`subagents run`" + ` and this bench's library client are separate clients.
 `
 
 // recovery kills a worker process (SIGKILL) while its child runs and times
@@ -727,7 +737,18 @@ func (b *bench) fromPi(n int) (string, error) {
 	// pi's own cost of loading an extension, any extension: the floor of
 	// what loading this one can cost.
 	noop := mustAbs("e2e/testdata/extensions/noop.ts")
-	var floor1, floor4, del1, del4, del1Cold, del4Cold, ext0, noop0, bare0, plain0 series
+	// The npm peer, side by side: one task through its subagent tool, four
+	// through its workflowScript with runs.all.
+	pr, peerErr := b.installPeer()
+	peerOne := "[[steps:" + stepsJSON(toolStep("subagent", map[string]any{"agent": "peer", "task": "[[script:bench]] Say done.", "async": false}), textStep("done")) + "]] Delegate."
+	var runsAll []string
+	for i := range 4 {
+		runsAll = append(runsAll, fmt.Sprintf("{key: 't%d', agent: 'peer', task: '[[script:bench]] Say done.'}", i))
+	}
+	peerFour := "[[steps:" + stepsJSON(toolStep("subagent", map[string]any{
+		"workflowScript": "const r = await runs.all([" + strings.Join(runsAll, ", ") + "]); return r.map((x) => x.output);", "async": false,
+	}), textStep("done")) + "]] Delegate four."
+	var floor1, floor4, del1, del4, del1Cold, del4Cold, ext0, noop0, bare0, plain0, peer1, peer4 series
 	add := func(s *series, d time.Duration, p int64) { s.d = append(s.d, d); s.peak = max(s.peak, p) }
 	kinds := []struct {
 		into *series
@@ -753,6 +774,15 @@ func (b *bench) fromPi(n int) (string, error) {
 		{&floor4, func() (time.Duration, int64, error) { return plain(4) }},
 		{&del4, func() (time.Duration, int64, error) { return parent(four) }},
 		{&del4Cold, func() (time.Duration, int64, error) { return parentOn(cold, four) }},
+	}
+	if peerErr == nil {
+		kinds = append(kinds, []struct {
+			into *series
+			run  func() (time.Duration, int64, error)
+		}{
+			{&peer1, func() (time.Duration, int64, error) { return pr.run(b, peerOne) }},
+			{&peer4, func() (time.Duration, int64, error) { return pr.run(b, peerFour) }},
+		}...)
 	}
 	// In turn, so that every kind meets the same machine; the first round
 	// warms up.
@@ -791,6 +821,12 @@ func (b *bench) fromPi(n int) (string, error) {
 	row("floor: parent, then 4 children at once", floor4, floor4, "")
 	row("parent pi, `delegate_to_subagents`, 4 tasks, pool off", del4Cold, floor4, "")
 	row("parent pi, `delegate_to_subagents`, 4 tasks, warm pool", del4, floor4, "≤ 1.0×")
+	if peerErr == nil {
+		row("npm peer "+peerVersion+", `subagent` tool, 1 task (children in the parent's process, not durable)", peer1, floor1, "")
+		row("npm peer "+peerVersion+", `workflowScript` with `runs.all`, 4 tasks", peer4, floor4, "")
+	} else {
+		fmt.Fprintf(&r, "\nThe npm peer %s was not measured: %v\n", peerVersion, peerErr)
+	}
 	fmt.Fprintf(&r, "\nProcesses a parent pi started itself during its delegations (pi and the service excluded), peak: %d MiB (target ≤ 15 MiB; `subagents serve` was 117 MiB). ", own>>20)
 	fmt.Fprintf(&r, "The service (`subagents dev`: embedded server, UI, worker) after the runs: %d MiB resident, and its warm children (pool of 4) %d MiB together; the same service with `--warm-pool 0`: %d MiB.\n",
 		processRSS(svc.cmd.Process.Pid)>>20, readProcs().below(svc.cmd.Process.Pid)>>20, processRSS(cold.cmd.Process.Pid)>>20)

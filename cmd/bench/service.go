@@ -295,3 +295,57 @@ func stopByLock(dir string) error {
 	}
 	return fmt.Errorf("the service (pid %d) did not stop", pid)
 }
+
+// peerVersion is the npm peer the bench runs beside this project: the best
+// non-durable subagent extension for pi, whose children run inside the
+// parent's process.
+const peerVersion = "pi-subagents@0.67.0"
+
+// peer is the npm peer installed in a scratch dir, with a pi config dir of
+// its own holding its agent (an agent file of its format, which this
+// project's profiles do not read).
+type peer struct {
+	ext, agentDir string
+}
+
+// installPeer installs the peer with npm into the bench's scratch dir.
+func (b *bench) installPeer() (*peer, error) {
+	dir := filepath.Join(b.root, "peer")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	cmd := exec.Command("npm", "install", "--no-audit", "--no-fund", "--ignore-scripts", "--prefix", dir, peerVersion)
+	cmd.Env = b.serviceEnv()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("npm install %s: %v\n%s", peerVersion, err, out)
+	}
+	p := &peer{ext: filepath.Join(dir, "node_modules", "pi-subagents"), agentDir: filepath.Join(b.root, "peer-agent")}
+	if err := b.model.WritePiAgentDir(p.agentDir); err != nil {
+		return nil, err
+	}
+	// Its one agent, answering like the bench profile; acceptance "none"
+	// because the peer otherwise asks its child for evidence of the work.
+	agent := "---\nname: peer\ndescription: The bench's agent\nmodel: " + scriptedmodel.ModelRef +
+		"\nacceptance: {\"level\":\"none\",\"reason\":\"bench\"}\n---\nAnswer briefly.\n"
+	if err := os.MkdirAll(filepath.Join(p.agentDir, "agents"), 0o755); err != nil {
+		return nil, err
+	}
+	return p, os.WriteFile(filepath.Join(p.agentDir, "agents", "peer.md"), []byte(agent), 0o644)
+}
+
+// run is a parent pi with the peer loaded, its model asking for prompt.
+func (p *peer) run(b *bench, prompt string) (time.Duration, int64, error) {
+	session := filepath.Join(b.dataDir, "peer-parents", uuid.NewString()+".jsonl")
+	cmd := exec.Command(b.pi.Path, "--mode", "json", "--session", session, "--model", scriptedmodel.ModelRef, "-e", p.ext, prompt)
+	cmd.Dir = b.workDir
+	cmd.Env = append(b.serviceEnv(), "PI_CODING_AGENT_DIR="+p.agentDir)
+	out := &syncbuf.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	return sampled(func() error {
+		err := cmd.Run()
+		if err != nil || !strings.Contains(out.String(), `"agent_settled"`) || strings.Count(out.String(), `done`) < 2 {
+			return fmt.Errorf("peer parent pi: %v\n%.3000s", err, out)
+		}
+		return nil
+	})
+}

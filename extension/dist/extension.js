@@ -996,7 +996,7 @@ var Delivery = class {
     if (!marker || !existsSync2(marker) || this.watchers.size > 0) return;
     try {
       const open = await this.cli().call("list", ["--kind", "delegation", "--open", "--parent-session", this.parentId]);
-      if ((open.runs ?? []).length === 0) unlinkSync(marker);
+      if ((open.runs ?? []).every((r) => this.acked.has(r.id))) unlinkSync(marker);
     } catch {
     }
   }

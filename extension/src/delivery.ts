@@ -283,7 +283,9 @@ export class Delivery {
 		if (!marker || !existsSync(marker) || this.watchers.size > 0) return;
 		try {
 			const open = await this.cli().call("list", ["--kind", "delegation", "--open", "--parent-session", this.parentId]);
-			if ((open.runs ?? []).length === 0) unlinkSync(marker);
+			// One this process acknowledged closes a moment later (the ack
+			// is a signal): it waits for nothing more.
+			if ((open.runs ?? []).every((r) => this.acked.has(r.id))) unlinkSync(marker);
 		} catch {
 			/* kept: the next start looks once more */
 		}
