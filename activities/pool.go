@@ -375,14 +375,14 @@ func (p *pool) sweep(now time.Time) {
 			p.removeLocked(w)
 			continue
 		}
-		total += residentBytes(w.p.pid)
+		total += ResidentBytes(w.p.pid)
 	}
 	for _, w := range all {
 		if total <= p.maxBytes {
 			break
 		}
 		if p.has(w) {
-			total -= residentBytes(w.p.pid)
+			total -= ResidentBytes(w.p.pid)
 			p.removeLocked(w)
 		}
 	}
@@ -402,8 +402,8 @@ func (p *pool) has(w *warmChild) bool {
 	return false
 }
 
-// residentBytes is a process's resident memory, from /proc (0 elsewhere).
-func residentBytes(pid int) int64 {
+// ResidentBytes is a process's resident memory, from /proc (0 elsewhere).
+func ResidentBytes(pid int) int64 {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/statm")
 	if err != nil {
 		return 0

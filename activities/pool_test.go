@@ -114,3 +114,28 @@ func TestRunPiPooled(t *testing.T) {
 		})
 	}
 }
+
+// TestWarmPoolForgetsUnusedChildren: a warm child no task takes within the
+// pool's time to live is ended, and the pool then holds nothing.
+func TestWarmPoolForgetsUnusedChildren(t *testing.T) {
+	h := newHarness(t, func(cfg *Config) {
+		cfg.WarmPool = 2
+		cfg.WarmTTL = time.Second
+	})
+	t.Cleanup(h.acts.Close)
+	h.model.Script("once", scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{finalizeCall(`{"status":"SUCCESS","result":"ready"}`)}})
+	h.mustRun(h.input("[[script:once]] go"))
+	for deadline := time.Now().Add(30 * time.Second); h.acts.PoolStats().Warm < 1; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no warm child: %+v", h.acts.PoolStats())
+		}
+	}
+	for deadline := time.Now().Add(30 * time.Second); h.acts.PoolStats().Warm > 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("warm children outlived their time to live: %+v", h.acts.PoolStats())
+		}
+	}
+	if st := h.acts.PoolStats(); st.Evictions < 1 || st.Misses != 1 || st.Hits != 0 {
+		t.Fatalf("pool counters %+v", st)
+	}
+}

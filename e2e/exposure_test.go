@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -217,4 +218,31 @@ func listeningPorts(pid int) ([]int, error) {
 		_ = f.Close()
 	}
 	return ports, nil
+}
+
+// TestDevUIPortTaken: when the UI's default port (frontend + 1000) is taken,
+// as by another Temporal's UI, subagents dev (which a pi starts by itself)
+// still starts, its UI on another port that the banner names; a --ui-port
+// chosen by hand and taken is an error that names the flag.
+func TestDevUIPortTaken(t *testing.T) {
+	e := newEnv(t)
+	port := freePort()
+	taken, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port+1000)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = taken.Close() }()
+	dev := e.startDev("--port", strconv.Itoa(port), "--ephemeral", "--data-dir", filepath.Join(t.TempDir(), "data"), "--task-queue", e.taskQueue)
+	dev.waitReady(t)
+	banner := dev.stdout.String()
+	if !strings.Contains(banner, "Temporal UI:       http://127.0.0.1:") || strings.Contains(banner, fmt.Sprintf(":%d/", port+1000)) {
+		t.Fatalf("banner:\n%s", banner)
+	}
+
+	again := e.startDev("--port", strconv.Itoa(freePort()), "--ui-port", strconv.Itoa(port+1000), "--ephemeral",
+		"--data-dir", filepath.Join(t.TempDir(), "data"), "--task-queue", e.taskQueue)
+	<-again.done
+	if again.err == nil || !strings.Contains(again.stderr.String(), "--ui-port: cannot listen on") {
+		t.Fatalf("a taken --ui-port: %v\n%s", again.err, again.stderr)
+	}
 }

@@ -151,26 +151,34 @@ func run(n int, outPath string) error {
 		return err
 	}
 	defer b.tc.Close()
-	w, err := worker.New(b.tc, worker.Config{TaskQueue: "bench", DataDir: b.dataDir, Pi: b.pi, ChildEnv: scriptedmodel.PiEnv(b.agentDir)})
-	if err != nil {
+	// Workers in this process, each on a queue of its own, stopped when
+	// the run ends.
+	var workers []*worker.Worker
+	defer func() {
+		for _, w := range workers {
+			w.Stop()
+		}
+	}()
+	startWorker := func(cfg worker.Config) (*client.Client, *worker.Worker, error) {
+		w, err := worker.New(b.tc, cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := w.Start(); err != nil {
+			return nil, nil, err
+		}
+		workers = append(workers, w)
+		return &client.Client{Temporal: b.tc, TaskQueue: cfg.TaskQueue, Address: b.address}, w, nil
+	}
+	if b.c, _, err = startWorker(worker.Config{TaskQueue: "bench", DataDir: b.dataDir, Pi: b.pi, ChildEnv: scriptedmodel.PiEnv(b.agentDir)}); err != nil {
 		return err
 	}
-	if err := w.Start(); err != nil {
-		return err
-	}
-	defer w.Stop()
-	b.c = &client.Client{Temporal: b.tc, TaskQueue: "bench", Address: b.address}
-	ww, err := worker.New(b.tc, worker.Config{TaskQueue: "bench-warm", DataDir: b.dataDir, Pi: b.pi, ChildEnv: scriptedmodel.PiEnv(b.agentDir),
+	warm, ww, err := startWorker(worker.Config{TaskQueue: "bench-warm", DataDir: b.dataDir, Pi: b.pi, ChildEnv: scriptedmodel.PiEnv(b.agentDir),
 		WarmPool: worker.DefaultDevWarmPool, Logger: quiet})
 	if err != nil {
 		return err
 	}
-	if err := ww.Start(); err != nil {
-		return err
-	}
-	defer ww.Stop()
-	b.warm = &client.Client{Temporal: b.tc, TaskQueue: "bench-warm", Address: b.address}
-	b.warmPool = ww.PoolStats
+	b.warm, b.warmPool = warm, ww.PoolStats
 
 	// The stub child for the load figures: no Node start, so what is
 	// measured is the orchestration.
@@ -179,15 +187,9 @@ func run(n int, outPath string) error {
 	if out, err := exec.Command("go", "build", "-o", stub, "./internal/stubpi").CombinedOutput(); err != nil {
 		return fmt.Errorf("build the stub: %v\n%s", err, out)
 	}
-	sw, err := worker.New(b.tc, worker.Config{TaskQueue: "bench-stub", DataDir: filepath.Join(root, "stub-data"), Pi: worker.Pi{Path: stub, Version: "stub"}})
-	if err != nil {
+	if b.stub, _, err = startWorker(worker.Config{TaskQueue: "bench-stub", DataDir: filepath.Join(root, "stub-data"), Pi: worker.Pi{Path: stub, Version: "stub"}}); err != nil {
 		return err
 	}
-	if err := sw.Start(); err != nil {
-		return err
-	}
-	defer sw.Stop()
-	b.stub = &client.Client{Temporal: b.tc, TaskQueue: "bench-stub", Address: b.address}
 
 	if sections["serial"] {
 		start := time.Now()
@@ -829,7 +831,7 @@ func (b *bench) fromPi(n int) (string, error) {
 	}
 	fmt.Fprintf(&r, "\nProcesses a parent pi started itself during its delegations (pi and the service excluded), peak: %d MiB (target ≤ 15 MiB; `subagents serve` was 117 MiB). ", own>>20)
 	fmt.Fprintf(&r, "The service (`subagents dev`: embedded server, UI, worker) after the runs: %d MiB resident, and its warm children (pool of 4) %d MiB together; the same service with `--warm-pool 0`: %d MiB.\n",
-		processRSS(svc.cmd.Process.Pid)>>20, readProcs().below(svc.cmd.Process.Pid)>>20, processRSS(cold.cmd.Process.Pid)>>20)
+		activities.ResidentBytes(svc.cmd.Process.Pid)>>20, readProcs().below(svc.cmd.Process.Pid)>>20, activities.ResidentBytes(cold.cmd.Process.Pid)>>20)
 	return r.String(), nil
 }
 
@@ -988,13 +990,13 @@ func (b *bench) idleSessions(n int) (string, error) {
 	if _, _, err := startMany(200); err != nil {
 		return "", err
 	}
-	rss0, db0 := processRSS(w.Process.Pid), dbBytes()
+	rss0, db0 := activities.ResidentBytes(w.Process.Pid), dbBytes()
 	began := time.Now()
 	ids, wall, err := startMany(n)
 	if err != nil {
 		return "", err
 	}
-	rss1, db1 := processRSS(w.Process.Pid), dbBytes()
+	rss1, db1 := activities.ResidentBytes(w.Process.Pid), dbBytes()
 	// Sends to the sessions that have waited the longest.
 	idle := time.Since(began)
 	var accepted, turn []time.Duration
@@ -1041,20 +1043,6 @@ func (b *bench) idleSessions(n int) (string, error) {
 	fmt.Fprintf(&r, "| `send` to a session idle for %s, until accepted (p50 / max of 10) | %s / %s | |\n", idle.Round(time.Second), ms(pct(accepted, 0.5)), ms(pct(accepted, 1)))
 	fmt.Fprintf(&r, "| the same, until its turn ended (p50 / max) | %s / %s | |\n", ms(pct(turn, 0.5)), ms(pct(turn, 1)))
 	return r.String(), nil
-}
-
-// processRSS is a process's resident memory.
-func processRSS(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/statm", pid))
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 2 {
-		return 0
-	}
-	pages, _ := strconv.ParseInt(f[1], 10, 64)
-	return pages * int64(os.Getpagesize())
 }
 
 // devRestart kills a whole `subagents dev` (server, UI and worker in one

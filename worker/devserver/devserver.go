@@ -56,9 +56,12 @@ type Options struct {
 	// opening the frontend to workers on other machines does not publish
 	// the UI too).
 	UIIP string
-	// UIPort of the Temporal UI (default Port+1000, as the Temporal CLI does);
-	// negative disables the UI.
+	// UIPort of the Temporal UI (default Port+1000, as the Temporal CLI does,
+	// or a free port when that one is taken); negative disables the UI.
 	UIPort int
+	// uiPortDefault is true when UIPort was not chosen: a taken default
+	// must not stop a service a pi starts by itself.
+	uiPortDefault bool
 	// DBFile is the SQLite database file; required unless Ephemeral.
 	DBFile string
 	// Ephemeral keeps everything in memory: nothing survives Stop.
@@ -108,7 +111,7 @@ func (o *Options) applyDefaults() {
 		o.UIIP = defaultIP
 	}
 	if o.UIPort == 0 {
-		o.UIPort = o.Port + 1000
+		o.UIPort, o.uiPortDefault = o.Port+1000, true
 	}
 	if o.Namespace == "" {
 		o.Namespace = defaultNamespace
@@ -154,7 +157,17 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 	if opts.UIPort > 0 {
 		if err := checkPortFree(opts.UIIP, opts.UIPort, "--ui-port"); err != nil {
-			return nil, err
+			if !opts.uiPortDefault {
+				return nil, err
+			}
+			// The default port is taken (another Temporal's UI, say): the
+			// UI moves to a free one, which the banner and links name.
+			free, ferr := freePort(opts.UIIP)
+			if ferr != nil {
+				return nil, err
+			}
+			opts.Logger.Warn("the UI's default port is taken; it listens on another", "taken", opts.UIPort, "port", free)
+			opts.UIPort = free
 		}
 	}
 	if !opts.Ephemeral {
