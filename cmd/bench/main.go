@@ -24,6 +24,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -159,26 +160,33 @@ func run(n int, outPath string) error {
 			w.Stop()
 		}
 	}()
-	startWorker := func(cfg worker.Config) (*client.Client, *worker.Worker, error) {
+	startWorker := func(cfg worker.Config) (*client.Client, error) {
 		w, err := worker.New(b.tc, cfg)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if err := w.Start(); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		workers = append(workers, w)
-		return &client.Client{Temporal: b.tc, TaskQueue: cfg.TaskQueue, Address: b.address}, w, nil
+		return &client.Client{Temporal: b.tc, TaskQueue: cfg.TaskQueue, Address: b.address}, nil
 	}
-	if b.c, _, err = startWorker(worker.Config{TaskQueue: "bench", DataDir: b.dataDir, Pi: b.pi, ChildEnv: scriptedmodel.PiEnv(b.agentDir)}); err != nil {
+	if b.c, err = startWorker(worker.Config{TaskQueue: "bench", DataDir: b.dataDir, Pi: b.pi, ChildEnv: scriptedmodel.PiEnv(b.agentDir)}); err != nil {
 		return err
 	}
-	warm, ww, err := startWorker(worker.Config{TaskQueue: "bench-warm", DataDir: b.dataDir, Pi: b.pi, ChildEnv: scriptedmodel.PiEnv(b.agentDir),
+	ww, err := worker.New(b.tc, worker.Config{TaskQueue: "bench-warm", DataDir: b.dataDir, Pi: b.pi, ChildEnv: scriptedmodel.PiEnv(b.agentDir),
 		WarmPool: worker.DefaultDevWarmPool, Logger: quiet})
 	if err != nil {
 		return err
 	}
-	b.warm, b.warmPool = warm, ww.PoolStats
+	if err := ww.Start(); err != nil {
+		return err
+	}
+	var stopOnce sync.Once
+	stopWarm := func() { stopOnce.Do(ww.Stop) }
+	defer stopWarm()
+	b.warm = &client.Client{Temporal: b.tc, TaskQueue: "bench-warm", Address: b.address}
+	b.warmPool = ww.PoolStats
 
 	// The stub child for the load figures: no Node start, so what is
 	// measured is the orchestration.
@@ -187,7 +195,7 @@ func run(n int, outPath string) error {
 	if out, err := exec.Command("go", "build", "-o", stub, "./internal/stubpi").CombinedOutput(); err != nil {
 		return fmt.Errorf("build the stub: %v\n%s", err, out)
 	}
-	if b.stub, _, err = startWorker(worker.Config{TaskQueue: "bench-stub", DataDir: filepath.Join(root, "stub-data"), Pi: worker.Pi{Path: stub, Version: "stub"}}); err != nil {
+	if b.stub, err = startWorker(worker.Config{TaskQueue: "bench-stub", DataDir: filepath.Join(root, "stub-data"), Pi: worker.Pi{Path: stub, Version: "stub"}}); err != nil {
 		return err
 	}
 
@@ -214,7 +222,13 @@ func run(n int, outPath string) error {
 		name string
 		run  func() (string, error)
 	}{
-		{"overhead", func() (string, error) { return b.overhead(n) }},
+		{"overhead", func() (string, error) {
+			// The warm worker's children are this process's: stopped after
+			// its figures, they stay out of the memory the later sections
+			// sample below this process.
+			defer stopWarm()
+			return b.overhead(n)
+		}},
 		{"pi", func() (string, error) { return b.fromPi(max(n/2, 3)) }},
 		{"service", func() (string, error) { return b.localService(n) }},
 		{"load", b.load},
