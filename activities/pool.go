@@ -24,6 +24,11 @@ const (
 	// DefaultWarmMaxBytes bounds the pool's resident memory: four idle pi
 	// processes fit.
 	DefaultWarmMaxBytes = 512 << 20
+	// keptTTL is how long a warm child that ended without finalizing waits
+	// for its corrective run: the session sends it within milliseconds, so
+	// one that did not come (retries used up, the task cancelled) is not
+	// coming.
+	keptTTL = 15 * time.Second
 	// warmHandshake is how long a warm child may take to answer a command:
 	// pi answers get_state at its start in about 450 ms and switch_session
 	// in 27–49 ms; one that takes 30 s is broken, and the task runs cold.
@@ -66,7 +71,11 @@ func (a *Activities) specFor(flags []string, dir string, env []string, files []s
 
 // PoolStats are the warm pool's counters since the worker started.
 type PoolStats struct {
-	Warm      int   `json:"warm"`
+	Warm int `json:"warm"`
+	// Kept are the children waiting for their session's corrective run;
+	// Resumed counts the corrective runs that went on in one.
+	Kept      int   `json:"kept"`
+	Resumed   int64 `json:"resumed"`
 	Hits      int64 `json:"hits"`
 	Misses    int64 `json:"misses"`
 	Evictions int64 `json:"evictions"`
@@ -89,13 +98,17 @@ type pool struct {
 	mu     sync.Mutex
 	idle   map[string][]*warmChild
 	keys   map[string]*keyUse
+	kept   map[string]*warmChild // by session file
 	closed bool
 
 	spawn chan spawnRequest
 	stop  chan struct{}
 	wg    sync.WaitGroup
+	// refills are the refills under way: close waits for them, so that no
+	// child starts after it.
+	refills sync.WaitGroup
 
-	hits, misses, evictions atomic.Int64
+	hits, misses, evictions, resumed atomic.Int64
 }
 
 type warmChild struct {
@@ -121,7 +134,7 @@ type spawnRequest struct {
 
 func newPool(a *Activities, size int, ttl time.Duration, maxBytes int64, log *slog.Logger) *pool {
 	p := &pool{a: a, size: size, ttl: ttl, maxBytes: maxBytes, log: log,
-		idle: map[string][]*warmChild{}, keys: map[string]*keyUse{},
+		idle: map[string][]*warmChild{}, keys: map[string]*keyUse{}, kept: map[string]*warmChild{},
 		spawn: make(chan spawnRequest), stop: make(chan struct{})}
 	p.wg.Add(2)
 	go p.spawner()
@@ -182,6 +195,53 @@ func (p *pool) take(spec warmSpec) *proc {
 	return nil
 }
 
+// keep holds child, whose run on sessionFile ended without finalizing, for
+// that session's corrective run.
+func (p *pool) keep(spec warmSpec, sessionFile string, child *proc) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		child.discard()
+		return
+	}
+	if old := p.kept[sessionFile]; old != nil {
+		old.p.discard()
+	}
+	p.kept[sessionFile] = &warmChild{p: child, key: spec.key, born: time.Now()}
+}
+
+// takeKept hands out the child kept for sessionFile when it was started
+// for spec's key and still runs; like take, it counts the key as running.
+func (p *pool) takeKept(spec warmSpec, sessionFile string) *proc {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w := p.kept[sessionFile]
+	if w == nil {
+		return nil
+	}
+	delete(p.kept, sessionFile)
+	select {
+	case <-w.p.exited:
+		return nil
+	default:
+	}
+	if w.key != spec.key {
+		w.p.discard()
+		return nil
+	}
+	use := p.keys[spec.key]
+	if use == nil {
+		use = &keyUse{spec: spec}
+		p.keys[spec.key] = use
+	}
+	use.running++
+	use.lastUsed = time.Now()
+	// The cap on what one run may print starts again, as for a new process.
+	w.p.streamed.Store(0)
+	p.resumed.Add(1)
+	return w.p
+}
+
 // release ends a run of spec's key and starts what the key needs again,
 // now that its run no longer competes with the start.
 func (p *pool) release(spec warmSpec) {
@@ -190,9 +250,17 @@ func (p *pool) release(spec warmSpec) {
 		use.running--
 		use.lastUsed = time.Now()
 	}
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.refills.Add(1)
 	p.mu.Unlock()
 	// In the background: the run's result does not wait for a pi start.
-	go p.refill(spec.key)
+	go func() {
+		defer p.refills.Done()
+		p.refill(spec.key)
+	}()
 }
 
 // refill starts warm children for key until it has its recent peak of
@@ -223,6 +291,7 @@ func (p *pool) refill(key string) {
 			p.mu.Unlock()
 			if child != nil {
 				child.discard()
+				<-child.exited
 			}
 			return
 		}
@@ -386,6 +455,13 @@ func (p *pool) sweep(now time.Time) {
 			p.removeLocked(w)
 		}
 	}
+	for file, w := range p.kept {
+		if now.Sub(w.born) > keptTTL {
+			delete(p.kept, file)
+			p.evictions.Add(1)
+			w.p.discard()
+		}
+	}
 	for k, use := range p.keys {
 		if use.running == 0 && use.starting == 0 && now.Sub(use.lastUsed) > p.ttl {
 			delete(p.keys, k)
@@ -420,7 +496,7 @@ func ResidentBytes(pid int) int64 {
 func (p *pool) stats() PoolStats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return PoolStats{Warm: p.count(), Hits: p.hits.Load(), Misses: p.misses.Load(), Evictions: p.evictions.Load()}
+	return PoolStats{Warm: p.count(), Kept: len(p.kept), Resumed: p.resumed.Load(), Hits: p.hits.Load(), Misses: p.misses.Load(), Evictions: p.evictions.Load()}
 }
 
 // close kills every idle child and stops the pool's goroutines; children
@@ -432,13 +508,25 @@ func (p *pool) close() {
 		return
 	}
 	p.closed = true
+	var children []*proc
 	for _, l := range p.idle {
 		for _, w := range l {
-			w.p.discard()
+			children = append(children, w.p)
 		}
 	}
-	p.idle = map[string][]*warmChild{}
+	for _, w := range p.kept {
+		children = append(children, w.p)
+	}
+	p.idle, p.kept = map[string][]*warmChild{}, map[string]*warmChild{}
 	p.mu.Unlock()
 	close(p.stop)
+	p.refills.Wait()
 	p.wg.Wait()
+	// Reaped before close returns: nothing of the pool runs after it.
+	for _, c := range children {
+		c.discard()
+	}
+	for _, c := range children {
+		<-c.exited
+	}
 }

@@ -139,3 +139,41 @@ func TestWarmPoolForgetsUnusedChildren(t *testing.T) {
 		t.Fatalf("pool counters %+v", st)
 	}
 }
+
+// TestWarmChildKeptForCorrectiveRun: a warm child that ends without
+// subagent_finalize stays for its session's corrective run, which goes on in
+// the same process (no new start, no session switch); one whose corrective
+// run never comes is ended.
+func TestWarmChildKeptForCorrectiveRun(t *testing.T) {
+	h := newHarness(t, func(cfg *Config) { cfg.WarmPool = 2 })
+	t.Cleanup(h.acts.Close)
+	h.model.Script("warmup", scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{finalizeCall(`{"status":"SUCCESS","result":"ready"}`)}})
+	h.model.Script("forgot", scriptedmodel.Step{Text: "Forgot to finalize."},
+		scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{finalizeCall(`{"status":"SUCCESS","result":"fixed"}`)}})
+	first := h.input("[[script:warmup]] go")
+	first.SessionID = "warmup"
+	h.mustRun(first)
+	for deadline := time.Now().Add(30 * time.Second); h.acts.PoolStats().Warm < 1; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no warm child: %+v", h.acts.PoolStats())
+		}
+	}
+	in := h.input("[[script:forgot]] go")
+	r1 := h.mustRun(in)
+	if !r1.Warm || r1.Finalize != nil || h.acts.PoolStats().Kept != 1 {
+		t.Fatalf("first run: warm %v finalize %+v, pool %+v", r1.Warm, r1.Finalize, h.acts.PoolStats())
+	}
+	in.Prompt = "You did not call subagent_finalize. Call it now with your result."
+	r2 := h.mustRun(in)
+	st := h.acts.PoolStats()
+	if !r2.Warm || r2.Output != "fixed" || st.Resumed != 1 || st.Kept != 0 {
+		t.Fatalf("corrective run: warm %v output %q, pool %+v", r2.Warm, r2.Output, st)
+	}
+	if r2.SessionFile != r1.SessionFile {
+		t.Fatalf("session files %s and %s", r1.SessionFile, r2.SessionFile)
+	}
+	msgs, err := readMessages(r2.SessionFile)
+	if err != nil || len(msgs) < 4 {
+		t.Fatalf("session file holds %d messages (%v): both runs belong in it", len(msgs), err)
+	}
+}

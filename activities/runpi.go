@@ -556,13 +556,26 @@ func (r *childRun) run(ctx context.Context, args []string, spec warmSpec, sessio
 	start := time.Now()
 	out := outcome{}
 	var p *proc
-	if pool := r.a.pool; pool != nil && spec.key != "" {
-		if w := pool.take(spec); w != nil {
-			if err := handOver(w, sessionFile, prompt); err != nil {
-				activity.GetLogger(ctx).Warn("warm child refused the task; it runs cold", "error", err)
+	pool := r.a.pool
+	if pool != nil && spec.key != "" {
+		// The corrective run of a child that did not finalize goes on in the
+		// same process, which still holds the conversation; any other run
+		// takes a warm child and points it at its session file.
+		if w := pool.takeKept(spec, sessionFile); w != nil {
+			if err := sendPrompt(w, prompt); err != nil {
 				w.discard()
 			} else {
 				p, out.warm = w, true
+			}
+		}
+		if p == nil {
+			if w := pool.take(spec); w != nil {
+				if err := handOver(w, sessionFile, prompt); err != nil {
+					activity.GetLogger(ctx).Warn("warm child refused the task; it runs cold", "error", err)
+					w.discard()
+				} else {
+					p, out.warm = w, true
+				}
 			}
 		}
 		defer pool.release(spec)
@@ -576,6 +589,7 @@ func (r *childRun) run(ctx context.Context, args []string, spec warmSpec, sessio
 	pid := p.pid
 	lines := p.lines
 	overflow := p.overflow
+	kept := false
 
 	heartbeat := time.NewTicker(r.a.cfg.HeartbeatInterval)
 	defer heartbeat.Stop()
@@ -608,6 +622,14 @@ func (r *childRun) run(ctx context.Context, args []string, spec warmSpec, sessio
 				continue
 			}
 			typ := r.stream.Apply(line)
+			if typ == "agent_settled" && out.warm && r.correctable(out) {
+				// Kept for the corrective run the session sends next: the
+				// process waits for its prompt, and the run is over.
+				pool.keep(spec, sessionFile, p)
+				kept = true
+				lines = nil
+				continue
+			}
 			if typ == "agent_settled" || r.stream.CommandError != "" {
 				endRPC()
 			}
@@ -647,12 +669,32 @@ func (r *childRun) run(ctx context.Context, args []string, spec warmSpec, sessio
 	if idle != nil {
 		idle.Stop()
 	}
-	out.waitErr = p.reap()
-	out.readErr = p.readErr
-	out.exitCode = p.exitCode()
 	out.stderr = p.stderr.String()
+	if !kept {
+		out.waitErr = p.reap()
+		out.readErr = p.readErr
+		out.exitCode = p.exitCode()
+	}
 	out.elapsed = time.Since(start)
 	return out
+}
+
+// correctable is whether the run ended as one the session answers with
+// corrective feedback (no subagent_finalize, nothing stopped or failed):
+// its warm child is worth keeping for that next run.
+func (r *childRun) correctable(out outcome) bool {
+	s := &r.stream
+	return !r.in.NoFinalize && s.Finalize == nil && out.stop == stopNone && s.CommandError == "" && !s.Failed()
+}
+
+// sendPrompt sends a kept child its next prompt.
+func sendPrompt(w *proc, prompt string) error {
+	line, err := json.Marshal(map[string]any{"id": "prompt", "type": "prompt", "message": prompt})
+	if err != nil {
+		return err
+	}
+	_, err = w.stdin.Write(append(line, '\n'))
+	return err
 }
 
 // handOver points a warm child at the run's session file (a new file is
@@ -662,12 +704,7 @@ func handOver(w *proc, sessionFile, prompt string) error {
 	if err := command(w, "switch", map[string]any{"type": "switch_session", "sessionPath": sessionFile}); err != nil {
 		return err
 	}
-	line, err := json.Marshal(map[string]any{"id": "prompt", "type": "prompt", "message": prompt})
-	if err != nil {
-		return err
-	}
-	_, err = w.stdin.Write(append(line, '\n'))
-	return err
+	return sendPrompt(w, prompt)
 }
 
 func (r *childRun) progress(elapsed time.Duration) Progress {

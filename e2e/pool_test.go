@@ -19,8 +19,9 @@ import (
 // TestWarmPool runs real pi children through a worker's warm pool: a task
 // like an earlier one runs on a child started before it came, with the same
 // result and session file as a cold one; a task with another folder never
-// takes it; a finalize retry works pooled; a warm child killed while idle
-// costs nothing; the worker's stop leaves no pi behind.
+// takes it; a finalize retry goes on in its child's process; a warm child
+// killed while idle costs nothing; the worker's stop, or its SIGKILL, leaves
+// no pi behind.
 func TestWarmPool(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.workerConfig()
@@ -96,9 +97,13 @@ func TestWarmPool(t *testing.T) {
 	// on the same session file, pooled too.
 	warmAtLeast(2)
 	e.model.Script("pool-forgot", scriptedmodel.Step{Text: "Forgot to finalize."}, finalizeStep("fixed"))
+	resumed := w.PoolStats().Resumed
 	forgot := run(e.sessionInput("[[script:pool-forgot]] Answer."))
 	if forgot.Result.Output != "fixed" || forgot.Attempts != 2 || !forgot.Result.Warm {
 		t.Fatalf("finalize retry: attempts %d warm %v output %q", forgot.Attempts, forgot.Result.Warm, forgot.Result.Output)
+	}
+	if got := w.PoolStats().Resumed; got != resumed+1 {
+		t.Fatalf("the corrective run did not go on in its child's process: resumed %d, was %d", got, resumed)
 	}
 
 	// Kill every idle child: the next task still succeeds (cold, or on a
