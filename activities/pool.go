@@ -47,7 +47,7 @@ type warmSpec struct {
 }
 
 // specFor is the warm spec of a run with these flags; key "" when a file
-// it names cannot be read (the run goes cold and says why).
+// it names cannot be read (the run goes cold, as without a pool).
 func (a *Activities) specFor(flags []string, dir string, env []string, files []string) warmSpec {
 	h := sha256.New()
 	write := func(s string) { h.Write([]byte(s)); h.Write([]byte{0}) }
