@@ -211,3 +211,69 @@ func FuzzStartRequest(f *testing.F) {
 		}
 	})
 }
+
+// TestCombineKeepsEachCancelAnswer: `cancel` with several IDs keeps each
+// one's cancel_applied and prior_status on its items (seed 001), and says
+// at the top whether any cancel was applied.
+func TestCombineKeepsEachCancelAnswer(t *testing.T) {
+	yes, no := true, false
+	tests := []struct {
+		name    string
+		envs    []Envelope
+		applied bool
+		items   []string // task: applied/prior
+	}{
+		{
+			name: "one applied, one already done",
+			envs: []Envelope{
+				{CancelApplied: &yes, PriorStatus: "running", Items: []Item{{TaskID: "a", Status: "cancelled"}}},
+				{CancelApplied: &no, PriorStatus: "completed", Items: []Item{{TaskID: "b", Status: "completed"}, {TaskID: "c", Status: "completed"}}},
+			},
+			applied: true,
+			items:   []string{"a:true/running", "b:false/completed", "c:false/completed"},
+		},
+		{
+			name: "none applied",
+			envs: []Envelope{
+				{CancelApplied: &no, PriorStatus: "failed", Items: []Item{{TaskID: "a", Status: "failed"}}},
+				{CancelApplied: &no, PriorStatus: "completed", Items: []Item{{TaskID: "b", Status: "completed"}}},
+			},
+			applied: false,
+			items:   []string{"a:false/failed", "b:false/completed"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			env := combine("cancel", tc.envs)
+			b, err := json.Marshal(env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got struct {
+				CancelApplied *bool  `json:"cancel_applied"`
+				PriorStatus   string `json:"prior_status"`
+				Items         []struct {
+					TaskID        string `json:"task_id"`
+					CancelApplied *bool  `json:"cancel_applied"`
+					PriorStatus   string `json:"prior_status"`
+				} `json:"items"`
+			}
+			if err := json.Unmarshal(b, &got); err != nil {
+				t.Fatal(err)
+			}
+			if got.CancelApplied == nil || *got.CancelApplied != tc.applied || got.PriorStatus != "" {
+				t.Fatalf("top level: %s", b)
+			}
+			var items []string
+			for _, it := range got.Items {
+				if it.CancelApplied == nil {
+					t.Fatalf("item %s lost its cancel answer: %s", it.TaskID, b)
+				}
+				items = append(items, fmt.Sprintf("%s:%v/%s", it.TaskID, *it.CancelApplied, it.PriorStatus))
+			}
+			if strings.Join(items, " ") != strings.Join(tc.items, " ") {
+				t.Fatalf("items %v, want %v", items, tc.items)
+			}
+		})
+	}
+}

@@ -438,7 +438,8 @@ func (cmd *command) finishQuiet(env Envelope, print func(Envelope)) error {
 }
 
 // combine merges the answers for several IDs (seed 001's `ids`) into one
-// envelope: all items, done when every one is.
+// envelope: all items, done when every one is. A cancel's answer goes on
+// each item of its ID; the envelope's says whether any was applied.
 func combine(op string, envs []Envelope) Envelope {
 	if len(envs) == 1 {
 		return envs[0]
@@ -447,6 +448,13 @@ func combine(op string, envs []Envelope) Envelope {
 	usage := activities.Usage{}
 	for _, e := range envs {
 		out.Done = out.Done && e.Done
+		if e.CancelApplied != nil {
+			applied := *e.CancelApplied || (out.CancelApplied != nil && *out.CancelApplied)
+			out.CancelApplied = &applied
+			for i := range e.Items {
+				e.Items[i].CancelApplied, e.Items[i].PriorStatus = e.CancelApplied, e.PriorStatus
+			}
+		}
 		out.Items = append(out.Items, e.Items...)
 		if e.Usage != nil {
 			usage = usage.Add(*e.Usage)

@@ -76,6 +76,10 @@ type Item struct {
 	// pi session the dead one left.
 	RunAttempt int32 `json:"run_attempt,omitempty"`
 	Continued  bool  `json:"continued,omitempty"`
+	// CancelApplied and PriorStatus are the answer of a `cancel` for the
+	// ID this item came from (seed 001), kept when several are cancelled.
+	CancelApplied *bool  `json:"cancel_applied,omitempty"`
+	PriorStatus   string `json:"prior_status,omitempty"`
 	// Warm is true when the last child run took a warm child of the
 	// worker's pool instead of starting pi.
 	Warm                bool                  `json:"warm,omitempty"`

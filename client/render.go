@@ -209,9 +209,13 @@ func (cmd *command) printStarted(env Envelope) {
 
 func (cmd *command) printCancel(env Envelope) {
 	for _, it := range env.Items {
-		_, _ = fmt.Fprintf(cmd.io.Out, "%s: %s\n", it.TaskID, it.Status)
+		line := fmt.Sprintf("%s: %s", it.TaskID, it.Status)
+		if it.CancelApplied != nil {
+			line += fmt.Sprintf(" (cancel applied: %v, was %s)", *it.CancelApplied, it.PriorStatus)
+		}
+		_, _ = fmt.Fprintln(cmd.io.Out, line)
 	}
-	if env.CancelApplied != nil {
+	if env.CancelApplied != nil && env.PriorStatus != "" {
 		_, _ = fmt.Fprintf(cmd.io.Out, "cancel applied: %v (was %s)\n", *env.CancelApplied, env.PriorStatus)
 	}
 }

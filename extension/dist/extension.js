@@ -710,6 +710,8 @@ function taskItem(it, invocation) {
     backend: "temporal",
     invocation,
     session_state: it.session_state,
+    cancel_applied: it.cancel_applied,
+    prior_status: it.prior_status,
     ui_url: it.ui_url
   };
 }

@@ -34,6 +34,9 @@ export interface Item {
 	agent: string;
 	status: string;
 	session_state?: string;
+	/** A cancel's answer for the ID this item came from (seed 001). */
+	cancel_applied?: boolean;
+	prior_status?: string;
 	done: boolean;
 	turn?: number;
 	attempts?: number;
@@ -355,6 +358,8 @@ export function taskItem(it: Item, invocation: string) {
 		backend: "temporal",
 		invocation,
 		session_state: it.session_state,
+		cancel_applied: it.cancel_applied,
+		prior_status: it.prior_status,
 		ui_url: it.ui_url,
 	};
 }

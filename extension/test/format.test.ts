@@ -130,6 +130,25 @@ test("task details carry seed 001's envelope fields", () => {
 	assert.equal(runId(envelope([])), "1a2b3c4d");
 });
 
+test("a cancel of several ids keeps each item's cancel_applied and prior_status in the task tool's details", () => {
+	const env = envelope(
+		[
+			item({ task_id: "a", status: "cancelled", cancel_applied: true, prior_status: "running" }),
+			item({ task_id: "b", status: "completed", cancel_applied: false, prior_status: "completed" }),
+		],
+		{ cancel_applied: true },
+	);
+	const d = taskDetails("cancel", env, "task");
+	assert.equal(d.cancel_applied, true);
+	assert.deepEqual(
+		d.items.map((it) => [it.task_id, it.cancel_applied, it.prior_status]),
+		[
+			["a", true, "running"],
+			["b", false, "completed"],
+		],
+	);
+});
+
 test("primary tools: names and prompts", () => {
 	const taken = new Set(["read", "task", "bash"]);
 	assert.equal(primaryToolName("librarian", taken), "librarian");
