@@ -122,7 +122,7 @@ func TestDelegationEnvelopeAndCombine(t *testing.T) {
 		t.Fatalf("header %q", got)
 	}
 	both := combine("wait", []Envelope{env, {Done: true, WaitStatus: "completed", Items: []Item{{TaskID: "s-d", Done: true, Status: "completed"}}}})
-	if both.Done || len(both.Items) != 4 || both.Status != "running" || both.TotalCount != 4 {
+	if both.Done || len(both.Items) != 4 || both.Status != "running" || both.TotalCount == nil || *both.TotalCount != 4 {
 		t.Fatalf("combined %+v", both)
 	}
 }
@@ -273,6 +273,57 @@ func TestCombineKeepsEachCancelAnswer(t *testing.T) {
 			}
 			if strings.Join(items, " ") != strings.Join(tc.items, " ") {
 				t.Fatalf("items %v, want %v", items, tc.items)
+			}
+		})
+	}
+}
+
+// TestEnvelopeKeepsZerosAndFalse: a delegation's --json envelope says
+// `rejected_count: 0`, `accepted_count`, `total_count`, `done: false` and
+// each item's `output_truncated: false` (seed 001), where an omitted field
+// would read as unknown; an envelope of another kind has no counts.
+func TestEnvelopeKeepsZerosAndFalse(t *testing.T) {
+	c := &Client{}
+	tests := []struct {
+		name    string
+		env     Envelope
+		want    []string
+		wantNot []string
+	}{
+		{
+			name: "a one-task delegation just started",
+			env: c.delegationEnvelope("start", workflows.DelegationStatus{DelegationID: "delegation-1", State: workflows.StateQueued,
+				TotalCount: 1, AcceptedCount: 1, BatchStatus: "accepted",
+				Tasks: []workflows.TaskResult{{Index: 0, SessionID: "s-a", Profile: "scout", State: workflows.StateQueued}}}, nil),
+			want: []string{`"rejected_count":0`, `"accepted_count":1`, `"total_count":1`, `"done":false`, `"output_truncated":false`},
+		},
+		{
+			name: "every task rejected",
+			env: c.delegationEnvelope("start", workflows.DelegationStatus{DelegationID: "delegation-2", State: workflows.StateFailed, Done: true,
+				TotalCount: 1, RejectedCount: 1, BatchStatus: "rejected"}, nil),
+			want: []string{`"accepted_count":0`, `"rejected_count":1`, `"done":true`},
+		},
+		{
+			name:    "a list",
+			env:     Envelope{ContractVersion: ContractVersion, Op: "list", Runs: []ListItem{}},
+			wantNot: []string{`"total_count"`, `"accepted_count"`, `"rejected_count"`},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := json.Marshal(tc.env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(string(b), w) {
+					t.Errorf("no %s in %s", w, b)
+				}
+			}
+			for _, w := range tc.wantNot {
+				if strings.Contains(string(b), w) {
+					t.Errorf("%s in %s", w, b)
+				}
 			}
 		})
 	}

@@ -464,7 +464,7 @@ func combine(op string, envs []Envelope) Envelope {
 		}
 	}
 	out.Usage = &usage
-	out.TotalCount = len(out.Items)
+	out.TotalCount = count(len(out.Items))
 	out.Status = string(workflows.StateCompleted)
 	for _, it := range out.Items {
 		switch {

@@ -33,9 +33,12 @@ type Envelope struct {
 	// will run as.
 	AcceptedTurn int `json:"accepted_turn,omitempty"`
 	// Batch accounting of a delegation (seed 001).
-	TotalCount    int    `json:"total_count,omitempty"`
-	AcceptedCount int    `json:"accepted_count,omitempty"`
-	RejectedCount int    `json:"rejected_count,omitempty"`
+	// The counts are set on every delegation's envelope, zeros included
+	// (seed 001's batch accounting: `rejected_count: 0` says none was
+	// rejected); envelopes of other kinds have none.
+	TotalCount    *int   `json:"total_count,omitempty"`
+	AcceptedCount *int   `json:"accepted_count,omitempty"`
+	RejectedCount *int   `json:"rejected_count,omitempty"`
 	BatchStatus   string `json:"batch_status,omitempty"`
 	// Deliver and Delivered: the parent acknowledges the results.
 	Deliver         bool              `json:"deliver,omitempty"`
@@ -133,12 +136,15 @@ func ErrorEnvelope(op string, err error) Envelope {
 	}
 }
 
+// count is n for an envelope's counts, which keep a zero.
+func count(n int) *int { return &n }
+
 func (c *Client) delegationEnvelope(op string, st workflows.DelegationStatus, live map[string]*liveSession) Envelope {
 	usage := st.Usage
 	env := Envelope{
 		ContractVersion: ContractVersion, Op: op, Backend: Backend, DelegationID: st.DelegationID,
-		Status: string(st.State), Done: st.Done, TotalCount: st.TotalCount, AcceptedCount: st.AcceptedCount,
-		RejectedCount: st.RejectedCount, BatchStatus: st.BatchStatus, Deliver: st.Deliver, Delivered: st.Delivered,
+		Status: string(st.State), Done: st.Done, TotalCount: count(st.TotalCount), AcceptedCount: count(st.AcceptedCount),
+		RejectedCount: count(st.RejectedCount), BatchStatus: st.BatchStatus, Deliver: st.Deliver, Delivered: st.Delivered,
 		ParentSessionID: st.ParentSessionID, Usage: &usage, Items: []Item{}, UIURL: c.uiLink(st.DelegationID),
 	}
 	for _, t := range st.Tasks {
