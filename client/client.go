@@ -82,6 +82,10 @@ type SendRequest struct {
 	Files           []activities.FileSpec `json:"files,omitempty"`
 	ParentSessionID string                `json:"parent_session_id,omitempty"`
 	Deliver         bool                  `json:"deliver,omitempty"`
+	// Agent, when set, is the agent the caller continues: a session goes on
+	// only with its own (seed 000 scopes a session by cwd, agent and ID), so
+	// another is refused with a message saying which to use.
+	Agent string `json:"agent,omitempty"`
 }
 
 // ListFilter narrows `list`; empty fields match everything.
@@ -583,6 +587,11 @@ func (c *Client) Send(ctx context.Context, req SendRequest) (Envelope, error) {
 		return Envelope{}, errcode.Errorf(errcode.InvalidInput, "%s is a delegation: send to one of its tasks (task_id)", req.TaskID)
 	}
 	info := desc.GetWorkflowExecutionInfo()
+	if have := searchAttr(info, workflows.AgentKey.GetName()); req.Agent != "" && have != "" && have != req.Agent {
+		return Envelope{}, errcode.Errorf(errcode.InvalidInput,
+			"session %s belongs to agent %q, not %q: continue it with agent %q, or leave the session ID out to start a new %q session",
+			req.TaskID, have, req.Agent, have, req.Agent)
+	}
 	state := searchAttr(info, workflows.StatusKey.GetName())
 	if info.GetCloseTime() == nil && (state == string(workflows.StateRunning) || state == string(workflows.StateQueued)) {
 		h, err := c.updateWorkflow(ctx, sdkclient.UpdateWorkflowOptions{

@@ -526,11 +526,12 @@ func (cmd *command) waitFlags(fs *flag.FlagSet) func(context.Context, *Client) e
 
 // sendFlags: `send ID PROMPT` or `send --input -` (a SendRequest).
 func (cmd *command) sendFlags(fs *flag.FlagSet) func(context.Context, *Client) error {
-	var input, parent string
+	var input, parent, agent string
 	var deliver, wait bool
 	var files fileFlags
 	fs.StringVar(&input, "input", "", "read the request as JSON from this file, or - for stdin")
 	fs.StringVar(&parent, "parent-session", "", "pi session ID that sends (delivery of the result)")
+	fs.StringVar(&agent, "agent", "", "the agent the session runs; another is refused (seed 000: a session is its agent's)")
 	fs.BoolVar(&deliver, "deliver", false, "keep the resuming delegation open until the parent acknowledges")
 	fs.BoolVar(&wait, "wait", false, "wait for the turn to end and print its result")
 	fs.Var(&files, "file", "file to put before the prompt (repeatable)")
@@ -544,7 +545,7 @@ func (cmd *command) sendFlags(fs *flag.FlagSet) func(context.Context, *Client) e
 			if len(cmd.args) < 2 {
 				return errcode.New(errcode.InvalidInput, "usage: subagents send ID PROMPT, or --input FILE")
 			}
-			req = SendRequest{TaskID: cmd.args[0], Prompt: strings.Join(cmd.args[1:], " "), Files: files, ParentSessionID: parent, Deliver: deliver}
+			req = SendRequest{TaskID: cmd.args[0], Prompt: strings.Join(cmd.args[1:], " "), Files: files, ParentSessionID: parent, Deliver: deliver, Agent: agent}
 		}
 		env, err := c.Send(ctx, req)
 		if err != nil {

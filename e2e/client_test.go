@@ -172,7 +172,13 @@ func TestClientVerbs(t *testing.T) {
 		t.Fatalf("output capped %q (truncated %v), full %q", capped.Text, capped.Items[0].OutputTruncated, full.Text)
 	}
 
-	sent, out := c.json(0, "", "send", "--wait", alpha, "[[script:beta]] Now read the notes.")
+	// A session goes on only with its own agent (seed 000).
+	refused, out := c.json(2, "", "send", "--agent", "scout", alpha, "[[script:beta]] Now read the notes.")
+	if refused.Error == nil || refused.Error.Code != "INVALID_INPUT" ||
+		!strings.Contains(refused.Error.Message, `belongs to agent "default", not "scout": continue it with agent "default"`) {
+		t.Fatalf("send with another agent: %s", out)
+	}
+	sent, out := c.json(0, "", "send", "--wait", "--agent", "default", alpha, "[[script:beta]] Now read the notes.")
 	c.golden("send.json", out)
 	if sent.TaskID != alpha || sent.Items[0].Turn != 2 || sent.Items[0].Output != "beta: notes say ship it" {
 		t.Fatalf("send: %s", out)

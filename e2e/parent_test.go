@@ -312,6 +312,7 @@ func testParentUsesEveryTool(t *testing.T, e *env) {
 		call("task", map[string]string{"op": "status", "id": "{{match:task_id: ([0-9a-f-]+)}}"}),
 		call("finder", map[string]string{"query": "[[script:c-finder]] Where is auth checked?"}),
 		call("subagent", map[string]string{"agent": "scout", "task": "[[script:c-resume]] Go on.", "sessionId": "{{match:Session ID:.. .([0-9a-f-]+)}}"}),
+		call("subagent", map[string]string{"agent": "explorer", "task": "Go on.", "sessionId": "{{match:Session ID:.. .([0-9a-f-]+)}}"}),
 		call("get_subagent_output", map[string]string{"sessionId": "no-such-session"}),
 		scriptedmodel.Step{Text: "All done."},
 	)
@@ -324,8 +325,8 @@ func testParentUsesEveryTool(t *testing.T, e *env) {
 		t.Fatalf("processes of the parent's group outlived it: %v", left)
 	}
 	reqs := e.model.RequestsFor("parent")
-	if len(reqs) != 11 {
-		t.Fatalf("parent made %d model requests, want 11", len(reqs))
+	if len(reqs) != 12 {
+		t.Fatalf("parent made %d model requests, want 12", len(reqs))
 	}
 
 	sub := toolResultText(t, reqs, 1)
@@ -367,7 +368,12 @@ func testParentUsesEveryTool(t *testing.T, e *env) {
 	if len(childReqs) == 0 || !strings.Contains(fmt.Sprint(userTexts(childReqs[0])), "Find the config loader.") {
 		t.Fatalf("the resumed child did not get its earlier context")
 	}
-	if nf := toolResultText(t, reqs, 10); !strings.Contains(nf, `Session "no-such-session" not found. The session may have expired or the ID is incorrect.`) {
+	// A session goes on only with its own agent (seed 000): the model is
+	// told which one to use.
+	if other := toolResultText(t, reqs, 10); !strings.Contains(other, `belongs to agent "scout", not "explorer": continue it with agent "scout"`) {
+		t.Fatalf("subagent with another agent's sessionId:\n%s", other)
+	}
+	if nf := toolResultText(t, reqs, 11); !strings.Contains(nf, `Session "no-such-session" not found. The session may have expired or the ID is incorrect.`) {
 		t.Fatalf("get_subagent_output of an unknown session:\n%s", nf)
 	}
 	// Live progress reached pi while the children ran (onUpdate).

@@ -1238,7 +1238,13 @@ function activate(pi, host) {
         try {
           let started;
           if (params.sessionId) {
-            started = await cli().call("send", [], [], { task_id: params.sessionId, prompt: params.task, parent_session_id: delivery.delivering(ctx), deliver: true });
+            started = await cli().call("send", [], [], {
+              task_id: params.sessionId,
+              prompt: params.task,
+              agent: params.agent,
+              parent_session_id: delivery.delivering(ctx),
+              deliver: true
+            });
           } else {
             started = await cli().call("start", [], [], {
               tasks: [{ name: params.agent, prompt: params.task, profile: params.agent, cwd: ctx.cwd }],

@@ -222,7 +222,15 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 				try {
 					let started: Envelope;
 					if (params.sessionId) {
-						started = await cli().call("send", [], [], { task_id: params.sessionId, prompt: params.task, parent_session_id: delivery.delivering(ctx), deliver: true });
+						// A session goes on only with its own agent (seed 000):
+						// another is refused with a message naming the right one.
+						started = await cli().call("send", [], [], {
+							task_id: params.sessionId,
+							prompt: params.task,
+							agent: params.agent,
+							parent_session_id: delivery.delivering(ctx),
+							deliver: true,
+						});
 					} else {
 						started = await cli().call("start", [], [], {
 							tasks: [{ name: params.agent, prompt: params.task, profile: params.agent, cwd: ctx.cwd }],
