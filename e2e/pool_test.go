@@ -109,7 +109,7 @@ func TestWarmPool(t *testing.T) {
 	// Kill every idle child: the next task still succeeds (cold, or on a
 	// child started since).
 	warmAtLeast(1)
-	before := warmChildren(t)
+	before := warmChildren(t, e)
 	if len(before) == 0 {
 		t.Fatal("no warm child among this process's descendants")
 	}
@@ -122,9 +122,9 @@ func TestWarmPool(t *testing.T) {
 
 	warmAtLeast(1)
 	stop()
-	for deadline := time.Now().Add(10 * time.Second); len(warmChildren(t)) > 0; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); len(warmChildren(t, e)) > 0; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("pi processes left after the worker stopped: %v", warmChildren(t))
+			t.Fatalf("pi processes left after the worker stopped: %v", warmChildren(t, e))
 		}
 	}
 
@@ -137,29 +137,16 @@ func TestWarmPool(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the worker process started no warm child")
 		}
-		orphans = rpcChildrenOf(e.dataDir)
+		orphans = piProcessesOf(e.agentDir)
 	}
 	if err := proc.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); len(rpcChildrenOf(e.dataDir)) > 0; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); len(piProcessesOf(e.agentDir)) > 0; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("warm children of the killed worker still run: %v", rpcChildrenOf(e.dataDir))
+			t.Fatalf("warm children of the killed worker still run: %v", piProcessesOf(e.agentDir))
 		}
 	}
-}
-
-// rpcChildrenOf are the pi processes in RPC mode whose command line names
-// dataDir (the finalize extension a worker writes there), whoever their
-// parent is now.
-func rpcChildrenOf(dataDir string) []int {
-	var pids []int
-	eachProcess("cmdline", func(pid int, cmdline []byte) {
-		if strings.Contains(string(cmdline), "--mode\x00rpc\x00") && strings.Contains(string(cmdline), dataDir) {
-			pids = append(pids, pid)
-		}
-	})
-	return pids
 }
 
 // entryKinds is a session file's entries by type (and a message's role):
@@ -189,22 +176,38 @@ func entryKinds(t *testing.T, path string) []string {
 	return kinds
 }
 
-// warmChildren are the pi processes in RPC mode this test process started
-// (the pool's children, idle or running), by pid.
-func warmChildren(t *testing.T) []int {
+// warmChildren are the pi processes of this test (its pi config dir in
+// their environment) whose parent is this test process: the pool's
+// children, idle or running. pi renames itself ("pi") once started, so its
+// command line does not say RPC mode.
+func warmChildren(t *testing.T, e *env) []int {
 	t.Helper()
 	var pids []int
-	eachProcess("cmdline", func(pid int, cmdline []byte) {
-		if !strings.Contains(string(cmdline), "--mode\x00rpc\x00") {
-			return
-		}
+	for _, pid := range piProcessesOf(e.agentDir) {
 		stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
 		if err != nil {
-			return
+			continue
 		}
 		// pid (comm) state ppid ...: comm may hold spaces, so read after ')'.
 		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
 		if len(fields) > 1 && fields[1] == strconv.Itoa(os.Getpid()) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// piProcessesOf are the pi processes whose environment names agentDir
+// (a test's pi config dir, which every child of its workers gets), whoever
+// their parent is now.
+func piProcessesOf(agentDir string) []int {
+	var pids []int
+	eachProcess("environ", func(pid int, environ []byte) {
+		if !strings.Contains(string(environ), "PI_CODING_AGENT_DIR="+agentDir+"\x00") {
+			return
+		}
+		comm, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "comm"))
+		if c := strings.TrimSpace(string(comm)); err == nil && (c == "pi" || c == "node") {
 			pids = append(pids, pid)
 		}
 	})
