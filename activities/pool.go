@@ -170,23 +170,15 @@ func (p *pool) spawner() {
 func (p *pool) take(spec warmSpec) *proc {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	use := p.keys[spec.key]
-	if use == nil {
-		use = &keyUse{spec: spec}
-		p.keys[spec.key] = use
-	}
-	use.running++
+	use := p.runningLocked(spec)
 	use.peak = max(use.peak, use.running)
-	use.lastUsed = time.Now()
 	for list := p.idle[spec.key]; len(list) > 0; list = p.idle[spec.key] {
 		w := list[len(list)-1]
 		p.idle[spec.key] = list[:len(list)-1]
-		select {
-		case <-w.p.exited:
+		if w.p.ended() {
 			// Died while idle: discarded, and the next one is tried.
 			p.evictions.Add(1)
 			continue
-		default:
 		}
 		p.hits.Add(1)
 		return w.p
@@ -220,15 +212,23 @@ func (p *pool) takeKept(spec warmSpec, sessionFile string) *proc {
 		return nil
 	}
 	delete(p.kept, sessionFile)
-	select {
-	case <-w.p.exited:
+	if w.p.ended() {
 		return nil
-	default:
 	}
 	if w.key != spec.key {
 		w.p.discard()
 		return nil
 	}
+	p.runningLocked(spec)
+	// The cap on what one run may print starts again, as for a new process.
+	w.p.streamed.Store(0)
+	p.resumed.Add(1)
+	return w.p
+}
+
+// runningLocked counts a run of spec's key as going on, learning the key
+// if it is new.
+func (p *pool) runningLocked(spec warmSpec) *keyUse {
 	use := p.keys[spec.key]
 	if use == nil {
 		use = &keyUse{spec: spec}
@@ -236,10 +236,7 @@ func (p *pool) takeKept(spec warmSpec, sessionFile string) *proc {
 	}
 	use.running++
 	use.lastUsed = time.Now()
-	// The cap on what one run may print starts again, as for a new process.
-	w.p.streamed.Store(0)
-	p.resumed.Add(1)
-	return w.p
+	return use
 }
 
 // release ends a run of spec's key and starts what the key needs again,
@@ -330,14 +327,20 @@ func (p *pool) startWarm(spec warmSpec) *proc {
 	return child
 }
 
-// command sends one RPC command to a waiting child and reads its answer.
-func command(child *proc, id string, cmd map[string]any) error {
+// writeCommand sends one RPC command, named id, to a child.
+func writeCommand(child *proc, id string, cmd map[string]any) error {
 	cmd["id"] = id
 	line, err := json.Marshal(cmd)
 	if err != nil {
 		return err
 	}
-	if _, err := child.stdin.Write(append(line, '\n')); err != nil {
+	_, err = child.stdin.Write(append(line, '\n'))
+	return err
+}
+
+// command sends one RPC command to a waiting child and reads its answer.
+func command(child *proc, id string, cmd map[string]any) error {
+	if err := writeCommand(child, id, cmd); err != nil {
 		return err
 	}
 	deadline := time.NewTimer(warmHandshake)
@@ -432,28 +435,29 @@ func (p *pool) sweep(now time.Time) {
 		all = append(all, l...)
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].born.Before(all[j].born) })
+	// The live ones, oldest first, with their resident memory: the
+	// oldest go while the pool is over its cap.
+	type sized struct {
+		w   *warmChild
+		rss int64
+	}
+	var live []sized
 	var total int64
 	for _, w := range all {
-		dead := false
-		select {
-		case <-w.p.exited:
-			dead = true
-		default:
-		}
-		if dead || now.Sub(w.born) > p.ttl {
+		if w.p.ended() || now.Sub(w.born) > p.ttl {
 			p.removeLocked(w)
 			continue
 		}
-		total += ResidentBytes(w.p.pid)
+		rss := ResidentBytes(w.p.pid)
+		live = append(live, sized{w, rss})
+		total += rss
 	}
-	for _, w := range all {
+	for _, l := range live {
 		if total <= p.maxBytes {
 			break
 		}
-		if p.has(w) {
-			total -= ResidentBytes(w.p.pid)
-			p.removeLocked(w)
-		}
+		total -= l.rss
+		p.removeLocked(l.w)
 	}
 	for file, w := range p.kept {
 		if now.Sub(w.born) > keptTTL {
@@ -467,15 +471,6 @@ func (p *pool) sweep(now time.Time) {
 			delete(p.keys, k)
 		}
 	}
-}
-
-func (p *pool) has(w *warmChild) bool {
-	for _, x := range p.idle[w.key] {
-		if x == w {
-			return true
-		}
-	}
-	return false
 }
 
 // ResidentBytes is a process's resident memory, from /proc (0 elsewhere).

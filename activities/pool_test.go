@@ -10,6 +10,24 @@ import (
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
 )
 
+// warmUp teaches the harness's pool the kind of task h.input makes, with a
+// run (cold, the first of its kind) that answers at once, and waits for the
+// warm child the pool starts after it.
+func (h *harness) warmUp() {
+	h.t.Helper()
+	h.model.Script("warmup", scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{finalizeCall(`{"status":"SUCCESS","result":"ready"}`)}})
+	first := h.input("[[script:warmup]] go")
+	first.SessionID = "warmup"
+	if r := h.mustRun(first); r.Warm || r.Output != "ready" {
+		h.t.Fatalf("warm-up run: warm %v output %q", r.Warm, r.Output)
+	}
+	for deadline := time.Now().Add(30 * time.Second); h.acts.PoolStats().Warm < 1; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("no warm child: %+v", h.acts.PoolStats())
+		}
+	}
+}
+
 // TestRunPiPooled runs the limits a cold child has on a warm child of the
 // pool: each case first teaches the pool its kind with a run that answers
 // at once, waits for a warm child, then runs on it and gets what a cold run
@@ -90,18 +108,8 @@ func TestRunPiPooled(t *testing.T) {
 				}
 			})
 			t.Cleanup(h.acts.Close)
-			h.model.Script("warmup", scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{finalizeCall(`{"status":"SUCCESS","result":"ready"}`)}})
 			h.model.Script("case", c.steps...)
-			first := h.input("[[script:warmup]] go")
-			first.SessionID = "warmup"
-			if r := h.mustRun(first); r.Warm || r.Output != "ready" {
-				t.Fatalf("warm-up run: warm %v output %q", r.Warm, r.Output)
-			}
-			for deadline := time.Now().Add(30 * time.Second); h.acts.PoolStats().Warm < 1; time.Sleep(20 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatalf("no warm child: %+v", h.acts.PoolStats())
-				}
-			}
+			h.warmUp()
 			in := h.input("[[script:case]] go")
 			if c.adjust != nil {
 				c.adjust(&in)
@@ -123,13 +131,7 @@ func TestWarmPoolForgetsUnusedChildren(t *testing.T) {
 		cfg.WarmTTL = time.Second
 	})
 	t.Cleanup(h.acts.Close)
-	h.model.Script("once", scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{finalizeCall(`{"status":"SUCCESS","result":"ready"}`)}})
-	h.mustRun(h.input("[[script:once]] go"))
-	for deadline := time.Now().Add(30 * time.Second); h.acts.PoolStats().Warm < 1; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no warm child: %+v", h.acts.PoolStats())
-		}
-	}
+	h.warmUp()
 	for deadline := time.Now().Add(30 * time.Second); h.acts.PoolStats().Warm > 0; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("warm children outlived their time to live: %+v", h.acts.PoolStats())
@@ -142,22 +144,13 @@ func TestWarmPoolForgetsUnusedChildren(t *testing.T) {
 
 // TestWarmChildKeptForCorrectiveRun: a warm child that ends without
 // subagent_finalize stays for its session's corrective run, which goes on in
-// the same process (no new start, no session switch); one whose corrective
-// run never comes is ended.
+// the same process (no new start, no session switch).
 func TestWarmChildKeptForCorrectiveRun(t *testing.T) {
 	h := newHarness(t, func(cfg *Config) { cfg.WarmPool = 2 })
 	t.Cleanup(h.acts.Close)
-	h.model.Script("warmup", scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{finalizeCall(`{"status":"SUCCESS","result":"ready"}`)}})
 	h.model.Script("forgot", scriptedmodel.Step{Text: "Forgot to finalize."},
 		scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{finalizeCall(`{"status":"SUCCESS","result":"fixed"}`)}})
-	first := h.input("[[script:warmup]] go")
-	first.SessionID = "warmup"
-	h.mustRun(first)
-	for deadline := time.Now().Add(30 * time.Second); h.acts.PoolStats().Warm < 1; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no warm child: %+v", h.acts.PoolStats())
-		}
-	}
+	h.warmUp()
 	in := h.input("[[script:forgot]] go")
 	r1 := h.mustRun(in)
 	if !r1.Warm || r1.Finalize != nil || h.acts.PoolStats().Kept != 1 {

@@ -124,6 +124,16 @@ func (p *proc) discard() {
 	}()
 }
 
+// ended reports whether pi has exited and been reaped.
+func (p *proc) ended() bool {
+	select {
+	case <-p.exited:
+		return true
+	default:
+		return false
+	}
+}
+
 // exitCode is pi's exit code once reaped (-1 when a signal ended it).
 func (p *proc) exitCode() int { return p.cmd.ProcessState.ExitCode() }
 

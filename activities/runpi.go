@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -687,14 +686,10 @@ func (r *childRun) correctable(out outcome) bool {
 	return !r.in.NoFinalize && s.Finalize == nil && out.stop == stopNone && s.CommandError == "" && !s.Failed()
 }
 
-// sendPrompt sends a kept child its next prompt.
+// sendPrompt sends a warm or kept child its prompt; its answer and events
+// come through the run's loop.
 func sendPrompt(w *proc, prompt string) error {
-	line, err := json.Marshal(map[string]any{"id": "prompt", "type": "prompt", "message": prompt})
-	if err != nil {
-		return err
-	}
-	_, err = w.stdin.Write(append(line, '\n'))
-	return err
+	return writeCommand(w, "prompt", map[string]any{"type": "prompt", "message": prompt})
 }
 
 // handOver points a warm child at the run's session file (a new file is
