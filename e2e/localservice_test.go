@@ -206,14 +206,23 @@ func (e *env) checkDelegation(name, answer string) {
 func processGroup(pgid int) []string {
 	var out []string
 	eachProcess("stat", func(pid int, b []byte) {
-		// After the command name: state ppid pgrp ...
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		comm, f := statFields(b)
 		if len(f) > 2 && f[2] == strconv.Itoa(pgid) {
-			out = append(out, fmt.Sprintf("%d %s %s", pid, f[0], s[strings.IndexByte(s, '(')+1:strings.LastIndexByte(s, ')')]))
+			out = append(out, fmt.Sprintf("%d %s %s", pid, f[0], comm))
 		}
 	})
 	return out
+}
+
+// statFields splits a /proc/PID/stat into the command name and the fields
+// after it (state ppid pgrp ...); the name may hold spaces and parentheses.
+func statFields(stat []byte) (comm string, fields []string) {
+	s := string(stat)
+	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || end < open {
+		return "", nil
+	}
+	return s[open+1 : end], strings.Fields(s[end+1:])
 }
 
 // TestLocalServiceCannotStart: with nothing running, a delegation that

@@ -188,9 +188,7 @@ func warmChildren(t *testing.T, e *env) []int {
 		if err != nil {
 			continue
 		}
-		// pid (comm) state ppid ...: comm may hold spaces, so read after ')'.
-		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		if len(fields) > 1 && fields[1] == strconv.Itoa(os.Getpid()) {
+		if _, fields := statFields(stat); len(fields) > 1 && fields[1] == strconv.Itoa(os.Getpid()) {
 			pids = append(pids, pid)
 		}
 	}

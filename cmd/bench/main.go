@@ -908,10 +908,12 @@ func sampledTree(root func() int, fn func() error) (time.Duration, int64, int64,
 type procs struct {
 	children map[int][]int
 	rss      map[int]int64
+	// cpu is the CPU time each process used, in clock ticks.
+	cpu map[int]int64
 }
 
 func readProcs() procs {
-	ps := procs{children: map[int][]int{}, rss: map[int]int64{}}
+	ps := procs{children: map[int][]int{}, rss: map[int]int64{}, cpu: map[int]int64{}}
 	dirs, _ := os.ReadDir("/proc")
 	for _, d := range dirs {
 		p, err := strconv.Atoi(d.Name())
@@ -923,7 +925,8 @@ func readProcs() procs {
 			continue
 		}
 		// Fields after the command name, which may hold spaces: state ppid
-		// ... and rss (in pages) is the 24th field overall.
+		// ..., utime and stime are the 14th and 15th fields overall, rss
+		// (in pages) the 24th.
 		s := string(b)
 		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 		if len(f) < 22 {
@@ -931,15 +934,24 @@ func readProcs() procs {
 		}
 		ppid, _ := strconv.Atoi(f[1])
 		pages, _ := strconv.ParseInt(f[21], 10, 64)
+		utime, _ := strconv.ParseInt(f[11], 10, 64)
+		stime, _ := strconv.ParseInt(f[12], 10, 64)
 		ps.children[ppid] = append(ps.children[ppid], p)
 		ps.rss[p] = pages * int64(os.Getpagesize())
+		ps.cpu[p] = utime + stime
 	}
 	return ps
 }
 
 // below sums the resident sets of the processes below pid, the services'
 // subtrees left out.
-func (ps procs) below(pid int) int64 {
+func (ps procs) below(pid int) int64 { return ps.sumBelow(pid, ps.rss) }
+
+// cpuBelow sums the CPU time of the processes below pid, the services'
+// subtrees left out.
+func (ps procs) cpuBelow(pid int) int64 { return ps.sumBelow(pid, ps.cpu) }
+
+func (ps procs) sumBelow(pid int, of map[int]int64) int64 {
 	var sum int64
 	var walk func(int)
 	walk = func(p int) {
@@ -947,7 +959,7 @@ func (ps procs) below(pid int) int64 {
 			if services.has(c) {
 				continue
 			}
-			sum += ps.rss[c]
+			sum += of[c]
 			walk(c)
 		}
 	}

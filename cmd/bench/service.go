@@ -78,7 +78,7 @@ func (b *bench) startService(name string, extra ...string) (*service, error) {
 func (s *service) quiet() {
 	last, still := int64(-1), 0
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		ticks := treeCPUTicks(s.cmd.Process.Pid)
+		ticks := readProcs().cpuBelow(s.cmd.Process.Pid)
 		if ticks == last {
 			if still++; still >= 4 {
 				return
@@ -88,44 +88,6 @@ func (s *service) quiet() {
 		}
 		last = ticks
 	}
-}
-
-// treeCPUTicks is the CPU time (clock ticks) the descendants of pid used.
-func treeCPUTicks(pid int) int64 {
-	children := map[int][]int{}
-	ticks := map[int]int64{}
-	dirs, _ := os.ReadDir("/proc")
-	for _, d := range dirs {
-		p, err := strconv.Atoi(d.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + d.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ... utime stime: fields 14 and 15, counted
-		// after the comm, which may hold spaces.
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-		if len(f) < 13 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
-		u, _ := strconv.ParseInt(f[11], 10, 64)
-		st, _ := strconv.ParseInt(f[12], 10, 64)
-		children[ppid] = append(children[ppid], p)
-		ticks[p] = u + st
-	}
-	var sum int64
-	var walk func(int)
-	walk = func(p int) {
-		for _, c := range children[p] {
-			sum += ticks[c]
-			walk(c)
-		}
-	}
-	walk(pid)
-	return sum
 }
 
 // stop ends the service with SIGTERM, as a user's kill does.

@@ -884,7 +884,7 @@ var Delivery = class {
     if (local && !this.mayHavePending(ctx)) return;
     let open;
     try {
-      open = await this.cli(passive && !local).call("list", ["--kind", "delegation", "--open", "--parent-session", this.parentId]);
+      open = await this.openDelegations(passive && !local);
     } catch (e) {
       if (e instanceof SubagentsError && e.notRunning) return;
       throw e;
@@ -992,12 +992,16 @@ var Delivery = class {
     }
     await this.clearMarkIfDone();
   }
+  /** This session's delegations that are still open (not acknowledged). */
+  openDelegations(passive = false) {
+    return this.cli(passive).call("list", ["--kind", "delegation", "--open", "--parent-session", this.parentId]);
+  }
   /** Removes the session's waiting mark once none of its delegations is open. */
   async clearMarkIfDone() {
     const marker = this.marker(this.parentId);
     if (!marker || !existsSync2(marker) || this.watchers.size > 0) return;
     try {
-      const open = await this.cli().call("list", ["--kind", "delegation", "--open", "--parent-session", this.parentId]);
+      const open = await this.openDelegations();
       if ((open.runs ?? []).every((r) => this.acked.has(r.id))) unlinkSync(marker);
     } catch {
     }

@@ -144,7 +144,7 @@ export class Delivery {
 		if (local && !this.mayHavePending(ctx)) return;
 		let open: Envelope;
 		try {
-			open = await this.cli(passive && !local).call("list", ["--kind", "delegation", "--open", "--parent-session", this.parentId]);
+			open = await this.openDelegations(passive && !local);
 		} catch (e) {
 			// No service runs: nothing can have finished; this runs again
 			// when the service starts.
@@ -277,12 +277,17 @@ export class Delivery {
 		await this.clearMarkIfDone();
 	}
 
+	/** This session's delegations that are still open (not acknowledged). */
+	private openDelegations(passive = false): Promise<Envelope> {
+		return this.cli(passive).call("list", ["--kind", "delegation", "--open", "--parent-session", this.parentId]);
+	}
+
 	/** Removes the session's waiting mark once none of its delegations is open. */
 	private async clearMarkIfDone(): Promise<void> {
 		const marker = this.marker(this.parentId);
 		if (!marker || !existsSync(marker) || this.watchers.size > 0) return;
 		try {
-			const open = await this.cli().call("list", ["--kind", "delegation", "--open", "--parent-session", this.parentId]);
+			const open = await this.openDelegations();
 			// One this process acknowledged closes a moment later (the ack
 			// is a signal): it waits for nothing more.
 			if ((open.runs ?? []).every((r) => this.acked.has(r.id))) unlinkSync(marker);
