@@ -2,6 +2,7 @@ package activities
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -168,5 +169,19 @@ func TestWarmChildKeptForCorrectiveRun(t *testing.T) {
 	msgs, err := readMessages(r2.SessionFile)
 	if err != nil || len(msgs) < 4 {
 		t.Fatalf("session file holds %d messages (%v): both runs belong in it", len(msgs), err)
+	}
+}
+
+// TestRefusedPromptIsTheRunsError: a warm child that refuses its prompt
+// over RPC (pi answers the command with success false) fails the run with
+// pi's reason, not with "pi ended without an answer".
+func TestRefusedPromptIsTheRunsError(t *testing.T) {
+	a := &Activities{cfg: Config{OutputMaxChars: 100}, sanitizer: NewSanitizer("/home/tester")}
+	r := &childRun{a: a, in: RunPiInput{Turn: 1}, timeout: time.Second}
+	r.stream.Apply([]byte(`{"id":"prompt","type":"response","command":"prompt","success":false,"error":"Model not found: nope/x"}`))
+	res := RunPiResult{SessionFile: filepath.Join(t.TempDir(), "s.jsonl")}
+	a.fill(&res, r, outcome{warm: true})
+	if res.Error == nil || res.Error.Code != errcode.Failed || res.Error.Message != "pi refused the run: prompt: Model not found: nope/x" {
+		t.Fatalf("error %+v", res.Error)
 	}
 }

@@ -804,6 +804,9 @@ func (a *Activities) fill(res *RunPiResult, r *childRun, out outcome) {
 		// Cancelled or worker stop: RunPi decides what to return.
 	case out.readErr != nil:
 		res.Error = errorInfo(errcode.Failed, "reading pi's output: "+out.readErr.Error())
+	case st.CommandError != "":
+		// A warm child refused its prompt: nothing ran, and pi said why.
+		res.Error = errorInfo(errcode.Failed, z.Sanitize("pi refused the run: "+st.CommandError))
 	case st.Failed():
 		msg := st.ErrorMessage
 		if msg == "" {

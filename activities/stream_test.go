@@ -83,6 +83,9 @@ func TestStreamFinalizeAndEdgeCases(t *testing.T) {
 		`{"type":"message_end","message":{"role":"user","content":"ignored"}}` + "\n",
 		`{"type":"auto_retry_start","attempt":1,"maxAttempts":3,"delayMs":2000,"errorMessage":"529 overloaded"}` + "\n",
 		`{"type":"auto_retry_end","success":true,"attempt":2}` + "\n",
+		// RPC mode's answers to commands are not events; a refusal is kept.
+		`{"id":"switch","type":"response","command":"switch_session","success":true}` + "\n",
+		`{"id":"prompt","type":"response","command":"prompt","success":false,"error":"Model not found"}` + "\n",
 		`{"type":"message_end","message":{"role":"assistant","content":[{"type":"thinking","thinking":"hm"},{"type":"text","text":"a"},{"type":"text","text":"b"}],"stopReason":"toolUse"}}`,
 	}
 	var s Stream
@@ -94,6 +97,9 @@ func TestStreamFinalizeAndEdgeCases(t *testing.T) {
 	}
 	if s.SessionID != "s-1" || s.BadLines != 1 || s.Events != 12 {
 		t.Fatalf("session %q bad %d events %d", s.SessionID, s.BadLines, s.Events)
+	}
+	if s.CommandError != "prompt: Model not found" {
+		t.Fatalf("command error %q", s.CommandError)
 	}
 	if s.Finalize == nil || *s.Finalize != (Finalize{Status: "SUCCESS", Result: "the answer"}) {
 		t.Fatalf("finalize = %+v: want the first successful call", s.Finalize)
