@@ -6,7 +6,7 @@ import { createInterface } from "node:readline";
 
 // src/service.ts
 import { spawn } from "node:child_process";
-import { accessSync, closeSync, constants, existsSync, mkdirSync, openSync, readFileSync } from "node:fs";
+import { accessSync, closeSync, constants, existsSync, fstatSync, mkdirSync, openSync, readFileSync } from "node:fs";
 import { connect } from "node:net";
 import { homedir } from "node:os";
 import { delimiter, dirname, join, resolve } from "node:path";
@@ -103,6 +103,7 @@ async function startService(opts) {
   const log = join(opts.dir, "service.log");
   mkdirSync(opts.dir, { recursive: true, mode: 448 });
   const fd = openSync(log, "a", 384);
+  const from = fstatSync(fd).size;
   const args = ["dev", "--data-dir", opts.dir, "--ip", a.host === "localhost" ? "127.0.0.1" : a.host, "--port", String(a.port)];
   if (opts.namespace) args.push("--namespace", opts.namespace);
   let exited;
@@ -123,19 +124,22 @@ async function startService(opts) {
     } catch {
     }
     if (exited !== void 0 && exited !== 0) {
-      const tail = lastLines(log, 5);
-      if (!/already runs for data dir/.test(tail)) throw new Error(`subagents dev exited ${exited}: ${tail}`);
+      const said = readFrom(log, from);
+      if (!/already runs for data dir/.test(said)) throw new Error(`subagents dev exited ${exited}: ${lastLines(said, 5)}`);
     }
     await new Promise((r) => setTimeout(r, START_POLL_MS));
   }
   throw new Error(`subagents dev did not answer on ${sock} within ${START_TIMEOUT_MS / 1e3} s; see ${log}`);
 }
-function lastLines(path, n) {
+function readFrom(path, offset) {
   try {
-    return readFileSync(path, "utf8").trim().split("\n").slice(-n).join("\n");
+    return readFileSync(path).subarray(offset).toString("utf8");
   } catch {
     return "";
   }
+}
+function lastLines(text2, n) {
+  return text2.trim().split("\n").slice(-n).join("\n");
 }
 
 // src/cli.ts

@@ -2,7 +2,7 @@
 // to tell whether Temporal is local, and how to start it when nothing runs.
 
 import { spawn } from "node:child_process";
-import { accessSync, closeSync, constants, existsSync, mkdirSync, openSync, readFileSync } from "node:fs";
+import { accessSync, closeSync, constants, existsSync, fstatSync, mkdirSync, openSync, readFileSync } from "node:fs";
 import { connect, type Socket } from "node:net";
 import { homedir } from "node:os";
 import { delimiter, dirname, join, resolve } from "node:path";
@@ -149,6 +149,9 @@ export async function startService(opts: { bin: string; address: string; namespa
 	const log = join(opts.dir, "service.log");
 	mkdirSync(opts.dir, { recursive: true, mode: 0o700 });
 	const fd = openSync(log, "a", 0o600);
+	// Two services started at once write to the same log: what this start
+	// says is read from here on, whatever the other one writes after it.
+	const from = fstatSync(fd).size;
 	const args = ["dev", "--data-dir", opts.dir, "--ip", a.host === "localhost" ? "127.0.0.1" : a.host, "--port", String(a.port)];
 	if (opts.namespace) args.push("--namespace", opts.namespace);
 	let exited: number | null | undefined;
@@ -173,18 +176,23 @@ export async function startService(opts: { bin: string; address: string; namespa
 		if (exited !== undefined && exited !== 0) {
 			// It stopped: fine if another service took the data dir (its
 			// socket comes up soon), else the log says why.
-			const tail = lastLines(log, 5);
-			if (!/already runs for data dir/.test(tail)) throw new Error(`subagents dev exited ${exited}: ${tail}`);
+			const said = readFrom(log, from);
+			if (!/already runs for data dir/.test(said)) throw new Error(`subagents dev exited ${exited}: ${lastLines(said, 5)}`);
 		}
 		await new Promise((r) => setTimeout(r, START_POLL_MS));
 	}
 	throw new Error(`subagents dev did not answer on ${sock} within ${START_TIMEOUT_MS / 1000} s; see ${log}`);
 }
 
-function lastLines(path: string, n: number): string {
+/** What path holds from byte offset on ("" when it cannot be read). */
+function readFrom(path: string, offset: number): string {
 	try {
-		return readFileSync(path, "utf8").trim().split("\n").slice(-n).join("\n");
+		return readFileSync(path).subarray(offset).toString("utf8");
 	} catch {
 		return "";
 	}
+}
+
+function lastLines(text: string, n: number): string {
+	return text.trim().split("\n").slice(-n).join("\n");
 }

@@ -68,3 +68,32 @@ test("the profiles a pi registers with no service running are the ones last list
 	assert.deepEqual(rememberedProfiles(dir, "/other"), [], "an empty listing is remembered too");
 	assert.equal(rememberedProfiles(dir, "/elsewhere"), undefined);
 });
+
+test("a start that loses the data dir to another service waits for that one, whatever the shared log says after it", async (t) => {
+	const { startService } = await import("../src/service.ts");
+	const { createServer } = await import("node:net");
+	const dir = mkdtempSync(join(tmpdir(), "subagents-start-"));
+	// The loser says why it stops, then the winner's start-up lines follow it
+	// in the same log before the loser's exit is seen.
+	const loser = join(dir, "loser.sh");
+	writeFileSync(
+		loser,
+		`#!/bin/sh\necho "subagents: a subagents service already runs for data dir ${dir} (pid 1)" >&2\nfor i in 1 2 3 4 5 6 7 8; do echo "winner line $i"; done\nexit 2\n`,
+		{ mode: 0o755 },
+	);
+	const winner = createServer();
+	const listening = setTimeout(() => winner.listen(socketPath(dir)), 400);
+	t.after(() => {
+		clearTimeout(listening);
+		winner.close();
+	});
+	await startService({ bin: loser, address: "127.0.0.1:7233", dir, env: process.env });
+
+	// A start that fails on its own says why, from its own lines.
+	const broken = join(dir, "broken.sh");
+	writeFileSync(broken, `#!/bin/sh\necho "subagents: database is corrupt" >&2\nexit 2\n`, { mode: 0o755 });
+	const other = mkdtempSync(join(tmpdir(), "subagents-start-"));
+	writeFileSync(join(other, "service.log"), "an older service's lines: already runs for data dir\n");
+	// The start gives up at once rather than after its minute of waiting.
+	await assert.rejects(startService({ bin: broken, address: "127.0.0.1:7233", dir: other, env: process.env }), /exited 2: subagents: database is corrupt$/);
+});
