@@ -764,6 +764,9 @@ func (b *bench) fromPi(n int) (string, error) {
 	peerFour := "[[steps:" + stepsJSON(toolStep("subagent", map[string]any{
 		"workflowScript": "const r = await runs.all([" + strings.Join(runsAll, ", ") + "]); return r.map((x) => x.output);", "async": false,
 	}), textStep("done")) + "]] Delegate four."
+	// Where the time of a warm one-task delegation goes, from its model
+	// calls: parent, child, parent again.
+	var phases delegationPhases
 	var floor1, floor4, del1, del4, del1Cold, del4Cold, ext0, noop0, bare0, plain0, peer1, peer4 series
 	add := func(s *series, d time.Duration, p int64) { s.d = append(s.d, d); s.peak = max(s.peak, p) }
 	kinds := []struct {
@@ -785,7 +788,16 @@ func (b *bench) fromPi(n int) (string, error) {
 			return d, p, err
 		}},
 		{&ext0, func() (time.Duration, int64, error) { return parent(none) }},
-		{&del1, func() (time.Duration, int64, error) { return parent(one) }},
+		{&del1, func() (time.Duration, int64, error) {
+			before := len(b.model.Requests())
+			var t0 time.Time
+			d, p, started, err := b.parentPiAt(svc.address, svc.dataDir, ext, one, func() { t0 = time.Now() })
+			own = max(own, started)
+			if err == nil {
+				phases.add(t0, d, b.model.Requests()[before:])
+			}
+			return d, p, err
+		}},
 		{&del1Cold, func() (time.Duration, int64, error) { return parentOn(cold, one) }},
 		{&floor4, func() (time.Duration, int64, error) { return plain(4) }},
 		{&del4, func() (time.Duration, int64, error) { return parent(four) }},
@@ -843,10 +855,40 @@ func (b *bench) fromPi(n int) (string, error) {
 	} else {
 		fmt.Fprintf(&r, "\nThe npm peer %s was not measured: %v\n", peerVersion, peerErr)
 	}
+	r.WriteString(phases.report())
 	fmt.Fprintf(&r, "\nProcesses a parent pi started itself during its delegations (pi and the service excluded), peak: %d MiB (target ≤ 15 MiB; `subagents serve` was 117 MiB). ", own>>20)
 	fmt.Fprintf(&r, "The service (`subagents dev`: embedded server, UI, worker) after the runs: %d MiB resident, and its warm children (pool of 4) %d MiB together; the same service with `--warm-pool 0`: %d MiB.\n",
 		activities.ResidentBytes(svc.cmd.Process.Pid)>>20, readProcs().below(svc.cmd.Process.Pid)>>20, activities.ResidentBytes(cold.cmd.Process.Pid)>>20)
 	return r.String(), nil
+}
+
+// delegationPhases splits runs of a parent pi that delegates one task at
+// the model calls it and its child make: parent, child, parent again.
+type delegationPhases struct {
+	start, handOff, answer, end []time.Duration
+}
+
+func (p *delegationPhases) add(t0 time.Time, total time.Duration, reqs []scriptedmodel.Request) {
+	if len(reqs) != 3 || t0.IsZero() {
+		return
+	}
+	p.start = append(p.start, reqs[0].Time.Sub(t0))
+	p.handOff = append(p.handOff, reqs[1].Time.Sub(reqs[0].Time))
+	p.answer = append(p.answer, reqs[2].Time.Sub(reqs[1].Time))
+	p.end = append(p.end, t0.Add(total).Sub(reqs[2].Time))
+}
+
+func (p *delegationPhases) report() string {
+	if len(p.start) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("\nWhere a warm one-task delegation's time goes (medians, from the model calls): the parent's start to its first model call %s; "+
+		"that call to the child's model call (the tool call, the service, the warm child's switch to its session and prompt) %s; "+
+		"the child's call to the parent's next one (the child's answer, its finalize, back to the parent's tool result) %s; "+
+		"the parent's last call to its exit %s. A plain pi exits a few milliseconds after its one model call; a pi that made a second one waits "+
+		"at exit for V8's background tier-up of the HTTP parser's WebAssembly (undici's llhttp) before it can end, 70-100 ms here (a parent run by hand "+
+		"under `node --liftoff-only` ends 5 ms after its last call): the parent pays it whatever runs its tool, while each of the floor's runs makes one call.\n",
+		ms(pct(p.start, 0.5)), ms(pct(p.handOff, 0.5)), ms(pct(p.answer, 0.5)), ms(pct(p.end, 0.5)))
 }
 
 func toolStep(name string, args any) scriptedmodel.Step {
