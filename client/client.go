@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 
 	"github.com/durable-pi/subagents/activities"
 	"github.com/durable-pi/subagents/internal/errcode"
+	"github.com/durable-pi/subagents/profiles"
 	"github.com/durable-pi/subagents/workflows"
 )
 
@@ -64,8 +66,13 @@ type StartRequest struct {
 	// delegation waits until that parent acknowledges the results.
 	ParentSessionID string `json:"parent_session_id,omitempty"`
 	Deliver         bool   `json:"deliver,omitempty"`
-	MaxConcurrency  int    `json:"max_concurrency,omitempty"`
-	IdleTTLSeconds  int    `json:"idle_ttl_seconds,omitempty"`
+	// MaxConcurrency bounds the tasks that run at once; 0 takes the
+	// settings' taskMaxConcurrency, else the tool's default (Tool).
+	MaxConcurrency int `json:"max_concurrency,omitempty"`
+	// Tool is the tool family the call came through ("task": seed 001's
+	// default of 3 tasks at once; else seed 002's 4).
+	Tool           string `json:"tool,omitempty"`
+	IdleTTLSeconds int    `json:"idle_ttl_seconds,omitempty"`
 	// Host runs the tasks on the workers of that host (where their cwds
 	// exist); "" lets any worker run them. The command fills it in from
 	// --host / SUBAGENTS_HOST ("auto": this machine).
@@ -155,11 +162,25 @@ func (c *Client) delegationInput(req StartRequest) (workflows.DelegationInput, e
 		}
 		in.SessionIDs = append(in.SessionIDs, id)
 	}
+	if in.MaxConcurrency == 0 && len(in.Tasks) > 1 {
+		cfg, err := profiles.LoadConfig(profiles.DefaultAgentDir(), in.Tasks[0].Cwd, os.Getenv)
+		if err != nil {
+			return in, err
+		}
+		in.MaxConcurrency = cfg.TaskMaxConcurrency
+		if in.MaxConcurrency == 0 && req.Tool == "task" {
+			in.MaxConcurrency = DefaultTaskToolConcurrency
+		}
+	}
 	if err := workflows.ValidateDelegation(in); err != nil {
 		return in, err
 	}
 	return in, nil
 }
+
+// DefaultTaskToolConcurrency is seed 001's subagents.taskMaxConcurrency
+// default, for batches of the task tool.
+const DefaultTaskToolConcurrency = 3
 
 func (c *Client) startDelegation(ctx context.Context, in workflows.DelegationInput) (Envelope, error) {
 	id := "delegation-" + c.id()

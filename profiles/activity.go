@@ -40,14 +40,21 @@ type Activities struct {
 	// MaxDepth is the deepest child Admit lets run (default
 	// DefaultMaxDepth); a delegation's own limit cannot raise it.
 	MaxDepth int
+	// Getenv reads the worker's SUBAGENTS_* settings variables (nil: none).
+	Getenv func(string) string
+}
+
+// config is the settings for a task in cwd.
+func (a *Activities) config(cwd string) (Config, error) {
+	return LoadConfig(a.AgentDir, cwd, a.Getenv)
 }
 
 // ResolveTasks resolves every task on its own: an unknown or denied profile
 // fails that task only (seed 002), the others run.
 func (a *Activities) ResolveTasks(_ context.Context, req ResolveRequest) ([]ResolvedTask, error) {
-	cfg, cfgErr := LoadConfig(a.AgentDir)
 	out := make([]ResolvedTask, len(req.Tasks))
 	for i, t := range req.Tasks {
+		cfg, cfgErr := a.config(t.Cwd)
 		r, _, err := a.resolve(cfg, cfgErr, t)
 		if err != nil {
 			code := errcode.CodeOf(err)
@@ -63,6 +70,9 @@ func (a *Activities) ResolveTasks(_ context.Context, req ResolveRequest) ([]Reso
 func (a *Activities) resolve(cfg Config, cfgErr error, t ResolveTask) (ResolvedTask, *Profile, error) {
 	if cfgErr != nil {
 		return ResolvedTask{}, nil, cfgErr
+	}
+	if err := cfg.Enabled(cmp.Or(t.Profile, "default")); err != nil {
+		return ResolvedTask{}, nil, err
 	}
 	opts := Options{Cwd: t.Cwd, AgentDir: a.AgentDir, PromptDirs: a.PromptDirs}
 	task := TaskOverrides{Model: t.Model, TimeoutSeconds: t.TimeoutSeconds}
@@ -84,6 +94,10 @@ func (a *Activities) resolve(cfg Config, cfgErr error, t ResolveTask) (ResolvedT
 		// No profile: pi's defaults, still under the finalize contract.
 		r.Child.Profile = ""
 	}
+	// Seed 002's limits from the settings: in the workflow's history from
+	// here on, so a running delegation keeps the values it started with.
+	r.Child.ExtendDebounceSeconds = cfg.ExtendTimeoutDebounce
+	r.Child.LoopingToolCount = cfg.LoopingToolCount
 	return ResolvedTask{Child: r.Child, MaxFinalizeRetries: r.MaxFinalizeRetries}, p, nil
 }
 
@@ -100,7 +114,7 @@ func (a *Activities) Admit(in activities.RunPiInput) (activities.Admission, erro
 		return activities.Admission{}, errcode.Errorf(errcode.DepthExceeded,
 			"Subagent depth %d is beyond this worker's limit of %d: a subagent cannot delegate further", in.Depth, maxDepth)
 	}
-	cfg, cfgErr := LoadConfig(a.AgentDir)
+	cfg, cfgErr := a.config(in.Cwd)
 	r, p, err := a.resolve(cfg, cfgErr, ResolveTask{Profile: in.Profile, Cwd: in.Cwd})
 	if err != nil {
 		return activities.Admission{}, err

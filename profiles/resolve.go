@@ -1,10 +1,7 @@
 package profiles
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,91 +10,6 @@ import (
 	"github.com/durable-pi/subagents/activities"
 	"github.com/durable-pi/subagents/internal/errcode"
 )
-
-// ConfigFile is seed 001's JSON config, in pi's config dir: per-subagent
-// model overrides and the permission policy.
-const ConfigFile = "subagents.json"
-
-// Config is the content of ConfigFile:
-//
-//	{"subagents": {"finder": {"model": "openai/gpt-4o"},
-//	               "permissions": {"default": "allow", "subagents": {"finder": "deny"},
-//	                               "allowInternalRouting": false}}}
-type Config struct {
-	Models               map[string]string
-	DefaultPermission    string
-	Permissions          map[string]string
-	AllowInternalRouting bool
-}
-
-// LoadConfig reads ConfigFile from agentDir; a missing file is the empty
-// config (everything allowed, no overrides).
-func LoadConfig(agentDir string) (Config, error) {
-	cfg := Config{DefaultPermission: "allow"}
-	if agentDir == "" {
-		return cfg, nil
-	}
-	path := filepath.Join(agentDir, ConfigFile)
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return cfg, nil
-	}
-	if err != nil {
-		return cfg, errcode.Errorf(errcode.InvalidInput, "%s: %v", path, err)
-	}
-	var raw struct {
-		Subagents map[string]json.RawMessage `json:"subagents"`
-	}
-	if err := json.Unmarshal(data, &raw); err != nil {
-		return cfg, errcode.Errorf(errcode.InvalidInput, "%s: %v", path, err)
-	}
-	for id, v := range raw.Subagents {
-		if id == "permissions" {
-			var perm struct {
-				Default              string            `json:"default"`
-				Subagents            map[string]string `json:"subagents"`
-				AllowInternalRouting bool              `json:"allowInternalRouting"`
-			}
-			if err := json.Unmarshal(v, &perm); err != nil {
-				return cfg, errcode.Errorf(errcode.InvalidInput, "%s: permissions: %v", path, err)
-			}
-			if perm.Default != "" {
-				cfg.DefaultPermission = perm.Default
-			}
-			cfg.Permissions, cfg.AllowInternalRouting = perm.Subagents, perm.AllowInternalRouting
-			continue
-		}
-		var entry struct {
-			Model string `json:"model"`
-		}
-		if err := json.Unmarshal(v, &entry); err != nil {
-			return cfg, errcode.Errorf(errcode.InvalidInput, "%s: subagents.%s: %v", path, id, err)
-		}
-		if entry.Model != "" {
-			if _, _, _, err := ParseModelOverride(entry.Model); err != nil {
-				return cfg, errcode.Errorf(errcode.InvalidInput, "%s: subagents.%s.model: %v", path, id, err)
-			}
-			if cfg.Models == nil {
-				cfg.Models = map[string]string{}
-			}
-			cfg.Models[id] = entry.Model
-		}
-	}
-	for _, v := range append([]string{cfg.DefaultPermission}, mapValues(cfg.Permissions)...) {
-		if v != "allow" && v != "deny" {
-			return cfg, errcode.Errorf(errcode.InvalidInput, "%s: permission %q must be allow or deny", path, v)
-		}
-	}
-	return cfg, nil
-}
-
-func mapValues(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for _, v := range m {
-		out = append(out, v)
-	}
-	return out
-}
 
 // ParseModelOverride reads seed 001's `<provider>/<model>[:<thinking>]`,
 // lowercasing the provider and checking the thinking level.

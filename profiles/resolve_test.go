@@ -110,7 +110,7 @@ func TestConfigFile(t *testing.T) {
 			if tt.json != "" {
 				must(t, os.WriteFile(filepath.Join(dir, ConfigFile), []byte(tt.json), 0o600))
 			}
-			c, err := LoadConfig(dir)
+			c, err := LoadConfig(dir, "", nil)
 			if tt.err != "" {
 				if !errcode.Is(err, errcode.InvalidInput) || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("err = %v, want %q", err, tt.err)

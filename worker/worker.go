@@ -108,7 +108,7 @@ func New(c client.Client, cfg Config) (*Worker, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, errcode.Wrap(errcode.InvalidInput, err, fmt.Sprintf("data dir %s: %v", cfg.DataDir, err))
 	}
-	profs := &profiles.Activities{AgentDir: agentDir(cfg.ChildEnv), PromptDirs: profiles.DefaultPromptDirs(), MaxDepth: cfg.MaxDepth}
+	profs := &profiles.Activities{AgentDir: agentDir(cfg.ChildEnv), PromptDirs: profiles.DefaultPromptDirs(), MaxDepth: cfg.MaxDepth, Getenv: os.Getenv}
 	acts, err := activities.New(activities.Config{
 		Pi:             cfg.Pi.Path,
 		PathPrefix:     cfg.Pi.PathPrefix,

@@ -283,6 +283,9 @@ var startedListeners = [];
 function onServiceStarted(listener) {
   startedListeners.push(listener);
 }
+function disabled(env) {
+  return ["1", "true", "yes", "on"].includes((env.SUBAGENTS_DISABLED ?? "").trim().toLowerCase());
+}
 function serveEnabled(env) {
   return (env.SUBAGENTS_SERVE ?? "1") !== "0";
 }
@@ -313,6 +316,9 @@ var SubagentsCli = class {
   }
   /** Where this call goes: the local socket, a serve process, or a process of its own. */
   async route() {
+    if (disabled(this.env)) {
+      throw new SubagentsError("SUBAGENTS_DISABLED", "Subagents are disabled by configuration (SUBAGENTS_DISABLED is set for this pi)", "permission");
+    }
     const local = this.options.local;
     if (!local) return this.remoteRoute(this.options.connection);
     const sock = socketPath(local.dataDir);
@@ -1285,7 +1291,8 @@ function activate(pi, host) {
           ctx,
           {
             tasks: list.map((t) => ({ name: t.description || t.subagent_type, description: t.description, prompt: t.prompt, profile: t.subagent_type, cwd: t.cwd || ctx.cwd })),
-            max_concurrency: list.length > 1 && !params.parallel ? 1 : void 0
+            max_concurrency: list.length > 1 && !params.parallel ? 1 : void 0,
+            tool: "task"
           },
           { signal, onUpdate, async: params.async, progress }
         );

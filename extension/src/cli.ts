@@ -224,6 +224,11 @@ export function onServiceStarted(listener: () => void): void {
 	startedListeners.push(listener);
 }
 
+/** Whether SUBAGENTS_DISABLED turns delegation off (as the service reads it). */
+export function disabled(env: NodeJS.ProcessEnv): boolean {
+	return ["1", "true", "yes", "on"].includes((env.SUBAGENTS_DISABLED ?? "").trim().toLowerCase());
+}
+
 /** Whether calls go through `subagents serve` (SUBAGENTS_SERVE=0 turns it off). */
 function serveEnabled(env: NodeJS.ProcessEnv): boolean {
 	return (env.SUBAGENTS_SERVE ?? "1") !== "0";
@@ -268,6 +273,9 @@ export class SubagentsCli {
 
 	/** Where this call goes: the local socket, a serve process, or a process of its own. */
 	private async route(): Promise<Route> {
+		if (disabled(this.env)) {
+			throw new SubagentsError("SUBAGENTS_DISABLED", "Subagents are disabled by configuration (SUBAGENTS_DISABLED is set for this pi)", "permission");
+		}
 		const local = this.options.local;
 		if (!local) return this.remoteRoute(this.options.connection);
 		const sock = socketPath(local.dataDir);

@@ -287,6 +287,7 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 					{
 						tasks: list.map((t) => ({ name: t.description || t.subagent_type, description: t.description, prompt: t.prompt, profile: t.subagent_type, cwd: t.cwd || ctx.cwd })),
 						max_concurrency: list.length > 1 && !params.parallel ? 1 : undefined,
+						tool: "task",
 					},
 					{ signal, onUpdate, async: params.async, progress },
 				);

@@ -1,5 +1,6 @@
 // Package errcode holds the one error type every layer of the service returns:
-// a stable code from DESIGN.md, its category, and a message meant for people.
+// a stable code from the README's error code table, its category, and a
+// message meant for people.
 //
 // Codes are part of the public contract (tool results, --json envelopes, exit
 // codes), so they never change spelling; messages may.
@@ -13,10 +14,11 @@ import (
 // Code is a stable, machine-readable error code.
 type Code string
 
-// The codes of the seeds, then ours. Keep in step with DESIGN.md.
+// The codes of the seeds, then ours. Keep in step with the README.
 const (
 	InvalidInput       Code = "INVALID_INPUT"
 	SubagentsDisabled  Code = "SUBAGENTS_DISABLED"
+	SubagentDisabled   Code = "SUBAGENT_DISABLED"
 	UnknownAgent       Code = "UNKNOWN_AGENT"
 	DepthExceeded      Code = "SUBAGENT_DEPTH_EXCEEDED"
 	Timeout            Code = "SUBAGENT_TIMEOUT"
@@ -34,7 +36,7 @@ const (
 // Category groups codes the way callers branch on them.
 type Category string
 
-// Categories, as DESIGN.md lists them.
+// Categories, as the README lists them.
 const (
 	CategoryInvalidInput Category = "invalid_input"
 	CategoryNotFound     Category = "not_found"
@@ -47,6 +49,7 @@ const (
 var categories = map[Code]Category{
 	InvalidInput:       CategoryInvalidInput,
 	SubagentsDisabled:  CategoryPermission,
+	SubagentDisabled:   CategoryPermission,
 	UnknownAgent:       CategoryNotFound,
 	DepthExceeded:      CategoryPermission,
 	Timeout:            CategoryTimeout,
@@ -61,10 +64,10 @@ var categories = map[Code]Category{
 	ServiceUnavailable: CategoryUnavailable,
 }
 
-// All lists every code, in the order DESIGN.md gives them.
+// All lists every code, in the order the README gives them.
 func All() []Code {
 	return []Code{
-		InvalidInput, SubagentsDisabled, UnknownAgent, DepthExceeded, Timeout,
+		InvalidInput, SubagentsDisabled, SubagentDisabled, UnknownAgent, DepthExceeded, Timeout,
 		Failed, OutputTruncated, SessionNotFound, SessionRunning, FinalizeMissing,
 		LoopDetected, Cancelled, PermissionDenied, ServiceUnavailable,
 	}

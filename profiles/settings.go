@@ -1,0 +1,286 @@
+package profiles
+
+import (
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/durable-pi/subagents/internal/errcode"
+)
+
+// ConfigFile is the settings file, in pi's config dir and, for the keys a
+// project may set, in the project's .pi folder: the "subagents" object the
+// seeds describe (seed 001's models and permissions, seed 002's limits,
+// seed 003's switches). The extension's own "extension" object sits beside
+// it.
+const ConfigFile = "subagents.json"
+
+// Config is what the settings say, the environment applied:
+//
+//	{"subagents": {"finder": {"model": "openai/gpt-4o", "disabled": false},
+//	               "permissions": {"default": "allow", "subagents": {"finder": "deny"},
+//	                               "allowInternalRouting": false},
+//	               "disabled": false, "extend_timeout_debounce": 30, "looping_tool_count": 5,
+//	               "taskMaxConcurrency": 3}}
+type Config struct {
+	Models               map[string]string
+	DefaultPermission    string
+	Permissions          map[string]string
+	AllowInternalRouting bool
+	// Disabled turns delegation off (SUBAGENTS_DISABLED); DisabledAgents
+	// turns single profiles off (SUBAGENT_DISABLED).
+	Disabled       bool
+	DisabledAgents map[string]bool
+	// ExtendTimeoutDebounce and LoopingToolCount are seed 002's limits of a
+	// child run; nil leaves the run's default.
+	ExtendTimeoutDebounce *int
+	LoopingToolCount      *int
+	// TaskMaxConcurrency is how many tasks of a batch run at once when the
+	// call says nothing (0: the tool's default).
+	TaskMaxConcurrency int
+}
+
+// A setting: its key under "subagents", its variable, and whether a
+// project's file may set it. What widens what a child may do (models,
+// permissions) is read from pi's config dir only: opening pi in a cloned
+// repository must not change which model spends your money or which
+// profiles may run; a project may only make runs stricter or slower.
+type setting struct {
+	key, env string
+	project  bool
+	apply    func(c *Config, v any, from string) error
+}
+
+// Bounds of the numeric settings, as the seeds give them.
+const (
+	maxExtendTimeoutDebounce = 300 // seed 002: clamped to 0..300 seconds
+	maxLoopingToolCount      = 50  // seed 002: 0..50, 0 disables
+	// MaxTaskConcurrency is the most tasks a batch runs at once (the
+	// delegation's own bound).
+	MaxTaskConcurrency = 16
+)
+
+var settings = []setting{
+	{"disabled", "SUBAGENTS_DISABLED", true, func(c *Config, v any, from string) error {
+		b, err := asBool("disabled", v, from)
+		// A project may turn delegation off, never back on.
+		c.Disabled = c.Disabled || b
+		return err
+	}},
+	{"extend_timeout_debounce", "SUBAGENTS_EXTEND_TIMEOUT_DEBOUNCE", true, func(c *Config, v any, from string) error {
+		n, err := asInt("extend_timeout_debounce", v, from, math.MinInt, math.MaxInt)
+		n = min(max(n, 0), maxExtendTimeoutDebounce)
+		c.ExtendTimeoutDebounce = &n
+		return err
+	}},
+	{"looping_tool_count", "SUBAGENTS_LOOPING_TOOL_COUNT", true, func(c *Config, v any, from string) error {
+		n, err := asInt("looping_tool_count", v, from, math.MinInt, math.MaxInt)
+		n = min(max(n, 0), maxLoopingToolCount)
+		c.LoopingToolCount = &n
+		return err
+	}},
+	{"taskMaxConcurrency", "SUBAGENTS_TASK_MAX_CONCURRENCY", true, func(c *Config, v any, from string) error {
+		n, err := asInt("taskMaxConcurrency", v, from, 1, MaxTaskConcurrency)
+		c.TaskMaxConcurrency = n
+		return err
+	}},
+}
+
+// LoadConfig reads the settings for a task in cwd: ConfigFile in agentDir,
+// then the keys a project may set from cwd/.pi/ConfigFile, then the
+// SUBAGENTS_* variables of getenv (nil: none). Missing files are empty;
+// a malformed one, or a value of the wrong type or out of range, is
+// INVALID_INPUT naming the file, the key and the value.
+func LoadConfig(agentDir, cwd string, getenv func(string) string) (Config, error) {
+	cfg := Config{DefaultPermission: "allow"}
+	if agentDir != "" {
+		if err := cfg.readFile(filepath.Join(agentDir, ConfigFile), true); err != nil {
+			return cfg, err
+		}
+	}
+	if cwd != "" {
+		if err := cfg.readFile(filepath.Join(cwd, ".pi", ConfigFile), false); err != nil {
+			return cfg, err
+		}
+	}
+	if getenv != nil {
+		for _, s := range settings {
+			if v := strings.TrimSpace(getenv(s.env)); v != "" {
+				if err := s.apply(&cfg, v, s.env); err != nil {
+					return cfg, err
+				}
+			}
+		}
+	}
+	return cfg, nil
+}
+
+func (c *Config) readFile(path string, global bool) error {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return errcode.Errorf(errcode.InvalidInput, "%s: %v", path, err)
+	}
+	var raw struct {
+		Subagents map[string]json.RawMessage `json:"subagents"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return errcode.Errorf(errcode.InvalidInput, "%s: %v", path, err)
+	}
+	// In key order: the first error is the same on every read.
+	keys := make([]string, 0, len(raw.Subagents))
+	for k := range raw.Subagents {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, key := range keys {
+		v := raw.Subagents[key]
+		if i := slices.IndexFunc(settings, func(s setting) bool { return s.key == key }); i >= 0 {
+			if !global && !settings[i].project {
+				continue
+			}
+			var val any
+			if err := json.Unmarshal(v, &val); err != nil {
+				return errcode.Errorf(errcode.InvalidInput, "%s: subagents.%s: %v", path, key, err)
+			}
+			if err := settings[i].apply(c, val, path+": subagents."+key); err != nil {
+				return err
+			}
+			continue
+		}
+		if key == "permissions" {
+			if global {
+				if err := c.readPermissions(path, v); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if err := c.readAgent(path, key, v, global); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Config) readPermissions(path string, v json.RawMessage) error {
+	var perm struct {
+		Default              string            `json:"default"`
+		Subagents            map[string]string `json:"subagents"`
+		AllowInternalRouting bool              `json:"allowInternalRouting"`
+	}
+	if err := json.Unmarshal(v, &perm); err != nil {
+		return errcode.Errorf(errcode.InvalidInput, "%s: permissions: %v", path, err)
+	}
+	if perm.Default != "" {
+		c.DefaultPermission = perm.Default
+	}
+	c.Permissions, c.AllowInternalRouting = perm.Subagents, perm.AllowInternalRouting
+	for _, v := range append([]string{c.DefaultPermission}, mapValues(c.Permissions)...) {
+		if v != "allow" && v != "deny" {
+			return errcode.Errorf(errcode.InvalidInput, "%s: permission %q must be allow or deny", path, v)
+		}
+	}
+	return nil
+}
+
+// readAgent reads one profile's entry: its model (pi's config dir only)
+// and whether it is disabled (a project may disable, not enable).
+func (c *Config) readAgent(path, id string, v json.RawMessage, global bool) error {
+	var entry struct {
+		Model    string `json:"model"`
+		Disabled *bool  `json:"disabled"`
+	}
+	if err := json.Unmarshal(v, &entry); err != nil {
+		return errcode.Errorf(errcode.InvalidInput, "%s: subagents.%s: %v (a profile's entry is {\"model\": ..., \"disabled\": ...})", path, id, err)
+	}
+	if entry.Model != "" && global {
+		if _, _, _, err := ParseModelOverride(entry.Model); err != nil {
+			return errcode.Errorf(errcode.InvalidInput, "%s: subagents.%s.model: %v", path, id, err)
+		}
+		if c.Models == nil {
+			c.Models = map[string]string{}
+		}
+		c.Models[id] = entry.Model
+	}
+	if entry.Disabled != nil && (global || *entry.Disabled) {
+		if c.DisabledAgents == nil {
+			c.DisabledAgents = map[string]bool{}
+		}
+		c.DisabledAgents[id] = *entry.Disabled
+	}
+	return nil
+}
+
+func asBool(key string, v any, from string) (bool, error) {
+	switch b := v.(type) {
+	case bool:
+		return b, nil
+	case string:
+		switch strings.ToLower(b) {
+		case "1", "true", "yes", "on":
+			return true, nil
+		case "0", "false", "no", "off":
+			return false, nil
+		}
+	}
+	return false, errcode.Errorf(errcode.InvalidInput, "%s: %s must be true or false, not %v", from, key, quoted(v))
+}
+
+func asInt(key string, v any, from string, lo, hi int) (int, error) {
+	var n int
+	switch x := v.(type) {
+	case float64:
+		if x != math.Trunc(x) || math.Abs(x) > 1e9 {
+			return 0, errcode.Errorf(errcode.InvalidInput, "%s: %s must be a whole number, not %v", from, key, x)
+		}
+		n = int(x)
+	case string:
+		i, err := strconv.Atoi(x)
+		if err != nil {
+			return 0, errcode.Errorf(errcode.InvalidInput, "%s: %s must be a whole number, not %q", from, key, x)
+		}
+		n = i
+	default:
+		return 0, errcode.Errorf(errcode.InvalidInput, "%s: %s must be a whole number, not %v", from, key, quoted(v))
+	}
+	if n < lo || n > hi {
+		return 0, errcode.Errorf(errcode.InvalidInput, "%s: %s must be %d to %d, not %d", from, key, lo, hi, n)
+	}
+	return n, nil
+}
+
+func quoted(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func mapValues(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
+}
+
+// Enabled is nil when delegation and the profile name may run; else
+// SUBAGENTS_DISABLED or SUBAGENT_DISABLED saying which setting to change.
+func (c Config) Enabled(name string) error {
+	if c.Disabled {
+		return errcode.Errorf(errcode.SubagentsDisabled,
+			"Subagents are disabled by configuration (subagents.disabled in %s, or SUBAGENTS_DISABLED)", ConfigFile)
+	}
+	if c.DisabledAgents[name] {
+		return errcode.Errorf(errcode.SubagentDisabled,
+			"Subagent %q is disabled by configuration (subagents.%s.disabled in %s)", name, name, ConfigFile)
+	}
+	return nil
+}

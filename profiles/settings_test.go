@@ -1,0 +1,126 @@
+package profiles
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/durable-pi/subagents/internal/errcode"
+)
+
+// TestSettingsPrecedence: pi's config dir, then the keys a project may set,
+// then the environment; what a project may not set is ignored there.
+func TestSettingsPrecedence(t *testing.T) {
+	tests := []struct {
+		name            string
+		global, project string
+		env             map[string]string
+		err             string
+		check           func(t *testing.T, c Config)
+	}{
+		{name: "defaults", check: func(t *testing.T, c Config) {
+			if c.Disabled || c.ExtendTimeoutDebounce != nil || c.LoopingToolCount != nil || c.TaskMaxConcurrency != 0 || c.Enabled("x") != nil {
+				t.Fatalf("%+v", c)
+			}
+		}},
+		{name: "global", global: `{"subagents":{"extend_timeout_debounce":12,"looping_tool_count":0,"taskMaxConcurrency":6}}`, check: func(t *testing.T, c Config) {
+			if *c.ExtendTimeoutDebounce != 12 || *c.LoopingToolCount != 0 || c.TaskMaxConcurrency != 6 {
+				t.Fatalf("%+v", c)
+			}
+		}},
+		{name: "project beats global", global: `{"subagents":{"looping_tool_count":9}}`, project: `{"subagents":{"looping_tool_count":3}}`, check: func(t *testing.T, c Config) {
+			if *c.LoopingToolCount != 3 {
+				t.Fatalf("looping_tool_count %d", *c.LoopingToolCount)
+			}
+		}},
+		{name: "environment beats both", global: `{"subagents":{"taskMaxConcurrency":2}}`, project: `{"subagents":{"taskMaxConcurrency":5}}`,
+			env: map[string]string{"SUBAGENTS_TASK_MAX_CONCURRENCY": "7", "SUBAGENTS_EXTEND_TIMEOUT_DEBOUNCE": "45"}, check: func(t *testing.T, c Config) {
+				if c.TaskMaxConcurrency != 7 || *c.ExtendTimeoutDebounce != 45 {
+					t.Fatalf("%+v", c)
+				}
+			}},
+		{name: "seed 002 clamps its limits", global: `{"subagents":{"extend_timeout_debounce":900,"looping_tool_count":-4}}`, check: func(t *testing.T, c Config) {
+			if *c.ExtendTimeoutDebounce != 300 || *c.LoopingToolCount != 0 {
+				t.Fatalf("debounce %d, looping %d", *c.ExtendTimeoutDebounce, *c.LoopingToolCount)
+			}
+		}},
+		{name: "a project cannot widen", global: `{"subagents":{"permissions":{"default":"deny"},"finder":{"disabled":true}}}`,
+			project: `{"subagents":{"permissions":{"default":"allow"},"finder":{"model":"openai/gpt-5","disabled":false},"disabled":false}}`, check: func(t *testing.T, c Config) {
+				if c.DefaultPermission != "deny" || c.Models["finder"] != "" || !errcode.Is(c.Enabled("finder"), errcode.SubagentDisabled) {
+					t.Fatalf("%+v", c)
+				}
+			}},
+		{name: "a project can turn off", project: `{"subagents":{"disabled":true}}`, check: func(t *testing.T, c Config) {
+			err := c.Enabled("finder")
+			if !errcode.Is(err, errcode.SubagentsDisabled) || !strings.Contains(err.Error(), "SUBAGENTS_DISABLED") {
+				t.Fatalf("%v", err)
+			}
+		}},
+		{name: "the environment turns off", env: map[string]string{"SUBAGENTS_DISABLED": "1"}, check: func(t *testing.T, c Config) {
+			if !errcode.Is(c.Enabled("x"), errcode.SubagentsDisabled) {
+				t.Fatal("SUBAGENTS_DISABLED=1 left it on")
+			}
+		}},
+		{name: "one agent off", global: `{"subagents":{"oracle":{"disabled":true}}}`, check: func(t *testing.T, c Config) {
+			err := c.Enabled("oracle")
+			if !errcode.Is(err, errcode.SubagentDisabled) || !strings.Contains(err.Error(), "subagents.oracle.disabled") || c.Enabled("finder") != nil {
+				t.Fatalf("%v", err)
+			}
+		}},
+		{name: "concurrency out of range", global: `{"subagents":{"taskMaxConcurrency":17}}`, err: "subagents.taskMaxConcurrency: taskMaxConcurrency must be 1 to 16, not 17"},
+		{name: "wrong type", project: `{"subagents":{"looping_tool_count":"many"}}`, err: `looping_tool_count must be a whole number, not "many"`},
+		{name: "not a switch", global: `{"subagents":{"disabled":"sometimes"}}`, err: `disabled must be true or false, not "sometimes"`},
+		{name: "bad variable", env: map[string]string{"SUBAGENTS_TASK_MAX_CONCURRENCY": "0"}, err: "SUBAGENTS_TASK_MAX_CONCURRENCY: taskMaxConcurrency must be 1 to 16, not 0"},
+		{name: "not an entry", global: `{"subagents":{"finder":"fast"}}`, err: "subagents.finder"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			agent, cwd := t.TempDir(), t.TempDir()
+			if tt.global != "" {
+				must(t, os.WriteFile(filepath.Join(agent, ConfigFile), []byte(tt.global), 0o600))
+			}
+			if tt.project != "" {
+				must(t, os.MkdirAll(filepath.Join(cwd, ".pi"), 0o755))
+				must(t, os.WriteFile(filepath.Join(cwd, ".pi", ConfigFile), []byte(tt.project), 0o600))
+			}
+			c, err := LoadConfig(agent, cwd, func(k string) string { return tt.env[k] })
+			if tt.err != "" {
+				if !errcode.Is(err, errcode.InvalidInput) || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err = %v, want INVALID_INPUT with %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, c)
+		})
+	}
+}
+
+// TestResolveAppliesSettings: the resolved child carries seed 002's limits
+// from the settings, and a disabled agent or feature fails its task alone.
+func TestResolveAppliesSettings(t *testing.T) {
+	agent, cwd := t.TempDir(), t.TempDir()
+	must(t, os.MkdirAll(filepath.Join(cwd, ".pi", "agents"), 0o755))
+	must(t, os.WriteFile(filepath.Join(cwd, ".pi", "agents", "scout.md"), []byte("---\nname: scout\n---\nLook.\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(cwd, ".pi", "agents", "oracle.md"), []byte("---\nname: oracle\n---\nThink.\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(agent, ConfigFile), []byte(`{"subagents":{"looping_tool_count":2,"extend_timeout_debounce":7,"oracle":{"disabled":true}}}`), 0o600))
+	a := &Activities{AgentDir: agent}
+	out, err := a.ResolveTasks(t.Context(), ResolveRequest{Tasks: []ResolveTask{{Profile: "scout", Cwd: cwd}, {Profile: "oracle", Cwd: cwd}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := out[0].Child; out[0].Error != nil || c.LoopingToolCount == nil || *c.LoopingToolCount != 2 || *c.ExtendDebounceSeconds != 7 {
+		t.Fatalf("scout: %+v %+v", out[0].Error, c)
+	}
+	if e := out[1].Error; e == nil || e.Code != errcode.SubagentDisabled || e.Category != errcode.CategoryPermission {
+		t.Fatalf("oracle: %+v", e)
+	}
+	a.Getenv = func(k string) string { return map[string]string{"SUBAGENTS_DISABLED": "true"}[k] }
+	out, err = a.ResolveTasks(t.Context(), ResolveRequest{Tasks: []ResolveTask{{Profile: "scout", Cwd: cwd}}})
+	if err != nil || out[0].Error == nil || out[0].Error.Code != errcode.SubagentsDisabled {
+		t.Fatalf("disabled: %v %+v", err, out[0].Error)
+	}
+}
