@@ -30,6 +30,10 @@ const (
 	maxExtendDebounceSeconds     = 300
 	DefaultLoopingToolCount      = 5
 	maxLoopingToolCount          = 50
+	// DefaultMaxEvents is seed 001's per-task event timeline cap; the
+	// ceiling keeps a result's history small (an event is ~40 bytes).
+	DefaultMaxEvents = 120
+	MaxEventsCeiling = 1000
 )
 
 // resultToolRows is how many tool rows a result keeps (the latest ones);
@@ -85,6 +89,9 @@ type RunPiInput struct {
 	TimeoutSeconds        int  `json:"timeoutSeconds,omitempty"`
 	ExtendDebounceSeconds *int `json:"extendDebounceSeconds,omitempty"`
 	LoopingToolCount      *int `json:"loopingToolCount,omitempty"`
+	// MaxEvents caps the run's event timeline (seed 001's task max events,
+	// default 120, 0 keeps none); nil means the default.
+	MaxEvents *int `json:"maxEvents,omitempty"`
 }
 
 // ErrorInfo is a coded error in a result.
@@ -101,19 +108,23 @@ type RunPiResult struct {
 	Finalize *Finalize `json:"finalize"`
 	// Output is the finalize result (or error), else the final assistant
 	// text, cut to the output cap; ArtifactFile holds all of it.
-	Output              string     `json:"output"`
-	OutputTruncated     bool       `json:"outputTruncated"`
-	OutputTotalChars    int        `json:"outputTotalChars"`
-	OutputReturnedChars int        `json:"outputReturnedChars"`
-	Usage               Usage      `json:"usage"`
-	ToolRows            []ToolRow  `json:"toolRows,omitempty"`
-	ToolCalls           int        `json:"toolCalls"`
-	StopReason          string     `json:"stopReason,omitempty"`
-	AutoRetries         int        `json:"autoRetries,omitempty"`
-	Error               *ErrorInfo `json:"error,omitempty"`
-	SessionFile         string     `json:"sessionFile"`
-	ArtifactFile        string     `json:"artifactFile,omitempty"`
-	Attempt             int32      `json:"attempt"`
+	Output              string    `json:"output"`
+	OutputTruncated     bool      `json:"outputTruncated"`
+	OutputTotalChars    int       `json:"outputTotalChars"`
+	OutputReturnedChars int       `json:"outputReturnedChars"`
+	Usage               Usage     `json:"usage"`
+	ToolRows            []ToolRow `json:"toolRows,omitempty"`
+	ToolCalls           int       `json:"toolCalls"`
+	// EventCount is how many structured events the run captured; Timeline
+	// the latest of them (RunPiInput.MaxEvents).
+	EventCount   int             `json:"eventCount,omitempty"`
+	Timeline     []TimelineEvent `json:"timeline,omitempty"`
+	StopReason   string          `json:"stopReason,omitempty"`
+	AutoRetries  int             `json:"autoRetries,omitempty"`
+	Error        *ErrorInfo      `json:"error,omitempty"`
+	SessionFile  string          `json:"sessionFile"`
+	ArtifactFile string          `json:"artifactFile,omitempty"`
+	Attempt      int32           `json:"attempt"`
 	// Continued is true when this attempt continued the session file an
 	// interrupted attempt left, instead of running the prompt again.
 	Continued bool `json:"continued,omitempty"`
@@ -135,6 +146,7 @@ type RunPiResult struct {
 type Progress struct {
 	ToolRows       []ToolRow `json:"toolRows,omitempty"`
 	ToolCalls      int       `json:"toolCalls"`
+	EventCount     int       `json:"eventCount,omitempty"`
 	Usage          Usage     `json:"usage"`
 	LastText       string    `json:"lastText,omitempty"`
 	ElapsedMS      int64     `json:"elapsedMs"`
@@ -317,6 +329,7 @@ func (a *Activities) RunPi(ctx context.Context, in RunPiInput) (RunPiResult, err
 		attempt:  info.Attempt,
 		before:   res.MessagesBefore,
 	}
+	run.stream.MaxTimeline = clampInt(in.MaxEvents, DefaultMaxEvents, 0, MaxEventsCeiling)
 	run.env = a.childEnv(in.Depth, apiKeyEnv(in.Model, admission.APIKey))
 	log := activity.GetLogger(ctx)
 	log.Info("child run started", "session", in.SessionID, "agent", AgentName(in.Agent), "turn", in.Turn,
@@ -553,6 +566,9 @@ func (r *childRun) run(ctx context.Context, args []string, spec warmSpec, sessio
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	start := time.Now()
+	if r.stream.Started.IsZero() {
+		r.stream.Started = start
+	}
 	out := outcome{}
 	var p *proc
 	pool := r.a.pool
@@ -720,6 +736,7 @@ func (r *childRun) progress(elapsed time.Duration) Progress {
 	return Progress{
 		ToolRows:       clean,
 		ToolCalls:      r.stream.ToolCallCount(),
+		EventCount:     r.stream.Captured,
 		Usage:          r.stream.Usage,
 		LastText:       string(last),
 		ElapsedMS:      elapsed.Milliseconds(),
@@ -754,6 +771,7 @@ func (a *Activities) fill(res *RunPiResult, r *childRun, out outcome) {
 	res.AutoRetries = st.AutoRetries
 	res.Usage = r.prior.Add(st.Usage)
 	res.ToolCalls = st.ToolCallCount()
+	res.EventCount, res.Timeline = st.Captured, st.Timeline
 	res.DurationMS = out.elapsed.Milliseconds()
 	rows := st.ToolRows
 	if len(rows) > resultToolRows {
@@ -854,6 +872,12 @@ func readLines(r io.Reader, fn func([]byte)) error {
 
 func errorInfo(code errcode.Code, msg string) *ErrorInfo {
 	return &ErrorInfo{Code: code, Message: msg, Category: code.Category()}
+}
+
+// ErrorInfoOf is err as a result's coded error (SUBAGENT_FAILED when it
+// carries no code).
+func ErrorInfoOf(err error) *ErrorInfo {
+	return errorInfo(errcode.CodeOf(err), err.Error())
 }
 
 func lastLine(s string) string {

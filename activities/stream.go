@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
+	"time"
 )
 
 // Usage is token usage and cost summed over a run's assistant messages, in
@@ -84,9 +85,26 @@ type Stream struct {
 	// SameCallRun is how many tool calls in a row had the same name and
 	// arguments, ending with the latest one (loop detection).
 	SameCallRun int
+	// Captured counts the structured events of the run: every event but
+	// the streaming deltas (message_update, tool_execution_update), as seed
+	// 001's event_count does. Timeline holds the latest MaxTimeline of them
+	// (0: none), timed from Started.
+	Captured    int
+	Timeline    []TimelineEvent
+	MaxTimeline int
+	Started     time.Time
 
 	lastSignature string
 	argsByCall    map[string]json.RawMessage
+}
+
+// TimelineEvent is one structured event of a run, as seed 001's per-task
+// event timeline keeps them.
+type TimelineEvent struct {
+	Type string `json:"type"`
+	Tool string `json:"tool,omitempty"`
+	// AtMS is when it arrived, in milliseconds from the run's start.
+	AtMS int64 `json:"at_ms"`
 }
 
 type event struct {
@@ -187,6 +205,9 @@ func (s *Stream) Apply(line []byte) string {
 		return ev.Type
 	}
 	s.Events++
+	if ev.Type != "message_update" && ev.Type != "tool_execution_update" {
+		s.capture(ev)
+	}
 	switch ev.Type {
 	case "session":
 		s.SessionID = ev.ID
@@ -205,6 +226,23 @@ func (s *Stream) Apply(line []byte) string {
 		s.Settled = true
 	}
 	return ev.Type
+}
+
+// capture counts a structured event and keeps it in the timeline, the
+// oldest dropped past MaxTimeline.
+func (s *Stream) capture(ev event) {
+	s.Captured++
+	if s.MaxTimeline <= 0 {
+		return
+	}
+	var at int64
+	if !s.Started.IsZero() {
+		at = time.Since(s.Started).Milliseconds()
+	}
+	if len(s.Timeline) == s.MaxTimeline {
+		s.Timeline = append(s.Timeline[:0], s.Timeline[1:]...)
+	}
+	s.Timeline = append(s.Timeline, TimelineEvent{Type: ev.Type, Tool: ev.ToolName, AtMS: at})
 }
 
 // assistantEnded folds in a complete assistant message.

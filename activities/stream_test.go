@@ -203,3 +203,44 @@ func FuzzStreamApply(f *testing.F) {
 		}
 	})
 }
+
+// TestStreamEventTimeline: seed 001's event_count counts the structured
+// events (not the streaming deltas, not the tool calls), and the timeline
+// keeps the latest MaxTimeline of them.
+func TestStreamEventTimeline(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "bash-tool.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deltas := bytes.Count(data, []byte(`"type":"message_update"`)) + bytes.Count(data, []byte(`"type":"tool_execution_update"`))
+	tests := []struct {
+		name string
+		max  int
+		keep int
+	}{
+		{"no timeline", 0, 0},
+		{"capped", 3, 3},
+		{"room for all", 1000, -1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := Stream{MaxTimeline: tt.max}
+			if err := readLines(bytes.NewReader(data), apply(&s)); err != nil {
+				t.Fatal(err)
+			}
+			if s.Captured != s.Events-deltas || s.Captured <= s.ToolCallCount() {
+				t.Fatalf("captured %d of %d events (%d deltas), %d tool calls", s.Captured, s.Events, deltas, s.ToolCallCount())
+			}
+			keep := tt.keep
+			if keep < 0 {
+				keep = s.Captured
+			}
+			if len(s.Timeline) != keep {
+				t.Fatalf("timeline holds %d, want %d", len(s.Timeline), keep)
+			}
+			if keep > 0 && s.Timeline[keep-1].Type != "agent_settled" && s.Timeline[keep-1].Type != "agent_end" {
+				t.Fatalf("the timeline does not end with the run's last event: %+v", s.Timeline)
+			}
+		})
+	}
+}

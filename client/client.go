@@ -70,7 +70,8 @@ type StartRequest struct {
 	// settings' taskMaxConcurrency, else the tool's default (Tool).
 	MaxConcurrency int `json:"max_concurrency,omitempty"`
 	// Tool is the tool family the call came through ("task": seed 001's
-	// default of 3 tasks at once; else seed 002's 4).
+	// default of 3 tasks at once, else seed 002's 4; "subagent": read-only
+	// profiles unless the settings allow writes).
 	Tool           string `json:"tool,omitempty"`
 	IdleTTLSeconds int    `json:"idle_ttl_seconds,omitempty"`
 	// Host runs the tasks on the workers of that host (where their cwds
@@ -149,12 +150,19 @@ func (c *Client) delegationInput(req StartRequest) (workflows.DelegationInput, e
 	in := workflows.DelegationInput{
 		Tasks: req.Tasks, Profile: req.Profile, ParentSessionID: req.ParentSessionID, Deliver: req.Deliver,
 		MaxConcurrency: req.MaxConcurrency, IdleTTLSeconds: req.IdleTTLSeconds, Depth: req.Depth, Host: req.Host,
-		Version: workflows.CurrentVersion,
+		Version: workflows.CurrentVersion, Tool: req.Tool,
 	}
 	for i := range in.Tasks {
 		t := &in.Tasks[i]
 		if strings.TrimSpace(t.Name) == "" {
 			t.Name = defaultTaskName(*t, in.Profile, i)
+		}
+		if len(in.Tasks) > 1 {
+			// Seed 001: a bad item of a batch is rejected on its own, with
+			// its error, while the others run.
+			if err := workflows.ValidateTask(i, *t); err != nil {
+				t.Rejected = activities.ErrorInfoOf(err)
+			}
 		}
 		id := t.Resume
 		if id == "" {
@@ -216,7 +224,7 @@ func (c *Client) startDelegation(ctx context.Context, in workflows.DelegationInp
 		return Envelope{}, c.temporalError(err, id)
 	}
 	st := workflows.DelegationStatus{DelegationID: id, State: workflows.StateQueued, TotalCount: len(in.Tasks),
-		AcceptedCount: len(in.Tasks), BatchStatus: "accepted", Deliver: in.Deliver, ParentSessionID: in.ParentSessionID}
+		BatchStatus: "accepted", Deliver: in.Deliver, ParentSessionID: in.ParentSessionID}
 	for i, t := range in.Tasks {
 		profile := t.Profile
 		if profile == "" {
@@ -225,18 +233,57 @@ func (c *Client) startDelegation(ctx context.Context, in workflows.DelegationInp
 		if profile == "" {
 			profile = in.Profile
 		}
-		st.Tasks = append(st.Tasks, workflows.TaskResult{Index: i, Name: t.Name, SessionID: in.SessionIDs[i], Profile: profile, Model: t.Model, State: workflows.StateQueued})
+		task := workflows.TaskResult{Index: i, Name: t.Name, SessionID: in.SessionIDs[i], Profile: profile, Model: t.Model, State: workflows.StateQueued}
+		if t.Rejected != nil {
+			task.State, task.Error = workflows.StateFailed, t.Rejected
+			st.RejectedCount++
+		} else {
+			st.AcceptedCount++
+		}
+		st.Tasks = append(st.Tasks, task)
+	}
+	switch {
+	case st.RejectedCount == st.TotalCount:
+		st.BatchStatus = "rejected"
+	case st.RejectedCount > 0:
+		st.BatchStatus = "partial"
+	}
+	if len(in.Tasks) > 1 {
+		// The worker resolves the profiles in the delegation's first
+		// workflow task: ask for the batch as it stands after it, so that
+		// an unknown or denied profile counts as rejected here already.
+		// Bounded: with no worker polling, the start still answers.
+		qctx, cancel := context.WithTimeout(ctx, startStatusTimeout)
+		defer cancel()
+		for qctx.Err() == nil {
+			var now workflows.DelegationStatus
+			v, err := c.Temporal.QueryWorkflow(qctx, id, "", workflows.StatusQuery)
+			if err == nil && v.Get(&now) == nil {
+				st = now
+				break
+			}
+			// Asked before its first workflow task ended: ask again.
+			select {
+			case <-qctx.Done():
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
 	}
 	env := c.delegationEnvelope("start", st, nil)
 	return env, nil
 }
+
+// startStatusTimeout bounds the start's look at a batch after its first
+// workflow task: that task takes milliseconds on a live worker; a second
+// is far beyond it and short enough for a caller with no worker running.
+const startStatusTimeout = time.Second
 
 // checkResumes refuses, before anything starts, to resume a session that
 // does not exist or still runs (seed 002's texts); the delegation checks
 // again, for a session that changes in between.
 func (c *Client) checkResumes(ctx context.Context, tasks []workflows.TaskSpec) error {
 	for _, t := range tasks {
-		if t.Resume == "" {
+		if t.Resume == "" || t.Rejected != nil {
 			continue
 		}
 		desc, err := c.Temporal.DescribeWorkflowExecution(ctx, t.Resume, "")

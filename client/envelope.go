@@ -102,6 +102,11 @@ type Item struct {
 	Thinking            string                `json:"thinking,omitempty"`
 	ToolRows            []activities.ToolRow  `json:"tool_rows,omitempty"`
 	ToolCount           int                   `json:"tool_count"`
+	// EventCount is seed 001's event_count: the structured events captured
+	// for the task's latest run; Timeline the latest of them (settings
+	// taskMaxEvents, default 120).
+	EventCount int                        `json:"event_count"`
+	Timeline   []activities.TimelineEvent `json:"timeline,omitempty"`
 	// LastText is the tail of what a running child last wrote.
 	LastText       string `json:"last_text,omitempty"`
 	ElapsedMS      int64  `json:"elapsed_ms"`
@@ -220,6 +225,7 @@ func fillTurn(it *Item, t *workflows.TurnResult) {
 	it.OutputAvailable = r.Output != ""
 	it.Finalize, it.ExitCode, it.SessionFile, it.ArtifactFile = r.Finalize, r.ExitCode, r.SessionFile, r.ArtifactFile
 	it.ToolRows, it.ToolCount, it.ElapsedMS = r.ToolRows, r.ToolCalls, r.DurationMS
+	it.EventCount, it.Timeline = r.EventCount, r.Timeline
 	it.RunAttempt, it.Continued, it.Warm = r.Attempt, r.Continued, r.Warm
 	if t.Error != nil {
 		it.Error = t.Error
@@ -231,6 +237,7 @@ func fillTurn(it *Item, t *workflows.TurnResult) {
 func fillLive(it *Item, l *liveSession, started, now time.Time) {
 	if p := l.progress; p != nil {
 		it.ToolRows, it.ToolCount, it.LastText = p.ToolRows, p.ToolCalls, p.LastText
+		it.EventCount = p.EventCount
 		it.Usage = p.PriorUsage.Add(p.Usage)
 		it.ElapsedMS, it.TimeoutSeconds = p.ElapsedMS, p.TimeoutSeconds
 	}

@@ -73,7 +73,7 @@ func (c *cli) json(wantCode int, stdin, verb string, args ...string) (client.Env
 var (
 	uuidPattern     = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
 	cwdHashPattern  = regexp.MustCompile(`sessions/[0-9a-f]{8,}/`)
-	elapsedPattern  = regexp.MustCompile(`"(elapsed_ms|durationMs)": [0-9]+`)
+	elapsedPattern  = regexp.MustCompile(`"(elapsed_ms|durationMs|at_ms)": [0-9]+`)
 	timePattern     = regexp.MustCompile(`"(started|closed)": "[^"]+"`)
 	portPattern     = regexp.MustCompile(`127\.0\.0\.1:[0-9]+`)
 	readIDPattern   = regexp.MustCompile(`read-<ID-[0-9]+>-<ID-[0-9]+>`)
@@ -334,5 +334,34 @@ func TestBadInputTable(t *testing.T) {
 	env, out = c.json(0, fmt.Sprintf("{\"tasks\":[{\"prompt\":\"[[script:after]] \xff\xfe go\",\"cwd\":%q,\"model\":%q}]}", w, scriptedmodel.ModelRef), "run", "--input", "-")
 	if env.Items[0].Output != "still serving" {
 		t.Fatalf("a prompt with bytes that are not UTF-8: %s", out)
+	}
+}
+
+// TestBatchRejectsItemsOnTheirOwn: seed 001's batch accounting as the start
+// envelope gives it: an empty prompt and an unknown profile are that item's
+// errors, counted as rejected at once, and the valid item runs.
+func TestBatchRejectsItemsOnTheirOwn(t *testing.T) {
+	e := newEnv(t)
+	e.model.Script("good", finalizeStep("good done"))
+	e.startWorker(shared.client)
+	c := e.cli()
+	req := fmt.Sprintf(`{"tasks":[
+		{"name":"good","prompt":"[[script:good]] Look.","cwd":%q},
+		{"name":"ghost","prompt":"Anything.","profile":"nope","cwd":%q},
+		{"name":"blank","prompt":"  ","cwd":%q}
+	], "tool": "task"}`, e.workDir, e.workDir, e.workDir)
+	started, out := c.json(0, req, "start", "--input", "-")
+	if *started.AcceptedCount != 1 || *started.RejectedCount != 2 || started.BatchStatus != "partial" {
+		t.Fatalf("start: %s", out)
+	}
+	if it := started.Items[1]; it.Error == nil || it.Error.Code != "UNKNOWN_AGENT" || !strings.Contains(it.Error.Message, `Unknown profile: "nope"`) {
+		t.Fatalf("ghost: %s", out)
+	}
+	if it := started.Items[2]; it.Error == nil || it.Error.Code != "INVALID_INPUT" || !strings.Contains(it.Error.Message, "prompt must not be empty") {
+		t.Fatalf("blank: %s", out)
+	}
+	waited, out := c.json(1, "", "wait", "--timeout", "60s", started.DelegationID)
+	if waited.Items[0].Status != "completed" || !strings.Contains(waited.Items[0].Output, "good done") || *waited.RejectedCount != 2 || waited.BatchStatus != "partial" {
+		t.Fatalf("wait: %s", out)
 	}
 }

@@ -601,3 +601,81 @@ func (e *env) parentKilledMidDelegation(name, answer string) string {
 	<-first.done
 	return sessionFile
 }
+
+// TestParentTaskToolLifecycle: seed 001's task ops from a real parent pi,
+// past start and status: a wait that gives up (task_wait_timeout), a send
+// to a running task, a cancel, and a lookup of an unknown task
+// (task_expired), each with the seed's code and category while the
+// unified code stays in the details; then the subagent tool refusing an
+// agent that writes (seeds 003/004).
+func TestParentTaskToolLifecycle(t *testing.T) {
+	e := newEnv(t)
+	e.startWorker(shared.client)
+	slow := finalizeStep("first: scanned")
+	slow.DelayMS = 2500
+	e.model.Script("c-slow", slow)
+	e.model.Script("c-more", finalizeStep("second: the tests pass"))
+	id := "{{match:background: ([0-9a-f-]+)}}"
+	e.model.Script("parent-life",
+		call("task", map[string]any{"op": "start", "async": true, "subagent_type": "scout", "description": "scan", "prompt": "[[script:c-slow]] Scan."}),
+		call("task", map[string]any{"op": "wait", "id": id, "timeout_ms": 200}),
+		call("task", map[string]any{"op": "send", "id": id, "prompt": "[[script:c-more]] Now run the tests."}),
+		call("task", map[string]any{"op": "cancel", "ids": []string{id}}),
+		call("task", map[string]any{"op": "status", "id": "no-such-task"}),
+		call("subagent", map[string]any{"agent": "implementer", "task": "Fix it."}),
+		scriptedmodel.Step{Text: "Done."},
+		scriptedmodel.Step{Text: "Noted."},
+	)
+	p := e.startParent("json", filepath.Join(t.TempDir(), "parent.jsonl"), "[[script:parent-life]] Scan, then test.")
+	p.wait(t)
+	reqs := e.model.RequestsFor("parent-life")
+	details := toolResultDetails(t, p, "task")
+	if len(details) < 5 {
+		t.Fatalf("%d task results", len(details))
+	}
+
+	waited := toolResultText(t, reqs, 2)
+	if !strings.HasPrefix(waited, "Error (task_wait_timeout): the task is still running") {
+		t.Fatalf("wait with timeout_ms:\n%s", waited)
+	}
+	if d := details[1]; d["error_category"] != "timeout" || d["wait_status"] != "timeout" || d["error"].(map[string]any)["unified_code"] != "SUBAGENT_TIMEOUT" {
+		t.Fatalf("wait details: %v", d)
+	}
+	if sent := toolResultText(t, reqs, 3); !strings.Contains(sent, "second: the tests pass") {
+		t.Fatalf("send to a running task:\n%s", sent)
+	}
+	if d := details[3]; d["op"] != "cancel" || d["cancel_applied"] == nil || d["prior_status"] == nil {
+		t.Fatalf("cancel details: %v", d)
+	}
+	if nf := toolResultText(t, reqs, 5); !strings.HasPrefix(nf, "Error (task_expired): ") {
+		t.Fatalf("status of an unknown task:\n%s", nf)
+	}
+	if d := details[4]; d["error_category"] != "not_found" || d["error"].(map[string]any)["unified_code"] != "SESSION_NOT_FOUND" {
+		t.Fatalf("unknown task details: %v", d)
+	}
+	// Seeds 003/004: the subagent tool runs read-only agents unless
+	// allowWrite is set; the model is told how to go on.
+	if w := toolResultText(t, reqs, 6); !strings.Contains(w, "PERMISSION_DENIED") || !strings.Contains(w, `agent "implementer" can write files (edit, write)`) || !strings.Contains(w, "use the task tool") {
+		t.Fatalf("subagent with a writing agent:\n%s", w)
+	}
+}
+
+// toolResultDetails is the details of each result of tool, in order, from
+// the parent's JSON events.
+func toolResultDetails(t *testing.T, p *parentPi, tool string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, line := range strings.Split(p.events.String(), "\n") {
+		var ev struct {
+			Type     string `json:"type"`
+			ToolName string `json:"toolName"`
+			Result   struct {
+				Details map[string]any `json:"details"`
+			} `json:"result"`
+		}
+		if json.Unmarshal([]byte(line), &ev) == nil && ev.Type == "tool_execution_end" && ev.ToolName == tool {
+			out = append(out, ev.Result.Details)
+		}
+	}
+	return out
+}

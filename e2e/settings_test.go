@@ -28,16 +28,17 @@ func (e *env) writeSettings(global bool, content string) {
 
 // TestSettingsReachTheRun: the settings file's knobs, as a user of the
 // seeds sets them, change what a real run does: looping_tool_count (seed
-// 002) stops a child at its second identical call, taskMaxConcurrency (seed
-// 001) runs a batch one task at a time, a disabled agent or a disabled
-// feature is refused with its code.
+// 002) stops a child at its second identical call, taskMaxEvents (seed 001)
+// caps its event timeline, taskMaxConcurrency (seed 001) runs a batch one
+// task at a time, a disabled agent or a disabled feature is refused with
+// its code.
 func TestSettingsReachTheRun(t *testing.T) {
 	e := newEnv(t)
 	e.startWorker(shared.client)
 	c := e.cli()
 	e.writeProfile("scout", "---\nname: scout\nmodel: "+scriptedmodel.ModelRef+"\n---\nLook around.\n")
 	e.writeProfile("oracle", "---\nname: oracle\nmodel: "+scriptedmodel.ModelRef+"\n---\nThink.\n")
-	e.writeSettings(true, `{"subagents": {"oracle": {"disabled": true}, "looping_tool_count": 9}}`)
+	e.writeSettings(true, `{"subagents": {"oracle": {"disabled": true}, "looping_tool_count": 9, "taskMaxEvents": 4}}`)
 	e.writeSettings(false, `{"subagents": {"looping_tool_count": 2, "taskMaxConcurrency": 1}}`)
 
 	t.Run("looping_tool_count", func(t *testing.T) {
@@ -50,6 +51,11 @@ func TestSettingsReachTheRun(t *testing.T) {
 		// The project's 2, not the global 9 nor the default 5.
 		if it.ToolCount != 2 {
 			t.Fatalf("stopped after %d tool calls, want 2: %s", it.ToolCount, out)
+		}
+		// Seed 001's event_count counts the run's structured events, not its
+		// tool calls; the timeline keeps the latest taskMaxEvents of them.
+		if it.EventCount <= 2*it.ToolCount || len(it.Timeline) != 4 {
+			t.Fatalf("event_count %d, timeline %d events, want > %d and 4: %s", it.EventCount, len(it.Timeline), 2*it.ToolCount, out)
 		}
 	})
 

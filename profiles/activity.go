@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/durable-pi/subagents/activities"
 	"github.com/durable-pi/subagents/internal/errcode"
@@ -23,6 +24,9 @@ type ResolveTask struct {
 	Cwd            string `json:"cwd"`
 	Model          string `json:"model,omitempty"`
 	TimeoutSeconds int    `json:"timeoutSeconds,omitempty"`
+	// Tool is the tool family the delegation came through: "subagent"
+	// runs read-only profiles unless the settings allow writes.
+	Tool string `json:"tool,omitempty"`
 }
 
 // ResolvedTask is a task's child settings, or why it cannot run.
@@ -94,10 +98,18 @@ func (a *Activities) resolve(cfg Config, cfgErr error, t ResolveTask) (ResolvedT
 		// No profile: pi's defaults, still under the finalize contract.
 		r.Child.Profile = ""
 	}
+	if t.Tool == "subagent" && !cfg.AllowWrite {
+		if w := WriteTools(r.Child.Tools, r.Child.NoTools); len(w) > 0 {
+			return ResolvedTask{}, nil, errcode.Errorf(errcode.PermissionDenied,
+				"Permission denied: agent %q can write files (%s) and the subagent tool runs read-only agents; set \"allowWrite\": true under \"subagents\" in %s (or SUBAGENTS_ALLOW_WRITE=1) to allow it, or use the task tool",
+				p.Name, strings.Join(w, ", "), ConfigFile)
+		}
+	}
 	// Seed 002's limits from the settings: in the workflow's history from
 	// here on, so a running delegation keeps the values it started with.
 	r.Child.ExtendDebounceSeconds = cfg.ExtendTimeoutDebounce
 	r.Child.LoopingToolCount = cfg.LoopingToolCount
+	r.Child.MaxEvents = cfg.TaskMaxEvents
 	return ResolvedTask{Child: r.Child, MaxFinalizeRetries: r.MaxFinalizeRetries}, p, nil
 }
 
@@ -123,6 +135,24 @@ func (a *Activities) Admit(in activities.RunPiInput) (activities.Admission, erro
 		return activities.Admission{}, err
 	}
 	return activities.Admission{APIKey: p.APIKey}, nil
+}
+
+// WriteTools are the tools of a child that write files: those of tools,
+// or pi's defaults when a run names none.
+func WriteTools(tools []string, none bool) []string {
+	if none {
+		return nil
+	}
+	if len(tools) == 0 {
+		tools = activities.DefaultTools
+	}
+	var w []string
+	for _, t := range tools {
+		if t == "edit" || t == "write" {
+			w = append(w, t)
+		}
+	}
+	return w
 }
 
 // DefaultMaxDepth is how deep subagents may nest when the worker sets no

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/durable-pi/subagents/activities"
 	"github.com/durable-pi/subagents/internal/errcode"
 )
 
@@ -274,7 +275,7 @@ func (p *Profile) GrantedTools() []string {
 	case p.Readonly:
 		tools = slices.Clone(ReadOnlyTools)
 	default:
-		return []string{"read", "bash", "edit", "write"}
+		return slices.Clone(activities.DefaultTools)
 	}
 	tools = slices.DeleteFunc(tools, func(t string) bool {
 		return slices.Contains(DelegationTools, t) || (p.Readonly && !slices.Contains(ReadOnlyTools, t))

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/durable-pi/subagents/activities"
 	"github.com/durable-pi/subagents/internal/errcode"
 )
 
@@ -44,6 +45,12 @@ type Config struct {
 	// TaskMaxConcurrency is how many tasks of a batch run at once when the
 	// call says nothing (0: the tool's default).
 	TaskMaxConcurrency int
+	// TaskMaxEvents caps a task's event timeline (seed 001); nil leaves
+	// the run's default.
+	TaskMaxEvents *int
+	// AllowWrite lets the subagent tool (seeds 003/004) run a profile that
+	// can edit or write files; without it that tool runs read-only ones.
+	AllowWrite bool
 }
 
 // A setting: its key under "subagents", its variable, and whether a
@@ -53,8 +60,10 @@ type Config struct {
 // profiles may run; a project may only make runs stricter or slower.
 type setting struct {
 	key, env string
-	project  bool
-	apply    func(c *Config, v any, from string) error
+	// alias is the seed's own variable, read when env is unset.
+	alias   string
+	project bool
+	apply   func(c *Config, v any, from string) error
 }
 
 // Bounds of the numeric settings, as the seeds give them.
@@ -67,27 +76,46 @@ const (
 )
 
 var settings = []setting{
-	{"disabled", "SUBAGENTS_DISABLED", true, func(c *Config, v any, from string) error {
+	{"disabled", "SUBAGENTS_DISABLED", "", true, func(c *Config, v any, from string) error {
 		b, err := asBool("disabled", v, from)
 		// A project may turn delegation off, never back on.
 		c.Disabled = c.Disabled || b
 		return err
 	}},
-	{"extend_timeout_debounce", "SUBAGENTS_EXTEND_TIMEOUT_DEBOUNCE", true, func(c *Config, v any, from string) error {
+	{"extend_timeout_debounce", "SUBAGENTS_EXTEND_TIMEOUT_DEBOUNCE", "", true, func(c *Config, v any, from string) error {
 		n, err := asInt("extend_timeout_debounce", v, from, math.MinInt, math.MaxInt)
 		n = min(max(n, 0), maxExtendTimeoutDebounce)
 		c.ExtendTimeoutDebounce = &n
 		return err
 	}},
-	{"looping_tool_count", "SUBAGENTS_LOOPING_TOOL_COUNT", true, func(c *Config, v any, from string) error {
+	{"looping_tool_count", "SUBAGENTS_LOOPING_TOOL_COUNT", "", true, func(c *Config, v any, from string) error {
 		n, err := asInt("looping_tool_count", v, from, math.MinInt, math.MaxInt)
 		n = min(max(n, 0), maxLoopingToolCount)
 		c.LoopingToolCount = &n
 		return err
 	}},
-	{"taskMaxConcurrency", "SUBAGENTS_TASK_MAX_CONCURRENCY", true, func(c *Config, v any, from string) error {
+	{"taskMaxConcurrency", "SUBAGENTS_TASK_MAX_CONCURRENCY", "", true, func(c *Config, v any, from string) error {
 		n, err := asInt("taskMaxConcurrency", v, from, 1, MaxTaskConcurrency)
 		c.TaskMaxConcurrency = n
+		return err
+	}},
+	{"allowWrite", "SUBAGENTS_ALLOW_WRITE", "", false, func(c *Config, v any, from string) error {
+		b, err := asBool("allowWrite", v, from)
+		c.AllowWrite = b
+		return err
+	}},
+	{"maxDepth", "SUBAGENTS_MAX_DEPTH", "", false, func(_ *Config, v any, from string) error {
+		// Seed 003's subagents.maxDepth, fixed at its default: a child runs
+		// without this extension, so it has no tool to delegate with.
+		n, err := asInt("maxDepth", v, from, math.MinInt, math.MaxInt)
+		if err == nil && n != 1 {
+			err = errcode.Errorf(errcode.InvalidInput, "%s: maxDepth must be 1 (a child has no tool to delegate with), not %d", from, n)
+		}
+		return err
+	}},
+	{"taskMaxEvents", "SUBAGENTS_TASK_MAX_EVENTS", "OHM_SUBAGENTS_TASK_MAX_EVENTS", true, func(c *Config, v any, from string) error {
+		n, err := asInt("taskMaxEvents", v, from, 0, activities.MaxEventsCeiling)
+		c.TaskMaxEvents = &n
 		return err
 	}},
 }
@@ -111,9 +139,15 @@ func LoadConfig(agentDir, cwd string, getenv func(string) string) (Config, error
 	}
 	if getenv != nil {
 		for _, s := range settings {
-			if v := strings.TrimSpace(getenv(s.env)); v != "" {
-				if err := s.apply(&cfg, v, s.env); err != nil {
-					return cfg, err
+			for _, name := range []string{s.env, s.alias} {
+				if name == "" {
+					continue
+				}
+				if v := strings.TrimSpace(getenv(name)); v != "" {
+					if err := s.apply(&cfg, v, name); err != nil {
+						return cfg, err
+					}
+					break
 				}
 			}
 		}

@@ -40,6 +40,11 @@ func TestSettingsPrecedence(t *testing.T) {
 					t.Fatalf("%+v", c)
 				}
 			}},
+		{name: "seed 001's own variable", global: `{"subagents":{"taskMaxEvents":40}}`, env: map[string]string{"OHM_SUBAGENTS_TASK_MAX_EVENTS": "12"}, check: func(t *testing.T, c Config) {
+			if *c.TaskMaxEvents != 12 {
+				t.Fatalf("taskMaxEvents %d", *c.TaskMaxEvents)
+			}
+		}},
 		{name: "seed 002 clamps its limits", global: `{"subagents":{"extend_timeout_debounce":900,"looping_tool_count":-4}}`, check: func(t *testing.T, c Config) {
 			if *c.ExtendTimeoutDebounce != 300 || *c.LoopingToolCount != 0 {
 				t.Fatalf("debounce %d, looping %d", *c.ExtendTimeoutDebounce, *c.LoopingToolCount)
@@ -124,3 +129,46 @@ func TestResolveAppliesSettings(t *testing.T) {
 		t.Fatalf("disabled: %v %+v", err, out[0].Error)
 	}
 }
+
+// TestSubagentToolRunsReadOnlyAgents: seeds 003/004: through the subagent
+// tool a profile that can edit or write is refused unless allowWrite is set
+// in pi's config dir; the task tool keeps seed 001's writing worker.
+func TestSubagentToolRunsReadOnlyAgents(t *testing.T) {
+	agent, cwd := t.TempDir(), t.TempDir()
+	a := &Activities{AgentDir: agent}
+	resolve := func(profile, tool string) *activitiesErr {
+		out, err := a.ResolveTasks(t.Context(), ResolveRequest{Tasks: []ResolveTask{{Profile: profile, Cwd: cwd, Tool: tool}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out[0].Error == nil {
+			return nil
+		}
+		return &activitiesErr{string(out[0].Error.Code), out[0].Error.Message}
+	}
+	if e := resolve("implementer", "subagent"); e == nil || e.code != "PERMISSION_DENIED" || !strings.Contains(e.msg, `"allowWrite": true`) || !strings.Contains(e.msg, "edit, write") {
+		t.Fatalf("implementer through subagent: %+v", e)
+	}
+	for _, ok := range [][2]string{{"scout", "subagent"}, {"tester", "subagent"}, {"implementer", "task"}, {"task", ""}} {
+		if e := resolve(ok[0], ok[1]); e != nil {
+			t.Fatalf("%s through %q: %+v", ok[0], ok[1], e)
+		}
+	}
+	// A project cannot allow writes; pi's config dir can.
+	must(t, os.MkdirAll(filepath.Join(cwd, ".pi"), 0o755))
+	must(t, os.WriteFile(filepath.Join(cwd, ".pi", ConfigFile), []byte(`{"subagents":{"allowWrite":true}}`), 0o600))
+	if e := resolve("implementer", "subagent"); e == nil {
+		t.Fatal("a project's allowWrite let a writing agent run")
+	}
+	must(t, os.WriteFile(filepath.Join(agent, ConfigFile), []byte(`{"subagents":{"allowWrite":true}}`), 0o600))
+	if e := resolve("implementer", "subagent"); e != nil {
+		t.Fatalf("allowWrite set: %+v", e)
+	}
+	// Seed 003's maxDepth stays at its default: children cannot delegate.
+	must(t, os.WriteFile(filepath.Join(agent, ConfigFile), []byte(`{"subagents":{"maxDepth":2}}`), 0o600))
+	if _, err := LoadConfig(agent, "", nil); !errcode.Is(err, errcode.InvalidInput) || !strings.Contains(err.Error(), "maxDepth must be 1 (a child has no tool to delegate with), not 2") {
+		t.Fatalf("maxDepth 2: %v", err)
+	}
+}
+
+type activitiesErr struct{ code, msg string }

@@ -49,6 +49,9 @@ type TaskSpec struct {
 	// Description is seed 001's short label of the task, kept in the
 	// session's memo for the UI and `list`.
 	Description string `json:"description,omitempty"`
+	// Rejected is why the caller refused this item of a batch on its own
+	// (seed 001: the other items run); it never runs.
+	Rejected *activities.ErrorInfo `json:"rejected,omitempty"`
 }
 
 // profile is the task's own profile name, whichever field it used.
@@ -86,6 +89,9 @@ type DelegationInput struct {
 	// Version is the code version the delegation runs (CurrentVersion for
 	// new ones; 0 for those started before versions existed).
 	Version int `json:"version,omitempty"`
+	// Tool is the tool family the delegation came through ("subagent",
+	// "task", ...), for the profile policies that depend on it.
+	Tool string `json:"tool,omitempty"`
 }
 
 // TaskResult is one task of a delegation.
@@ -144,15 +150,13 @@ func ValidateDelegation(in DelegationInput) error {
 	}
 	seen := map[string]bool{}
 	for i, t := range in.Tasks {
+		if t.Rejected != nil {
+			continue
+		}
+		if err := ValidateTask(i, t); err != nil {
+			return err
+		}
 		switch {
-		case strings.TrimSpace(t.Name) == "":
-			return errcode.Errorf(errcode.InvalidInput, "tasks[%d]: name must not be empty", i)
-		case strings.TrimSpace(t.Prompt) == "":
-			return errcode.Errorf(errcode.InvalidInput, "tasks[%d] (%s): prompt must not be empty", i, t.Name)
-		case t.Timeout < 0:
-			return errcode.Errorf(errcode.InvalidInput, "tasks[%d] (%s): timeout must be at least 1 second", i, t.Name)
-		case t.Profile != "" && t.Agent != "" && t.Profile != t.Agent:
-			return errcode.Errorf(errcode.InvalidInput, "tasks[%d] (%s): agent %q and profile %q disagree", i, t.Name, t.Agent, t.Profile)
 		case seen[in.SessionIDs[i]]:
 			return errcode.Errorf(errcode.InvalidInput, "session ID %s is given twice", in.SessionIDs[i])
 		case t.Resume != "" && seen["resume:"+t.Resume]:
@@ -162,13 +166,29 @@ func ValidateDelegation(in DelegationInput) error {
 		if t.Resume != "" {
 			seen["resume:"+t.Resume] = true
 		}
-		if err := activities.ValidateCwd(t.Cwd); err != nil {
+	}
+	return nil
+}
+
+// ValidateTask checks one task of a batch on its own: what makes this
+// item, and not its batch, wrong.
+func ValidateTask(i int, t TaskSpec) error {
+	switch {
+	case strings.TrimSpace(t.Name) == "":
+		return errcode.Errorf(errcode.InvalidInput, "tasks[%d]: name must not be empty", i)
+	case strings.TrimSpace(t.Prompt) == "":
+		return errcode.Errorf(errcode.InvalidInput, "tasks[%d] (%s): prompt must not be empty", i, t.Name)
+	case t.Timeout < 0:
+		return errcode.Errorf(errcode.InvalidInput, "tasks[%d] (%s): timeout must be at least 1 second", i, t.Name)
+	case t.Profile != "" && t.Agent != "" && t.Profile != t.Agent:
+		return errcode.Errorf(errcode.InvalidInput, "tasks[%d] (%s): agent %q and profile %q disagree", i, t.Name, t.Agent, t.Profile)
+	}
+	if err := activities.ValidateCwd(t.Cwd); err != nil {
+		return errcode.Errorf(errcode.InvalidInput, "tasks[%d] (%s): %s", i, t.Name, err.Error())
+	}
+	for _, f := range t.Files {
+		if err := f.Validate(); err != nil {
 			return errcode.Errorf(errcode.InvalidInput, "tasks[%d] (%s): %s", i, t.Name, err.Error())
-		}
-		for _, f := range t.Files {
-			if err := f.Validate(); err != nil {
-				return errcode.Errorf(errcode.InvalidInput, "tasks[%d] (%s): %s", i, t.Name, err.Error())
-			}
 		}
 	}
 	return nil
@@ -334,6 +354,10 @@ func (d *delegation) run(ctx workflow.Context) (DelegationStatus, error) {
 	}
 	d.resolved = true
 	for i := range d.tasks {
+		if e := d.in.Tasks[i].Rejected; e != nil {
+			d.finish(i, StateFailed, nil, e)
+			continue
+		}
 		if resolved[i].Error != nil {
 			d.finish(i, StateFailed, nil, resolved[i].Error)
 			continue
@@ -367,7 +391,7 @@ func (d *delegation) checkResumes(ctx workflow.Context) error {
 	var ids []string
 	var idx []int
 	for i, t := range d.in.Tasks {
-		if t.Resume != "" {
+		if t.Resume != "" && t.Rejected == nil {
 			ids, idx = append(ids, t.Resume), append(idx, i)
 		}
 	}
@@ -406,7 +430,7 @@ func (d *delegation) checkResumes(ctx workflow.Context) error {
 func (d *delegation) resolve(ctx workflow.Context) ([]profiles.ResolvedTask, error) {
 	req := profiles.ResolveRequest{}
 	for i, t := range d.in.Tasks {
-		req.Tasks = append(req.Tasks, profiles.ResolveTask{Profile: d.tasks[i].Profile, Cwd: t.Cwd, Model: t.Model, TimeoutSeconds: t.Timeout})
+		req.Tasks = append(req.Tasks, profiles.ResolveTask{Profile: d.tasks[i].Profile, Cwd: t.Cwd, Model: t.Model, TimeoutSeconds: t.Timeout, Tool: d.in.Tool})
 	}
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		// Project profiles live under the tasks' cwds: read them there.

@@ -169,6 +169,30 @@ func TestDelegationAllCompleted(t *testing.T) {
 	}
 }
 
+// TestDelegationRejectsItemsOnTheirOwn: seed 001's batch accounting: an
+// item the caller rejected (an empty prompt) and one whose profile is
+// unknown fail alone, with their errors, while the valid item runs.
+func TestDelegationRejectsItemsOnTheirOwn(t *testing.T) {
+	env := newDelegationEnv(t, (&concurrencyChild{}).run, "scout")
+	in := tasks(3, func(i int) string { return []string{"scout", "ghost", "scout"}[i] })
+	in.Tasks[2].Prompt = ""
+	in.Tasks[2].Rejected = &activities.ErrorInfo{Code: errcode.InvalidInput, Message: "tasks[2] (task-2): prompt must not be empty", Category: errcode.CategoryInvalidInput}
+	if err := ValidateDelegation(in); err != nil {
+		t.Fatalf("a rejected item failed the batch: %v", err)
+	}
+	env.ExecuteWorkflow(DelegationWorkflowName, in)
+	var st DelegationStatus
+	if err := env.GetWorkflowResult(&st); err != nil {
+		t.Fatal(err)
+	}
+	if st.AcceptedCount != 1 || st.RejectedCount != 2 || st.BatchStatus != "partial" || st.State != StateFailed {
+		t.Fatalf("status %+v", st)
+	}
+	if st.Tasks[0].State != StateCompleted || st.Tasks[1].Error.Code != errcode.UnknownAgent || st.Tasks[2].Error.Code != errcode.InvalidInput || st.Tasks[2].Turn != nil {
+		t.Fatalf("tasks %+v", st.Tasks)
+	}
+}
+
 func TestValidateDelegation(t *testing.T) {
 	ok := tasks(1, func(int) string { return "" })
 	many := tasks(17, func(int) string { return "" })

@@ -656,19 +656,24 @@ function delegateResult(env, maxLines = 10) {
   const list = items(env);
   const text2 = list.map(summaryLine).join("\n");
   const details = {
-    windows: list.map((it) => ({
-      name: it.name ?? it.task_id,
-      sessionId: it.task_id,
-      profile: it.agent,
-      provider: it.provider,
-      model: it.model,
-      status: !it.done ? "running" : succeeded(it) ? "done" : "error",
-      toolCount: it.tool_count,
-      elapsedMs: it.elapsed_ms,
-      timeout: it.timeout_s,
-      error: it.error?.message,
-      uiUrl: it.ui_url
-    })),
+    windows: list.map(
+      (it) => ({
+        name: it.name ?? it.task_id,
+        sessionId: it.task_id,
+        profile: it.agent,
+        provider: it.provider,
+        model: it.model,
+        thinking: it.thinking,
+        status: !it.done ? "running" : succeeded(it) ? "done" : "error",
+        toolCount: it.tool_count,
+        elapsedMs: it.elapsed_ms,
+        timeout: it.timeout_s,
+        error: it.error?.message,
+        // What the window shows: the tool calls, then the answer.
+        lines: [...(it.tool_rows ?? []).map(toolRowText), ...it.done && it.output ? it.output.split("\n") : []],
+        uiUrl: it.ui_url
+      })
+    ),
     maxLinesPerWindow: maxLines,
     status: env.done ? "done" : "running",
     sessionIds: list.map((it) => it.task_id),
@@ -707,10 +712,11 @@ function taskItem(it, invocation) {
     output_truncated: it.output_truncated,
     output_total_chars: it.output_total_chars,
     output_returned_chars: it.output_returned_chars,
-    error: it.error,
+    error: it.error && { ...it.error, code: taskErrorCode("start", it.error.code).code, unified_code: it.error.code },
     error_category: it.error?.category,
     tool_rows: it.tool_rows ?? [],
-    event_count: it.tool_count,
+    event_count: it.event_count ?? 0,
+    timeline: it.timeline,
     assistant_text: it.last_text ?? (it.done ? it.output : ""),
     usage: it.usage,
     provider: it.provider,
@@ -724,6 +730,18 @@ function taskItem(it, invocation) {
     prior_status: it.prior_status,
     ui_url: it.ui_url
   };
+}
+function taskErrorCode(op, code) {
+  switch (code) {
+    case "PERMISSION_DENIED":
+      return { code: "task_permission_denied", category: "permission" };
+    case "SESSION_NOT_FOUND":
+      return { code: "task_expired", category: "not_found" };
+    case "CANCELLED":
+      return op === "wait" ? { code: "task_wait_aborted", category: "runtime" } : { code };
+    default:
+      return { code };
+  }
 }
 function taskDetails(op, env, invocation) {
   const list = items(env);
@@ -787,6 +805,34 @@ ${context.trim()}`);
   if (files?.length) parts.push(`Files:
 ${files.map((f) => `- ${f}`).join("\n")}`);
   return parts.join("\n\n");
+}
+function resultText(result) {
+  return result.content.filter((c) => c.type === "text").map((c) => c.text ?? "").join("\n");
+}
+function renderDelegation(windows, opts, style) {
+  const out = [statusLine(windows)];
+  for (const w of windows) {
+    const icon = w.status === "running" ? style.fg("warning", "\u23F3") : w.status === "done" ? style.fg("success", "\u2713") : style.fg("error", "\u2717");
+    const model = `${w.provider}/${w.model}${w.thinking ? ` ${w.thinking}` : ""}`;
+    const time = w.timeout ? `${seconds(w.elapsedMs)}s/${w.timeout}s` : `${seconds(w.elapsedMs)}s`;
+    out.push([`${icon} ${style.bold(w.name)}`, `${w.profile} (${model})`, `${w.toolCount} tools`, time].join(" \u2022 "));
+    const lines = w.lines ?? [];
+    const shown = opts.expanded ? lines : lines.slice(-opts.maxLines);
+    if (shown.length < lines.length) out.push(style.fg("dim", `  ... (${lines.length - shown.length} more lines)`));
+    for (const l of shown) out.push(style.fg("muted", `  ${l}`));
+    if (w.status === "error" && w.error) out.push(style.fg("error", `  ${w.error}`));
+  }
+  if (opts.done && windows.length) out.push(style.fg("dim", `Sessions: ${windows.map((w) => w.sessionId).join(", ")}`));
+  return out.join("\n");
+}
+function statusLine(windows) {
+  const n = (s) => windows.filter((w) => w.status === s).length;
+  return `Sub-agents: ${n("running")} running, ${n("done")} done, ${n("error")} error`;
+}
+function renderTruncated(text2, opts, style) {
+  const lines = text2.split("\n");
+  if (opts.expanded || lines.length <= opts.maxLines) return text2;
+  return [...lines.slice(0, opts.maxLines), style.fg("dim", `... (${lines.length - opts.maxLines} more lines)`)].join("\n");
 }
 
 // src/delivery.ts
@@ -1263,7 +1309,10 @@ function activate(pi, host) {
             started = await cli().call("start", [], [], {
               tasks: [{ name: params.agent, prompt: params.task, profile: params.agent, cwd: ctx.cwd }],
               parent_session_id: delivery.delivering(ctx),
-              deliver: true
+              deliver: true,
+              // Seeds 003/004: this tool runs read-only agents unless
+              // subagents.allowWrite is set.
+              tool: "subagent"
             });
           }
           const env = await follow(started, { signal, onUpdate, progress: progressOf });
@@ -1285,7 +1334,9 @@ function activate(pi, host) {
       case "start": {
         const list = params.tasks?.length ? params.tasks : [{ subagent_type: params.subagent_type ?? "", description: params.description, prompt: params.prompt ?? "", cwd: params.cwd }];
         for (const t of list) {
-          if (!t.subagent_type || !t.prompt?.trim()) throw new SubagentsError("INVALID_INPUT", "start needs subagent_type and prompt for every task");
+          if (!t.subagent_type || list.length === 1 && !t.prompt?.trim()) {
+            throw new SubagentsError("INVALID_INPUT", "start needs subagent_type and prompt for every task");
+          }
         }
         env = await delegate(
           ctx,
@@ -1325,18 +1376,28 @@ function activate(pi, host) {
     if (op === "start" && params.async) {
       body = `Started ${items(env).length} task(s) in the background: ${items(env).map((it) => it.task_id).join(", ")}. Their results are delivered into this session when they finish; task op:"status" or op:"wait" with a task_id looks at them now.`;
     }
-    if (op === "wait" && env.wait_status === "timeout") body = `wait_status: timeout (still running)
-${body}`;
+    if (op === "wait" && (env.wait_status === "timeout" || env.wait_status === "aborted")) {
+      const code = env.wait_status === "timeout" ? "task_wait_timeout" : "task_wait_aborted";
+      const message = env.wait_status === "timeout" ? 'the task is still running: wait again, or look with op "status"' : "waiting was aborted (the task goes on)";
+      return text(`Error (${code}): ${message}
+${body}`, {
+        ...details,
+        error: { code, message, unified_code: env.wait_status === "timeout" ? "SUBAGENT_TIMEOUT" : "CANCELLED" },
+        error_category: env.wait_status === "timeout" ? "timeout" : "runtime"
+      });
+    }
     return text(body, details);
   }
-  function taskError(op, e) {
-    const err = codeOf(e);
-    return text(`Error (${err.code}): ${err.message}`, {
+  function taskError(op, e, signal) {
+    let err = codeOf(e);
+    if (op === "wait" && signal?.aborted) err = { code: "CANCELLED", message: "waiting was aborted (the task goes on)", category: "runtime" };
+    const seed = taskErrorCode(op, err.code);
+    return text(`Error (${seed.code}): ${err.message}`, {
       contract_version: "task.v1",
       op,
       backend: "temporal",
-      error: { code: err.code, message: err.message },
-      error_category: err.category
+      error: { code: seed.code, message: err.message, unified_code: err.code },
+      error_category: seed.category ?? err.category
     });
   }
   if (settings.tools.task) {
@@ -1350,7 +1411,7 @@ ${body}`;
         try {
           return await runTask(op, params, "task-routed", signal, onUpdate, ctx);
         } catch (e) {
-          return taskError(op, e);
+          return taskError(op, e, signal);
         }
       }
     });
@@ -1440,8 +1501,19 @@ ${body}`;
         if (profiles.length) s += ` profiles: [${profiles.join(", ")}]`;
         if (!tui) throw new Error("the TUI module is still loading");
         return new tui.Text(s, 0, 0);
+      },
+      renderResult(result, { expanded }, theme) {
+        if (!tui) throw new Error("the TUI module is still loading");
+        const d = result.details;
+        if (!d?.windows) return new tui.Text(resultText(result), 0, 0);
+        return new tui.Text(renderDelegation(d.windows, { expanded, maxLines: d.maxLinesPerWindow, done: d.status === "done" }, theme), 0, 0);
       }
     });
+    const truncating = (result, expanded, theme) => {
+      if (!tui) throw new Error("the TUI module is still loading");
+      const maxLines = result.details?.maxLines ?? settings.maxLinesPerWindow;
+      return new tui.Text(renderTruncated(resultText(result), { expanded, maxLines }, theme), 0, 0);
+    };
     const seedStatus = (env) => {
       const it = items(env)[0];
       if (!it || !it.done) return "running";
@@ -1464,7 +1536,8 @@ ${body}`;
           runCount: env.run_count ?? 1,
           maxLines: settings.maxLinesPerWindow
         });
-      }
+      },
+      renderResult: (result, { expanded }, theme) => truncating(result, expanded, theme)
     });
     pi.registerTool({
       name: "get_subagent_session",
@@ -1486,7 +1559,8 @@ ${body}`;
           runCount: env.run_count ?? 1,
           maxLines: settings.maxLinesPerWindow
         });
-      }
+      },
+      renderResult: (result, { expanded }, theme) => truncating(result, expanded, theme)
     });
     pi.registerTool({
       name: "list_subagent_profiles",

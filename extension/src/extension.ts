@@ -21,10 +21,15 @@ import {
 	primaryToolName,
 	type ProfileSummary,
 	progressText,
+	renderDelegation,
+	renderTruncated,
+	resultText,
 	sessionNotFound,
+	type Style,
 	subagentResult,
 	succeeded,
 	taskDetails,
+	taskErrorCode,
 	taskTree,
 } from "./format.ts";
 import { rememberedProfiles, rememberProfiles } from "./profile-cache.ts";
@@ -236,6 +241,9 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 							tasks: [{ name: params.agent, prompt: params.task, profile: params.agent, cwd: ctx.cwd }],
 							parent_session_id: delivery.delivering(ctx),
 							deliver: true,
+							// Seeds 003/004: this tool runs read-only agents unless
+							// subagents.allowWrite is set.
+							tool: "subagent",
 						});
 					}
 					const env = await follow(started, { signal, onUpdate, progress: progressOf });
@@ -280,7 +288,11 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 					? params.tasks
 					: [{ subagent_type: params.subagent_type ?? "", description: params.description, prompt: params.prompt ?? "", cwd: params.cwd }];
 				for (const t of list) {
-					if (!t.subagent_type || !t.prompt?.trim()) throw new SubagentsError("INVALID_INPUT", "start needs subagent_type and prompt for every task");
+					// An empty prompt in a batch is that item's error alone
+					// (seed 001); the service rejects it and runs the others.
+					if (!t.subagent_type || (list.length === 1 && !t.prompt?.trim())) {
+						throw new SubagentsError("INVALID_INPUT", "start needs subagent_type and prompt for every task");
+					}
 				}
 				env = await delegate(
 					ctx,
@@ -323,18 +335,32 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 		if (op === "start" && params.async) {
 			body = `Started ${items(env).length} task(s) in the background: ${items(env).map((it) => it.task_id).join(", ")}. Their results are delivered into this session when they finish; task op:"status" or op:"wait" with a task_id looks at them now.`;
 		}
-		if (op === "wait" && env.wait_status === "timeout") body = `wait_status: timeout (still running)\n${body}`;
+		if (op === "wait" && (env.wait_status === "timeout" || env.wait_status === "aborted")) {
+			// Seed 001 makes an unfinished wait an explicit error; the
+			// tasks' state is in the details all the same.
+			const code = env.wait_status === "timeout" ? "task_wait_timeout" : "task_wait_aborted";
+			const message = env.wait_status === "timeout" ? "the task is still running: wait again, or look with op \"status\"" : "waiting was aborted (the task goes on)";
+			return text(`Error (${code}): ${message}\n${body}`, {
+				...details,
+				error: { code, message, unified_code: env.wait_status === "timeout" ? "SUBAGENT_TIMEOUT" : "CANCELLED" },
+				error_category: env.wait_status === "timeout" ? "timeout" : "runtime",
+			});
+		}
 		return text(body, details);
 	}
 
-	function taskError(op: string, e: unknown) {
-		const err = codeOf(e);
-		return text(`Error (${err.code}): ${err.message}`, {
+	function taskError(op: string, e: unknown, signal?: AbortSignal) {
+		let err = codeOf(e);
+		// A wait the caller's turn aborted is seed 001's task_wait_aborted,
+		// whatever the connection said on its way down.
+		if (op === "wait" && signal?.aborted) err = { code: "CANCELLED", message: "waiting was aborted (the task goes on)", category: "runtime" };
+		const seed = taskErrorCode(op, err.code);
+		return text(`Error (${seed.code}): ${err.message}`, {
 			contract_version: "task.v1",
 			op,
 			backend: "temporal",
-			error: { code: err.code, message: err.message },
-			error_category: err.category,
+			error: { code: seed.code, message: err.message, unified_code: err.code },
+			error_category: seed.category ?? err.category,
 		});
 	}
 
@@ -350,7 +376,7 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 				try {
 					return await runTask(op, params, "task-routed", signal, onUpdate, ctx);
 				} catch (e) {
-					return taskError(op, e);
+					return taskError(op, e, signal);
 				}
 			},
 		});
@@ -460,7 +486,20 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 				if (!tui) throw new Error("the TUI module is still loading");
 				return new tui.Text(s, 0, 0);
 			},
+			renderResult(result, { expanded }, theme) {
+				if (!tui) throw new Error("the TUI module is still loading");
+				const d = result.details as ReturnType<typeof delegateResult>["details"] | undefined;
+				if (!d?.windows) return new tui.Text(resultText(result), 0, 0);
+				return new tui.Text(renderDelegation(d.windows, { expanded, maxLines: d.maxLinesPerWindow, done: d.status === "done" }, theme), 0, 0);
+			},
 		});
+
+		// Seed 002's truncating renderer of the retrieval tools.
+		const truncating = (result: { content: Array<{ type: string; text?: string }>; details?: unknown }, expanded: boolean, theme: Style) => {
+			if (!tui) throw new Error("the TUI module is still loading");
+			const maxLines = (result.details as { maxLines?: number } | undefined)?.maxLines ?? settings.maxLinesPerWindow;
+			return new tui.Text(renderTruncated(resultText(result), { expanded, maxLines }, theme), 0, 0);
+		};
 
 		const seedStatus = (env: Envelope) => {
 			const it = items(env)[0];
@@ -488,6 +527,7 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 					maxLines: settings.maxLinesPerWindow,
 				});
 			},
+			renderResult: (result, { expanded }, theme) => truncating(result, expanded, theme),
 		});
 
 		pi.registerTool({
@@ -513,6 +553,7 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 					maxLines: settings.maxLinesPerWindow,
 				});
 			},
+			renderResult: (result, { expanded }, theme) => truncating(result, expanded, theme),
 		});
 
 		pi.registerTool({

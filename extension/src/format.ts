@@ -56,6 +56,8 @@ export interface Item {
 	thinking?: string;
 	tool_rows?: ToolRow[];
 	tool_count: number;
+	event_count?: number;
+	timeline?: Array<{ type: string; tool?: string; at_ms: number }>;
 	last_text?: string;
 	elapsed_ms: number;
 	timeout_s?: number;
@@ -288,19 +290,24 @@ export function delegateResult(env: Envelope, maxLines = 10) {
 	const list = items(env);
 	const text = list.map(summaryLine).join("\n");
 	const details = {
-		windows: list.map((it) => ({
-			name: it.name ?? it.task_id,
-			sessionId: it.task_id,
-			profile: it.agent,
-			provider: it.provider,
-			model: it.model,
-			status: !it.done ? "running" : succeeded(it) ? "done" : "error",
-			toolCount: it.tool_count,
-			elapsedMs: it.elapsed_ms,
-			timeout: it.timeout_s,
-			error: it.error?.message,
-			uiUrl: it.ui_url,
-		})),
+		windows: list.map(
+			(it): Window & { uiUrl?: string } => ({
+				name: it.name ?? it.task_id,
+				sessionId: it.task_id,
+				profile: it.agent,
+				provider: it.provider,
+				model: it.model,
+				thinking: it.thinking,
+				status: !it.done ? "running" : succeeded(it) ? "done" : "error",
+				toolCount: it.tool_count,
+				elapsedMs: it.elapsed_ms,
+				timeout: it.timeout_s,
+				error: it.error?.message,
+				// What the window shows: the tool calls, then the answer.
+				lines: [...(it.tool_rows ?? []).map(toolRowText), ...(it.done && it.output ? it.output.split("\n") : [])],
+				uiUrl: it.ui_url,
+			}),
+		),
 		maxLinesPerWindow: maxLines,
 		status: env.done ? ("done" as const) : ("running" as const),
 		sessionIds: list.map((it) => it.task_id),
@@ -345,10 +352,11 @@ export function taskItem(it: Item, invocation: string) {
 		output_truncated: it.output_truncated,
 		output_total_chars: it.output_total_chars,
 		output_returned_chars: it.output_returned_chars,
-		error: it.error,
+		error: it.error && { ...it.error, code: taskErrorCode("start", it.error.code).code, unified_code: it.error.code },
 		error_category: it.error?.category,
 		tool_rows: it.tool_rows ?? [],
-		event_count: it.tool_count,
+		event_count: it.event_count ?? 0,
+		timeline: it.timeline,
 		assistant_text: it.last_text ?? (it.done ? it.output : ""),
 		usage: it.usage,
 		provider: it.provider,
@@ -365,6 +373,23 @@ export function taskItem(it: Item, invocation: string) {
 }
 
 /** The task tool's details (seed 001, contract task.v1). */
+/**
+ * Seed 001's code for a failure of the task tool, where that seed names
+ * one (README: "The task tool's error codes"); else the unified code.
+ */
+export function taskErrorCode(op: string, code: string): { code: string; category?: string } {
+	switch (code) {
+		case "PERMISSION_DENIED":
+			return { code: "task_permission_denied", category: "permission" };
+		case "SESSION_NOT_FOUND":
+			return { code: "task_expired", category: "not_found" };
+		case "CANCELLED":
+			return op === "wait" ? { code: "task_wait_aborted", category: "runtime" } : { code };
+		default:
+			return { code };
+	}
+}
+
 export function taskDetails(op: string, env: Envelope, invocation: string) {
 	const list = items(env);
 	const first = list[0];
@@ -439,4 +464,75 @@ export function primaryPrompt(ask: string, context?: string, files?: string[]): 
 	if (context?.trim()) parts.push(`Context:\n${context.trim()}`);
 	if (files?.length) parts.push(`Files:\n${files.map((f) => `- ${f}`).join("\n")}`);
 	return parts.join("\n\n");
+}
+
+/** The text of a tool result, its text parts joined. */
+export function resultText(result: { content: Array<{ type: string; text?: string }> }): string {
+	return result.content
+		.filter((c) => c.type === "text")
+		.map((c) => c.text ?? "")
+		.join("\n");
+}
+
+/** The two styles the renderers use from pi's theme. */
+export interface Style {
+	fg(color: "muted" | "error" | "success" | "warning" | "accent" | "dim", text: string): string;
+	bold(text: string): string;
+}
+
+/** A window of delegate_to_subagents, as its details keep it for the TUI. */
+export interface Window {
+	name: string;
+	sessionId: string;
+	profile: string;
+	provider: string;
+	model: string;
+	thinking?: string;
+	status: "running" | "done" | "error";
+	toolCount: number;
+	elapsedMs: number;
+	/** The task's own timeout: shown as given, also after an extension. */
+	timeout?: number;
+	error?: string;
+	/** Every captured line of the window (tool rows, then the answer). */
+	lines?: string[];
+}
+
+/**
+ * Seed 002's rendering of delegate_to_subagents: the status header, one
+ * window per task with its condensed header and, collapsed, its latest
+ * maxLines lines ("... (N more lines)" above them), expanded all of them;
+ * the error beneath; the session IDs once every task is done.
+ */
+export function renderDelegation(windows: Window[], opts: { expanded: boolean; maxLines: number; done: boolean }, style: Style): string {
+	const out = [statusLine(windows)];
+	for (const w of windows) {
+		const icon = w.status === "running" ? style.fg("warning", "⏳") : w.status === "done" ? style.fg("success", "✓") : style.fg("error", "✗");
+		const model = `${w.provider}/${w.model}${w.thinking ? ` ${w.thinking}` : ""}`;
+		const time = w.timeout ? `${seconds(w.elapsedMs)}s/${w.timeout}s` : `${seconds(w.elapsedMs)}s`;
+		out.push([`${icon} ${style.bold(w.name)}`, `${w.profile} (${model})`, `${w.toolCount} tools`, time].join(" • "));
+		const lines = w.lines ?? [];
+		const shown = opts.expanded ? lines : lines.slice(-opts.maxLines);
+		if (shown.length < lines.length) out.push(style.fg("dim", `  ... (${lines.length - shown.length} more lines)`));
+		for (const l of shown) out.push(style.fg("muted", `  ${l}`));
+		if (w.status === "error" && w.error) out.push(style.fg("error", `  ${w.error}`));
+	}
+	if (opts.done && windows.length) out.push(style.fg("dim", `Sessions: ${windows.map((w) => w.sessionId).join(", ")}`));
+	return out.join("\n");
+}
+
+function statusLine(windows: Window[]): string {
+	const n = (s: Window["status"]) => windows.filter((w) => w.status === s).length;
+	return `Sub-agents: ${n("running")} running, ${n("done")} done, ${n("error")} error`;
+}
+
+/**
+ * Seed 002's truncating renderer (get_subagent_output, get_subagent_session):
+ * the first maxLines lines and "... (N more lines)"; expanded, all of them.
+ * The model gets the whole text either way.
+ */
+export function renderTruncated(text: string, opts: { expanded: boolean; maxLines: number }, style: Style): string {
+	const lines = text.split("\n");
+	if (opts.expanded || lines.length <= opts.maxLines) return text;
+	return [...lines.slice(0, opts.maxLines), style.fg("dim", `... (${lines.length - opts.maxLines} more lines)`)].join("\n");
 }

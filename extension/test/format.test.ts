@@ -9,10 +9,14 @@ import {
 	primaryPrompt,
 	primaryToolName,
 	progressText,
+	renderDelegation,
+	renderTruncated,
+	resultText,
 	runId,
 	subagentResult,
 	summaryLine,
 	taskDetails,
+	taskErrorCode,
 	ZERO_USAGE,
 } from "../src/format.ts";
 
@@ -149,6 +153,22 @@ test("a cancel of several ids keeps each item's cancel_applied and prior_status 
 	);
 });
 
+test("the task tool speaks seed 001's error codes where that seed names one, and keeps the unified code", () => {
+	const cases: Array<[string, string, string, string | undefined]> = [
+		["start", "PERMISSION_DENIED", "task_permission_denied", "permission"],
+		["status", "SESSION_NOT_FOUND", "task_expired", "not_found"],
+		["wait", "CANCELLED", "task_wait_aborted", "runtime"],
+		["cancel", "CANCELLED", "CANCELLED", undefined],
+		["start", "UNKNOWN_AGENT", "UNKNOWN_AGENT", undefined],
+		["start", "SUBAGENT_TIMEOUT", "SUBAGENT_TIMEOUT", undefined],
+	];
+	for (const [op, unified, code, category] of cases) assert.deepEqual(taskErrorCode(op, unified), category ? { code, category } : { code }, `${op} ${unified}`);
+	const denied = item({ status: "failed", error: { code: "PERMISSION_DENIED", message: "Permission denied", category: "permission" } });
+	const d = taskDetails("start", envelope([denied]), "task");
+	assert.deepEqual(d.items[0].error, { code: "task_permission_denied", message: "Permission denied", category: "permission", unified_code: "PERMISSION_DENIED" });
+	assert.equal(d.items[0].error_category, "permission");
+});
+
 test("primary tools: names and prompts", () => {
 	const taken = new Set(["read", "task", "bash"]);
 	assert.equal(primaryToolName("librarian", taken), "librarian");
@@ -169,4 +189,70 @@ test("delivered IDs come from tool results and delivery messages", () => {
 		{ type: "custom", customType: RESULT_MESSAGE_TYPE },
 	]);
 	assert.deepEqual([...ids].sort(), ["d-1", "d-2"]);
+});
+
+// A theme that shows where styles go, so the golden text checks them too.
+const tagged = { fg: (color: string, s: string) => `<${color}>${s}</${color}>`, bold: (s: string) => `<b>${s}</b>` };
+const plain = { fg: (_c: string, s: string) => s, bold: (s: string) => s };
+
+test("delegate_to_subagents renders seed 002's windows: collapsed, expanded, the original timeout", () => {
+	const windows = [
+		{
+			name: "scan",
+			sessionId: "s-1",
+			profile: "scout",
+			provider: "openai",
+			model: "gpt-5",
+			thinking: "high",
+			status: "running" as const,
+			toolCount: 5,
+			elapsedMs: 712_000,
+			// Extended past its 600 s: the window still shows 600.
+			timeout: 600,
+			lines: ["✓ ls → src/", "✓ find → *.ts in src", "✓ read {\"path\":\"a.ts\"}", "✓ read {\"path\":\"b.ts\"}", "· grep {\"pattern\":\"auth\"}"],
+		},
+		{ name: "ghost", sessionId: "s-2", profile: "default", provider: "openai", model: "gpt-5", status: "error" as const, toolCount: 0, elapsedMs: 20, error: 'Unknown profile: "nope"', lines: [] },
+	];
+	assert.equal(
+		renderDelegation(windows, { expanded: false, maxLines: 2, done: false }, tagged),
+		[
+			"Sub-agents: 1 running, 0 done, 1 error",
+			"<warning>⏳</warning> <b>scan</b> • scout (openai/gpt-5 high) • 5 tools • 712s/600s",
+			"<dim>  ... (3 more lines)</dim>",
+			'<muted>  ✓ read {"path":"b.ts"}</muted>',
+			'<muted>  · grep {"pattern":"auth"}</muted>',
+			"<error>✗</error> <b>ghost</b> • default (openai/gpt-5) • 0 tools • 0s",
+			'<error>  Unknown profile: "nope"</error>',
+		].join("\n"),
+	);
+	const done = windows.map((w) => ({ ...w, status: w.status === "running" ? ("done" as const) : w.status }));
+	assert.equal(
+		renderDelegation(done, { expanded: true, maxLines: 2, done: true }, plain),
+		[
+			"Sub-agents: 0 running, 1 done, 1 error",
+			"✓ scan • scout (openai/gpt-5 high) • 5 tools • 712s/600s",
+			"  ✓ ls → src/",
+			"  ✓ find → *.ts in src",
+			'  ✓ read {"path":"a.ts"}',
+			'  ✓ read {"path":"b.ts"}',
+			'  · grep {"pattern":"auth"}',
+			"✗ ghost • default (openai/gpt-5) • 0 tools • 0s",
+			'  Unknown profile: "nope"',
+			"Sessions: s-1, s-2",
+		].join("\n"),
+	);
+});
+
+test("the retrieval tools' truncating renderer: maxLinesPerWindow lines and the count of the rest", () => {
+	const text = ["one", "two", "three", "four", "five"].join("\n");
+	assert.equal(renderTruncated(text, { expanded: false, maxLines: 2 }, tagged), "one\ntwo\n<dim>... (3 more lines)</dim>");
+	assert.equal(renderTruncated(text, { expanded: true, maxLines: 2 }, tagged), text);
+	assert.equal(renderTruncated("short", { expanded: false, maxLines: 2 }, tagged), "short");
+});
+
+test("delegate_to_subagents' details hold each window's lines for the renderer", () => {
+	const env = envelope([item({ tool_rows: [{ id: "1", name: "ls", args: '{"path":"src/"}', status: "ok" }], output: "found it\nin a.ts" })]);
+	const w = delegateResult(env, 4).details.windows[0];
+	assert.deepEqual(w.lines, ["✓ ls → src/", "found it", "in a.ts"]);
+	assert.equal(resultText({ content: [{ type: "text", text: "a" }, { type: "image" }, { type: "text", text: "b" }] }), "a\nb");
 });

@@ -116,7 +116,7 @@ func TestReadmeListsEveryCode(t *testing.T) {
 	}
 	text, last := string(readme), 0
 	for _, c := range All() {
-		row := fmt.Sprintf("| `%s` | %s |", c, c.Category())
+		row := fmt.Sprintf("\n| `%s` | %s |", c, c.Category())
 		i := strings.Index(text, row)
 		if i < 0 {
 			t.Fatalf("README has no row %q", row)
