@@ -39,9 +39,28 @@ type Options struct {
 	PromptDirs []string
 }
 
-// DefaultPromptDirs are the folders named by $SUBAGENTS_PROMPT_DIRS.
+// DefaultPromptDirs are seed 000's prompts/ folders: those named by
+// $SUBAGENTS_PROMPT_DIRS (the extension names its own when it starts the
+// service), then the extension's prompts/ of the source tree this binary
+// was built in (bin/subagents beside extension/).
 func DefaultPromptDirs() []string {
-	return filepath.SplitList(os.Getenv("SUBAGENTS_PROMPT_DIRS"))
+	exe, _ := os.Executable()
+	return promptDirs(os.Getenv("SUBAGENTS_PROMPT_DIRS"), exe)
+}
+
+func promptDirs(list, exe string) []string {
+	var dirs []string
+	if list != "" {
+		dirs = filepath.SplitList(list)
+	}
+	if exe == "" {
+		return dirs
+	}
+	tree := filepath.Join(filepath.Dir(filepath.Dir(exe)), "extension", "prompts")
+	if info, err := os.Stat(tree); err == nil && info.IsDir() && !slices.Contains(dirs, tree) {
+		dirs = append(dirs, tree)
+	}
+	return dirs
 }
 
 // DefaultAgentDir is pi's config dir as pi finds it.

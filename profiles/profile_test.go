@@ -280,3 +280,33 @@ func FuzzParse(f *testing.F) {
 		_ = p.GrantedTools()
 	})
 }
+
+// TestDefaultPromptDirs: seed 000's prompts/ folders are the ones named in
+// $SUBAGENTS_PROMPT_DIRS, then the extension's prompts/ of the source tree
+// the binary runs from.
+func TestDefaultPromptDirs(t *testing.T) {
+	tree := t.TempDir()
+	exe := filepath.Join(tree, "bin", "subagents")
+	named := filepath.Join(t.TempDir(), "prompts")
+	tests := []struct {
+		name      string
+		list, exe string
+		mkPrompts bool
+		want      []string
+	}{
+		{"nothing", "", "", false, nil},
+		{"the variable", named, exe, false, []string{named}},
+		{"the tree's extension", "", exe, true, []string{filepath.Join(tree, "extension", "prompts")}},
+		{"both, once", named + string(os.PathListSeparator) + filepath.Join(tree, "extension", "prompts"), exe, true, []string{named, filepath.Join(tree, "extension", "prompts")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.mkPrompts {
+				must(t, os.MkdirAll(filepath.Join(tree, "extension", "prompts"), 0o755))
+			}
+			if got := promptDirs(tt.list, tt.exe); !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

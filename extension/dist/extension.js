@@ -90,6 +90,14 @@ function onPath(name, env) {
   }
   return void 0;
 }
+function ownPromptsDir() {
+  return join(dirname(fileURLToPath(import.meta.url)), "..", "prompts");
+}
+function withOwnPrompts(env) {
+  const dirs = (env.SUBAGENTS_PROMPT_DIRS ?? "").split(delimiter).filter(Boolean);
+  if (!dirs.includes(ownPromptsDir())) dirs.push(ownPromptsDir());
+  return { ...env, SUBAGENTS_PROMPT_DIRS: dirs.join(delimiter) };
+}
 function buildAdvice() {
   const tree = resolve(sourceTreeBinary(), "..", "..");
   const inTree = existsSync(join(tree, "go.mod"));
@@ -108,7 +116,7 @@ async function startService(opts) {
   if (opts.namespace) args.push("--namespace", opts.namespace);
   let exited;
   try {
-    const child = spawn(opts.bin, args, { cwd: opts.dir, env: opts.env, detached: true, stdio: ["ignore", fd, fd] });
+    const child = spawn(opts.bin, args, { cwd: opts.dir, env: withOwnPrompts(opts.env), detached: true, stdio: ["ignore", fd, fd] });
     child.on("error", () => exited = -1);
     child.on("exit", (code) => exited = code);
     child.unref();

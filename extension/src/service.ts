@@ -122,6 +122,18 @@ function onPath(name: string, env: NodeJS.ProcessEnv): string | undefined {
 	return undefined;
 }
 
+/** This extension's prompts/ folder: seed 000's profiles, beside the extension. */
+export function ownPromptsDir(): string {
+	return join(dirname(fileURLToPath(import.meta.url)), "..", "prompts");
+}
+
+/** env with this extension's prompts/ added to SUBAGENTS_PROMPT_DIRS, for the service it starts. */
+export function withOwnPrompts(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+	const dirs = (env.SUBAGENTS_PROMPT_DIRS ?? "").split(delimiter).filter(Boolean);
+	if (!dirs.includes(ownPromptsDir())) dirs.push(ownPromptsDir());
+	return { ...env, SUBAGENTS_PROMPT_DIRS: dirs.join(delimiter) };
+}
+
 /** What a user runs to get the binary. */
 export function buildAdvice(): string {
 	const tree = resolve(sourceTreeBinary(), "..", "..");
@@ -156,7 +168,7 @@ export async function startService(opts: { bin: string; address: string; namespa
 	if (opts.namespace) args.push("--namespace", opts.namespace);
 	let exited: number | null | undefined;
 	try {
-		const child = spawn(opts.bin, args, { cwd: opts.dir, env: opts.env, detached: true, stdio: ["ignore", fd, fd] });
+		const child = spawn(opts.bin, args, { cwd: opts.dir, env: withOwnPrompts(opts.env), detached: true, stdio: ["ignore", fd, fd] });
 		child.on("error", () => (exited = -1));
 		child.on("exit", (code) => (exited = code));
 		// The service outlives this pi: nothing here waits for it.
