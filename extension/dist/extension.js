@@ -1148,8 +1148,16 @@ function loadSettings(cwd, env = process.env) {
       delegate: merged.tools.delegate ?? true,
       primary: merged.tools.primary ?? true
     },
-    maxLinesPerWindow: merged.maxLinesPerWindow ?? 10
+    maxLinesPerWindow: linesPerWindow(env.SUBAGENTS_MAX_LINES_PER_WINDOW ?? merged.maxLinesPerWindow)
   };
+}
+function linesPerWindow(v) {
+  if (v === void 0 || v === "") return 10;
+  const n = typeof v === "string" ? Number(v) : v;
+  if (typeof n !== "number" || !Number.isInteger(n) || n < 1 || n > 1e3) {
+    throw new SubagentsError("INVALID_INPUT", `maxLinesPerWindow must be a whole number 1 to 1000, not ${JSON.stringify(v)} (subagents.json "extension", or SUBAGENTS_MAX_LINES_PER_WINDOW)`);
+  }
+  return n;
 }
 function localService(s, env = process.env) {
   const address = s.address || env.TEMPORAL_ADDRESS || DEFAULT_ADDRESS;

@@ -4,7 +4,7 @@
 import { readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
-import type { LocalService } from "./cli.ts";
+import { type LocalService, SubagentsError } from "./cli.ts";
 import { DEFAULT_ADDRESS, dataDir, isLocal } from "./service.ts";
 
 export interface ToolFamilies {
@@ -78,8 +78,18 @@ export function loadSettings(cwd: string, env: NodeJS.ProcessEnv = process.env):
 			delegate: merged.tools.delegate ?? true,
 			primary: merged.tools.primary ?? true,
 		},
-		maxLinesPerWindow: merged.maxLinesPerWindow ?? 10,
+		maxLinesPerWindow: linesPerWindow(env.SUBAGENTS_MAX_LINES_PER_WINDOW ?? merged.maxLinesPerWindow),
 	};
+}
+
+/** Seed 002's maxLinesPerWindow: 10 unless set, a whole number 1 to 1000. */
+function linesPerWindow(v: unknown): number {
+	if (v === undefined || v === "") return 10;
+	const n = typeof v === "string" ? Number(v) : v;
+	if (typeof n !== "number" || !Number.isInteger(n) || n < 1 || n > 1000) {
+		throw new SubagentsError("INVALID_INPUT", `maxLinesPerWindow must be a whole number 1 to 1000, not ${JSON.stringify(v)} (subagents.json "extension", or SUBAGENTS_MAX_LINES_PER_WINDOW)`);
+	}
+	return n;
 }
 
 /** The local service to use, or undefined when Temporal is remote. */

@@ -105,3 +105,14 @@ test("the service the extension starts reads seed 000's prompts/ beside the exte
 	assert.equal(withOwnPrompts({ SUBAGENTS_PROMPT_DIRS: "/mine" }).SUBAGENTS_PROMPT_DIRS, `/mine:${ownPromptsDir()}`);
 	assert.equal(withOwnPrompts({ SUBAGENTS_PROMPT_DIRS: ownPromptsDir() }).SUBAGENTS_PROMPT_DIRS, ownPromptsDir(), "named once");
 });
+
+test("maxLinesPerWindow comes from the settings or SUBAGENTS_MAX_LINES_PER_WINDOW, checked", () => {
+	const agent = mkdtempSync(join(tmpdir(), "subagents-settings-"));
+	writeFileSync(join(agent, "subagents.json"), JSON.stringify({ extension: { maxLinesPerWindow: 4 } }));
+	assert.equal(loadSettings(agent, { PI_CODING_AGENT_DIR: agent }).maxLinesPerWindow, 4);
+	assert.equal(loadSettings(agent, { PI_CODING_AGENT_DIR: agent, SUBAGENTS_MAX_LINES_PER_WINDOW: "7" }).maxLinesPerWindow, 7);
+	assert.throws(
+		() => loadSettings(agent, { PI_CODING_AGENT_DIR: agent, SUBAGENTS_MAX_LINES_PER_WINDOW: "lots" }),
+		(e: { code?: string; message: string }) => e.code === "INVALID_INPUT" && e.message.includes('not "lots"'),
+	);
+});
