@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"errors"
 	"io"
 	"os/exec"
 	"sync"
@@ -77,11 +78,19 @@ func startProc(pi string, args []string, dir string, env []string, limit int64, 
 		return true
 	}
 	go func() {
-		p.readDone <- readLines(stdout, func(line []byte) {
+		// No line may be longer than what the whole stream may hold.
+		err := readLines(stdout, int(min(limit, maxLineBytes)), func(line []byte) {
 			if count(len(line)) {
 				p.lines <- line
 			}
 		})
+		if errors.Is(err, errLineTooLong) {
+			// The run stops the child; what it writes until then is
+			// read and dropped, so that it never blocks on a full pipe.
+			p.overOnce.Do(func() { close(p.overflow) })
+			_, _ = io.Copy(io.Discard, stdout)
+		}
+		p.readDone <- err
 		close(p.lines)
 	}()
 	go func() {

@@ -338,7 +338,7 @@ func (a *Activities) RunPi(ctx context.Context, in RunPiInput) (RunPiResult, err
 	if a.pool != nil {
 		spec = a.specFor(a.flags(in), in.Cwd, run.env, a.loadedFiles(in))
 	}
-	outcome := run.run(ctx, a.args(in, res.SessionFile, prompt), spec, res.SessionFile, prompt)
+	outcome := run.run(ctx, a.args(in, res.SessionFile), spec, res.SessionFile, prompt)
 	res.Warm = outcome.warm
 	a.fill(&res, run, outcome)
 	a.observe(in, res, outcome, run.stream.Usage)
@@ -401,11 +401,10 @@ func cmpOr(v, def int) int {
 	return def
 }
 
-// args is the pi command line of a cold child run.
-func (a *Activities) args(in RunPiInput, sessionFile, prompt string) []string {
-	args := append([]string{"--mode", "json", "--session", sessionFile}, a.flags(in)...)
-	// "--" so that a prompt starting with "-" is not read as a flag.
-	return append(args, "--", prompt)
+// args is the pi command line of a cold child run; its prompt goes in on
+// stdin.
+func (a *Activities) args(in RunPiInput, sessionFile string) []string {
+	return append([]string{"--mode", "json", "--session", sessionFile}, a.flags(in)...)
 }
 
 // flags are the child's pi flags but its mode, session and prompt: what a
@@ -597,9 +596,17 @@ func (r *childRun) run(ctx context.Context, args []string, spec warmSpec, sessio
 	}
 	if p == nil {
 		var err error
-		if p, err = startProc(r.a.cfg.Pi, args, r.in.Cwd, r.env, r.a.cfg.MaxStreamBytes, false); err != nil {
+		if p, err = startProc(r.a.cfg.Pi, args, r.in.Cwd, r.env, r.a.cfg.MaxStreamBytes, true); err != nil {
 			return outcome{spawnErr: err, exitCode: -1}
 		}
+		// The prompt goes in on stdin, which pi in JSON mode takes as its
+		// first prompt: as an argument it would be capped by the kernel's
+		// 128 KiB per argument (a prompt with files[] reaches MiBs) and
+		// shown to every local user by ps.
+		go func(w io.WriteCloser) {
+			_, _ = io.WriteString(w, prompt)
+			_ = w.Close()
+		}(p.stdin)
 	}
 	pid := p.pid
 	lines := p.lines
@@ -815,9 +822,12 @@ func (a *Activities) fill(res *RunPiResult, r *childRun, out outcome) {
 		res.Error = errorInfo(errcode.Timeout, timeoutMsg)
 	case out.stop == stopLoop:
 		res.Error = errorInfo(errcode.LoopDetected, "Loop detected: sub-agent is repeating the same tool calls")
+	case errors.Is(out.readErr, errLineTooLong):
+		res.Error = errorInfo(errcode.OutputTruncated, fmt.Sprintf(
+			"A line of sub-agent output exceeded the %s limit; the child was stopped", sizeText(min(a.cfg.MaxStreamBytes, maxLineBytes))))
 	case out.stop == stopOverflow:
 		res.Error = errorInfo(errcode.OutputTruncated, fmt.Sprintf(
-			"Sub-agent output exceeded the %d MiB limit; the child was stopped", a.cfg.MaxStreamBytes>>20))
+			"Sub-agent output exceeded the %s limit; the child was stopped", sizeText(a.cfg.MaxStreamBytes)))
 	case out.stop != stopNone:
 		// Cancelled or worker stop: RunPi decides what to return.
 	case out.readErr != nil:
@@ -853,18 +863,47 @@ func artifactFile(sessionFile string, turn int) string {
 // readLines calls fn for every LF-terminated record of r, however long. It
 // always reads r to its end, because pi stalls (or crashes) when its stdout
 // is not drained.
-func readLines(r io.Reader, fn func([]byte)) error {
+// maxLineBytes bounds one line of pi's output or session file: pi cuts
+// what a tool returns to the model at 50 KB, so even an event that repeats a
+// large file write stays far below it, while a child printing without a
+// newline is stopped before it holds the worker's memory.
+const maxLineBytes = 64 << 20
+
+// sizeText says n bytes in MiB, or KiB below one MiB.
+func sizeText(n int64) string {
+	if n < 1<<20 {
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d MiB", n>>20)
+}
+
+// errLineTooLong ends a reading whose line passed its bound.
+var errLineTooLong = errors.New("a line is longer than the limit")
+
+// readLines calls fn with each line of r (fn may keep it), holding at most
+// maxLine bytes of a line: a longer one ends the reading at once with
+// errLineTooLong (the caller decides what becomes of the rest of r).
+func readLines(r io.Reader, maxLine int, fn func([]byte)) error {
 	br := bufio.NewReaderSize(r, 64<<10)
+	var line []byte
 	for {
-		line, err := br.ReadBytes('\n')
+		chunk, err := br.ReadSlice('\n')
+		if len(line)+len(chunk) > maxLine {
+			return errLineTooLong
+		}
+		line = append(line, chunk...)
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
 		if len(line) > 0 {
 			fn(line)
+			line = nil
 		}
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {
-			_, _ = io.Copy(io.Discard, r)
+			_, _ = io.Copy(io.Discard, br)
 			return err
 		}
 	}

@@ -452,6 +452,35 @@ func TestRunPiFilesAsContext(t *testing.T) {
 	}
 }
 
+// TestRunPiLargePrompt: a files[] entry at the documented 1 MiB limit makes
+// a prompt far beyond the kernel's 128 KiB per argument; it reaches the
+// model whole, and a prompt starting with "-" is still a prompt.
+func TestRunPiLargePrompt(t *testing.T) {
+	h := newHarness(t, nil)
+	big := strings.Repeat("abcdefghij\n", 1024*1024/11)
+	must(t, os.WriteFile(filepath.Join(h.cwd, "big.txt"), []byte(big), 0o644))
+	h.model.Script("big", scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{finalizeCall(`{"status":"SUCCESS","result":"read it"}`)}})
+	in := h.input("--not-a-flag [[script:big]] Read the big file.")
+	in.Files = []FileSpec{{Path: "big.txt"}}
+	r := h.mustRun(in)
+	if r.Error != nil || r.Output != "read it" {
+		t.Fatalf("result %+v", r)
+	}
+	reqs := h.model.RequestsFor("big")
+	if len(reqs) != 1 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	var user string
+	for _, m := range reqs[0].Parsed.Messages {
+		if m.Role == "user" {
+			user = m.Text()
+		}
+	}
+	if want := "=== big.txt ===\n" + big + "\n--not-a-flag [[script:big]] Read the big file."; user != want {
+		t.Fatalf("the model saw %d bytes, want %d", len(user), len(want))
+	}
+}
+
 // TestRunPiResumesSessionFile runs a second turn on the same session file:
 // the model sees the first turn's messages.
 func TestRunPiResumesSessionFile(t *testing.T) {

@@ -2,11 +2,14 @@ package activities
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // The testdata files are real `pi --mode json` output of pi 0.87.1 against
@@ -42,7 +45,7 @@ func TestStreamRecordedRuns(t *testing.T) {
 				t.Fatal(err)
 			}
 			var s Stream
-			if err := readLines(bytes.NewReader(data), apply(&s)); err != nil {
+			if err := readLines(bytes.NewReader(data), maxLineBytes, apply(&s)); err != nil {
 				t.Fatal(err)
 			}
 			if s.FinalText != tt.text || s.StopReason != tt.stop || s.ErrorMessage != tt.errMessage || s.Failed() != tt.failed {
@@ -89,7 +92,7 @@ func TestStreamFinalizeAndEdgeCases(t *testing.T) {
 		`{"type":"message_end","message":{"role":"assistant","content":[{"type":"thinking","thinking":"hm"},{"type":"text","text":"a"},{"type":"text","text":"b"}],"stopReason":"toolUse"}}`,
 	}
 	var s Stream
-	if err := readLines(strings.NewReader(strings.Join(lines, "")), apply(&s)); err != nil {
+	if err := readLines(strings.NewReader(strings.Join(lines, "")), maxLineBytes, apply(&s)); err != nil {
 		t.Fatal(err)
 	}
 	if s.AutoRetries != 1 || s.AutoRetryError != "529 overloaded" {
@@ -118,7 +121,7 @@ func TestStreamHugeLine(t *testing.T) {
 	input := `{"type":"tool_execution_start","toolCallId":"c","toolName":"read","args":{"path":"` + big + `"}}` + "\n" +
 		`{"type":"message_end","message":{"role":"assistant","content":"after the big line","stopReason":"stop"}}` + "\n"
 	var s Stream
-	if err := readLines(strings.NewReader(input), apply(&s)); err != nil {
+	if err := readLines(strings.NewReader(input), maxLineBytes, apply(&s)); err != nil {
 		t.Fatal(err)
 	}
 	if s.FinalText != "after the big line" || len(s.ToolRows) != 1 {
@@ -225,7 +228,7 @@ func TestStreamEventTimeline(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := Stream{MaxTimeline: tt.max}
-			if err := readLines(bytes.NewReader(data), apply(&s)); err != nil {
+			if err := readLines(bytes.NewReader(data), maxLineBytes, apply(&s)); err != nil {
 				t.Fatal(err)
 			}
 			if s.Captured != s.Events-deltas || s.Captured <= s.ToolCallCount() {
@@ -243,4 +246,85 @@ func TestStreamEventTimeline(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReadLinesBound: a line past the bound ends the reading with
+// errLineTooLong instead of growing without end; shorter lines, the last one
+// without a newline included, are read whole.
+func TestReadLinesBound(t *testing.T) {
+	tests := []struct {
+		name  string
+		input string
+		max   int
+		lines []string
+		err   error
+	}{
+		{"short lines", "ab\ncd\nef", 10, []string{"ab\n", "cd\n", "ef"}, nil},
+		{"exactly the bound", "abcd\n", 5, []string{"abcd\n"}, nil},
+		{"one past it", "ok\nabcdef\nnever\n", 5, []string{"ok\n"}, errLineTooLong},
+		{"no newline at all", strings.Repeat("x", 200<<10), 100 << 10, nil, errLineTooLong},
+		{"longer than the reader's buffer", strings.Repeat("y", 150<<10) + "\n", 200 << 10, []string{strings.Repeat("y", 150<<10) + "\n"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			err := readLines(strings.NewReader(tt.input), tt.max, func(b []byte) { got = append(got, string(b)) })
+			if !errors.Is(err, tt.err) || fmt.Sprint(got) != fmt.Sprint(tt.lines) {
+				t.Fatalf("err %v lines %d, want %v %d", err, len(got), tt.err, len(tt.lines))
+			}
+		})
+	}
+}
+
+// TestProcStopsAnEndlessLine: a child printing without a newline is cut
+// at the stream's limit (the overflow signal that stops it) rather than read
+// into memory.
+func TestProcStopsAnEndlessLine(t *testing.T) {
+	p, err := startProc("/bin/sh", []string{"-c", "head -c 50000000 /dev/zero | tr '\\0' x; sleep 30"}, t.TempDir(), nil, 1<<20, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.overflow:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no overflow after 20 s")
+	}
+	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+	if err := p.reap(); p.readErr != errLineTooLong {
+		t.Fatalf("read error %v (wait %v)", p.readErr, err)
+	}
+}
+
+// FuzzReadLines: whatever pi prints, the lines read are the input's own
+// prefix, cut after each newline, none longer than the bound; the reading
+// ends with all of it or errLineTooLong.
+func FuzzReadLines(f *testing.F) {
+	f.Add([]byte("a\nbb\n"), 3)
+	f.Add([]byte("no newline"), 4)
+	f.Add([]byte("\n\n\n"), 1)
+	f.Add(bytes.Repeat([]byte("z"), 70<<10), 80<<10)
+	f.Fuzz(func(t *testing.T, input []byte, max int) {
+		if max < 1 || max > 1<<20 {
+			return
+		}
+		var read []byte
+		err := readLines(bytes.NewReader(input), max, func(b []byte) {
+			if len(b) > max {
+				t.Fatalf("a line of %d bytes passed the bound %d", len(b), max)
+			}
+			if i := bytes.IndexByte(b, '\n'); i >= 0 && i != len(b)-1 {
+				t.Fatalf("a line holds a newline before its end: %q", b)
+			}
+			read = append(read, b...)
+		})
+		if !bytes.HasPrefix(input, read) {
+			t.Fatal("the lines are not the input's prefix")
+		}
+		switch {
+		case err == nil && len(read) != len(input):
+			t.Fatalf("read %d of %d bytes without an error", len(read), len(input))
+		case err != nil && !errors.Is(err, errLineTooLong):
+			t.Fatalf("error %v", err)
+		}
+	})
 }

@@ -138,7 +138,7 @@ func readMessages(path string) ([]SessionMessage, error) {
 	defer func() { _ = f.Close() }()
 	var out []SessionMessage
 	r := bufio.NewReaderSize(f, 64<<10)
-	err = readLines(r, func(line []byte) {
+	err = readLines(r, maxLineBytes, func(line []byte) {
 		if !bytes.Contains(line, []byte(`"message"`)) {
 			return
 		}
