@@ -37,6 +37,8 @@ const (
 
 // Config is what every child run needs from the worker.
 type Config struct {
+	// ChildEnvPolicy decides which of the worker's variables a child sees.
+	ChildEnvPolicy EnvPolicy
 	// Pi is the pi executable.
 	Pi string
 	// PathPrefix goes first on the child's PATH: the folder holding the

@@ -505,7 +505,9 @@ var providerKeyVars = map[string]string{
 // markers that tell our extension it runs in a child and at which depth,
 // Node 22 first on PATH, and extra (an apiKey).
 func (a *Activities) childEnv(depth int, extra []string) []string {
-	env := append(os.Environ(), a.cfg.Env...)
+	// The worker's own environment goes through the policy; what the
+	// worker's configuration names for children (Env) is meant for them.
+	env := append(a.cfg.ChildEnvPolicy.Filter(os.Environ()), a.cfg.Env...)
 	env = append(env, extra...)
 	env = append(env, "PI_SUBAGENT_CHILD=1", "PI_SUBAGENT_DEPTH="+strconv.Itoa(max(depth, 1)))
 	if a.cfg.PathPrefix != "" {

@@ -37,7 +37,31 @@ var secretRules = []secretRule{
 	{regexp.MustCompile(`(?i)(aws_secret_access_key\s*[=:]\s*["']?)[A-Za-z0-9/+=]{30,}`), "${1}[REDACTED]"},
 	{regexp.MustCompile(`\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})`), "[REDACTED github token]"},
 	{regexp.MustCompile(`\bxox[abprs]-[A-Za-z0-9-]{10,}`), "[REDACTED slack token]"},
-	{regexp.MustCompile(`(?i)((?:api[_-]?key|secret|password|token)\s*[=:]\s*["']?)[A-Za-z0-9._~+/-]{16,}`), "${1}[REDACTED]"},
+	{regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}`), "[REDACTED jwt]"},
+	// Credentials in a URL: scheme://user:password@host keeps the user.
+	{regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.-]*://[^\s/:@"'<>]+):[^\s/@"'<>]+@`), "${1}:[REDACTED]@"},
+}
+
+// secretAssignment is a value given to a name that says it is secret
+// (KEY=value, key: value, "key": "value"), whatever the value's length:
+// short passwords are secrets too.
+var secretAssignment = regexp.MustCompile(`(?i)(["']?)([A-Za-z0-9_.-]*(?:secret|passw(?:or)?d|pwd|token|credential|private|apikey|[_-]key)[A-Za-z0-9_.-]*)(["']?)(\s*[=:]\s*)(?:"([^"\n]*)"|'([^'\n]*)'|([^\s"',;&}\]]+))`)
+
+// maskAssignment masks the value of one secretAssignment match; counts of
+// tokens ("totalTokens": 120) are not secrets, nor what is masked already.
+func maskAssignment(m string) string {
+	g := secretAssignment.FindStringSubmatch(m)
+	name, value := strings.ToLower(g[2]), g[5]+g[6]+g[7]
+	if strings.Contains(name, "tokens") || value == "" || strings.HasPrefix(value, "[REDACTED") {
+		return m
+	}
+	quote := ""
+	if g[5] != "" || strings.HasSuffix(m, `"`) {
+		quote = `"`
+	} else if g[6] != "" || strings.HasSuffix(m, "'") {
+		quote = "'"
+	}
+	return g[1] + g[2] + g[3] + g[4] + quote + "[REDACTED]" + quote
 }
 
 // stackFrame matches one frame of a JavaScript, Python, Java or Go trace.
@@ -56,6 +80,7 @@ func (z *Sanitizer) Sanitize(s string) string {
 	for _, r := range secretRules {
 		s = r.re.ReplaceAllString(s, r.repl)
 	}
+	s = secretAssignment.ReplaceAllStringFunc(s, maskAssignment)
 	if z.home != "" && z.home != "/" {
 		s = strings.ReplaceAll(s, z.home+"/", "~/")
 		s = strings.ReplaceAll(s, z.home, "~")

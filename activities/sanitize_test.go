@@ -3,6 +3,7 @@ package activities
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -25,6 +26,15 @@ func TestSanitize(t *testing.T) {
 		{"authorization header", "Authorization: Basic dXNlcjpwYXNz", "Authorization: [REDACTED]"},
 		{"generic password", `password: "hunter2hunter2hunter2"`, `password: "[REDACTED]"`},
 		{"private key", "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk\n-----END OPENSSH PRIVATE KEY-----", "[REDACTED private key]"},
+		{"short password in KEY=value", "DB_PASSWORD_PLAIN=hunter2 next", "DB_PASSWORD_PLAIN=[REDACTED] next"},
+		{"JSON key", `{"client_secret": "s3cr3t value", "user": "bob"}`, `{"client_secret": "[REDACTED]", "user": "bob"}`},
+		{"single-quoted", `api_key: 'abc'`, `api_key: '[REDACTED]'`},
+		{"JWT", "TEMPORAL_API_KEY=eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+			"TEMPORAL_API_KEY=[REDACTED jwt]"},
+		{"JWT alone", "token eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmN", "token [REDACTED jwt]"},
+		{"URL credentials", "postgres://app:pa55@db.internal:5432/x and https://ok.example/a@b", "postgres://app:[REDACTED]@db.internal:5432/x and https://ok.example/a@b"},
+		{"token counts stay", `"totalTokens":120, tokens: 55`, `"totalTokens":120, tokens: 55`},
+		{"words stay", "the keyboard: fine; monkey: banana", "the keyboard: fine; monkey: banana"},
 		{"home path", "see /home/alice/src/app.go and /home/alice", "see ~/src/app.go and ~"},
 		{"other home untouched", "/home/bob/x", "/home/bob/x"},
 	}
@@ -35,6 +45,30 @@ func TestSanitize(t *testing.T) {
 			}
 		})
 	}
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+
+// FuzzSanitize: a secret given to a name that says so never survives,
+// whatever text surrounds it, and sanitizing never panics.
+func FuzzSanitize(f *testing.F) {
+	f.Add("prefix ", "DB_PASSWORD", "hunter2", " suffix")
+	f.Add(`{"x": 1, `, `"client_secret"`, "abcdef", `}`)
+	f.Add("line\n", "export API_KEY", "k3y", "\n")
+	z := NewSanitizer("/home/alice")
+	f.Fuzz(func(t *testing.T, before, name, secret, after string) {
+		out := z.Sanitize(before + name + "=" + secret + after)
+		if len(secret) < 4 || strings.ContainsAny(secret, "\"' \t\n\r,;&}]=:[") || !strings.Contains(strings.ToLower(name), "password") {
+			return
+		}
+		// Names as environments and configs spell them.
+		if strings.Contains(before+after, secret) || !envName.MatchString(name) {
+			return
+		}
+		if strings.Contains(out, secret) {
+			t.Fatalf("%q kept the secret: %q", before+name+"="+secret+after, out)
+		}
+	})
 }
 
 func TestSanitizeCutsLongStackTraces(t *testing.T) {

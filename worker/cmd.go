@@ -35,6 +35,11 @@ type Flags struct {
 	// `subagents dev`, off for `subagents worker`.
 	WarmPool int
 	WarmTTL  time.Duration
+	// ChildEnvAllow, ChildEnvDeny and ChildEnvStrict are the children's
+	// environment policy (activities.EnvPolicy).
+	ChildEnvAllow  string
+	ChildEnvDeny   string
+	ChildEnvStrict bool
 }
 
 // Register adds the flags to fs.
@@ -54,6 +59,12 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 		"child pi processes kept started ahead of tasks like recent ones (about 110 MiB each), 0 for none (env SUBAGENTS_WARM_POOL)")
 	fs.DurationVar(&f.WarmTTL, "warm-ttl", envDuration("SUBAGENTS_WARM_TTL", activities.DefaultWarmTTL),
 		"how long a warm child no task took stays (env SUBAGENTS_WARM_TTL)")
+	fs.StringVar(&f.ChildEnvAllow, "child-env-allow", os.Getenv("SUBAGENTS_CHILD_ENV_ALLOW"),
+		"comma-separated name patterns (globs) of variables a child gets even when a rule would drop them, e.g. GITHUB_TOKEN (env SUBAGENTS_CHILD_ENV_ALLOW)")
+	fs.StringVar(&f.ChildEnvDeny, "child-env-deny", os.Getenv("SUBAGENTS_CHILD_ENV_DENY"),
+		"comma-separated name patterns of variables a child never gets, beyond TEMPORAL_* and names saying PASSWORD, SECRET, TOKEN, CREDENTIAL or PRIVATE (env SUBAGENTS_CHILD_ENV_DENY)")
+	fs.BoolVar(&f.ChildEnvStrict, "child-env-strict", os.Getenv("SUBAGENTS_CHILD_ENV_STRICT") == "1",
+		"children get only --child-env-allow, a base set (PATH, HOME, locale, proxies, PI_*) and provider credentials: for a worker several users share (env SUBAGENTS_CHILD_ENV_STRICT=1)")
 	fs.StringVar(&f.MetricsAddr, "metrics-addr", os.Getenv("SUBAGENTS_METRICS_ADDR"),
 		"serve Prometheus metrics at http://ADDR/metrics, e.g. 127.0.0.1:9090 (env SUBAGENTS_METRICS_ADDR; default off)")
 }
@@ -122,7 +133,8 @@ func (f *Flags) Config(ctx context.Context) (Config, error) {
 		return Config{}, err
 	}
 	cfg := Config{TaskQueue: f.TaskQueue, DataDir: dataDir, Pi: pi, OutputMaxChars: f.OutputMaxChars, MetricsAddr: f.MetricsAddr,
-		Host: f.Host, WorkflowCache: f.WorkflowCache, ChildEnv: keys, WarmPool: f.WarmPool, WarmTTL: f.WarmTTL}
+		Host: f.Host, WorkflowCache: f.WorkflowCache, ChildEnv: keys, WarmPool: f.WarmPool, WarmTTL: f.WarmTTL,
+		ChildEnvPolicy: activities.EnvPolicy{Allow: activities.ParseEnvPatterns(f.ChildEnvAllow), Deny: activities.ParseEnvPatterns(f.ChildEnvDeny), Strict: f.ChildEnvStrict}}
 	if f.MetricsAddr != "" {
 		cfg.Metrics = metrics.New()
 	}

@@ -40,6 +40,9 @@ type Config struct {
 	Pi      Pi
 	// ChildEnv is added to every child pi's environment.
 	ChildEnv []string
+	// ChildEnvPolicy decides which of the worker's own variables a child
+	// sees (the secrets of the service never).
+	ChildEnvPolicy activities.EnvPolicy
 	// OutputMaxChars caps a child's output in results (default 8000).
 	OutputMaxChars int
 	// Host names this machine's queue (HostQueue; default DefaultHost()).
@@ -114,6 +117,7 @@ func New(c client.Client, cfg Config) (*Worker, error) {
 		PathPrefix:     cfg.Pi.PathPrefix,
 		DataDir:        cfg.DataDir,
 		Env:            cfg.ChildEnv,
+		ChildEnvPolicy: cfg.ChildEnvPolicy,
 		OutputMaxChars: cfg.OutputMaxChars,
 		Admit:          profs.Admit,
 		Observer:       observer(cfg.Metrics),
