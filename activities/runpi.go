@@ -92,6 +92,9 @@ type RunPiInput struct {
 	// MaxEvents caps the run's event timeline (seed 001's task max events,
 	// default 120, 0 keeps none); nil means the default.
 	MaxEvents *int `json:"maxEvents,omitempty"`
+	// MaxRuntimeSeconds is the turn's hard ceiling (Ceiling); nil: the
+	// timeout plus DefaultMaxExtension.
+	MaxRuntimeSeconds *int `json:"maxRuntimeSeconds,omitempty"`
 }
 
 // ErrorInfo is a coded error in a result.
@@ -219,6 +222,21 @@ func (in RunPiInput) timeout() time.Duration {
 	return time.Duration(cmpOr(in.TimeoutSeconds, DefaultTimeoutSeconds)) * time.Second
 }
 
+// DefaultMaxExtension is how long past its timeout a child that still calls
+// tools may run when max_runtime is not set: seed 002 extends such a child
+// without end; ten minutes of model spend is the most a turn pays for it.
+const DefaultMaxExtension = 10 * time.Minute
+
+// Ceiling is the hard limit of a turn, from its first attempt's start,
+// whatever the extension rules say: max_runtime (never below the timeout),
+// else the timeout plus DefaultMaxExtension.
+func (in RunPiInput) Ceiling() time.Duration {
+	if in.MaxRuntimeSeconds != nil && *in.MaxRuntimeSeconds > 0 {
+		return max(time.Duration(*in.MaxRuntimeSeconds)*time.Second, in.timeout())
+	}
+	return in.timeout() + DefaultMaxExtension
+}
+
 // AgentName is how a session's agent is named in its file and its
 // SubagentAgent search attribute: "default" for a task without a profile.
 func AgentName(agent string) string {
@@ -305,6 +323,13 @@ func (a *Activities) RunPi(ctx context.Context, in RunPiInput) (RunPiResult, err
 	if info.Attempt > 1 && runEnded(earlier, in.NoFinalize) {
 		return a.recovered(ctx, in, res, earlier), nil
 	}
+	// The turn's time runs from its first attempt: a retry (the worker died,
+	// or hung past Temporal's own timeout) after the ceiling ends the turn
+	// with SUBAGENT_TIMEOUT instead of starting the model again.
+	left := in.Ceiling() - time.Since(info.ScheduledTime)
+	if info.Attempt > 1 && left <= 0 {
+		return a.expired(ctx, in, res, earlier), nil
+	}
 
 	prompt := in.Prompt
 	if len(msgs) > res.MessagesBefore {
@@ -328,6 +353,7 @@ func (a *Activities) RunPi(ctx context.Context, in RunPiInput) (RunPiResult, err
 		prior:    earlier.Usage,
 		attempt:  info.Attempt,
 		before:   res.MessagesBefore,
+		ceiling:  left,
 	}
 	run.stream.MaxTimeline = clampInt(in.MaxEvents, DefaultMaxEvents, 0, MaxEventsCeiling)
 	run.env = a.childEnv(in.Depth, apiKeyEnv(in.Model, admission.APIKey))
@@ -375,6 +401,17 @@ func (a *Activities) recovered(ctx context.Context, in RunPiInput, res RunPiResu
 	a.observe(in, res, outcome{}, earlier.Usage)
 	activity.GetLogger(ctx).Info("child run recovered from its session file", "session", in.SessionID, "agent", AgentName(in.Agent),
 		"turn", in.Turn, "attempt", res.Attempt, "finalized", res.Finalize != nil)
+	return res
+}
+
+// expired is the result of a retry that came after the turn's ceiling:
+// what the interrupted attempts wrote, and SUBAGENT_TIMEOUT.
+func (a *Activities) expired(ctx context.Context, in RunPiInput, res RunPiResult, earlier Stream) RunPiResult {
+	run := &childRun{a: a, in: in, timeout: in.timeout(), stream: earlier}
+	out := outcome{stop: stopTimeout}
+	a.fill(&res, run, out)
+	a.observe(in, res, out, earlier.Usage)
+	activity.GetLogger(ctx).Info("child run past its ceiling: not run again", "session", in.SessionID, "turn", in.Turn, "attempt", res.Attempt)
 	return res
 }
 
@@ -552,11 +589,13 @@ type childRun struct {
 	timeout  time.Duration
 	debounce time.Duration
 	loopMax  int
-	prior    Usage
-	attempt  int32
-	before   int
-	env      []string
-	stream   Stream
+	// ceiling is what is left of the turn's hard limit (Ceiling).
+	ceiling time.Duration
+	prior   Usage
+	attempt int32
+	before  int
+	env     []string
+	stream  Stream
 }
 
 // run runs the child to its end: a warm child of the pool when one
@@ -619,6 +658,13 @@ func (r *childRun) run(ctx context.Context, args []string, spec warmSpec, sessio
 	defer heartbeat.Stop()
 	deadline := time.NewTimer(r.timeout)
 	defer deadline.Stop()
+	// The extension rules never run past the ceiling.
+	var hardC <-chan time.Time
+	if r.ceiling > 0 {
+		hard := time.NewTimer(r.ceiling)
+		defer hard.Stop()
+		hardC = hard.C
+	}
 	var idle *time.Timer // runs once the timeout passed while tools are still called
 	var idleC <-chan time.Time
 	workerStop := activity.GetWorkerStopChannel(ctx)
@@ -679,6 +725,9 @@ func (r *childRun) run(ctx context.Context, args []string, spec warmSpec, sessio
 			}
 		case <-idleC:
 			stop(stopTimeout)
+		case <-hardC:
+			stop(stopTimeout)
+			hardC = nil
 		case <-overflow:
 			stop(stopOverflow)
 			overflow = nil

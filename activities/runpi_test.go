@@ -614,3 +614,39 @@ func TestRunPiRefusedByAdmit(t *testing.T) {
 		t.Fatalf("the model saw %d requests", n)
 	}
 }
+
+// TestRunPiCeiling: a child that never stops calling tools is extended past
+// its timeout (seed 002) only up to max_runtime, then ends with
+// SUBAGENT_TIMEOUT; and the ceiling is the timeout plus ten minutes unless
+// max_runtime says otherwise, never below the timeout.
+func TestRunPiCeiling(t *testing.T) {
+	h := newHarness(t, nil)
+	h.model.Script("busy", scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "bash", Arguments: `{"command":"sleep 0.2"}`}}, Repeat: true})
+	in := h.input("[[script:busy]] Keep busy.")
+	one, three, off, debounce := 1, 3, 0, 60
+	in.TimeoutSeconds, in.MaxRuntimeSeconds, in.LoopingToolCount, in.ExtendDebounceSeconds = one, &three, &off, &debounce
+	start := time.Now()
+	r := h.mustRun(in)
+	took := time.Since(start)
+	if errCode(r) != errcode.Timeout || r.ToolCalls < 3 {
+		t.Fatalf("error %+v after %d tool calls", r.Error, r.ToolCalls)
+	}
+	// Without the ceiling the 60 s debounce would keep it going.
+	if took > 20*time.Second {
+		t.Fatalf("ran %s, past its 3 s ceiling", took)
+	}
+	tests := []struct {
+		timeout int
+		max     *int
+		want    time.Duration
+	}{
+		{60, nil, 60*time.Second + DefaultMaxExtension},
+		{60, &three, 60 * time.Second},
+		{1, &three, 3 * time.Second},
+	}
+	for _, tt := range tests {
+		if got := (RunPiInput{TimeoutSeconds: tt.timeout, MaxRuntimeSeconds: tt.max}).Ceiling(); got != tt.want {
+			t.Fatalf("Ceiling(%d, %v) = %s, want %s", tt.timeout, tt.max, got, tt.want)
+		}
+	}
+}

@@ -110,6 +110,7 @@ func (a *Activities) resolve(cfg Config, cfgErr error, t ResolveTask) (ResolvedT
 	r.Child.ExtendDebounceSeconds = cfg.ExtendTimeoutDebounce
 	r.Child.LoopingToolCount = cfg.LoopingToolCount
 	r.Child.MaxEvents = cfg.TaskMaxEvents
+	r.Child.MaxRuntimeSeconds = cfg.MaxRuntime
 	return ResolvedTask{Child: r.Child, MaxFinalizeRetries: r.MaxFinalizeRetries}, p, nil
 }
 

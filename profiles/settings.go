@@ -48,6 +48,9 @@ type Config struct {
 	// TaskMaxEvents caps a task's event timeline (seed 001); nil leaves
 	// the run's default.
 	TaskMaxEvents *int
+	// MaxRuntime is the hard ceiling of a turn in seconds, extensions
+	// included (nil: the timeout plus ten minutes).
+	MaxRuntime *int
 	// AllowWrite lets the subagent tool (seeds 003/004) run a profile that
 	// can edit or write files; without it that tool runs read-only ones.
 	AllowWrite bool
@@ -97,6 +100,12 @@ var settings = []setting{
 	{"taskMaxConcurrency", "SUBAGENTS_TASK_MAX_CONCURRENCY", "", true, func(c *Config, v any, from string) error {
 		n, err := asInt("taskMaxConcurrency", v, from, 1, MaxTaskConcurrency)
 		c.TaskMaxConcurrency = n
+		return err
+	}},
+	{"max_runtime", "SUBAGENTS_MAX_RUNTIME", "", true, func(c *Config, v any, from string) error {
+		// A day: far beyond any turn, still a bound.
+		n, err := asInt("max_runtime", v, from, 1, 86400)
+		c.MaxRuntime = &n
 		return err
 	}},
 	{"allowWrite", "SUBAGENTS_ALLOW_WRITE", "", false, func(c *Config, v any, from string) error {

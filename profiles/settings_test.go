@@ -40,6 +40,12 @@ func TestSettingsPrecedence(t *testing.T) {
 					t.Fatalf("%+v", c)
 				}
 			}},
+		{name: "max_runtime", project: `{"subagents":{"max_runtime":900}}`, env: map[string]string{}, check: func(t *testing.T, c Config) {
+			if c.MaxRuntime == nil || *c.MaxRuntime != 900 {
+				t.Fatalf("max_runtime %v", c.MaxRuntime)
+			}
+		}},
+		{name: "max_runtime out of range", global: `{"subagents":{"max_runtime":0}}`, err: "max_runtime must be 1 to 86400, not 0"},
 		{name: "seed 001's own variable", global: `{"subagents":{"taskMaxEvents":40}}`, env: map[string]string{"OHM_SUBAGENTS_TASK_MAX_EVENTS": "12"}, check: func(t *testing.T, c Config) {
 			if *c.TaskMaxEvents != 12 {
 				t.Fatalf("taskMaxEvents %d", *c.TaskMaxEvents)

@@ -481,7 +481,6 @@ func (s *session) runChild(ctx workflow.Context, prompt string, files []activiti
 		child.Model = s.in.Model
 	}
 	child.TimeoutSeconds = s.timeoutSeconds()
-	timeout := time.Duration(child.TimeoutSeconds) * time.Second
 	runCtx, cancel := workflow.WithCancel(ctx)
 	s.cancelRun = cancel
 	defer func() { s.cancelRun = nil }()
@@ -494,10 +493,11 @@ func (s *session) runChild(ctx workflow.Context, prompt string, files []activiti
 	runCtx = workflow.WithActivityOptions(runCtx, workflow.ActivityOptions{
 		Summary:   summary,
 		TaskQueue: hostQueue(ctx, s.in.Host),
-		// The child's own timeout plus room for its extension: seed 002
-		// lets a child that still calls tools run on until 300 s (the
-		// largest debounce) pass without one; beyond that this ends it.
-		StartToCloseTimeout: timeout + 10*time.Minute,
+		// The run ends itself at its ceiling (the timeout, its extension,
+		// max_runtime); the margin lets pi stop and the result be written,
+		// so Temporal's own timeout only ends a worker that hangs, and the
+		// retry then finds the ceiling passed (see RunPi).
+		StartToCloseTimeout: child.Ceiling() + 2*time.Minute,
 		// A worker that dies stops heartbeating; after this long the turn
 		// is retried on another worker, which continues the session file.
 		// The activity heartbeats every 2 s, so 5 s still rides out one late
