@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -183,8 +184,17 @@ func (c *Client) delegationInput(req StartRequest) (workflows.DelegationInput, e
 	if err := workflows.ValidateDelegation(in); err != nil {
 		return in, err
 	}
+	if b, err := json.Marshal(in); err == nil && len(b) > MaxStartBytes {
+		return in, errcode.Errorf(errcode.InvalidInput,
+			"the request is %d KiB and Temporal takes at most %d KiB of input per workflow: name large context in files[] (read on the worker) instead of putting it in the prompt",
+			len(b)>>10, MaxStartBytes>>10)
+	}
 	return in, nil
 }
+
+// MaxStartBytes bounds a delegation's input: Temporal refuses a payload
+// over 2 MB (its blob size limit); a little room is left for the encoding.
+const MaxStartBytes = 2000 << 10
 
 // DefaultTaskToolConcurrency is seed 001's subagents.taskMaxConcurrency
 // default, for batches of the task tool.

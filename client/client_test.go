@@ -328,3 +328,19 @@ func TestEnvelopeKeepsZerosAndFalse(t *testing.T) {
 		})
 	}
 }
+
+// TestStartRefusesWhatTemporalWouldNot: a request beyond Temporal's payload
+// limit is INVALID_INPUT before anything starts, with what to do instead;
+// one batch item's bad prompt is that item's error only.
+func TestStartRefusesWhatTemporalWouldNot(t *testing.T) {
+	c := &Client{}
+	big := StartRequest{Tasks: []workflows.TaskSpec{{Name: "a", Prompt: strings.Repeat("x", 3<<20), Cwd: "/repo"}}}
+	if _, err := c.delegationInput(big); !errcode.Is(err, errcode.InvalidInput) || !strings.Contains(err.Error(), "files[]") {
+		t.Fatalf("a 3 MiB prompt: %v", err)
+	}
+	batch := StartRequest{Tasks: []workflows.TaskSpec{{Name: "a", Prompt: "go", Cwd: "/repo"}, {Name: "b", Prompt: " ", Cwd: "/repo"}}, MaxConcurrency: 2}
+	in, err := c.delegationInput(batch)
+	if err != nil || in.Tasks[0].Rejected != nil || in.Tasks[1].Rejected == nil || in.Tasks[1].Rejected.Code != errcode.InvalidInput {
+		t.Fatalf("batch: %v %+v", err, in.Tasks)
+	}
+}

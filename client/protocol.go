@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/durable-pi/subagents/internal/errcode"
 )
@@ -148,6 +149,12 @@ func (s *Server) ServeConn(ctx context.Context, r io.Reader, w io.Writer, opts C
 			continue
 		}
 		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		if !utf8.Valid(line) {
+			// JSON would read it with U+FFFD in place of the bad bytes: a
+			// prompt the caller did not write.
+			refuse(idOf(line), errcode.New(errcode.InvalidInput, "request: not valid UTF-8"))
 			continue
 		}
 		var req ServeRequest

@@ -55,6 +55,7 @@ func TestServeConnBadLines(t *testing.T) {
 		`{"id":9, this is not JSON`,
 		`{"id":10,"args":["explode","--json"]}`,
 		`{"id":11,"args":["status","--json","--","x"]}`,
+		`{"id":12,"args":["start","--json"],"input":"bad ` + "\xff" + ` byte"}`,
 		``,
 	}, "\n") + "\n"
 	var out strings.Builder
@@ -72,6 +73,7 @@ func TestServeConnBadLines(t *testing.T) {
 		{9, errcode.ExitBadInput, `"code":"INVALID_INPUT"`},
 		{10, errcode.ExitBadInput, `unknown command \"explode\"`},
 		{11, errcode.ExitUnavailable, "no Temporal in this test"},
+		{12, errcode.ExitBadInput, "not valid UTF-8"},
 	}
 	for _, tt := range tests {
 		text := strings.Join(r.lines[tt.id], "\n")

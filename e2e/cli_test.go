@@ -219,6 +219,13 @@ func TestDevRunsUIWorkerAndSurvivesRestart(t *testing.T) {
 	}
 	p := e.startDev(args...)
 	p.waitReady(t)
+	// The database holds every prompt and result: its owner's only, also
+	// outside the data dir.
+	for _, f := range []string{db, db + "-wal"} {
+		if info, err := os.Stat(f); err != nil || info.Mode().Perm() != 0o600 {
+			t.Fatalf("%s: %v, want mode 0600", f, err)
+		}
+	}
 	uiURL := fmt.Sprintf("http://127.0.0.1:%d", uiPort)
 	if !strings.Contains(p.stdout.String(), uiURL+"/namespaces/default/workflows") {
 		t.Fatalf("banner does not show the UI link:\n%s", p.stdout)

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -194,6 +195,17 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		return nil, errcode.Wrap(errcode.ServiceUnavailable, err, "temporal server: "+err.Error())
 	}
 	s := &Server{opts: opts, server: srv, logLevel: logLevel}
+	if !opts.Ephemeral {
+		// SQLite creates the file with the process's umask (0644 here): the
+		// database holds every prompt and result, for its owner only. Its
+		// WAL and shared-memory files take the database file's mode.
+		for _, f := range []string{opts.DBFile, opts.DBFile + "-wal", opts.DBFile + "-shm"} {
+			if err := os.Chmod(f, 0o600); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				s.Stop()
+				return nil, errcode.Wrap(errcode.InvalidInput, err, fmt.Sprintf("--db-filename: %v", err))
+			}
+		}
+	}
 
 	if err := s.registerSearchAttributes(ctx); err != nil {
 		s.Stop()
