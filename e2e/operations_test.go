@@ -73,9 +73,9 @@ func TestDevMetricsAndJSONLogs(t *testing.T) {
 		labels []string
 		value  float64
 	}{
-		{"subagents_tasks_started", []string{`agent="scout"`}, 1},
-		{"subagents_tasks_finished", []string{`agent="scout"`, `status="completed"`}, 1},
-		{"subagents_finalize_retries", []string{`agent="scout"`}, 1},
+		{"subagents_tasks_started_total", []string{`agent="scout"`}, 1},
+		{"subagents_tasks_finished_total", []string{`agent="scout"`, `status="completed"`}, 1},
+		{"subagents_finalize_retries_total", []string{`agent="scout"`}, 1},
 		{"subagents_child_run_seconds_count", []string{`agent="scout"`, `outcome="completed"`}, 2},
 		{"subagents_child_tokens_total", []string{`agent="scout"`, `kind="input"`}, 200},
 		{"subagents_child_tokens_total", []string{`agent="scout"`, `kind="output"`}, 40},

@@ -6,11 +6,11 @@ import "go.temporal.io/sdk/workflow"
 // quiet during replay, so a turn is counted once however often it replays.
 const (
 	// TasksStartedMetric counts turns started, by agent.
-	TasksStartedMetric = "subagents_tasks_started"
+	TasksStartedMetric = "subagents_tasks_started_total"
 	// TasksFinishedMetric counts turns ended, by agent and status.
-	TasksFinishedMetric = "subagents_tasks_finished"
+	TasksFinishedMetric = "subagents_tasks_finished_total"
 	// FinalizeRetriesMetric counts corrective-feedback runs, by agent.
-	FinalizeRetriesMetric = "subagents_finalize_retries"
+	FinalizeRetriesMetric = "subagents_finalize_retries_total"
 )
 
 func countTurn(ctx workflow.Context, name string, tags map[string]string) {

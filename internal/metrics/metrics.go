@@ -8,8 +8,11 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,6 +26,37 @@ import (
 	"github.com/durable-pi/subagents/internal/errcode"
 )
 
+// secondsBuckets fit what is timed here: from a poll's milliseconds to a
+// child run of an hour (the default timeout is 10 min, plus extensions).
+var secondsBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600}
+
+// maxAgents bounds the values of the agent label: a profile name comes from
+// callers, and each new one is a new series; past this many the rest count
+// as "other".
+const maxAgents = 100
+
+// agents hands out the agent label's values, at most maxAgents of them.
+type agents struct {
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (a *agents) label(name string) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.seen[name] {
+		return name
+	}
+	if len(a.seen) >= maxAgents {
+		return "other"
+	}
+	if a.seen == nil {
+		a.seen = map[string]bool{}
+	}
+	a.seen[name] = true
+	return name
+}
+
 // reportInterval is how often tally hands the SDK's counters to the
 // Prometheus registry: well under any scrape interval.
 const reportInterval = time.Second
@@ -33,6 +67,7 @@ type Metrics struct {
 	// Handler goes into the Temporal client's options.
 	Handler client.MetricsHandler
 
+	agents       *agents
 	childSeconds *prometheus.HistogramVec
 	tokens       *prometheus.CounterVec
 	cost         *prometheus.CounterVec
@@ -47,6 +82,9 @@ func New() *Metrics {
 	reporter := tallyprom.NewReporter(tallyprom.Options{
 		Registerer:       reg,
 		DefaultTimerType: tallyprom.HistogramTimerType,
+		// The SDK's latencies run from milliseconds (polls, workflow tasks)
+		// to an hour (an activity: one child pi run).
+		DefaultHistogramBuckets: secondsBuckets,
 		// A series the SDK registers twice with other labels is dropped,
 		// not fatal: metrics must never stop a worker.
 		OnRegisterError: func(error) {},
@@ -56,15 +94,17 @@ func New() *Metrics {
 		Separator:       tallyprom.DefaultSeparator,
 		SanitizeOptions: &tallyprom.DefaultSanitizerOpts,
 	}, reportInterval)
+	names := &agents{}
 	m := &Metrics{
 		Registry: reg,
-		Handler:  sdkHandler{scope},
+		Handler:  sdkHandler{scope, names},
+		agents:   names,
 		childSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "subagents_child_run_seconds",
 			Help: "Wall time of one child pi run (one attempt of a turn).",
 			// From a cached one-line answer to the 600 s default timeout
 			// and its extension.
-			Buckets: []float64{0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1200},
+			Buckets: secondsBuckets,
 		}, []string{"agent", "outcome"}),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "subagents_child_tokens_total",
@@ -82,6 +122,7 @@ func New() *Metrics {
 
 // ChildRun records one child run; it implements activities.RunObserver.
 func (m *Metrics) ChildRun(agent, outcome string, elapsed time.Duration, u activities.Usage) {
+	agent = m.agents.label(agent)
 	m.childSeconds.WithLabelValues(agent, outcome).Observe(elapsed.Seconds())
 	for kind, n := range map[string]int64{"input": u.Input, "output": u.Output, "cache_read": u.CacheRead, "cache_write": u.CacheWrite} {
 		m.tokens.WithLabelValues(agent, kind).Add(float64(n))
@@ -144,12 +185,26 @@ func (m *Metrics) Serve(ctx context.Context, addr string, logger *slog.Logger) (
 func (m *Metrics) Close() error { return m.scope.Close() }
 
 // sdkHandler is the Temporal SDK's metrics handler over a tally scope.
-type sdkHandler struct{ scope tally.Scope }
-
-func (h sdkHandler) WithTags(tags map[string]string) client.MetricsHandler {
-	return sdkHandler{h.scope.Tagged(tags)}
+type sdkHandler struct {
+	scope  tally.Scope
+	agents *agents
 }
 
-func (h sdkHandler) Counter(name string) client.MetricsCounter { return h.scope.Counter(name) }
-func (h sdkHandler) Gauge(name string) client.MetricsGauge     { return h.scope.Gauge(name) }
-func (h sdkHandler) Timer(name string) client.MetricsTimer     { return h.scope.Timer(name) }
+func (h sdkHandler) WithTags(tags map[string]string) client.MetricsHandler {
+	if a, ok := tags["agent"]; ok {
+		tags = maps.Clone(tags)
+		tags["agent"] = h.agents.label(a)
+	}
+	return sdkHandler{h.scope.Tagged(tags), h.agents}
+}
+
+// Counter follows Prometheus' naming: a counter's name ends in _total (the
+// SDK's own, temporal_long_request and the rest, and ours).
+func (h sdkHandler) Counter(name string) client.MetricsCounter {
+	if !strings.HasSuffix(name, "_total") {
+		name += "_total"
+	}
+	return h.scope.Counter(name)
+}
+func (h sdkHandler) Gauge(name string) client.MetricsGauge { return h.scope.Gauge(name) }
+func (h sdkHandler) Timer(name string) client.MetricsTimer { return h.scope.Timer(name) }

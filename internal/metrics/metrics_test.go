@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -68,12 +69,37 @@ func TestSDKHandlerAndEndpoint(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	for _, want := range []string{`subagents_tasks_started{agent="scout"} 2`, `some_gauge{agent="scout"} 1.5`, `some_latency_bucket{agent="scout"`, "go_goroutines"} {
+	// Counters end in _total; the SDK's timers have buckets up to an hour.
+	for _, want := range []string{`subagents_tasks_started_total{agent="scout"} 2`, `some_gauge{agent="scout"} 1.5`,
+		`some_latency_bucket{agent="scout",le="3600"}`, "go_goroutines"} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
+	if strings.Contains(string(body), "subagents_tasks_started{") {
+		t.Error("a counter without _total")
+	}
 	if _, err := m.Serve(ctx, addr, slog.Default()); err == nil {
 		t.Error("a second server on a used address did not fail")
+	}
+}
+
+// TestAgentLabelIsBounded: whatever names callers send, the agent label
+// takes at most maxAgents values; the rest count as "other".
+func TestAgentLabelIsBounded(t *testing.T) {
+	m := New()
+	defer func() { _ = m.Close() }()
+	for i := range maxAgents + 50 {
+		m.ChildRun(fmt.Sprintf("agent-%d", i), "completed", time.Second, activities.Usage{Output: 1})
+		m.Handler.WithTags(map[string]string{"agent": fmt.Sprintf("agent-%d", i)}).Counter("subagents_tasks_started").Inc(1)
+	}
+	if n := testutil.CollectAndCount(m.cost); n != maxAgents+1 {
+		t.Fatalf("%d cost series, want %d (and other)", n, maxAgents+1)
+	}
+	if got := testutil.ToFloat64(m.tokens.WithLabelValues("other", "output")); got != 50 {
+		t.Fatalf("other counted %v outputs, want 50", got)
+	}
+	if n := testutil.CollectAndCount(m.childSeconds); n != maxAgents+1 {
+		t.Fatalf("%d run series", n)
 	}
 }
