@@ -32,6 +32,9 @@ type sessionLock struct{ f *os.File }
 type runRecord struct {
 	Run            string `json:"run"`
 	MessagesBefore int    `json:"messagesBefore"`
+	// Pgid is the process group of the pi the run started: what a retry
+	// kills if the attempt died and left its tools running.
+	Pgid int `json:"pgid,omitempty"`
 }
 
 // lockSession takes an exclusive lock on the session's lock file, so that
@@ -75,6 +78,16 @@ func (l *sessionLock) unlock() {
 }
 
 // record reads the run record the file holds, if it is run's.
+// last is the record as the last attempt of any run left it.
+func (l *sessionLock) last() runRecord {
+	var r runRecord
+	b, err := io.ReadAll(io.NewSectionReader(l.f, 0, maxRecordBytes))
+	if err == nil {
+		_ = json.Unmarshal(b, &r)
+	}
+	return r
+}
+
 func (l *sessionLock) record(run string) (runRecord, bool) {
 	b, err := io.ReadAll(io.NewSectionReader(l.f, 0, maxRecordBytes))
 	if err != nil {

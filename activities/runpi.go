@@ -304,6 +304,13 @@ func (a *Activities) RunPi(ctx context.Context, in RunPiInput) (RunPiResult, err
 	// attempt, so that a retry knows which messages the interrupted
 	// attempts wrote, even if they died before their first heartbeat.
 	key := runKey(info)
+	if info.Attempt > 1 {
+		// This attempt holds the session's lock: an earlier one has ended,
+		// and if its worker died, its pi's tools may run on. End them.
+		if n := killLeftovers(lock.last().Pgid); n > 0 {
+			activity.GetLogger(ctx).Warn("ended what a dead attempt left running", "session", in.SessionID, "processes", n)
+		}
+	}
 	msgs, _ := readMessages(res.SessionFile)
 	res.MessagesBefore = -1
 	if info.Attempt > 1 {
@@ -316,7 +323,8 @@ func (a *Activities) RunPi(ctx context.Context, in RunPiInput) (RunPiResult, err
 	if res.MessagesBefore < 0 || res.MessagesBefore > len(msgs) {
 		res.MessagesBefore = len(msgs)
 	}
-	if err := lock.write(runRecord{Run: key, MessagesBefore: res.MessagesBefore}); err != nil {
+	rec := runRecord{Run: key, MessagesBefore: res.MessagesBefore}
+	if err := lock.write(rec); err != nil {
 		return res, fmt.Errorf("session lock: %w", err)
 	}
 	earlier := replayRun(msgs[res.MessagesBefore:])
@@ -354,6 +362,12 @@ func (a *Activities) RunPi(ctx context.Context, in RunPiInput) (RunPiResult, err
 		attempt:  info.Attempt,
 		before:   res.MessagesBefore,
 		ceiling:  left,
+		// Where a retry finds this run's process group, should the worker
+		// die with it.
+		started: func(pid int) {
+			rec.Pgid = pid
+			_ = lock.write(rec)
+		},
 	}
 	run.stream.MaxTimeline = clampInt(in.MaxEvents, DefaultMaxEvents, 0, MaxEventsCeiling)
 	run.env = a.childEnv(in.Depth, apiKeyEnv(in.Model, admission.APIKey))
@@ -591,6 +605,8 @@ type childRun struct {
 	loopMax  int
 	// ceiling is what is left of the turn's hard limit (Ceiling).
 	ceiling time.Duration
+	// started, when set, is told pi\'s pid (its process group) once it runs.
+	started func(pid int)
 	prior   Usage
 	attempt int32
 	before  int
@@ -650,6 +666,9 @@ func (r *childRun) run(ctx context.Context, args []string, spec warmSpec, sessio
 		}(p.stdin)
 	}
 	pid := p.pid
+	if r.started != nil {
+		r.started(pid)
+	}
 	lines := p.lines
 	overflow := p.overflow
 	kept := false

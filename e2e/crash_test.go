@@ -63,7 +63,7 @@ func TestWorkerKilledMidRun(t *testing.T) {
 	e := newEnv(t)
 	started := filepath.Join(e.workDir, "started.txt")
 	e.model.Script("killed",
-		scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "bash", Arguments: `{"command":"echo $PPID > started.txt; sleep 120"}`}}},
+		scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "bash", Arguments: `{"command":"echo $$ > tool.txt; echo $PPID > started.txt; sleep 120"}`}}},
 		finalizeStep("survived a worker crash"),
 	)
 	first := e.startWorkerProcess()
@@ -100,6 +100,11 @@ func TestWorkerKilledMidRun(t *testing.T) {
 	// The pi the killed worker started did not run on beside the new attempt.
 	if syscall.Kill(piPid, 0) == nil {
 		t.Fatalf("the pi (pid %d) of the killed worker is still running", piPid)
+	}
+	// Nor did its tool: the retry ended what the dead attempt left.
+	toolPid := readPid(t, filepath.Join(e.workDir, "tool.txt"))
+	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", toolPid)); err == nil && !strings.Contains(string(stat), ") Z ") {
+		t.Fatalf("the tool (pid %d) of the killed worker's pi is still running: %s", toolPid, stat)
 	}
 }
 
