@@ -178,6 +178,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	flags.Register(fs)
 	conn.RegisterFlags(fs)
 	fs.BoolVar(&socket, "socket", false, "also answer the client protocol on <data dir>/"+subclient.SocketName+", as subagents dev does")
+	setup := fs.Bool("setup", false, "create the namespace and register the search attributes first, as `subagents setup` does")
 	if err := fs.Parse(args); err != nil {
 		return errcode.Wrap(errcode.InvalidInput, err, err.Error())
 	}
@@ -193,6 +194,20 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer c.Close()
+	copts, err := conn.ClientOptions()
+	if err != nil {
+		return err
+	}
+	// Before polling: a namespace or search attribute that is missing is
+	// named with the command that fixes it, not found by the first start.
+	if *setup {
+		err = Setup(ctx, c, cmpNamespace(copts.Namespace), DefaultRetention, stdout)
+	} else {
+		err = Check(ctx, c, cmpNamespace(copts.Namespace))
+	}
+	if err != nil {
+		return err
+	}
 	if socket {
 		opts, err := conn.ClientOptions()
 		if err != nil {

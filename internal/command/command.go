@@ -28,6 +28,7 @@ const Usage = `usage: subagents <command> [flags]
 commands:
   dev         run an embedded Temporal (SQLite file), its UI and a worker
   worker      run a worker against an external Temporal (TEMPORAL_* settings)
+  setup       create the namespace and register the search attributes on an external Temporal
   demo        the whole stack with a scripted model: a delegation survives a worker kill
   run         start tasks and wait, with live progress: run [--agent NAME] PROMPT
   start       start tasks and return their task IDs at once (--input - reads JSON)
@@ -69,6 +70,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, server ma
 	switch args[0] {
 	case "worker":
 		return worker.Main(ctx, args[1:], stdout, stderr)
+	case "setup":
+		return worker.SetupMain(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		_, _ = fmt.Fprint(stdout, Usage)
 		return nil
