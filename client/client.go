@@ -192,6 +192,25 @@ func (c *Client) delegationInput(req StartRequest) (workflows.DelegationInput, e
 	return in, nil
 }
 
+// delegationDetails lists a delegation's tasks for the Temporal UI.
+func delegationDetails(in workflows.DelegationInput) string {
+	var b strings.Builder
+	for i, t := range in.Tasks {
+		agent := t.Profile
+		if agent == "" {
+			agent = t.Agent
+		}
+		if agent == "" {
+			agent = in.Profile
+		}
+		b.WriteString(workflows.TaskDetails(t.Name, activities.AgentName(agent), t.Cwd, t.Prompt, in.ParentSessionID, ""))
+		if i < len(in.Tasks)-1 {
+			b.WriteString("\n")
+		}
+	}
+	return b.String()
+}
+
 // MaxStartBytes bounds a delegation's input: Temporal refuses a payload
 // over 2 MB (its blob size limit); a little room is left for the encoding.
 const MaxStartBytes = 2000 << 10
@@ -222,6 +241,7 @@ func (c *Client) startDelegation(ctx context.Context, in workflows.DelegationInp
 		TypedSearchAttributes: temporal.NewSearchAttributes(attrs...),
 		Memo:                  map[string]any{"name": strings.Join(names, ", ")},
 		StaticSummary:         fmt.Sprintf("delegation of %d task(s): %s", len(names), strings.Join(names, ", ")),
+		StaticDetails:         delegationDetails(in),
 		// A delegation ID is never reused; a duplicate start is a bug.
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		// Where this client shares its process with a worker of the queue

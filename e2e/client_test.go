@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 
+	"go.temporal.io/sdk/converter"
+
 	"github.com/durable-pi/subagents/client"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
 )
@@ -363,5 +365,21 @@ func TestBatchRejectsItemsOnTheirOwn(t *testing.T) {
 	waited, out := c.json(1, "", "wait", "--timeout", "60s", started.DelegationID)
 	if waited.Items[0].Status != "completed" || !strings.Contains(waited.Items[0].Output, "good done") || *waited.RejectedCount != 2 || waited.BatchStatus != "partial" {
 		t.Fatalf("wait: %s", out)
+	}
+	// In the Temporal UI the session reads as its task: summary and details.
+	desc, err := shared.client.DescribeWorkflowExecution(e.ctx(), started.Items[0].TaskID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var summary, details string
+	meta := desc.GetExecutionConfig().GetUserMetadata()
+	if err := converter.GetDefaultDataConverter().FromPayload(meta.GetSummary(), &summary); err != nil {
+		t.Fatal(err)
+	}
+	if err := converter.GetDefaultDataConverter().FromPayload(meta.GetDetails(), &details); err != nil {
+		t.Fatal(err)
+	}
+	if summary != "good (default)" || !strings.Contains(details, "[[script:good]] Look.") || !strings.Contains(details, "cwd: `"+e.workDir+"`") || !strings.Contains(details, started.DelegationID) {
+		t.Fatalf("UI metadata: %q\n%s", summary, details)
 	}
 }

@@ -521,6 +521,7 @@ func (d *delegation) runTask(ctx workflow.Context, i int, r profiles.ResolvedTas
 		),
 		Memo:          sessionMemo(t, d.id, host),
 		StaticSummary: fmt.Sprintf("%s (%s)", t.Name, activities.AgentName(in.Agent)),
+		StaticDetails: TaskDetails(t.Name, activities.AgentName(in.Agent), in.Cwd, t.Prompt, d.in.ParentSessionID, d.id),
 	})
 	fut := workflow.ExecuteChildWorkflow(cctx, SessionWorkflowName, in)
 	if err := fut.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
@@ -592,6 +593,25 @@ func (d *delegation) status() DelegationStatus {
 		st.State = StateCompleted
 	}
 	return st
+}
+
+// TaskDetails is a task as the Temporal UI shows it in a workflow's
+// details: what an operator needs to tell one run from another without
+// opening its history.
+func TaskDetails(name, agent, cwd, prompt, parentSession, delegationID string) string {
+	first, _, _ := strings.Cut(strings.TrimSpace(prompt), "\n")
+	if r := []rune(first); len(r) > 200 {
+		first = string(r[:200]) + "…"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "**%s** · agent `%s`\n\n- cwd: `%s`\n- prompt: %s\n", name, agent, cwd, first)
+	if parentSession != "" {
+		fmt.Fprintf(&b, "- parent pi session: `%s`\n", parentSession)
+	}
+	if delegationID != "" {
+		fmt.Fprintf(&b, "- delegation: `%s`\n", delegationID)
+	}
+	return b.String()
 }
 
 // sessionMemo is what the UI and `list` show of a session beside its
