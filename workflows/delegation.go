@@ -603,15 +603,14 @@ func TaskDetails(name, agent, cwd, prompt, parentSession, delegationID string) s
 	if r := []rune(first); len(r) > 200 {
 		first = string(r[:200]) + "…"
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "**%s** · agent `%s`\n\n- cwd: `%s`\n- prompt: %s\n", name, agent, cwd, first)
+	details := fmt.Sprintf("**%s** · agent `%s`\n\n- cwd: `%s`\n- prompt: %s\n", name, agent, cwd, first)
 	if parentSession != "" {
-		fmt.Fprintf(&b, "- parent pi session: `%s`\n", parentSession)
+		details += fmt.Sprintf("- parent pi session: `%s`\n", parentSession)
 	}
 	if delegationID != "" {
-		fmt.Fprintf(&b, "- delegation: `%s`\n", delegationID)
+		details += fmt.Sprintf("- delegation: `%s`\n", delegationID)
 	}
-	return b.String()
+	return details
 }
 
 // sessionMemo is what the UI and `list` show of a session beside its
