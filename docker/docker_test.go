@@ -131,7 +131,7 @@ func TestCompose(t *testing.T) {
 	if err != nil {
 		t.Fatalf("compose.yaml does not load: %v", err)
 	}
-	want := []string{"postgresql", "search-attributes", "temporal", "temporal-ui", "worker-1", "worker-2"}
+	want := []string{"postgresql", "setup", "temporal", "temporal-ui", "worker-1", "worker-2"}
 	if got := p.ServiceNames(); !slices.Equal(sorted(got), want) {
 		t.Fatalf("services %v, want %v", got, want)
 	}
@@ -175,16 +175,15 @@ func TestCompose(t *testing.T) {
 	if env(svc("temporal-ui"), "TEMPORAL_ADDRESS") != "temporal:7233" {
 		t.Error("the UI does not talk to the temporal service")
 	}
-	sa := svc("search-attributes")
-	script := strings.Join(sa.Command, " ")
-	for _, attr := range []string{"SubagentAgent", "SubagentStatus", "SubagentCwd", "SubagentParentSession"} {
-		if !strings.Contains(script, attr) {
-			t.Errorf("search attribute %s is not registered", attr)
-		}
+	// The project's own setup registers the search attributes, from the
+	// image the workers run, once, before them.
+	setup := svc("setup")
+	if setup.Build == nil || setup.Build.Dockerfile != "docker/Dockerfile" || strings.Join(setup.Entrypoint, " ") != "subagents" ||
+		len(setup.Command) == 0 || setup.Command[0] != "setup" || env(setup, "TEMPORAL_ADDRESS") != "temporal:7233" {
+		t.Errorf("setup: build %+v entrypoint %v command %v", setup.Build, setup.Entrypoint, setup.Command)
 	}
-	// The job fails loudly: no error is swallowed.
-	if !strings.Contains(script, "set -eu") || strings.Contains(script, "|| true") {
-		t.Errorf("the search attribute job may hide a failure: %s", script)
+	if setup.DependsOn["temporal"].Condition != types.ServiceConditionHealthy {
+		t.Error("setup does not wait for a healthy server")
 	}
 	for _, name := range []string{"postgresql", "temporal", "temporal-ui", "worker-1", "worker-2"} {
 		if svc(name).HealthCheck == nil || len(svc(name).HealthCheck.Test) == 0 {
@@ -212,7 +211,7 @@ func TestCompose(t *testing.T) {
 				t.Errorf("%s does not get %s as the secret %s", name, key, secret)
 			}
 		}
-		if w.DependsOn["search-attributes"].Condition != types.ServiceConditionCompletedSuccessfully || w.DependsOn["temporal"].Condition != types.ServiceConditionHealthy {
+		if w.DependsOn["setup"].Condition != types.ServiceConditionCompletedSuccessfully || w.DependsOn["temporal"].Condition != types.ServiceConditionHealthy {
 			t.Errorf("%s does not wait for the server and the search attributes", name)
 		}
 		if len(w.Ports) != 0 {
