@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+	"unicode/utf8"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -21,6 +22,10 @@ import (
 // which is what a reader looking at how a run ended needs.
 const (
 	MaxReadChars = 1 << 20
+	// MaxReadBytes bounds the text as JSON encodes it (multi-byte and
+	// escaped characters count for what they take): half of Temporal's
+	// limit, whatever the text is made of.
+	MaxReadBytes = 1 << 20
 	// Seed 002's get_subagent_session previews.
 	toolArgsPreviewChars   = 120
 	toolResultPreviewChars = 500
@@ -106,14 +111,36 @@ func (a *Activities) ReadSession(_ context.Context, req ReadRequest) (ReadResult
 		return res, temporal.NewNonRetryableApplicationError(msg, string(errcode.InvalidInput), nil)
 	}
 	text = a.sanitizer.Sanitize(text)
-	res.TotalChars = len([]rune(text))
-	if res.TotalChars > MaxReadChars {
-		r := []rune(text)
-		text = fmt.Sprintf("[... %d earlier characters omitted ...]\n", res.TotalChars-MaxReadChars) + string(r[len(r)-MaxReadChars:])
+	r := []rune(text)
+	res.TotalChars = len(r)
+	// The end is kept: as many characters as both caps allow.
+	keep, size := 0, 0
+	for keep < len(r) && keep < MaxReadChars {
+		n := jsonSize(r[len(r)-1-keep])
+		if size+n > MaxReadBytes {
+			break
+		}
+		size += n
+		keep++
+	}
+	if keep < len(r) {
+		text = fmt.Sprintf("[... %d earlier characters omitted ...]\n", len(r)-keep) + string(r[len(r)-keep:])
 		res.Truncated = true
 	}
 	res.Text = text
 	return res, nil
+}
+
+// jsonSize is how many bytes JSON takes for c in a string, as Go's encoder
+// writes it.
+func jsonSize(c rune) int {
+	switch {
+	case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t':
+		return 2
+	case c < 0x20 || c == '<' || c == '>' || c == '&' || c == '\u2028' || c == '\u2029' || c == utf8.RuneError:
+		return 6
+	}
+	return utf8.RuneLen(c)
 }
 
 // SessionMessage is one conversation message of a pi session file.

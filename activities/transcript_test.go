@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -98,6 +99,12 @@ func TestReadSession(t *testing.T) {
 	if err := os.WriteFile(artifactFile(file, 2), []byte(long), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// 4.5 MB of multi-byte and escaped text: fewer characters than the cap,
+	// far more bytes than Temporal takes.
+	wide := strings.Repeat("é€<\"", 600_000)
+	if err := os.WriteFile(artifactFile(file, 3), []byte(wide), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name      string
 		req       ReadRequest
@@ -108,6 +115,7 @@ func TestReadSession(t *testing.T) {
 	}{
 		{name: "transcript", req: ReadRequest{SessionID: "sess-1", Agent: "scout", Cwd: cwd, What: ReadTranscript}, found: true, want: "Find the config loader"},
 		{name: "output of a turn, sanitized and capped at its end", req: ReadRequest{SessionID: "sess-1", Agent: "scout", Cwd: cwd, What: ReadOutput, Turn: 2}, found: true, truncated: true, want: "earlier characters omitted"},
+		{name: "output of wide characters, capped by what JSON takes", req: ReadRequest{SessionID: "sess-1", Agent: "scout", Cwd: cwd, What: ReadOutput, Turn: 3}, found: true, truncated: true, want: "earlier characters omitted"},
 		{name: "no artifact for that turn", req: ReadRequest{SessionID: "sess-1", Agent: "scout", Cwd: cwd, What: ReadOutput, Turn: 1}},
 		{name: "no session file on this worker", req: ReadRequest{SessionID: "other", Agent: "scout", Cwd: cwd, What: ReadTranscript}},
 		{name: "relative cwd", req: ReadRequest{SessionID: "sess-1", Cwd: "rel", What: ReadTranscript}, wantErr: "cwd must be an absolute path"},
@@ -137,6 +145,9 @@ func TestReadSession(t *testing.T) {
 			}
 			if tc.truncated && len([]rune(res.Text)) > MaxReadChars+100 {
 				t.Fatalf("text is %d characters, over the cap", len([]rune(res.Text)))
+			}
+			if b, _ := json.Marshal(res); len(b) > MaxReadBytes+1000 {
+				t.Fatalf("the result is %d bytes as JSON, over the cap", len(b))
 			}
 		})
 	}
