@@ -9,7 +9,7 @@ import { createInterface } from "node:readline";
 import type { Envelope } from "./format.ts";
 import { answers, buildAdvice, dial, findBinary, sameAddress, socketPath, sourceTreeBinary, startService } from "./service.ts";
 
-/** An error with one of DESIGN.md's stable codes. */
+/** An error with one of the stable codes of the README's error code table. */
 export class SubagentsError extends Error {
 	readonly code: string;
 	/** The command's category; for the few codes the extension raises itself, theirs. */
