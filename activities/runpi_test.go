@@ -428,16 +428,7 @@ func TestRunPiFilesAsContext(t *testing.T) {
 		{Path: "binary.bin"},
 	}
 	h.mustRun(in)
-	reqs := h.model.RequestsFor("files")
-	if len(reqs) != 1 {
-		t.Fatalf("%d requests", len(reqs))
-	}
-	var user string
-	for _, m := range reqs[0].Parsed.Messages {
-		if m.Role == "user" {
-			user = m.Text()
-		}
-	}
+	user := h.onlyPrompt("files")
 	want := "=== five.txt ===\none\ntwo\nthree\nfour\nfive\n\n" +
 		"=== five.txt ===\ntwo\nthree\n\n" +
 		"=== five.txt ===\none\n\n" +
@@ -450,6 +441,22 @@ func TestRunPiFilesAsContext(t *testing.T) {
 	if user != want {
 		t.Fatalf("prompt the model saw:\n%s\n--- want:\n%s", user, want)
 	}
+}
+
+// onlyPrompt is the last user message of the one model request script got.
+func (h *harness) onlyPrompt(script string) string {
+	h.t.Helper()
+	reqs := h.model.RequestsFor(script)
+	if len(reqs) != 1 {
+		h.t.Fatalf("%d requests of %s, want 1", len(reqs), script)
+	}
+	var user string
+	for _, m := range reqs[0].Parsed.Messages {
+		if m.Role == "user" {
+			user = m.Text()
+		}
+	}
+	return user
 }
 
 // TestRunPiLargePrompt: a files[] entry at the documented 1 MiB limit makes
@@ -466,16 +473,7 @@ func TestRunPiLargePrompt(t *testing.T) {
 	if r.Error != nil || r.Output != "read it" {
 		t.Fatalf("result %+v", r)
 	}
-	reqs := h.model.RequestsFor("big")
-	if len(reqs) != 1 {
-		t.Fatalf("%d requests", len(reqs))
-	}
-	var user string
-	for _, m := range reqs[0].Parsed.Messages {
-		if m.Role == "user" {
-			user = m.Text()
-		}
-	}
+	user := h.onlyPrompt("big")
 	if want := "=== big.txt ===\n" + big + "\n--not-a-flag [[script:big]] Read the big file."; user != want {
 		t.Fatalf("the model saw %d bytes, want %d", len(user), len(want))
 	}

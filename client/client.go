@@ -196,14 +196,7 @@ func (c *Client) delegationInput(req StartRequest) (workflows.DelegationInput, e
 func delegationDetails(in workflows.DelegationInput) string {
 	var b strings.Builder
 	for i, t := range in.Tasks {
-		agent := t.Profile
-		if agent == "" {
-			agent = t.Agent
-		}
-		if agent == "" {
-			agent = in.Profile
-		}
-		b.WriteString(workflows.TaskDetails(t.Name, activities.AgentName(agent), t.Cwd, t.Prompt, in.ParentSessionID, ""))
+		b.WriteString(workflows.TaskDetails(t.Name, activities.AgentName(t.ProfileOr(in.Profile)), t.Cwd, t.Prompt, in.ParentSessionID, ""))
 		if i < len(in.Tasks)-1 {
 			b.WriteString("\n")
 		}
@@ -256,14 +249,7 @@ func (c *Client) startDelegation(ctx context.Context, in workflows.DelegationInp
 	st := workflows.DelegationStatus{DelegationID: id, State: workflows.StateQueued, TotalCount: len(in.Tasks),
 		BatchStatus: "accepted", Deliver: in.Deliver, ParentSessionID: in.ParentSessionID}
 	for i, t := range in.Tasks {
-		profile := t.Profile
-		if profile == "" {
-			profile = t.Agent
-		}
-		if profile == "" {
-			profile = in.Profile
-		}
-		task := workflows.TaskResult{Index: i, Name: t.Name, SessionID: in.SessionIDs[i], Profile: profile, Model: t.Model, State: workflows.StateQueued}
+		task := workflows.TaskResult{Index: i, Name: t.Name, SessionID: in.SessionIDs[i], Profile: t.ProfileOr(in.Profile), Model: t.Model, State: workflows.StateQueued}
 		if t.Rejected != nil {
 			task.State, task.Error = workflows.StateFailed, t.Rejected
 			st.RejectedCount++

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -55,11 +56,12 @@ type TaskSpec struct {
 }
 
 // profile is the task's own profile name, whichever field it used.
-func (t TaskSpec) profile() string {
-	if t.Profile != "" {
-		return t.Profile
-	}
-	return t.Agent
+func (t TaskSpec) profile() string { return t.ProfileOr("") }
+
+// ProfileOr is the task's profile name, whichever field it used, else def
+// (the delegation's default profile).
+func (t TaskSpec) ProfileOr(def string) string {
+	return cmp.Or(t.Profile, t.Agent, def)
 }
 
 // DelegationInput starts a delegation.
