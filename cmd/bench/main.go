@@ -37,6 +37,7 @@ import (
 	"github.com/durable-pi/subagents/client"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
 	"github.com/durable-pi/subagents/internal/syncbuf"
+	"github.com/durable-pi/subagents/profiles"
 	"github.com/durable-pi/subagents/worker"
 	"github.com/durable-pi/subagents/worker/devserver"
 	"github.com/durable-pi/subagents/workflows"
@@ -113,7 +114,9 @@ func run(n int, outPath string) error {
 	}
 	// finalize: false on both sides, so the direct pi run and the child do
 	// the same work: one model answer, no tool.
-	profile := "---\nname: bench\nmodel: " + scriptedmodel.ModelRef + "\nfinalize: false\n---\nAnswer briefly.\n"
+	// Read-only tools on both sides too: the subagent tool (seeds 003/004)
+	// runs read-only agents only.
+	profile := "---\nname: bench\nmodel: " + scriptedmodel.ModelRef + "\nfinalize: false\ntools: " + strings.Join(profiles.ReadOnlyTools, ", ") + "\n---\nAnswer briefly.\n"
 	if err := os.WriteFile(filepath.Join(b.workDir, ".pi", "agents", "bench.md"), []byte(profile), 0o644); err != nil {
 		return err
 	}
@@ -341,7 +344,7 @@ func (b *bench) direct() (time.Duration, error) {
 		return 0, err
 	}
 	cmd := exec.Command(b.pi.Path, "--mode", "json", "--session", session, "--model", scriptedmodel.ModelRef,
-		"--no-extensions", "[[script:bench]] Say done.")
+		"--no-extensions", "--tools", strings.Join(profiles.ReadOnlyTools, ","), "[[script:bench]] Say done.")
 	cmd.Dir = b.workDir
 	cmd.Env = append(os.Environ(), append(scriptedmodel.PiEnv(b.agentDir), "PATH="+b.pi.PathPrefix+":"+os.Getenv("PATH"))...)
 	start := time.Now()
@@ -723,6 +726,16 @@ func (b *bench) fromPi(n int) (string, error) {
 		return d, peak, err
 	}
 	parent := func(prompt string) (time.Duration, int64, error) { return parentOn(svc, prompt) }
+	// checked is parentOn that fails unless the delegation reached its n
+	// children.
+	checked := func(svc *service, prompt string, n int) (time.Duration, int64, error) {
+		children := len(b.model.RequestsFor("bench"))
+		d, p, err := parentOn(svc, prompt)
+		if err == nil {
+			err = b.childAnswered(children, n)
+		}
+		return d, p, err
+	}
 	plain := func(k int) (time.Duration, int64, error) {
 		// One plain run, then k started together: the parent's run and its
 		// children's, as fast as pi alone can do them.
@@ -789,19 +802,22 @@ func (b *bench) fromPi(n int) (string, error) {
 		}},
 		{&ext0, func() (time.Duration, int64, error) { return parent(none) }},
 		{&del1, func() (time.Duration, int64, error) {
-			before := len(b.model.Requests())
+			before, children := len(b.model.Requests()), len(b.model.RequestsFor("bench"))
 			var t0 time.Time
 			d, p, started, err := b.parentPiAt(svc.address, svc.dataDir, ext, one, func() { t0 = time.Now() })
 			own = max(own, started)
+			if err == nil {
+				err = b.childAnswered(children, 1)
+			}
 			if err == nil {
 				phases.add(t0, d, b.model.Requests()[before:])
 			}
 			return d, p, err
 		}},
-		{&del1Cold, func() (time.Duration, int64, error) { return parentOn(cold, one) }},
+		{&del1Cold, func() (time.Duration, int64, error) { return checked(cold, one, 1) }},
 		{&floor4, func() (time.Duration, int64, error) { return plain(4) }},
-		{&del4, func() (time.Duration, int64, error) { return parent(four) }},
-		{&del4Cold, func() (time.Duration, int64, error) { return parentOn(cold, four) }},
+		{&del4, func() (time.Duration, int64, error) { return checked(svc, four, 4) }},
+		{&del4Cold, func() (time.Duration, int64, error) { return checked(cold, four, 4) }},
 	}
 	if peerErr == nil {
 		kinds = append(kinds, []struct {
@@ -860,6 +876,16 @@ func (b *bench) fromPi(n int) (string, error) {
 	fmt.Fprintf(&r, "The service (`subagents dev`: embedded server, UI, worker) after the runs: %d MiB resident, and its warm children (pool of 4) %d MiB together; the same service with `--warm-pool 0`: %d MiB.\n",
 		activities.ResidentBytes(svc.cmd.Process.Pid)>>20, readProcs().below(svc.cmd.Process.Pid)>>20, activities.ResidentBytes(cold.cmd.Process.Pid)>>20)
 	return r.String(), nil
+}
+
+// childAnswered checks that a delegating run reached its children: n more
+// child model calls than before (a refused delegation still lets the
+// parent end, and would be timed as if it had run).
+func (b *bench) childAnswered(before, n int) error {
+	if got := len(b.model.RequestsFor("bench")) - before; got != n {
+		return fmt.Errorf("the delegation reached %d child model calls, want %d", got, n)
+	}
+	return nil
 }
 
 // delegationPhases splits runs of a parent pi that delegates one task at
