@@ -345,6 +345,9 @@ func (c *Client) describe(ctx context.Context, id string) (*workflowservice.Desc
 		return nil, "", errcode.New(errcode.InvalidInput, "a task or session ID is required")
 	}
 	desc, err := c.Temporal.DescribeWorkflowExecution(ctx, id, "")
+	if isNotFound(err) && c.appears(ctx, id) {
+		desc, err = c.Temporal.DescribeWorkflowExecution(ctx, id, "")
+	}
 	if err != nil {
 		return nil, "", c.temporalError(err, id)
 	}
@@ -356,6 +359,38 @@ func (c *Client) describe(ctx context.Context, id string) (*workflowservice.Desc
 	default:
 		return nil, "", errcode.Errorf(errcode.SessionNotFound, "%q is a %s workflow, not a subagent session or delegation", id, name)
 	}
+}
+
+// sessionAppearsWithin bounds the wait for a task ID a start just returned:
+// its session workflow is started by the delegation's first workflow task,
+// tens of milliseconds after the start answered on a live worker; an ID
+// still unknown after this is not a session.
+const sessionAppearsWithin = 2 * time.Second
+
+// appears waits until workflow id exists, for at most sessionAppearsWithin;
+// it reports whether it does.
+func (c *Client) appears(ctx context.Context, id string) bool {
+	ctx, cancel := context.WithTimeout(ctx, sessionAppearsWithin)
+	defer cancel()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(50 * time.Millisecond):
+		}
+		_, err := c.Temporal.DescribeWorkflowExecution(ctx, id, "")
+		if err == nil {
+			return true
+		}
+		if !isNotFound(err) {
+			return false
+		}
+	}
+}
+
+func isNotFound(err error) bool {
+	var notFound *serviceerror.NotFound
+	return errors.As(err, &notFound)
 }
 
 // temporalError gives a Temporal error its code.
@@ -525,6 +560,10 @@ func (c *Client) follow(ctx context.Context, op, id string, timeout time.Duratio
 	ended := make(chan answer, 1)
 	go func() {
 		env, err := c.waitUpdate(wctx, op, id)
+		if isNotFound(err) && c.appears(wctx, id) {
+			// A task ID a start just returned: its session has appeared.
+			env, err = c.waitUpdate(wctx, op, id)
+		}
 		ended <- answer{env, err}
 	}()
 	waiting := true
