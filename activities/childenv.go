@@ -77,14 +77,3 @@ func matchAny(patterns []string, name string) bool {
 	}
 	return false
 }
-
-// ParseEnvPatterns reads a comma-separated list of patterns.
-func ParseEnvPatterns(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
-}

@@ -77,24 +77,21 @@ func (l *sessionLock) unlock() {
 	_ = l.f.Close()
 }
 
-// record reads the run record the file holds, if it is run's.
-// last is the record as the last attempt of any run left it.
+// last is the record as the last attempt of any run left it (empty when
+// there is none, or it cannot be read).
 func (l *sessionLock) last() runRecord {
 	var r runRecord
 	b, err := io.ReadAll(io.NewSectionReader(l.f, 0, maxRecordBytes))
-	if err == nil {
-		_ = json.Unmarshal(b, &r)
+	if err != nil || json.Unmarshal(b, &r) != nil {
+		return runRecord{}
 	}
 	return r
 }
 
+// record reads the run record the file holds, if it is run's.
 func (l *sessionLock) record(run string) (runRecord, bool) {
-	b, err := io.ReadAll(io.NewSectionReader(l.f, 0, maxRecordBytes))
-	if err != nil {
-		return runRecord{}, false
-	}
-	var r runRecord
-	if json.Unmarshal(b, &r) != nil || r.Run != run || r.MessagesBefore < 0 {
+	r := l.last()
+	if r.Run != run || r.MessagesBefore < 0 {
 		return runRecord{}, false
 	}
 	return r, true

@@ -37,8 +37,9 @@ type proc struct {
 
 // startProc starts pi with args in dir, its own process group, SIGTERM when
 // the thread that started it ends (the caller keeps it locked while pi
-// runs). withStdin opens stdin as a pipe (RPC mode).
-func startProc(pi string, args []string, dir string, env []string, limit int64, withStdin bool) (*proc, error) {
+// runs). Its stdin is a pipe: a cold run writes its prompt there, a warm
+// child reads RPC commands from it.
+func startProc(pi string, args []string, dir string, env []string, limit int64) (*proc, error) {
 	cmd := exec.Command(pi, args...)
 	cmd.Dir = dir
 	cmd.Env = env
@@ -53,10 +54,8 @@ func startProc(pi string, args []string, dir string, env []string, limit int64, 
 	p := &proc{cmd: cmd, lines: make(chan []byte, 64), readDone: make(chan error, 1), errDone: make(chan struct{}),
 		overflow: make(chan struct{}), exited: make(chan struct{})}
 	var err error
-	if withStdin {
-		if p.stdin, err = cmd.StdinPipe(); err != nil {
-			return nil, err
-		}
+	if p.stdin, err = cmd.StdinPipe(); err != nil {
+		return nil, err
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -404,15 +404,11 @@ func (a *Activities) RunPi(ctx context.Context, in RunPiInput) (RunPiResult, err
 	return res, nil
 }
 
-// observe reports the run to the metrics, if any, with this attempt's own
-// usage (res.Usage also counts interrupted attempts, reported by them).
 // recovered is the result of a run whose interrupted attempt had already
 // ended it (see runEnded): read from the session file, not run again.
 func (a *Activities) recovered(ctx context.Context, in RunPiInput, res RunPiResult, earlier Stream) RunPiResult {
-	run := &childRun{a: a, in: in, timeout: in.timeout(), stream: earlier}
 	res.Recovered = true
-	a.fill(&res, run, outcome{})
-	a.observe(in, res, outcome{}, earlier.Usage)
+	res = a.notRunAgain(in, res, earlier, outcome{})
 	activity.GetLogger(ctx).Info("child run recovered from its session file", "session", in.SessionID, "agent", AgentName(in.Agent),
 		"turn", in.Turn, "attempt", res.Attempt, "finalized", res.Finalize != nil)
 	return res
@@ -421,14 +417,23 @@ func (a *Activities) recovered(ctx context.Context, in RunPiInput, res RunPiResu
 // expired is the result of a retry that came after the turn's ceiling:
 // what the interrupted attempts wrote, and SUBAGENT_TIMEOUT.
 func (a *Activities) expired(ctx context.Context, in RunPiInput, res RunPiResult, earlier Stream) RunPiResult {
-	run := &childRun{a: a, in: in, timeout: in.timeout(), stream: earlier}
-	out := outcome{stop: stopTimeout}
-	a.fill(&res, run, out)
-	a.observe(in, res, out, earlier.Usage)
+	res = a.notRunAgain(in, res, earlier, outcome{stop: stopTimeout})
 	activity.GetLogger(ctx).Info("child run past its ceiling: not run again", "session", in.SessionID, "turn", in.Turn, "attempt", res.Attempt)
 	return res
 }
 
+// notRunAgain fills the result of an attempt that does not start pi from
+// what the interrupted attempts wrote in the session file, ended as out
+// says.
+func (a *Activities) notRunAgain(in RunPiInput, res RunPiResult, earlier Stream, out outcome) RunPiResult {
+	run := &childRun{a: a, in: in, timeout: in.timeout(), stream: earlier}
+	a.fill(&res, run, out)
+	a.observe(in, res, out, earlier.Usage)
+	return res
+}
+
+// observe reports the run to the metrics, if any, with this attempt's own
+// usage (res.Usage also counts interrupted attempts, reported by them).
 func (a *Activities) observe(in RunPiInput, res RunPiResult, out outcome, used Usage) {
 	if a.cfg.Observer == nil {
 		return
@@ -605,7 +610,7 @@ type childRun struct {
 	loopMax  int
 	// ceiling is what is left of the turn's hard limit (Ceiling).
 	ceiling time.Duration
-	// started, when set, is told pi\'s pid (its process group) once it runs.
+	// started, when set, is told pi's pid (its process group) once it runs.
 	started func(pid int)
 	prior   Usage
 	attempt int32
@@ -653,7 +658,7 @@ func (r *childRun) run(ctx context.Context, args []string, spec warmSpec, sessio
 	}
 	if p == nil {
 		var err error
-		if p, err = startProc(r.a.cfg.Pi, args, r.in.Cwd, r.env, r.a.cfg.MaxStreamBytes, true); err != nil {
+		if p, err = startProc(r.a.cfg.Pi, args, r.in.Cwd, r.env, r.a.cfg.MaxStreamBytes); err != nil {
 			return outcome{spawnErr: err, exitCode: -1}
 		}
 		// The prompt goes in on stdin, which pi in JSON mode takes as its
@@ -930,9 +935,6 @@ func artifactFile(sessionFile string, turn int) string {
 	return strings.TrimSuffix(sessionFile, ".jsonl") + fmt.Sprintf(".turn-%d.output.md", max(turn, 1))
 }
 
-// readLines calls fn for every LF-terminated record of r, however long. It
-// always reads r to its end, because pi stalls (or crashes) when its stdout
-// is not drained.
 // maxLineBytes bounds one line of pi's output or session file: pi cuts
 // what a tool returns to the model at 50 KB, so even an event that repeats a
 // large file write stays far below it, while a child printing without a

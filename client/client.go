@@ -247,7 +247,7 @@ func (c *Client) startDelegation(ctx context.Context, in workflows.DelegationInp
 		return Envelope{}, c.temporalError(err, id)
 	}
 	st := workflows.DelegationStatus{DelegationID: id, State: workflows.StateQueued, TotalCount: len(in.Tasks),
-		BatchStatus: "accepted", Deliver: in.Deliver, ParentSessionID: in.ParentSessionID}
+		Deliver: in.Deliver, ParentSessionID: in.ParentSessionID}
 	for i, t := range in.Tasks {
 		task := workflows.TaskResult{Index: i, Name: t.Name, SessionID: in.SessionIDs[i], Profile: t.ProfileOr(in.Profile), Model: t.Model, State: workflows.StateQueued}
 		if t.Rejected != nil {
@@ -258,12 +258,7 @@ func (c *Client) startDelegation(ctx context.Context, in workflows.DelegationInp
 		}
 		st.Tasks = append(st.Tasks, task)
 	}
-	switch {
-	case st.RejectedCount == st.TotalCount:
-		st.BatchStatus = "rejected"
-	case st.RejectedCount > 0:
-		st.BatchStatus = "partial"
-	}
+	st.BatchStatus = workflows.BatchStatus(st.TotalCount, st.RejectedCount, false)
 	if len(in.Tasks) > 1 {
 		// The worker resolves the profiles in the delegation's first
 		// workflow task: ask for the batch as it stands after it, so that
@@ -344,10 +339,7 @@ func (c *Client) describe(ctx context.Context, id string) (*workflowservice.Desc
 	if strings.TrimSpace(id) == "" {
 		return nil, "", errcode.New(errcode.InvalidInput, "a task or session ID is required")
 	}
-	desc, err := c.Temporal.DescribeWorkflowExecution(ctx, id, "")
-	if isNotFound(err) && c.appears(ctx, id) {
-		desc, err = c.Temporal.DescribeWorkflowExecution(ctx, id, "")
-	}
+	desc, err := c.describeAppearing(ctx, id)
 	if err != nil {
 		return nil, "", c.temporalError(err, id)
 	}
@@ -367,25 +359,20 @@ func (c *Client) describe(ctx context.Context, id string) (*workflowservice.Desc
 // still unknown after this is not a session.
 const sessionAppearsWithin = 2 * time.Second
 
-// appears waits until workflow id exists, for at most sessionAppearsWithin;
-// it reports whether it does.
-func (c *Client) appears(ctx context.Context, id string) bool {
-	ctx, cancel := context.WithTimeout(ctx, sessionAppearsWithin)
-	defer cancel()
-	for {
+// describeAppearing describes workflow id; one that does not exist yet is
+// asked for again until it does, for at most sessionAppearsWithin, and the
+// last answer (not found) is returned after that.
+func (c *Client) describeAppearing(ctx context.Context, id string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	desc, err := c.Temporal.DescribeWorkflowExecution(ctx, id, "")
+	for deadline := time.Now().Add(sessionAppearsWithin); isNotFound(err) && time.Now().Before(deadline); {
 		select {
 		case <-ctx.Done():
-			return false
+			return desc, err
 		case <-time.After(50 * time.Millisecond):
 		}
-		_, err := c.Temporal.DescribeWorkflowExecution(ctx, id, "")
-		if err == nil {
-			return true
-		}
-		if !isNotFound(err) {
-			return false
-		}
+		desc, err = c.Temporal.DescribeWorkflowExecution(ctx, id, "")
 	}
+	return desc, err
 }
 
 func isNotFound(err error) bool {
@@ -560,9 +547,11 @@ func (c *Client) follow(ctx context.Context, op, id string, timeout time.Duratio
 	ended := make(chan answer, 1)
 	go func() {
 		env, err := c.waitUpdate(wctx, op, id)
-		if isNotFound(err) && c.appears(wctx, id) {
-			// A task ID a start just returned: its session has appeared.
-			env, err = c.waitUpdate(wctx, op, id)
+		if isNotFound(err) {
+			if _, derr := c.describeAppearing(wctx, id); derr == nil {
+				// A task ID a start just returned: its session has appeared.
+				env, err = c.waitUpdate(wctx, op, id)
+			}
 		}
 		ended <- answer{env, err}
 	}()

@@ -94,7 +94,7 @@ type stringList []string
 func (l *stringList) UnmarshalYAML(n *yaml.Node) error {
 	switch n.Kind {
 	case yaml.ScalarNode:
-		*l = splitList(n.Value)
+		*l = SplitList(n.Value)
 		return nil
 	case yaml.SequenceNode:
 		var items []string
@@ -112,7 +112,9 @@ func (l *stringList) UnmarshalYAML(n *yaml.Node) error {
 	return fmt.Errorf("line %d: want a list or a comma-separated string", n.Line)
 }
 
-func splitList(s string) []string {
+// SplitList reads a comma-separated list, its items trimmed and the empty
+// ones dropped.
+func SplitList(s string) []string {
 	var out []string
 	for _, p := range strings.Split(s, ",") {
 		if p = strings.TrimSpace(p); p != "" {

@@ -18,6 +18,7 @@ import (
 	subclient "github.com/durable-pi/subagents/client"
 	"github.com/durable-pi/subagents/internal/errcode"
 	"github.com/durable-pi/subagents/internal/metrics"
+	"github.com/durable-pi/subagents/profiles"
 )
 
 // Flags are the settings `subagents dev` and `subagents worker` share.
@@ -134,7 +135,7 @@ func (f *Flags) Config(ctx context.Context) (Config, error) {
 	}
 	cfg := Config{TaskQueue: f.TaskQueue, DataDir: dataDir, Pi: pi, OutputMaxChars: f.OutputMaxChars, MetricsAddr: f.MetricsAddr,
 		Host: f.Host, WorkflowCache: f.WorkflowCache, ChildEnv: keys, WarmPool: f.WarmPool, WarmTTL: f.WarmTTL,
-		ChildEnvPolicy: activities.EnvPolicy{Allow: activities.ParseEnvPatterns(f.ChildEnvAllow), Deny: activities.ParseEnvPatterns(f.ChildEnvDeny), Strict: f.ChildEnvStrict}}
+		ChildEnvPolicy: activities.EnvPolicy{Allow: profiles.SplitList(f.ChildEnvAllow), Deny: profiles.SplitList(f.ChildEnvDeny), Strict: f.ChildEnvStrict}}
 	if f.MetricsAddr != "" {
 		cfg.Metrics = metrics.New()
 	}

@@ -574,16 +574,7 @@ func (d *delegation) status() DelegationStatus {
 		}
 	}
 	st.Done = d.allDone()
-	switch {
-	case st.RejectedCount == st.TotalCount:
-		st.BatchStatus = "rejected"
-	case st.Done && st.RejectedCount == 0:
-		st.BatchStatus = "completed"
-	case st.RejectedCount > 0:
-		st.BatchStatus = "partial"
-	default:
-		st.BatchStatus = "accepted"
-	}
+	st.BatchStatus = BatchStatus(st.TotalCount, st.RejectedCount, st.Done)
 	switch {
 	case !st.Done:
 		st.State = StateRunning
@@ -595,6 +586,20 @@ func (d *delegation) status() DelegationStatus {
 		st.State = StateCompleted
 	}
 	return st
+}
+
+// BatchStatus is seed 001's batch_status of total tasks of which rejected
+// were refused on their own.
+func BatchStatus(total, rejected int, done bool) string {
+	switch {
+	case rejected == total:
+		return "rejected"
+	case done && rejected == 0:
+		return "completed"
+	case rejected > 0:
+		return "partial"
+	}
+	return "accepted"
 }
 
 // TaskDetails is a task as the Temporal UI shows it in a workflow's

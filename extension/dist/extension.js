@@ -612,25 +612,42 @@ function summaryLine(it) {
   return `\u2717 ${it.name ?? it.task_id}: error \u2014 ${msg} (session: ${it.task_id})`;
 }
 function statusHeader(list) {
-  let running = 0;
-  let done = 0;
-  let failed = 0;
-  for (const it of list) {
-    if (!it.done) running++;
-    else if (succeeded(it)) done++;
-    else failed++;
-  }
-  return `Sub-agents: ${running} running, ${done} done, ${failed} error`;
+  return statusLine(list.map(windowStatus));
 }
+function statusLine(statuses) {
+  const n = (s) => statuses.filter((x) => x === s).length;
+  return `Sub-agents: ${n("running")} running, ${n("done")} done, ${n("error")} error`;
+}
+function windowStatus(it) {
+  return !it.done ? "running" : succeeded(it) ? "done" : "error";
+}
+function windowOf(it) {
+  return {
+    name: it.name ?? it.task_id,
+    sessionId: it.task_id,
+    profile: it.agent,
+    provider: it.provider,
+    model: it.model,
+    thinking: it.thinking,
+    status: windowStatus(it),
+    toolCount: it.tool_count,
+    elapsedMs: it.elapsed_ms,
+    timeout: it.timeout_s,
+    error: it.error?.message
+  };
+}
+function windowTitle(w, style) {
+  const icon = w.status === "running" ? style.fg("warning", "\u23F3") : w.status === "done" ? style.fg("success", "\u2713") : style.fg("error", "\u2717");
+  const model = `${w.provider}/${w.model}${w.thinking ? ` ${w.thinking}` : ""}`;
+  const time = w.timeout ? `${seconds(w.elapsedMs)}s/${w.timeout}s` : `${seconds(w.elapsedMs)}s`;
+  return [`${icon} ${style.bold(w.name)}`, `${w.profile} (${model})`, `${w.toolCount} tools`, time].join(" \u2022 ");
+}
+var plain = { fg: (_color, text2) => text2, bold: (text2) => text2 };
 function seconds(ms) {
   return Math.floor(ms / 1e3);
 }
 function windowHeader(it) {
-  const icon = !it.done ? "\u23F3" : succeeded(it) ? "\u2713" : "\u2717";
-  const model = `${it.provider}/${it.model}${it.thinking ? ` ${it.thinking}` : ""}`;
-  const parts = [`${icon} ${it.name ?? it.task_id}`, `${it.agent} (${model})`, `${it.tool_count} tools`];
-  parts.push(it.timeout_s ? `${seconds(it.elapsed_ms)}s/${it.timeout_s}s` : `${seconds(it.elapsed_ms)}s`);
-  return parts.join(" \u2022 ");
+  return windowTitle(windowOf(it), plain);
 }
 function progressText(env, maxLines = 3) {
   const list = items(env);
@@ -666,17 +683,7 @@ function delegateResult(env, maxLines = 10) {
   const details = {
     windows: list.map(
       (it) => ({
-        name: it.name ?? it.task_id,
-        sessionId: it.task_id,
-        profile: it.agent,
-        provider: it.provider,
-        model: it.model,
-        thinking: it.thinking,
-        status: !it.done ? "running" : succeeded(it) ? "done" : "error",
-        toolCount: it.tool_count,
-        elapsedMs: it.elapsed_ms,
-        timeout: it.timeout_s,
-        error: it.error?.message,
+        ...windowOf(it),
         // What the window shows: the tool calls, then the answer.
         lines: [...(it.tool_rows ?? []).map(toolRowText), ...it.done && it.output ? it.output.split("\n") : []],
         uiUrl: it.ui_url
@@ -818,12 +825,9 @@ function resultText(result) {
   return result.content.filter((c) => c.type === "text").map((c) => c.text ?? "").join("\n");
 }
 function renderDelegation(windows, opts, style) {
-  const out = [statusLine(windows)];
+  const out = [statusLine(windows.map((w) => w.status))];
   for (const w of windows) {
-    const icon = w.status === "running" ? style.fg("warning", "\u23F3") : w.status === "done" ? style.fg("success", "\u2713") : style.fg("error", "\u2717");
-    const model = `${w.provider}/${w.model}${w.thinking ? ` ${w.thinking}` : ""}`;
-    const time = w.timeout ? `${seconds(w.elapsedMs)}s/${w.timeout}s` : `${seconds(w.elapsedMs)}s`;
-    out.push([`${icon} ${style.bold(w.name)}`, `${w.profile} (${model})`, `${w.toolCount} tools`, time].join(" \u2022 "));
+    out.push(windowTitle(w, style));
     const lines = w.lines ?? [];
     const shown = opts.expanded ? lines : lines.slice(-opts.maxLines);
     if (shown.length < lines.length) out.push(style.fg("dim", `  ... (${lines.length - shown.length} more lines)`));
@@ -832,10 +836,6 @@ function renderDelegation(windows, opts, style) {
   }
   if (opts.done && windows.length) out.push(style.fg("dim", `Sessions: ${windows.map((w) => w.sessionId).join(", ")}`));
   return out.join("\n");
-}
-function statusLine(windows) {
-  const n = (s) => windows.filter((w) => w.status === s).length;
-  return `Sub-agents: ${n("running")} running, ${n("done")} done, ${n("error")} error`;
 }
 function renderTruncated(text2, opts, style) {
   const lines = text2.split("\n");

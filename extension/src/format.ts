@@ -227,16 +227,45 @@ export function summaryLine(it: Item): string {
 
 /** Seed 002's global status header. */
 export function statusHeader(list: Item[]): string {
-	let running = 0;
-	let done = 0;
-	let failed = 0;
-	for (const it of list) {
-		if (!it.done) running++;
-		else if (succeeded(it)) done++;
-		else failed++;
-	}
-	return `Sub-agents: ${running} running, ${done} done, ${failed} error`;
+	return statusLine(list.map(windowStatus));
 }
+
+function statusLine(statuses: Window["status"][]): string {
+	const n = (s: Window["status"]) => statuses.filter((x) => x === s).length;
+	return `Sub-agents: ${n("running")} running, ${n("done")} done, ${n("error")} error`;
+}
+
+function windowStatus(it: Item): Window["status"] {
+	return !it.done ? "running" : succeeded(it) ? "done" : "error";
+}
+
+/** A task as its window shows it (its lines aside). */
+function windowOf(it: Item): Window {
+	return {
+		name: it.name ?? it.task_id,
+		sessionId: it.task_id,
+		profile: it.agent,
+		provider: it.provider,
+		model: it.model,
+		thinking: it.thinking,
+		status: windowStatus(it),
+		toolCount: it.tool_count,
+		elapsedMs: it.elapsed_ms,
+		timeout: it.timeout_s,
+		error: it.error?.message,
+	};
+}
+
+/** A window's condensed header, in style. */
+function windowTitle(w: Window, style: Style): string {
+	const icon = w.status === "running" ? style.fg("warning", "⏳") : w.status === "done" ? style.fg("success", "✓") : style.fg("error", "✗");
+	const model = `${w.provider}/${w.model}${w.thinking ? ` ${w.thinking}` : ""}`;
+	const time = w.timeout ? `${seconds(w.elapsedMs)}s/${w.timeout}s` : `${seconds(w.elapsedMs)}s`;
+	return [`${icon} ${style.bold(w.name)}`, `${w.profile} (${model})`, `${w.toolCount} tools`, time].join(" • ");
+}
+
+/** Text without styles, for what is not drawn in the terminal. */
+const plain: Style = { fg: (_color, text) => text, bold: (text) => text };
 
 function seconds(ms: number): number {
 	return Math.floor(ms / 1000);
@@ -244,11 +273,7 @@ function seconds(ms: number): number {
 
 /** Seed 002's condensed window header of one task. */
 export function windowHeader(it: Item): string {
-	const icon = !it.done ? "⏳" : succeeded(it) ? "✓" : "✗";
-	const model = `${it.provider}/${it.model}${it.thinking ? ` ${it.thinking}` : ""}`;
-	const parts = [`${icon} ${it.name ?? it.task_id}`, `${it.agent} (${model})`, `${it.tool_count} tools`];
-	parts.push(it.timeout_s ? `${seconds(it.elapsed_ms)}s/${it.timeout_s}s` : `${seconds(it.elapsed_ms)}s`);
-	return parts.join(" • ");
+	return windowTitle(windowOf(it), plain);
 }
 
 /** The rolling progress text of a delegation: header, one window per task. */
@@ -292,17 +317,7 @@ export function delegateResult(env: Envelope, maxLines = 10) {
 	const details = {
 		windows: list.map(
 			(it): Window & { uiUrl?: string } => ({
-				name: it.name ?? it.task_id,
-				sessionId: it.task_id,
-				profile: it.agent,
-				provider: it.provider,
-				model: it.model,
-				thinking: it.thinking,
-				status: !it.done ? "running" : succeeded(it) ? "done" : "error",
-				toolCount: it.tool_count,
-				elapsedMs: it.elapsed_ms,
-				timeout: it.timeout_s,
-				error: it.error?.message,
+				...windowOf(it),
 				// What the window shows: the tool calls, then the answer.
 				lines: [...(it.tool_rows ?? []).map(toolRowText), ...(it.done && it.output ? it.output.split("\n") : [])],
 				uiUrl: it.ui_url,
@@ -372,7 +387,6 @@ export function taskItem(it: Item, invocation: string) {
 	};
 }
 
-/** The task tool's details (seed 001, contract task.v1). */
 /**
  * Seed 001's code for a failure of the task tool, where that seed names
  * one (README: "The task tool's error codes"); else the unified code.
@@ -390,6 +404,7 @@ export function taskErrorCode(op: string, code: string): { code: string; categor
 	}
 }
 
+/** The task tool's details (seed 001, contract task.v1). */
 export function taskDetails(op: string, env: Envelope, invocation: string) {
 	const list = items(env);
 	const first = list[0];
@@ -505,12 +520,9 @@ export interface Window {
  * the error beneath; the session IDs once every task is done.
  */
 export function renderDelegation(windows: Window[], opts: { expanded: boolean; maxLines: number; done: boolean }, style: Style): string {
-	const out = [statusLine(windows)];
+	const out = [statusLine(windows.map((w) => w.status))];
 	for (const w of windows) {
-		const icon = w.status === "running" ? style.fg("warning", "⏳") : w.status === "done" ? style.fg("success", "✓") : style.fg("error", "✗");
-		const model = `${w.provider}/${w.model}${w.thinking ? ` ${w.thinking}` : ""}`;
-		const time = w.timeout ? `${seconds(w.elapsedMs)}s/${w.timeout}s` : `${seconds(w.elapsedMs)}s`;
-		out.push([`${icon} ${style.bold(w.name)}`, `${w.profile} (${model})`, `${w.toolCount} tools`, time].join(" • "));
+		out.push(windowTitle(w, style));
 		const lines = w.lines ?? [];
 		const shown = opts.expanded ? lines : lines.slice(-opts.maxLines);
 		if (shown.length < lines.length) out.push(style.fg("dim", `  ... (${lines.length - shown.length} more lines)`));
@@ -519,11 +531,6 @@ export function renderDelegation(windows: Window[], opts: { expanded: boolean; m
 	}
 	if (opts.done && windows.length) out.push(style.fg("dim", `Sessions: ${windows.map((w) => w.sessionId).join(", ")}`));
 	return out.join("\n");
-}
-
-function statusLine(windows: Window[]): string {
-	const n = (s: Window["status"]) => windows.filter((w) => w.status === s).length;
-	return `Sub-agents: ${n("running")} running, ${n("done")} done, ${n("error")} error`;
 }
 
 /**
