@@ -86,8 +86,8 @@ type Stream struct {
 	// arguments, ending with the latest one (loop detection).
 	SameCallRun int
 	// Captured counts the structured events of the run: every event but
-	// the streaming deltas (message_update, tool_execution_update), as seed
-	// 001's event_count does. Timeline holds the latest MaxTimeline of them
+	// the streaming deltas (message_update, tool_execution_update) and the
+	// session header, as seed 001's event_count does. Timeline holds the latest MaxTimeline of them
 	// (0: none), timed from Started.
 	Captured    int
 	Timeline    []TimelineEvent
@@ -205,7 +205,12 @@ func (s *Stream) Apply(line []byte) string {
 		return ev.Type
 	}
 	s.Events++
-	if ev.Type != "message_update" && ev.Type != "tool_execution_update" {
+	switch ev.Type {
+	case "message_update", "tool_execution_update", "session":
+		// Streaming deltas, and the session file's header, which pi in JSON
+		// mode prints and a warm child in RPC mode does not: not events of
+		// the run, so a pooled and a cold run count the same.
+	default:
 		s.capture(ev)
 	}
 	switch ev.Type {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durable-pi/subagents/activities"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
 	"github.com/durable-pi/subagents/worker"
 	"github.com/durable-pi/subagents/workflows"
@@ -75,7 +76,8 @@ func TestWarmPool(t *testing.T) {
 		t.Fatalf("the second task ran cold: %+v", w.PoolStats())
 	}
 	if warm.Result.Output != cold.Result.Output || warm.Result.ExitCode != 0 || warm.Result.Finalize == nil ||
-		warm.Result.Finalize.Status != "SUCCESS" || warm.Attempts != 1 || warm.Result.Usage != cold.Result.Usage {
+		warm.Result.Finalize.Status != "SUCCESS" || warm.Attempts != 1 || warm.Result.Usage != cold.Result.Usage ||
+		warm.Result.EventCount != cold.Result.EventCount || timelineTypes(warm.Result) != timelineTypes(cold.Result) {
 		t.Fatalf("warm %+v\ncold %+v", warm.Result, cold.Result)
 	}
 	if got, want := entryKinds(t, warm.Result.SessionFile), entryKinds(t, cold.Result.SessionFile); strings.Join(got, " ") != strings.Join(want, " ") {
@@ -210,4 +212,13 @@ func piProcessesOf(agentDir string) []int {
 		}
 	})
 	return pids
+}
+
+// timelineTypes is a run's event timeline as its event types.
+func timelineTypes(r activities.RunPiResult) string {
+	var types []string
+	for _, ev := range r.Timeline {
+		types = append(types, ev.Type)
+	}
+	return strings.Join(types, " ")
 }
