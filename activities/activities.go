@@ -97,6 +97,7 @@ type Activities struct {
 	finalize  string // path of the child-side finalize extension
 	sanitizer *Sanitizer
 	pool      *pool // nil without a warm pool
+	reaper    *reaper
 }
 
 // New fills in cfg's defaults and writes the finalize extension to its cache
@@ -121,7 +122,7 @@ func New(cfg Config) (*Activities, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Activities{cfg: cfg, finalize: path, sanitizer: NewSanitizer(cfg.Home)}
+	a := &Activities{cfg: cfg, finalize: path, sanitizer: NewSanitizer(cfg.Home), reaper: newReaper()}
 	if cfg.WarmPool > 0 {
 		if cfg.WarmTTL <= 0 {
 			cfg.WarmTTL = DefaultWarmTTL
@@ -138,12 +139,14 @@ func New(cfg Config) (*Activities, error) {
 	return a, nil
 }
 
-// Close ends the warm pool's idle children; children of running tasks end
-// with their runs. The worker calls it once it has stopped.
+// Close ends the warm pool's idle children, then lets the reaper end
+// whatever of the worker's children is still left (children of running
+// tasks end with their runs). The worker calls it once it has stopped.
 func (a *Activities) Close() {
 	if a.pool != nil {
 		a.pool.close()
 	}
+	a.reaper.close()
 }
 
 // PoolStats are the warm pool's counters (zero without a pool).

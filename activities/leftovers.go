@@ -8,14 +8,19 @@ import (
 	"syscall"
 )
 
-// killLeftovers ends what a dead attempt of a run left behind: its pi ran in
-// a process group of its own (pgid, from the session's lock record), and the
-// worker that would have killed the group died with it, so pi's tools (a
-// build, a server, a sleep) may still run, writing into the folder the
-// retry works in. Only a group that still holds a process of a child run
-// (PI_SUBAGENT_CHILD=1 in its environment) is killed: a pgid reused by an
-// unrelated program is left alone. It returns how many processes it found.
-func killLeftovers(pgid int) int {
+// killLeftovers ends what a dead attempt of a run left behind: the worker
+// that would have ended its pi's tools (a build, a server, a sleep) died
+// with it, and they may still run, writing into the folder the retry works
+// in. The record's mark finds them wherever they run; a record written
+// before marks existed names pi's process group instead, which is killed
+// only while it still holds a process of a child run (PI_SUBAGENT_CHILD=1 in
+// its environment): a pgid reused by an unrelated program is left alone. It
+// returns how many processes it found.
+func killLeftovers(rec runRecord) int {
+	if rec.Mark != "" {
+		return killMarked(markEntry(rec.Mark))
+	}
+	pgid := rec.Pgid
 	if pgid <= 1 || pgid == syscall.Getpgrp() {
 		return 0
 	}
@@ -32,29 +37,21 @@ func killLeftovers(pgid int) int {
 
 // groupMembers lists the processes whose process group is pgid.
 func groupMembers(pgid int) []int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
 	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
+	want := strconv.Itoa(pgid)
+	eachProc(func(pid int, dir string) {
+		stat, err := os.ReadFile(dir + "/stat")
 		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
+			return
 		}
 		// Fields after the command's closing parenthesis: state, ppid, pgrp.
 		i := bytes.LastIndexByte(stat, ')')
 		if i < 0 {
-			continue
+			return
 		}
-		fields := strings.Fields(string(stat[i+1:]))
-		if len(fields) > 2 && fields[2] == strconv.Itoa(pgid) {
+		if fields := strings.Fields(string(stat[i+1:])); len(fields) > 2 && fields[2] == want {
 			out = append(out, pid)
 		}
-	}
+	})
 	return out
 }

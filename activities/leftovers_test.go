@@ -34,10 +34,10 @@ func TestKillLeftovers(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if n := killLeftovers(other.Process.Pid); n != 0 {
+	if n := killLeftovers(runRecord{Pgid: other.Process.Pid}); n != 0 {
 		t.Fatalf("killed %d processes of a group that is no child run's", n)
 	}
-	if n := killLeftovers(tools.Process.Pid); n < 2 {
+	if n := killLeftovers(runRecord{Pgid: tools.Process.Pid}); n < 2 {
 		t.Fatalf("found %d processes of the dead attempt's group", n)
 	}
 	_ = tools.Wait()
@@ -50,7 +50,7 @@ func TestKillLeftovers(t *testing.T) {
 	if len(groupMembers(other.Process.Pid)) < 2 {
 		t.Fatal("the other group was touched")
 	}
-	if killLeftovers(0) != 0 || killLeftovers(syscall.Getpgrp()) != 0 {
+	if killLeftovers(runRecord{}) != 0 || killLeftovers(runRecord{Pgid: syscall.Getpgrp()}) != 0 {
 		t.Fatal("no group, or the worker's own, is never killed")
 	}
 }

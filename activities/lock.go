@@ -35,6 +35,9 @@ type runRecord struct {
 	// Pgid is the process group of the pi the run started: what a retry
 	// kills if the attempt died and left its tools running.
 	Pgid int `json:"pgid,omitempty"`
+	// Mark is the ProcMarkEnv value of that pi: what a retry kills,
+	// wherever pi's tools went (see killLeftovers).
+	Mark string `json:"mark,omitempty"`
 }
 
 // lockSession takes an exclusive lock on the session's lock file, so that

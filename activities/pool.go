@@ -153,7 +153,7 @@ func (p *pool) spawner() {
 	for {
 		select {
 		case req := <-p.spawn:
-			child, err := startProc(p.a.cfg.Pi, req.spec.args, req.spec.dir, req.spec.env, p.a.cfg.MaxStreamBytes)
+			child, err := startProc(p.a.cfg.Pi, req.spec.args, req.spec.dir, req.spec.env, p.a.cfg.MaxStreamBytes, p.a.reaper.mark())
 			if err != nil {
 				p.log.Warn("warm pool: pi did not start", "error", err)
 				child = nil

@@ -15,6 +15,11 @@ import (
 type proc struct {
 	cmd *exec.Cmd
 	pid int
+	// mark is its ProcMarkEnv value, inherited by all it starts.
+	mark string
+	// toolsRan is set once pi started a tool: only then may processes
+	// outside its group be left to end (see reap).
+	toolsRan atomic.Bool
 	// stdin is the RPC command channel; nil for a run in JSON mode, whose
 	// stdin is /dev/null (pi waits on an open stdin).
 	stdin io.WriteCloser
@@ -37,12 +42,12 @@ type proc struct {
 
 // startProc starts pi with args in dir, its own process group, SIGTERM when
 // the thread that started it ends (the caller keeps it locked while pi
-// runs). Its stdin is a pipe: a cold run writes its prompt there, a warm
-// child reads RPC commands from it.
-func startProc(pi string, args []string, dir string, env []string, limit int64) (*proc, error) {
+// runs), and mark in its environment. Its stdin is a pipe: a cold run
+// writes its prompt there, a warm child reads RPC commands from it.
+func startProc(pi string, args []string, dir string, env []string, limit int64, mark string) (*proc, error) {
 	cmd := exec.Command(pi, args...)
 	cmd.Dir = dir
-	cmd.Env = env
+	cmd.Env = append(env[:len(env):len(env)], ProcMarkEnv+"="+mark)
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		// Its own process group, so that a kill reaches what pi started.
 		Setpgid: true,
@@ -51,7 +56,7 @@ func startProc(pi string, args []string, dir string, env []string, limit int64) 
 		// SIGKILL, so that pi still ends the tools it started.
 		Pdeathsig: syscall.SIGTERM,
 	}
-	p := &proc{cmd: cmd, lines: make(chan []byte, 64), readDone: make(chan error, 1), errDone: make(chan struct{}),
+	p := &proc{cmd: cmd, mark: mark, lines: make(chan []byte, 64), readDone: make(chan error, 1), errDone: make(chan struct{}),
 		overflow: make(chan struct{}), exited: make(chan struct{})}
 	var err error
 	if p.stdin, err = cmd.StdinPipe(); err != nil {
@@ -108,8 +113,8 @@ func startProc(pi string, args []string, dir string, env []string, limit int64) 
 }
 
 // reap waits for pi once its output is read to the end, then kills what is
-// left in its process group (pi's tools may have started processes that
-// outlive it). Safe to call more than once.
+// left in its process group and, if it ran tools, what they started
+// (detached from pi, they may outlive it). Safe to call more than once.
 func (p *proc) reap() error {
 	p.reapOnce.Do(func() {
 		p.readErr = <-p.readDone
@@ -117,6 +122,11 @@ func (p *proc) reap() error {
 		p.waitErr = p.cmd.Wait()
 		close(p.exited)
 		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+		if p.toolsRan.Load() {
+			// A sweep of /proc costs a few milliseconds: off the
+			// result's path.
+			go killMarked(markEntry(p.mark))
+		}
 	})
 	return p.waitErr
 }

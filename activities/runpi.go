@@ -307,7 +307,7 @@ func (a *Activities) RunPi(ctx context.Context, in RunPiInput) (RunPiResult, err
 	if info.Attempt > 1 {
 		// This attempt holds the session's lock: an earlier one has ended,
 		// and if its worker died, its pi's tools may run on. End them.
-		if n := killLeftovers(lock.last().Pgid); n > 0 {
+		if n := killLeftovers(lock.last()); n > 0 {
 			activity.GetLogger(ctx).Warn("ended what a dead attempt left running", "session", in.SessionID, "processes", n)
 		}
 	}
@@ -364,8 +364,8 @@ func (a *Activities) RunPi(ctx context.Context, in RunPiInput) (RunPiResult, err
 		ceiling:  left,
 		// Where a retry finds this run's process group, should the worker
 		// die with it.
-		started: func(pid int) {
-			rec.Pgid = pid
+		started: func(p *proc) {
+			rec.Pgid, rec.Mark = p.pid, p.mark
 			_ = lock.write(rec)
 		},
 	}
@@ -610,8 +610,8 @@ type childRun struct {
 	loopMax  int
 	// ceiling is what is left of the turn's hard limit (Ceiling).
 	ceiling time.Duration
-	// started, when set, is told pi's pid (its process group) once it runs.
-	started func(pid int)
+	// started, when set, is told pi's process once it runs.
+	started func(p *proc)
 	prior   Usage
 	attempt int32
 	before  int
@@ -658,7 +658,7 @@ func (r *childRun) run(ctx context.Context, args []string, spec warmSpec, sessio
 	}
 	if p == nil {
 		var err error
-		if p, err = startProc(r.a.cfg.Pi, args, r.in.Cwd, r.env, r.a.cfg.MaxStreamBytes); err != nil {
+		if p, err = startProc(r.a.cfg.Pi, args, r.in.Cwd, r.env, r.a.cfg.MaxStreamBytes, r.a.reaper.mark()); err != nil {
 			return outcome{spawnErr: err, exitCode: -1}
 		}
 		// The prompt goes in on stdin, which pi in JSON mode takes as its
@@ -672,7 +672,7 @@ func (r *childRun) run(ctx context.Context, args []string, spec warmSpec, sessio
 	}
 	pid := p.pid
 	if r.started != nil {
-		r.started(pid)
+		r.started(p)
 	}
 	lines := p.lines
 	overflow := p.overflow
@@ -728,6 +728,7 @@ func (r *childRun) run(ctx context.Context, args []string, spec warmSpec, sessio
 				endRPC()
 			}
 			if typ == "tool_execution_start" {
+				p.toolsRan.Store(true)
 				lastToolCall = time.Now()
 				if idle != nil {
 					idle.Reset(r.debounce)

@@ -62,8 +62,12 @@ func (e *env) startWorkerProcess() *exec.Cmd {
 func TestWorkerKilledMidRun(t *testing.T) {
 	e := newEnv(t)
 	started := filepath.Join(e.workDir, "started.txt")
+	// A tool that starts a process of its own session, out of reach of
+	// pi's process tree: only the worker's reaper finds it.
+	seconds := strconv.Itoa(3000 + os.Getpid()%1000)
+	detached := "sleep\x00" + seconds + "\x00" // as /proc's cmdline holds it
 	e.model.Script("killed",
-		scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "bash", Arguments: `{"command":"echo $$ > tool.txt; echo $PPID > started.txt; sleep 120"}`}}},
+		scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "bash", Arguments: `{"command":"echo $$ > tool.txt; setsid sleep ` + seconds + ` >/dev/null 2>&1 & echo $PPID > started.txt; sleep 120"}`}}},
 		finalizeStep("survived a worker crash"),
 	)
 	first := e.startWorkerProcess()
@@ -76,9 +80,21 @@ func TestWorkerKilledMidRun(t *testing.T) {
 		t.Fatalf("the bash tool's parent is %q, not pi", comm)
 	}
 
+	for deadline := time.Now().Add(5 * time.Second); len(processesWith(detached)) == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the tool's sleep %s did not start", seconds)
+		}
+	}
 	killedAt := time.Now()
 	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
+	}
+	// Nothing of the dead worker's child runs on, before any retry: its
+	// reaper ended even what the tool started apart from pi.
+	for deadline := time.Now().Add(5 * time.Second); len(processesWith(detached)) > 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the killed worker's tool left running: %v", processesWith(detached))
+		}
 	}
 	e.startWorkerProcess()
 	var res workflows.SessionResult
