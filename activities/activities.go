@@ -4,6 +4,7 @@
 package activities
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -53,7 +54,11 @@ type Config struct {
 	// worker user's home folder).
 	Home              string
 	HeartbeatInterval time.Duration
-	OutputMaxChars    int
+	// Heartbeat records a heartbeat by task token (the client's
+	// RecordActivityHeartbeat): how a child that runs on through a server
+	// outage still learns of a cancel. Nil: it runs to its end.
+	Heartbeat      func(ctx context.Context, taskToken []byte, details ...any) error
+	OutputMaxChars int
 	// Admit decides, before pi starts, whether a run may have what its
 	// input asks for. A workflow input is not to be trusted: whoever can
 	// start a workflow on the task queue can write one by hand, with any

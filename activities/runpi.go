@@ -17,8 +17,10 @@ import (
 	"syscall"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
+	"google.golang.org/grpc/codes"
 
 	"github.com/durable-pi/subagents/internal/errcode"
 )
@@ -706,6 +708,9 @@ func (r *childRun) run(ctx context.Context, args []string, spec warmSpec, sessio
 		}
 	}
 	done := ctx.Done()
+	// detached: the attempt was cancelled because the server could not be
+	// reached, and the child runs on.
+	detached := false
 	lastToolCall := time.Now()
 
 	for lines != nil {
@@ -738,7 +743,11 @@ func (r *childRun) run(ctx context.Context, args []string, spec warmSpec, sessio
 				}
 			}
 		case <-heartbeat.C:
-			activity.RecordHeartbeat(ctx, r.progress(time.Since(start)))
+			if !detached {
+				activity.RecordHeartbeat(ctx, r.progress(time.Since(start)))
+			} else if r.a.cancelRequested(ctx, r.progress(time.Since(start))) {
+				stop(stopCancelled)
+			}
 		case <-deadline.C:
 			// Seed 002: still calling tools → wait until debounce passes with
 			// no tool call; else stop now.
@@ -760,8 +769,19 @@ func (r *childRun) run(ctx context.Context, args []string, spec warmSpec, sessio
 			stop(stopWorker)
 			workerStop = nil
 		case <-done:
-			stop(stopCancelled)
 			done = nil
+			if !serverUnreachable(ctx) {
+				stop(stopCancelled)
+				continue
+			}
+			// The SDK cancels the attempt when its heartbeats fail for
+			// the heartbeat timeout, but the child never noticed the
+			// server was gone: it runs on, so that no model call is paid
+			// twice. This attempt reports its result if the server comes
+			// back in time; else the retry waits for the session's lock,
+			// then reads the result from the session file (recovered).
+			detached = true
+			activity.GetLogger(ctx).Warn("server unreachable: the child runs on", "session", r.in.SessionID, "cause", context.Cause(ctx))
 		}
 	}
 	if idle != nil {
@@ -828,6 +848,39 @@ func (r *childRun) progress(elapsed time.Duration) Progress {
 		PriorUsage:     r.prior,
 		MessagesBefore: r.before,
 	}
+}
+
+// serverUnreachable is whether the attempt's context ended because its
+// heartbeats could not reach the server (the SDK's cause is then a
+// transient gRPC error), not because the workflow cancelled it, the server
+// no longer knows the attempt, or its time is up.
+func serverUnreachable(ctx context.Context) bool {
+	cause := context.Cause(ctx)
+	if cause == nil || errors.Is(cause, context.Canceled) || errors.Is(cause, context.DeadlineExceeded) {
+		return false
+	}
+	switch serviceerror.ToStatus(cause).Code() {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted:
+		return true
+	}
+	return false
+}
+
+// cancelRequested heartbeats an attempt whose context the SDK already
+// cancelled (see serverUnreachable) through the client, the one way left to
+// learn that the workflow asked to cancel it since. Any other answer (the
+// server still away, or the attempt timed out and retried) lets the child
+// run on: its retry reads the result from the session file.
+func (a *Activities) cancelRequested(ctx context.Context, details Progress) bool {
+	if a.cfg.Heartbeat == nil {
+		return false
+	}
+	// One heartbeat interval: the next tick tries again.
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.HeartbeatInterval)
+	defer cancel()
+	err := a.cfg.Heartbeat(hctx, activity.GetInfo(ctx).TaskToken, details)
+	var cancelled *temporal.CanceledError
+	return errors.As(err, &cancelled)
 }
 
 // terminate sends SIGTERM to pi, which ends its own tool processes, then

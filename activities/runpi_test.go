@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
@@ -646,5 +648,36 @@ func TestRunPiCeiling(t *testing.T) {
 		if got := (RunPiInput{TimeoutSeconds: tt.timeout, MaxRuntimeSeconds: tt.max}).Ceiling(); got != tt.want {
 			t.Fatalf("Ceiling(%d, %v) = %s, want %s", tt.timeout, tt.max, got, tt.want)
 		}
+	}
+}
+
+// TestServerUnreachable: only a cancel whose cause says the server could
+// not be reached lets a child run on; the workflow's cancel, an attempt the
+// server no longer knows, and a deadline stop it.
+func TestServerUnreachable(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cause error
+		want  bool
+	}{
+		{"server down", serviceerror.NewUnavailable("connection refused"), true},
+		{"heartbeat RPC timed out", serviceerror.NewDeadlineExceeded("deadline"), true},
+		{"wrapped", fmt.Errorf("heartbeat: %w", serviceerror.NewUnavailable("x")), true},
+		{"workflow cancelled it", temporal.NewCanceledError(), false},
+		{"attempt timed out and retried", serviceerror.NewNotFound("invalid activityID or activity already timed out"), false},
+		{"namespace gone", serviceerror.NewNamespaceNotFound("default"), false},
+		{"plain cancel", context.Canceled, false},
+		{"deadline", context.DeadlineExceeded, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancelCause(context.Background())
+			cancel(tc.cause)
+			if got := serverUnreachable(ctx); got != tc.want {
+				t.Fatalf("serverUnreachable = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if serverUnreachable(context.Background()) {
+		t.Fatal("a live context is not an outage")
 	}
 }

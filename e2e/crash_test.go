@@ -25,8 +25,14 @@ import (
 // process of its own, so that a test can kill it like a crash would.
 func (e *env) startWorkerProcess() *exec.Cmd {
 	e.t.Helper()
+	return e.startWorkerProcessAt(shared.server.FrontendAddress())
+}
+
+// startWorkerProcessAt runs the worker process against the server at addr.
+func (e *env) startWorkerProcessAt(addr string) *exec.Cmd {
+	e.t.Helper()
 	cmd := exec.Command(subagentsBinary(e.t), "worker",
-		"--address", shared.server.FrontendAddress(), "--namespace", shared.server.Namespace(),
+		"--address", addr, "--namespace", shared.server.Namespace(),
 		"--task-queue", e.taskQueue, "--data-dir", e.dataDir,
 		// Warm children, as subagents dev keeps: a kill must take them too.
 		"--warm-pool", "2")
@@ -167,6 +173,66 @@ func TestDevKilledMidRun(t *testing.T) {
 		t.Fatalf("model saw %d requests, want 2", n)
 	}
 	p.stop(t)
+}
+
+// TestServerOutageKeepsChild stops the Temporal server (a `subagents dev`
+// of its own, SIGKILLed) for longer than the heartbeat timeout while a child
+// runs a tool on a worker process that stays up, then starts it again on
+// the same database: the child is never stopped, the task completes, and no
+// model call is made twice.
+func TestServerOutageKeepsChild(t *testing.T) {
+	e := newEnv(t)
+	started := filepath.Join(e.workDir, "started.txt")
+	e.model.Script("outage",
+		scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "bash", Arguments: `{"command":"echo go > started.txt; sleep 10; echo slept"}`}}},
+		finalizeStep("rode through the outage"),
+	)
+	port := freePort()
+	// The server's own worker polls a queue nobody uses: the worker under
+	// test is a process of its own that stays up through the outage.
+	args := []string{
+		"--port", strconv.Itoa(port), "--headless", "--db-filename", filepath.Join(t.TempDir(), "temporal.db"),
+		"--data-dir", t.TempDir(), "--task-queue", e.taskQueue + "-unused", "--warm-pool", "0",
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	server := e.startDev(args...)
+	server.waitReady(t)
+	e.startWorkerProcessAt(addr)
+	c := dialAddress(t, addr)
+	in := e.sessionInput("[[script:outage]] Work through a server outage.")
+	e.startSession(c, in)
+	waitForFile(t, started)
+	c.Close()
+
+	if err := server.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-server.done
+	// Down past the heartbeat timeout (5 s): the attempt is lost to the
+	// server, which schedules a retry as soon as it is back.
+	time.Sleep(7 * time.Second)
+	server = e.startDev(args...)
+	server.waitReady(t)
+	c = dialAddress(t, addr)
+	defer c.Close()
+	var res workflows.SessionResult
+	if err := c.GetWorkflow(e.ctx(), in.SessionID, "").Get(e.ctx(), &res); err != nil {
+		t.Fatal(err)
+	}
+	turn := res.LastTurn.Result
+	if turn.Output != "rode through the outage" || turn.Error != nil {
+		t.Fatalf("output %q error %+v", turn.Output, turn.Error)
+	}
+	reqs := e.model.RequestsFor("outage")
+	if len(reqs) != 2 {
+		t.Fatalf("model saw %d requests, want 2 (the tool call, the finalize): a model call was repeated", len(reqs))
+	}
+	// The one child ran its tool to the end: its output reached the model.
+	if last := reqs[1].Parsed.Messages[len(reqs[1].Parsed.Messages)-1].Text(); !strings.Contains(last, "slept") {
+		t.Fatalf("the finalize request saw %q, not the tool's whole output", last)
+	}
+	t.Logf("turn ended on attempt %d (recovered %v, continued %v)", turn.Attempt, turn.Recovered, turn.Continued)
+	server.stop(t)
 }
 
 func dialAddress(t *testing.T, addr string) sdkclient.Client {

@@ -124,6 +124,7 @@ func New(c client.Client, cfg Config) (*Worker, error) {
 		WarmPool:       cfg.WarmPool,
 		WarmTTL:        cfg.WarmTTL,
 		Logger:         cfg.Logger,
+		Heartbeat:      c.RecordActivityHeartbeat,
 	})
 	if err != nil {
 		return nil, err
