@@ -55,7 +55,17 @@ func lockSession(ctx context.Context, sessionFile string, beat func()) (*session
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		if err == nil {
-			return &sessionLock{f: f}, nil
+			if current(f, path) {
+				return &sessionLock{f: f}, nil
+			}
+			// A sweep removed the file between its open and this lock:
+			// lock the one at the path, or two attempts could each hold
+			// a file of their own.
+			_ = f.Close()
+			if f, err = os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600); err != nil {
+				return nil, fmt.Errorf("session lock: %w", err)
+			}
+			continue
 		}
 		if !errors.Is(err, syscall.EWOULDBLOCK) {
 			_ = f.Close()
@@ -72,6 +82,16 @@ func lockSession(ctx context.Context, sessionFile string, beat func()) (*session
 		case <-time.After(lockPoll):
 		}
 	}
+}
+
+// current is whether f is still the file at path.
+func current(f *os.File, path string) bool {
+	a, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	b, err := os.Stat(path)
+	return err == nil && os.SameFile(a, b)
 }
 
 // unlock lets the next attempt in.

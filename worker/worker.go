@@ -86,8 +86,18 @@ type Worker struct {
 	shared, host sdkworker.Worker
 	acts         *activities.Activities
 	// Queues are the task queues polled, shared first.
-	Queues []string
+	Queues  []string
+	dataDir string
+	logger  *slog.Logger
+	// stopSweep ends the sweeper Start began.
+	stopSweep chan struct{}
+	sweepDone chan struct{}
 }
+
+// sweepEvery is how often the worker removes lock and output files of
+// sessions that are gone (activities.SweepSessions): they are a few bytes
+// each, so hourly keeps the folder tidy at no noticeable cost.
+const sweepEvery = time.Hour
 
 // New returns the workers for cfg on c, with everything registered. It does
 // not start them.
@@ -154,7 +164,12 @@ func New(c client.Client, cfg Config) (*Worker, error) {
 	hostQueue := workflows.HostQueue(cfg.TaskQueue, cfg.Host)
 	host := sdkworker.New(c, hostQueue, opts)
 	registerHostActivities(host, acts, profs)
-	return &Worker{shared: shared, host: host, acts: acts, Queues: []string{cfg.TaskQueue, hostQueue}}, nil
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &Worker{shared: shared, host: host, acts: acts, Queues: []string{cfg.TaskQueue, hostQueue},
+		dataDir: cfg.DataDir, logger: logger}, nil
 }
 
 // Start starts both pollers; if the second fails, the first is stopped.
@@ -166,12 +181,39 @@ func (w *Worker) Start() error {
 		w.shared.Stop()
 		return err
 	}
+	w.stopSweep, w.sweepDone = make(chan struct{}), make(chan struct{})
+	go w.sweep()
 	return nil
+}
+
+// sweep removes what sessions that are gone left in the data dir, at start
+// and then every sweepEvery, until Stop.
+func (w *Worker) sweep() {
+	defer close(w.sweepDone)
+	tick := time.NewTicker(sweepEvery)
+	defer tick.Stop()
+	for {
+		if n, err := activities.SweepSessions(w.dataDir, time.Now()); err != nil {
+			w.logger.Warn("session folder sweep", "error", err)
+		} else if n > 0 {
+			w.logger.Info("session folder sweep", "removed", n)
+		}
+		select {
+		case <-tick.C:
+		case <-w.stopSweep:
+			return
+		}
+	}
 }
 
 // Stop stops both, the host's first: running children end with their
 // activities and continue on the next worker.
 func (w *Worker) Stop() {
+	if w.stopSweep != nil {
+		close(w.stopSweep)
+		<-w.sweepDone
+		w.stopSweep = nil
+	}
 	w.host.Stop()
 	w.shared.Stop()
 	w.acts.Close()
