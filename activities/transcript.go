@@ -53,6 +53,11 @@ type ReadRequest struct {
 	Turn int `json:"turn,omitempty"`
 	// Host holds the session's files ("" for any worker).
 	Host string `json:"host,omitempty"`
+	// Paged asks for the text from character From on, as much as one
+	// answer holds, instead of its end: how a reader gets all of an output
+	// too long for one answer, page by page.
+	Paged bool `json:"paged,omitempty"`
+	From  int  `json:"from,omitempty"`
 }
 
 // Read kinds.
@@ -70,6 +75,8 @@ type ReadResult struct {
 	// Found is false when the worker has no file for the session (it ran
 	// on a worker with another data dir, or never reached the model).
 	Found bool `json:"found"`
+	// Next is where the next page begins (Paged), 0 after the last one.
+	Next int `json:"next,omitempty"`
 }
 
 // ReadSession reads a session's pi session file (or a turn's output
@@ -113,6 +120,23 @@ func (a *Activities) ReadSession(_ context.Context, req ReadRequest) (ReadResult
 	text = a.sanitizer.Sanitize(text)
 	r := []rune(text)
 	res.TotalChars = len(r)
+	if req.Paged {
+		from := min(max(req.From, 0), len(r))
+		end, size := from, 0
+		for end < len(r) && end-from < MaxReadChars {
+			n := jsonSize(r[end])
+			if size+n > MaxReadBytes {
+				break
+			}
+			size += n
+			end++
+		}
+		res.Text, res.Truncated = string(r[from:end]), from > 0 || end < len(r)
+		if end < len(r) {
+			res.Next = end
+		}
+		return res, nil
+	}
 	// The end is kept: as many characters as both caps allow.
 	keep, size := 0, 0
 	for keep < len(r) && keep < MaxReadChars {

@@ -152,3 +152,58 @@ func TestReadSession(t *testing.T) {
 		})
 	}
 }
+
+// TestReadOutputPages: an output too long for one answer is read whole,
+// page by page, each page within the answer's cap whatever its characters.
+func TestReadOutputPages(t *testing.T) {
+	dataDir, cwd := t.TempDir(), t.TempDir()
+	a, err := New(Config{DataDir: dataDir, Home: "/home/someone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := SessionFile(dataDir, cwd, "scout", "sess-1")
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, text string
+		pages      int
+	}{
+		{"short", "all of it", 1},
+		{"wide characters", strings.Repeat("é€<\"", 300_000), 4},
+		{"plain, longer than the character cap", strings.Repeat("y", 2*MaxReadChars+5), 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := os.WriteFile(artifactFile(file, 1), []byte(tc.text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var got strings.Builder
+			req := ReadRequest{SessionID: "sess-1", Agent: "scout", Cwd: cwd, What: ReadOutput, Turn: 1, Paged: true}
+			pages := 0
+			for {
+				res, err := a.ReadSession(context.Background(), req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pages++
+				if b, _ := json.Marshal(res); len(b) > MaxReadBytes+1000 {
+					t.Fatalf("page %d is %d bytes as JSON, over the cap", pages, len(b))
+				}
+				got.WriteString(res.Text)
+				if res.Next == 0 {
+					break
+				}
+				if res.Next <= req.From || pages > 100 {
+					t.Fatalf("page %d does not move on: next %d after %d", pages, res.Next, req.From)
+				}
+				req.From = res.Next
+			}
+			if got.String() != tc.text {
+				t.Fatalf("the pages hold %d characters, want the %d of the output", len([]rune(got.String())), len([]rune(tc.text)))
+			}
+			if pages != tc.pages {
+				t.Fatalf("%d pages, want %d", pages, tc.pages)
+			}
+		})
+	}
+}

@@ -900,6 +900,14 @@ func (c *Client) listItem(info *workflowpb.WorkflowExecutionInfo) ListItem {
 // Output is a session's final text of its latest turn: capped as the tool
 // results are, or the whole of it with full (read on the worker).
 func (c *Client) Output(ctx context.Context, id string, full bool) (Envelope, error) {
+	return c.OutputFrom(ctx, id, full, -1)
+}
+
+// OutputFrom is Output; from ≥ 0 asks for one page of the full output,
+// from that character on (read on the worker), and NextFrom in the envelope
+// says where the next page begins (0 after the last): an output too long
+// for one answer is read whole page by page.
+func (c *Client) OutputFrom(ctx context.Context, id string, full bool, from int) (Envelope, error) {
 	env, st, err := c.sessionStatus(ctx, "output", id)
 	if err != nil {
 		return Envelope{}, err
@@ -909,13 +917,14 @@ func (c *Client) Output(ctx context.Context, id string, full bool) (Envelope, er
 	if env.Text == "" {
 		env.Text = NoOutputText
 	}
-	if full && it.OutputTruncated && st.LastTurn != nil {
-		res, err := c.read(ctx, activities.ReadRequest{SessionID: id, Agent: st.Agent, Cwd: st.Cwd, What: activities.ReadOutput, Turn: st.LastTurn.Turn, Host: st.Host})
+	if full && (it.OutputTruncated || from > 0) && st.LastTurn != nil {
+		res, err := c.read(ctx, activities.ReadRequest{SessionID: id, Agent: st.Agent, Cwd: st.Cwd, What: activities.ReadOutput,
+			Turn: st.LastTurn.Turn, Host: st.Host, Paged: from >= 0, From: max(from, 0)})
 		if err != nil {
 			return Envelope{}, err
 		}
 		if res.Found {
-			env.Text = res.Text
+			env.Text, env.NextFrom = res.Text, res.Next
 			it.Output, it.OutputTruncated, it.OutputReturnedChars = res.Text, res.Truncated, len([]rune(res.Text))
 		}
 	}

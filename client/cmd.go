@@ -593,7 +593,9 @@ func (cmd *command) listFlags(fs *flag.FlagSet) func(context.Context, *Client) e
 // outputFlags: `output ID [--full]`.
 func (cmd *command) outputFlags(fs *flag.FlagSet) func(context.Context, *Client) error {
 	var full bool
+	var from int
 	fs.BoolVar(&full, "full", false, "the whole output, not cut to the output cap (read on the worker)")
+	fs.IntVar(&from, "from", -1, "with --full: one page from this character on (next_from says where the next begins)")
 	return func(ctx context.Context, c *Client) error {
 		ids, err := cmd.needIDs()
 		if err != nil {
@@ -602,7 +604,10 @@ func (cmd *command) outputFlags(fs *flag.FlagSet) func(context.Context, *Client)
 		if len(ids) != 1 {
 			return errcode.New(errcode.InvalidInput, "output takes one session ID")
 		}
-		env, err := c.Output(ctx, ids[0], full)
+		if from >= 0 && !full {
+			return errcode.New(errcode.InvalidInput, "--from pages the full output: give --full too")
+		}
+		env, err := c.OutputFrom(ctx, ids[0], full, from)
 		if err != nil {
 			return err
 		}

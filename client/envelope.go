@@ -52,9 +52,12 @@ type Envelope struct {
 	// Text answers `output` and `transcript`.
 	Text          string `json:"text,omitempty"`
 	TextTruncated bool   `json:"text_truncated,omitempty"`
-	MessageCount  int    `json:"message_count,omitempty"`
-	RunCount      int    `json:"run_count,omitempty"`
-	UIURL         string `json:"ui_url,omitempty"`
+	// NextFrom is where the next page of `output --full --from` begins
+	// (0 after the last page).
+	NextFrom     int    `json:"next_from,omitempty"`
+	MessageCount int    `json:"message_count,omitempty"`
+	RunCount     int    `json:"run_count,omitempty"`
+	UIURL        string `json:"ui_url,omitempty"`
 	// Error is why the call itself failed (bad input, not found,
 	// unavailable); a task's own failure is in its item.
 	Error *activities.ErrorInfo `json:"error,omitempty"`

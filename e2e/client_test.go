@@ -173,6 +173,15 @@ func TestClientVerbs(t *testing.T) {
 	if !capped.Items[0].OutputTruncated || len([]rune(capped.Text)) != 60 || full.Text != long || full.Items[0].OutputTruncated {
 		t.Fatalf("output capped %q (truncated %v), full %q", capped.Text, capped.Items[0].OutputTruncated, full.Text)
 	}
+	// A page of the full output, from a character on; the last page says
+	// no next one.
+	page, out := c.json(0, "", "output", "--full", "--from", "10", alpha)
+	if page.Text != string([]rune(long)[10:]) || page.NextFrom != 0 {
+		t.Fatalf("output --full --from 10: %s", out)
+	}
+	if bad, out := c.json(2, "", "output", "--from", "10", alpha); bad.Error == nil || bad.Error.Code != "INVALID_INPUT" {
+		t.Fatalf("--from without --full: %s", out)
+	}
 
 	// A session goes on only with its own agent (seed 000).
 	refused, out := c.json(2, "", "send", "--agent", "scout", alpha, "[[script:beta]] Now read the notes.")
