@@ -83,15 +83,7 @@ func TestFormatTranscript(t *testing.T) {
 }
 
 func TestReadSession(t *testing.T) {
-	dataDir, cwd := t.TempDir(), t.TempDir()
-	a, err := New(Config{DataDir: dataDir, Home: "/home/someone"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := SessionFile(dataDir, cwd, "scout", "sess-1")
-	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
-		t.Fatal(err)
-	}
+	a, cwd, file := newReader(t)
 	if err := os.WriteFile(file, []byte(strings.Join(sessionLines, "\n")), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -156,15 +148,7 @@ func TestReadSession(t *testing.T) {
 // TestReadOutputPages: an output too long for one answer is read whole,
 // page by page, each page within the answer's cap whatever its characters.
 func TestReadOutputPages(t *testing.T) {
-	dataDir, cwd := t.TempDir(), t.TempDir()
-	a, err := New(Config{DataDir: dataDir, Home: "/home/someone"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := SessionFile(dataDir, cwd, "scout", "sess-1")
-	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
-		t.Fatal(err)
-	}
+	a, cwd, file := newReader(t)
 	for _, tc := range []struct {
 		name, text string
 		pages      int
@@ -206,4 +190,20 @@ func TestReadOutputPages(t *testing.T) {
 			}
 		})
 	}
+}
+
+// newReader is activities on a data dir of their own, a task folder, and
+// the path of session sess-1's file (its folder made) in both.
+func newReader(t *testing.T) (a *Activities, cwd, file string) {
+	t.Helper()
+	dataDir, cwd := t.TempDir(), t.TempDir()
+	a, err := New(Config{DataDir: dataDir, Home: "/home/someone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	file = SessionFile(dataDir, cwd, "scout", "sess-1")
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return a, cwd, file
 }
