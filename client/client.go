@@ -26,9 +26,6 @@ import (
 	"github.com/durable-pi/subagents/workflows"
 )
 
-// DefaultTaskQueue is where `subagents dev` and `subagents worker` poll.
-const DefaultTaskQueue = "subagents"
-
 // Limits of the client's own waiting.
 const (
 	// DefaultPollInterval: how often Wait and Follow look at a running

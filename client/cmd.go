@@ -146,7 +146,7 @@ type command struct {
 func (cmd *command) common(fs *flag.FlagSet) {
 	cmd.conn.RegisterFlags(fs)
 	fs.BoolVar(&cmd.asJSON, "json", false, "print one JSON envelope (contract_version "+ContractVersion+") instead of text")
-	fs.StringVar(&cmd.taskQueue, "task-queue", firstNonEmpty(cmd.io.getenv("SUBAGENTS_TASK_QUEUE"), DefaultTaskQueue), "task queue the workers poll (env SUBAGENTS_TASK_QUEUE)")
+	fs.StringVar(&cmd.taskQueue, "task-queue", firstNonEmpty(cmd.io.getenv("SUBAGENTS_TASK_QUEUE"), workflows.DefaultTaskQueue), "task queue the workers poll (env SUBAGENTS_TASK_QUEUE)")
 	fs.StringVar(&cmd.host, "host", cmd.io.getenv("SUBAGENTS_HOST"),
 		"run new tasks on the workers of this host (\"auto\": this machine), where their cwds exist (env SUBAGENTS_HOST; default: any worker)")
 	fs.StringVar(&cmd.uiURL, "ui-url", "", "Temporal UI base URL for links (env SUBAGENTS_UI_URL; default: the frontend's port + 1000, as `subagents dev` serves it)")

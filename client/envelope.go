@@ -9,6 +9,9 @@ import (
 	"github.com/durable-pi/subagents/workflows"
 )
 
+// ContractVersion marks every --json envelope of the command.
+const ContractVersion = "subagents.v1"
+
 // Backend names what runs the tasks, in every envelope (seed 001's field).
 const Backend = "temporal"
 

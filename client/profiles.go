@@ -13,9 +13,6 @@ import (
 	"github.com/durable-pi/subagents/profiles"
 )
 
-// ContractVersion marks every --json envelope of the command.
-const ContractVersion = "subagents.v1"
-
 // ProfileSummary is one profile in `subagents profiles --json`.
 type ProfileSummary struct {
 	Name        string   `json:"name"`

@@ -22,9 +22,6 @@ import (
 	"github.com/durable-pi/subagents/workflows"
 )
 
-// DefaultTaskQueue is the queue workers poll and clients start on.
-const DefaultTaskQueue = "subagents"
-
 // DefaultWorkflowCache is how many workflows a worker keeps in memory
 // between their workflow tasks: every running delegation and session of a
 // busy machine fits, so their next step needs no replay; thousands of idle
@@ -103,7 +100,7 @@ const sweepEvery = time.Hour
 // not start them.
 func New(c client.Client, cfg Config) (*Worker, error) {
 	if cfg.TaskQueue == "" {
-		cfg.TaskQueue = DefaultTaskQueue
+		cfg.TaskQueue = workflows.DefaultTaskQueue
 	}
 	if cfg.Host == "" || cfg.Host == "auto" {
 		cfg.Host = DefaultHost()

@@ -4,6 +4,10 @@ import (
 	"github.com/durable-pi/subagents/activities"
 )
 
+// DefaultTaskQueue is the queue workers poll and clients start on, unless
+// configured otherwise (a host's own queue is this plus "@host").
+const DefaultTaskQueue = "subagents"
+
 // Names of the signals, queries and updates, in one place: they are part of
 // the public contract and of every recorded history.
 const (

@@ -1181,7 +1181,7 @@ func (b *bench) devRestart(reps int) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		c := &client.Client{Temporal: tc, TaskQueue: client.DefaultTaskQueue, Address: address}
+		c := &client.Client{Temporal: tc, TaskQueue: workflows.DefaultTaskQueue, Address: address}
 		up, res, fin, err := b.crashRun(c,
 			func() { tc.Close(); _ = dev.Process.Kill(); _ = dev.Wait() },
 			func() error {
