@@ -26,8 +26,7 @@ func killLeftovers(rec runRecord) int {
 	}
 	members := groupMembers(pgid)
 	for _, pid := range members {
-		env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-		if err == nil && bytes.Contains(append([]byte{0}, env...), []byte("\x00PI_SUBAGENT_CHILD=1\x00")) {
+		if environHas("/proc/"+strconv.Itoa(pid), []byte("\x00PI_SUBAGENT_CHILD=1\x00")) {
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
 			return len(members)
 		}
@@ -40,18 +39,24 @@ func groupMembers(pgid int) []int {
 	var out []int
 	want := strconv.Itoa(pgid)
 	eachProc(func(pid int, dir string) {
-		stat, err := os.ReadFile(dir + "/stat")
-		if err != nil {
-			return
-		}
-		// Fields after the command's closing parenthesis: state, ppid, pgrp.
-		i := bytes.LastIndexByte(stat, ')')
-		if i < 0 {
-			return
-		}
-		if fields := strings.Fields(string(stat[i+1:])); len(fields) > 2 && fields[2] == want {
+		if fields := statFields(dir); len(fields) > 2 && fields[2] == want {
 			out = append(out, pid)
 		}
 	})
 	return out
+}
+
+// statFields are the fields of the process at dir's stat after its
+// command's closing parenthesis (the command may hold spaces): state,
+// ppid, pgrp, ... Nil when it cannot be read.
+func statFields(dir string) []string {
+	stat, err := os.ReadFile(dir + "/stat")
+	if err != nil {
+		return nil
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(string(stat[i+1:]))
 }

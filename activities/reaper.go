@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -120,15 +119,18 @@ func killMarked(entry []byte) int {
 		if pid == self {
 			return
 		}
-		env, err := os.ReadFile(dir + "/environ")
-		if err != nil || !bytes.Contains(append(append([]byte{0}, env...), 0), entry) {
-			return
-		}
-		if syscall.Kill(pid, syscall.SIGKILL) == nil {
+		if environHas(dir, entry) && syscall.Kill(pid, syscall.SIGKILL) == nil {
 			n++
 		}
 	})
 	return n
+}
+
+// environHas is whether the environment of the process at dir holds entry
+// (see killMarked); false when it cannot be read.
+func environHas(dir string, entry []byte) bool {
+	env, err := os.ReadFile(dir + "/environ")
+	return err == nil && bytes.Contains(append(append([]byte{0}, env...), 0), entry)
 }
 
 // markEntry is what killMarked looks for to find one process's tree.
@@ -143,7 +145,7 @@ func eachProc(fn func(pid int, dir string)) {
 		return
 	}
 	for _, e := range entries {
-		if pid, err := strconv.Atoi(e.Name()); err == nil && !strings.HasPrefix(e.Name(), "0") {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
 			fn(pid, "/proc/"+e.Name())
 		}
 	}

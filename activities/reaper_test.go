@@ -1,11 +1,8 @@
 package activities
 
 import (
-	"bytes"
-	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -65,16 +62,6 @@ func alive(pid int) bool {
 	if syscall.Kill(pid, 0) != nil {
 		return false
 	}
-	stat, err := readStat(pid)
-	return err == nil && stat != "Z"
-}
-
-// readStat is a process's state letter from /proc.
-func readStat(pid int) (string, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return "", err
-	}
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	return f[0], nil
+	fields := statFields("/proc/" + strconv.Itoa(pid))
+	return len(fields) > 0 && fields[0] != "Z"
 }

@@ -122,15 +122,7 @@ func (a *Activities) ReadSession(_ context.Context, req ReadRequest) (ReadResult
 	res.TotalChars = len(r)
 	if req.Paged {
 		from := min(max(req.From, 0), len(r))
-		end, size := from, 0
-		for end < len(r) && end-from < MaxReadChars {
-			n := jsonSize(r[end])
-			if size+n > MaxReadBytes {
-				break
-			}
-			size += n
-			end++
-		}
+		end := from + fitting(len(r)-from, func(i int) rune { return r[from+i] })
 		res.Text, res.Truncated = string(r[from:end]), from > 0 || end < len(r)
 		if end < len(r) {
 			res.Next = end
@@ -138,21 +130,28 @@ func (a *Activities) ReadSession(_ context.Context, req ReadRequest) (ReadResult
 		return res, nil
 	}
 	// The end is kept: as many characters as both caps allow.
-	keep, size := 0, 0
-	for keep < len(r) && keep < MaxReadChars {
-		n := jsonSize(r[len(r)-1-keep])
-		if size+n > MaxReadBytes {
-			break
-		}
-		size += n
-		keep++
-	}
+	keep := fitting(len(r), func(i int) rune { return r[len(r)-1-i] })
 	if keep < len(r) {
 		text = fmt.Sprintf("[... %d earlier characters omitted ...]\n", len(r)-keep) + string(r[len(r)-keep:])
 		res.Truncated = true
 	}
 	res.Text = text
 	return res, nil
+}
+
+// fitting is how many of n characters, the i-th being at(i), one answer
+// holds within both MaxReadChars and MaxReadBytes.
+func fitting(n int, at func(i int) rune) int {
+	k, size := 0, 0
+	for k < n && k < MaxReadChars {
+		c := jsonSize(at(k))
+		if size+c > MaxReadBytes {
+			break
+		}
+		size += c
+		k++
+	}
+	return k
 }
 
 // jsonSize is how many bytes JSON takes for c in a string, as Go's encoder

@@ -295,9 +295,8 @@ func (c *Client) checkResumes(ctx context.Context, tasks []workflows.TaskSpec) e
 			continue
 		}
 		desc, err := c.Temporal.DescribeWorkflowExecution(ctx, t.Resume, "")
-		var notFound *serviceerror.NotFound
 		switch {
-		case errors.As(err, &notFound) || err == nil && desc.GetWorkflowExecutionInfo().GetType().GetName() != workflows.SessionWorkflowName:
+		case isNotFound(err) || err == nil && desc.GetWorkflowExecutionInfo().GetType().GetName() != workflows.SessionWorkflowName:
 			return errcode.Errorf(errcode.SessionNotFound, "Cannot resume: session %q not found. The session may have expired or the ID is incorrect.", t.Resume)
 		case err != nil:
 			return c.temporalError(err, t.Resume)
@@ -770,8 +769,7 @@ func (c *Client) Cancel(ctx context.Context, id string) (Envelope, error) {
 
 // isClosed reports an update that failed because its workflow had closed.
 func isClosed(err error) bool {
-	var notFound *serviceerror.NotFound
-	return errors.As(err, &notFound) || strings.Contains(err.Error(), "workflow execution already completed")
+	return isNotFound(err) || strings.Contains(err.Error(), "workflow execution already completed")
 }
 
 // Ack tells a delegation started with Deliver that its parent received the
