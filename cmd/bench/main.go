@@ -14,8 +14,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,6 +33,7 @@ import (
 
 	"github.com/durable-pi/subagents/activities"
 	"github.com/durable-pi/subagents/client"
+	"github.com/durable-pi/subagents/internal/ports"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
 	"github.com/durable-pi/subagents/internal/syncbuf"
 	"github.com/durable-pi/subagents/profiles"
@@ -452,25 +451,14 @@ func mustAbs(p string) string {
 	return a
 }
 
-// freePort is a free port below Linux's ephemeral range, whose +1000 (a
-// `subagents dev`'s UI) is free too: a port from ":0" may be taken by an
-// outgoing connection before the server binds it.
+// freePort is a free port whose +1000 (a `subagents dev`'s UI) is free too
+// (internal/ports: below Linux's ephemeral range).
 func freePort() int {
-	for {
-		port := 20000 + rand.IntN(11768)
-		free := true
-		for _, p := range []int{port, port + 1000} {
-			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-			if err != nil {
-				free = false
-				break
-			}
-			_ = ln.Close()
-		}
-		if free {
-			return port
-		}
+	p, err := ports.Free("127.0.0.1", 1000)
+	if err != nil {
+		panic(err)
 	}
+	return p
 }
 
 // stubTasks runs one delegation of k stub tasks, all at once, and returns

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -38,6 +37,7 @@ import (
 	"go.temporal.io/server/temporal"
 
 	"github.com/durable-pi/subagents/internal/errcode"
+	"github.com/durable-pi/subagents/internal/ports"
 )
 
 // Options configure an embedded server. The zero value of a field means its
@@ -163,7 +163,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 			}
 			// The default port is taken (another Temporal's UI, say): the
 			// UI moves to a free one, which the banner and links name.
-			free, ferr := freePort(opts.UIIP)
+			free, ferr := ports.Free(opts.UIIP)
 			if ferr != nil {
 				return nil, err
 			}
@@ -365,13 +365,13 @@ func (o *Options) createNamespace(conf *config.SQL) (*config.SQL, error) {
 }
 
 func (o *Options) serverOptions(sqlConf *config.SQL, logLevel *slog.LevelVar) ([]temporal.ServerOption, error) {
-	ports := map[string]int{"frontend": o.Port}
+	servicePorts := map[string]int{"frontend": o.Port}
 	for _, svc := range []string{"history", "matching", "worker"} {
-		p, err := freePort(o.IP)
+		p, err := ports.Free(o.IP)
 		if err != nil {
 			return nil, errcode.Wrap(errcode.ServiceUnavailable, err, "find a free port for the "+svc+" service: "+err.Error())
 		}
-		ports[svc] = p
+		servicePorts[svc] = p
 	}
 	frontend := net.JoinHostPort(o.IP, strconv.Itoa(o.Port))
 	httpAddress := ""
@@ -403,7 +403,7 @@ func (o *Options) serverOptions(sqlConf *config.SQL, logLevel *slog.LevelVar) ([
 	}
 	conf.DCRedirectionPolicy.Policy = "noop"
 	conf.Services = map[string]config.Service{}
-	for svc, port := range ports {
+	for svc, port := range servicePorts {
 		rpc := config.RPC{GRPCPort: port, BindOnIP: o.IP}
 		if svc == "frontend" {
 			// Zero leaves the HTTP API off (see Options.HTTPPort).
@@ -418,7 +418,7 @@ func (o *Options) serverOptions(sqlConf *config.SQL, logLevel *slog.LevelVar) ([
 	conf.PublicClient.HostPort = frontend
 
 	hosts := map[primitives.ServiceName]static.Hosts{}
-	for svc, port := range ports {
+	for svc, port := range servicePorts {
 		hosts[primitives.ServiceName(svc)] = static.SingleLocalHost(net.JoinHostPort(o.IP, strconv.Itoa(port)))
 	}
 
@@ -451,37 +451,6 @@ func (o *Options) serverOptions(sqlConf *config.SQL, logLevel *slog.LevelVar) ([
 		temporal.WithLogger(newServerLogger(o.Logger.With("component", "temporal"), logLevel)),
 		temporal.WithDynamicConfigClient(dyn),
 	}, nil
-}
-
-// Internal ports are picked below Linux's ephemeral range (32768-60999 by
-// default). A port the kernel hands out for ":0" is closed again before the
-// server binds it, and in that window any outgoing connection on the
-// machine (a pi child calling its model, a test's client) may be given the
-// same port as its local end: the server then fails with "address already
-// in use". Outgoing connections never take a port below the range.
-const (
-	internalPortLow  = 20000
-	internalPortHigh = 32767
-	// internalPortTries: a busy port is rare there; after this many, take
-	// what the kernel gives.
-	internalPortTries = 64
-)
-
-func freePort(ip string) (int, error) {
-	for range internalPortTries {
-		port := internalPortLow + rand.IntN(internalPortHigh-internalPortLow+1)
-		ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
-		if err == nil {
-			_ = ln.Close()
-			return port, nil
-		}
-	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 // registerSearchAttributes adds the search attributes the namespace lacks. A
