@@ -7,6 +7,7 @@ package docker
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -131,7 +132,7 @@ func TestCompose(t *testing.T) {
 	if err != nil {
 		t.Fatalf("compose.yaml does not load: %v", err)
 	}
-	want := []string{"postgresql", "setup", "temporal", "temporal-ui", "worker-1", "worker-2"}
+	want := []string{"postgresql", "setup", "temporal", "temporal-schema", "temporal-ui", "worker-1", "worker-2"}
 	if got := p.ServiceNames(); !slices.Equal(sorted(got), want) {
 		t.Fatalf("services %v, want %v", got, want)
 	}
@@ -145,12 +146,32 @@ func TestCompose(t *testing.T) {
 	if img := svc("postgresql").Image; !strings.HasPrefix(img, "postgres:") {
 		t.Errorf("postgresql image %q", img)
 	}
-	temporal := svc("temporal")
-	if !strings.HasPrefix(temporal.Image, "temporalio/auto-setup:") || env(temporal, "DB") != "postgres12" || env(temporal, "POSTGRES_SEEDS") != "postgresql" {
-		t.Errorf("temporal: image %q, DB %q, seeds %q", temporal.Image, env(temporal, "DB"), env(temporal, "POSTGRES_SEEDS"))
+	// The server and its schema tool at the version the project embeds
+	// (go.mod), the schema set up by a job of its own before the server
+	// starts: Temporal's recommendation since auto-setup was deprecated.
+	embedded := embeddedServerVersion(t)
+	temporal, schema := svc("temporal"), svc("temporal-schema")
+	if temporal.Image != "temporalio/server:"+embedded || env(temporal, "DB") != "postgres12" || env(temporal, "POSTGRES_SEEDS") != "postgresql" {
+		t.Errorf("temporal: image %q (want temporalio/server:%s), DB %q, seeds %q", temporal.Image, embedded, env(temporal, "DB"), env(temporal, "POSTGRES_SEEDS"))
 	}
-	if temporal.DependsOn["postgresql"].Condition != types.ServiceConditionHealthy {
-		t.Error("temporal does not wait for a healthy PostgreSQL")
+	if temporal.DependsOn["temporal-schema"].Condition != types.ServiceConditionCompletedSuccessfully {
+		t.Error("temporal does not wait for its schema job")
+	}
+	if !strings.HasSuffix(env(temporal, "DYNAMIC_CONFIG_FILE_PATH"), "/subagents.yaml") || len(temporal.Volumes) != 1 || temporal.Volumes[0].Source != filepathAbs(t, "dynamicconfig.yaml") {
+		t.Errorf("temporal does not run with docker/dynamicconfig.yaml: %s, %+v", env(temporal, "DYNAMIC_CONFIG_FILE_PATH"), temporal.Volumes)
+	}
+	script := strings.Join(schema.Command, " ")
+	if schema.Image != "temporalio/admin-tools:"+embedded || schema.DependsOn["postgresql"].Condition != types.ServiceConditionHealthy ||
+		env(schema, "SQL_PLUGIN") != "postgres12" || env(schema, "SQL_HOST") != "postgresql" || !strings.HasPrefix(strings.TrimSpace(script), "set -eu") {
+		t.Errorf("temporal-schema: image %q, depends %+v, plugin %q, host %q, script %q", schema.Image, schema.DependsOn, env(schema, "SQL_PLUGIN"), env(schema, "SQL_HOST"), script)
+	}
+	for _, step := range []string{"create-database", "setup-schema -v 0.0", "update-schema --schema-name", "postgresql/v12/", "temporal_visibility:visibility"} {
+		if !strings.Contains(script, step) {
+			t.Errorf("temporal-schema's script has no %q: %s", step, script)
+		}
+	}
+	if strings.Contains(script, "|| true") {
+		t.Error("temporal-schema hides a failure (|| true)")
 	}
 	if !publishes(temporal, 7233) || !publishes(svc("temporal-ui"), 8080) {
 		t.Error("the frontend (7233) or the UI (8080) is not published")
@@ -230,6 +251,30 @@ func TestCompose(t *testing.T) {
 // exactVersion is a version that names one release, not a moving line
 // (16, 22, latest).
 var exactVersion = regexp.MustCompile(`^v?\d+\.\d+(\.\d+)?$`)
+
+// embeddedServerVersion is the Temporal server version the service's
+// go.mod requires (without its v).
+func embeddedServerVersion(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^\s*go\.temporal\.io/server v(\S+)`).FindSubmatch(b)
+	if m == nil {
+		t.Fatal("go.mod requires no go.temporal.io/server")
+	}
+	return string(m[1])
+}
+
+func filepathAbs(t *testing.T, name string) string {
+	t.Helper()
+	p, err := filepath.Abs(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
 
 func env(s types.ServiceConfig, key string) string {
 	if v, ok := s.Environment[key]; ok && v != nil {

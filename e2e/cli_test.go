@@ -29,6 +29,7 @@ import (
 
 var binary struct {
 	once sync.Once
+	dir  string
 	path string
 	err  error
 }
@@ -43,6 +44,7 @@ func subagentsBinary(t *testing.T) string {
 			binary.err = err
 			return
 		}
+		binary.dir = dir
 		binary.path = filepath.Join(dir, "subagents")
 		// Both builds, side by side as `make build` writes them: `subagents
 		// dev` runs subagents-dev.

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"math/rand"
@@ -14,9 +15,11 @@ import (
 	"testing"
 	"time"
 
+	historypb "go.temporal.io/api/history/v1"
 	sdkclient "go.temporal.io/sdk/client"
 
 	"github.com/durable-pi/subagents/activities"
+	"github.com/durable-pi/subagents/client"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
 	"github.com/durable-pi/subagents/workflows"
 )
@@ -28,14 +31,15 @@ func (e *env) startWorkerProcess() *exec.Cmd {
 	return e.startWorkerProcessAt(shared.server.FrontendAddress())
 }
 
-// startWorkerProcessAt runs the worker process against the server at addr.
-func (e *env) startWorkerProcessAt(addr string) *exec.Cmd {
+// startWorkerProcessAt runs the worker process against the server at addr;
+// extra flags come last, so they override the harness's.
+func (e *env) startWorkerProcessAt(addr string, extra ...string) *exec.Cmd {
 	e.t.Helper()
-	cmd := exec.Command(subagentsBinary(e.t), "worker",
+	cmd := exec.Command(subagentsBinary(e.t), append([]string{"worker",
 		"--address", addr, "--namespace", shared.server.Namespace(),
 		"--task-queue", e.taskQueue, "--data-dir", e.dataDir,
 		// Warm children, as subagents dev keeps: a kill must take them too.
-		"--warm-pool", "2")
+		"--warm-pool", "2"}, extra...)...)
 	cmd.Env = append(os.Environ(), e.cliEnv()...)
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
@@ -264,15 +268,17 @@ func TestChaosWorkerKills(t *testing.T) {
 	for round := range *chaosRounds {
 		marker := fmt.Sprintf("chaos-%d-%d", seed, round)
 		var w *exec.Cmd
-		killAfter := e.chaosRound(c, rng, marker,
-			func() { w = e.startWorkerProcess() },
-			func() {
+		killAfter := time.Duration(300+rng.Intn(2700)) * time.Millisecond
+		e.chaosRound(chaos{c: c, marker: marker, tasks: chaosTasks, killAfter: killAfter,
+			start: func() { w = e.startWorkerProcess() },
+			kill: func() {
 				if err := w.Process.Signal(syscall.SIGKILL); err != nil {
 					t.Fatal(err)
 				}
 			},
-			func() { e.startWorkerProcess() },
-			func(id string) int { return signalsNamed(t, shared.client, id, workflows.TaskDoneSignal) })
+			restart: func() { e.startWorkerProcess() },
+			history: func(id string) []*historypb.HistoryEvent { return historyOf(t, shared.client, id) },
+		})
 		t.Logf("round %d: killed after %s, all %d tasks completed once", round, killAfter, chaosTasks)
 		kills = append(kills, killAfter.Round(time.Millisecond).String())
 	}
@@ -284,19 +290,31 @@ func TestChaosWorkerKills(t *testing.T) {
 // chaosTasks is how many tasks a chaos round's delegation holds.
 const chaosTasks = 4
 
-// chaosRound is one round of the chaos suite: a delegation of chaosTasks real
-// pi children (each calls bash for 1.5 s, then finalizes), started through c
-// once start has started what runs it; kill stops that at a random moment
-// and restart starts it again. Every task must complete once with its own
-// result (signals counts the task-done signals the delegation got), every
-// session file must be there, and no process of the killed run may be left.
-// It returns when the kill came.
-func (e *env) chaosRound(c *cli, rng *rand.Rand, marker string, start, kill, restart func(), signals func(id string) int) time.Duration {
+// chaos is one round of a chaos suite: a delegation of tasks real pi
+// children (each calls bash for 1.5 s, then finalizes), started through c
+// once start has started what runs it; kill stops that at a moment and
+// restart starts it again. history reads a workflow's history from the
+// server the round runs on.
+type chaos struct {
+	c                    *cli
+	marker               string
+	tasks                int
+	killAfter            time.Duration
+	start, kill, restart func()
+	history              func(id string) []*historypb.HistoryEvent
+}
+
+// run runs the round and checks that it happened exactly once: every task
+// completed once with its own result in turn 1, the delegation got one
+// task-done signal per task, each task's session workflow completed one
+// RunPi and its pi session file holds one subagent_finalize result, and no
+// process of the killed run is left. It returns the finished envelope.
+func (e *env) chaosRound(r chaos) client.Envelope {
 	t := e.t
 	t.Helper()
 	var specs []string
-	for i := range chaosTasks {
-		name := fmt.Sprintf("%s-%d", marker, i)
+	for i := range r.tasks {
+		name := fmt.Sprintf("%s-%d", r.marker, i)
 		// A kill can land after the model asked for subagent_finalize and
 		// before pi ran it: the continued run is then asked again, and
 		// finalizes again, as a real model told to go on would.
@@ -307,44 +325,96 @@ func (e *env) chaosRound(c *cli, rng *rand.Rand, marker string, start, kill, res
 			finalize)
 		specs = append(specs, fmt.Sprintf(`{"name":"t%d","prompt":"[[script:%s]] Work.","cwd":%q,"model":%q}`, i, name, e.workDir, scriptedmodel.ModelRef))
 	}
-	start()
-	started, _ := c.json(0, `{"tasks":[`+strings.Join(specs, ",")+`]}`, "start", "--input", "-")
-	killAfter := time.Duration(300+rng.Intn(2700)) * time.Millisecond
-	time.Sleep(killAfter)
-	kill()
-	restart()
-	done, out := c.json(0, "", "wait", "--timeout", "2m", started.DelegationID)
+	r.start()
+	started, _ := r.c.json(0, `{"tasks":[`+strings.Join(specs, ",")+`]}`, "start", "--input", "-")
+	time.Sleep(r.killAfter)
+	r.kill()
+	r.restart()
+	done, out := r.c.json(0, "", "wait", "--timeout", "3m", started.DelegationID)
 	if !done.Done || done.Status != "completed" {
-		t.Fatalf("%s (killed after %s): %s", marker, killAfter, out)
+		t.Fatalf("%s (killed after %s): %s", r.marker, r.killAfter, out)
 	}
 	for i, it := range done.Items {
-		if want := fmt.Sprintf("result of %s-%d", marker, i); it.Output != want || it.Turn != 1 {
-			t.Fatalf("%s task %d: output %q turn %d, want %q in turn 1", marker, i, it.Output, it.Turn, want)
+		if want := fmt.Sprintf("result of %s-%d", r.marker, i); it.Output != want || it.Turn != 1 {
+			t.Fatalf("%s task %d: output %q turn %d, want %q in turn 1", r.marker, i, it.Output, it.Turn, want)
 		}
-		if _, err := os.Stat(it.SessionFile); err != nil {
-			t.Fatalf("%s task %d: session file: %v", marker, i, err)
+		if n := finalizeResults(t, it.SessionFile); n != 1 {
+			t.Fatalf("%s task %d: %d subagent_finalize results in %s, want 1", r.marker, i, n, it.SessionFile)
+		}
+		if n := completedActivities(r.history(it.TaskID), workflows.RunPiActivityName); n != 1 {
+			t.Fatalf("%s task %d: %d completed RunPi in the session's history, want 1 (one turn)", r.marker, i, n)
 		}
 	}
-	if n := signals(started.DelegationID); n != chaosTasks {
-		t.Fatalf("%s: the delegation got %d task-done signals, want %d", marker, n, chaosTasks)
+	if n := signalsNamed(r.history(started.DelegationID), workflows.TaskDoneSignal); n != r.tasks {
+		t.Fatalf("%s: the delegation got %d task-done signals, want %d", r.marker, n, r.tasks)
 	}
-	if left := processesWith(marker); len(left) > 0 {
-		t.Fatalf("%s: processes of the killed run still run: %v", marker, left)
+	if left := processesWith(r.marker); len(left) > 0 {
+		t.Fatalf("%s: processes of the killed run still run: %v", r.marker, left)
 	}
-	return killAfter
+	return done
 }
 
-// signalsNamed counts the signals called name in a workflow's history.
-func signalsNamed(t *testing.T, c sdkclient.Client, id, name string) int {
+// historyOf reads a workflow's whole history through c.
+func historyOf(t *testing.T, c sdkclient.Client, id string) []*historypb.HistoryEvent {
 	t.Helper()
 	it := c.GetWorkflowHistory(e2eCtx(t), id, "", false, 0)
-	n := 0
+	var out []*historypb.HistoryEvent
 	for it.HasNext() {
 		ev, err := it.Next()
 		if err != nil {
 			t.Fatal(err)
 		}
+		out = append(out, ev)
+	}
+	return out
+}
+
+// signalsNamed counts the signals called name in a history.
+func signalsNamed(events []*historypb.HistoryEvent, name string) int {
+	n := 0
+	for _, ev := range events {
 		if a := ev.GetWorkflowExecutionSignaledEventAttributes(); a != nil && a.GetSignalName() == name {
+			n++
+		}
+	}
+	return n
+}
+
+// completedActivities counts the activities of type name that completed in
+// a history (failed, timed-out and retried attempts do not count).
+func completedActivities(events []*historypb.HistoryEvent, name string) int {
+	kind := map[int64]string{}
+	n := 0
+	for _, ev := range events {
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+			kind[ev.GetEventId()] = a.GetActivityType().GetName()
+		}
+		if a := ev.GetActivityTaskCompletedEventAttributes(); a != nil && kind[a.GetScheduledEventId()] == name {
+			n++
+		}
+	}
+	return n
+}
+
+// finalizeResults counts the subagent_finalize tool results in a pi session
+// file: the calls pi ran, whatever the model asked.
+func finalizeResults(t *testing.T, sessionFile string) int {
+	t.Helper()
+	b, err := os.ReadFile(sessionFile)
+	if err != nil {
+		t.Fatalf("session file: %v", err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		var entry struct {
+			Type    string `json:"type"`
+			Message struct {
+				Role     string `json:"role"`
+				ToolName string `json:"toolName"`
+			} `json:"message"`
+		}
+		if json.Unmarshal([]byte(line), &entry) == nil && entry.Type == "message" &&
+			entry.Message.Role == "toolResult" && entry.Message.ToolName == "subagent_finalize" {
 			n++
 		}
 	}
@@ -398,20 +468,22 @@ func TestChaosDevKills(t *testing.T) {
 	began := time.Now()
 	for round := range *devKills {
 		var p *devProcess
-		killAfter := e.chaosRound(c, rng, fmt.Sprintf("devchaos-%d-%d", seed, round),
-			func() { p = e.startDev(args...); p.waitReady(t) },
-			func() {
+		killAfter := time.Duration(300+rng.Intn(2700)) * time.Millisecond
+		e.chaosRound(chaos{c: c, marker: fmt.Sprintf("devchaos-%d-%d", seed, round), tasks: chaosTasks, killAfter: killAfter,
+			start: func() { p = e.startDev(args...); p.waitReady(t) },
+			kill: func() {
 				if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 					t.Fatal(err)
 				}
 				<-p.done
 			},
-			func() { p = e.startDev(args...); p.waitReady(t) },
-			func(id string) int {
+			restart: func() { p = e.startDev(args...); p.waitReady(t) },
+			history: func(id string) []*historypb.HistoryEvent {
 				tc := dialAddress(t, address)
 				defer tc.Close()
-				return signalsNamed(t, tc, id, workflows.TaskDoneSignal)
-			})
+				return historyOf(t, tc, id)
+			},
+		})
 		p.stop(t)
 		t.Logf("round %d: subagents dev killed after %s, all %d tasks completed once", round, killAfter, chaosTasks)
 		kills = append(kills, killAfter.Round(time.Millisecond).String())

@@ -10,8 +10,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,6 +19,7 @@ import (
 	sdkclient "go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
+	"github.com/durable-pi/subagents/internal/ports"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
 	"github.com/durable-pi/subagents/worker"
 	"github.com/durable-pi/subagents/worker/devserver"
@@ -56,6 +55,15 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	defer srv.Stop()
+	// What the tests built (the subagents binaries, the Temporal server)
+	// goes with the run: hundreds of megabytes each time otherwise.
+	defer func() {
+		for _, dir := range []string{binary.dir, clusterBinaries.dir} {
+			if dir != "" {
+				_ = os.RemoveAll(dir)
+			}
+		}
+	}()
 	c, err := dial(srv)
 	if err != nil {
 		logger.Error("dial the shared embedded server", "error", err)
@@ -83,19 +91,14 @@ func dial(srv *devserver.Server) (sdkclient.Client, error) {
 	})
 }
 
-// freePort is a free port below Linux's ephemeral range: a port from ":0"
-// is closed before the server under test binds it, and in that window an
-// outgoing connection (a pi child calling the scripted model) may take it as
-// its local end. The devserver picks its internal ports the same way.
+// freePort is a free port for a server a test starts (internal/ports: below
+// Linux's ephemeral range).
 func freePort() int {
-	for {
-		port := 20000 + rand.IntN(12768)
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err == nil {
-			_ = ln.Close()
-			return port
-		}
+	p, err := ports.Free("127.0.0.1")
+	if err != nil {
+		panic(err)
 	}
+	return p
 }
 
 // env is one test's world: a scripted model, a pi config dir pointing at it,

@@ -122,6 +122,10 @@ const (
 	printedKey    = "sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
 )
 
+// operatorColumns is the workflow list's column set README "Operations"
+// describes, as the UI stores it for the default namespace.
+const operatorColumns = `{"default":[{"label":"Status"},{"label":"SubagentAgent"},{"label":"SubagentStatus"},{"label":"SubagentCwd"},{"label":"Workflow ID"},{"label":"Type"},{"label":"Start"}]}`
+
 // TestUIInARealBrowser drives headless Chromium against `subagents dev`'s
 // Temporal UI after a delegation: the list shows the delegation and its
 // sessions, our search attributes filter it, a session's page shows its
@@ -160,6 +164,13 @@ func TestUIInARealBrowser(t *testing.T) {
 	if !strings.Contains(list, "Delegation") || !strings.Contains(list, "Session") {
 		t.Fatalf("the list does not show the workflow types:\n%.3000s", list)
 	}
+	// The list as README "Operations" sets it up (its columns button): our
+	// search attributes as columns, so each row reads as a task: its
+	// agent, state and folder. The UI keeps the columns in local storage.
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[any](fmt.Sprintf(`localStorage.setItem("namespace-workflow-table-columns", %q)`, operatorColumns))); err != nil {
+		t.Fatal(err)
+	}
+	list = pageText(t, ctx, ui, started.DelegationID, "keyed", "scout", "SubagentCwd", e.workDir)
 	screenshot(t, ctx, "ui-workflow-list.png")
 
 	byAgent := pageText(t, ctx, ui+"?query="+url.QueryEscape(`SubagentAgent="keyed"`), retrying.TaskID)
