@@ -126,7 +126,7 @@ chaos: deps
 		-args -chaos-rounds=20 -dev-kills=5 -load-delegations=1000 -chaos-report=$(CURDIR)/BENCHMARKS.md
 
 ## bench: benchmarks, figures into BENCHMARKS.md
-bench: deps extension
+bench: deps postgres extension
 	$(GO) run ./cmd/bench -out BENCHMARKS.md
 
 clean:

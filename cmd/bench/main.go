@@ -33,6 +33,7 @@ import (
 
 	"github.com/durable-pi/subagents/activities"
 	"github.com/durable-pi/subagents/client"
+	"github.com/durable-pi/subagents/internal/pgcluster"
 	"github.com/durable-pi/subagents/internal/ports"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
 	"github.com/durable-pi/subagents/internal/syncbuf"
@@ -461,19 +462,22 @@ func freePort() int {
 	return p
 }
 
-// stubTasks runs one delegation of k stub tasks, all at once, and returns
-// its wall time from start to done.
-func (b *bench) stubTasks(k int) (time.Duration, error) {
+// stubTasks runs one delegation of k stub tasks, all at once, on the
+// embedded server, and returns its wall time from start to done.
+func (b *bench) stubTasks(k int) (time.Duration, error) { return b.stubTasksOn(b.stub, k) }
+
+// stubTasksOn is stubTasks through c.
+func (b *bench) stubTasksOn(c *client.Client, k int) (time.Duration, error) {
 	req := client.StartRequest{MaxConcurrency: k, IdleTTLSeconds: -1}
 	for i := range k {
 		req.Tasks = append(req.Tasks, workflows.TaskSpec{Name: fmt.Sprintf("t%d", i), Prompt: "stub", Cwd: b.workDir})
 	}
 	start := time.Now()
-	env, err := b.stub.Start(b.ctx, req)
+	env, err := c.Start(b.ctx, req)
 	if err != nil {
 		return 0, err
 	}
-	done, err := b.stub.Wait(b.ctx, env.DelegationID, time.Minute)
+	done, err := c.Wait(b.ctx, env.DelegationID, time.Minute)
 	if err != nil {
 		return 0, err
 	}
@@ -516,17 +520,82 @@ func (b *bench) load() (string, error) {
 	fmt.Fprintf(&r, "A delegation of 16 tasks at concurrency 16 against one of 1 task, %d times each, the stub child (`internal/stubpi`) answering at once: ", reps)
 	fmt.Fprintf(&r, "1 task p50 %s, 16 tasks p50 %s, ratio %.2f×.\n", ms(pct(one, 0.5)), ms(pct(sixteen, 0.5)), float64(pct(sixteen, 0.5))/float64(pct(one, 0.5)))
 
-	r.WriteString("\n## Throughput (stub child)\n\nOne-task delegations kept in flight at each concurrency until the count is done.\n\n")
-	r.WriteString("| concurrency | tasks | wall | tasks/s |\n| --- | --- | --- | --- |\n")
+	// The same work on a Temporal cluster on PostgreSQL (README, "A
+	// cluster on PostgreSQL"), side by side: each concurrency on one
+	// server, then on the other.
+	cluster, stopCluster, clusterErr := b.stubCluster()
+	defer stopCluster()
+	r.WriteString("\n## Throughput (stub child)\n\nOne-task delegations kept in flight at each concurrency until the count is done, ")
+	r.WriteString("on the embedded server (`subagents dev`: SQLite, WAL, synchronous FULL) and, in turn, on a Temporal cluster on PostgreSQL ")
+	r.WriteString("(`internal/pgcluster`: Debian's PostgreSQL 15 with its defaults, fsync on; the four services as processes of their own, 4 history shards, the server built from the module; one in-process worker, as for the embedded server). Same machine, same worker code.\n\n")
+	r.WriteString("| concurrency | tasks | embedded: wall | embedded: tasks/s | cluster: wall | cluster: tasks/s | target (embedded) |\n| --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, c := range []int{1, 16, 64} {
 		total := max(4*c, 40)
 		wall, err := inFlight(total, c, func(int) error { _, err := b.stubTasks(1); return err })
 		if err != nil {
 			return "", err
 		}
-		fmt.Fprintf(&r, "| %d | %d | %s | %.1f |\n", c, total, ms(wall), float64(total)/wall.Seconds())
+		cwall, crate := "-", "-"
+		if clusterErr == nil {
+			cw, err := inFlight(total, c, func(int) error { _, err := b.stubTasksOn(cluster, 1); return err })
+			if err != nil {
+				return "", err
+			}
+			cwall, crate = ms(cw), fmt.Sprintf("%.1f", float64(total)/cw.Seconds())
+		}
+		target := ""
+		if c == 16 {
+			target = "≥ 40 tasks/s"
+		}
+		fmt.Fprintf(&r, "| %d | %d | %s | %.1f | %s | %s | %s |\n", c, total, ms(wall), float64(total)/wall.Seconds(), cwall, crate, target)
+	}
+	if clusterErr != nil {
+		fmt.Fprintf(&r, "\nThe cluster was not measured: %v\n", clusterErr)
 	}
 	return r.String(), nil
+}
+
+// stubCluster starts a Temporal cluster on PostgreSQL, sets up its
+// namespace as `subagents setup` does, and runs a stub-child worker on it.
+// stop ends all of it (and is safe to call when err is set).
+func (b *bench) stubCluster() (c *client.Client, stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	dir := filepath.Join(b.root, "cluster")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, stop, err
+	}
+	tools, err := pgcluster.Build(b.ctx, ".", filepath.Join(dir, "bin"))
+	if err != nil {
+		return nil, stop, err
+	}
+	cl, err := pgcluster.Start(b.ctx, tools, dir)
+	if err != nil {
+		return nil, stop, err
+	}
+	stops = append(stops, cl.Stop)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	tc, err := sdkclient.Dial(sdkclient.Options{HostPort: cl.Address, Logger: sdklog.NewStructuredLogger(quiet)})
+	if err != nil {
+		return nil, stop, err
+	}
+	stops = append(stops, tc.Close)
+	if err := worker.Setup(b.ctx, tc, "default", 24*time.Hour, io.Discard); err != nil {
+		return nil, stop, err
+	}
+	w, err := worker.New(tc, worker.Config{TaskQueue: "bench-stub", DataDir: filepath.Join(dir, "data"), Pi: worker.Pi{Path: b.stubPath, Version: "stub"}, Logger: quiet})
+	if err != nil {
+		return nil, stop, err
+	}
+	if err := w.Start(); err != nil {
+		return nil, stop, err
+	}
+	stops = append(stops, w.Stop)
+	return &client.Client{Temporal: tc, TaskQueue: "bench-stub", Address: cl.Address}, stop, nil
 }
 
 // levers records what was changed to get these figures and what each change
@@ -770,25 +839,30 @@ func (b *bench) fromPi(n int) (string, error) {
 	var phases delegationPhases
 	var floor1, floor4, del1, del4, del1Cold, del4Cold, ext0, noop0, bare0, plain0, peer1, peer4 series
 	add := func(s *series, d time.Duration, p int64) { s.d = append(s.d, d); s.peak = max(s.peak, p) }
+	// The start rows (pi with and without an extension) differ by a few
+	// percent, within this machine's noise over one run each per round:
+	// they are sampled startReps times per round.
+	const startReps = 3
 	kinds := []struct {
 		into *series
 		run  func() (time.Duration, int64, error)
+		reps int
 	}{
-		{&floor1, func() (time.Duration, int64, error) { return plain(1) }},
+		{&floor1, func() (time.Duration, int64, error) { return plain(1) }, 1},
 		{&plain0, func() (time.Duration, int64, error) {
 			return sampled(func() error { _, err := b.direct(); return err })
-		}},
+		}, startReps},
 		// The same run as a user's pi without this extension: no -e, no
 		// --no-extensions; then with an empty extension; then with this one.
 		{&bare0, func() (time.Duration, int64, error) {
 			d, p, _, err := b.parentPi(svc, "", none)
 			return d, p, err
-		}},
+		}, startReps},
 		{&noop0, func() (time.Duration, int64, error) {
 			d, p, _, err := b.parentPi(svc, noop, none)
 			return d, p, err
-		}},
-		{&ext0, func() (time.Duration, int64, error) { return parent(none) }},
+		}, startReps},
+		{&ext0, func() (time.Duration, int64, error) { return parent(none) }, startReps},
 		{&del1, func() (time.Duration, int64, error) {
 			before, children := len(b.model.Requests()), len(b.model.RequestsFor("bench"))
 			var t0 time.Time
@@ -801,40 +875,43 @@ func (b *bench) fromPi(n int) (string, error) {
 				phases.add(t0, d, b.model.Requests()[before:])
 			}
 			return d, p, err
-		}},
-		{&del1Cold, func() (time.Duration, int64, error) { return checked(cold, one, 1) }},
-		{&floor4, func() (time.Duration, int64, error) { return plain(4) }},
-		{&del4, func() (time.Duration, int64, error) { return checked(svc, four, 4) }},
-		{&del4Cold, func() (time.Duration, int64, error) { return checked(cold, four, 4) }},
+		}, 1},
+		{&del1Cold, func() (time.Duration, int64, error) { return checked(cold, one, 1) }, 1},
+		{&floor4, func() (time.Duration, int64, error) { return plain(4) }, 1},
+		{&del4, func() (time.Duration, int64, error) { return checked(svc, four, 4) }, 1},
+		{&del4Cold, func() (time.Duration, int64, error) { return checked(cold, four, 4) }, 1},
 	}
 	if peerErr == nil {
 		kinds = append(kinds, []struct {
 			into *series
 			run  func() (time.Duration, int64, error)
+			reps int
 		}{
-			{&peer1, func() (time.Duration, int64, error) { return pr.run(b, peerOne) }},
-			{&peer4, func() (time.Duration, int64, error) { return pr.run(b, peerFour) }},
+			{&peer1, func() (time.Duration, int64, error) { return pr.run(b, peerOne) }, 1},
+			{&peer4, func() (time.Duration, int64, error) { return pr.run(b, peerFour) }, 1},
 		}...)
 	}
 	// In turn, so that every kind meets the same machine; the first round
 	// warms up.
 	for i := range n + 1 {
 		for _, k := range kinds {
-			// The warm pool refills after a delegation: measured runs do
-			// not share the machine with its starts.
-			svc.quiet()
-			d, p, err := k.run()
-			if err != nil {
-				return "", err
-			}
-			if i > 0 {
-				add(k.into, d, p)
+			for range k.reps {
+				// The warm pool refills after a delegation: measured runs
+				// do not share the machine with its starts.
+				svc.quiet()
+				d, p, err := k.run()
+				if err != nil {
+					return "", err
+				}
+				if i > 0 {
+					add(k.into, d, p)
+				}
 			}
 		}
 	}
 	var r strings.Builder
 	r.WriteString("\n## From inside pi\n\n")
-	fmt.Fprintf(&r, "A real parent pi (`--mode json -e ./extension`, scripted model) delegating through the extension, against the floor of the same pi runs without Temporal, in turn, %d times each after a warm-up. ", n)
+	fmt.Fprintf(&r, "A real parent pi (`--mode json -e ./extension`, scripted model) delegating through the extension, against the floor of the same pi runs without Temporal, in turn, %d times each after a warm-up (the four start rows %d times each: %d runs per round). ", n, n*startReps, startReps)
 	r.WriteString("The floor of one task is two plain runs in sequence (parent, child); of four, one plain run followed by four started together. ")
 	r.WriteString("The service is a `subagents dev` process (as the extension starts it), reached on its socket. ")
 	r.WriteString("Peak memory is the sum of the resident sets of every process of the run but the service (parent pi, what it started, child pi), sampled every 10 ms.\n\n")
