@@ -99,12 +99,9 @@ type RunPiInput struct {
 	MaxRuntimeSeconds *int `json:"maxRuntimeSeconds,omitempty"`
 }
 
-// ErrorInfo is a coded error in a result.
-type ErrorInfo struct {
-	Code     errcode.Code     `json:"code"`
-	Message  string           `json:"message"`
-	Category errcode.Category `json:"category"`
-}
+// ErrorInfo is a coded error in a result (errcode.Info, made by
+// errcode.NewInfo): an alias, so results keep their type and their JSON.
+type ErrorInfo = errcode.Info
 
 // RunPiResult is what one child run produced: the raw material of seed 004's
 // SingleResult. Everything in it is sanitized and bounded.
@@ -219,8 +216,10 @@ func (in RunPiInput) validate() error {
 	return nil
 }
 
-// timeout is how long the child may run before seed 002's extension rule.
-func (in RunPiInput) timeout() time.Duration {
+// Timeout is how long the child may run before seed 002's extension rule:
+// TimeoutSeconds, else DefaultTimeoutSeconds. The one place the default is
+// applied; the session asks it too, for the timeout it shows.
+func (in RunPiInput) Timeout() time.Duration {
 	return time.Duration(cmpOr(in.TimeoutSeconds, DefaultTimeoutSeconds)) * time.Second
 }
 
@@ -234,9 +233,9 @@ const DefaultMaxExtension = 10 * time.Minute
 // else the timeout plus DefaultMaxExtension.
 func (in RunPiInput) Ceiling() time.Duration {
 	if in.MaxRuntimeSeconds != nil && *in.MaxRuntimeSeconds > 0 {
-		return max(time.Duration(*in.MaxRuntimeSeconds)*time.Second, in.timeout())
+		return max(time.Duration(*in.MaxRuntimeSeconds)*time.Second, in.Timeout())
 	}
-	return in.timeout() + DefaultMaxExtension
+	return in.Timeout() + DefaultMaxExtension
 }
 
 // AgentName is how a session's agent is named in its file and its
@@ -357,7 +356,7 @@ func (a *Activities) RunPi(ctx context.Context, in RunPiInput) (RunPiResult, err
 	run := &childRun{
 		a:        a,
 		in:       in,
-		timeout:  in.timeout(),
+		timeout:  in.Timeout(),
 		debounce: time.Duration(clampInt(in.ExtendDebounceSeconds, DefaultExtendDebounceSeconds, 0, maxExtendDebounceSeconds)) * time.Second,
 		loopMax:  clampInt(in.LoopingToolCount, DefaultLoopingToolCount, 0, maxLoopingToolCount),
 		prior:    earlier.Usage,
@@ -395,7 +394,7 @@ func (a *Activities) RunPi(ctx context.Context, in RunPiInput) (RunPiResult, err
 	switch outcome.stop {
 	case stopCancelled:
 		if errors.Is(ctx.Err(), context.Canceled) {
-			res.Error = errorInfo(errcode.Cancelled, "Cancelled while running")
+			res.Error = errcode.NewInfo(errcode.Cancelled, "Cancelled while running")
 			return res, temporal.NewCanceledError(res)
 		}
 		return res, ctx.Err()
@@ -428,7 +427,7 @@ func (a *Activities) expired(ctx context.Context, in RunPiInput, res RunPiResult
 // what the interrupted attempts wrote in the session file, ended as out
 // says.
 func (a *Activities) notRunAgain(in RunPiInput, res RunPiResult, earlier Stream, out outcome) RunPiResult {
-	run := &childRun{a: a, in: in, timeout: in.timeout(), stream: earlier}
+	run := &childRun{a: a, in: in, timeout: in.Timeout(), stream: earlier}
 	a.fill(&res, run, out)
 	a.observe(in, res, out, earlier.Usage)
 	return res
@@ -946,40 +945,40 @@ func (a *Activities) fill(res *RunPiResult, r *childRun, out outcome) {
 	timeoutMsg := fmt.Sprintf("Timed out after %ds. Consider resuming with a longer timeout.", int(r.timeout/time.Second))
 	switch {
 	case out.spawnErr != nil:
-		res.Error = errorInfo(errcode.Failed, "Failed to spawn sub-agent process: "+out.spawnErr.Error())
+		res.Error = errcode.NewInfo(errcode.Failed, "Failed to spawn sub-agent process: "+out.spawnErr.Error())
 	case out.stop == stopTimeout:
-		res.Error = errorInfo(errcode.Timeout, timeoutMsg)
+		res.Error = errcode.NewInfo(errcode.Timeout, timeoutMsg)
 	case out.stop == stopLoop:
-		res.Error = errorInfo(errcode.LoopDetected, "Loop detected: sub-agent is repeating the same tool calls")
+		res.Error = errcode.NewInfo(errcode.LoopDetected, "Loop detected: sub-agent is repeating the same tool calls")
 	case errors.Is(out.readErr, errLineTooLong):
-		res.Error = errorInfo(errcode.OutputTruncated, fmt.Sprintf(
+		res.Error = errcode.NewInfo(errcode.OutputTruncated, fmt.Sprintf(
 			"A line of sub-agent output exceeded the %s limit; the child was stopped", sizeText(min(a.cfg.MaxStreamBytes, maxLineBytes))))
 	case out.stop == stopOverflow:
-		res.Error = errorInfo(errcode.OutputTruncated, fmt.Sprintf(
+		res.Error = errcode.NewInfo(errcode.OutputTruncated, fmt.Sprintf(
 			"Sub-agent output exceeded the %s limit; the child was stopped", sizeText(a.cfg.MaxStreamBytes)))
 	case out.stop != stopNone:
 		// Cancelled or worker stop: RunPi decides what to return.
 	case out.readErr != nil:
-		res.Error = errorInfo(errcode.Failed, "reading pi's output: "+out.readErr.Error())
+		res.Error = errcode.NewInfo(errcode.Failed, "reading pi's output: "+out.readErr.Error())
 	case st.CommandError != "":
 		// A warm child refused its prompt: nothing ran, and pi said why.
-		res.Error = errorInfo(errcode.Failed, z.Sanitize("pi refused the run: "+st.CommandError))
+		res.Error = errcode.NewInfo(errcode.Failed, z.Sanitize("pi refused the run: "+st.CommandError))
 	case st.Failed():
 		msg := st.ErrorMessage
 		if msg == "" {
 			msg = "the model's response ended with stop reason " + st.StopReason
 		}
-		res.Error = errorInfo(errcode.Failed, z.Sanitize(msg))
+		res.Error = errcode.NewInfo(errcode.Failed, z.Sanitize(msg))
 	case out.waitErr != nil:
 		msg := fmt.Sprintf("pi exited with code %d", out.exitCode)
 		if tail := lastLine(out.stderr); tail != "" {
 			msg += ": " + tail
 		}
-		res.Error = errorInfo(errcode.Failed, z.Sanitize(msg))
+		res.Error = errcode.NewInfo(errcode.Failed, z.Sanitize(msg))
 	case res.Finalize == nil && res.Output == "" && res.ToolCalls == 0 && !st.Settled:
-		res.Error = errorInfo(errcode.Failed, "pi ended without an answer")
+		res.Error = errcode.NewInfo(errcode.Failed, "pi ended without an answer")
 	case cut.Truncated:
-		res.Error = errorInfo(errcode.OutputTruncated, fmt.Sprintf(
+		res.Error = errcode.NewInfo(errcode.OutputTruncated, fmt.Sprintf(
 			"Output truncated to %d of %d characters; the full output is in %s", cut.ReturnedChars, cut.TotalChars, z.Sanitize(res.ArtifactFile)))
 	}
 }
@@ -1033,16 +1032,6 @@ func readLines(r io.Reader, maxLine int, fn func([]byte)) error {
 			return err
 		}
 	}
-}
-
-func errorInfo(code errcode.Code, msg string) *ErrorInfo {
-	return &ErrorInfo{Code: code, Message: msg, Category: code.Category()}
-}
-
-// ErrorInfoOf is err as a result's coded error (SUBAGENT_FAILED when it
-// carries no code).
-func ErrorInfoOf(err error) *ErrorInfo {
-	return errorInfo(errcode.CodeOf(err), err.Error())
 }
 
 func lastLine(s string) string {

@@ -7,6 +7,8 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+
+	"github.com/durable-pi/subagents/searchattr"
 )
 
 // SessionLookup is what Temporal knows of a session ID.
@@ -47,7 +49,7 @@ func (s *Sessions) LookupSessions(ctx context.Context, ids []string) ([]SessionL
 		out[i].Found = true
 		out[i].Open = info.GetCloseTime() == nil
 		fields := info.GetSearchAttributes().GetIndexedFields()
-		for name, dst := range map[string]*string{"SubagentStatus": &out[i].State, "SubagentAgent": &out[i].Agent, "SubagentCwd": &out[i].Cwd} {
+		for name, dst := range map[string]*string{searchattr.Status.GetName(): &out[i].State, searchattr.Agent.GetName(): &out[i].Agent, searchattr.Cwd.GetName(): &out[i].Cwd} {
 			if p, ok := fields[name]; ok {
 				_ = converter.GetDefaultDataConverter().FromPayload(p, dst)
 			}

@@ -159,7 +159,7 @@ func (c *Client) delegationInput(req StartRequest) (workflows.DelegationInput, e
 			// Seed 001: a bad item of a batch is rejected on its own, with
 			// its error, while the others run.
 			if err := workflows.ValidateTask(i, *t); err != nil {
-				t.Rejected = activities.ErrorInfoOf(err)
+				t.Rejected = errcode.InfoOf(err)
 			}
 		}
 		id := t.Resume

@@ -100,7 +100,7 @@ func TestDelegationEnvelopeAndCombine(t *testing.T) {
 			{Index: 0, Name: "a", SessionID: "s-a", Profile: "scout", Model: "scripted/scripted-1", State: workflows.StateCompleted,
 				Turn: &workflows.TurnResult{Turn: 1, State: workflows.StateCompleted, Result: activities.RunPiResult{Output: "A"}}},
 			{Index: 1, Name: "b", SessionID: "s-b", Profile: "nope", State: workflows.StateFailed,
-				Error: &activities.ErrorInfo{Code: errcode.UnknownAgent, Message: `Unknown profile: "nope". Available profiles: scout`}},
+				Error: &errcode.Info{Code: errcode.UnknownAgent, Message: `Unknown profile: "nope". Available profiles: scout`}},
 			{Index: 2, Name: "c", SessionID: "s-c", Profile: "scout", State: workflows.StateRunning},
 		},
 	}
@@ -148,7 +148,7 @@ func TestTreeLines(t *testing.T) {
 		{TaskID: "s-b", Name: "tests", Agent: "task", Status: "running", ToolRows: []activities.ToolRow{{Name: "bash", Args: `{"command":"go test"}`, Status: "running"}},
 			ToolCount: 1, ElapsedMS: 3000, TimeoutSeconds: 600},
 		{TaskID: "s-c", Name: "c", Agent: "oracle", Status: "timed_out", Done: true,
-			Error: &activities.ErrorInfo{Message: "Timed out after 600s. Consider resuming with a longer timeout."}},
+			Error: &errcode.Info{Message: "Timed out after 600s. Consider resuming with a longer timeout."}},
 	}}
 	var b strings.Builder
 	treeLines(&b, env, true, 0)

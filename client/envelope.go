@@ -63,7 +63,7 @@ type Envelope struct {
 	UIURL        string `json:"ui_url,omitempty"`
 	// Error is why the call itself failed (bad input, not found,
 	// unavailable); a task's own failure is in its item.
-	Error *activities.ErrorInfo `json:"error,omitempty"`
+	Error *errcode.Info `json:"error,omitempty"`
 }
 
 // Item is one task: a session's latest turn.
@@ -91,23 +91,23 @@ type Item struct {
 	PriorStatus   string `json:"prior_status,omitempty"`
 	// Warm is true when the last child run took a warm child of the
 	// worker's pool instead of starting pi.
-	Warm                bool                  `json:"warm,omitempty"`
-	Output              string                `json:"output"`
-	OutputAvailable     bool                  `json:"output_available"`
-	OutputTruncated     bool                  `json:"output_truncated"`
-	OutputTotalChars    int                   `json:"output_total_chars"`
-	OutputReturnedChars int                   `json:"output_returned_chars"`
-	Finalize            *activities.Finalize  `json:"finalize,omitempty"`
-	Error               *activities.ErrorInfo `json:"error,omitempty"`
-	Usage               activities.Usage      `json:"usage"`
-	ExitCode            int                   `json:"exit_code"`
-	SessionFile         string                `json:"session_file,omitempty"`
-	ArtifactFile        string                `json:"artifact_file,omitempty"`
-	Provider            string                `json:"provider"`
-	Model               string                `json:"model"`
-	Thinking            string                `json:"thinking,omitempty"`
-	ToolRows            []activities.ToolRow  `json:"tool_rows,omitempty"`
-	ToolCount           int                   `json:"tool_count"`
+	Warm                bool                 `json:"warm,omitempty"`
+	Output              string               `json:"output"`
+	OutputAvailable     bool                 `json:"output_available"`
+	OutputTruncated     bool                 `json:"output_truncated"`
+	OutputTotalChars    int                  `json:"output_total_chars"`
+	OutputReturnedChars int                  `json:"output_returned_chars"`
+	Finalize            *activities.Finalize `json:"finalize,omitempty"`
+	Error               *errcode.Info        `json:"error,omitempty"`
+	Usage               activities.Usage     `json:"usage"`
+	ExitCode            int                  `json:"exit_code"`
+	SessionFile         string               `json:"session_file,omitempty"`
+	ArtifactFile        string               `json:"artifact_file,omitempty"`
+	Provider            string               `json:"provider"`
+	Model               string               `json:"model"`
+	Thinking            string               `json:"thinking,omitempty"`
+	ToolRows            []activities.ToolRow `json:"tool_rows,omitempty"`
+	ToolCount           int                  `json:"tool_count"`
 	// EventCount is seed 001's event_count: the structured events captured
 	// for the task's latest run; Timeline the latest of them (settings
 	// taskMaxEvents, default 120).
@@ -143,7 +143,7 @@ func ErrorEnvelope(op string, err error) Envelope {
 	code := errcode.CodeOf(err)
 	return Envelope{
 		ContractVersion: ContractVersion, Op: op, Backend: Backend,
-		Error: &activities.ErrorInfo{Code: code, Message: err.Error(), Category: code.Category()},
+		Error: errcode.NewInfo(code, err.Error()),
 	}
 }
 

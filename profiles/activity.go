@@ -33,7 +33,7 @@ type ResolveTask struct {
 type ResolvedTask struct {
 	Child              activities.RunPiInput `json:"child"`
 	MaxFinalizeRetries *int                  `json:"maxFinalizeRetries,omitempty"`
-	Error              *activities.ErrorInfo `json:"error,omitempty"`
+	Error              *errcode.Info         `json:"error,omitempty"`
 }
 
 // Activities resolve profiles on the worker, where the task's cwd and pi's
@@ -62,7 +62,7 @@ func (a *Activities) ResolveTasks(_ context.Context, req ResolveRequest) ([]Reso
 		r, _, err := a.resolve(cfg, cfgErr, t)
 		if err != nil {
 			code := errcode.CodeOf(err)
-			out[i].Error = &activities.ErrorInfo{Code: code, Message: err.Error(), Category: code.Category()}
+			out[i].Error = errcode.NewInfo(code, err.Error())
 			continue
 		}
 		out[i] = r

@@ -52,7 +52,7 @@ type TaskSpec struct {
 	Description string `json:"description,omitempty"`
 	// Rejected is why the caller refused this item of a batch on its own
 	// (seed 001: the other items run); it never runs.
-	Rejected *activities.ErrorInfo `json:"rejected,omitempty"`
+	Rejected *errcode.Info `json:"rejected,omitempty"`
 }
 
 // profile is the task's own profile name, whichever field it used.
@@ -103,10 +103,10 @@ type TaskResult struct {
 	SessionID string `json:"sessionId"`
 	Profile   string `json:"profile,omitempty"`
 	// Model is the child's provider/id once the profile is resolved.
-	Model string                `json:"model,omitempty"`
-	State State                 `json:"state"`
-	Turn  *TurnResult           `json:"turn,omitempty"`
-	Error *activities.ErrorInfo `json:"error,omitempty"`
+	Model string        `json:"model,omitempty"`
+	State State         `json:"state"`
+	Turn  *TurnResult   `json:"turn,omitempty"`
+	Error *errcode.Info `json:"error,omitempty"`
 }
 
 // DelegationStatus answers StatusQuery and WaitUpdate and is the
@@ -302,7 +302,7 @@ func newDelegation(ctx workflow.Context, in DelegationInput) (*delegation, error
 	return d, nil
 }
 
-func (d *delegation) finish(i int, st State, turn *TurnResult, e *activities.ErrorInfo) {
+func (d *delegation) finish(i int, st State, turn *TurnResult, e *errcode.Info) {
 	if i < 0 || i >= len(d.tasks) || d.tasks[i].State.Terminal() {
 		return
 	}
@@ -333,8 +333,8 @@ func (d *delegation) cancelAll(ctx workflow.Context) {
 	}
 }
 
-func cancelledError() *activities.ErrorInfo {
-	return &activities.ErrorInfo{Code: errcode.Cancelled, Message: "Cancelled before it started", Category: errcode.Cancelled.Category()}
+func cancelledError() *errcode.Info {
+	return errcode.NewInfo(errcode.Cancelled, "Cancelled before it started")
 }
 
 func (d *delegation) run(ctx workflow.Context) (DelegationStatus, error) {
@@ -527,7 +527,7 @@ func (d *delegation) runTask(ctx workflow.Context, i int, r profiles.ResolvedTas
 	})
 	fut := workflow.ExecuteChildWorkflow(cctx, SessionWorkflowName, in)
 	if err := fut.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
-		d.finish(i, StateFailed, nil, &activities.ErrorInfo{Code: errcode.Failed, Message: "could not start the session: " + err.Error(), Category: errcode.CategoryRuntime})
+		d.finish(i, StateFailed, nil, errcode.NewInfo(errcode.Failed, "could not start the session: "+err.Error()))
 		return
 	}
 	d.started[i] = true
@@ -542,9 +542,9 @@ func (d *delegation) runTask(ctx workflow.Context, i int, r profiles.ResolvedTas
 		case err == nil:
 			d.finish(i, res.State, res.LastTurn, nil)
 		case errors.As(err, new(*temporal.CanceledError)):
-			d.finish(i, StateCancelled, res.LastTurn, &activities.ErrorInfo{Code: errcode.Cancelled, Message: "the session was cancelled", Category: errcode.Cancelled.Category()})
+			d.finish(i, StateCancelled, res.LastTurn, errcode.NewInfo(errcode.Cancelled, "the session was cancelled"))
 		default:
-			d.finish(i, StateFailed, nil, &activities.ErrorInfo{Code: errcode.Failed, Message: err.Error(), Category: errcode.CategoryRuntime})
+			d.finish(i, StateFailed, nil, errcode.NewInfo(errcode.Failed, err.Error()))
 		}
 	})
 	_ = workflow.Await(ctx, func() bool { return d.tasks[i].State.Terminal() })

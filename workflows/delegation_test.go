@@ -31,7 +31,7 @@ func fakeResolver(known ...string) func(context.Context, profiles.ResolveRequest
 			}
 			if !ok {
 				msg := fmt.Sprintf("Unknown profile: %q. Available profiles: %s", t.Profile, strings.Join(known, ", "))
-				out[i].Error = &activities.ErrorInfo{Code: errcode.UnknownAgent, Message: msg, Category: errcode.CategoryNotFound}
+				out[i].Error = &errcode.Info{Code: errcode.UnknownAgent, Message: msg, Category: errcode.CategoryNotFound}
 				continue
 			}
 			out[i].Child = activities.RunPiInput{Profile: t.Profile, Model: t.Model}
@@ -176,7 +176,7 @@ func TestDelegationRejectsItemsOnTheirOwn(t *testing.T) {
 	env := newDelegationEnv(t, (&concurrencyChild{}).run, "scout")
 	in := tasks(3, func(i int) string { return []string{"scout", "ghost", "scout"}[i] })
 	in.Tasks[2].Prompt = ""
-	in.Tasks[2].Rejected = &activities.ErrorInfo{Code: errcode.InvalidInput, Message: "tasks[2] (task-2): prompt must not be empty", Category: errcode.CategoryInvalidInput}
+	in.Tasks[2].Rejected = &errcode.Info{Code: errcode.InvalidInput, Message: "tasks[2] (task-2): prompt must not be empty", Category: errcode.CategoryInvalidInput}
 	if err := ValidateDelegation(in); err != nil {
 		t.Fatalf("a rejected item failed the batch: %v", err)
 	}

@@ -4,27 +4,23 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/durable-pi/subagents/searchattr"
 )
 
-// Search attributes that let the Temporal UI and `subagents list` filter
-// delegations and sessions, e.g. SubagentStatus="running".
+// The search attributes a delegation or session sets (package searchattr
+// defines them, for the activities and commands that read or register them
+// too).
 var (
-	AgentKey         = temporal.NewSearchAttributeKeyKeyword("SubagentAgent")
-	StatusKey        = temporal.NewSearchAttributeKeyKeyword("SubagentStatus")
-	CwdKey           = temporal.NewSearchAttributeKeyKeyword("SubagentCwd")
-	ParentSessionKey = temporal.NewSearchAttributeKeyKeyword("SubagentParentSession")
+	AgentKey         = searchattr.Agent
+	StatusKey        = searchattr.Status
+	CwdKey           = searchattr.Cwd
+	ParentSessionKey = searchattr.ParentSession
 )
 
 // SearchAttributes are the custom search attributes a namespace needs, by
-// name and type; the dev server registers them at start.
-func SearchAttributes() map[string]enumspb.IndexedValueType {
-	return map[string]enumspb.IndexedValueType{
-		AgentKey.GetName():         enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-		StatusKey.GetName():        enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-		CwdKey.GetName():           enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-		ParentSessionKey.GetName(): enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-	}
-}
+// name and type; the dev server and `subagents setup` register them.
+func SearchAttributes() map[string]enumspb.IndexedValueType { return searchattr.All() }
 
 // keyword is a keyword search attribute and the value a run wants in it.
 type keyword struct {

@@ -3,6 +3,7 @@
 package workflows
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -97,7 +98,7 @@ type TurnResult struct {
 	Attempts int                    `json:"attempts"`
 	Usage    activities.Usage       `json:"usage"`
 	Result   activities.RunPiResult `json:"result"`
-	Error    *activities.ErrorInfo  `json:"error,omitempty"`
+	Error    *errcode.Info          `json:"error,omitempty"`
 }
 
 // SessionStatus answers StatusQuery and WaitUpdate.
@@ -112,11 +113,11 @@ type SessionStatus struct {
 	Attempt int `json:"attempt"`
 	// TurnStarted is when the running (or last) turn started; with
 	// TimeoutSeconds it gives a turn's elapsed time against its timeout.
-	TurnStarted    time.Time             `json:"turnStarted,omitempty"`
-	TimeoutSeconds int                   `json:"timeoutSeconds"`
-	Usage          activities.Usage      `json:"usage"`
-	LastTurn       *TurnResult           `json:"lastTurn,omitempty"`
-	Error          *activities.ErrorInfo `json:"error,omitempty"`
+	TurnStarted    time.Time        `json:"turnStarted,omitempty"`
+	TimeoutSeconds int              `json:"timeoutSeconds"`
+	Usage          activities.Usage `json:"usage"`
+	LastTurn       *TurnResult      `json:"lastTurn,omitempty"`
+	Error          *errcode.Info    `json:"error,omitempty"`
 	// Model is the child's provider/id ("" for pi's default) and Thinking
 	// its thinking level.
 	Model    string `json:"model,omitempty"`
@@ -303,15 +304,12 @@ func (s *session) model() string {
 	return s.in.Model
 }
 
-// timeoutSeconds is a turn's timeout: the profile's, else the task's, else
-// the default.
+// timeoutSeconds is a turn's timeout: the resolved child's (the task's,
+// else its profile's: profiles.Resolve), else the session input's, else the
+// default RunPiInput.Timeout applies.
 func (s *session) timeoutSeconds() int {
-	for _, v := range []int{s.in.Child.TimeoutSeconds, s.in.TimeoutSeconds} {
-		if v > 0 {
-			return v
-		}
-	}
-	return activities.DefaultTimeoutSeconds
+	child := activities.RunPiInput{TimeoutSeconds: cmp.Or(s.in.Child.TimeoutSeconds, s.in.TimeoutSeconds)}
+	return int(child.Timeout() / time.Second)
 }
 
 func (s *session) result() SessionResult {
@@ -422,17 +420,14 @@ func (s *session) runTurn(ctx workflow.Context, req SendRequest) {
 			}
 			if f := res.Finalize; f != nil && f.Status == "ERROR" {
 				turn.State = StateFailed
-				turn.Error = &activities.ErrorInfo{Code: errcode.Failed, Message: f.Error, Category: errcode.Failed.Category()}
+				turn.Error = errcode.NewInfo(errcode.Failed, f.Error)
 			}
 			break
 		}
 		if s.attempt > s.maxRetries {
 			turn.State = StateFailed
-			turn.Error = &activities.ErrorInfo{
-				Code:     errcode.FinalizeMissing,
-				Message:  fmt.Sprintf("The sub-agent ended without a valid subagent_finalize after %d attempts; its last output is returned as partial output.", s.attempt),
-				Category: errcode.FinalizeMissing.Category(),
-			}
+			turn.Error = errcode.NewInfo(errcode.FinalizeMissing,
+				fmt.Sprintf("The sub-agent ended without a valid subagent_finalize after %d attempts; its last output is returned as partial output.", s.attempt))
 			break
 		}
 		prompt, files = CorrectiveFeedback(res), nil
@@ -529,10 +524,10 @@ func (s *session) runChild(ctx workflow.Context, prompt string, files []activiti
 }
 
 // stateOfError maps an activity failure to a turn's state and error.
-func stateOfError(err error) (State, *activities.ErrorInfo) {
+func stateOfError(err error) (State, *errcode.Info) {
 	var cancelled *temporal.CanceledError
 	if errors.As(err, &cancelled) {
-		return StateCancelled, &activities.ErrorInfo{Code: errcode.Cancelled, Message: "Cancelled while running", Category: errcode.Cancelled.Category()}
+		return StateCancelled, errcode.NewInfo(errcode.Cancelled, "Cancelled while running")
 	}
 	code := errcode.Failed
 	var app *temporal.ApplicationError
@@ -547,7 +542,7 @@ func stateOfError(err error) (State, *activities.ErrorInfo) {
 	if app != nil {
 		msg = app.Message()
 	}
-	return StateFailed, &activities.ErrorInfo{Code: code, Message: msg, Category: code.Category()}
+	return StateFailed, errcode.NewInfo(code, msg)
 }
 
 // CorrectiveFeedback is the prompt that tells a child what was wrong with

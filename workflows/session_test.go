@@ -84,7 +84,7 @@ func TestSessionFinalizeRetries(t *testing.T) {
 		{"finalize false takes the text", []activities.RunPiResult{textOnly}, nil, true, StateCompleted, "", 1, "I think it's 42.", nil},
 		{"finalize ERROR fails the turn", []activities.RunPiResult{{Finalize: &activities.Finalize{Status: "ERROR", Error: "repo missing"}, Output: "repo missing"}},
 			nil, false, StateFailed, errcode.Failed, 1, "repo missing", nil},
-		{"timeout", []activities.RunPiResult{{Error: &activities.ErrorInfo{Code: errcode.Timeout, Message: "Timed out after 600s. Consider resuming with a longer timeout."}}},
+		{"timeout", []activities.RunPiResult{{Error: &errcode.Info{Code: errcode.Timeout, Message: "Timed out after 600s. Consider resuming with a longer timeout."}}},
 			nil, false, StateTimedOut, errcode.Timeout, 1, "", nil},
 	}
 	for _, tt := range tests {

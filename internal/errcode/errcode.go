@@ -88,6 +88,24 @@ func (c Code) Category() Category {
 	return CategoryRuntime
 }
 
+// Info is a coded error as results carry it (tool results, envelopes,
+// workflow and activity results): its code, a message for people, and the
+// code's category. NewInfo and InfoOf make one.
+type Info struct {
+	Code     Code     `json:"code"`
+	Message  string   `json:"message"`
+	Category Category `json:"category"`
+}
+
+// NewInfo is a result's coded error; its category is the code's.
+func NewInfo(code Code, message string) *Info {
+	return &Info{Code: code, Message: message, Category: code.Category()}
+}
+
+// InfoOf is err as a result's coded error: its code (SUBAGENT_FAILED when it
+// carries none) and message.
+func InfoOf(err error) *Info { return NewInfo(CodeOf(err), err.Error()) }
+
 // Error is an error with a stable code.
 type Error struct {
 	Code    Code

@@ -1,0 +1,24 @@
+package searchattr
+
+import (
+	"maps"
+	"slices"
+	"testing"
+
+	enumspb "go.temporal.io/api/enums/v1"
+)
+
+// TestAll: the names are part of every namespace set up so far and of the
+// operators' saved queries: they never change spelling.
+func TestAll(t *testing.T) {
+	all := All()
+	names := slices.Sorted(maps.Keys(all))
+	if want := []string{"SubagentAgent", "SubagentCwd", "SubagentParentSession", "SubagentStatus"}; !slices.Equal(names, want) {
+		t.Fatalf("attributes %v, want %v", names, want)
+	}
+	for name, typ := range all {
+		if typ != enumspb.INDEXED_VALUE_TYPE_KEYWORD {
+			t.Errorf("%s is %v, want a keyword", name, typ)
+		}
+	}
+}
