@@ -108,11 +108,36 @@ type ListFilter struct {
 	Limit int  `json:"limit,omitempty"`
 }
 
+// id is a new task or delegation ID: a UUIDv7, whose first bits are the
+// time it was made, so that a client asked about an ID it cannot find can
+// tell a task a start has just returned (its session appears a moment
+// later) from one that does not exist (answered at once): justMinted.
 func (c *Client) id() string {
 	if c.NewID != nil {
 		return c.NewID()
 	}
+	if u, err := uuid.NewV7(); err == nil {
+		return u.String()
+	}
 	return uuid.NewString()
+}
+
+// mintedWithin is how recent an ID must be for describe and wait to wait
+// for its session: the session appears within sessionAppearsWithin of the
+// start, and the machine asking may not be the one that made the ID (a
+// minute of clock difference between them is allowed for).
+const mintedWithin = sessionAppearsWithin + time.Minute
+
+// justMinted reports whether id is one this project's clients made (a
+// UUIDv7) within mintedWithin of now. IDs of other forms (older v4 IDs, a
+// typo) are never waited for.
+func justMinted(id string, now time.Time) bool {
+	u, err := uuid.Parse(id)
+	if err != nil || u.Version() != 7 {
+		return false
+	}
+	made := time.Unix(u.Time().UnixTime())
+	return now.Sub(made).Abs() <= mintedWithin
 }
 
 func (c *Client) now() time.Time {
@@ -355,11 +380,15 @@ func (c *Client) describe(ctx context.Context, id string) (*workflowservice.Desc
 // still unknown after this is not a session.
 const sessionAppearsWithin = 2 * time.Second
 
-// describeAppearing describes workflow id; one that does not exist yet is
-// asked for again until it does, for at most sessionAppearsWithin, and the
-// last answer (not found) is returned after that.
+// describeAppearing describes workflow id; one that does not exist yet but
+// was just made (justMinted) is asked for again until it does, for at most
+// sessionAppearsWithin, and the last answer (not found) is returned after
+// that. Any other unknown ID is not found at once.
 func (c *Client) describeAppearing(ctx context.Context, id string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
 	desc, err := c.Temporal.DescribeWorkflowExecution(ctx, id, "")
+	if !isNotFound(err) || !justMinted(id, c.now()) {
+		return desc, err
+	}
 	for deadline := time.Now().Add(sessionAppearsWithin); isNotFound(err) && time.Now().Before(deadline); {
 		select {
 		case <-ctx.Done():

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/durable-pi/subagents/activities"
 	"github.com/durable-pi/subagents/internal/errcode"
 	"github.com/durable-pi/subagents/workflows"
@@ -342,5 +344,32 @@ func TestStartRefusesWhatTemporalWouldNot(t *testing.T) {
 	in, err := c.delegationInput(batch)
 	if err != nil || in.Tasks[0].Rejected != nil || in.Tasks[1].Rejected == nil || in.Tasks[1].Rejected.Code != errcode.InvalidInput {
 		t.Fatalf("batch: %v %+v", err, in.Tasks)
+	}
+}
+
+// TestJustMinted: only an ID this project's clients made a moment ago is
+// waited for; an old, foreign or mistyped one is not found at once.
+func TestJustMinted(t *testing.T) {
+	now := time.Now()
+	v7, err := uuid.NewV7()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		id   string
+		at   time.Time
+		want bool
+	}{
+		{"made now", v7.String(), now, true},
+		{"asked on a machine a minute behind", v7.String(), now.Add(-time.Minute), true},
+		{"made ten minutes ago", v7.String(), now.Add(10 * time.Minute), false},
+		{"a v4 ID", uuid.NewString(), now, false},
+		{"a delegation ID", "delegation-" + v7.String(), now, false},
+		{"a typo", "not-an-id", now, false},
+	} {
+		if got := justMinted(tc.id, tc.at); got != tc.want {
+			t.Errorf("%s: justMinted = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
