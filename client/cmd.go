@@ -238,10 +238,10 @@ func failedItems(env Envelope) int {
 func (cmd *command) startFlags(fs *flag.FlagSet) func(context.Context, *Client) error {
 	var (
 		input, agent, name, desc, cwd, model, resume, parent string
-		timeout, concurrency                                 int
+		concurrency                                          int
 		deliver                                              bool
 		files                                                fileFlags
-		waitFor                                              time.Duration
+		timeout, waitFor                                     time.Duration
 	)
 	fs.StringVar(&input, "input", "", "read the request as JSON from this file, or - for stdin")
 	fs.StringVar(&agent, "agent", "", "profile to run the task with (default: pi's own defaults)")
@@ -252,11 +252,14 @@ func (cmd *command) startFlags(fs *flag.FlagSet) func(context.Context, *Client) 
 	fs.StringVar(&resume, "resume", "", "continue this session ID instead of starting a new one")
 	fs.StringVar(&parent, "parent-session", "", "pi session ID that delegates (for list --parent-session and delivery)")
 	fs.BoolVar(&deliver, "deliver", false, "keep the delegation open until the parent acknowledges its results (ack)")
-	fs.IntVar(&timeout, "timeout", 0, "seconds a turn may run (default 600)")
+	fs.Var(seconds{&timeout}, "timeout", "how long a turn may run: seconds or a duration like 10m (default 600 s)")
 	fs.IntVar(&concurrency, "max-concurrency", 0, "tasks run at once (default 4, at most 16)")
 	fs.Var(&files, "file", "file to put before the prompt, relative to --cwd (repeatable)")
-	fs.DurationVar(&waitFor, "wait-timeout", 0, "run: stop waiting after this long (the tasks go on), e.g. 10m")
+	fs.Var(seconds{&waitFor}, "wait-timeout", "run: stop waiting after this long (the tasks go on): seconds or a duration like 10m")
 	return func(ctx context.Context, c *Client) error {
+		if timeout%time.Second != 0 {
+			return errcode.Errorf(errcode.InvalidInput, "--timeout %s: a turn's timeout is whole seconds", timeout)
+		}
 		var req StartRequest
 		if input != "" {
 			if err := cmd.readJSON(input, &req); err != nil {
@@ -268,7 +271,7 @@ func (cmd *command) startFlags(fs *flag.FlagSet) func(context.Context, *Client) 
 				return errcode.New(errcode.InvalidInput, "a prompt is required: subagents "+cmd.verb+" [flags] PROMPT, or --input FILE")
 			}
 			req = StartRequest{Tasks: []workflows.TaskSpec{{
-				Name: name, Description: desc, Prompt: prompt, Profile: agent, Cwd: absPath(cwd), Timeout: timeout,
+				Name: name, Description: desc, Prompt: prompt, Profile: agent, Cwd: absPath(cwd), Timeout: int(timeout / time.Second),
 				Model: model, Resume: resume, Files: files,
 			}}, ParentSessionID: parent, Deliver: deliver, MaxConcurrency: concurrency}
 		}
@@ -477,11 +480,37 @@ func combine(op string, envs []Envelope) Envelope {
 	return out
 }
 
+// seconds is how every verb reads a time flag: a whole number of seconds
+// ("600", as a task's timeout has always been given) or a Go duration
+// ("10m", "90s", as wait's); a turn's timeout must come to whole seconds.
+type seconds struct{ d *time.Duration }
+
+func (s seconds) String() string {
+	if s.d == nil || *s.d == 0 {
+		return ""
+	}
+	return s.d.String()
+}
+
+func (s seconds) Set(v string) error {
+	if n, err := strconv.Atoi(v); err == nil {
+		*s.d = time.Duration(n) * time.Second
+	} else if d, err := time.ParseDuration(v); err == nil {
+		*s.d = d
+	} else {
+		return fmt.Errorf("%q is neither a number of seconds nor a duration like 10m", v)
+	}
+	if *s.d < 0 {
+		return fmt.Errorf("%q is negative", v)
+	}
+	return nil
+}
+
 // waitFlags: `wait ID... [--timeout D | --timeout-ms N]`.
 func (cmd *command) waitFlags(fs *flag.FlagSet) func(context.Context, *Client) error {
 	var timeout time.Duration
 	var timeoutMS int
-	fs.DurationVar(&timeout, "timeout", 0, "stop waiting after this long, e.g. 30s (the tasks go on; exit code 4)")
+	fs.Var(seconds{&timeout}, "timeout", "stop waiting after this long (the tasks go on; exit code 4): seconds or a duration like 30s")
 	fs.IntVar(&timeoutMS, "timeout-ms", 0, "the same in milliseconds (seed 001's timeout_ms)")
 	progress := fs.Bool("progress", false, "with --json: one line per status change (op \"progress\"), then the final envelope on one line")
 	return func(ctx context.Context, c *Client) error {
