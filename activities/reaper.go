@@ -24,6 +24,9 @@ const ProcMarkEnv = "PI_SUBAGENT_PROC"
 // worker's reaper (see init) instead of what it would run.
 const reaperEnv = "SUBAGENTS_REAPER"
 
+// ReaperName is a reaper's command line: what ps shows for it.
+const ReaperName = "subagents-reaper"
+
 // reaperPasses bounds the reaper's sweeps of /proc: a process being killed
 // may have forked an instant before, and its child shows up in the next
 // sweep; a tenth of a second apart, five sweeps outlast any such race.
@@ -88,6 +91,8 @@ func (r *reaper) start() {
 	// /proc/self/exe, not the path: it runs this binary even after an
 	// upgrade replaced the file.
 	cmd := exec.Command("/proc/self/exe")
+	// Named for what it is in ps and /proc/PID/cmdline.
+	cmd.Args = []string{ReaperName}
 	cmd.Env = append(os.Environ(), reaperEnv+"="+r.id)
 	// Its stdout and stderr stay /dev/null: holding the worker's would keep
 	// whoever reads them (a terminal's pipe, a test) waiting for EOF.

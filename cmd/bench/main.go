@@ -1045,6 +1045,13 @@ type procs struct {
 	cpu map[int]int64
 }
 
+// isReaper is whether process pid is a worker's reaper (a re-exec of
+// /proc/self/exe, so named "exe" in its stat).
+func isReaper(pid string) bool {
+	b, err := os.ReadFile(filepath.Join("/proc", pid, "cmdline"))
+	return err == nil && strings.TrimRight(string(b), "\x00") == activities.ReaperName
+}
+
 func readProcs() procs {
 	ps := procs{children: map[int][]int{}, rss: map[int]int64{}, cpu: map[int]int64{}}
 	dirs, _ := os.ReadDir("/proc")
@@ -1066,6 +1073,11 @@ func readProcs() procs {
 			continue
 		}
 		ppid, _ := strconv.Atoi(f[1])
+		// A reaper of this process's own workers (the bench's harness,
+		// not the run measured): left out, as the services are.
+		if strings.HasSuffix(s[:strings.LastIndexByte(s, ')')], "(exe") && isReaper(d.Name()) {
+			continue
+		}
 		pages, _ := strconv.ParseInt(f[21], 10, 64)
 		utime, _ := strconv.ParseInt(f[11], 10, 64)
 		stime, _ := strconv.ParseInt(f[12], 10, 64)
