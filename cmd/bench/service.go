@@ -136,8 +136,8 @@ func (b *bench) parentPiAt(address, dataDir, ext, prompt string, started func())
 	cmd := exec.Command(b.pi.Path, append(args, prompt)...)
 	cmd.Dir = b.workDir
 	cmd.Env = append(b.serviceEnv(), "SUBAGENTS_BIN="+b.bin, "TEMPORAL_ADDRESS="+address, "SUBAGENTS_DATA_DIR="+dataDir)
-	out := &syncbuf.Buffer{}
-	cmd.Stdout, cmd.Stderr = out, out
+	out, errOut := &syncbuf.Buffer{}, &syncbuf.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, errOut
 	var pid atomic.Int64
 	d, peak, own, err := sampledTree(func() int { return int(pid.Load()) }, func() error {
 		if err := cmd.Start(); err != nil {
@@ -149,7 +149,9 @@ func (b *bench) parentPiAt(address, dataDir, ext, prompt string, started func())
 		}
 		err := cmd.Wait()
 		if err != nil || !strings.Contains(out.String(), `"agent_settled"`) || !strings.Contains(out.String(), `"done"`) {
-			return fmt.Errorf("parent pi: %v\n%.3000s", err, out)
+			// The end of each says what went wrong: pi's last events, its
+			// stderr.
+			return fmt.Errorf("parent pi (%s): %v\nstdout (end): %s\nstderr (end): %s", strings.Join(args, " "), err, tail(out.String(), 3000), tail(errOut.String(), 3000))
 		}
 		return nil
 	})
@@ -310,4 +312,12 @@ func (p *peer) run(b *bench, prompt string) (time.Duration, int64, error) {
 		}
 		return nil
 	})
+}
+
+// tail is the last n bytes of s.
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
 }
