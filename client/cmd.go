@@ -521,9 +521,6 @@ func (cmd *command) waitFlags(fs *flag.FlagSet) func(context.Context, *Client) e
 		if timeoutMS > 0 {
 			timeout = time.Duration(timeoutMS) * time.Millisecond
 		}
-		if timeout < 0 {
-			return errcode.New(errcode.InvalidInput, "--timeout must not be negative")
-		}
 		if len(ids) == 1 && !cmd.asJSON {
 			return cmd.follow(ctx, c, ids[0], timeout)
 		}

@@ -47,6 +47,7 @@ func TestTimeoutFlagsParse(t *testing.T) {
 		{"wait", []string{"--timeout", "30", "id"}, true},
 		{"wait", []string{"--timeout", "30s", "id"}, true},
 		{"wait", []string{"--timeout", "soon", "id"}, false},
+		{"wait", []string{"--timeout", "-1s", "id"}, false},
 		{"start", []string{"--timeout", "-1", "p"}, false},
 	} {
 		cmd := &command{verb: tc.verb}

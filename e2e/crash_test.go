@@ -414,7 +414,7 @@ func finalizeResults(t *testing.T, sessionFile string) int {
 			} `json:"message"`
 		}
 		if json.Unmarshal([]byte(line), &entry) == nil && entry.Type == "message" &&
-			entry.Message.Role == "toolResult" && entry.Message.ToolName == "subagent_finalize" {
+			entry.Message.Role == "toolResult" && entry.Message.ToolName == activities.FinalizeToolName {
 			n++
 		}
 	}

@@ -1,12 +1,10 @@
 package e2e
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
 
-	"go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	sdkclient "go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -130,17 +128,7 @@ func recordHistory(t *testing.T, c sdkclient.Client, workflowID, name string) {
 	if os.Getenv("SUBAGENTS_RECORD_HISTORIES") != "1" {
 		return
 	}
-	var hist historypb.History
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	it := c.GetWorkflowHistory(ctx, workflowID, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		hist.Events = append(hist.Events, ev)
-	}
+	hist := historypb.History{Events: historyOf(t, c, workflowID)}
 	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(&hist)
 	if err != nil {
 		t.Fatal(err)

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	enums "go.temporal.io/api/enums/v1"
 	sdkclient "go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -242,15 +241,8 @@ var payloadData = regexp.MustCompile(`"data":\s*"([A-Za-z0-9+/=]*)"`)
 // historyPayloads returns the decoded data of every payload in a history.
 func historyPayloads(t *testing.T, c sdkclient.Client, id string) []string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
 	var out []string
-	it := c.GetWorkflowHistory(ctx, id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, ev := range historyOf(t, c, id) {
 		b, err := protojson.Marshal(ev)
 		if err != nil {
 			t.Fatal(err)

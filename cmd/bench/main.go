@@ -843,11 +843,13 @@ func (b *bench) fromPi(n int) (string, error) {
 	// percent, within this machine's noise over one run each per round:
 	// they are sampled startReps times per round.
 	const startReps = 3
-	kinds := []struct {
+	// A kind of run: its series, how to run it once, how many times a round.
+	type kind struct {
 		into *series
 		run  func() (time.Duration, int64, error)
 		reps int
-	}{
+	}
+	kinds := []kind{
 		{&floor1, func() (time.Duration, int64, error) { return plain(1) }, 1},
 		{&plain0, func() (time.Duration, int64, error) {
 			return sampled(func() error { _, err := b.direct(); return err })
@@ -882,14 +884,9 @@ func (b *bench) fromPi(n int) (string, error) {
 		{&del4Cold, func() (time.Duration, int64, error) { return checked(cold, four, 4) }, 1},
 	}
 	if peerErr == nil {
-		kinds = append(kinds, []struct {
-			into *series
-			run  func() (time.Duration, int64, error)
-			reps int
-		}{
-			{&peer1, func() (time.Duration, int64, error) { return pr.run(b, peerOne) }, 1},
-			{&peer4, func() (time.Duration, int64, error) { return pr.run(b, peerFour) }, 1},
-		}...)
+		kinds = append(kinds,
+			kind{&peer1, func() (time.Duration, int64, error) { return pr.run(b, peerOne) }, 1},
+			kind{&peer4, func() (time.Duration, int64, error) { return pr.run(b, peerFour) }, 1})
 	}
 	// In turn, so that every kind meets the same machine; the first round
 	// warms up.

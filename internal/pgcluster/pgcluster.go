@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -24,6 +25,7 @@ import (
 	"time"
 
 	sdkclient "go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/durable-pi/subagents/internal/ports"
 )
@@ -98,12 +100,17 @@ type Cluster struct {
 	// image, as an operator sets them.
 	Env []string
 
-	tools    Tools
-	dir      string
-	pgDir    string
-	pgPort   int
-	pg       *process
-	services map[string]*process
+	tools Tools
+	dir   string
+	// dynConfig is the dynamic config file the services read.
+	dynConfig string
+	// historyPort is history's gRPC port: listening there means its start
+	// is done (StartServices).
+	historyPort int
+	pgDir       string
+	pgPort      int
+	pg          *process
+	services    map[string]*process
 }
 
 // process is one process the cluster started, and its log.
@@ -224,14 +231,14 @@ func (c *Cluster) configure() error {
 	if err != nil {
 		return err
 	}
-	dyn := filepath.Join(c.dir, "dynamicconfig.yaml")
-	if err := os.WriteFile(dyn, src, 0o644); err != nil {
+	c.dynConfig = filepath.Join(c.dir, "dynamicconfig.yaml")
+	if err := os.WriteFile(c.dynConfig, src, 0o644); err != nil {
 		return err
 	}
 	c.Env = []string{
 		"DB=postgres12", "POSTGRES_SEEDS=127.0.0.1", "DB_PORT=" + strconv.Itoa(c.pgPort),
 		"POSTGRES_USER=temporal", "POSTGRES_PWD=",
-		"BIND_ON_IP=127.0.0.1", "DYNAMIC_CONFIG_FILE_PATH=" + dyn, "LOG_LEVEL=warn",
+		"BIND_ON_IP=127.0.0.1", "DYNAMIC_CONFIG_FILE_PATH=" + c.dynConfig, "LOG_LEVEL=warn",
 	}
 	// Every port the template names, each picked free below the ephemeral
 	// range (membership ports must fit PostgreSQL's smallint).
@@ -246,8 +253,11 @@ func (c *Cluster) configure() error {
 			return err
 		}
 		c.Env = append(c.Env, name+"="+strconv.Itoa(p))
-		if name == "FRONTEND_GRPC_PORT" {
+		switch name {
+		case "FRONTEND_GRPC_PORT":
 			c.Address = "127.0.0.1:" + strconv.Itoa(p)
+		case "HISTORY_GRPC_PORT":
+			c.historyPort = p
 		}
 	}
 	return nil
@@ -256,7 +266,7 @@ func (c *Cluster) configure() error {
 // ValidateDynamicConfig checks the project's dynamic config with the
 // server's own validator: every key known, every value of its type.
 func (c *Cluster) ValidateDynamicConfig(ctx context.Context) error {
-	out, err := exec.CommandContext(ctx, c.tools.Server, "validate-dynamic-config", filepath.Join(c.dir, "dynamicconfig.yaml")).CombinedOutput()
+	out, err := exec.CommandContext(ctx, c.tools.Server, "validate-dynamic-config", c.dynConfig).CombinedOutput()
 	if err != nil || strings.Contains(strings.ToLower(string(out)), "error") || strings.Contains(strings.ToLower(string(out)), "warn") {
 		return fmt.Errorf("docker/dynamicconfig.yaml: %v\n%s", err, out)
 	}
@@ -303,7 +313,7 @@ func (c *Cluster) StartServices(ctx context.Context) error {
 		c.services[svc] = p
 		if svc == "history" {
 			// Listening means its start, cluster metadata included, is done.
-			if err := c.waitListening(ctx, p, c.port("HISTORY_GRPC_PORT")); err != nil {
+			if err := c.waitListening(ctx, p, c.historyPort); err != nil {
 				return err
 			}
 		}
@@ -358,16 +368,6 @@ func (c *Cluster) Logs() string {
 	return b.String()
 }
 
-func (c *Cluster) port(name string) int {
-	for _, kv := range c.Env {
-		if v, ok := strings.CutPrefix(kv, name+"="); ok {
-			p, _ := strconv.Atoi(v)
-			return p
-		}
-	}
-	return 0
-}
-
 // spawn starts a process logging to dir/name.log (appended: a restarted
 // service's log follows its last one). It gets SIGKILL when the thread that
 // started it ends, so that a test binary that dies leaves nothing behind.
@@ -413,12 +413,13 @@ func (c *Cluster) waitListening(ctx context.Context, p *process, port int) error
 }
 
 // waitHealthy waits until the frontend answers and serves the system
-// namespace's workflows, which needs history and matching up too.
+// namespace's workflows, which needs history and matching up too. The
+// SDK's log lines are dropped: they only say the frontend is not up yet.
 func (c *Cluster) waitHealthy(ctx context.Context) error {
 	return c.poll(ctx, c.services["frontend"], func() bool {
 		hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		tc, err := sdkclient.DialContext(hctx, sdkclient.Options{HostPort: c.Address, Namespace: "temporal-system", Logger: quiet{}})
+		tc, err := sdkclient.DialContext(hctx, sdkclient.Options{HostPort: c.Address, Namespace: "temporal-system", Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
 		if err != nil {
 			return false
 		}
@@ -446,11 +447,3 @@ func (c *Cluster) poll(ctx context.Context, p *process, ready func() bool) error
 	}
 	return nil
 }
-
-// quiet drops the SDK's log lines while the frontend is not up yet.
-type quiet struct{}
-
-func (quiet) Debug(string, ...any) {}
-func (quiet) Info(string, ...any)  {}
-func (quiet) Warn(string, ...any)  {}
-func (quiet) Error(string, ...any) {}
