@@ -623,18 +623,24 @@ func TestRunPiCeiling(t *testing.T) {
 	h := newHarness(t, nil)
 	h.model.Script("busy", scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "bash", Arguments: `{"command":"sleep 0.2"}`}}, Repeat: true})
 	in := h.input("[[script:busy]] Keep busy.")
-	one, three, off, debounce := 1, 3, 0, 60
-	in.TimeoutSeconds, in.MaxRuntimeSeconds, in.LoopingToolCount, in.ExtendDebounceSeconds = one, &three, &off, &debounce
+	// The timeout must pass while the child calls tools, so that the
+	// debounce would extend it: 5 s leaves a pi start on a loaded machine
+	// (the whole suite at once) time for its first call; at 1 s the child
+	// had none yet in CI and was stopped by the timeout itself.
+	timeout, ceiling, off, debounce := 5, 8, 0, 60
+	in.TimeoutSeconds, in.MaxRuntimeSeconds, in.LoopingToolCount, in.ExtendDebounceSeconds = timeout, &ceiling, &off, &debounce
 	start := time.Now()
 	r := h.mustRun(in)
 	took := time.Since(start)
 	if errCode(r) != errcode.Timeout || r.ToolCalls < 3 {
 		t.Fatalf("error %+v after %d tool calls", r.Error, r.ToolCalls)
 	}
-	// Without the ceiling the 60 s debounce would keep it going.
-	if took > 20*time.Second {
-		t.Fatalf("ran %s, past its 3 s ceiling", took)
+	// Past the timeout, so the debounce did extend it; without the ceiling
+	// the 60 s debounce would keep it going.
+	if took < 5*time.Second || took > 25*time.Second {
+		t.Fatalf("ran %s, want between its 5 s timeout and soon after its 8 s ceiling", took)
 	}
+	three := 3
 	tests := []struct {
 		timeout int
 		max     *int
