@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -142,6 +143,12 @@ func TestLocalServiceStartsItself(t *testing.T) {
 	p2 := e.startParent("json", filepath.Join(t.TempDir(), "parent2.jsonl"), e.scriptDelegation("again", "the same service again"))
 	p2.wait(t)
 	e.checkDelegation("again", "the same service again")
+	// The first parent's service listed the folder's profiles; the second
+	// parent's first request offers the primary profiles' tools from that
+	// listing, registered while pi loaded the extension.
+	if tools := toolNames(e.model.RequestsFor("parent-again")[0].Parsed); !slices.Contains(tools, "finder") || !slices.Contains(tools, "librarian") {
+		t.Fatalf("the second parent's first request offers tools %v, want the primary tools finder and librarian", tools)
+	}
 	if again := w.servicePid(); again != pid || len(w.devProcesses()) != 1 {
 		t.Fatalf("the second parent started another service: pid %d then %d, dev processes %v", pid, again, w.devProcesses())
 	}
@@ -199,6 +206,15 @@ func (e *env) checkDelegation(name, answer string) {
 	if got := toolResultText(e.t, e.model.RequestsFor("parent-"+name), 1); !strings.Contains(got, answer) {
 		e.t.Fatalf("the parent %s's model got:\n%s", name, got)
 	}
+}
+
+// toolNames are the tools a model request offers.
+func toolNames(r scriptedmodel.ChatRequest) []string {
+	var names []string
+	for _, tool := range r.Tools {
+		names = append(names, tool.Function.Name)
+	}
+	return names
 }
 
 // processGroup lists the processes of group pgid, with their state

@@ -1446,8 +1446,7 @@ ${body}`, {
   }
   async function registerPrimaryTools(ctx, passive = false) {
     if (!settings.tools.primary) return;
-    const local = localService(settings);
-    const remembered = passive && local ? rememberedProfiles(local.dataDir, ctx.cwd) : void 0;
+    const remembered = passive ? rememberedPrimary(ctx.cwd) : void 0;
     if (!remembered) {
       registerPrimary(await profilesFor(ctx.cwd, passive));
       return;
@@ -1455,6 +1454,10 @@ ${body}`, {
     registerPrimary(remembered);
     void profilesFor(ctx.cwd, true).then(registerPrimary, () => {
     });
+  }
+  function rememberedPrimary(cwd) {
+    const local = localService(settings);
+    return local ? rememberedProfiles(local.dataDir, cwd) : void 0;
   }
   function registerPrimary(profiles) {
     for (const p of profiles) {
@@ -1594,6 +1597,7 @@ ${body}`, {
       }
     });
   }
+  if (settings.tools.primary) registerPrimary(rememberedPrimary(process.cwd()) ?? []);
   pi.registerCommand("subagents", {
     description: "This session's delegations and sessions, and their state",
     handler: async (_args, ctx) => {

@@ -408,8 +408,7 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 	 */
 	async function registerPrimaryTools(ctx: ExtensionContext, passive = false) {
 		if (!settings.tools.primary) return;
-		const local = localService(settings);
-		const remembered = passive && local ? rememberedProfiles(local.dataDir, ctx.cwd) : undefined;
+		const remembered = passive ? rememberedPrimary(ctx.cwd) : undefined;
 		if (!remembered) {
 			registerPrimary(await profilesFor(ctx.cwd, passive));
 			return;
@@ -418,6 +417,12 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 		void profilesFor(ctx.cwd, true).then(registerPrimary, () => {
 			/* not running, or not now: the remembered listing stays */
 		});
+	}
+
+	/** cwd's remembered listing, when this is the local service's. */
+	function rememberedPrimary(cwd: string): ProfileSummary[] | undefined {
+		const local = localService(settings);
+		return local ? rememberedProfiles(local.dataDir, cwd) : undefined;
 	}
 
 	function registerPrimary(profiles: ProfileSummary[]) {
@@ -572,6 +577,12 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 			},
 		});
 	}
+
+	// The primary tools pi's start would register from the remembered
+	// listing are registered here, while pi loads extensions: a tool
+	// registered after the session started makes pi rebuild its tool
+	// registry and system prompt once per tool.
+	if (settings.tools.primary) registerPrimary(rememberedPrimary(process.cwd()) ?? []);
 
 	// --- commands ---
 	pi.registerCommand("subagents", {
