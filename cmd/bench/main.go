@@ -842,7 +842,7 @@ func (b *bench) fromPi(n int) (string, error) {
 	// The start rows (pi with and without an extension) differ by a few
 	// percent, within this machine's noise over one run each per round:
 	// they are sampled startReps times per round.
-	const startReps = 3
+	const startReps = 6
 	// A kind of run: its series, how to run it once, how many times a round.
 	type kind struct {
 		into *series
@@ -921,6 +921,9 @@ func (b *bench) fromPi(n int) (string, error) {
 	row("pi as a user starts it, one answer (no `-e`)", bare0, bare0, "")
 	row("the same with an extension that does nothing (pi's cost of loading one)", noop0, bare0, "")
 	row("the same with this extension, no delegation", ext0, bare0, "≤ 1.03×")
+	// Against the empty extension: what this one costs beyond pi's own
+	// price for loading any (its TypeScript loader, jiti).
+	row("this extension against the one that does nothing (its own cost)", ext0, noop0, "")
 	row("floor: parent + child", floor1, floor1, "")
 	row("parent pi, `subagent` tool, 1 task, pool off", del1Cold, floor1, "")
 	row("parent pi, `subagent` tool, 1 task, warm pool", del1, floor1, "≤ 0.8×")
