@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/durable-pi/subagents/api"
+
 	"github.com/durable-pi/subagents/extension"
 	"github.com/durable-pi/subagents/internal/errcode"
 )
@@ -67,7 +69,7 @@ type Config struct {
 	// profile's apiKey, read at run time so that a key never travels through
 	// a workflow history. Nil admits every run with no key: this package's
 	// own tests only; the worker always sets it.
-	Admit          func(RunPiInput) (Admission, error)
+	Admit          func(api.RunPiInput) (api.Admission, error)
 	MaxStreamBytes int64
 	KillGrace      time.Duration
 	// Observer, when set, is told about every child run (metrics).
@@ -84,16 +86,10 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Admission is what Config.Admit grants a run beyond its input.
-type Admission struct {
-	// APIKey is the profile's apiKey, for the child's environment only.
-	APIKey string
-}
-
 // RunObserver is told how each child run ended; outcome is "completed" or
 // the lower-case error code ("subagent_timeout", "cancelled", ...).
 type RunObserver interface {
-	ChildRun(agent, outcome string, elapsed time.Duration, usage Usage)
+	ChildRun(agent, outcome string, elapsed time.Duration, usage api.Usage)
 }
 
 // Activities are the worker's activities; their dependencies live here.
@@ -155,9 +151,9 @@ func (a *Activities) Close() {
 }
 
 // PoolStats are the warm pool's counters (zero without a pool).
-func (a *Activities) PoolStats() PoolStats {
+func (a *Activities) PoolStats() api.PoolStats {
 	if a.pool == nil {
-		return PoolStats{}
+		return api.PoolStats{}
 	}
 	return a.pool.stats()
 }

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/durable-pi/subagents/api"
 )
 
 // Defaults of the warm pool a Config turns on.
@@ -67,18 +69,6 @@ func (a *Activities) specFor(flags []string, dir string, env []string, files []s
 		write(arg)
 	}
 	return warmSpec{key: hex.EncodeToString(h.Sum(nil)[:12]), args: args, dir: dir, env: env}
-}
-
-// PoolStats are the warm pool's counters since the worker started.
-type PoolStats struct {
-	Warm int `json:"warm"`
-	// Kept are the children waiting for their session's corrective run;
-	// Resumed counts the corrective runs that went on in one.
-	Kept      int   `json:"kept"`
-	Resumed   int64 `json:"resumed"`
-	Hits      int64 `json:"hits"`
-	Misses    int64 `json:"misses"`
-	Evictions int64 `json:"evictions"`
 }
 
 // pool keeps child pi processes started in RPC mode ahead of the tasks
@@ -488,10 +478,10 @@ func ResidentBytes(pid int) int64 {
 }
 
 // stats reads the counters and the idle count.
-func (p *pool) stats() PoolStats {
+func (p *pool) stats() api.PoolStats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return PoolStats{Warm: p.count(), Kept: len(p.kept), Resumed: p.resumed.Load(), Hits: p.hits.Load(), Misses: p.misses.Load(), Evictions: p.evictions.Load()}
+	return api.PoolStats{Warm: p.count(), Kept: len(p.kept), Resumed: p.resumed.Load(), Hits: p.hits.Load(), Misses: p.misses.Load(), Evictions: p.evictions.Load()}
 }
 
 // close kills every idle child and stops the pool's goroutines; children

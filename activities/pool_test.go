@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durable-pi/subagents/api"
+
 	"github.com/durable-pi/subagents/internal/errcode"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
 )
@@ -46,13 +48,13 @@ func TestRunPiPooled(t *testing.T) {
 		name   string
 		tune   func(*Config)
 		steps  []scriptedmodel.Step
-		adjust func(*RunPiInput)
-		check  func(t *testing.T, r RunPiResult)
+		adjust func(*api.RunPiInput)
+		check  func(t *testing.T, r api.RunPiResult)
 	}{
 		{
 			name:  "finalize",
 			steps: []scriptedmodel.Step{{ToolCalls: []scriptedmodel.ToolCall{finalizeCall(`{"status":"SUCCESS","result":"pooled"}`)}}},
-			check: func(t *testing.T, r RunPiResult) {
+			check: func(t *testing.T, r api.RunPiResult) {
 				if r.Error != nil || r.Output != "pooled" || r.ExitCode != 0 || r.Finalize == nil || r.Usage.Turns != 1 {
 					t.Fatalf("result %+v", r)
 				}
@@ -61,8 +63,8 @@ func TestRunPiPooled(t *testing.T) {
 		{
 			name:   "loop detection",
 			steps:  []scriptedmodel.Step{{ToolCalls: []scriptedmodel.ToolCall{{Name: "bash", Arguments: `{"command":"ls"}`}}, Repeat: true}},
-			adjust: func(in *RunPiInput) { in.LoopingToolCount = &three },
-			check: func(t *testing.T, r RunPiResult) {
+			adjust: func(in *api.RunPiInput) { in.LoopingToolCount = &three },
+			check: func(t *testing.T, r api.RunPiResult) {
 				if errCode(r) != errcode.LoopDetected || r.ToolCalls != 3 {
 					t.Fatalf("error %+v after %d calls", r.Error, r.ToolCalls)
 				}
@@ -71,8 +73,8 @@ func TestRunPiPooled(t *testing.T) {
 		{
 			name:   "timeout extended while tools run",
 			steps:  append(busy, scriptedmodel.Step{Hang: true}),
-			adjust: func(in *RunPiInput) { in.TimeoutSeconds, in.ExtendDebounceSeconds = 4, &two },
-			check: func(t *testing.T, r RunPiResult) {
+			adjust: func(in *api.RunPiInput) { in.TimeoutSeconds, in.ExtendDebounceSeconds = 4, &two },
+			check: func(t *testing.T, r api.RunPiResult) {
 				if errCode(r) != errcode.Timeout || r.Error.Message != "Timed out after 4s. Consider resuming with a longer timeout." ||
 					r.ToolCalls != 7 || r.DurationMS < 8000 {
 					t.Fatalf("error %+v, %d calls in %d ms", r.Error, r.ToolCalls, r.DurationMS)
@@ -83,7 +85,7 @@ func TestRunPiPooled(t *testing.T) {
 			name:  "output cap",
 			tune:  func(c *Config) { c.OutputMaxChars = 100 },
 			steps: []scriptedmodel.Step{{ToolCalls: []scriptedmodel.ToolCall{finalizeCall(`{"status":"SUCCESS","result":"` + strings.Repeat("é", 250) + `"}`)}}},
-			check: func(t *testing.T, r RunPiResult) {
+			check: func(t *testing.T, r api.RunPiResult) {
 				if errCode(r) != errcode.OutputTruncated || r.OutputTotalChars != 250 || r.OutputReturnedChars != 100 {
 					t.Fatalf("error %+v total %d returned %d", r.Error, r.OutputTotalChars, r.OutputReturnedChars)
 				}
@@ -93,7 +95,7 @@ func TestRunPiPooled(t *testing.T) {
 			name:  "stream hard cap",
 			tune:  func(c *Config) { c.MaxStreamBytes = 64 << 10 },
 			steps: []scriptedmodel.Step{{Text: strings.Repeat("flood ", 40<<10)}},
-			check: func(t *testing.T, r RunPiResult) {
+			check: func(t *testing.T, r api.RunPiResult) {
 				if errCode(r) != errcode.OutputTruncated || !strings.Contains(r.Error.Message, "the child was stopped") {
 					t.Fatalf("error %+v", r.Error)
 				}
@@ -177,9 +179,9 @@ func TestWarmChildKeptForCorrectiveRun(t *testing.T) {
 // pi's reason, not with "pi ended without an answer".
 func TestRefusedPromptIsTheRunsError(t *testing.T) {
 	a := &Activities{cfg: Config{OutputMaxChars: 100}, sanitizer: NewSanitizer("/home/tester")}
-	r := &childRun{a: a, in: RunPiInput{Turn: 1}, timeout: time.Second}
+	r := &childRun{a: a, in: api.RunPiInput{Turn: 1}, timeout: time.Second}
 	r.stream.Apply([]byte(`{"id":"prompt","type":"response","command":"prompt","success":false,"error":"Model not found: nope/x"}`))
-	res := RunPiResult{SessionFile: filepath.Join(t.TempDir(), "s.jsonl")}
+	res := api.RunPiResult{SessionFile: filepath.Join(t.TempDir(), "s.jsonl")}
 	a.fill(&res, r, outcome{warm: true})
 	if res.Error == nil || res.Error.Code != errcode.Failed || res.Error.Message != "pi refused the run: prompt: Model not found: nope/x" {
 		t.Fatalf("error %+v", res.Error)

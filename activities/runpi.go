@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/durable-pi/subagents/api"
+
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
@@ -27,15 +29,8 @@ import (
 
 // Limits of seed 002, with their defaults and ranges.
 const (
-	DefaultTimeoutSeconds        = 600
-	DefaultExtendDebounceSeconds = 30
-	maxExtendDebounceSeconds     = 300
-	DefaultLoopingToolCount      = 5
-	maxLoopingToolCount          = 50
-	// DefaultMaxEvents is seed 001's per-task event timeline cap; the
-	// ceiling keeps a result's history small (an event is ~40 bytes).
-	DefaultMaxEvents = 120
-	MaxEventsCeiling = 1000
+	maxExtendDebounceSeconds = 300
+	maxLoopingToolCount      = 50
 )
 
 // resultToolRows is how many tool rows a result keeps (the latest ones);
@@ -45,121 +40,6 @@ const (
 	heartbeatToolRows = 10
 	lastTextChars     = 500
 )
-
-// DefaultTools are pi's own default tools, granted when a task names none.
-var DefaultTools = []string{"read", "bash", "edit", "write"}
-
-// RunPiInput is one turn of a child pi run, with its profile already
-// resolved into pi arguments.
-type RunPiInput struct {
-	SessionID string `json:"sessionId"`
-	Agent     string `json:"agent"`
-	// Turn numbers the turns of a session from 1; it names the artifact.
-	Turn   int        `json:"turn,omitempty"`
-	Prompt string     `json:"prompt"`
-	Cwd    string     `json:"cwd"`
-	Files  []FileSpec `json:"files,omitempty"`
-	// Model is provider/id; empty uses pi's default. Thinking is a level.
-	Model    string `json:"model,omitempty"`
-	Thinking string `json:"thinking,omitempty"`
-	// Tools is the allowlist (empty: DefaultTools); NoTools grants none.
-	// subagent_finalize is always added unless NoFinalize.
-	Tools   []string `json:"tools,omitempty"`
-	NoTools bool     `json:"noTools,omitempty"`
-	// Profile names the resolved profile; the activity reads its apiKey
-	// from the profile file itself, so the key never enters a history.
-	Profile string `json:"profile,omitempty"`
-	// SystemPrompt (a profile's body) is appended to pi's system prompt,
-	// or replaces it when ReplaceSystemPrompt (seed 002's agent-profiles).
-	SystemPrompt        string `json:"systemPrompt,omitempty"`
-	ReplaceSystemPrompt bool   `json:"replaceSystemPrompt,omitempty"`
-	// AppendSystemPrompt entries are appended after it.
-	AppendSystemPrompt []string `json:"appendSystemPrompt,omitempty"`
-	Skills             []string `json:"skills,omitempty"`
-	NoSkills           bool     `json:"noSkills,omitempty"`
-	Extensions         []string `json:"extensions,omitempty"`
-	NoContextFiles     bool     `json:"noContextFiles,omitempty"`
-	ExtraArgs          []string `json:"extraArgs,omitempty"`
-	// NoFinalize runs without subagent_finalize: the final assistant text
-	// is the result (a profile's `finalize: false`).
-	NoFinalize bool `json:"noFinalize,omitempty"`
-	// Depth is the child's depth: 1 for a child of a top-level pi.
-	Depth int `json:"depth,omitempty"`
-	// TimeoutSeconds (default 600), ExtendDebounceSeconds (default 30,
-	// 0..300) and LoopingToolCount (default 5, 0..50, 0 disables) are seed
-	// 002's limits; nil means the default.
-	TimeoutSeconds        int  `json:"timeoutSeconds,omitempty"`
-	ExtendDebounceSeconds *int `json:"extendDebounceSeconds,omitempty"`
-	LoopingToolCount      *int `json:"loopingToolCount,omitempty"`
-	// MaxEvents caps the run's event timeline (seed 001's task max events,
-	// default 120, 0 keeps none); nil means the default.
-	MaxEvents *int `json:"maxEvents,omitempty"`
-	// MaxRuntimeSeconds is the turn's hard ceiling (Ceiling); nil: the
-	// timeout plus DefaultMaxExtension.
-	MaxRuntimeSeconds *int `json:"maxRuntimeSeconds,omitempty"`
-}
-
-// ErrorInfo is a coded error in a result (errcode.Info, made by
-// errcode.NewInfo): an alias, so results keep their type and their JSON.
-type ErrorInfo = errcode.Info
-
-// RunPiResult is what one child run produced: the raw material of seed 004's
-// SingleResult. Everything in it is sanitized and bounded.
-type RunPiResult struct {
-	ExitCode int       `json:"exitCode"`
-	Finalize *Finalize `json:"finalize"`
-	// Output is the finalize result (or error), else the final assistant
-	// text, cut to the output cap; ArtifactFile holds all of it.
-	Output              string    `json:"output"`
-	OutputTruncated     bool      `json:"outputTruncated"`
-	OutputTotalChars    int       `json:"outputTotalChars"`
-	OutputReturnedChars int       `json:"outputReturnedChars"`
-	Usage               Usage     `json:"usage"`
-	ToolRows            []ToolRow `json:"toolRows,omitempty"`
-	ToolCalls           int       `json:"toolCalls"`
-	// EventCount is how many structured events the run captured; Timeline
-	// the latest of them (RunPiInput.MaxEvents).
-	EventCount   int             `json:"eventCount,omitempty"`
-	Timeline     []TimelineEvent `json:"timeline,omitempty"`
-	StopReason   string          `json:"stopReason,omitempty"`
-	AutoRetries  int             `json:"autoRetries,omitempty"`
-	Error        *ErrorInfo      `json:"error,omitempty"`
-	SessionFile  string          `json:"sessionFile"`
-	ArtifactFile string          `json:"artifactFile,omitempty"`
-	Attempt      int32           `json:"attempt"`
-	// Continued is true when this attempt continued the session file an
-	// interrupted attempt left, instead of running the prompt again.
-	Continued bool `json:"continued,omitempty"`
-	// Recovered is true when an interrupted attempt had already ended the
-	// run (it finalized, then its worker died): the result was read from
-	// the session file and pi did not run again.
-	Recovered bool `json:"recovered,omitempty"`
-	// Warm is true when a pre-started child of the worker's warm pool ran
-	// this attempt (same flags, session file and events as a cold one).
-	Warm       bool  `json:"warm,omitempty"`
-	DurationMS int64 `json:"durationMs"`
-	// MessagesBefore is how many conversation messages the session file held
-	// when the turn's first attempt started: where this turn's run begins in
-	// a transcript.
-	MessagesBefore int `json:"messagesBefore,omitempty"`
-}
-
-// Progress is a running child's heartbeat: what `status` and the UI show.
-type Progress struct {
-	ToolRows       []ToolRow `json:"toolRows,omitempty"`
-	ToolCalls      int       `json:"toolCalls"`
-	EventCount     int       `json:"eventCount,omitempty"`
-	Usage          Usage     `json:"usage"`
-	LastText       string    `json:"lastText,omitempty"`
-	ElapsedMS      int64     `json:"elapsedMs"`
-	TimeoutSeconds int       `json:"timeoutSeconds"`
-	Attempt        int32     `json:"attempt"`
-	// PriorUsage is what earlier, interrupted attempts of this turn spent;
-	// it is carried so the turn's total counts every attempt once.
-	PriorUsage Usage `json:"priorUsage"`
-	// MessagesBefore is carried from the first attempt (RunPiResult).
-	MessagesBefore int `json:"messagesBefore,omitempty"`
-}
 
 // ContinuationPrompt is sent when an attempt resumes a session file that an
 // interrupted attempt (a worker crash) left behind.
@@ -176,23 +56,12 @@ var namePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
 // <data dir>/sessions/<cwd-hash>/<agent>_<sessionId>.jsonl.
 func SessionFile(dataDir, cwd, agent, sessionID string) string {
 	sum := sha256.Sum256([]byte(cwd))
-	return filepath.Join(dataDir, "sessions", hex.EncodeToString(sum[:8]), AgentName(agent)+"_"+sessionID+".jsonl")
+	return filepath.Join(dataDir, "sessions", hex.EncodeToString(sum[:8]), api.AgentName(agent)+"_"+sessionID+".jsonl")
 }
 
-// ValidateCwd checks a task's working directory with seed 002's messages.
-func ValidateCwd(cwd string) error {
-	if !filepath.IsAbs(cwd) {
-		return errcode.New(errcode.InvalidInput, "cwd must be an absolute path")
-	}
-	for _, seg := range strings.Split(filepath.ToSlash(cwd), "/") {
-		if seg == ".." {
-			return errcode.New(errcode.InvalidInput, "cwd must not contain '..' path segments")
-		}
-	}
-	return nil
-}
-
-func (in RunPiInput) validate() error {
+// validateInput checks a run's input on the worker that runs it: its cwd must
+// be a folder here.
+func validateInput(in api.RunPiInput) error {
 	if !namePattern.MatchString(in.SessionID) {
 		return errcode.Errorf(errcode.InvalidInput, "session ID %q is not valid", in.SessionID)
 	}
@@ -202,7 +71,7 @@ func (in RunPiInput) validate() error {
 	if in.Agent != "" && !namePattern.MatchString(in.Agent) {
 		return errcode.Errorf(errcode.InvalidInput, "agent name %q is not valid", in.Agent)
 	}
-	if err := ValidateCwd(in.Cwd); err != nil {
+	if err := api.ValidateCwd(in.Cwd); err != nil {
 		return err
 	}
 	if info, err := os.Stat(in.Cwd); err != nil || !info.IsDir() {
@@ -214,37 +83,6 @@ func (in RunPiInput) validate() error {
 		}
 	}
 	return nil
-}
-
-// Timeout is how long the child may run before seed 002's extension rule:
-// TimeoutSeconds, else DefaultTimeoutSeconds. The one place the default is
-// applied; the session asks it too, for the timeout it shows.
-func (in RunPiInput) Timeout() time.Duration {
-	return time.Duration(cmpOr(in.TimeoutSeconds, DefaultTimeoutSeconds)) * time.Second
-}
-
-// DefaultMaxExtension is how long past its timeout a child that still calls
-// tools may run when max_runtime is not set: seed 002 extends such a child
-// without end; ten minutes of model spend is the most a turn pays for it.
-const DefaultMaxExtension = 10 * time.Minute
-
-// Ceiling is the hard limit of a turn, from its first attempt's start,
-// whatever the extension rules say: max_runtime (never below the timeout),
-// else the timeout plus DefaultMaxExtension.
-func (in RunPiInput) Ceiling() time.Duration {
-	if in.MaxRuntimeSeconds != nil && *in.MaxRuntimeSeconds > 0 {
-		return max(time.Duration(*in.MaxRuntimeSeconds)*time.Second, in.Timeout())
-	}
-	return in.Timeout() + DefaultMaxExtension
-}
-
-// AgentName is how a session's agent is named in its file and its
-// SubagentAgent search attribute: "default" for a task without a profile.
-func AgentName(agent string) string {
-	if agent == "" {
-		return "default"
-	}
-	return agent
 }
 
 func clampInt(v *int, def, lo, hi int) int {
@@ -265,21 +103,21 @@ func clampInt(v *int, def, lo, hi int) int {
 // not be written. A retry continues the session file when the interrupted
 // attempt left one (ContinuationPrompt) and runs the original prompt again
 // when it did not.
-func (a *Activities) RunPi(ctx context.Context, in RunPiInput) (RunPiResult, error) {
-	if err := in.validate(); err != nil {
-		return RunPiResult{}, temporal.NewNonRetryableApplicationError(err.Error(), string(errcode.CodeOf(err)), err)
+func (a *Activities) RunPi(ctx context.Context, in api.RunPiInput) (api.RunPiResult, error) {
+	if err := validateInput(in); err != nil {
+		return api.RunPiResult{}, temporal.NewNonRetryableApplicationError(err.Error(), string(errcode.CodeOf(err)), err)
 	}
-	var admission Admission
+	var admission api.Admission
 	if a.cfg.Admit != nil {
 		var err error
 		if admission, err = a.cfg.Admit(in); err != nil {
-			activity.GetLogger(ctx).Warn("child run refused", "session", in.SessionID, "agent", AgentName(in.Agent),
+			activity.GetLogger(ctx).Warn("child run refused", "session", in.SessionID, "agent", api.AgentName(in.Agent),
 				"profile", in.Profile, "error", err)
-			return RunPiResult{}, temporal.NewNonRetryableApplicationError(err.Error(), string(errcode.CodeOf(err)), err)
+			return api.RunPiResult{}, temporal.NewNonRetryableApplicationError(err.Error(), string(errcode.CodeOf(err)), err)
 		}
 	}
 	info := activity.GetInfo(ctx)
-	res := RunPiResult{
+	res := api.RunPiResult{
 		SessionFile: SessionFile(a.cfg.DataDir, in.Cwd, in.Agent, in.SessionID),
 		Attempt:     info.Attempt,
 	}
@@ -287,7 +125,7 @@ func (a *Activities) RunPi(ctx context.Context, in RunPiInput) (RunPiResult, err
 		return res, fmt.Errorf("session folder: %w", err)
 	}
 
-	var prior Progress
+	var prior api.Progress
 	hasPrior := info.Attempt > 1 && activity.HasHeartbeatDetails(ctx)
 	if hasPrior {
 		_ = activity.GetHeartbeatDetails(ctx, &prior)
@@ -357,8 +195,8 @@ func (a *Activities) RunPi(ctx context.Context, in RunPiInput) (RunPiResult, err
 		a:        a,
 		in:       in,
 		timeout:  in.Timeout(),
-		debounce: time.Duration(clampInt(in.ExtendDebounceSeconds, DefaultExtendDebounceSeconds, 0, maxExtendDebounceSeconds)) * time.Second,
-		loopMax:  clampInt(in.LoopingToolCount, DefaultLoopingToolCount, 0, maxLoopingToolCount),
+		debounce: time.Duration(clampInt(in.ExtendDebounceSeconds, api.DefaultExtendDebounceSeconds, 0, maxExtendDebounceSeconds)) * time.Second,
+		loopMax:  clampInt(in.LoopingToolCount, api.DefaultLoopingToolCount, 0, maxLoopingToolCount),
 		prior:    earlier.Usage,
 		attempt:  info.Attempt,
 		before:   res.MessagesBefore,
@@ -370,10 +208,10 @@ func (a *Activities) RunPi(ctx context.Context, in RunPiInput) (RunPiResult, err
 			_ = lock.write(rec)
 		},
 	}
-	run.stream.MaxTimeline = clampInt(in.MaxEvents, DefaultMaxEvents, 0, MaxEventsCeiling)
+	run.stream.MaxTimeline = clampInt(in.MaxEvents, api.DefaultMaxEvents, 0, api.MaxEventsCeiling)
 	run.env = a.childEnv(in.Depth, apiKeyEnv(in.Model, admission.APIKey))
 	log := activity.GetLogger(ctx)
-	log.Info("child run started", "session", in.SessionID, "agent", AgentName(in.Agent), "turn", in.Turn,
+	log.Info("child run started", "session", in.SessionID, "agent", api.AgentName(in.Agent), "turn", in.Turn,
 		"attempt", info.Attempt, "continued", res.Continued, "model", in.Model)
 	var spec warmSpec
 	if a.pool != nil {
@@ -383,7 +221,7 @@ func (a *Activities) RunPi(ctx context.Context, in RunPiInput) (RunPiResult, err
 	res.Warm = outcome.warm
 	a.fill(&res, run, outcome)
 	a.observe(in, res, outcome, run.stream.Usage)
-	ended := []any{"session", in.SessionID, "agent", AgentName(in.Agent), "turn", in.Turn, "attempt", info.Attempt,
+	ended := []any{"session", in.SessionID, "agent", api.AgentName(in.Agent), "turn", in.Turn, "attempt", info.Attempt,
 		"exitCode", res.ExitCode, "elapsedMs", res.DurationMS, "warm", res.Warm, "toolCalls", res.ToolCalls,
 		"inputTokens", run.stream.Usage.Input, "outputTokens", run.stream.Usage.Output, "finalized", res.Finalize != nil}
 	if res.Error != nil {
@@ -407,17 +245,17 @@ func (a *Activities) RunPi(ctx context.Context, in RunPiInput) (RunPiResult, err
 
 // recovered is the result of a run whose interrupted attempt had already
 // ended it (see runEnded): read from the session file, not run again.
-func (a *Activities) recovered(ctx context.Context, in RunPiInput, res RunPiResult, earlier Stream) RunPiResult {
+func (a *Activities) recovered(ctx context.Context, in api.RunPiInput, res api.RunPiResult, earlier Stream) api.RunPiResult {
 	res.Recovered = true
 	res = a.notRunAgain(in, res, earlier, outcome{})
-	activity.GetLogger(ctx).Info("child run recovered from its session file", "session", in.SessionID, "agent", AgentName(in.Agent),
+	activity.GetLogger(ctx).Info("child run recovered from its session file", "session", in.SessionID, "agent", api.AgentName(in.Agent),
 		"turn", in.Turn, "attempt", res.Attempt, "finalized", res.Finalize != nil)
 	return res
 }
 
 // expired is the result of a retry that came after the turn's ceiling:
 // what the interrupted attempts wrote, and SUBAGENT_TIMEOUT.
-func (a *Activities) expired(ctx context.Context, in RunPiInput, res RunPiResult, earlier Stream) RunPiResult {
+func (a *Activities) expired(ctx context.Context, in api.RunPiInput, res api.RunPiResult, earlier Stream) api.RunPiResult {
 	res = a.notRunAgain(in, res, earlier, outcome{stop: stopTimeout})
 	activity.GetLogger(ctx).Info("child run past its ceiling: not run again", "session", in.SessionID, "turn", in.Turn, "attempt", res.Attempt)
 	return res
@@ -426,7 +264,7 @@ func (a *Activities) expired(ctx context.Context, in RunPiInput, res RunPiResult
 // notRunAgain fills the result of an attempt that does not start pi from
 // what the interrupted attempts wrote in the session file, ended as out
 // says.
-func (a *Activities) notRunAgain(in RunPiInput, res RunPiResult, earlier Stream, out outcome) RunPiResult {
+func (a *Activities) notRunAgain(in api.RunPiInput, res api.RunPiResult, earlier Stream, out outcome) api.RunPiResult {
 	run := &childRun{a: a, in: in, timeout: in.Timeout(), stream: earlier}
 	a.fill(&res, run, out)
 	a.observe(in, res, out, earlier.Usage)
@@ -435,7 +273,7 @@ func (a *Activities) notRunAgain(in RunPiInput, res RunPiResult, earlier Stream,
 
 // observe reports the run to the metrics, if any, with this attempt's own
 // usage (res.Usage also counts interrupted attempts, reported by them).
-func (a *Activities) observe(in RunPiInput, res RunPiResult, out outcome, used Usage) {
+func (a *Activities) observe(in api.RunPiInput, res api.RunPiResult, out outcome, used api.Usage) {
 	if a.cfg.Observer == nil {
 		return
 	}
@@ -448,25 +286,18 @@ func (a *Activities) observe(in RunPiInput, res RunPiResult, out outcome, used U
 	case res.Error != nil:
 		result = strings.ToLower(string(res.Error.Code))
 	}
-	a.cfg.Observer.ChildRun(AgentName(in.Agent), result, out.elapsed, used)
-}
-
-func cmpOr(v, def int) int {
-	if v > 0 {
-		return v
-	}
-	return def
+	a.cfg.Observer.ChildRun(api.AgentName(in.Agent), result, out.elapsed, used)
 }
 
 // args is the pi command line of a cold child run; its prompt goes in on
 // stdin.
-func (a *Activities) args(in RunPiInput, sessionFile string) []string {
+func (a *Activities) args(in api.RunPiInput, sessionFile string) []string {
 	return append([]string{"--mode", "json", "--session", sessionFile}, a.flags(in)...)
 }
 
 // flags are the child's pi flags but its mode, session and prompt: what a
 // warm child must have been started with to serve the run.
-func (a *Activities) flags(in RunPiInput) []string {
+func (a *Activities) flags(in api.RunPiInput) []string {
 	var args []string
 	if in.Model != "" {
 		args = append(args, "--model", in.Model)
@@ -478,11 +309,11 @@ func (a *Activities) flags(in RunPiInput) []string {
 	if !in.NoTools {
 		tools = in.Tools
 		if len(tools) == 0 {
-			tools = DefaultTools
+			tools = api.DefaultTools
 		}
 	}
 	if !in.NoFinalize {
-		tools = append(append([]string(nil), tools...), FinalizeToolName)
+		tools = append(append([]string(nil), tools...), api.FinalizeToolName)
 	}
 	if len(tools) > 0 {
 		args = append(args, "--tools", strings.Join(tools, ","))
@@ -521,7 +352,7 @@ func (a *Activities) flags(in RunPiInput) []string {
 
 // loadedFiles are the files a child loads at its start besides pi: a warm
 // child started before one of them changed must not serve.
-func (a *Activities) loadedFiles(in RunPiInput) []string {
+func (a *Activities) loadedFiles(in api.RunPiInput) []string {
 	files := append([]string(nil), in.Extensions...)
 	if !in.NoFinalize {
 		files = append(files, a.finalize)
@@ -605,7 +436,7 @@ type outcome struct {
 // childRun is one pi process and what was read from it.
 type childRun struct {
 	a        *Activities
-	in       RunPiInput
+	in       api.RunPiInput
 	timeout  time.Duration
 	debounce time.Duration
 	loopMax  int
@@ -613,7 +444,7 @@ type childRun struct {
 	ceiling time.Duration
 	// started, when set, is told pi's process once it runs.
 	started func(p *proc)
-	prior   Usage
+	prior   api.Usage
 	attempt int32
 	before  int
 	env     []string
@@ -820,13 +651,13 @@ func handOver(w *proc, sessionFile, prompt string) error {
 	return sendPrompt(w, prompt)
 }
 
-func (r *childRun) progress(elapsed time.Duration) Progress {
+func (r *childRun) progress(elapsed time.Duration) api.Progress {
 	rows := r.stream.ToolRows
 	if len(rows) > heartbeatToolRows {
 		rows = rows[len(rows)-heartbeatToolRows:]
 	}
 	z := r.a.sanitizer
-	clean := make([]ToolRow, len(rows))
+	clean := make([]api.ToolRow, len(rows))
 	for i, row := range rows {
 		row.Args, row.Error = z.Sanitize(row.Args), z.Sanitize(row.Error)
 		clean[i] = row
@@ -835,7 +666,7 @@ func (r *childRun) progress(elapsed time.Duration) Progress {
 	if len(last) > lastTextChars {
 		last = last[len(last)-lastTextChars:]
 	}
-	return Progress{
+	return api.Progress{
 		ToolRows:       clean,
 		ToolCalls:      r.stream.ToolCallCount(),
 		EventCount:     r.stream.Captured,
@@ -870,7 +701,7 @@ func serverUnreachable(ctx context.Context) bool {
 // learn that the workflow asked to cancel it since. Any other answer (the
 // server still away, or the attempt timed out and retried) lets the child
 // run on: its retry reads the result from the session file.
-func (a *Activities) cancelRequested(ctx context.Context, details Progress) bool {
+func (a *Activities) cancelRequested(ctx context.Context, details api.Progress) bool {
 	if a.cfg.Heartbeat == nil {
 		return false
 	}
@@ -898,7 +729,7 @@ func (a *Activities) terminate(pid int, exited <-chan struct{}) {
 
 // fill turns what the run produced into the result: sanitized, capped, with
 // the full output in the artifact file.
-func (a *Activities) fill(res *RunPiResult, r *childRun, out outcome) {
+func (a *Activities) fill(res *api.RunPiResult, r *childRun, out outcome) {
 	st := &r.stream
 	z := a.sanitizer
 	res.ExitCode = out.exitCode
@@ -919,7 +750,7 @@ func (a *Activities) fill(res *RunPiResult, r *childRun, out outcome) {
 
 	full := z.Sanitize(st.FinalText)
 	if f := st.Finalize; f != nil {
-		res.Finalize = &Finalize{Status: f.Status, Result: z.Sanitize(f.Result), Error: z.Sanitize(f.Error)}
+		res.Finalize = &api.Finalize{Status: f.Status, Result: z.Sanitize(f.Result), Error: z.Sanitize(f.Error)}
 		full = res.Finalize.Result
 		if f.Status == "ERROR" {
 			full = res.Finalize.Error

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durable-pi/subagents/api"
+
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
@@ -72,8 +74,8 @@ func newHarness(t *testing.T, tune func(*Config)) *harness {
 	return &harness{t: t, model: model, acts: acts, cwd: cwd}
 }
 
-func (h *harness) input(prompt string) RunPiInput {
-	return RunPiInput{
+func (h *harness) input(prompt string) api.RunPiInput {
+	return api.RunPiInput{
 		SessionID: strings.ReplaceAll(strings.ToLower(h.t.Name()), "/", "-"),
 		Agent:     "tester",
 		Turn:      1,
@@ -84,7 +86,7 @@ func (h *harness) input(prompt string) RunPiInput {
 }
 
 // run executes RunPi in the activity test environment.
-func (h *harness) run(in RunPiInput, stop chan struct{}) (RunPiResult, error) {
+func (h *harness) run(in api.RunPiInput, stop chan struct{}) (api.RunPiResult, error) {
 	h.t.Helper()
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestActivityEnvironment()
@@ -94,7 +96,7 @@ func (h *harness) run(in RunPiInput, stop chan struct{}) (RunPiResult, error) {
 	}
 	env.RegisterActivity(h.acts.RunPi)
 	val, err := env.ExecuteActivity(h.acts.RunPi, in)
-	var res RunPiResult
+	var res api.RunPiResult
 	if err == nil {
 		if err := val.Get(&res); err != nil {
 			h.t.Fatal(err)
@@ -103,7 +105,7 @@ func (h *harness) run(in RunPiInput, stop chan struct{}) (RunPiResult, error) {
 	return res, err
 }
 
-func (h *harness) mustRun(in RunPiInput) RunPiResult {
+func (h *harness) mustRun(in api.RunPiInput) api.RunPiResult {
 	h.t.Helper()
 	res, err := h.run(in, nil)
 	if err != nil {
@@ -113,10 +115,10 @@ func (h *harness) mustRun(in RunPiInput) RunPiResult {
 }
 
 func finalizeCall(args string) scriptedmodel.ToolCall {
-	return scriptedmodel.ToolCall{Name: FinalizeToolName, Arguments: args}
+	return scriptedmodel.ToolCall{Name: api.FinalizeToolName, Arguments: args}
 }
 
-func errCode(r RunPiResult) errcode.Code {
+func errCode(r api.RunPiResult) errcode.Code {
 	if r.Error == nil {
 		return ""
 	}
@@ -146,15 +148,15 @@ func TestRunPiFinalize(t *testing.T) {
 
 	tests := []struct {
 		script   string
-		finalize *Finalize
+		finalize *api.Finalize
 		output   string
 		code     errcode.Code
-		check    func(t *testing.T, r RunPiResult)
+		check    func(t *testing.T, r api.RunPiResult)
 	}{
-		{"success", &Finalize{Status: "SUCCESS", Result: "The answer is 42."}, "The answer is 42.", "", nil},
-		{"error", &Finalize{Status: "ERROR", Error: "Cannot reach the repo.", Result: "partial: found 2 files"}, "Cannot reach the repo.\n\npartial: found 2 files", "", nil},
+		{"success", &api.Finalize{Status: "SUCCESS", Result: "The answer is 42."}, "The answer is 42.", "", nil},
+		{"error", &api.Finalize{Status: "ERROR", Error: "Cannot reach the repo.", Result: "partial: found 2 files"}, "Cannot reach the repo.\n\npartial: found 2 files", "", nil},
 		{"text-only", nil, "I forgot to finalize.", "", nil},
-		{"invalid-then-valid", &Finalize{Status: "SUCCESS", Result: "fixed"}, "fixed", "", func(t *testing.T, r RunPiResult) {
+		{"invalid-then-valid", &api.Finalize{Status: "SUCCESS", Result: "fixed"}, "fixed", "", func(t *testing.T, r api.RunPiResult) {
 			if len(r.ToolRows) != 2 || r.ToolRows[0].Status != "error" || r.ToolRows[1].Status != "ok" {
 				t.Fatalf("tool rows %+v", r.ToolRows)
 			}
@@ -166,9 +168,9 @@ func TestRunPiFinalize(t *testing.T) {
 				t.Fatalf("the model did not see why its first finalize failed: %q", lastToolText(reqs[1]))
 			}
 		}},
-		{"mixed-batch", &Finalize{Status: "SUCCESS", Result: "from a mixed batch"}, "from a mixed batch", "", func(t *testing.T, r RunPiResult) {
+		{"mixed-batch", &api.Finalize{Status: "SUCCESS", Result: "from a mixed batch"}, "from a mixed batch", "", func(t *testing.T, r api.RunPiResult) {
 			// After the valid finalize, the next tool call is refused.
-			var bash *ToolRow
+			var bash *api.ToolRow
 			for i := range r.ToolRows {
 				if r.ToolRows[i].Name == "bash" {
 					bash = &r.ToolRows[i]
@@ -419,7 +421,7 @@ func TestRunPiFilesAsContext(t *testing.T) {
 	h.model.Script("files", scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{finalizeCall(`{"status":"SUCCESS","result":"read"}`)}})
 
 	in := h.input("[[script:files]] Summarise the files.")
-	in.Files = []FileSpec{
+	in.Files = []api.FileSpec{
 		{Path: "five.txt"},
 		{Path: "five.txt", Start: 2, End: 3},
 		{Path: "five.txt", Head: 1},
@@ -470,7 +472,7 @@ func TestRunPiLargePrompt(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(h.cwd, "big.txt"), []byte(big), 0o644))
 	h.model.Script("big", scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{finalizeCall(`{"status":"SUCCESS","result":"read it"}`)}})
 	in := h.input("--not-a-flag [[script:big]] Read the big file.")
-	in.Files = []FileSpec{{Path: "big.txt"}}
+	in.Files = []api.FileSpec{{Path: "big.txt"}}
 	r := h.mustRun(in)
 	if r.Error != nil || r.Output != "read it" {
 		t.Fatalf("result %+v", r)
@@ -514,15 +516,15 @@ func TestRunPiBadInput(t *testing.T) {
 	h := newHarness(t, nil)
 	tests := []struct {
 		name   string
-		mutate func(*RunPiInput)
+		mutate func(*api.RunPiInput)
 		want   string
 	}{
-		{"relative cwd", func(in *RunPiInput) { in.Cwd = "work" }, "cwd must be an absolute path"},
-		{"dotdot cwd", func(in *RunPiInput) { in.Cwd = h.cwd + "/../x" }, "cwd must not contain '..' path segments"},
-		{"missing cwd", func(in *RunPiInput) { in.Cwd = h.cwd + "/nope" }, "is not a folder on this worker"},
-		{"empty prompt", func(in *RunPiInput) { in.Prompt = "  " }, "prompt must not be empty"},
-		{"bad session id", func(in *RunPiInput) { in.SessionID = "../etc" }, "is not valid"},
-		{"bad file spec", func(in *RunPiInput) { in.Files = []FileSpec{{Path: "a", Head: 1, Tail: 1}} }, "use one of start/end, head or tail"},
+		{"relative cwd", func(in *api.RunPiInput) { in.Cwd = "work" }, "cwd must be an absolute path"},
+		{"dotdot cwd", func(in *api.RunPiInput) { in.Cwd = h.cwd + "/../x" }, "cwd must not contain '..' path segments"},
+		{"missing cwd", func(in *api.RunPiInput) { in.Cwd = h.cwd + "/nope" }, "is not a folder on this worker"},
+		{"empty prompt", func(in *api.RunPiInput) { in.Prompt = "  " }, "prompt must not be empty"},
+		{"bad session id", func(in *api.RunPiInput) { in.SessionID = "../etc" }, "is not valid"},
+		{"bad file spec", func(in *api.RunPiInput) { in.Files = []api.FileSpec{{Path: "a", Head: 1, Tail: 1}} }, "use one of start/end, head or tail"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -555,11 +557,11 @@ func TestRunPiAPIKeyOnlyInEnvironment(t *testing.T) {
 		script := "#!/bin/sh\nprintf '%s\\n' \"$@\" > " + argvFile + "\nexec " + c.Pi + " \"$@\"\n"
 		must(t, os.WriteFile(wrapper, []byte(script), 0o755))
 		c.Pi = wrapper
-		c.Admit = func(in RunPiInput) (Admission, error) {
+		c.Admit = func(in api.RunPiInput) (api.Admission, error) {
 			if in.Profile != "keyed" {
 				t.Errorf("asked for the key of %q", in.Profile)
 			}
-			return Admission{APIKey: key}, nil
+			return api.Admission{APIKey: key}, nil
 		}
 	})
 	h.model.Script("key", scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "bash",
@@ -593,8 +595,8 @@ func TestRunPiRefusedByAdmit(t *testing.T) {
 		wrapper := filepath.Join(t.TempDir(), "pi-wrapper")
 		must(t, os.WriteFile(wrapper, []byte("#!/bin/sh\ntouch "+started+"\nexec "+c.Pi+" \"$@\"\n"), 0o755))
 		c.Pi = wrapper
-		c.Admit = func(in RunPiInput) (Admission, error) {
-			return Admission{}, errcode.New(errcode.PermissionDenied, "extension /tmp/evil.ts is not granted")
+		c.Admit = func(in api.RunPiInput) (api.Admission, error) {
+			return api.Admission{}, errcode.New(errcode.PermissionDenied, "extension /tmp/evil.ts is not granted")
 		}
 	})
 	in := h.input("[[script:none]] go")
@@ -646,12 +648,12 @@ func TestRunPiCeiling(t *testing.T) {
 		max     *int
 		want    time.Duration
 	}{
-		{60, nil, 60*time.Second + DefaultMaxExtension},
+		{60, nil, 60*time.Second + api.DefaultMaxExtension},
 		{60, &three, 60 * time.Second},
 		{1, &three, 3 * time.Second},
 	}
 	for _, tt := range tests {
-		if got := (RunPiInput{TimeoutSeconds: tt.timeout, MaxRuntimeSeconds: tt.max}).Ceiling(); got != tt.want {
+		if got := (api.RunPiInput{TimeoutSeconds: tt.timeout, MaxRuntimeSeconds: tt.max}).Ceiling(); got != tt.want {
 			t.Fatalf("Ceiling(%d, %v) = %s, want %s", tt.timeout, tt.max, got, tt.want)
 		}
 	}

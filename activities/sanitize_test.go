@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/durable-pi/subagents/api"
 )
 
 func TestSanitize(t *testing.T) {
@@ -117,20 +119,20 @@ func TestTruncate(t *testing.T) {
 func TestFileSpecJSON(t *testing.T) {
 	tests := []struct {
 		in      string
-		want    FileSpec
+		want    api.FileSpec
 		invalid string
 	}{
-		{`"src/main.go"`, FileSpec{Path: "src/main.go"}, ""},
-		{`{"path":"a.go","start":10,"end":50}`, FileSpec{Path: "a.go", Start: 10, End: 50}, ""},
-		{`{"path":"a.go","head":20}`, FileSpec{Path: "a.go", Head: 20}, ""},
-		{`{"path":"a.go","tail":30}`, FileSpec{Path: "a.go", Tail: 30}, ""},
-		{`{"path":"a.go","head":1,"tail":1}`, FileSpec{Path: "a.go", Head: 1, Tail: 1}, "use one of start/end, head or tail"},
-		{`{"path":"a.go","start":9,"end":3}`, FileSpec{Path: "a.go", Start: 9, End: 3}, "start 9 is after end 3"},
-		{`{"path":"a.go","head":-1}`, FileSpec{Path: "a.go", Head: -1}, "line numbers must be positive"},
-		{`""`, FileSpec{}, "empty path"},
+		{`"src/main.go"`, api.FileSpec{Path: "src/main.go"}, ""},
+		{`{"path":"a.go","start":10,"end":50}`, api.FileSpec{Path: "a.go", Start: 10, End: 50}, ""},
+		{`{"path":"a.go","head":20}`, api.FileSpec{Path: "a.go", Head: 20}, ""},
+		{`{"path":"a.go","tail":30}`, api.FileSpec{Path: "a.go", Tail: 30}, ""},
+		{`{"path":"a.go","head":1,"tail":1}`, api.FileSpec{Path: "a.go", Head: 1, Tail: 1}, "use one of start/end, head or tail"},
+		{`{"path":"a.go","start":9,"end":3}`, api.FileSpec{Path: "a.go", Start: 9, End: 3}, "start 9 is after end 3"},
+		{`{"path":"a.go","head":-1}`, api.FileSpec{Path: "a.go", Head: -1}, "line numbers must be positive"},
+		{`""`, api.FileSpec{}, "empty path"},
 	}
 	for _, tt := range tests {
-		var f FileSpec
+		var f api.FileSpec
 		if err := json.Unmarshal([]byte(tt.in), &f); err != nil {
 			t.Fatalf("%s: %v", tt.in, err)
 		}
@@ -142,7 +144,7 @@ func TestFileSpecJSON(t *testing.T) {
 			t.Errorf("%s: Validate() = %v, want %q", tt.in, err, tt.invalid)
 		}
 	}
-	var f FileSpec
+	var f api.FileSpec
 	if err := json.Unmarshal([]byte(`42`), &f); err == nil {
 		t.Error("a number decoded as a file spec")
 	}

@@ -4,26 +4,12 @@ import (
 	"context"
 	"errors"
 
+	"github.com/durable-pi/subagents/api"
+
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
-
-	"github.com/durable-pi/subagents/searchattr"
 )
-
-// SessionLookup is what Temporal knows of a session ID.
-type SessionLookup struct {
-	SessionID string `json:"sessionId"`
-	Found     bool   `json:"found"`
-	// Open is true while the session's workflow runs (a turn, or waiting
-	// for input); State is its SubagentStatus.
-	Open  bool   `json:"open"`
-	State string `json:"state,omitempty"`
-	Agent string `json:"agent,omitempty"`
-	Cwd   string `json:"cwd,omitempty"`
-	// Host is where the session's child runs ran (its memo), "" for any.
-	Host string `json:"host,omitempty"`
-}
 
 // Sessions are the activities that look at other workflows; they need a
 // Temporal client.
@@ -33,8 +19,8 @@ type Sessions struct {
 
 // LookupSessions describes each session's workflow: whether it exists, is
 // open, and its state, agent and cwd from its search attributes.
-func (s *Sessions) LookupSessions(ctx context.Context, ids []string) ([]SessionLookup, error) {
-	out := make([]SessionLookup, len(ids))
+func (s *Sessions) LookupSessions(ctx context.Context, ids []string) ([]api.SessionLookup, error) {
+	out := make([]api.SessionLookup, len(ids))
 	for i, id := range ids {
 		out[i].SessionID = id
 		desc, err := s.Client.DescribeWorkflowExecution(ctx, id, "")
@@ -49,7 +35,7 @@ func (s *Sessions) LookupSessions(ctx context.Context, ids []string) ([]SessionL
 		out[i].Found = true
 		out[i].Open = info.GetCloseTime() == nil
 		fields := info.GetSearchAttributes().GetIndexedFields()
-		for name, dst := range map[string]*string{searchattr.Status.GetName(): &out[i].State, searchattr.Agent.GetName(): &out[i].Agent, searchattr.Cwd.GetName(): &out[i].Cwd} {
+		for name, dst := range map[string]*string{api.StatusKey.GetName(): &out[i].State, api.AgentKey.GetName(): &out[i].Agent, api.CwdKey.GetName(): &out[i].Cwd} {
 			if p, ok := fields[name]; ok {
 				_ = converter.GetDefaultDataConverter().FromPayload(p, dst)
 			}

@@ -5,53 +5,12 @@ import (
 	"encoding/json"
 	"strings"
 	"time"
+
+	"github.com/durable-pi/subagents/api"
 )
-
-// Usage is token usage and cost summed over a run's assistant messages, in
-// the shape seed 004's SingleResult uses.
-type Usage struct {
-	Input      int64   `json:"input"`
-	Output     int64   `json:"output"`
-	CacheRead  int64   `json:"cacheRead"`
-	CacheWrite int64   `json:"cacheWrite"`
-	Cost       float64 `json:"cost"`
-	Turns      int     `json:"turns"`
-}
-
-// Add returns the sum of u and v.
-func (u Usage) Add(v Usage) Usage {
-	return Usage{
-		Input: u.Input + v.Input, Output: u.Output + v.Output,
-		CacheRead: u.CacheRead + v.CacheRead, CacheWrite: u.CacheWrite + v.CacheWrite,
-		Cost: u.Cost + v.Cost, Turns: u.Turns + v.Turns,
-	}
-}
-
-// ToolRow is one tool call of a run, for progress display.
-type ToolRow struct {
-	ID   string `json:"id"`
-	Name string `json:"name"`
-	// Args is a short preview of the arguments.
-	Args string `json:"args"`
-	// Status is running, ok or error.
-	Status string `json:"status"`
-	// Error is the start of what a failed call returned: what the model
-	// was told went wrong.
-	Error string `json:"error,omitempty"`
-}
 
 // toolErrorChars bounds ToolRow.Error: enough for a validation message.
 const toolErrorChars = 300
-
-// Finalize is the child's subagent_finalize call.
-type Finalize struct {
-	Status string `json:"status"`
-	Result string `json:"result,omitempty"`
-	Error  string `json:"error,omitempty"`
-}
-
-// FinalizeToolName is the tool a child calls to hand back its result.
-const FinalizeToolName = "subagent_finalize"
 
 // argsPreviewChars bounds a tool row's argument preview: enough to recognise
 // a path or a command, small enough for heartbeats and history.
@@ -66,10 +25,10 @@ type Stream struct {
 	// StopReason and ErrorMessage are those of the last assistant message.
 	StopReason   string
 	ErrorMessage string
-	Usage        Usage
-	ToolRows     []ToolRow
+	Usage        api.Usage
+	ToolRows     []api.ToolRow
 	// Finalize is the first successful subagent_finalize, or nil.
-	Finalize *Finalize
+	Finalize *api.Finalize
 	// Settled is true once agent_settled arrived: pi has no work left.
 	Settled bool
 	// CommandError is the first command a pi in RPC mode refused (a warm
@@ -90,21 +49,12 @@ type Stream struct {
 	// session header, as seed 001's event_count does. Timeline holds the latest MaxTimeline of them
 	// (0: none), timed from Started.
 	Captured    int
-	Timeline    []TimelineEvent
+	Timeline    []api.TimelineEvent
 	MaxTimeline int
 	Started     time.Time
 
 	lastSignature string
 	argsByCall    map[string]json.RawMessage
-}
-
-// TimelineEvent is one structured event of a run, as seed 001's per-task
-// event timeline keeps them.
-type TimelineEvent struct {
-	Type string `json:"type"`
-	Tool string `json:"tool,omitempty"`
-	// AtMS is when it arrived, in milliseconds from the run's start.
-	AtMS int64 `json:"at_ms"`
 }
 
 type event struct {
@@ -144,11 +94,11 @@ type messageUsage struct {
 }
 
 // usage is one assistant message's share of a run's Usage.
-func (u *messageUsage) usage() Usage {
+func (u *messageUsage) usage() api.Usage {
 	if u == nil {
-		return Usage{}
+		return api.Usage{}
 	}
-	return Usage{Input: u.Input, Output: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite, Cost: u.Cost.Total, Turns: 1}
+	return api.Usage{Input: u.Input, Output: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite, Cost: u.Cost.Total, Turns: 1}
 }
 
 // contentBlock is one block of a message's content.
@@ -247,7 +197,7 @@ func (s *Stream) capture(ev event) {
 	if len(s.Timeline) == s.MaxTimeline {
 		s.Timeline = append(s.Timeline[:0], s.Timeline[1:]...)
 	}
-	s.Timeline = append(s.Timeline, TimelineEvent{Type: ev.Type, Tool: ev.ToolName, AtMS: at})
+	s.Timeline = append(s.Timeline, api.TimelineEvent{Type: ev.Type, Tool: ev.ToolName, AtMS: at})
 }
 
 // assistantEnded folds in a complete assistant message.
@@ -272,7 +222,7 @@ func (s *Stream) toolStarted(id, name string, args json.RawMessage) {
 	} else {
 		s.lastSignature, s.SameCallRun = signature, 1
 	}
-	s.ToolRows = append(s.ToolRows, ToolRow{ID: id, Name: name, Args: preview(args), Status: "running"})
+	s.ToolRows = append(s.ToolRows, api.ToolRow{ID: id, Name: name, Args: preview(args), Status: "running"})
 }
 
 // toolEnded folds in the end of a tool call; the first successful
@@ -291,8 +241,8 @@ func (s *Stream) toolEnded(id, name string, isError bool, result *message) {
 			break
 		}
 	}
-	if name == FinalizeToolName && !isError && s.Finalize == nil {
-		var f Finalize
+	if name == api.FinalizeToolName && !isError && s.Finalize == nil {
+		var f api.Finalize
 		if json.Unmarshal(s.argsByCall[id], &f) == nil {
 			s.Finalize = &f
 		}

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/durable-pi/subagents/api"
 )
 
 // The testdata files are real `pi --mode json` output of pi 0.87.1 against
@@ -21,21 +23,21 @@ func TestStreamRecordedRuns(t *testing.T) {
 		stop       string
 		errMessage string
 		failed     bool
-		usage      Usage
-		tools      []ToolRow
+		usage      api.Usage
+		tools      []api.ToolRow
 	}{
 		{
 			file: "text-reply.jsonl", text: "Hello from the script", stop: "stop",
-			usage: Usage{Input: 100, Output: 20, Cost: 0.00014, Turns: 1},
+			usage: api.Usage{Input: 100, Output: 20, Cost: 0.00014, Turns: 1},
 		},
 		{
-			file: "provider-400.jsonl", stop: "error", failed: true, usage: Usage{Turns: 1},
+			file: "provider-400.jsonl", stop: "error", failed: true, usage: api.Usage{Turns: 1},
 			errMessage: `400: {"message":"bad thing"}`,
 		},
 		{
 			file: "bash-tool.jsonl", text: "done", stop: "stop",
-			usage: Usage{Input: 200, Output: 40, Cost: 0.00028, Turns: 2},
-			tools: []ToolRow{{ID: "call_0_0", Name: "bash", Args: `{"command":"echo hi"}`, Status: "ok"}},
+			usage: api.Usage{Input: 200, Output: 40, Cost: 0.00028, Turns: 2},
+			tools: []api.ToolRow{{ID: "call_0_0", Name: "bash", Args: `{"command":"echo hi"}`, Status: "ok"}},
 		},
 	}
 	for _, tt := range tests {
@@ -66,7 +68,7 @@ func TestStreamRecordedRuns(t *testing.T) {
 
 func apply(s *Stream) func([]byte) { return func(b []byte) { s.Apply(b) } }
 
-func usageClose(a, b Usage) bool {
+func usageClose(a, b api.Usage) bool {
 	d := a.Cost - b.Cost
 	a.Cost, b.Cost = 0, 0
 	return a == b && d < 1e-12 && d > -1e-12
@@ -104,7 +106,7 @@ func TestStreamFinalizeAndEdgeCases(t *testing.T) {
 	if s.CommandError != "prompt: Model not found" {
 		t.Fatalf("command error %q", s.CommandError)
 	}
-	if s.Finalize == nil || *s.Finalize != (Finalize{Status: "SUCCESS", Result: "the answer"}) {
+	if s.Finalize == nil || *s.Finalize != (api.Finalize{Status: "SUCCESS", Result: "the answer"}) {
 		t.Fatalf("finalize = %+v: want the first successful call", s.Finalize)
 	}
 	if len(s.ToolRows) != 3 || s.ToolRows[0].Status != "error" || s.ToolRows[1].Status != "ok" {
@@ -145,7 +147,7 @@ func TestValidateCwd(t *testing.T) {
 		{"/abs/..hidden", ""},
 	}
 	for _, tt := range tests {
-		err := ValidateCwd(tt.cwd)
+		err := api.ValidateCwd(tt.cwd)
 		got := ""
 		if err != nil {
 			got = err.Error()

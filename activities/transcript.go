@@ -12,6 +12,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/durable-pi/subagents/api"
+
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/durable-pi/subagents/internal/errcode"
@@ -31,70 +33,22 @@ const (
 	toolResultPreviewChars = 500
 )
 
-// RunMark is where one run (turn) of a session begins in its pi session
-// file, and how it ended.
-type RunMark struct {
-	Turn  int    `json:"turn"`
-	State string `json:"state"`
-	// FirstMessage counts the conversation messages before the run.
-	FirstMessage int `json:"firstMessage"`
-}
-
-// ReadRequest asks for a session's transcript, or one turn's full output.
-type ReadRequest struct {
-	SessionID string `json:"sessionId"`
-	Agent     string `json:"agent,omitempty"`
-	Cwd       string `json:"cwd"`
-	// What is "transcript" or "output".
-	What string `json:"what"`
-	// Runs mark the session's turns, in order (transcript).
-	Runs []RunMark `json:"runs,omitempty"`
-	// Turn whose full output to read (output).
-	Turn int `json:"turn,omitempty"`
-	// Host holds the session's files ("" for any worker).
-	Host string `json:"host,omitempty"`
-	// Paged asks for the text from character From on, as much as one
-	// answer holds, instead of its end: how a reader gets all of an output
-	// too long for one answer, page by page.
-	Paged bool `json:"paged,omitempty"`
-	From  int  `json:"from,omitempty"`
-}
-
-// Read kinds.
-const (
-	ReadTranscript = "transcript"
-	ReadOutput     = "output"
-)
-
-// ReadResult is the text read, sanitized, at most MaxReadChars long.
-type ReadResult struct {
-	Text         string `json:"text"`
-	MessageCount int    `json:"messageCount"`
-	TotalChars   int    `json:"totalChars"`
-	Truncated    bool   `json:"truncated"`
-	// Found is false when the worker has no file for the session (it ran
-	// on a worker with another data dir, or never reached the model).
-	Found bool `json:"found"`
-	// Next is where the next page begins (Paged), 0 after the last one.
-	Next int `json:"next,omitempty"`
-}
-
 // ReadSession reads a session's pi session file (or a turn's output
 // artifact) on the worker that holds it, so that callers on other hosts get
 // transcripts and full outputs through Temporal.
-func (a *Activities) ReadSession(_ context.Context, req ReadRequest) (ReadResult, error) {
-	if err := ValidateCwd(req.Cwd); err != nil {
-		return ReadResult{}, temporal.NewNonRetryableApplicationError(err.Error(), string(errcode.InvalidInput), err)
+func (a *Activities) ReadSession(_ context.Context, req api.ReadRequest) (api.ReadResult, error) {
+	if err := api.ValidateCwd(req.Cwd); err != nil {
+		return api.ReadResult{}, temporal.NewNonRetryableApplicationError(err.Error(), string(errcode.InvalidInput), err)
 	}
 	if !namePattern.MatchString(req.SessionID) {
 		msg := fmt.Sprintf("session ID %q must be 1 to 128 letters, digits, '-' or '_'", req.SessionID)
-		return ReadResult{}, temporal.NewNonRetryableApplicationError(msg, string(errcode.InvalidInput), nil)
+		return api.ReadResult{}, temporal.NewNonRetryableApplicationError(msg, string(errcode.InvalidInput), nil)
 	}
 	file := SessionFile(a.cfg.DataDir, req.Cwd, req.Agent, req.SessionID)
 	var text string
-	var res ReadResult
+	var res api.ReadResult
 	switch req.What {
-	case ReadTranscript:
+	case api.ReadTranscript:
 		msgs, err := readMessages(file)
 		if errors.Is(err, fs.ErrNotExist) {
 			return res, nil
@@ -104,7 +58,7 @@ func (a *Activities) ReadSession(_ context.Context, req ReadRequest) (ReadResult
 		}
 		res.Found, res.MessageCount = true, len(msgs)
 		text = FormatTranscript(msgs, req.Runs)
-	case ReadOutput:
+	case api.ReadOutput:
 		b, err := os.ReadFile(artifactFile(file, req.Turn))
 		if errors.Is(err, fs.ErrNotExist) {
 			return res, nil
@@ -114,7 +68,7 @@ func (a *Activities) ReadSession(_ context.Context, req ReadRequest) (ReadResult
 		}
 		res.Found, text = true, string(b)
 	default:
-		msg := fmt.Sprintf("what must be %q or %q, not %q", ReadTranscript, ReadOutput, req.What)
+		msg := fmt.Sprintf("what must be %q or %q, not %q", api.ReadTranscript, api.ReadOutput, req.What)
 		return res, temporal.NewNonRetryableApplicationError(msg, string(errcode.InvalidInput), nil)
 	}
 	text = a.sanitizer.Sanitize(text)
@@ -211,9 +165,9 @@ func readMessages(path string) ([]SessionMessage, error) {
 // does: text verbatim, `→ tool: args` for calls, `[tool result]: text` for
 // results, `[Error: ...]` for failed responses; runs separated by `---`, each
 // under a `=== Run i/n (state) ===` header when there are several.
-func FormatTranscript(msgs []SessionMessage, runs []RunMark) string {
+func FormatTranscript(msgs []SessionMessage, runs []api.RunMark) string {
 	if len(runs) == 0 {
-		runs = []RunMark{{Turn: 1}}
+		runs = []api.RunMark{{Turn: 1}}
 	}
 	var parts []string
 	for i, run := range runs {

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/durable-pi/subagents/api"
 )
 
 // sessionLines is a pi session file of two runs: a header, a system
@@ -44,7 +46,7 @@ func TestFormatTranscript(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		runs []RunMark
+		runs []api.RunMark
 		want []string
 		not  []string
 	}{
@@ -56,12 +58,12 @@ func TestFormatTranscript(t *testing.T) {
 		},
 		{
 			name: "two runs are separated and labelled",
-			runs: []RunMark{{Turn: 1, State: "completed", FirstMessage: 0}, {Turn: 2, State: "failed", FirstMessage: 4}},
+			runs: []api.RunMark{{Turn: 1, State: "completed", FirstMessage: 0}, {Turn: 2, State: "failed", FirstMessage: 4}},
 			want: []string{"=== Run 1/2 (completed) ===\nFind the config loader", "\n---\n=== Run 2/2 (failed) ===\nNow the tests\n[Error: 500: upstream down]"},
 		},
 		{
 			name: "marks past the end give empty runs, not a panic",
-			runs: []RunMark{{Turn: 1, State: "completed"}, {Turn: 2, State: "running", FirstMessage: 99}},
+			runs: []api.RunMark{{Turn: 1, State: "completed"}, {Turn: 2, State: "running", FirstMessage: 99}},
 			want: []string{"=== Run 2/2 (running) ==="},
 		},
 	}
@@ -99,20 +101,20 @@ func TestReadSession(t *testing.T) {
 	}
 	tests := []struct {
 		name      string
-		req       ReadRequest
+		req       api.ReadRequest
 		found     bool
 		truncated bool
 		want      string
 		wantErr   string
 	}{
-		{name: "transcript", req: ReadRequest{SessionID: "sess-1", Agent: "scout", Cwd: cwd, What: ReadTranscript}, found: true, want: "Find the config loader"},
-		{name: "output of a turn, sanitized and capped at its end", req: ReadRequest{SessionID: "sess-1", Agent: "scout", Cwd: cwd, What: ReadOutput, Turn: 2}, found: true, truncated: true, want: "earlier characters omitted"},
-		{name: "output of wide characters, capped by what JSON takes", req: ReadRequest{SessionID: "sess-1", Agent: "scout", Cwd: cwd, What: ReadOutput, Turn: 3}, found: true, truncated: true, want: "earlier characters omitted"},
-		{name: "no artifact for that turn", req: ReadRequest{SessionID: "sess-1", Agent: "scout", Cwd: cwd, What: ReadOutput, Turn: 1}},
-		{name: "no session file on this worker", req: ReadRequest{SessionID: "other", Agent: "scout", Cwd: cwd, What: ReadTranscript}},
-		{name: "relative cwd", req: ReadRequest{SessionID: "sess-1", Cwd: "rel", What: ReadTranscript}, wantErr: "cwd must be an absolute path"},
-		{name: "session ID with a slash", req: ReadRequest{SessionID: "../x", Cwd: cwd, What: ReadTranscript}, wantErr: "must be 1 to 128"},
-		{name: "unknown kind", req: ReadRequest{SessionID: "sess-1", Cwd: cwd, What: "both"}, wantErr: `not "both"`},
+		{name: "transcript", req: api.ReadRequest{SessionID: "sess-1", Agent: "scout", Cwd: cwd, What: api.ReadTranscript}, found: true, want: "Find the config loader"},
+		{name: "output of a turn, sanitized and capped at its end", req: api.ReadRequest{SessionID: "sess-1", Agent: "scout", Cwd: cwd, What: api.ReadOutput, Turn: 2}, found: true, truncated: true, want: "earlier characters omitted"},
+		{name: "output of wide characters, capped by what JSON takes", req: api.ReadRequest{SessionID: "sess-1", Agent: "scout", Cwd: cwd, What: api.ReadOutput, Turn: 3}, found: true, truncated: true, want: "earlier characters omitted"},
+		{name: "no artifact for that turn", req: api.ReadRequest{SessionID: "sess-1", Agent: "scout", Cwd: cwd, What: api.ReadOutput, Turn: 1}},
+		{name: "no session file on this worker", req: api.ReadRequest{SessionID: "other", Agent: "scout", Cwd: cwd, What: api.ReadTranscript}},
+		{name: "relative cwd", req: api.ReadRequest{SessionID: "sess-1", Cwd: "rel", What: api.ReadTranscript}, wantErr: "cwd must be an absolute path"},
+		{name: "session ID with a slash", req: api.ReadRequest{SessionID: "../x", Cwd: cwd, What: api.ReadTranscript}, wantErr: "must be 1 to 128"},
+		{name: "unknown kind", req: api.ReadRequest{SessionID: "sess-1", Cwd: cwd, What: "both"}, wantErr: `not "both"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -162,7 +164,7 @@ func TestReadOutputPages(t *testing.T) {
 				t.Fatal(err)
 			}
 			var got strings.Builder
-			req := ReadRequest{SessionID: "sess-1", Agent: "scout", Cwd: cwd, What: ReadOutput, Turn: 1, Paged: true}
+			req := api.ReadRequest{SessionID: "sess-1", Agent: "scout", Cwd: cwd, What: api.ReadOutput, Turn: 1, Paged: true}
 			pages := 0
 			for {
 				res, err := a.ReadSession(context.Background(), req)

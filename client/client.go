@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/durable-pi/subagents/api"
+
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -20,10 +22,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/durable-pi/subagents/activities"
 	"github.com/durable-pi/subagents/internal/errcode"
 	"github.com/durable-pi/subagents/profiles"
-	"github.com/durable-pi/subagents/workflows"
 )
 
 // Limits of the client's own waiting.
@@ -58,8 +58,8 @@ type Client struct {
 
 // StartRequest is what `start` and `run` read (JSON on stdin, or flags).
 type StartRequest struct {
-	Tasks   []workflows.TaskSpec `json:"tasks"`
-	Profile string               `json:"profile,omitempty"`
+	Tasks   []api.TaskSpec `json:"tasks"`
+	Profile string         `json:"profile,omitempty"`
 	// ParentSessionID is the pi session that delegates; with Deliver the
 	// delegation waits until that parent acknowledges the results.
 	ParentSessionID string `json:"parent_session_id,omitempty"`
@@ -83,11 +83,11 @@ type StartRequest struct {
 
 // SendRequest is what `send` reads: a follow-up prompt for a session.
 type SendRequest struct {
-	TaskID          string                `json:"task_id"`
-	Prompt          string                `json:"prompt"`
-	Files           []activities.FileSpec `json:"files,omitempty"`
-	ParentSessionID string                `json:"parent_session_id,omitempty"`
-	Deliver         bool                  `json:"deliver,omitempty"`
+	TaskID          string         `json:"task_id"`
+	Prompt          string         `json:"prompt"`
+	Files           []api.FileSpec `json:"files,omitempty"`
+	ParentSessionID string         `json:"parent_session_id,omitempty"`
+	Deliver         bool           `json:"deliver,omitempty"`
 	// Agent, when set, is the agent the caller continues: a session goes on
 	// only with its own (seed 000 scopes a session by cwd, agent and ID), so
 	// another is refused with a message saying which to use.
@@ -169,11 +169,11 @@ func (c *Client) Start(ctx context.Context, req StartRequest) (Envelope, error) 
 
 // delegationInput turns a request into the delegation's input: default
 // names, one session ID per task (a resumed task keeps its own), checked.
-func (c *Client) delegationInput(req StartRequest) (workflows.DelegationInput, error) {
-	in := workflows.DelegationInput{
+func (c *Client) delegationInput(req StartRequest) (api.DelegationInput, error) {
+	in := api.DelegationInput{
 		Tasks: req.Tasks, Profile: req.Profile, ParentSessionID: req.ParentSessionID, Deliver: req.Deliver,
 		MaxConcurrency: req.MaxConcurrency, IdleTTLSeconds: req.IdleTTLSeconds, Depth: req.Depth, Host: req.Host,
-		Version: workflows.CurrentVersion, Tool: req.Tool,
+		Version: api.CurrentVersion, Tool: req.Tool,
 	}
 	for i := range in.Tasks {
 		t := &in.Tasks[i]
@@ -183,7 +183,7 @@ func (c *Client) delegationInput(req StartRequest) (workflows.DelegationInput, e
 		if len(in.Tasks) > 1 {
 			// Seed 001: a bad item of a batch is rejected on its own, with
 			// its error, while the others run.
-			if err := workflows.ValidateTask(i, *t); err != nil {
+			if err := api.ValidateTask(i, *t); err != nil {
 				t.Rejected = errcode.InfoOf(err)
 			}
 		}
@@ -203,7 +203,7 @@ func (c *Client) delegationInput(req StartRequest) (workflows.DelegationInput, e
 			in.MaxConcurrency = DefaultTaskToolConcurrency
 		}
 	}
-	if err := workflows.ValidateDelegation(in); err != nil {
+	if err := api.ValidateDelegation(in); err != nil {
 		return in, err
 	}
 	if b, err := json.Marshal(in); err == nil && len(b) > MaxStartBytes {
@@ -215,10 +215,10 @@ func (c *Client) delegationInput(req StartRequest) (workflows.DelegationInput, e
 }
 
 // delegationDetails lists a delegation's tasks for the Temporal UI.
-func delegationDetails(in workflows.DelegationInput) string {
+func delegationDetails(in api.DelegationInput) string {
 	var b strings.Builder
 	for i, t := range in.Tasks {
-		b.WriteString(workflows.TaskDetails(t.Name, activities.AgentName(t.ProfileOr(in.Profile)), t.Cwd, t.Prompt, in.ParentSessionID, ""))
+		b.WriteString(api.TaskDetails(t.Name, api.AgentName(t.ProfileOr(in.Profile)), t.Cwd, t.Prompt, in.ParentSessionID, ""))
 		if i < len(in.Tasks)-1 {
 			b.WriteString("\n")
 		}
@@ -234,17 +234,17 @@ const MaxStartBytes = 2000 << 10
 // default, for batches of the task tool.
 const DefaultTaskToolConcurrency = 3
 
-func (c *Client) startDelegation(ctx context.Context, in workflows.DelegationInput) (Envelope, error) {
+func (c *Client) startDelegation(ctx context.Context, in api.DelegationInput) (Envelope, error) {
 	id := "delegation-" + c.id()
 	attrs := []temporal.SearchAttributeUpdate{
-		workflows.AgentKey.ValueSet("delegation"),
+		api.AgentKey.ValueSet("delegation"),
 		// It runs from its first workflow task on; saying so here spares
 		// the workflow an upsert.
-		workflows.StatusKey.ValueSet(string(workflows.StateRunning)),
-		workflows.CwdKey.ValueSet(in.Tasks[0].Cwd),
+		api.StatusKey.ValueSet(string(api.StateRunning)),
+		api.CwdKey.ValueSet(in.Tasks[0].Cwd),
 	}
 	if in.ParentSessionID != "" {
-		attrs = append(attrs, workflows.ParentSessionKey.ValueSet(in.ParentSessionID))
+		attrs = append(attrs, api.ParentSessionKey.ValueSet(in.ParentSessionID))
 	}
 	names := make([]string, len(in.Tasks))
 	for i, t := range in.Tasks {
@@ -264,23 +264,23 @@ func (c *Client) startDelegation(ctx context.Context, in workflows.DelegationInp
 		// workflow task back in the start's answer: one trip through
 		// matching less. Elsewhere it is an ordinary start.
 		EnableEagerStart: true,
-	}, workflows.DelegationWorkflowName, in)
+	}, api.DelegationWorkflowName, in)
 	if err != nil {
 		return Envelope{}, c.temporalError(err, id)
 	}
-	st := workflows.DelegationStatus{DelegationID: id, State: workflows.StateQueued, TotalCount: len(in.Tasks),
+	st := api.DelegationStatus{DelegationID: id, State: api.StateQueued, TotalCount: len(in.Tasks),
 		Deliver: in.Deliver, ParentSessionID: in.ParentSessionID}
 	for i, t := range in.Tasks {
-		task := workflows.TaskResult{Index: i, Name: t.Name, SessionID: in.SessionIDs[i], Profile: t.ProfileOr(in.Profile), Model: t.Model, State: workflows.StateQueued}
+		task := api.TaskResult{Index: i, Name: t.Name, SessionID: in.SessionIDs[i], Profile: t.ProfileOr(in.Profile), Model: t.Model, State: api.StateQueued}
 		if t.Rejected != nil {
-			task.State, task.Error = workflows.StateFailed, t.Rejected
+			task.State, task.Error = api.StateFailed, t.Rejected
 			st.RejectedCount++
 		} else {
 			st.AcceptedCount++
 		}
 		st.Tasks = append(st.Tasks, task)
 	}
-	st.BatchStatus = workflows.BatchStatus(st.TotalCount, st.RejectedCount, false)
+	st.BatchStatus = api.BatchStatus(st.TotalCount, st.RejectedCount, false)
 	if len(in.Tasks) > 1 {
 		// The worker resolves the profiles in the delegation's first
 		// workflow task: ask for the batch as it stands after it, so that
@@ -289,8 +289,8 @@ func (c *Client) startDelegation(ctx context.Context, in workflows.DelegationInp
 		qctx, cancel := context.WithTimeout(ctx, startStatusTimeout)
 		defer cancel()
 		for qctx.Err() == nil {
-			var now workflows.DelegationStatus
-			v, err := c.Temporal.QueryWorkflow(qctx, id, "", workflows.StatusQuery)
+			var now api.DelegationStatus
+			v, err := c.Temporal.QueryWorkflow(qctx, id, "", api.StatusQuery)
 			if err == nil && v.Get(&now) == nil {
 				st = now
 				break
@@ -314,21 +314,21 @@ const startStatusTimeout = time.Second
 // checkResumes refuses, before anything starts, to resume a session that
 // does not exist or still runs (seed 002's texts); the delegation checks
 // again, for a session that changes in between.
-func (c *Client) checkResumes(ctx context.Context, tasks []workflows.TaskSpec) error {
+func (c *Client) checkResumes(ctx context.Context, tasks []api.TaskSpec) error {
 	for _, t := range tasks {
 		if t.Resume == "" || t.Rejected != nil {
 			continue
 		}
 		desc, err := c.Temporal.DescribeWorkflowExecution(ctx, t.Resume, "")
 		switch {
-		case isNotFound(err) || err == nil && desc.GetWorkflowExecutionInfo().GetType().GetName() != workflows.SessionWorkflowName:
+		case isNotFound(err) || err == nil && desc.GetWorkflowExecutionInfo().GetType().GetName() != api.SessionWorkflowName:
 			return errcode.Errorf(errcode.SessionNotFound, "Cannot resume: session %q not found. The session may have expired or the ID is incorrect.", t.Resume)
 		case err != nil:
 			return c.temporalError(err, t.Resume)
 		}
 		info := desc.GetWorkflowExecutionInfo()
-		state := searchAttr(info, workflows.StatusKey.GetName())
-		if info.GetCloseTime() == nil && (state == string(workflows.StateRunning) || state == string(workflows.StateQueued)) {
+		state := searchAttr(info, api.StatusKey.GetName())
+		if info.GetCloseTime() == nil && (state == string(api.StateRunning) || state == string(api.StateQueued)) {
 			return errcode.Errorf(errcode.SessionRunning, "Cannot resume: session %q is still running. Wait for it to complete before resuming.", t.Resume)
 		}
 	}
@@ -337,7 +337,7 @@ func (c *Client) checkResumes(ctx context.Context, tasks []workflows.TaskSpec) e
 
 // defaultTaskName names a task that came without one (seed 000 and 001
 // calls have none): its description, else its profile.
-func defaultTaskName(t workflows.TaskSpec, profile string, i int) string {
+func defaultTaskName(t api.TaskSpec, profile string, i int) string {
 	for _, s := range []string{t.Description, t.Profile, t.Agent, profile} {
 		if s = strings.TrimSpace(s); s != "" {
 			return s
@@ -365,9 +365,9 @@ func (c *Client) describe(ctx context.Context, id string) (*workflowservice.Desc
 		return nil, "", c.temporalError(err, id)
 	}
 	switch name := desc.GetWorkflowExecutionInfo().GetType().GetName(); name {
-	case workflows.SessionWorkflowName:
+	case api.SessionWorkflowName:
 		return desc, kindSession, nil
-	case workflows.DelegationWorkflowName:
+	case api.DelegationWorkflowName:
 		return desc, kindDelegation, nil
 	default:
 		return nil, "", errcode.Errorf(errcode.SessionNotFound, "%q is a %s workflow, not a subagent session or delegation", id, name)
@@ -434,7 +434,7 @@ func (c *Client) temporalError(err error, id string) error {
 // can replay answers with its result instead.
 func (c *Client) query(ctx context.Context, id string, open bool, out any) error {
 	v, err := retryNoPoller(ctx, func() (converter.EncodedValue, error) {
-		return c.Temporal.QueryWorkflow(ctx, id, "", workflows.StatusQuery)
+		return c.Temporal.QueryWorkflow(ctx, id, "", api.StatusQuery)
 	})
 	if err == nil {
 		return v.Get(out)
@@ -465,7 +465,7 @@ func (c *Client) status(ctx context.Context, op, id string) (Envelope, error) {
 	}
 	open := desc.GetWorkflowExecutionInfo().GetCloseTime() == nil
 	if k == kindDelegation {
-		var st workflows.DelegationStatus
+		var st api.DelegationStatus
 		if err := c.query(ctx, id, open, &st); err != nil {
 			return Envelope{}, err
 		}
@@ -479,7 +479,7 @@ func (c *Client) status(ctx context.Context, op, id string) (Envelope, error) {
 		}
 		live := map[string]*liveSession{}
 		for _, t := range st.Tasks {
-			if !t.State.Terminal() && t.State != workflows.StateQueued {
+			if !t.State.Terminal() && t.State != api.StateQueued {
 				if l, err := c.live(ctx, t.SessionID); err == nil {
 					live[t.SessionID] = l
 				}
@@ -487,7 +487,7 @@ func (c *Client) status(ctx context.Context, op, id string) (Envelope, error) {
 		}
 		return c.delegationEnvelope(op, st, live), nil
 	}
-	var st workflows.SessionStatus
+	var st api.SessionStatus
 	if err := c.query(ctx, id, open, &st); err != nil {
 		return Envelope{}, err
 	}
@@ -501,7 +501,7 @@ func (c *Client) status(ctx context.Context, op, id string) (Envelope, error) {
 
 // liveSession is a running session's last heartbeat.
 type liveSession struct {
-	progress *activities.Progress
+	progress *api.Progress
 }
 
 func (c *Client) live(ctx context.Context, sessionID string) (*liveSession, error) {
@@ -514,10 +514,10 @@ func (c *Client) live(ctx context.Context, sessionID string) (*liveSession, erro
 
 func liveFrom(desc *workflowservice.DescribeWorkflowExecutionResponse) *liveSession {
 	for _, a := range desc.GetPendingActivities() {
-		if a.GetActivityType().GetName() != workflows.RunPiActivityName || a.GetHeartbeatDetails() == nil {
+		if a.GetActivityType().GetName() != api.RunPiActivityName || a.GetHeartbeatDetails() == nil {
 			continue
 		}
-		var p activities.Progress
+		var p api.Progress
 		if err := converter.GetDefaultDataConverter().FromPayloads(a.GetHeartbeatDetails(), &p); err == nil {
 			return &liveSession{progress: &p}
 		}
@@ -658,20 +658,20 @@ func (c *Client) follow(ctx context.Context, op, id string, timeout time.Duratio
 // the update answers with.
 func (c *Client) waitUpdate(ctx context.Context, op, id string) (Envelope, error) {
 	h, err := c.updateWorkflow(ctx, sdkclient.UpdateWorkflowOptions{
-		WorkflowID: id, UpdateName: workflows.WaitUpdate, WaitForStage: sdkclient.WorkflowUpdateStageCompleted,
-		Args: []any{workflows.WaitRequest{}},
+		WorkflowID: id, UpdateName: api.WaitUpdate, WaitForStage: sdkclient.WorkflowUpdateStageCompleted,
+		Args: []any{api.WaitRequest{}},
 	})
 	if err != nil {
 		return Envelope{}, err
 	}
 	if strings.HasPrefix(id, "delegation-") {
-		var st workflows.DelegationStatus
+		var st api.DelegationStatus
 		if err := h.Get(ctx, &st); err != nil {
 			return Envelope{}, err
 		}
 		return c.delegationEnvelope(op, st, nil), nil
 	}
-	var st workflows.SessionStatus
+	var st api.SessionStatus
 	if err := h.Get(ctx, &st); err != nil {
 		return Envelope{}, err
 	}
@@ -724,21 +724,21 @@ func (c *Client) Send(ctx context.Context, req SendRequest) (Envelope, error) {
 		return Envelope{}, errcode.Errorf(errcode.InvalidInput, "%s is a delegation: send to one of its tasks (task_id)", req.TaskID)
 	}
 	info := desc.GetWorkflowExecutionInfo()
-	if have := searchAttr(info, workflows.AgentKey.GetName()); req.Agent != "" && have != "" && have != req.Agent {
+	if have := searchAttr(info, api.AgentKey.GetName()); req.Agent != "" && have != "" && have != req.Agent {
 		return Envelope{}, errcode.Errorf(errcode.InvalidInput,
 			"session %s belongs to agent %q, not %q: continue it with agent %q, or leave the session ID out to start a new %q session",
 			req.TaskID, have, req.Agent, have, req.Agent)
 	}
-	state := searchAttr(info, workflows.StatusKey.GetName())
-	if info.GetCloseTime() == nil && (state == string(workflows.StateRunning) || state == string(workflows.StateQueued)) {
+	state := searchAttr(info, api.StatusKey.GetName())
+	if info.GetCloseTime() == nil && (state == string(api.StateRunning) || state == string(api.StateQueued)) {
 		h, err := c.updateWorkflow(ctx, sdkclient.UpdateWorkflowOptions{
-			WorkflowID: req.TaskID, UpdateName: workflows.SendUpdate, WaitForStage: sdkclient.WorkflowUpdateStageCompleted,
-			Args: []any{workflows.SendRequest{Prompt: req.Prompt, Files: req.Files}},
+			WorkflowID: req.TaskID, UpdateName: api.SendUpdate, WaitForStage: sdkclient.WorkflowUpdateStageCompleted,
+			Args: []any{api.SendRequest{Prompt: req.Prompt, Files: req.Files}},
 		})
 		if err != nil {
 			return Envelope{}, c.temporalError(err, req.TaskID)
 		}
-		var acc workflows.SendAccepted
+		var acc api.SendAccepted
 		if err := h.Get(ctx, &acc); err != nil {
 			return Envelope{}, c.temporalError(err, req.TaskID)
 		}
@@ -751,7 +751,7 @@ func (c *Client) Send(ctx context.Context, req SendRequest) (Envelope, error) {
 	}
 	name := memoString(info, "name")
 	env, err := c.Start(ctx, StartRequest{
-		Tasks:           []workflows.TaskSpec{{Name: name, Prompt: req.Prompt, Files: req.Files, Resume: req.TaskID, Cwd: searchAttr(info, workflows.CwdKey.GetName())}},
+		Tasks:           []api.TaskSpec{{Name: name, Prompt: req.Prompt, Files: req.Files, Resume: req.TaskID, Cwd: searchAttr(info, api.CwdKey.GetName())}},
 		ParentSessionID: req.ParentSessionID, Deliver: req.Deliver, Host: memoString(info, "host"),
 	})
 	if err != nil {
@@ -772,11 +772,11 @@ func (c *Client) Cancel(ctx context.Context, id string) (Envelope, error) {
 	if err != nil {
 		return Envelope{}, err
 	}
-	var res workflows.CancelResult
+	var res api.CancelResult
 	if desc.GetWorkflowExecutionInfo().GetCloseTime() == nil {
 		h, err := c.updateWorkflow(ctx, sdkclient.UpdateWorkflowOptions{
-			WorkflowID: id, UpdateName: workflows.CancelUpdate, WaitForStage: sdkclient.WorkflowUpdateStageCompleted,
-			Args: []any{workflows.CancelRequest{Reason: "cancelled by the caller"}},
+			WorkflowID: id, UpdateName: api.CancelUpdate, WaitForStage: sdkclient.WorkflowUpdateStageCompleted,
+			Args: []any{api.CancelRequest{Reason: "cancelled by the caller"}},
 		})
 		if err == nil {
 			err = h.Get(ctx, &res)
@@ -790,7 +790,7 @@ func (c *Client) Cancel(ctx context.Context, id string) (Envelope, error) {
 		return Envelope{}, err
 	}
 	if res.PriorStatus == "" {
-		res.PriorStatus = workflows.State(env.Status)
+		res.PriorStatus = api.State(env.Status)
 	}
 	env.CancelApplied, env.PriorStatus = &res.CancelApplied, string(res.PriorStatus)
 	return env, nil
@@ -812,7 +812,7 @@ func (c *Client) Ack(ctx context.Context, id, by string) (Envelope, error) {
 		return Envelope{}, errcode.Errorf(errcode.InvalidInput, "%s is a session: only delegations are acknowledged", id)
 	}
 	if desc.GetWorkflowExecutionInfo().GetCloseTime() == nil {
-		var st workflows.DelegationStatus
+		var st api.DelegationStatus
 		if err := c.query(ctx, id, true, &st); err != nil {
 			return Envelope{}, err
 		}
@@ -822,7 +822,7 @@ func (c *Client) Ack(ctx context.Context, id, by string) (Envelope, error) {
 		// A signal, not the ack update: durable once the server has it,
 		// without waiting for the delegation's next workflow task (a parent
 		// pi acknowledges on its way out).
-		if err := c.Temporal.SignalWorkflow(ctx, id, "", workflows.AckSignal, workflows.AckRequest{By: by}); err != nil {
+		if err := c.Temporal.SignalWorkflow(ctx, id, "", api.AckSignal, api.AckRequest{By: by}); err != nil {
 			if !isClosed(err) {
 				return Envelope{}, c.temporalError(err, id)
 			}
@@ -873,19 +873,19 @@ func listQuery(f ListFilter) (string, error) {
 	var clauses []string
 	switch f.Kind {
 	case "":
-		clauses = append(clauses, fmt.Sprintf("(WorkflowType = '%s' OR WorkflowType = '%s')", workflows.SessionWorkflowName, workflows.DelegationWorkflowName))
+		clauses = append(clauses, fmt.Sprintf("(WorkflowType = '%s' OR WorkflowType = '%s')", api.SessionWorkflowName, api.DelegationWorkflowName))
 	case string(kindSession):
-		clauses = append(clauses, fmt.Sprintf("WorkflowType = '%s'", workflows.SessionWorkflowName))
+		clauses = append(clauses, fmt.Sprintf("WorkflowType = '%s'", api.SessionWorkflowName))
 	case string(kindDelegation):
-		clauses = append(clauses, fmt.Sprintf("WorkflowType = '%s'", workflows.DelegationWorkflowName))
+		clauses = append(clauses, fmt.Sprintf("WorkflowType = '%s'", api.DelegationWorkflowName))
 	default:
 		return "", errcode.Errorf(errcode.InvalidInput, "kind must be session or delegation, not %q", f.Kind)
 	}
 	for _, kv := range []struct{ attr, value string }{
-		{workflows.StatusKey.GetName(), f.Status},
-		{workflows.AgentKey.GetName(), f.Agent},
-		{workflows.ParentSessionKey.GetName(), f.ParentSessionID},
-		{workflows.CwdKey.GetName(), f.Cwd},
+		{api.StatusKey.GetName(), f.Status},
+		{api.AgentKey.GetName(), f.Agent},
+		{api.ParentSessionKey.GetName(), f.ParentSessionID},
+		{api.CwdKey.GetName(), f.Cwd},
 	} {
 		if kv.value == "" {
 			continue
@@ -906,12 +906,12 @@ func (c *Client) listItem(info *workflowpb.WorkflowExecutionInfo) ListItem {
 	it := ListItem{
 		ID: id, Kind: string(kindSession), Name: memoString(info, "name"), Description: memoString(info, "description"),
 		Delegation: memoString(info, "delegation"),
-		Agent:      searchAttr(info, workflows.AgentKey.GetName()), Status: searchAttr(info, workflows.StatusKey.GetName()),
-		Cwd: searchAttr(info, workflows.CwdKey.GetName()), ParentSessionID: searchAttr(info, workflows.ParentSessionKey.GetName()),
+		Agent:      searchAttr(info, api.AgentKey.GetName()), Status: searchAttr(info, api.StatusKey.GetName()),
+		Cwd: searchAttr(info, api.CwdKey.GetName()), ParentSessionID: searchAttr(info, api.ParentSessionKey.GetName()),
 		Open: info.GetCloseTime() == nil, Started: info.GetStartTime().AsTime(), UIURL: c.uiLink(id),
 		ExecutionStatus: strings.ToLower(strings.TrimPrefix(info.GetStatus().String(), "WORKFLOW_EXECUTION_STATUS_")),
 	}
-	if info.GetType().GetName() == workflows.DelegationWorkflowName {
+	if info.GetType().GetName() == api.DelegationWorkflowName {
 		it.Kind = string(kindDelegation)
 	}
 	if ct := info.GetCloseTime(); ct != nil {
@@ -942,7 +942,7 @@ func (c *Client) OutputFrom(ctx context.Context, id string, full bool, from int)
 		env.Text = NoOutputText
 	}
 	if full && (it.OutputTruncated || from > 0) && st.LastTurn != nil {
-		res, err := c.read(ctx, activities.ReadRequest{SessionID: id, Agent: st.Agent, Cwd: st.Cwd, What: activities.ReadOutput,
+		res, err := c.read(ctx, api.ReadRequest{SessionID: id, Agent: st.Agent, Cwd: st.Cwd, What: api.ReadOutput,
 			Turn: st.LastTurn.Turn, Host: st.Host, Paged: from >= 0, From: max(from, 0)})
 		if err != nil {
 			return Envelope{}, err
@@ -965,7 +965,7 @@ func (c *Client) Transcript(ctx context.Context, id string) (Envelope, error) {
 	if err != nil {
 		return Envelope{}, err
 	}
-	res, err := c.read(ctx, activities.ReadRequest{SessionID: id, Agent: st.Agent, Cwd: st.Cwd, What: activities.ReadTranscript, Runs: st.Runs, Host: st.Host})
+	res, err := c.read(ctx, api.ReadRequest{SessionID: id, Agent: st.Agent, Cwd: st.Cwd, What: api.ReadTranscript, Runs: st.Runs, Host: st.Host})
 	if err != nil {
 		return Envelope{}, err
 	}
@@ -976,35 +976,35 @@ func (c *Client) Transcript(ctx context.Context, id string) (Envelope, error) {
 	return env, nil
 }
 
-func (c *Client) sessionStatus(ctx context.Context, op, id string) (Envelope, workflows.SessionStatus, error) {
+func (c *Client) sessionStatus(ctx context.Context, op, id string) (Envelope, api.SessionStatus, error) {
 	desc, k, err := c.describe(ctx, id)
 	if err != nil {
-		return Envelope{}, workflows.SessionStatus{}, err
+		return Envelope{}, api.SessionStatus{}, err
 	}
 	if k != kindSession {
-		return Envelope{}, workflows.SessionStatus{}, errcode.Errorf(errcode.InvalidInput, "%s is a delegation: pass one of its task IDs (session IDs)", id)
+		return Envelope{}, api.SessionStatus{}, errcode.Errorf(errcode.InvalidInput, "%s is a delegation: pass one of its task IDs (session IDs)", id)
 	}
 	open := desc.GetWorkflowExecutionInfo().GetCloseTime() == nil
-	var st workflows.SessionStatus
+	var st api.SessionStatus
 	if err := c.query(ctx, id, open, &st); err != nil {
 		return Envelope{}, st, err
 	}
 	st.SessionID = id
 	if st.Cwd == "" {
-		st.Cwd = searchAttr(desc.GetWorkflowExecutionInfo(), workflows.CwdKey.GetName())
+		st.Cwd = searchAttr(desc.GetWorkflowExecutionInfo(), api.CwdKey.GetName())
 	}
 	return c.sessionEnvelope(op, st, nil, open, memoString(desc.GetWorkflowExecutionInfo(), "name")), st, nil
 }
 
 // read runs the ReadSession workflow and returns what it read.
-func (c *Client) read(ctx context.Context, req activities.ReadRequest) (activities.ReadResult, error) {
-	var res activities.ReadResult
+func (c *Client) read(ctx context.Context, req api.ReadRequest) (api.ReadResult, error) {
+	var res api.ReadResult
 	run, err := c.Temporal.ExecuteWorkflow(ctx, sdkclient.StartWorkflowOptions{
 		ID:        "read-" + req.SessionID + "-" + c.id(),
 		TaskQueue: c.TaskQueue,
 		// Nobody looks at a finished read again: keep it out of the way.
-		TypedSearchAttributes: temporal.NewSearchAttributes(workflows.AgentKey.ValueSet("reader")),
-	}, workflows.ReadSessionWorkflowName, req)
+		TypedSearchAttributes: temporal.NewSearchAttributes(api.AgentKey.ValueSet("reader")),
+	}, api.ReadSessionWorkflowName, req)
 	if err != nil {
 		return res, c.temporalError(err, req.SessionID)
 	}

@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durable-pi/subagents/api"
+
 	"github.com/google/uuid"
 
-	"github.com/durable-pi/subagents/activities"
 	"github.com/durable-pi/subagents/internal/errcode"
-	"github.com/durable-pi/subagents/workflows"
 )
 
 func TestListQuery(t *testing.T) {
@@ -47,13 +47,13 @@ func TestListQuery(t *testing.T) {
 }
 
 func TestSessionEnvelopeStates(t *testing.T) {
-	turn := &workflows.TurnResult{Turn: 1, State: workflows.StateCompleted, Attempts: 1,
-		Result: activities.RunPiResult{Output: "found it", OutputTotalChars: 8, OutputReturnedChars: 8, ToolCalls: 2, DurationMS: 1500}}
+	turn := &api.TurnResult{Turn: 1, State: api.StateCompleted, Attempts: 1,
+		Result: api.RunPiResult{Output: "found it", OutputTotalChars: 8, OutputReturnedChars: 8, ToolCalls: 2, DurationMS: 1500}}
 	started := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
 	c := &Client{UIURL: "http://127.0.0.1:8233", Now: func() time.Time { return started.Add(90 * time.Second) }}
 	tests := []struct {
 		name       string
-		st         workflows.SessionStatus
+		st         api.SessionStatus
 		open       bool
 		live       *liveSession
 		wantStatus string
@@ -62,19 +62,19 @@ func TestSessionEnvelopeStates(t *testing.T) {
 		wantElapse int64
 	}{
 		{name: "first turn running, with a heartbeat", open: true,
-			st:   workflows.SessionStatus{State: workflows.StateRunning, Turn: 1, Accepted: 1, TurnStarted: started, TimeoutSeconds: 600},
-			live: &liveSession{progress: &activities.Progress{ToolCalls: 3, LastText: "reading", ElapsedMS: 88000}}, wantStatus: "running", wantElapse: 90000},
+			st:   api.SessionStatus{State: api.StateRunning, Turn: 1, Accepted: 1, TurnStarted: started, TimeoutSeconds: 600},
+			live: &liveSession{progress: &api.Progress{ToolCalls: 3, LastText: "reading", ElapsedMS: 88000}}, wantStatus: "running", wantElapse: 90000},
 		{name: "turn ended, session waits for input", open: true,
-			st:         workflows.SessionStatus{State: workflows.StateWaitingForInput, Turn: 1, Accepted: 1, LastTurn: turn},
+			st:         api.SessionStatus{State: api.StateWaitingForInput, Turn: 1, Accepted: 1, LastTurn: turn},
 			wantStatus: "completed", wantDone: true, wantOutput: "found it", wantElapse: 1500},
 		{name: "second turn running: the first turn's output is not this turn's", open: true,
-			st:         workflows.SessionStatus{State: workflows.StateRunning, Turn: 2, Accepted: 2, LastTurn: turn, TurnStarted: started},
+			st:         api.SessionStatus{State: api.StateRunning, Turn: 2, Accepted: 2, LastTurn: turn, TurnStarted: started},
 			wantStatus: "running", wantElapse: 90000},
 		{name: "a send is queued behind a finished turn", open: true,
-			st:         workflows.SessionStatus{State: workflows.StateWaitingForInput, Turn: 1, Accepted: 2, LastTurn: turn},
+			st:         api.SessionStatus{State: api.StateWaitingForInput, Turn: 1, Accepted: 2, LastTurn: turn},
 			wantStatus: "running", wantElapse: 0},
 		{name: "closed session", open: false,
-			st:         workflows.SessionStatus{State: workflows.StateCompleted, Turn: 1, Accepted: 1, LastTurn: turn},
+			st:         api.SessionStatus{State: api.StateCompleted, Turn: 1, Accepted: 1, LastTurn: turn},
 			wantStatus: "completed", wantDone: true, wantOutput: "found it", wantElapse: 1500},
 	}
 	for _, tc := range tests {
@@ -96,18 +96,18 @@ func TestSessionEnvelopeStates(t *testing.T) {
 }
 
 func TestDelegationEnvelopeAndCombine(t *testing.T) {
-	st := workflows.DelegationStatus{
-		DelegationID: "delegation-1", State: workflows.StateRunning, TotalCount: 3, AcceptedCount: 2, RejectedCount: 1, BatchStatus: "partial",
-		Tasks: []workflows.TaskResult{
-			{Index: 0, Name: "a", SessionID: "s-a", Profile: "scout", Model: "scripted/scripted-1", State: workflows.StateCompleted,
-				Turn: &workflows.TurnResult{Turn: 1, State: workflows.StateCompleted, Result: activities.RunPiResult{Output: "A"}}},
-			{Index: 1, Name: "b", SessionID: "s-b", Profile: "nope", State: workflows.StateFailed,
+	st := api.DelegationStatus{
+		DelegationID: "delegation-1", State: api.StateRunning, TotalCount: 3, AcceptedCount: 2, RejectedCount: 1, BatchStatus: "partial",
+		Tasks: []api.TaskResult{
+			{Index: 0, Name: "a", SessionID: "s-a", Profile: "scout", Model: "scripted/scripted-1", State: api.StateCompleted,
+				Turn: &api.TurnResult{Turn: 1, State: api.StateCompleted, Result: api.RunPiResult{Output: "A"}}},
+			{Index: 1, Name: "b", SessionID: "s-b", Profile: "nope", State: api.StateFailed,
 				Error: &errcode.Info{Code: errcode.UnknownAgent, Message: `Unknown profile: "nope". Available profiles: scout`}},
-			{Index: 2, Name: "c", SessionID: "s-c", Profile: "scout", State: workflows.StateRunning},
+			{Index: 2, Name: "c", SessionID: "s-c", Profile: "scout", State: api.StateRunning},
 		},
 	}
 	c := &Client{}
-	env := c.delegationEnvelope("status", st, map[string]*liveSession{"s-c": {progress: &activities.Progress{ToolCalls: 4}}})
+	env := c.delegationEnvelope("status", st, map[string]*liveSession{"s-c": {progress: &api.Progress{ToolCalls: 4}}})
 	if env.TaskID != "" || len(env.Items) != 3 || env.BatchStatus != "partial" || env.Done {
 		t.Fatalf("envelope %+v", env)
 	}
@@ -145,9 +145,9 @@ func TestDefaultUIURL(t *testing.T) {
 func TestTreeLines(t *testing.T) {
 	env := Envelope{DelegationID: "delegation-1", Items: []Item{
 		{TaskID: "s-a", Name: "Auth flow scan", Agent: "finder", Status: "completed", Done: true, Output: "Auth validation path uses the policy.",
-			ToolRows:  []activities.ToolRow{{Name: "read", Args: `{"path":"src"}`, Status: "done"}, {Name: "grep", Args: `{"pattern":"auth"}`, Status: "done"}},
-			ToolCount: 2, ElapsedMS: 12000, TimeoutSeconds: 600, Usage: activities.Usage{Input: 1200, Output: 300, Cost: 0.0012}},
-		{TaskID: "s-b", Name: "tests", Agent: "task", Status: "running", ToolRows: []activities.ToolRow{{Name: "bash", Args: `{"command":"go test"}`, Status: "running"}},
+			ToolRows:  []api.ToolRow{{Name: "read", Args: `{"path":"src"}`, Status: "done"}, {Name: "grep", Args: `{"pattern":"auth"}`, Status: "done"}},
+			ToolCount: 2, ElapsedMS: 12000, TimeoutSeconds: 600, Usage: api.Usage{Input: 1200, Output: 300, Cost: 0.0012}},
+		{TaskID: "s-b", Name: "tests", Agent: "task", Status: "running", ToolRows: []api.ToolRow{{Name: "bash", Args: `{"command":"go test"}`, Status: "running"}},
 			ToolCount: 1, ElapsedMS: 3000, TimeoutSeconds: 600},
 		{TaskID: "s-c", Name: "c", Agent: "oracle", Status: "timed_out", Done: true,
 			Error: &errcode.Info{Message: "Timed out after 600s. Consider resuming with a longer timeout."}},
@@ -203,7 +203,7 @@ func FuzzStartRequest(f *testing.F) {
 			}
 			return
 		}
-		if len(in.SessionIDs) != len(in.Tasks) || len(in.Tasks) == 0 || len(in.Tasks) > workflows.MaxTasks {
+		if len(in.SessionIDs) != len(in.Tasks) || len(in.Tasks) == 0 || len(in.Tasks) > api.MaxTasks {
 			t.Fatalf("accepted %d tasks with %d IDs", len(in.Tasks), len(in.SessionIDs))
 		}
 		for _, task := range in.Tasks {
@@ -294,14 +294,14 @@ func TestEnvelopeKeepsZerosAndFalse(t *testing.T) {
 	}{
 		{
 			name: "a one-task delegation just started",
-			env: c.delegationEnvelope("start", workflows.DelegationStatus{DelegationID: "delegation-1", State: workflows.StateQueued,
+			env: c.delegationEnvelope("start", api.DelegationStatus{DelegationID: "delegation-1", State: api.StateQueued,
 				TotalCount: 1, AcceptedCount: 1, BatchStatus: "accepted",
-				Tasks: []workflows.TaskResult{{Index: 0, SessionID: "s-a", Profile: "scout", State: workflows.StateQueued}}}, nil),
+				Tasks: []api.TaskResult{{Index: 0, SessionID: "s-a", Profile: "scout", State: api.StateQueued}}}, nil),
 			want: []string{`"rejected_count":0`, `"accepted_count":1`, `"total_count":1`, `"done":false`, `"output_truncated":false`},
 		},
 		{
 			name: "every task rejected",
-			env: c.delegationEnvelope("start", workflows.DelegationStatus{DelegationID: "delegation-2", State: workflows.StateFailed, Done: true,
+			env: c.delegationEnvelope("start", api.DelegationStatus{DelegationID: "delegation-2", State: api.StateFailed, Done: true,
 				TotalCount: 1, RejectedCount: 1, BatchStatus: "rejected"}, nil),
 			want: []string{`"accepted_count":0`, `"rejected_count":1`, `"done":true`},
 		},
@@ -336,11 +336,11 @@ func TestEnvelopeKeepsZerosAndFalse(t *testing.T) {
 // one batch item's bad prompt is that item's error only.
 func TestStartRefusesWhatTemporalWouldNot(t *testing.T) {
 	c := &Client{}
-	big := StartRequest{Tasks: []workflows.TaskSpec{{Name: "a", Prompt: strings.Repeat("x", 3<<20), Cwd: "/repo"}}}
+	big := StartRequest{Tasks: []api.TaskSpec{{Name: "a", Prompt: strings.Repeat("x", 3<<20), Cwd: "/repo"}}}
 	if _, err := c.delegationInput(big); !errcode.Is(err, errcode.InvalidInput) || !strings.Contains(err.Error(), "files[]") {
 		t.Fatalf("a 3 MiB prompt: %v", err)
 	}
-	batch := StartRequest{Tasks: []workflows.TaskSpec{{Name: "a", Prompt: "go", Cwd: "/repo"}, {Name: "b", Prompt: " ", Cwd: "/repo"}}, MaxConcurrency: 2}
+	batch := StartRequest{Tasks: []api.TaskSpec{{Name: "a", Prompt: "go", Cwd: "/repo"}, {Name: "b", Prompt: " ", Cwd: "/repo"}}, MaxConcurrency: 2}
 	in, err := c.delegationInput(batch)
 	if err != nil || in.Tasks[0].Rejected != nil || in.Tasks[1].Rejected == nil || in.Tasks[1].Rejected.Code != errcode.InvalidInput {
 		t.Fatalf("batch: %v %+v", err, in.Tasks)

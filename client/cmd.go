@@ -16,9 +16,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/durable-pi/subagents/activities"
+	"github.com/durable-pi/subagents/api"
+
 	"github.com/durable-pi/subagents/internal/errcode"
-	"github.com/durable-pi/subagents/workflows"
 )
 
 // Verbs lists the client verbs of the subagents command.
@@ -146,7 +146,7 @@ type command struct {
 func (cmd *command) common(fs *flag.FlagSet) {
 	cmd.conn.RegisterFlags(fs)
 	fs.BoolVar(&cmd.asJSON, "json", false, "print one JSON envelope (contract_version "+ContractVersion+") instead of text")
-	fs.StringVar(&cmd.taskQueue, "task-queue", firstNonEmpty(cmd.io.getenv("SUBAGENTS_TASK_QUEUE"), workflows.DefaultTaskQueue), "task queue the workers poll (env SUBAGENTS_TASK_QUEUE)")
+	fs.StringVar(&cmd.taskQueue, "task-queue", firstNonEmpty(cmd.io.getenv("SUBAGENTS_TASK_QUEUE"), api.DefaultTaskQueue), "task queue the workers poll (env SUBAGENTS_TASK_QUEUE)")
 	fs.StringVar(&cmd.host, "host", cmd.io.getenv("SUBAGENTS_HOST"),
 		"run new tasks on the workers of this host (\"auto\": this machine), where their cwds exist (env SUBAGENTS_HOST; default: any worker)")
 	fs.StringVar(&cmd.uiURL, "ui-url", "", "Temporal UI base URL for links (env SUBAGENTS_UI_URL; default: the frontend's port + 1000, as `subagents dev` serves it)")
@@ -226,7 +226,7 @@ func (cmd *command) finish(env Envelope, print func(Envelope)) error {
 func failedItems(env Envelope) int {
 	n := 0
 	for _, it := range env.Items {
-		if it.Done && it.Status != string(workflows.StateCompleted) {
+		if it.Done && it.Status != string(api.StateCompleted) {
 			n++
 		}
 	}
@@ -270,7 +270,7 @@ func (cmd *command) startFlags(fs *flag.FlagSet) func(context.Context, *Client) 
 			if prompt == "" {
 				return errcode.New(errcode.InvalidInput, "a prompt is required: subagents "+cmd.verb+" [flags] PROMPT, or --input FILE")
 			}
-			req = StartRequest{Tasks: []workflows.TaskSpec{{
+			req = StartRequest{Tasks: []api.TaskSpec{{
 				Name: name, Description: desc, Prompt: prompt, Profile: agent, Cwd: absPath(cwd), Timeout: int(timeout / time.Second),
 				Model: model, Resume: resume, Files: files,
 			}}, ParentSessionID: parent, Deliver: deliver, MaxConcurrency: concurrency}
@@ -448,7 +448,7 @@ func combine(op string, envs []Envelope) Envelope {
 		return envs[0]
 	}
 	out := Envelope{ContractVersion: ContractVersion, Op: op, Backend: Backend, Done: true, Items: []Item{}}
-	usage := activities.Usage{}
+	usage := api.Usage{}
 	for _, e := range envs {
 		out.Done = out.Done && e.Done
 		if e.CancelApplied != nil {
@@ -468,13 +468,13 @@ func combine(op string, envs []Envelope) Envelope {
 	}
 	out.Usage = &usage
 	out.TotalCount = count(len(out.Items))
-	out.Status = string(workflows.StateCompleted)
+	out.Status = string(api.StateCompleted)
 	for _, it := range out.Items {
 		switch {
 		case !it.Done:
-			out.Status = string(workflows.StateRunning)
-		case it.Status != string(workflows.StateCompleted) && out.Status == string(workflows.StateCompleted):
-			out.Status = string(workflows.StateFailed)
+			out.Status = string(api.StateRunning)
+		case it.Status != string(api.StateCompleted) && out.Status == string(api.StateCompleted):
+			out.Status = string(api.StateFailed)
 		}
 	}
 	return out
@@ -667,12 +667,12 @@ func (cmd *command) ackFlags(fs *flag.FlagSet) func(context.Context, *Client) er
 }
 
 // fileFlags collects --file values.
-type fileFlags []activities.FileSpec
+type fileFlags []api.FileSpec
 
 func (f *fileFlags) String() string { return fmt.Sprint(len(*f)) }
 
 func (f *fileFlags) Set(v string) error {
-	spec := activities.FileSpec{Path: v}
+	spec := api.FileSpec{Path: v}
 	if err := spec.Validate(); err != nil {
 		return err
 	}

@@ -4,9 +4,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/durable-pi/subagents/activities"
+	"github.com/durable-pi/subagents/api"
+
 	"github.com/durable-pi/subagents/internal/errcode"
-	"github.com/durable-pi/subagents/workflows"
 )
 
 // ContractVersion marks every --json envelope of the command.
@@ -44,11 +44,11 @@ type Envelope struct {
 	RejectedCount *int   `json:"rejected_count,omitempty"`
 	BatchStatus   string `json:"batch_status,omitempty"`
 	// Deliver and Delivered: the parent acknowledges the results.
-	Deliver         bool              `json:"deliver,omitempty"`
-	Delivered       bool              `json:"delivered,omitempty"`
-	ParentSessionID string            `json:"parent_session_id,omitempty"`
-	Usage           *activities.Usage `json:"usage,omitempty"`
-	Items           []Item            `json:"items,omitempty"`
+	Deliver         bool       `json:"deliver,omitempty"`
+	Delivered       bool       `json:"delivered,omitempty"`
+	ParentSessionID string     `json:"parent_session_id,omitempty"`
+	Usage           *api.Usage `json:"usage,omitempty"`
+	Items           []Item     `json:"items,omitempty"`
 	// Runs and Count answer `list`.
 	Runs  []ListItem `json:"runs,omitempty"`
 	Count int        `json:"count,omitempty"`
@@ -91,28 +91,28 @@ type Item struct {
 	PriorStatus   string `json:"prior_status,omitempty"`
 	// Warm is true when the last child run took a warm child of the
 	// worker's pool instead of starting pi.
-	Warm                bool                 `json:"warm,omitempty"`
-	Output              string               `json:"output"`
-	OutputAvailable     bool                 `json:"output_available"`
-	OutputTruncated     bool                 `json:"output_truncated"`
-	OutputTotalChars    int                  `json:"output_total_chars"`
-	OutputReturnedChars int                  `json:"output_returned_chars"`
-	Finalize            *activities.Finalize `json:"finalize,omitempty"`
-	Error               *errcode.Info        `json:"error,omitempty"`
-	Usage               activities.Usage     `json:"usage"`
-	ExitCode            int                  `json:"exit_code"`
-	SessionFile         string               `json:"session_file,omitempty"`
-	ArtifactFile        string               `json:"artifact_file,omitempty"`
-	Provider            string               `json:"provider"`
-	Model               string               `json:"model"`
-	Thinking            string               `json:"thinking,omitempty"`
-	ToolRows            []activities.ToolRow `json:"tool_rows,omitempty"`
-	ToolCount           int                  `json:"tool_count"`
+	Warm                bool          `json:"warm,omitempty"`
+	Output              string        `json:"output"`
+	OutputAvailable     bool          `json:"output_available"`
+	OutputTruncated     bool          `json:"output_truncated"`
+	OutputTotalChars    int           `json:"output_total_chars"`
+	OutputReturnedChars int           `json:"output_returned_chars"`
+	Finalize            *api.Finalize `json:"finalize,omitempty"`
+	Error               *errcode.Info `json:"error,omitempty"`
+	Usage               api.Usage     `json:"usage"`
+	ExitCode            int           `json:"exit_code"`
+	SessionFile         string        `json:"session_file,omitempty"`
+	ArtifactFile        string        `json:"artifact_file,omitempty"`
+	Provider            string        `json:"provider"`
+	Model               string        `json:"model"`
+	Thinking            string        `json:"thinking,omitempty"`
+	ToolRows            []api.ToolRow `json:"tool_rows,omitempty"`
+	ToolCount           int           `json:"tool_count"`
 	// EventCount is seed 001's event_count: the structured events captured
 	// for the task's latest run; Timeline the latest of them (settings
 	// taskMaxEvents, default 120).
-	EventCount int                        `json:"event_count"`
-	Timeline   []activities.TimelineEvent `json:"timeline,omitempty"`
+	EventCount int                 `json:"event_count"`
+	Timeline   []api.TimelineEvent `json:"timeline,omitempty"`
 	// LastText is the tail of what a running child last wrote.
 	LastText       string `json:"last_text,omitempty"`
 	ElapsedMS      int64  `json:"elapsed_ms"`
@@ -150,7 +150,7 @@ func ErrorEnvelope(op string, err error) Envelope {
 // count is n for an envelope's counts, which keep a zero.
 func count(n int) *int { return &n }
 
-func (c *Client) delegationEnvelope(op string, st workflows.DelegationStatus, live map[string]*liveSession) Envelope {
+func (c *Client) delegationEnvelope(op string, st api.DelegationStatus, live map[string]*liveSession) Envelope {
 	usage := st.Usage
 	env := Envelope{
 		ContractVersion: ContractVersion, Op: op, Backend: Backend, DelegationID: st.DelegationID,
@@ -160,7 +160,7 @@ func (c *Client) delegationEnvelope(op string, st workflows.DelegationStatus, li
 	}
 	for _, t := range st.Tasks {
 		it := Item{
-			TaskID: t.SessionID, Index: t.Index, Name: t.Name, Agent: activities.AgentName(t.Profile),
+			TaskID: t.SessionID, Index: t.Index, Name: t.Name, Agent: api.AgentName(t.Profile),
 			Status: string(t.State), Done: t.State.Terminal(), Error: t.Error, UIURL: c.uiLink(t.SessionID),
 		}
 		it.Provider, it.Model = splitModel(t.Model)
@@ -178,9 +178,9 @@ func (c *Client) delegationEnvelope(op string, st workflows.DelegationStatus, li
 	return env
 }
 
-func (c *Client) sessionEnvelope(op string, st workflows.SessionStatus, l *liveSession, open bool, name string) Envelope {
+func (c *Client) sessionEnvelope(op string, st api.SessionStatus, l *liveSession, open bool, name string) Envelope {
 	it := Item{
-		TaskID: st.SessionID, Name: firstNonEmpty(st.Name, name), Agent: activities.AgentName(st.Agent),
+		TaskID: st.SessionID, Name: firstNonEmpty(st.Name, name), Agent: api.AgentName(st.Agent),
 		SessionState: string(st.State), Turn: st.Turn, Attempts: st.Attempt, Thinking: st.Thinking,
 		TimeoutSeconds: st.TimeoutSeconds, UIURL: c.uiLink(st.SessionID),
 	}
@@ -188,14 +188,14 @@ func (c *Client) sessionEnvelope(op string, st workflows.SessionStatus, l *liveS
 	it.Done = sessionDone(st, open)
 	switch {
 	case !it.Done:
-		it.Status = string(workflows.StateRunning)
-		if st.State == workflows.StateQueued {
-			it.Status = string(workflows.StateQueued)
+		it.Status = string(api.StateRunning)
+		if st.State == api.StateQueued {
+			it.Status = string(api.StateQueued)
 		}
 		if l == nil {
 			l = &liveSession{}
 		}
-		if st.Turn > 0 && st.State == workflows.StateRunning {
+		if st.Turn > 0 && st.State == api.StateRunning {
 			fillLive(&it, l, st.TurnStarted, c.now())
 		}
 	case st.LastTurn != nil:
@@ -213,18 +213,18 @@ func (c *Client) sessionEnvelope(op string, st workflows.SessionStatus, l *liveS
 }
 
 // sessionDone reports whether every turn the session accepted has ended.
-func sessionDone(st workflows.SessionStatus, open bool) bool {
+func sessionDone(st api.SessionStatus, open bool) bool {
 	if !open {
 		return true
 	}
 	switch st.State {
-	case workflows.StateQueued, workflows.StateRunning:
+	case api.StateQueued, api.StateRunning:
 		return false
 	}
 	return st.Turn >= st.Accepted
 }
 
-func fillTurn(it *Item, t *workflows.TurnResult) {
+func fillTurn(it *Item, t *api.TurnResult) {
 	r := t.Result
 	it.Turn, it.Attempts, it.Usage = t.Turn, t.Attempts, t.Usage
 	it.Output, it.OutputTruncated, it.OutputTotalChars, it.OutputReturnedChars = r.Output, r.OutputTruncated, r.OutputTotalChars, r.OutputReturnedChars

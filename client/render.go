@@ -6,8 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/durable-pi/subagents/activities"
-	"github.com/durable-pi/subagents/workflows"
+	"github.com/durable-pi/subagents/api"
 )
 
 // spinner frames, as seed 001's task tree draws them.
@@ -79,7 +78,7 @@ func treeLines(b *strings.Builder, env Envelope, live bool, frame int) {
 	for _, it := range env.Items {
 		icon := spinner[frame%len(spinner)]
 		switch {
-		case it.Status == string(workflows.StateCompleted):
+		case it.Status == string(api.StateCompleted):
 			icon = "✓"
 		case it.Done:
 			icon = "✕"
@@ -115,7 +114,7 @@ func statusHeader(items []Item) string {
 		switch {
 		case !it.Done:
 			running++
-		case it.Status == string(workflows.StateCompleted):
+		case it.Status == string(api.StateCompleted):
 			done++
 		default:
 			failed++
@@ -157,7 +156,7 @@ func finalRow(it Item) string {
 			text = oneLine(it.LastText, 80)
 		}
 		return text + suffix
-	case it.Error != nil && it.Status != string(workflows.StateCompleted):
+	case it.Error != nil && it.Status != string(api.StateCompleted):
 		return "Task failed: " + oneLine(it.Error.Message, 200) + suffix
 	case it.Output != "":
 		return oneLine(it.Output, 200) + suffix
@@ -165,7 +164,7 @@ func finalRow(it Item) string {
 	return it.Status + suffix
 }
 
-func usageLine(u activities.Usage) string {
+func usageLine(u api.Usage) string {
 	if u.Input == 0 && u.Output == 0 {
 		return ""
 	}

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/durable-pi/subagents/internal/syncbuf"
 	"io"
 	"net"
 	"net/http"
@@ -20,11 +19,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durable-pi/subagents/api"
+	"github.com/durable-pi/subagents/internal/syncbuf"
+
 	"go.temporal.io/api/operatorservice/v1"
 	sdkclient "go.temporal.io/sdk/client"
 
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
-	"github.com/durable-pi/subagents/workflows"
 )
 
 var binary struct {
@@ -261,7 +262,7 @@ func TestDevRunsUIWorkerAndSurvivesRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name := range workflows.SearchAttributes() {
+	for name := range api.SearchAttributes() {
 		if _, ok := sa.GetCustomAttributes()[name]; !ok {
 			t.Errorf("search attribute %s is not registered", name)
 		}
@@ -269,7 +270,7 @@ func TestDevRunsUIWorkerAndSurvivesRestart(t *testing.T) {
 
 	in := e.sessionInput("[[script:dev]] Answer through the dev server.")
 	in.Child.NoFinalize = true
-	var res workflows.SessionResult
+	var res api.SessionResult
 	if err := e.startSession(c, in).Get(e.ctx(), &res); err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +291,7 @@ func TestDevRunsUIWorkerAndSurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c2.Close()
-	var again workflows.SessionResult
+	var again api.SessionResult
 	if err := c2.GetWorkflow(e.ctx(), in.SessionID, "").Get(e.ctx(), &again); err != nil {
 		t.Fatalf("workflow from before the restart: %v", err)
 	}

@@ -15,13 +15,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durable-pi/subagents/api"
+
 	historypb "go.temporal.io/api/history/v1"
 	sdkclient "go.temporal.io/sdk/client"
 
 	"github.com/durable-pi/subagents/activities"
 	"github.com/durable-pi/subagents/client"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
-	"github.com/durable-pi/subagents/workflows"
 )
 
 // startWorkerProcess runs `subagents worker` against the shared server as a
@@ -107,7 +108,7 @@ func TestWorkerKilledMidRun(t *testing.T) {
 		}
 	}
 	e.startWorkerProcess()
-	var res workflows.SessionResult
+	var res api.SessionResult
 	if err := run.Get(e.ctx(), &res); err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +166,7 @@ func TestDevKilledMidRun(t *testing.T) {
 	p.waitReady(t)
 	c = dialAddress(t, fmt.Sprintf("127.0.0.1:%d", port))
 	defer c.Close()
-	var res workflows.SessionResult
+	var res api.SessionResult
 	if err := c.GetWorkflow(e.ctx(), in.SessionID, "").Get(e.ctx(), &res); err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +220,7 @@ func TestServerOutageKeepsChild(t *testing.T) {
 	server.waitReady(t)
 	c = dialAddress(t, addr)
 	defer c.Close()
-	var res workflows.SessionResult
+	var res api.SessionResult
 	if err := c.GetWorkflow(e.ctx(), in.SessionID, "").Get(e.ctx(), &res); err != nil {
 		t.Fatal(err)
 	}
@@ -341,11 +342,11 @@ func (e *env) chaosRound(r chaos) client.Envelope {
 		if n := finalizeResults(t, it.SessionFile); n != 1 {
 			t.Fatalf("%s task %d: %d subagent_finalize results in %s, want 1", r.marker, i, n, it.SessionFile)
 		}
-		if n := completedActivities(r.history(it.TaskID), workflows.RunPiActivityName); n != 1 {
+		if n := completedActivities(r.history(it.TaskID), api.RunPiActivityName); n != 1 {
 			t.Fatalf("%s task %d: %d completed RunPi in the session's history, want 1 (one turn)", r.marker, i, n)
 		}
 	}
-	if n := signalsNamed(r.history(started.DelegationID), workflows.TaskDoneSignal); n != r.tasks {
+	if n := signalsNamed(r.history(started.DelegationID), api.TaskDoneSignal); n != r.tasks {
 		t.Fatalf("%s: the delegation got %d task-done signals, want %d", r.marker, n, r.tasks)
 	}
 	if left := processesWith(r.marker); len(left) > 0 {
@@ -414,7 +415,7 @@ func finalizeResults(t *testing.T, sessionFile string) int {
 			} `json:"message"`
 		}
 		if json.Unmarshal([]byte(line), &entry) == nil && entry.Type == "message" &&
-			entry.Message.Role == "toolResult" && entry.Message.ToolName == activities.FinalizeToolName {
+			entry.Message.Role == "toolResult" && entry.Message.ToolName == api.FinalizeToolName {
 			n++
 		}
 	}

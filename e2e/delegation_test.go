@@ -6,12 +6,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/durable-pi/subagents/api"
+
 	"github.com/google/uuid"
 	sdkclient "go.temporal.io/sdk/client"
 
 	"github.com/durable-pi/subagents/internal/errcode"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
-	"github.com/durable-pi/subagents/workflows"
 )
 
 // TestDelegationBatchWithUnknownProfile runs three tasks through real pi:
@@ -19,7 +20,7 @@ import (
 // not exist. The unknown one fails alone; results come back in input order.
 func TestDelegationBatchWithUnknownProfile(t *testing.T) {
 	// Version 0 is how delegations started before versions existed run.
-	for _, version := range []int{0, workflows.CurrentVersion} {
+	for _, version := range []int{0, api.CurrentVersion} {
 		t.Run(fmt.Sprintf("version-%d", version), func(t *testing.T) { testDelegationBatch(t, version) })
 	}
 }
@@ -31,8 +32,8 @@ func testDelegationBatch(t *testing.T, version int) {
 	e.model.Script("plain-task", finalizeStep("plain done"))
 	e.startWorker(shared.client)
 
-	in := workflows.DelegationInput{
-		Tasks: []workflows.TaskSpec{
+	in := api.DelegationInput{
+		Tasks: []api.TaskSpec{
 			{Name: "scout-it", Prompt: "[[script:scout-task]] Find the config.", Profile: "scout", Cwd: e.workDir, Model: scriptedmodel.ModelRef},
 			{Name: "missing", Prompt: "never runs", Profile: "code-reviewer", Cwd: e.workDir},
 			{Name: "plain", Prompt: "[[script:plain-task]] Do it.", Cwd: e.workDir, Model: scriptedmodel.ModelRef},
@@ -42,11 +43,11 @@ func testDelegationBatch(t *testing.T, version int) {
 		Version:        version,
 	}
 	run, err := shared.client.ExecuteWorkflow(e.ctx(), sdkclient.StartWorkflowOptions{ID: "delegation-" + uuid.NewString(), TaskQueue: e.taskQueue},
-		workflows.DelegationWorkflowName, in)
+		api.DelegationWorkflowName, in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st workflows.DelegationStatus
+	var st api.DelegationStatus
 	if err := run.Get(e.ctx(), &st); err != nil {
 		t.Fatal(err)
 	}
@@ -54,14 +55,14 @@ func testDelegationBatch(t *testing.T, version int) {
 		t.Fatalf("accounting %+v", st)
 	}
 	scout, missing, plain := st.Tasks[0], st.Tasks[1], st.Tasks[2]
-	if scout.Name != "scout-it" || scout.State != workflows.StateCompleted || scout.Turn.Result.Output != "scouted" {
+	if scout.Name != "scout-it" || scout.State != api.StateCompleted || scout.Turn.Result.Output != "scouted" {
 		t.Fatalf("scout task %+v", scout)
 	}
-	if missing.State != workflows.StateFailed || missing.Error.Code != errcode.UnknownAgent ||
+	if missing.State != api.StateFailed || missing.Error.Code != errcode.UnknownAgent ||
 		!strings.HasPrefix(missing.Error.Message, `Unknown profile: "code-reviewer". Available profiles: explorer, finder`) {
 		t.Fatalf("missing task %+v", missing)
 	}
-	if plain.State != workflows.StateCompleted || plain.Turn.Result.Output != "plain done" {
+	if plain.State != api.StateCompleted || plain.Turn.Result.Output != "plain done" {
 		t.Fatalf("plain task %+v", plain)
 	}
 	// The scout child ran with the built-in's read-only tools and its prompt.
@@ -86,14 +87,14 @@ func testDelegationBatch(t *testing.T, version int) {
 	}
 }
 
-func (e *env) delegate(in workflows.DelegationInput) (workflows.DelegationStatus, error) {
+func (e *env) delegate(in api.DelegationInput) (api.DelegationStatus, error) {
 	e.t.Helper()
 	run, err := shared.client.ExecuteWorkflow(e.ctx(), sdkclient.StartWorkflowOptions{ID: "delegation-" + uuid.NewString(), TaskQueue: e.taskQueue},
-		workflows.DelegationWorkflowName, in)
+		api.DelegationWorkflowName, in)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	var st workflows.DelegationStatus
+	var st api.DelegationStatus
 	err = run.Get(e.ctx(), &st)
 	return st, err
 }
@@ -108,9 +109,9 @@ func TestDelegationResume(t *testing.T) {
 	e.model.Script("r2", finalizeStep("still remember"))
 	e.model.Script("r3", finalizeStep("third time"))
 	e.startWorker(shared.client)
-	task := func(prompt, resume string) workflows.DelegationInput {
-		return workflows.DelegationInput{
-			Tasks:      []workflows.TaskSpec{{Name: "memory", Prompt: prompt, Profile: "scout", Cwd: e.workDir, Model: scriptedmodel.ModelRef, Resume: resume}},
+	task := func(prompt, resume string) api.DelegationInput {
+		return api.DelegationInput{
+			Tasks:      []api.TaskSpec{{Name: "memory", Prompt: prompt, Profile: "scout", Cwd: e.workDir, Model: scriptedmodel.ModelRef, Resume: resume}},
 			SessionIDs: []string{uuid.NewString()}, IdleTTLSeconds: 2,
 		}
 	}
@@ -163,34 +164,34 @@ func TestDelegationCancelKeepsFinishedSiblings(t *testing.T) {
 	e.model.Script("quick", finalizeStep("quick done"))
 	e.model.Script("slow", scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "bash", Arguments: `{"command":"echo go > slow-started.txt; sleep 120"}`}}})
 	e.startWorker(shared.client)
-	in := workflows.DelegationInput{
-		Tasks: []workflows.TaskSpec{
+	in := api.DelegationInput{
+		Tasks: []api.TaskSpec{
 			{Name: "quick", Prompt: "[[script:quick]] q", Cwd: e.workDir, Model: scriptedmodel.ModelRef},
 			{Name: "slow", Prompt: "[[script:slow]] s", Cwd: e.workDir, Model: scriptedmodel.ModelRef},
 		},
 		SessionIDs: []string{uuid.NewString(), uuid.NewString()}, IdleTTLSeconds: -1,
 	}
 	run, err := shared.client.ExecuteWorkflow(e.ctx(), sdkclient.StartWorkflowOptions{ID: "delegation-" + uuid.NewString(), TaskQueue: e.taskQueue},
-		workflows.DelegationWorkflowName, in)
+		api.DelegationWorkflowName, in)
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitForFile(t, filepath.Join(e.workDir, "slow-started.txt"))
-	if err := shared.client.SignalWorkflow(e.ctx(), run.GetID(), "", workflows.CancelSignal, workflows.CancelRequest{Reason: "test"}); err != nil {
+	if err := shared.client.SignalWorkflow(e.ctx(), run.GetID(), "", api.CancelSignal, api.CancelRequest{Reason: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	var st workflows.DelegationStatus
+	var st api.DelegationStatus
 	if err := run.Get(e.ctx(), &st); err != nil {
 		t.Fatal(err)
 	}
 	quick, slow := st.Tasks[0], st.Tasks[1]
-	if quick.State != workflows.StateCompleted || quick.Turn.Result.Output != "quick done" {
+	if quick.State != api.StateCompleted || quick.Turn.Result.Output != "quick done" {
 		t.Fatalf("finished sibling changed: %+v", quick)
 	}
-	if slow.State != workflows.StateCancelled || slow.Turn == nil || slow.Turn.Error.Code != errcode.Cancelled || len(slow.Turn.Result.ToolRows) != 1 {
+	if slow.State != api.StateCancelled || slow.Turn == nil || slow.Turn.Error.Code != errcode.Cancelled || len(slow.Turn.Result.ToolRows) != 1 {
 		t.Fatalf("cancelled task %+v", slow)
 	}
-	if st.State != workflows.StateCancelled {
+	if st.State != api.StateCancelled {
 		t.Fatalf("delegation state %s", st.State)
 	}
 }

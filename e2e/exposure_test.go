@@ -14,12 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durable-pi/subagents/api"
+
 	"github.com/google/uuid"
 
 	"github.com/durable-pi/subagents/activities"
 	"github.com/durable-pi/subagents/internal/errcode"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
-	"github.com/durable-pi/subagents/workflows"
 )
 
 // TestHandMadeSessionCannotWidenPowers starts Session workflows by hand
@@ -38,19 +39,19 @@ func TestHandMadeSessionCannotWidenPowers(t *testing.T) {
 
 	tests := []struct {
 		name  string
-		child activities.RunPiInput
+		child api.RunPiInput
 		want  errcode.Code
 	}{
-		{"an extension no profile names", activities.RunPiInput{Extensions: []string{ext}}, errcode.PermissionDenied},
-		{"extra arguments that add tools", activities.RunPiInput{Profile: "scout", Tools: []string{"read", "grep", "find", "ls"}, ExtraArgs: []string{"--tools", "bash"}}, errcode.PermissionDenied},
-		{"a tool beyond a readonly profile", activities.RunPiInput{Profile: "scout", Tools: []string{"read", "bash"}}, errcode.PermissionDenied},
-		{"pi's default tools for a readonly profile", activities.RunPiInput{Profile: "scout"}, errcode.PermissionDenied},
-		{"an extension beside the granted one", activities.RunPiInput{Profile: "granted", Tools: []string{"read"}, Extensions: []string{ext, "/tmp/other.ts"}, ExtraArgs: []string{"--verbose"}, NoContextFiles: true}, errcode.PermissionDenied},
-		{"context files the profile turns off", activities.RunPiInput{Profile: "granted", Tools: []string{"read"}, Extensions: []string{ext}, ExtraArgs: []string{"--verbose"}}, errcode.PermissionDenied},
-		{"a depth beyond the limit", activities.RunPiInput{Depth: 2}, errcode.DepthExceeded},
-		{"a profile that does not exist", activities.RunPiInput{Profile: "ghost"}, errcode.UnknownAgent},
-		{"fewer tools than the profile grants", activities.RunPiInput{Profile: "scout", Tools: []string{"read"}, NoFinalize: true}, ""},
-		{"what the profile grants", activities.RunPiInput{Profile: "granted", Tools: []string{"read", "bash"}, Extensions: []string{ext}, ExtraArgs: []string{"--verbose"}, NoContextFiles: true, NoFinalize: true}, ""},
+		{"an extension no profile names", api.RunPiInput{Extensions: []string{ext}}, errcode.PermissionDenied},
+		{"extra arguments that add tools", api.RunPiInput{Profile: "scout", Tools: []string{"read", "grep", "find", "ls"}, ExtraArgs: []string{"--tools", "bash"}}, errcode.PermissionDenied},
+		{"a tool beyond a readonly profile", api.RunPiInput{Profile: "scout", Tools: []string{"read", "bash"}}, errcode.PermissionDenied},
+		{"pi's default tools for a readonly profile", api.RunPiInput{Profile: "scout"}, errcode.PermissionDenied},
+		{"an extension beside the granted one", api.RunPiInput{Profile: "granted", Tools: []string{"read"}, Extensions: []string{ext, "/tmp/other.ts"}, ExtraArgs: []string{"--verbose"}, NoContextFiles: true}, errcode.PermissionDenied},
+		{"context files the profile turns off", api.RunPiInput{Profile: "granted", Tools: []string{"read"}, Extensions: []string{ext}, ExtraArgs: []string{"--verbose"}}, errcode.PermissionDenied},
+		{"a depth beyond the limit", api.RunPiInput{Depth: 2}, errcode.DepthExceeded},
+		{"a profile that does not exist", api.RunPiInput{Profile: "ghost"}, errcode.UnknownAgent},
+		{"fewer tools than the profile grants", api.RunPiInput{Profile: "scout", Tools: []string{"read"}, NoFinalize: true}, ""},
+		{"what the profile grants", api.RunPiInput{Profile: "granted", Tools: []string{"read", "bash"}, Extensions: []string{ext}, ExtraArgs: []string{"--verbose"}, NoContextFiles: true, NoFinalize: true}, ""},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -58,7 +59,7 @@ func TestHandMadeSessionCannotWidenPowers(t *testing.T) {
 			e.model.Script(script, scriptedmodel.Step{Text: "ran"})
 			in := e.sessionInput("[[script:" + script + "]] Do as you like.")
 			in.Child = tt.child
-			var res workflows.SessionResult
+			var res api.SessionResult
 			if err := e.startSession(shared.client, in).Get(e.ctx(), &res); err != nil {
 				t.Fatalf("session: %v", err)
 			}
@@ -70,7 +71,7 @@ func TestHandMadeSessionCannotWidenPowers(t *testing.T) {
 				}
 				return
 			}
-			if turn.Error == nil || turn.Error.Code != tt.want || turn.Error.Category != tt.want.Category() || res.State != workflows.StateFailed {
+			if turn.Error == nil || turn.Error.Code != tt.want || turn.Error.Category != tt.want.Category() || res.State != api.StateFailed {
 				t.Fatalf("state %s error %+v, want %s", res.State, turn.Error, tt.want)
 			}
 			if n := len(e.model.RequestsFor(script)); n != 0 {
@@ -157,7 +158,7 @@ func postStartWorkflow(t *testing.T, port int, id, taskQueue string) (status int
 	t.Helper()
 	body := fmt.Sprintf(`{"workflowType":{"name":%q},"taskQueue":{"name":%q},"input":[{"sessionId":%q,"cwd":"/","prompt":"run this",`+
 		`"idleTtlSeconds":-1,"child":{"extensions":["/tmp/evil.ts"],"extraArgs":["--tools","bash"]}}]}`,
-		workflows.SessionWorkflowName, taskQueue, id)
+		api.SessionWorkflowName, taskQueue, id)
 	url := fmt.Sprintf("http://127.0.0.1:%d/api/v1/namespaces/default/workflows/%s", port, id)
 	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	if err != nil {

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durable-pi/subagents/api"
+
 	sdkclient "go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
@@ -23,7 +25,6 @@ import (
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
 	"github.com/durable-pi/subagents/worker"
 	"github.com/durable-pi/subagents/worker/devserver"
-	"github.com/durable-pi/subagents/workflows"
 )
 
 // testTimeout bounds one test's waits: a cold pi start plus a few turns take
@@ -47,7 +48,7 @@ func runMain(m *testing.M) int {
 		Port:             freePort(),
 		UIPort:           -1,
 		Ephemeral:        true,
-		SearchAttributes: workflows.SearchAttributes(),
+		SearchAttributes: api.SearchAttributes(),
 		Logger:           logger,
 	})
 	if err != nil {

@@ -12,8 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durable-pi/subagents/api"
+
 	"github.com/durable-pi/subagents/client"
-	"github.com/durable-pi/subagents/workflows"
 )
 
 // loadDelegations is 64 in `make test`; `make chaos` runs 1,000.
@@ -62,7 +63,7 @@ func TestLoadStubDelegations(t *testing.T) {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem }()
-			req := client.StartRequest{Tasks: []workflows.TaskSpec{{Name: fmt.Sprintf("load-%d", i), Prompt: "stub", Cwd: e.workDir}}, IdleTTLSeconds: -1}
+			req := client.StartRequest{Tasks: []api.TaskSpec{{Name: fmt.Sprintf("load-%d", i), Prompt: "stub", Cwd: e.workDir}}, IdleTTLSeconds: -1}
 			env, err := c.Start(ctx, req)
 			if err != nil {
 				errs <- err

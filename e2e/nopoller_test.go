@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durable-pi/subagents/api"
+
 	"github.com/durable-pi/subagents/client"
-	"github.com/durable-pi/subagents/workflows"
 )
 
 // noPollerWait is how long the test's queue has no worker: beyond the
@@ -30,7 +31,7 @@ func TestFollowRidesOutNoPoller(t *testing.T) {
 	c := &client.Client{Temporal: shared.client, TaskQueue: e.taskQueue, Address: shared.server.FrontendAddress()}
 	ctx, cancel := context.WithTimeout(context.Background(), noPollerWait+testTimeout)
 	defer cancel()
-	started, err := c.Start(ctx, client.StartRequest{Tasks: []workflows.TaskSpec{{Name: "late", Prompt: "[[script:late]] hi", Cwd: e.workDir}}, IdleTTLSeconds: -1})
+	started, err := c.Start(ctx, client.StartRequest{Tasks: []api.TaskSpec{{Name: "late", Prompt: "[[script:late]] hi", Cwd: e.workDir}}, IdleTTLSeconds: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

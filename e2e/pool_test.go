@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/durable-pi/subagents/activities"
+	"github.com/durable-pi/subagents/api"
+
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
 	"github.com/durable-pi/subagents/worker"
-	"github.com/durable-pi/subagents/workflows"
 )
 
 // TestWarmPool runs real pi children through a worker's warm pool: a task
@@ -46,9 +46,9 @@ func TestWarmPool(t *testing.T) {
 	step := finalizeStep("the answer")
 	step.Repeat = true
 	e.model.Script("pool", step)
-	run := func(in workflows.SessionInput) workflows.TurnResult {
+	run := func(in api.SessionInput) api.TurnResult {
 		t.Helper()
-		var res workflows.SessionResult
+		var res api.SessionResult
 		if err := e.startSession(shared.client, in).Get(e.ctx(), &res); err != nil {
 			t.Fatalf("session: %v", err)
 		}
@@ -215,7 +215,7 @@ func piProcessesOf(agentDir string) []int {
 }
 
 // timelineTypes is a run's event timeline as its event types.
-func timelineTypes(r activities.RunPiResult) string {
+func timelineTypes(r api.RunPiResult) string {
 	var types []string
 	for _, ev := range r.Timeline {
 		types = append(types, ev.Type)

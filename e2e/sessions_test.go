@@ -5,11 +5,12 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/durable-pi/subagents/api"
+
 	historypb "go.temporal.io/api/history/v1"
 	sdkclient "go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/durable-pi/subagents/activities"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
 	"github.com/durable-pi/subagents/workflows"
 )
@@ -24,12 +25,12 @@ func TestForgottenFinalizeGetsFeedback(t *testing.T) {
 	)
 	e.startWorker(shared.client)
 	in := e.sessionInput("[[script:forgot]] What is the answer?")
-	var res workflows.SessionResult
+	var res api.SessionResult
 	if err := e.startSession(shared.client, in).Get(e.ctx(), &res); err != nil {
 		t.Fatal(err)
 	}
 	turn := res.LastTurn
-	if turn.State != workflows.StateCompleted || turn.Attempts != 2 || turn.Result.Output != "42" || turn.Usage.Turns != 2 {
+	if turn.State != api.StateCompleted || turn.Attempts != 2 || turn.Result.Output != "42" || turn.Usage.Turns != 2 {
 		t.Fatalf("turn %+v", turn)
 	}
 	reqs := e.model.RequestsFor("forgot")
@@ -38,7 +39,7 @@ func TestForgottenFinalizeGetsFeedback(t *testing.T) {
 	}
 	msgs := reqs[1].Parsed.Messages
 	// The first attempt called no tool: the missing-finalize feedback.
-	want := workflows.CorrectiveFeedback(activities.RunPiResult{})
+	want := workflows.CorrectiveFeedback(api.RunPiResult{})
 	if last := msgs[len(msgs)-1]; last.Role != "user" || last.Text() != want {
 		t.Fatalf("the model got %q, want the corrective feedback %q", last.Text(), want)
 	}
@@ -60,46 +61,46 @@ func TestStickySessionSendsShareContext(t *testing.T) {
 	in.IdleTTLSeconds = 3 // complete soon after the last turn, for the test
 	run := e.startSession(shared.client, in)
 
-	wait := func(turn int) workflows.SessionStatus {
+	wait := func(turn int) api.SessionStatus {
 		t.Helper()
 		h, err := shared.client.UpdateWorkflow(e.ctx(), sdkclient.UpdateWorkflowOptions{
-			WorkflowID: in.SessionID, UpdateName: workflows.WaitUpdate,
-			Args: []any{workflows.WaitRequest{Turn: turn}}, WaitForStage: sdkclient.WorkflowUpdateStageCompleted,
+			WorkflowID: in.SessionID, UpdateName: api.WaitUpdate,
+			Args: []any{api.WaitRequest{Turn: turn}}, WaitForStage: sdkclient.WorkflowUpdateStageCompleted,
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		var st workflows.SessionStatus
+		var st api.SessionStatus
 		if err := h.Get(e.ctx(), &st); err != nil {
 			t.Fatal(err)
 		}
 		return st
 	}
-	if st := wait(1); st.State != workflows.StateWaitingForInput || st.LastTurn.Result.Output != "noted 7" {
+	if st := wait(1); st.State != api.StateWaitingForInput || st.LastTurn.Result.Output != "noted 7" {
 		t.Fatalf("after turn 1: %+v", st)
 	}
 	h, err := shared.client.UpdateWorkflow(e.ctx(), sdkclient.UpdateWorkflowOptions{
-		WorkflowID: in.SessionID, UpdateName: workflows.SendUpdate,
-		Args: []any{workflows.SendRequest{Prompt: "[[script:sticky-2]] Which number was it?"}}, WaitForStage: sdkclient.WorkflowUpdateStageCompleted,
+		WorkflowID: in.SessionID, UpdateName: api.SendUpdate,
+		Args: []any{api.SendRequest{Prompt: "[[script:sticky-2]] Which number was it?"}}, WaitForStage: sdkclient.WorkflowUpdateStageCompleted,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var acc workflows.SendAccepted
+	var acc api.SendAccepted
 	if err := h.Get(e.ctx(), &acc); err != nil || acc.Turn != 2 {
 		t.Fatalf("send accepted %+v %v", acc, err)
 	}
 	if st := wait(2); st.LastTurn.Result.Output != "it was 7" {
 		t.Fatalf("after turn 2: %+v", st)
 	}
-	if err := shared.client.SignalWorkflow(e.ctx(), in.SessionID, "", workflows.SendSignal, workflows.SendRequest{Prompt: "[[script:sticky-3]] Add one."}); err != nil {
+	if err := shared.client.SignalWorkflow(e.ctx(), in.SessionID, "", api.SendSignal, api.SendRequest{Prompt: "[[script:sticky-3]] Add one."}); err != nil {
 		t.Fatal(err)
 	}
-	var res workflows.SessionResult
+	var res api.SessionResult
 	if err := run.Get(e.ctx(), &res); err != nil {
 		t.Fatal(err)
 	}
-	if res.Turns != 3 || res.LastTurn.Result.Output != "7 plus 1 is 8" || res.Usage.Turns != 3 || res.State != workflows.StateCompleted {
+	if res.Turns != 3 || res.LastTurn.Result.Output != "7 plus 1 is 8" || res.Usage.Turns != 3 || res.State != api.StateCompleted {
 		t.Fatalf("result %+v", res)
 	}
 	// Turn 3's request carries both earlier turns: the same pi session.

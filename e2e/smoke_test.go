@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durable-pi/subagents/api"
+
 	"github.com/google/uuid"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -23,12 +25,11 @@ import (
 	"github.com/durable-pi/subagents/internal/errcode"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
 	"github.com/durable-pi/subagents/worker/devserver"
-	"github.com/durable-pi/subagents/workflows"
 )
 
 // sessionInput is a one-turn session that completes when its turn ends.
-func (e *env) sessionInput(prompt string) workflows.SessionInput {
-	return workflows.SessionInput{
+func (e *env) sessionInput(prompt string) api.SessionInput {
+	return api.SessionInput{
 		SessionID:      uuid.NewString(),
 		Agent:          "smoke",
 		Prompt:         prompt,
@@ -38,12 +39,12 @@ func (e *env) sessionInput(prompt string) workflows.SessionInput {
 	}
 }
 
-func (e *env) startSession(c sdkclient.Client, in workflows.SessionInput) sdkclient.WorkflowRun {
+func (e *env) startSession(c sdkclient.Client, in api.SessionInput) sdkclient.WorkflowRun {
 	e.t.Helper()
 	run, err := c.ExecuteWorkflow(e.ctx(), sdkclient.StartWorkflowOptions{
 		ID:        in.SessionID,
 		TaskQueue: e.taskQueue,
-	}, workflows.SessionWorkflowName, in)
+	}, api.SessionWorkflowName, in)
 	if err != nil {
 		e.t.Fatalf("start session: %v", err)
 	}
@@ -61,7 +62,7 @@ func TestSmokeRealPiThroughTemporal(t *testing.T) {
 	in := e.sessionInput("[[script:smoke]] Say hello.")
 	// A profile with finalize: false: the final assistant text is the result.
 	in.Child.NoFinalize = true
-	var res workflows.SessionResult
+	var res api.SessionResult
 	if err := e.startSession(shared.client, in).Get(e.ctx(), &res); err != nil {
 		t.Fatalf("session: %v", err)
 	}
@@ -112,7 +113,7 @@ func TestEmbeddedServerIsDurable(t *testing.T) {
 	start := func() (*devserver.Server, sdkclient.Client) {
 		srv, err := devserver.Start(e.ctx(), devserver.Options{
 			Port: freePort(), UIPort: -1, DBFile: db,
-			SearchAttributes: workflows.SearchAttributes(), Logger: testLogger(),
+			SearchAttributes: api.SearchAttributes(), Logger: testLogger(),
 		})
 		if err != nil {
 			t.Fatalf("start server on %s: %v", db, err)
@@ -129,7 +130,7 @@ func TestEmbeddedServerIsDurable(t *testing.T) {
 	stopWorker := e.startWorker(c)
 	finished := e.sessionInput("[[script:durable]] Finish before the restart.")
 	finished.Child.NoFinalize = true
-	var before workflows.SessionResult
+	var before api.SessionResult
 	if err := e.startSession(c, finished).Get(e.ctx(), &before); err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +155,7 @@ func TestEmbeddedServerIsDurable(t *testing.T) {
 	if len(resp.Executions) != 1 || resp.Executions[0].Status != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
 		t.Fatalf("finished workflow after restart: %v", resp.Executions)
 	}
-	var after workflows.SessionResult
+	var after api.SessionResult
 	if err := c.GetWorkflow(e.ctx(), finished.SessionID, "").Get(e.ctx(), &after); err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +164,7 @@ func TestEmbeddedServerIsDurable(t *testing.T) {
 	}
 
 	e.startWorker(c)
-	var res workflows.SessionResult
+	var res api.SessionResult
 	if err := c.GetWorkflow(e.ctx(), pending.SessionID, "").Get(e.ctx(), &res); err != nil {
 		t.Fatalf("pending workflow after restart: %v", err)
 	}
@@ -235,7 +236,7 @@ func TestFinalizedAttemptIsNotRunAgain(t *testing.T) {
 	in.Child.Profile, in.Child.Extensions = "settler", []string{ext}
 	res := e.stopWorkerWhen(in, filepath.Join(e.workDir, "settling.txt"))
 	turn := res.LastTurn.Result
-	if turn.Output != "done before the crash" || !turn.Recovered || turn.Attempt != 2 || turn.Error != nil || res.State != workflows.StateCompleted {
+	if turn.Output != "done before the crash" || !turn.Recovered || turn.Attempt != 2 || turn.Error != nil || res.State != api.StateCompleted {
 		t.Fatalf("turn: state %s output %q recovered %v attempt %d error %+v", res.State, turn.Output, turn.Recovered, turn.Attempt, turn.Error)
 	}
 	if n := len(e.model.RequestsFor("finalized")); n != 2 {
@@ -245,7 +246,7 @@ func TestFinalizedAttemptIsNotRunAgain(t *testing.T) {
 	if u := res.LastTurn.Usage; u.Turns != 2 || u.Input == 0 {
 		t.Fatalf("turn usage %+v, want the 2 calls of the interrupted attempt", u)
 	}
-	if len(turn.ToolRows) != 2 || turn.ToolRows[0].Name != "bash" || turn.ToolRows[1].Name != activities.FinalizeToolName {
+	if len(turn.ToolRows) != 2 || turn.ToolRows[0].Name != "bash" || turn.ToolRows[1].Name != api.FinalizeToolName {
 		t.Fatalf("tool rows %+v", turn.ToolRows)
 	}
 	if b, err := os.ReadFile(turn.ArtifactFile); err != nil || string(b) != "done before the crash" {
@@ -255,14 +256,14 @@ func TestFinalizedAttemptIsNotRunAgain(t *testing.T) {
 
 // stopWorkerWhen runs session in on a worker that is stopped once file
 // appears (the child wrote it), then on a new worker to its end.
-func (e *env) stopWorkerWhen(in workflows.SessionInput, file string) workflows.SessionResult {
+func (e *env) stopWorkerWhen(in api.SessionInput, file string) api.SessionResult {
 	e.t.Helper()
 	stopFirst := e.startWorker(shared.client)
 	run := e.startSession(shared.client, in)
 	waitForFile(e.t, file)
 	stopFirst()
 	e.startWorker(shared.client)
-	var res workflows.SessionResult
+	var res api.SessionResult
 	if err := run.Get(e.ctx(), &res); err != nil {
 		e.t.Fatal(err)
 	}
@@ -298,7 +299,7 @@ func TestCrashBeforeSessionFileRunsPromptAgain(t *testing.T) {
 	}
 	stopFirst()
 	e.startWorker(shared.client)
-	var res workflows.SessionResult
+	var res api.SessionResult
 	if err := run.Get(e.ctx(), &res); err != nil {
 		t.Fatal(err)
 	}
@@ -326,7 +327,7 @@ func TestCancelKillsChildAndItsTools(t *testing.T) {
 	waitForFile(t, pidFile)
 
 	// The heartbeat carries the running tool row.
-	var progress activities.Progress
+	var progress api.Progress
 	deadline := time.Now().Add(testTimeout)
 	for len(progress.ToolRows) == 0 {
 		desc, err := shared.client.DescribeWorkflowExecution(e.ctx(), in.SessionID, "")
@@ -351,7 +352,7 @@ func TestCancelKillsChildAndItsTools(t *testing.T) {
 	if err := shared.client.CancelWorkflow(e.ctx(), in.SessionID, ""); err != nil {
 		t.Fatal(err)
 	}
-	var res workflows.SessionResult
+	var res api.SessionResult
 	err := run.Get(e.ctx(), &res)
 	var cancelled *temporal.CanceledError
 	if !errors.As(err, &cancelled) {
@@ -362,7 +363,7 @@ func TestCancelKillsChildAndItsTools(t *testing.T) {
 		t.Fatal(err)
 	}
 	turn := res.LastTurn
-	if res.State != workflows.StateCancelled || turn == nil || turn.Error.Code != errcode.Cancelled {
+	if res.State != api.StateCancelled || turn == nil || turn.Error.Code != errcode.Cancelled {
 		t.Fatalf("result %+v", res)
 	}
 	if turn.Usage.Turns != 1 || len(turn.Result.ToolRows) != 1 || turn.Result.ToolRows[0].Name != "bash" {

@@ -7,7 +7,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/durable-pi/subagents/activities"
+	"github.com/durable-pi/subagents/api"
+
 	"github.com/durable-pi/subagents/internal/errcode"
 )
 
@@ -31,9 +32,9 @@ type ResolveTask struct {
 
 // ResolvedTask is a task's child settings, or why it cannot run.
 type ResolvedTask struct {
-	Child              activities.RunPiInput `json:"child"`
-	MaxFinalizeRetries *int                  `json:"maxFinalizeRetries,omitempty"`
-	Error              *errcode.Info         `json:"error,omitempty"`
+	Child              api.RunPiInput `json:"child"`
+	MaxFinalizeRetries *int           `json:"maxFinalizeRetries,omitempty"`
+	Error              *errcode.Info  `json:"error,omitempty"`
 }
 
 // Activities resolve profiles on the worker, where the task's cwd and pi's
@@ -121,21 +122,21 @@ func (a *Activities) resolve(cfg Config, cfgErr error, t ResolveTask) (ResolvedT
 // other extension, skill or extra argument, no tool beyond its allowlist, no
 // skills or context files it turns off, and no depth beyond MaxDepth. The
 // permission policy is applied again too. It returns the profile's apiKey.
-func (a *Activities) Admit(in activities.RunPiInput) (activities.Admission, error) {
+func (a *Activities) Admit(in api.RunPiInput) (api.Admission, error) {
 	maxDepth := cmp.Or(a.MaxDepth, DefaultMaxDepth)
 	if in.Depth > maxDepth {
-		return activities.Admission{}, errcode.Errorf(errcode.DepthExceeded,
+		return api.Admission{}, errcode.Errorf(errcode.DepthExceeded,
 			"Subagent depth %d is beyond this worker's limit of %d: a subagent cannot delegate further", in.Depth, maxDepth)
 	}
 	cfg, cfgErr := a.config(in.Cwd)
 	r, p, err := a.resolve(cfg, cfgErr, ResolveTask{Profile: in.Profile, Cwd: in.Cwd})
 	if err != nil {
-		return activities.Admission{}, err
+		return api.Admission{}, err
 	}
 	if err := grants(r.Child, in); err != nil {
-		return activities.Admission{}, err
+		return api.Admission{}, err
 	}
-	return activities.Admission{APIKey: p.APIKey}, nil
+	return api.Admission{APIKey: p.APIKey}, nil
 }
 
 // WriteTools are the tools of a child that write files: those of tools,
@@ -145,7 +146,7 @@ func WriteTools(tools []string, none bool) []string {
 		return nil
 	}
 	if len(tools) == 0 {
-		tools = activities.DefaultTools
+		tools = api.DefaultTools
 	}
 	var w []string
 	for _, t := range tools {
@@ -162,7 +163,7 @@ const DefaultMaxDepth = 1
 
 // grants checks that run asks for nothing beyond what the resolved profile
 // gives its children.
-func grants(profile, run activities.RunPiInput) error {
+func grants(profile, run api.RunPiInput) error {
 	name := cmp.Or(profile.Profile, "default")
 	deny := func(what string) error {
 		return errcode.Errorf(errcode.PermissionDenied,
@@ -198,12 +199,12 @@ func grants(profile, run activities.RunPiInput) error {
 
 // grantedTools is the tool allowlist pi gets for in (the finalize tool
 // aside, which every run may have).
-func grantedTools(in activities.RunPiInput) []string {
+func grantedTools(in api.RunPiInput) []string {
 	switch {
 	case in.NoTools:
 		return nil
 	case len(in.Tools) == 0:
-		return activities.DefaultTools
+		return api.DefaultTools
 	default:
 		return in.Tools
 	}

@@ -13,7 +13,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/durable-pi/subagents/activities"
+	"github.com/durable-pi/subagents/api"
+
 	"github.com/durable-pi/subagents/internal/errcode"
 )
 
@@ -294,7 +295,7 @@ func (p *Profile) GrantedTools() []string {
 	case p.Readonly:
 		tools = slices.Clone(ReadOnlyTools)
 	default:
-		return slices.Clone(activities.DefaultTools)
+		return slices.Clone(api.DefaultTools)
 	}
 	tools = slices.DeleteFunc(tools, func(t string) bool {
 		return slices.Contains(DelegationTools, t) || (p.Readonly && !slices.Contains(ReadOnlyTools, t))

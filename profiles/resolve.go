@@ -7,7 +7,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/durable-pi/subagents/activities"
+	"github.com/durable-pi/subagents/api"
+
 	"github.com/durable-pi/subagents/internal/errcode"
 )
 
@@ -51,7 +52,7 @@ type TaskOverrides struct {
 
 // Resolved is a profile turned into how its child runs.
 type Resolved struct {
-	Child              activities.RunPiInput
+	Child              api.RunPiInput
 	MaxFinalizeRetries *int
 }
 
@@ -66,7 +67,7 @@ func (p *Profile) Resolve(opts Options, cfg Config, task TaskOverrides) (Resolve
 	if err != nil {
 		return Resolved{}, err
 	}
-	child := activities.RunPiInput{
+	child := api.RunPiInput{
 		Profile:             p.Name,
 		Thinking:            p.Thinking,
 		SystemPrompt:        p.SystemPrompt,

@@ -11,7 +11,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/durable-pi/subagents/activities"
+	"github.com/durable-pi/subagents/api"
+
 	"github.com/durable-pi/subagents/internal/errcode"
 )
 
@@ -123,7 +124,7 @@ var settings = []setting{
 		return err
 	}},
 	{"taskMaxEvents", "SUBAGENTS_TASK_MAX_EVENTS", "OHM_SUBAGENTS_TASK_MAX_EVENTS", true, func(c *Config, v any, from string) error {
-		n, err := asInt("taskMaxEvents", v, from, 0, activities.MaxEventsCeiling)
+		n, err := asInt("taskMaxEvents", v, from, 0, api.MaxEventsCeiling)
 		c.TaskMaxEvents = &n
 		return err
 	}},

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/durable-pi/subagents/api"
+
 	"go.temporal.io/sdk/client"
 
 	"github.com/durable-pi/subagents/activities"
@@ -19,7 +21,6 @@ import (
 	"github.com/durable-pi/subagents/internal/errcode"
 	"github.com/durable-pi/subagents/internal/metrics"
 	"github.com/durable-pi/subagents/profiles"
-	"github.com/durable-pi/subagents/workflows"
 )
 
 // Flags are the settings `subagents dev` and `subagents worker` share.
@@ -46,7 +47,7 @@ type Flags struct {
 
 // Register adds the flags to fs.
 func (f *Flags) Register(fs *flag.FlagSet) {
-	fs.StringVar(&f.TaskQueue, "task-queue", workflows.DefaultTaskQueue, "task queue the worker polls")
+	fs.StringVar(&f.TaskQueue, "task-queue", api.DefaultTaskQueue, "task queue the worker polls")
 	fs.StringVar(&f.Pi, "pi", "", "pi executable (default: $SUBAGENTS_PI, the source tree's extension/node_modules/.bin/pi, then PATH)")
 	fs.StringVar(&f.DataDir, "data-dir", "", "folder for session files and artifacts (default $SUBAGENTS_DATA_DIR or ~/.pi/subagents)")
 	fs.IntVar(&f.OutputMaxChars, "output-max-chars", envInt("SUBAGENTS_OUTPUT_MAX_CHARS", activities.DefaultOutputMaxChars),

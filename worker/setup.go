@@ -10,6 +10,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/durable-pi/subagents/api"
+
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/serviceerror"
@@ -19,7 +21,6 @@ import (
 
 	subclient "github.com/durable-pi/subagents/client"
 	"github.com/durable-pi/subagents/internal/errcode"
-	"github.com/durable-pi/subagents/workflows"
 )
 
 // DefaultRetention is how long a namespace `subagents setup` creates keeps
@@ -70,7 +71,7 @@ func missingAttributes(ctx context.Context, c client.Client, namespace string) (
 		return nil, err
 	}
 	var missing []string
-	for name := range workflows.SearchAttributes() {
+	for name := range api.SearchAttributes() {
 		if _, ok := have.GetCustomAttributes()[name]; !ok {
 			missing = append(missing, name)
 		}
@@ -111,7 +112,7 @@ func Setup(ctx context.Context, c client.Client, namespace string, retention tim
 	if len(missing) > 0 {
 		add := map[string]enumspb.IndexedValueType{}
 		for _, name := range missing {
-			add[name] = workflows.SearchAttributes()[name]
+			add[name] = api.SearchAttributes()[name]
 		}
 		if _, err := c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{Namespace: namespace, SearchAttributes: add}); err != nil {
 			var exists *serviceerror.AlreadyExists
@@ -125,7 +126,7 @@ func Setup(ctx context.Context, c client.Client, namespace string, retention tim
 	}
 	// Served once a query that names every one of them is answered.
 	names := slices.Sorted(func(yield func(string) bool) {
-		for n := range workflows.SearchAttributes() {
+		for n := range api.SearchAttributes() {
 			if !yield(n) {
 				return
 			}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/durable-pi/subagents/api"
+
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -100,12 +102,12 @@ const sweepEvery = time.Hour
 // not start them.
 func New(c client.Client, cfg Config) (*Worker, error) {
 	if cfg.TaskQueue == "" {
-		cfg.TaskQueue = workflows.DefaultTaskQueue
+		cfg.TaskQueue = api.DefaultTaskQueue
 	}
 	if cfg.Host == "" || cfg.Host == "auto" {
 		cfg.Host = DefaultHost()
 	}
-	if !workflows.ValidHost(cfg.Host) {
+	if !api.ValidHost(cfg.Host) {
 		return nil, errcode.Errorf(errcode.InvalidInput, "--host %q cannot name a task queue (no '@', '/' or spaces)", cfg.Host)
 	}
 	if cfg.DataDir == "" {
@@ -158,7 +160,7 @@ func New(c client.Client, cfg Config) (*Worker, error) {
 	}
 	shared := sdkworker.New(c, cfg.TaskQueue, opts)
 	Register(shared, acts, profs, &activities.Sessions{Client: c})
-	hostQueue := workflows.HostQueue(cfg.TaskQueue, cfg.Host)
+	hostQueue := api.HostQueue(cfg.TaskQueue, cfg.Host)
 	host := sdkworker.New(c, hostQueue, opts)
 	registerHostActivities(host, acts, profs)
 	logger := cfg.Logger
@@ -217,7 +219,7 @@ func (w *Worker) Stop() {
 }
 
 // PoolStats are the warm pool's counters.
-func (w *Worker) PoolStats() activities.PoolStats { return w.acts.PoolStats() }
+func (w *Worker) PoolStats() api.PoolStats { return w.acts.PoolStats() }
 
 // DefaultHost is this machine's name, as a host queue names it.
 func DefaultHost() string {
@@ -239,21 +241,21 @@ func observer(m *metrics.Metrics) activities.RunObserver {
 // Register registers every workflow and activity on r, under the names that
 // histories record.
 func Register(r sdkworker.Registry, acts *activities.Activities, profs *profiles.Activities, sessions *activities.Sessions) {
-	r.RegisterWorkflowWithOptions(workflows.Session, workflow.RegisterOptions{Name: workflows.SessionWorkflowName})
-	r.RegisterWorkflowWithOptions(workflows.Delegation, workflow.RegisterOptions{Name: workflows.DelegationWorkflowName})
-	r.RegisterWorkflowWithOptions(workflows.ReadSession, workflow.RegisterOptions{Name: workflows.ReadSessionWorkflowName})
-	r.RegisterActivityWithOptions(acts.ReadSession, activity.RegisterOptions{Name: workflows.ReadSessionActivityName})
-	r.RegisterActivityWithOptions(acts.RunPi, activity.RegisterOptions{Name: workflows.RunPiActivityName})
-	r.RegisterActivityWithOptions(profs.ResolveTasks, activity.RegisterOptions{Name: workflows.ResolveTasksActivityName})
-	r.RegisterActivityWithOptions(sessions.LookupSessions, activity.RegisterOptions{Name: workflows.LookupSessionsActivityName})
+	r.RegisterWorkflowWithOptions(workflows.Session, workflow.RegisterOptions{Name: api.SessionWorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.Delegation, workflow.RegisterOptions{Name: api.DelegationWorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.ReadSession, workflow.RegisterOptions{Name: api.ReadSessionWorkflowName})
+	r.RegisterActivityWithOptions(acts.ReadSession, activity.RegisterOptions{Name: api.ReadSessionActivityName})
+	r.RegisterActivityWithOptions(acts.RunPi, activity.RegisterOptions{Name: api.RunPiActivityName})
+	r.RegisterActivityWithOptions(profs.ResolveTasks, activity.RegisterOptions{Name: api.ResolveTasksActivityName})
+	r.RegisterActivityWithOptions(sessions.LookupSessions, activity.RegisterOptions{Name: api.LookupSessionsActivityName})
 }
 
 // registerHostActivities registers what runs on a host queue: the steps
 // that need a cwd or a session file on this machine.
 func registerHostActivities(r sdkworker.Registry, acts *activities.Activities, profs *profiles.Activities) {
-	r.RegisterActivityWithOptions(acts.RunPi, activity.RegisterOptions{Name: workflows.RunPiActivityName})
-	r.RegisterActivityWithOptions(acts.ReadSession, activity.RegisterOptions{Name: workflows.ReadSessionActivityName})
-	r.RegisterActivityWithOptions(profs.ResolveTasks, activity.RegisterOptions{Name: workflows.ResolveTasksActivityName})
+	r.RegisterActivityWithOptions(acts.RunPi, activity.RegisterOptions{Name: api.RunPiActivityName})
+	r.RegisterActivityWithOptions(acts.ReadSession, activity.RegisterOptions{Name: api.ReadSessionActivityName})
+	r.RegisterActivityWithOptions(profs.ResolveTasks, activity.RegisterOptions{Name: api.ResolveTasksActivityName})
 }
 
 // agentDir is the pi config dir the children see: PI_CODING_AGENT_DIR of

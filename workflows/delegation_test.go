@@ -9,13 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durable-pi/subagents/api"
+
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/durable-pi/subagents/activities"
 	"github.com/durable-pi/subagents/internal/errcode"
 	"github.com/durable-pi/subagents/profiles"
 )
@@ -34,7 +35,7 @@ func fakeResolver(known ...string) func(context.Context, profiles.ResolveRequest
 				out[i].Error = &errcode.Info{Code: errcode.UnknownAgent, Message: msg, Category: errcode.CategoryNotFound}
 				continue
 			}
-			out[i].Child = activities.RunPiInput{Profile: t.Profile, Model: t.Model}
+			out[i].Child = api.RunPiInput{Profile: t.Profile, Model: t.Model}
 		}
 		return out, nil
 	}
@@ -49,7 +50,7 @@ type concurrencyChild struct {
 	depths  []int
 }
 
-func (c *concurrencyChild) run(_ context.Context, in activities.RunPiInput) (activities.RunPiResult, error) {
+func (c *concurrencyChild) run(_ context.Context, in api.RunPiInput) (api.RunPiResult, error) {
 	c.mu.Lock()
 	c.running++
 	c.peak = max(c.peak, c.running)
@@ -69,17 +70,17 @@ func newDelegationEnv(t *testing.T, child any, known ...string) *testsuite.TestW
 	t.Helper()
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
-	env.RegisterWorkflowWithOptions(Session, workflow.RegisterOptions{Name: SessionWorkflowName})
-	env.RegisterWorkflowWithOptions(Delegation, workflow.RegisterOptions{Name: DelegationWorkflowName})
-	env.RegisterActivityWithOptions(child, activity.RegisterOptions{Name: RunPiActivityName})
-	env.RegisterActivityWithOptions(fakeResolver(known...), activity.RegisterOptions{Name: ResolveTasksActivityName})
+	env.RegisterWorkflowWithOptions(Session, workflow.RegisterOptions{Name: api.SessionWorkflowName})
+	env.RegisterWorkflowWithOptions(Delegation, workflow.RegisterOptions{Name: api.DelegationWorkflowName})
+	env.RegisterActivityWithOptions(child, activity.RegisterOptions{Name: api.RunPiActivityName})
+	env.RegisterActivityWithOptions(fakeResolver(known...), activity.RegisterOptions{Name: api.ResolveTasksActivityName})
 	return env
 }
 
-func tasks(n int, profile func(i int) string) DelegationInput {
-	in := DelegationInput{IdleTTLSeconds: -1}
+func tasks(n int, profile func(i int) string) api.DelegationInput {
+	in := api.DelegationInput{IdleTTLSeconds: -1}
 	for i := range n {
-		in.Tasks = append(in.Tasks, TaskSpec{Name: fmt.Sprintf("task-%d", i), Prompt: fmt.Sprintf("t%d", i), Cwd: "/repo", Profile: profile(i)})
+		in.Tasks = append(in.Tasks, api.TaskSpec{Name: fmt.Sprintf("task-%d", i), Prompt: fmt.Sprintf("t%d", i), Cwd: "/repo", Profile: profile(i)})
 		in.SessionIDs = append(in.SessionIDs, fmt.Sprintf("s-%d", i))
 	}
 	return in
@@ -91,7 +92,7 @@ func TestDelegationOrderIsolationAndConcurrency(t *testing.T) {
 	for _, tc := range []struct {
 		version int
 		host    string
-	}{{0, ""}, {CurrentVersion, ""}, {CurrentVersion, "h1"}} {
+	}{{0, ""}, {api.CurrentVersion, ""}, {api.CurrentVersion, "h1"}} {
 		t.Run(fmt.Sprintf("version-%d-host-%q", tc.version, tc.host), func(t *testing.T) {
 			testDelegationOrder(t, tc.version, tc.host)
 		})
@@ -112,15 +113,15 @@ func testDelegationOrder(t *testing.T, version int, host string) {
 	var local, remote int
 	env.SetOnLocalActivityStartedListener(func(*activity.Info, context.Context, []any) { local++ })
 	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
-		if info.ActivityType.Name == ResolveTasksActivityName {
+		if info.ActivityType.Name == api.ResolveTasksActivityName {
 			remote++
 		}
 	})
-	env.ExecuteWorkflow(DelegationWorkflowName, in)
+	env.ExecuteWorkflow(api.DelegationWorkflowName, in)
 	if wantLocal := version >= 2 && host == ""; (local == 1) != wantLocal || (remote == 1) == wantLocal {
 		t.Fatalf("profiles resolved %d times locally and %d times as an activity (version %d, host %q)", local, remote, version, host)
 	}
-	var st DelegationStatus
+	var st api.DelegationStatus
 	if err := env.GetWorkflowResult(&st); err != nil {
 		t.Fatal(err)
 	}
@@ -132,16 +133,16 @@ func testDelegationOrder(t *testing.T, version int, host string) {
 			t.Fatalf("task %d out of order: %+v", i, task)
 		}
 		if i == 2 {
-			if task.State != StateFailed || task.Error.Code != errcode.UnknownAgent || task.Error.Message != `Unknown profile: "nope". Available profiles: scout` {
+			if task.State != api.StateFailed || task.Error.Code != errcode.UnknownAgent || task.Error.Message != `Unknown profile: "nope". Available profiles: scout` {
 				t.Fatalf("unknown profile task %+v", task)
 			}
 			continue
 		}
-		if task.State != StateCompleted || task.Turn.Result.Output != fmt.Sprintf("done t%d", i) {
+		if task.State != api.StateCompleted || task.Turn.Result.Output != fmt.Sprintf("done t%d", i) {
 			t.Fatalf("task %d: %+v", i, task)
 		}
 	}
-	if st.TotalCount != 5 || st.AcceptedCount != 4 || st.RejectedCount != 1 || st.BatchStatus != "partial" || st.State != StateFailed {
+	if st.TotalCount != 5 || st.AcceptedCount != 4 || st.RejectedCount != 1 || st.BatchStatus != "partial" || st.State != api.StateFailed {
 		t.Fatalf("accounting %+v", st)
 	}
 	if st.Usage.Turns != 4 {
@@ -159,12 +160,12 @@ func testDelegationOrder(t *testing.T, version int, host string) {
 
 func TestDelegationAllCompleted(t *testing.T) {
 	env := newDelegationEnv(t, (&concurrencyChild{}).run)
-	env.ExecuteWorkflow(DelegationWorkflowName, tasks(3, func(int) string { return "" }))
-	var st DelegationStatus
+	env.ExecuteWorkflow(api.DelegationWorkflowName, tasks(3, func(int) string { return "" }))
+	var st api.DelegationStatus
 	if err := env.GetWorkflowResult(&st); err != nil {
 		t.Fatal(err)
 	}
-	if st.BatchStatus != "completed" || st.State != StateCompleted || st.AcceptedCount != 3 {
+	if st.BatchStatus != "completed" || st.State != api.StateCompleted || st.AcceptedCount != 3 {
 		t.Fatalf("status %+v", st)
 	}
 }
@@ -177,18 +178,18 @@ func TestDelegationRejectsItemsOnTheirOwn(t *testing.T) {
 	in := tasks(3, func(i int) string { return []string{"scout", "ghost", "scout"}[i] })
 	in.Tasks[2].Prompt = ""
 	in.Tasks[2].Rejected = &errcode.Info{Code: errcode.InvalidInput, Message: "tasks[2] (task-2): prompt must not be empty", Category: errcode.CategoryInvalidInput}
-	if err := ValidateDelegation(in); err != nil {
+	if err := api.ValidateDelegation(in); err != nil {
 		t.Fatalf("a rejected item failed the batch: %v", err)
 	}
-	env.ExecuteWorkflow(DelegationWorkflowName, in)
-	var st DelegationStatus
+	env.ExecuteWorkflow(api.DelegationWorkflowName, in)
+	var st api.DelegationStatus
 	if err := env.GetWorkflowResult(&st); err != nil {
 		t.Fatal(err)
 	}
-	if st.AcceptedCount != 1 || st.RejectedCount != 2 || st.BatchStatus != "partial" || st.State != StateFailed {
+	if st.AcceptedCount != 1 || st.RejectedCount != 2 || st.BatchStatus != "partial" || st.State != api.StateFailed {
 		t.Fatalf("status %+v", st)
 	}
-	if st.Tasks[0].State != StateCompleted || st.Tasks[1].Error.Code != errcode.UnknownAgent || st.Tasks[2].Error.Code != errcode.InvalidInput || st.Tasks[2].Turn != nil {
+	if st.Tasks[0].State != api.StateCompleted || st.Tasks[1].Error.Code != errcode.UnknownAgent || st.Tasks[2].Error.Code != errcode.InvalidInput || st.Tasks[2].Turn != nil {
 		t.Fatalf("tasks %+v", st.Tasks)
 	}
 }
@@ -198,28 +199,28 @@ func TestValidateDelegation(t *testing.T) {
 	many := tasks(17, func(int) string { return "" })
 	tests := []struct {
 		name   string
-		mutate func(*DelegationInput)
+		mutate func(*api.DelegationInput)
 		code   errcode.Code
 		want   string
 	}{
-		{"valid", func(*DelegationInput) {}, "", ""},
-		{"no tasks", func(in *DelegationInput) { in.Tasks, in.SessionIDs = nil, nil }, errcode.InvalidInput, "1 to 16 tasks"},
-		{"17 tasks", func(in *DelegationInput) { *in = many }, errcode.InvalidInput, "got 17"},
-		{"depth", func(in *DelegationInput) { in.Depth = 1 }, errcode.DepthExceeded, "cannot delegate further"},
-		{"relative cwd", func(in *DelegationInput) { in.Tasks[0].Cwd = "repo" }, errcode.InvalidInput, "cwd must be an absolute path"},
-		{"dotdot cwd", func(in *DelegationInput) { in.Tasks[0].Cwd = "/a/../b" }, errcode.InvalidInput, "cwd must not contain '..' path segments"},
-		{"empty prompt", func(in *DelegationInput) { in.Tasks[0].Prompt = " " }, errcode.InvalidInput, "prompt must not be empty"},
-		{"empty name", func(in *DelegationInput) { in.Tasks[0].Name = "" }, errcode.InvalidInput, "name must not be empty"},
-		{"ids", func(in *DelegationInput) { in.SessionIDs = nil }, errcode.InvalidInput, "one session ID per task"},
-		{"concurrency", func(in *DelegationInput) { in.MaxConcurrency = 17 }, errcode.InvalidInput, "maxConcurrency must be 1 to 16"},
-		{"agent vs profile", func(in *DelegationInput) { in.Tasks[0].Agent, in.Tasks[0].Profile = "a", "b" }, errcode.InvalidInput, "disagree"},
+		{"valid", func(*api.DelegationInput) {}, "", ""},
+		{"no tasks", func(in *api.DelegationInput) { in.Tasks, in.SessionIDs = nil, nil }, errcode.InvalidInput, "1 to 16 tasks"},
+		{"17 tasks", func(in *api.DelegationInput) { *in = many }, errcode.InvalidInput, "got 17"},
+		{"depth", func(in *api.DelegationInput) { in.Depth = 1 }, errcode.DepthExceeded, "cannot delegate further"},
+		{"relative cwd", func(in *api.DelegationInput) { in.Tasks[0].Cwd = "repo" }, errcode.InvalidInput, "cwd must be an absolute path"},
+		{"dotdot cwd", func(in *api.DelegationInput) { in.Tasks[0].Cwd = "/a/../b" }, errcode.InvalidInput, "cwd must not contain '..' path segments"},
+		{"empty prompt", func(in *api.DelegationInput) { in.Tasks[0].Prompt = " " }, errcode.InvalidInput, "prompt must not be empty"},
+		{"empty name", func(in *api.DelegationInput) { in.Tasks[0].Name = "" }, errcode.InvalidInput, "name must not be empty"},
+		{"ids", func(in *api.DelegationInput) { in.SessionIDs = nil }, errcode.InvalidInput, "one session ID per task"},
+		{"concurrency", func(in *api.DelegationInput) { in.MaxConcurrency = 17 }, errcode.InvalidInput, "maxConcurrency must be 1 to 16"},
+		{"agent vs profile", func(in *api.DelegationInput) { in.Tasks[0].Agent, in.Tasks[0].Profile = "a", "b" }, errcode.InvalidInput, "disagree"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			in := ok
-			in.Tasks = append([]TaskSpec(nil), ok.Tasks...)
+			in.Tasks = append([]api.TaskSpec(nil), ok.Tasks...)
 			tt.mutate(&in)
-			err := ValidateDelegation(in)
+			err := api.ValidateDelegation(in)
 			if tt.code == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -236,25 +237,25 @@ func TestValidateDelegation(t *testing.T) {
 func TestDelegationResumeValidation(t *testing.T) {
 	tests := []struct {
 		name   string
-		lookup activities.SessionLookup
+		lookup api.SessionLookup
 		code   errcode.Code
 		msg    string
 	}{
-		{"not found", activities.SessionLookup{SessionID: "a1b2c3d4e5f6a7b8"}, errcode.SessionNotFound,
+		{"not found", api.SessionLookup{SessionID: "a1b2c3d4e5f6a7b8"}, errcode.SessionNotFound,
 			`Cannot resume: session "a1b2c3d4e5f6a7b8" not found. The session may have expired or the ID is incorrect.`},
-		{"running", activities.SessionLookup{SessionID: "a1b2c3d4e5f6a7b8", Found: true, Open: true, State: "running"}, errcode.SessionRunning,
+		{"running", api.SessionLookup{SessionID: "a1b2c3d4e5f6a7b8", Found: true, Open: true, State: "running"}, errcode.SessionRunning,
 			`Cannot resume: session "a1b2c3d4e5f6a7b8" is still running. Wait for it to complete before resuming.`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			child := &fakeChild{results: []activities.RunPiResult{finalized("never")}}
+			child := &fakeChild{results: []api.RunPiResult{finalized("never")}}
 			env := newDelegationEnv(t, child.run)
-			env.RegisterActivityWithOptions(func(context.Context, []string) ([]activities.SessionLookup, error) {
-				return []activities.SessionLookup{tt.lookup}, nil
-			}, activity.RegisterOptions{Name: LookupSessionsActivityName})
+			env.RegisterActivityWithOptions(func(context.Context, []string) ([]api.SessionLookup, error) {
+				return []api.SessionLookup{tt.lookup}, nil
+			}, activity.RegisterOptions{Name: api.LookupSessionsActivityName})
 			in := tasks(2, func(int) string { return "" })
 			in.Tasks[1].Resume = "a1b2c3d4e5f6a7b8"
-			env.ExecuteWorkflow(DelegationWorkflowName, in)
+			env.ExecuteWorkflow(api.DelegationWorkflowName, in)
 			var app *temporal.ApplicationError
 			err := env.GetWorkflowError()
 			if !errors.As(err, &app) || app.Type() != string(tt.code) || app.Message() != tt.msg {
@@ -284,17 +285,17 @@ func TestDelegationWaitsForDeliveryAck(t *testing.T) {
 			in := tasks(1, func(int) string { return "scout" })
 			in.Deliver, in.AckTTLSeconds, in.ParentSessionID = true, 3600, "parent-1"
 			var early, acked error
-			var ackStatus DelegationStatus
+			var ackStatus api.DelegationStatus
 			env.RegisterDelayedCallback(func() {
 				// Nothing to acknowledge while the task runs: the signal is
 				// ignored, the update refused.
 				if tc.signal {
-					env.SignalWorkflow(AckSignal, AckRequest{By: "parent-1"})
+					env.SignalWorkflow(api.AckSignal, api.AckRequest{By: "parent-1"})
 				}
-				env.UpdateWorkflow(AckUpdate, "early", &testsuite.TestUpdateCallback{
+				env.UpdateWorkflow(api.AckUpdate, "early", &testsuite.TestUpdateCallback{
 					OnReject: func(err error) { early = err },
 					OnAccept: func() {}, OnComplete: func(any, error) {},
-				}, AckRequest{})
+				}, api.AckRequest{})
 			}, 0)
 			var openAfterDone bool
 			env.RegisterDelayedCallback(func() {
@@ -303,23 +304,23 @@ func TestDelegationWaitsForDeliveryAck(t *testing.T) {
 					return
 				}
 				if tc.signal {
-					env.SignalWorkflow(AckSignal, AckRequest{By: "parent-1"})
+					env.SignalWorkflow(api.AckSignal, api.AckRequest{By: "parent-1"})
 					ackStatus.Delivered = true
 					return
 				}
-				env.UpdateWorkflow(AckUpdate, "ack", &testsuite.TestUpdateCallback{
+				env.UpdateWorkflow(api.AckUpdate, "ack", &testsuite.TestUpdateCallback{
 					OnReject: func(err error) { acked = err },
 					OnAccept: func() {},
 					OnComplete: func(v any, err error) {
 						acked = err
-						if st, ok := v.(DelegationStatus); ok {
+						if st, ok := v.(api.DelegationStatus); ok {
 							ackStatus = st
 						}
 					},
-				}, AckRequest{By: "parent-1"})
+				}, api.AckRequest{By: "parent-1"})
 			}, time.Minute)
-			env.ExecuteWorkflow(DelegationWorkflowName, in)
-			var st DelegationStatus
+			env.ExecuteWorkflow(api.DelegationWorkflowName, in)
+			var st api.DelegationStatus
 			if err := env.GetWorkflowResult(&st); err != nil {
 				t.Fatal(err)
 			}
@@ -329,7 +330,7 @@ func TestDelegationWaitsForDeliveryAck(t *testing.T) {
 			if !openAfterDone {
 				t.Fatal("the delegation completed before its parent acknowledged")
 			}
-			if acked != nil || st.Delivered != tc.delivered || !st.Deliver || st.State != StateCompleted || st.ParentSessionID != "parent-1" {
+			if acked != nil || st.Delivered != tc.delivered || !st.Deliver || st.State != api.StateCompleted || st.ParentSessionID != "parent-1" {
 				t.Fatalf("ack err %v, result %+v", acked, st)
 			}
 			if tc.ack && !ackStatus.Delivered {

@@ -3,22 +3,16 @@ package workflows
 import (
 	"time"
 
+	"github.com/durable-pi/subagents/api"
+
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
-
-	"github.com/durable-pi/subagents/activities"
-)
-
-// Names of the workflow and activity that read a session's files.
-const (
-	ReadSessionWorkflowName = "ReadSession"
-	ReadSessionActivityName = "ReadSession"
 )
 
 // ReadSession reads a session's transcript or a turn's full output on a
 // worker, which holds the pi session files: a caller on another host gets
 // them through Temporal instead of its own disk.
-func ReadSession(ctx workflow.Context, req activities.ReadRequest) (activities.ReadResult, error) {
+func ReadSession(ctx workflow.Context, req api.ReadRequest) (api.ReadResult, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		// The files are on the host whose workers ran the session.
 		TaskQueue: hostQueue(ctx, req.Host),
@@ -29,7 +23,7 @@ func ReadSession(ctx workflow.Context, req activities.ReadRequest) (activities.R
 		// error they can act on.
 		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 3},
 	})
-	var res activities.ReadResult
-	err := workflow.ExecuteActivity(ctx, ReadSessionActivityName, req).Get(ctx, &res)
+	var res api.ReadResult
+	err := workflow.ExecuteActivity(ctx, api.ReadSessionActivityName, req).Get(ctx, &res)
 	return res, err
 }

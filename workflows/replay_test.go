@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/durable-pi/subagents/api"
+
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 )
@@ -23,8 +25,8 @@ func TestReplayRecordedHistories(t *testing.T) {
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
-			r.RegisterWorkflowWithOptions(Session, workflow.RegisterOptions{Name: SessionWorkflowName})
-			r.RegisterWorkflowWithOptions(Delegation, workflow.RegisterOptions{Name: DelegationWorkflowName})
+			r.RegisterWorkflowWithOptions(Session, workflow.RegisterOptions{Name: api.SessionWorkflowName})
+			r.RegisterWorkflowWithOptions(Delegation, workflow.RegisterOptions{Name: api.DelegationWorkflowName})
 			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, f); err != nil {
 				t.Fatalf("replay %s: %v", f, err)
 			}

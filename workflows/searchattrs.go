@@ -1,26 +1,9 @@
 package workflows
 
 import (
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
-
-	"github.com/durable-pi/subagents/searchattr"
 )
-
-// The search attributes a delegation or session sets (package searchattr
-// defines them, for the activities and commands that read or register them
-// too).
-var (
-	AgentKey         = searchattr.Agent
-	StatusKey        = searchattr.Status
-	CwdKey           = searchattr.Cwd
-	ParentSessionKey = searchattr.ParentSession
-)
-
-// SearchAttributes are the custom search attributes a namespace needs, by
-// name and type; the dev server and `subagents setup` register them.
-func SearchAttributes() map[string]enumspb.IndexedValueType { return searchattr.All() }
 
 // keyword is a keyword search attribute and the value a run wants in it.
 type keyword struct {

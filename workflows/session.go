@@ -9,28 +9,16 @@ import (
 	"strings"
 	"time"
 
+	"github.com/durable-pi/subagents/api"
+
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/durable-pi/subagents/activities"
 	"github.com/durable-pi/subagents/internal/errcode"
-)
-
-// Names under which the worker registers workflows and activities. They are
-// part of every recorded history: renaming one breaks running workflows.
-const (
-	SessionWorkflowName = "Session"
-	RunPiActivityName   = "RunPi"
 )
 
 // Defaults of a session's settings.
 const (
-	// DefaultMaxFinalizeRetries: how many times a child that did not
-	// finalize is sent corrective feedback (seed 000: "a small retry limit").
-	DefaultMaxFinalizeRetries = 2
-	// DefaultIdleTTL: how long a finished session waits for a `send` before
-	// it completes; it can still be resumed by ID afterwards.
-	DefaultIdleTTL = time.Hour
 	// maxTurnsPerRun bounds the history of one run of a long sticky
 	// session: each turn adds about a dozen events, so 100 turns stay far
 	// below the size where Temporal suggests continue-as-new.
@@ -41,139 +29,41 @@ const (
 	maxRunMarks = 1000
 )
 
-// SessionInput starts a session (one subagent task), or carries it across
-// continue-as-new.
-type SessionInput struct {
-	// SessionID is also the workflow ID.
-	SessionID       string                `json:"sessionId"`
-	Agent           string                `json:"agent,omitempty"`
-	Cwd             string                `json:"cwd"`
-	Prompt          string                `json:"prompt"`
-	Files           []activities.FileSpec `json:"files,omitempty"`
-	Name            string                `json:"name,omitempty"`
-	ParentSessionID string                `json:"parentSessionId,omitempty"`
-	// Model is provider/id, for callers that set nothing else of Child.
-	Model string `json:"model,omitempty"`
-	// Host pins the child runs to the workers of that host (HostQueue):
-	// the one that sees Cwd and keeps the session file. Empty: any worker.
-	Host string `json:"host,omitempty"`
-	// TimeoutSeconds bounds one turn; 0 means the default (600 s).
-	TimeoutSeconds int `json:"timeoutSeconds,omitempty"`
-	// Child is the resolved profile: how every turn's pi runs. Its session,
-	// agent, cwd, prompt, files and turn are filled in per turn.
-	Child activities.RunPiInput `json:"child"`
-	// MaxFinalizeRetries defaults to DefaultMaxFinalizeRetries; nil is the
-	// default, 0 means no corrective feedback.
-	MaxFinalizeRetries *int `json:"maxFinalizeRetries,omitempty"`
-	// IdleTTLSeconds: 0 is DefaultIdleTTL; negative completes the session as
-	// soon as its turns are done.
-	IdleTTLSeconds int `json:"idleTtlSeconds,omitempty"`
-	// NotifyWorkflowID, when set, is the delegation to signal (TaskDone,
-	// with NotifyIndex) when the first turn (Prompt) ends.
-	NotifyWorkflowID string `json:"notifyWorkflowId,omitempty"`
-	NotifyIndex      int    `json:"notifyIndex,omitempty"`
-	// Carry is the state continue-as-new hands to the next run.
-	Carry *SessionCarry `json:"carry,omitempty"`
-	// Version is the code version the session runs (CurrentVersion).
-	Version int `json:"version,omitempty"`
-}
-
-// SessionCarry is what a session's next run needs from the previous one.
-type SessionCarry struct {
-	Turns    int                  `json:"turns"`
-	Accepted int                  `json:"accepted"`
-	Usage    activities.Usage     `json:"usage"`
-	LastTurn *TurnResult          `json:"lastTurn,omitempty"`
-	Pending  []SendRequest        `json:"pending,omitempty"`
-	Runs     []activities.RunMark `json:"runs,omitempty"`
-}
-
-// TurnResult is one turn of a session: its last attempt's result, and the
-// usage of all its attempts.
-type TurnResult struct {
-	Turn  int   `json:"turn"`
-	State State `json:"state"`
-	// Attempts is the number of child runs of this turn: 1 plus the
-	// finalize retries it needed.
-	Attempts int                    `json:"attempts"`
-	Usage    activities.Usage       `json:"usage"`
-	Result   activities.RunPiResult `json:"result"`
-	Error    *errcode.Info          `json:"error,omitempty"`
-}
-
-// SessionStatus answers StatusQuery and WaitUpdate.
-type SessionStatus struct {
-	SessionID string `json:"sessionId"`
-	Agent     string `json:"agent,omitempty"`
-	State     State  `json:"state"`
-	// Turn is the running (or last) turn; Accepted the last turn queued.
-	Turn     int `json:"turn"`
-	Accepted int `json:"accepted"`
-	// Attempt is the child run within the turn (finalize retries).
-	Attempt int `json:"attempt"`
-	// TurnStarted is when the running (or last) turn started; with
-	// TimeoutSeconds it gives a turn's elapsed time against its timeout.
-	TurnStarted    time.Time        `json:"turnStarted,omitempty"`
-	TimeoutSeconds int              `json:"timeoutSeconds"`
-	Usage          activities.Usage `json:"usage"`
-	LastTurn       *TurnResult      `json:"lastTurn,omitempty"`
-	Error          *errcode.Info    `json:"error,omitempty"`
-	// Model is the child's provider/id ("" for pi's default) and Thinking
-	// its thinking level.
-	Model    string `json:"model,omitempty"`
-	Thinking string `json:"thinking,omitempty"`
-	Cwd      string `json:"cwd"`
-	Name     string `json:"name,omitempty"`
-	Host     string `json:"host,omitempty"`
-	// Runs mark where each turn begins in the pi session file, for
-	// transcripts.
-	Runs []activities.RunMark `json:"runs,omitempty"`
-}
-
-// SessionResult is what a session returns when it completes.
-type SessionResult struct {
-	SessionID string           `json:"sessionId"`
-	State     State            `json:"state"`
-	Turns     int              `json:"turns"`
-	Usage     activities.Usage `json:"usage"`
-	LastTurn  *TurnResult      `json:"lastTurn,omitempty"`
-}
-
 // Session runs a subagent task as a sticky session: turns of child pi runs
 // on one pi session file, each retried with corrective feedback until the
 // child finalizes, then waiting for `send` until the idle TTL passes.
-func Session(ctx workflow.Context, in SessionInput) (SessionResult, error) {
+func Session(ctx workflow.Context, in api.SessionInput) (api.SessionResult, error) {
 	s, err := newSession(ctx, in)
 	if err != nil {
-		return SessionResult{}, err
+		return api.SessionResult{}, err
 	}
 	return s.run(ctx)
 }
 
 type session struct {
-	in         SessionInput
+	in         api.SessionInput
 	maxRetries int
 	idleTTL    time.Duration
 
-	state     State
+	state     api.State
 	turn      int // the running or last turn
 	done      int // turns that have ended
 	accepted  int // turns queued so far
 	attempt   int
-	pending   []SendRequest
-	usage     activities.Usage
-	last      *TurnResult
+	pending   []api.SendRequest
+	usage     api.Usage
+	last      *api.TurnResult
 	cancelRun workflow.CancelFunc // cancels the running child, when one runs
 	turnsRun  int                 // turns run since this run of the workflow started
 	started   time.Time           // when the running or last turn started
-	runs      []activities.RunMark
+	runs      []api.RunMark
 }
 
-func newSession(ctx workflow.Context, in SessionInput) (*session, error) {
+func newSession(ctx workflow.Context, in api.SessionInput) (*session, error) {
 	if in.Prompt == "" && in.Carry == nil {
 		return nil, temporal.NewNonRetryableApplicationError("prompt must not be empty", string(errcode.InvalidInput), nil)
 	}
-	s := &session{in: in, maxRetries: DefaultMaxFinalizeRetries, idleTTL: DefaultIdleTTL, state: StateQueued}
+	s := &session{in: in, maxRetries: api.DefaultMaxFinalizeRetries, idleTTL: api.DefaultIdleTTL, state: api.StateQueued}
 	if in.MaxFinalizeRetries != nil {
 		s.maxRetries = max(*in.MaxFinalizeRetries, 0)
 	}
@@ -184,63 +74,63 @@ func newSession(ctx workflow.Context, in SessionInput) (*session, error) {
 	}
 	if in.Version >= 2 {
 		// The starter's status attribute is where the session stands.
-		if v, ok := workflow.GetTypedSearchAttributes(ctx).GetKeyword(StatusKey); ok && v != "" {
-			s.state = State(v)
+		if v, ok := workflow.GetTypedSearchAttributes(ctx).GetKeyword(api.StatusKey); ok && v != "" {
+			s.state = api.State(v)
 		}
 	}
 	if c := in.Carry; c != nil {
 		s.turn, s.done, s.accepted, s.usage, s.last = c.Turns, c.Turns, c.Accepted, c.Usage, c.LastTurn
 		s.pending, s.runs = c.Pending, c.Runs
 	} else {
-		s.accept(SendRequest{Prompt: in.Prompt, Files: in.Files, NotifyWorkflowID: in.NotifyWorkflowID, NotifyIndex: in.NotifyIndex})
+		s.accept(api.SendRequest{Prompt: in.Prompt, Files: in.Files, NotifyWorkflowID: in.NotifyWorkflowID, NotifyIndex: in.NotifyIndex})
 	}
 
-	if err := workflow.SetQueryHandler(ctx, StatusQuery, func() (SessionStatus, error) {
+	if err := workflow.SetQueryHandler(ctx, api.StatusQuery, func() (api.SessionStatus, error) {
 		return s.status(), nil
 	}); err != nil {
 		return nil, err
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, SendUpdate,
-		func(ctx workflow.Context, req SendRequest) (SendAccepted, error) {
-			return SendAccepted{Turn: s.accept(req)}, nil
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, api.SendUpdate,
+		func(ctx workflow.Context, req api.SendRequest) (api.SendAccepted, error) {
+			return api.SendAccepted{Turn: s.accept(req)}, nil
 		},
 		workflow.UpdateHandlerOptions{Validator: validateSend},
 	); err != nil {
 		return nil, err
 	}
-	if err := workflow.SetUpdateHandler(ctx, WaitUpdate,
-		func(ctx workflow.Context, req WaitRequest) (SessionStatus, error) {
+	if err := workflow.SetUpdateHandler(ctx, api.WaitUpdate,
+		func(ctx workflow.Context, req api.WaitRequest) (api.SessionStatus, error) {
 			target := req.Turn
 			if target <= 0 {
 				target = s.accepted
 			}
 			if err := workflow.Await(ctx, func() bool { return s.done >= target }); err != nil {
-				return SessionStatus{}, err
+				return api.SessionStatus{}, err
 			}
 			return s.status(), nil
 		},
 	); err != nil {
 		return nil, err
 	}
-	if err := workflow.SetUpdateHandler(ctx, CancelUpdate, func(ctx workflow.Context, _ CancelRequest) (CancelResult, error) {
-		return CancelResult{CancelApplied: s.cancel(), PriorStatus: s.state}, nil
+	if err := workflow.SetUpdateHandler(ctx, api.CancelUpdate, func(ctx workflow.Context, _ api.CancelRequest) (api.CancelResult, error) {
+		return api.CancelResult{CancelApplied: s.cancel(), PriorStatus: s.state}, nil
 	}); err != nil {
 		return nil, err
 	}
-	sends := workflow.GetSignalChannel(ctx, SendSignal)
-	cancels := workflow.GetSignalChannel(ctx, CancelSignal)
+	sends := workflow.GetSignalChannel(ctx, api.SendSignal)
+	cancels := workflow.GetSignalChannel(ctx, api.CancelSignal)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {
 			sel := workflow.NewSelector(ctx)
 			sel.AddReceive(sends, func(c workflow.ReceiveChannel, _ bool) {
-				var req SendRequest
+				var req api.SendRequest
 				c.Receive(ctx, &req)
 				if validateSend(req) == nil {
 					s.accept(req)
 				}
 			})
 			sel.AddReceive(cancels, func(c workflow.ReceiveChannel, _ bool) {
-				var req CancelRequest
+				var req api.CancelRequest
 				c.Receive(ctx, &req)
 				_ = s.cancel()
 			})
@@ -253,7 +143,7 @@ func newSession(ctx workflow.Context, in SessionInput) (*session, error) {
 	return s, nil
 }
 
-func validateSend(req SendRequest) error {
+func validateSend(req api.SendRequest) error {
 	if strings.TrimSpace(req.Prompt) == "" {
 		return temporal.NewApplicationError("prompt must not be empty", string(errcode.InvalidInput))
 	}
@@ -266,7 +156,7 @@ func validateSend(req SendRequest) error {
 }
 
 // accept queues a prompt and returns the turn it will run as.
-func (s *session) accept(req SendRequest) int {
+func (s *session) accept(req api.SendRequest) int {
 	s.accepted++
 	s.pending = append(s.pending, req)
 	return s.accepted
@@ -282,13 +172,13 @@ func (s *session) cancel() bool {
 	return true
 }
 
-func (s *session) status() SessionStatus {
-	st := SessionStatus{
+func (s *session) status() api.SessionStatus {
+	st := api.SessionStatus{
 		SessionID: s.in.SessionID, Agent: s.in.Agent, State: s.state,
 		Turn: s.turn, Accepted: s.accepted, Attempt: s.attempt, Usage: s.usage, LastTurn: s.last,
 		TurnStarted: s.started, TimeoutSeconds: s.timeoutSeconds(),
 		Model: s.model(), Thinking: s.in.Child.Thinking, Cwd: s.in.Cwd, Name: s.in.Name, Host: s.in.Host,
-		Runs: append([]activities.RunMark(nil), s.runs...),
+		Runs: append([]api.RunMark(nil), s.runs...),
 	}
 	if s.last != nil {
 		st.Error = s.last.Error
@@ -308,15 +198,15 @@ func (s *session) model() string {
 // else its profile's: profiles.Resolve), else the session input's, else the
 // default RunPiInput.Timeout applies.
 func (s *session) timeoutSeconds() int {
-	child := activities.RunPiInput{TimeoutSeconds: cmp.Or(s.in.Child.TimeoutSeconds, s.in.TimeoutSeconds)}
+	child := api.RunPiInput{TimeoutSeconds: cmp.Or(s.in.Child.TimeoutSeconds, s.in.TimeoutSeconds)}
 	return int(child.Timeout() / time.Second)
 }
 
-func (s *session) result() SessionResult {
-	return SessionResult{SessionID: s.in.SessionID, State: s.state, Turns: s.done, Usage: s.usage, LastTurn: s.last}
+func (s *session) result() api.SessionResult {
+	return api.SessionResult{SessionID: s.in.SessionID, State: s.state, Turns: s.done, Usage: s.usage, LastTurn: s.last}
 }
 
-func (s *session) run(ctx workflow.Context) (SessionResult, error) {
+func (s *session) run(ctx workflow.Context) (api.SessionResult, error) {
 	s.upsertIdentity(ctx)
 	for {
 		if len(s.pending) == 0 {
@@ -325,7 +215,7 @@ func (s *session) run(ctx workflow.Context) (SessionResult, error) {
 				return s.finish(ctx)
 			}
 			if s.last != nil {
-				s.setState(ctx, StateWaitingForInput)
+				s.setState(ctx, api.StateWaitingForInput)
 			}
 			if s.turnsRun >= maxTurnsPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
 				return s.continueAsNew(ctx)
@@ -350,7 +240,7 @@ func (s *session) run(ctx workflow.Context) (SessionResult, error) {
 
 // finish completes the session once it has been idle for its TTL, with the
 // state of its last turn.
-func (s *session) finish(ctx workflow.Context) (SessionResult, error) {
+func (s *session) finish(ctx workflow.Context) (api.SessionResult, error) {
 	if s.last != nil {
 		s.setState(ctx, s.last.State)
 	}
@@ -360,31 +250,31 @@ func (s *session) finish(ctx workflow.Context) (SessionResult, error) {
 	return s.result(), nil
 }
 
-func (s *session) continueAsNew(ctx workflow.Context) (SessionResult, error) {
+func (s *session) continueAsNew(ctx workflow.Context) (api.SessionResult, error) {
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 		return s.result(), err
 	}
 	next := s.in
 	next.Prompt, next.Files = "", nil
-	next.Carry = &SessionCarry{Turns: s.done, Accepted: s.accepted, Usage: s.usage, LastTurn: s.last, Pending: s.pending, Runs: s.runs}
-	return SessionResult{}, workflow.NewContinueAsNewError(ctx, SessionWorkflowName, next)
+	next.Carry = &api.SessionCarry{Turns: s.done, Accepted: s.accepted, Usage: s.usage, LastTurn: s.last, Pending: s.pending, Runs: s.runs}
+	return api.SessionResult{}, workflow.NewContinueAsNewError(ctx, api.SessionWorkflowName, next)
 }
 
 // runTurn runs one turn: the child, then corrective feedback until it
 // finalizes or the retries run out.
-func (s *session) runTurn(ctx workflow.Context, req SendRequest) {
+func (s *session) runTurn(ctx workflow.Context, req api.SendRequest) {
 	s.turn++
 	s.turnsRun++
 	s.attempt = 0
 	s.started = workflow.Now(ctx)
-	s.setState(ctx, StateRunning)
-	agent := activities.AgentName(s.in.Agent)
+	s.setState(ctx, api.StateRunning)
+	agent := api.AgentName(s.in.Agent)
 	countTurn(ctx, TasksStartedMetric, map[string]string{"agent": agent})
 	log := workflow.GetLogger(ctx)
 	log.Info("turn started", "session", s.in.SessionID, "agent", agent, "turn", s.turn)
-	turn := &TurnResult{Turn: s.turn}
+	turn := &api.TurnResult{Turn: s.turn}
 	prompt, files := req.Prompt, req.Files
-	s.runs = append(s.runs, activities.RunMark{Turn: s.turn, State: string(StateRunning)})
+	s.runs = append(s.runs, api.RunMark{Turn: s.turn, State: string(api.StateRunning)})
 	if len(s.runs) > maxRunMarks {
 		s.runs = s.runs[len(s.runs)-maxRunMarks:]
 	}
@@ -407,25 +297,25 @@ func (s *session) runTurn(ctx workflow.Context, req SendRequest) {
 		truncated := res.Error != nil && res.Error.Code == errcode.OutputTruncated && res.OutputTruncated
 		if res.Error != nil && !truncated {
 			turn.Error = res.Error
-			turn.State = StateFailed
+			turn.State = api.StateFailed
 			if res.Error.Code == errcode.Timeout {
-				turn.State = StateTimedOut
+				turn.State = api.StateTimedOut
 			}
 			break
 		}
 		if s.in.Child.NoFinalize || res.Finalize != nil {
-			turn.State = StateCompleted
+			turn.State = api.StateCompleted
 			if truncated {
 				turn.Error = res.Error
 			}
 			if f := res.Finalize; f != nil && f.Status == "ERROR" {
-				turn.State = StateFailed
+				turn.State = api.StateFailed
 				turn.Error = errcode.NewInfo(errcode.Failed, f.Error)
 			}
 			break
 		}
 		if s.attempt > s.maxRetries {
-			turn.State = StateFailed
+			turn.State = api.StateFailed
 			turn.Error = errcode.NewInfo(errcode.FinalizeMissing,
 				fmt.Sprintf("The sub-agent ended without a valid subagent_finalize after %d attempts; its last output is returned as partial output.", s.attempt))
 			break
@@ -442,7 +332,7 @@ func (s *session) runTurn(ctx workflow.Context, req SendRequest) {
 	if s.in.Version >= 2 && len(s.pending) == 0 && s.idleTTL > 0 {
 		// Nothing queued: the session now waits for a send. One upsert says
 		// so; the turn's own state is in its result.
-		s.setState(ctx, StateWaitingForInput)
+		s.setState(ctx, api.StateWaitingForInput)
 	} else {
 		s.setState(ctx, turn.State)
 	}
@@ -457,18 +347,18 @@ func (s *session) runTurn(ctx workflow.Context, req SendRequest) {
 // notify tells the delegation that started this session how its turn ended.
 // A delegation that is gone (cancelled, terminated) cannot be told; the
 // session's own result still holds the turn.
-func (s *session) notify(ctx workflow.Context, req SendRequest, turn TurnResult) {
-	done := TaskDone{Index: req.NotifyIndex, SessionID: s.in.SessionID, Turn: turn}
+func (s *session) notify(ctx workflow.Context, req api.SendRequest, turn api.TurnResult) {
+	done := api.TaskDone{Index: req.NotifyIndex, SessionID: s.in.SessionID, Turn: turn}
 	// The signal must go out even when the turn was cancelled with the
 	// session's context: use a context that outlives that cancellation.
 	sigCtx, _ := workflow.NewDisconnectedContext(ctx)
-	if err := workflow.SignalExternalWorkflow(sigCtx, req.NotifyWorkflowID, "", TaskDoneSignal, done).Get(sigCtx, nil); err != nil {
+	if err := workflow.SignalExternalWorkflow(sigCtx, req.NotifyWorkflowID, "", api.TaskDoneSignal, done).Get(sigCtx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("could not tell the delegation that the task ended", "delegation", req.NotifyWorkflowID, "error", err)
 	}
 }
 
 // runChild runs one RunPi activity that the `cancel` signal can stop.
-func (s *session) runChild(ctx workflow.Context, prompt string, files []activities.FileSpec) (activities.RunPiResult, error) {
+func (s *session) runChild(ctx workflow.Context, prompt string, files []api.FileSpec) (api.RunPiResult, error) {
 	child := s.in.Child
 	child.SessionID, child.Agent, child.Cwd = s.in.SessionID, s.in.Agent, s.in.Cwd
 	child.Prompt, child.Files, child.Turn = prompt, files, s.turn
@@ -481,7 +371,7 @@ func (s *session) runChild(ctx workflow.Context, prompt string, files []activiti
 	defer func() { s.cancelRun = nil }()
 	// The UI shows the summary beside each RunPi: which turn, and whether
 	// it is the corrective-feedback retry.
-	summary := fmt.Sprintf("turn %d: %s", s.turn, activities.AgentName(s.in.Agent))
+	summary := fmt.Sprintf("turn %d: %s", s.turn, api.AgentName(s.in.Agent))
 	if s.attempt > 1 {
 		summary = fmt.Sprintf("turn %d: corrective feedback, run %d", s.turn, s.attempt)
 	}
@@ -512,8 +402,8 @@ func (s *session) runChild(ctx workflow.Context, prompt string, files []activiti
 			MaximumAttempts: 10,
 		},
 	})
-	var res activities.RunPiResult
-	err := workflow.ExecuteActivity(runCtx, RunPiActivityName, child).Get(runCtx, &res)
+	var res api.RunPiResult
+	err := workflow.ExecuteActivity(runCtx, api.RunPiActivityName, child).Get(runCtx, &res)
 	if err != nil {
 		var cancelled *temporal.CanceledError
 		if errors.As(err, &cancelled) && cancelled.HasDetails() {
@@ -524,10 +414,10 @@ func (s *session) runChild(ctx workflow.Context, prompt string, files []activiti
 }
 
 // stateOfError maps an activity failure to a turn's state and error.
-func stateOfError(err error) (State, *errcode.Info) {
+func stateOfError(err error) (api.State, *errcode.Info) {
 	var cancelled *temporal.CanceledError
 	if errors.As(err, &cancelled) {
-		return StateCancelled, errcode.NewInfo(errcode.Cancelled, "Cancelled while running")
+		return api.StateCancelled, errcode.NewInfo(errcode.Cancelled, "Cancelled while running")
 	}
 	code := errcode.Failed
 	var app *temporal.ApplicationError
@@ -542,15 +432,15 @@ func stateOfError(err error) (State, *errcode.Info) {
 	if app != nil {
 		msg = app.Message()
 	}
-	return StateFailed, errcode.NewInfo(code, msg)
+	return api.StateFailed, errcode.NewInfo(code, msg)
 }
 
 // CorrectiveFeedback is the prompt that tells a child what was wrong with
 // how it ended, so its next run on the same session can fix it.
-func CorrectiveFeedback(res activities.RunPiResult) string {
+func CorrectiveFeedback(res api.RunPiResult) string {
 	var rejected string
 	for _, row := range res.ToolRows {
-		if row.Name == activities.FinalizeToolName && row.Status == "error" {
+		if row.Name == api.FinalizeToolName && row.Status == "error" {
 			rejected = row.Error
 		}
 	}
@@ -562,12 +452,12 @@ func CorrectiveFeedback(res activities.RunPiResult) string {
 	return "You ended without calling subagent_finalize, so your work has not been returned to the agent that delegated this task. " + how
 }
 
-func (s *session) setState(ctx workflow.Context, st State) {
+func (s *session) setState(ctx workflow.Context, st api.State) {
 	if s.state == st {
 		return
 	}
 	s.state = st
-	_ = workflow.UpsertTypedSearchAttributes(ctx, StatusKey.ValueSet(string(st)))
+	_ = workflow.UpsertTypedSearchAttributes(ctx, api.StatusKey.ValueSet(string(st)))
 }
 
 // upsertIdentity sets the search attributes that do not change, in case the
@@ -577,17 +467,17 @@ func (s *session) upsertIdentity(ctx workflow.Context) {
 		return
 	}
 	if s.in.Version >= 2 {
-		upsertChanged(ctx, keyword{AgentKey, activities.AgentName(s.in.Agent)}, keyword{CwdKey, s.in.Cwd},
-			keyword{StatusKey, string(s.state)}, keyword{ParentSessionKey, s.in.ParentSessionID})
+		upsertChanged(ctx, keyword{api.AgentKey, api.AgentName(s.in.Agent)}, keyword{api.CwdKey, s.in.Cwd},
+			keyword{api.StatusKey, string(s.state)}, keyword{api.ParentSessionKey, s.in.ParentSessionID})
 		return
 	}
 	updates := []temporal.SearchAttributeUpdate{
-		AgentKey.ValueSet(activities.AgentName(s.in.Agent)),
-		CwdKey.ValueSet(s.in.Cwd),
-		StatusKey.ValueSet(string(s.state)),
+		api.AgentKey.ValueSet(api.AgentName(s.in.Agent)),
+		api.CwdKey.ValueSet(s.in.Cwd),
+		api.StatusKey.ValueSet(string(s.state)),
 	}
 	if s.in.ParentSessionID != "" {
-		updates = append(updates, ParentSessionKey.ValueSet(s.in.ParentSessionID))
+		updates = append(updates, api.ParentSessionKey.ValueSet(s.in.ParentSessionID))
 	}
 	_ = workflow.UpsertTypedSearchAttributes(ctx, updates...)
 }

@@ -7,29 +7,30 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durable-pi/subagents/api"
+
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/durable-pi/subagents/activities"
 	"github.com/durable-pi/subagents/internal/errcode"
 )
 
 // fakeChild stands in for RunPi in workflow unit tests: it answers each run
 // with the next scripted result and records the prompts it was given.
 type fakeChild struct {
-	results []activities.RunPiResult
+	results []api.RunPiResult
 	prompts []string
-	inputs  []activities.RunPiInput
+	inputs  []api.RunPiInput
 }
 
-func (f *fakeChild) run(_ context.Context, in activities.RunPiInput) (activities.RunPiResult, error) {
+func (f *fakeChild) run(_ context.Context, in api.RunPiInput) (api.RunPiResult, error) {
 	f.prompts = append(f.prompts, in.Prompt)
 	f.inputs = append(f.inputs, in)
 	if len(f.results) == 0 {
-		return activities.RunPiResult{}, temporal.NewNonRetryableApplicationError("no scripted result left", "TEST", nil)
+		return api.RunPiResult{}, temporal.NewNonRetryableApplicationError("no scripted result left", "TEST", nil)
 	}
 	r := f.results[0]
 	f.results = f.results[1:]
@@ -40,52 +41,52 @@ func newTestEnv(t *testing.T, child any) *testsuite.TestWorkflowEnvironment {
 	t.Helper()
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
-	env.RegisterWorkflowWithOptions(Session, workflow.RegisterOptions{Name: SessionWorkflowName})
-	env.RegisterActivityWithOptions(child, activity.RegisterOptions{Name: RunPiActivityName})
+	env.RegisterWorkflowWithOptions(Session, workflow.RegisterOptions{Name: api.SessionWorkflowName})
+	env.RegisterActivityWithOptions(child, activity.RegisterOptions{Name: api.RunPiActivityName})
 	return env
 }
 
-func usage(in int64) activities.Usage { return activities.Usage{Input: in, Output: 1, Turns: 1} }
+func usage(in int64) api.Usage { return api.Usage{Input: in, Output: 1, Turns: 1} }
 
-func finalized(result string) activities.RunPiResult {
-	return activities.RunPiResult{Finalize: &activities.Finalize{Status: "SUCCESS", Result: result}, Output: result, Usage: usage(10)}
+func finalized(result string) api.RunPiResult {
+	return api.RunPiResult{Finalize: &api.Finalize{Status: "SUCCESS", Result: result}, Output: result, Usage: usage(10)}
 }
 
-func oneTurn(prompt string) SessionInput {
-	return SessionInput{SessionID: "s-1", Agent: "scout", Cwd: "/repo", Prompt: prompt, IdleTTLSeconds: -1}
+func oneTurn(prompt string) api.SessionInput {
+	return api.SessionInput{SessionID: "s-1", Agent: "scout", Cwd: "/repo", Prompt: prompt, IdleTTLSeconds: -1}
 }
 
 func TestSessionFinalizeRetries(t *testing.T) {
-	textOnly := activities.RunPiResult{Output: "I think it's 42.", Usage: usage(5)}
-	rejected := activities.RunPiResult{Output: "", Usage: usage(6), ToolRows: []activities.ToolRow{
-		{Name: activities.FinalizeToolName, Status: "error", Error: `subagent_finalize: status "SUCCESS" requires a non-empty "result".`},
+	textOnly := api.RunPiResult{Output: "I think it's 42.", Usage: usage(5)}
+	rejected := api.RunPiResult{Output: "", Usage: usage(6), ToolRows: []api.ToolRow{
+		{Name: api.FinalizeToolName, Status: "error", Error: `subagent_finalize: status "SUCCESS" requires a non-empty "result".`},
 	}}
 	two := 2
 	zero := 0
 	tests := []struct {
 		name       string
-		results    []activities.RunPiResult
+		results    []api.RunPiResult
 		retries    *int
 		noFinalize bool
-		state      State
+		state      api.State
 		code       errcode.Code
 		attempts   int
 		output     string
 		feedback   []string // what each corrective prompt must say
 	}{
-		{"finalized at once", []activities.RunPiResult{finalized("42")}, nil, false, StateCompleted, "", 1, "42", nil},
-		{"missing finalize then fixed", []activities.RunPiResult{textOnly, finalized("42")}, nil, false, StateCompleted, "", 2, "42",
+		{"finalized at once", []api.RunPiResult{finalized("42")}, nil, false, api.StateCompleted, "", 1, "42", nil},
+		{"missing finalize then fixed", []api.RunPiResult{textOnly, finalized("42")}, nil, false, api.StateCompleted, "", 2, "42",
 			[]string{"You ended without calling subagent_finalize"}},
-		{"rejected finalize quotes the reason", []activities.RunPiResult{rejected, finalized("42")}, nil, false, StateCompleted, "", 2, "42",
+		{"rejected finalize quotes the reason", []api.RunPiResult{rejected, finalized("42")}, nil, false, api.StateCompleted, "", 2, "42",
 			[]string{`Your subagent_finalize call was rejected: subagent_finalize: status "SUCCESS" requires a non-empty "result".`}},
-		{"retries exhausted", []activities.RunPiResult{textOnly, textOnly, textOnly}, &two, false, StateFailed, errcode.FinalizeMissing, 3, "I think it's 42.",
+		{"retries exhausted", []api.RunPiResult{textOnly, textOnly, textOnly}, &two, false, api.StateFailed, errcode.FinalizeMissing, 3, "I think it's 42.",
 			[]string{"You ended without", "You ended without"}},
-		{"no retries", []activities.RunPiResult{textOnly}, &zero, false, StateFailed, errcode.FinalizeMissing, 1, "I think it's 42.", nil},
-		{"finalize false takes the text", []activities.RunPiResult{textOnly}, nil, true, StateCompleted, "", 1, "I think it's 42.", nil},
-		{"finalize ERROR fails the turn", []activities.RunPiResult{{Finalize: &activities.Finalize{Status: "ERROR", Error: "repo missing"}, Output: "repo missing"}},
-			nil, false, StateFailed, errcode.Failed, 1, "repo missing", nil},
-		{"timeout", []activities.RunPiResult{{Error: &errcode.Info{Code: errcode.Timeout, Message: "Timed out after 600s. Consider resuming with a longer timeout."}}},
-			nil, false, StateTimedOut, errcode.Timeout, 1, "", nil},
+		{"no retries", []api.RunPiResult{textOnly}, &zero, false, api.StateFailed, errcode.FinalizeMissing, 1, "I think it's 42.", nil},
+		{"finalize false takes the text", []api.RunPiResult{textOnly}, nil, true, api.StateCompleted, "", 1, "I think it's 42.", nil},
+		{"finalize ERROR fails the turn", []api.RunPiResult{{Finalize: &api.Finalize{Status: "ERROR", Error: "repo missing"}, Output: "repo missing"}},
+			nil, false, api.StateFailed, errcode.Failed, 1, "repo missing", nil},
+		{"timeout", []api.RunPiResult{{Error: &errcode.Info{Code: errcode.Timeout, Message: "Timed out after 600s. Consider resuming with a longer timeout."}}},
+			nil, false, api.StateTimedOut, errcode.Timeout, 1, "", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -93,11 +94,11 @@ func TestSessionFinalizeRetries(t *testing.T) {
 			env := newTestEnv(t, child.run)
 			in := oneTurn("Find the answer.")
 			in.MaxFinalizeRetries, in.Child.NoFinalize = tt.retries, tt.noFinalize
-			env.ExecuteWorkflow(SessionWorkflowName, in)
+			env.ExecuteWorkflow(api.SessionWorkflowName, in)
 			if err := env.GetWorkflowError(); err != nil {
 				t.Fatal(err)
 			}
-			var res SessionResult
+			var res api.SessionResult
 			if err := env.GetWorkflowResult(&res); err != nil {
 				t.Fatal(err)
 			}
@@ -117,7 +118,7 @@ func TestSessionFinalizeRetries(t *testing.T) {
 				}
 			}
 			// Every attempt runs on the same session and counts once.
-			var sum activities.Usage
+			var sum api.Usage
 			for _, r := range tt.results[:tt.attempts] {
 				sum = sum.Add(r.Usage)
 			}
@@ -137,48 +138,48 @@ func TestSessionFinalizeRetries(t *testing.T) {
 // second turn on the same session; wait returns when it ends; the idle TTL
 // completes the session.
 func TestSessionSticky(t *testing.T) {
-	child := &fakeChild{results: []activities.RunPiResult{finalized("first"), finalized("second"), finalized("third")}}
+	child := &fakeChild{results: []api.RunPiResult{finalized("first"), finalized("second"), finalized("third")}}
 	env := newTestEnv(t, child.run)
 	in := oneTurn("Turn one.")
 	in.IdleTTLSeconds = 3600
 
 	env.RegisterDelayedCallback(func() {
 		st := queryStatus(t, env)
-		if st.State != StateWaitingForInput || st.Turn != 1 || st.LastTurn.Result.Output != "first" {
+		if st.State != api.StateWaitingForInput || st.Turn != 1 || st.LastTurn.Result.Output != "first" {
 			t.Errorf("after turn 1: %+v", st)
 		}
-		env.SignalWorkflow(SendSignal, SendRequest{Prompt: "Turn two."})
+		env.SignalWorkflow(api.SendSignal, api.SendRequest{Prompt: "Turn two."})
 	}, time.Minute)
 	env.RegisterDelayedCallback(func() {
-		env.UpdateWorkflow(SendUpdate, "send-3", &testsuite.TestUpdateCallback{
+		env.UpdateWorkflow(api.SendUpdate, "send-3", &testsuite.TestUpdateCallback{
 			OnReject: func(err error) { t.Errorf("send rejected: %v", err) },
 			OnComplete: func(v any, err error) {
-				if acc, ok := v.(SendAccepted); !ok || err != nil || acc.Turn != 3 {
+				if acc, ok := v.(api.SendAccepted); !ok || err != nil || acc.Turn != 3 {
 					t.Errorf("send accepted %v %v", v, err)
 				}
 			},
-		}, SendRequest{Prompt: "Turn three."})
-		env.UpdateWorkflow(SendUpdate, "send-empty", &testsuite.TestUpdateCallback{
+		}, api.SendRequest{Prompt: "Turn three."})
+		env.UpdateWorkflow(api.SendUpdate, "send-empty", &testsuite.TestUpdateCallback{
 			OnReject:   func(err error) {},
 			OnComplete: func(v any, err error) { t.Errorf("an empty prompt was accepted") },
-		}, SendRequest{Prompt: "  "})
-		env.UpdateWorkflow(WaitUpdate, "wait-3", &testsuite.TestUpdateCallback{
+		}, api.SendRequest{Prompt: "  "})
+		env.UpdateWorkflow(api.WaitUpdate, "wait-3", &testsuite.TestUpdateCallback{
 			OnReject: func(err error) { t.Errorf("wait rejected: %v", err) },
 			OnComplete: func(v any, err error) {
-				st, ok := v.(SessionStatus)
+				st, ok := v.(api.SessionStatus)
 				if !ok || err != nil || st.Turn != 3 || st.LastTurn.Result.Output != "third" {
 					t.Errorf("wait returned %+v %v", v, err)
 				}
 			},
-		}, WaitRequest{})
+		}, api.WaitRequest{})
 	}, 2*time.Minute)
 
-	env.ExecuteWorkflow(SessionWorkflowName, in)
-	var res SessionResult
+	env.ExecuteWorkflow(api.SessionWorkflowName, in)
+	var res api.SessionResult
 	if err := env.GetWorkflowResult(&res); err != nil {
 		t.Fatal(err)
 	}
-	if res.Turns != 3 || res.State != StateCompleted || res.LastTurn.Result.Output != "third" || res.Usage.Turns != 3 {
+	if res.Turns != 3 || res.State != api.StateCompleted || res.LastTurn.Result.Output != "third" || res.Usage.Turns != 3 {
 		t.Fatalf("result %+v", res)
 	}
 	if strings.Join(child.prompts, "|") != "Turn one.|Turn two.|Turn three." {
@@ -191,13 +192,13 @@ func TestSessionSticky(t *testing.T) {
 	}
 }
 
-func queryStatus(t *testing.T, env *testsuite.TestWorkflowEnvironment) SessionStatus {
+func queryStatus(t *testing.T, env *testsuite.TestWorkflowEnvironment) api.SessionStatus {
 	t.Helper()
-	v, err := env.QueryWorkflow(StatusQuery)
+	v, err := env.QueryWorkflow(api.StatusQuery)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st SessionStatus
+	var st api.SessionStatus
 	if err := v.Get(&st); err != nil {
 		t.Fatal(err)
 	}
@@ -209,35 +210,35 @@ func queryStatus(t *testing.T, env *testsuite.TestWorkflowEnvironment) SessionSt
 func TestSessionCancelSignal(t *testing.T) {
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
-	env.RegisterWorkflowWithOptions(Session, workflow.RegisterOptions{Name: SessionWorkflowName})
-	env.RegisterActivityWithOptions(func(ctx context.Context, in activities.RunPiInput) (activities.RunPiResult, error) {
+	env.RegisterWorkflowWithOptions(Session, workflow.RegisterOptions{Name: api.SessionWorkflowName})
+	env.RegisterActivityWithOptions(func(ctx context.Context, in api.RunPiInput) (api.RunPiResult, error) {
 		// A cancel request reaches an activity through its heartbeats, as
 		// with the real RunPi.
 		for ctx.Err() == nil {
 			activity.RecordHeartbeat(ctx)
 			time.Sleep(10 * time.Millisecond)
 		}
-		partial := activities.RunPiResult{Output: "half done", Usage: usage(7)}
+		partial := api.RunPiResult{Output: "half done", Usage: usage(7)}
 		return partial, temporal.NewCanceledError(partial)
-	}, activity.RegisterOptions{Name: RunPiActivityName})
+	}, activity.RegisterOptions{Name: api.RunPiActivityName})
 	env.SetTestTimeout(30 * time.Second)
 	in := oneTurn("Long task.")
 	in.IdleTTLSeconds = 60
 	env.RegisterDelayedCallback(func() {
-		if st := queryStatus(t, env); st.State != StateRunning || st.Attempt != 1 {
+		if st := queryStatus(t, env); st.State != api.StateRunning || st.Attempt != 1 {
 			t.Errorf("before cancel: %+v", st)
 		}
-		env.SignalWorkflow(CancelSignal, CancelRequest{Reason: "test"})
+		env.SignalWorkflow(api.CancelSignal, api.CancelRequest{Reason: "test"})
 	}, time.Second)
-	env.ExecuteWorkflow(SessionWorkflowName, in)
-	var res SessionResult
+	env.ExecuteWorkflow(api.SessionWorkflowName, in)
+	var res api.SessionResult
 	if err := env.GetWorkflowResult(&res); err != nil {
 		t.Fatal(err)
 	}
 	// The test environment drops a cancelled activity's details; the
 	// partial output reaching the result is checked end to end (e2e).
 	turn := res.LastTurn
-	if turn.State != StateCancelled || turn.Error.Code != errcode.Cancelled || res.State != StateCancelled {
+	if turn.State != api.StateCancelled || turn.Error.Code != errcode.Cancelled || res.State != api.StateCancelled {
 		t.Fatalf("turn %+v", turn)
 	}
 }
@@ -254,16 +255,16 @@ func TestSessionContinuesAsNew(t *testing.T) {
 	in.IdleTTLSeconds = 3600
 	env.RegisterDelayedCallback(func() {
 		for i := 2; i <= maxTurnsPerRun; i++ {
-			env.SignalWorkflow(SendSignal, SendRequest{Prompt: "next"})
+			env.SignalWorkflow(api.SendSignal, api.SendRequest{Prompt: "next"})
 		}
 	}, time.Minute)
-	env.ExecuteWorkflow(SessionWorkflowName, in)
+	env.ExecuteWorkflow(api.SessionWorkflowName, in)
 	err := env.GetWorkflowError()
 	var can *workflow.ContinueAsNewError
 	if !asContinueAsNew(err, &can) {
 		t.Fatalf("err = %v, want continue-as-new", err)
 	}
-	var next SessionInput
+	var next api.SessionInput
 	if err := converterFromPayloads(can, &next); err != nil {
 		t.Fatal(err)
 	}
@@ -290,9 +291,9 @@ func TestSessionCancelUpdate(t *testing.T) {
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
 	env.SetTestTimeout(30 * time.Second)
-	env.RegisterWorkflowWithOptions(Session, workflow.RegisterOptions{Name: SessionWorkflowName})
+	env.RegisterWorkflowWithOptions(Session, workflow.RegisterOptions{Name: api.SessionWorkflowName})
 	calls := 0
-	env.RegisterActivityWithOptions(func(ctx context.Context, in activities.RunPiInput) (activities.RunPiResult, error) {
+	env.RegisterActivityWithOptions(func(ctx context.Context, in api.RunPiInput) (api.RunPiResult, error) {
 		calls++
 		if calls == 1 {
 			return finalized("first"), nil
@@ -301,30 +302,30 @@ func TestSessionCancelUpdate(t *testing.T) {
 			activity.RecordHeartbeat(ctx)
 			time.Sleep(10 * time.Millisecond)
 		}
-		return activities.RunPiResult{}, temporal.NewCanceledError()
-	}, activity.RegisterOptions{Name: RunPiActivityName})
+		return api.RunPiResult{}, temporal.NewCanceledError()
+	}, activity.RegisterOptions{Name: api.RunPiActivityName})
 	in := oneTurn("one")
 	in.IdleTTLSeconds = 600
-	var results []CancelResult
+	var results []api.CancelResult
 	cancel := func(id string) {
-		env.UpdateWorkflow(CancelUpdate, id, &testsuite.TestUpdateCallback{
+		env.UpdateWorkflow(api.CancelUpdate, id, &testsuite.TestUpdateCallback{
 			OnReject:   func(err error) { t.Errorf("cancel rejected: %v", err) },
-			OnComplete: func(v any, err error) { results = append(results, v.(CancelResult)) },
-		}, CancelRequest{})
+			OnComplete: func(v any, err error) { results = append(results, v.(api.CancelResult)) },
+		}, api.CancelRequest{})
 	}
 	env.RegisterDelayedCallback(func() {
 		if st := queryStatus(t, env); st.TimeoutSeconds != 600 || st.TurnStarted.IsZero() {
 			t.Errorf("status %+v", st)
 		}
 		cancel("idle")
-		env.SignalWorkflow(SendSignal, SendRequest{Prompt: "two"})
+		env.SignalWorkflow(api.SendSignal, api.SendRequest{Prompt: "two"})
 	}, time.Minute)
 	env.RegisterDelayedCallback(func() { cancel("running") }, time.Minute+time.Second)
-	env.ExecuteWorkflow(SessionWorkflowName, in)
+	env.ExecuteWorkflow(api.SessionWorkflowName, in)
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
-	want := []CancelResult{{CancelApplied: false, PriorStatus: StateWaitingForInput}, {CancelApplied: true, PriorStatus: StateRunning}}
+	want := []api.CancelResult{{CancelApplied: false, PriorStatus: api.StateWaitingForInput}, {CancelApplied: true, PriorStatus: api.StateRunning}}
 	if len(results) != 2 || results[0] != want[0] || results[1] != want[1] {
 		t.Fatalf("cancel results %+v, want %+v", results, want)
 	}

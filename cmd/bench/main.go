@@ -26,6 +26,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/durable-pi/subagents/api"
+
 	"github.com/google/uuid"
 	enums "go.temporal.io/api/enums/v1"
 	sdkclient "go.temporal.io/sdk/client"
@@ -40,7 +42,6 @@ import (
 	"github.com/durable-pi/subagents/profiles"
 	"github.com/durable-pi/subagents/worker"
 	"github.com/durable-pi/subagents/worker/devserver"
-	"github.com/durable-pi/subagents/workflows"
 )
 
 func main() {
@@ -95,7 +96,7 @@ type bench struct {
 	address  string
 	c        *client.Client
 	warm     *client.Client // a worker with a warm pool of children
-	warmPool func() activities.PoolStats
+	warmPool func() api.PoolStats
 	stub     *client.Client
 	tc       sdkclient.Client
 }
@@ -145,7 +146,7 @@ func run(n int, outPath string) error {
 	// A database file, as `subagents dev` keeps (WAL, synchronous FULL):
 	// what a user's tasks pay for durability is part of the figures.
 	b.dbFile = filepath.Join(root, "temporal.db")
-	srv, err := devserver.Start(ctx, devserver.Options{Port: freePort(), UIPort: -1, DBFile: b.dbFile, SearchAttributes: workflows.SearchAttributes(), Logger: quiet})
+	srv, err := devserver.Start(ctx, devserver.Options{Port: freePort(), UIPort: -1, DBFile: b.dbFile, SearchAttributes: api.SearchAttributes(), Logger: quiet})
 	if err != nil {
 		return err
 	}
@@ -311,7 +312,7 @@ func (b *bench) overhead(n int) (string, error) {
 	forgot := "[[steps:" + stepsJSON(textStep("forgot"), toolStep("subagent_finalize", map[string]string{"status": "SUCCESS", "result": "done"})) + "]] Do it."
 	var retriedEvents []int
 	for range 3 {
-		env, err := b.c.Start(b.ctx, client.StartRequest{Tasks: []workflows.TaskSpec{{Name: "retried", Prompt: forgot, Model: scriptedmodel.ModelRef, Cwd: b.workDir}}, IdleTTLSeconds: -1})
+		env, err := b.c.Start(b.ctx, client.StartRequest{Tasks: []api.TaskSpec{{Name: "retried", Prompt: forgot, Model: scriptedmodel.ModelRef, Cwd: b.workDir}}, IdleTTLSeconds: -1})
 		if err != nil {
 			return "", err
 		}
@@ -356,7 +357,7 @@ func (b *bench) direct() (time.Duration, error) {
 }
 
 func (b *bench) request() client.StartRequest {
-	return client.StartRequest{Tasks: []workflows.TaskSpec{{Name: "bench", Prompt: "[[script:bench]] Say done.", Profile: "bench", Cwd: b.workDir}}, IdleTTLSeconds: -1}
+	return client.StartRequest{Tasks: []api.TaskSpec{{Name: "bench", Prompt: "[[script:bench]] Say done.", Profile: "bench", Cwd: b.workDir}}, IdleTTLSeconds: -1}
 }
 
 // library is one task through the client library: start and wait.
@@ -440,7 +441,7 @@ func (b *bench) report(n int, direct, lib, cli, warmLib, warmCLI []time.Duration
 	}
 	r.WriteString("\n## History\n\n")
 	fmt.Fprintf(&r, "Events per one-turn task (median, workflow code version %d, a session that completes after its turn): session workflow %d, delegation workflow %d. ",
-		workflows.CurrentVersion, medianInt(sessionEvents), medianInt(delegationEvents))
+		api.CurrentVersion, medianInt(sessionEvents), medianInt(delegationEvents))
 	return r.String()
 }
 
@@ -470,7 +471,7 @@ func (b *bench) stubTasks(k int) (time.Duration, error) { return b.stubTasksOn(b
 func (b *bench) stubTasksOn(c *client.Client, k int) (time.Duration, error) {
 	req := client.StartRequest{MaxConcurrency: k, IdleTTLSeconds: -1}
 	for i := range k {
-		req.Tasks = append(req.Tasks, workflows.TaskSpec{Name: fmt.Sprintf("t%d", i), Prompt: "stub", Cwd: b.workDir})
+		req.Tasks = append(req.Tasks, api.TaskSpec{Name: fmt.Sprintf("t%d", i), Prompt: "stub", Cwd: b.workDir})
 	}
 	start := time.Now()
 	env, err := c.Start(b.ctx, req)
@@ -688,7 +689,7 @@ func (b *bench) recovery(reps int) (string, error) {
 // task was done.
 func (b *bench) crashRun(c *client.Client, kill func(), restart func() error) (ready, resumed, done time.Duration, err error) {
 	before := len(b.model.RequestsFor("recover"))
-	env, err := c.Start(b.ctx, client.StartRequest{Tasks: []workflows.TaskSpec{{Name: "recover", Prompt: "[[script:recover]] Say done.", Profile: "bench", Cwd: b.workDir}}, IdleTTLSeconds: -1})
+	env, err := c.Start(b.ctx, client.StartRequest{Tasks: []api.TaskSpec{{Name: "recover", Prompt: "[[script:recover]] Say done.", Profile: "bench", Cwd: b.workDir}}, IdleTTLSeconds: -1})
 	if err != nil {
 		return 0, 0, 0, err
 	}
@@ -723,7 +724,7 @@ func (b *bench) crashRun(c *client.Client, kill func(), restart func() error) (r
 // their offsets from the delegation's start: where its time goes.
 func (b *bench) timeline() error {
 	start := time.Now()
-	req := client.StartRequest{IdleTTLSeconds: -1, Tasks: []workflows.TaskSpec{{Name: "t", Prompt: "stub", Cwd: b.workDir}}}
+	req := client.StartRequest{IdleTTLSeconds: -1, Tasks: []api.TaskSpec{{Name: "t", Prompt: "stub", Cwd: b.workDir}}}
 	env, err := b.stub.Start(b.ctx, req)
 	if err != nil {
 		return err
@@ -1142,12 +1143,12 @@ func (b *bench) idleSessions(n int) (string, error) {
 			ids[i] = uuid.NewString()
 		}
 		wall, err := inFlight(k, 64, func(i int) error {
-			in := workflows.SessionInput{SessionID: ids[i], Prompt: "stub", Cwd: b.workDir, Version: workflows.CurrentVersion}
-			if _, err := b.tc.ExecuteWorkflow(b.ctx, sdkclient.StartWorkflowOptions{ID: in.SessionID, TaskQueue: queue}, workflows.SessionWorkflowName, in); err != nil {
+			in := api.SessionInput{SessionID: ids[i], Prompt: "stub", Cwd: b.workDir, Version: api.CurrentVersion}
+			if _, err := b.tc.ExecuteWorkflow(b.ctx, sdkclient.StartWorkflowOptions{ID: in.SessionID, TaskQueue: queue}, api.SessionWorkflowName, in); err != nil {
 				return err
 			}
 			env, err := c.Wait(b.ctx, in.SessionID, time.Minute)
-			if err == nil && (len(env.Items) != 1 || env.Items[0].Status != string(workflows.StateCompleted)) {
+			if err == nil && (len(env.Items) != 1 || env.Items[0].Status != string(api.StateCompleted)) {
 				err = fmt.Errorf("session %s: %+v after its first turn", in.SessionID, env.Items)
 			}
 			return err
@@ -1174,30 +1175,30 @@ func (b *bench) idleSessions(n int) (string, error) {
 	for i := range 10 {
 		t0 := time.Now()
 		h, err := b.tc.UpdateWorkflow(b.ctx, sdkclient.UpdateWorkflowOptions{
-			WorkflowID: ids[i], UpdateName: workflows.SendUpdate, WaitForStage: sdkclient.WorkflowUpdateStageCompleted,
-			Args: []any{workflows.SendRequest{Prompt: "stub again"}},
+			WorkflowID: ids[i], UpdateName: api.SendUpdate, WaitForStage: sdkclient.WorkflowUpdateStageCompleted,
+			Args: []any{api.SendRequest{Prompt: "stub again"}},
 		})
 		if err != nil {
 			return "", err
 		}
-		var acc workflows.SendAccepted
+		var acc api.SendAccepted
 		if err := h.Get(b.ctx, &acc); err != nil {
 			return "", err
 		}
 		accepted = append(accepted, time.Since(t0))
 		turnNo := acc.Turn
 		wh, err := b.tc.UpdateWorkflow(b.ctx, sdkclient.UpdateWorkflowOptions{
-			WorkflowID: ids[i], UpdateName: workflows.WaitUpdate, WaitForStage: sdkclient.WorkflowUpdateStageCompleted,
-			Args: []any{workflows.WaitRequest{Turn: turnNo}},
+			WorkflowID: ids[i], UpdateName: api.WaitUpdate, WaitForStage: sdkclient.WorkflowUpdateStageCompleted,
+			Args: []any{api.WaitRequest{Turn: turnNo}},
 		})
 		if err != nil {
 			return "", err
 		}
-		var st workflows.SessionStatus
+		var st api.SessionStatus
 		if err := wh.Get(b.ctx, &st); err != nil {
 			return "", err
 		}
-		if st.LastTurn == nil || st.LastTurn.Turn != 2 || st.LastTurn.State != workflows.StateCompleted {
+		if st.LastTurn == nil || st.LastTurn.Turn != 2 || st.LastTurn.State != api.StateCompleted {
 			return "", fmt.Errorf("send to an idle session: %+v", st.LastTurn)
 		}
 		turn = append(turn, time.Since(t0))
@@ -1258,7 +1259,7 @@ func (b *bench) devRestart(reps int) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		c := &client.Client{Temporal: tc, TaskQueue: workflows.DefaultTaskQueue, Address: address}
+		c := &client.Client{Temporal: tc, TaskQueue: api.DefaultTaskQueue, Address: address}
 		up, res, fin, err := b.crashRun(c,
 			func() { tc.Close(); _ = dev.Process.Kill(); _ = dev.Wait() },
 			func() error {

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/durable-pi/subagents/api"
+
 	sdkclient "go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
@@ -24,7 +26,6 @@ import (
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
 	"github.com/durable-pi/subagents/worker"
 	"github.com/durable-pi/subagents/worker/devserver"
-	"github.com/durable-pi/subagents/workflows"
 )
 
 // taskQueue is the demo's own, so it never mixes with a real worker's.
@@ -94,7 +95,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	srv, err := devserver.Start(ctx, devserver.Options{
 		Port: *port, UIPort: *uiPort, DBFile: filepath.Join(dir, "temporal.db"),
-		SearchAttributes: workflows.SearchAttributes(), Logger: logger,
+		SearchAttributes: api.SearchAttributes(), Logger: logger,
 	})
 	if err != nil {
 		return err
@@ -118,7 +119,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c := &client.Client{Temporal: tc, TaskQueue: taskQueue, Address: srv.FrontendAddress(), Namespace: srv.Namespace(), UIURL: srv.UIURL()}
 	req := client.StartRequest{MaxConcurrency: len(tasks)}
 	for i, t := range tasks {
-		req.Tasks = append(req.Tasks, workflows.TaskSpec{
+		req.Tasks = append(req.Tasks, api.TaskSpec{
 			Name: t.name, Prompt: fmt.Sprintf("[[script:demo-%d]] %s", i, t.prompt), Profile: "scout",
 			Cwd: mustWd(), Model: scriptedmodel.ModelRef,
 		})
@@ -154,7 +155,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	say("")
 	for _, it := range env.Items {
 		mark := "✓"
-		if it.Status != string(workflows.StateCompleted) {
+		if it.Status != string(api.StateCompleted) {
 			mark = "✕"
 		}
 		how := "ran once"
@@ -200,7 +201,7 @@ func warmDemo(ctx context.Context, c *client.Client, model *scriptedmodel.Server
 			time.Sleep(warmRefill)
 		}
 		begin := time.Now()
-		started, err := c.Start(ctx, client.StartRequest{Tasks: []workflows.TaskSpec{{
+		started, err := c.Start(ctx, client.StartRequest{Tasks: []api.TaskSpec{{
 			Name: "quick", Prompt: "[[script:demo-quick]] Answer.", Profile: "scout", Cwd: dir, Model: scriptedmodel.ModelRef,
 		}}, IdleTTLSeconds: -1})
 		if err != nil {

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/durable-pi/subagents/api"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -22,7 +24,6 @@ import (
 	tallyprom "github.com/uber-go/tally/v4/prometheus"
 	"go.temporal.io/sdk/client"
 
-	"github.com/durable-pi/subagents/activities"
 	"github.com/durable-pi/subagents/internal/errcode"
 )
 
@@ -121,7 +122,7 @@ func New() *Metrics {
 }
 
 // ChildRun records one child run; it implements activities.RunObserver.
-func (m *Metrics) ChildRun(agent, outcome string, elapsed time.Duration, u activities.Usage) {
+func (m *Metrics) ChildRun(agent, outcome string, elapsed time.Duration, u api.Usage) {
 	agent = m.agents.label(agent)
 	m.childSeconds.WithLabelValues(agent, outcome).Observe(elapsed.Seconds())
 	for kind, n := range map[string]int64{"input": u.Input, "output": u.Output, "cache_read": u.CacheRead, "cache_write": u.CacheWrite} {
@@ -133,7 +134,7 @@ func (m *Metrics) ChildRun(agent, outcome string, elapsed time.Duration, u activ
 // WatchPool publishes a worker's warm pool: its idle children and its
 // hits, misses and evictions, read from stats at each scrape. A second
 // pool in the same process keeps the first one's series.
-func (m *Metrics) WatchPool(stats func() activities.PoolStats) {
+func (m *Metrics) WatchPool(stats func() api.PoolStats) {
 	for _, c := range []prometheus.Collector{
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "subagents_warm_pool_children",

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/durable-pi/subagents/api"
 
-	"github.com/durable-pi/subagents/activities"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 func TestChildRunSeries(t *testing.T) {
@@ -20,11 +20,11 @@ func TestChildRunSeries(t *testing.T) {
 	defer func() { _ = m.Close() }()
 	runs := []struct {
 		agent, outcome string
-		usage          activities.Usage
+		usage          api.Usage
 	}{
-		{"scout", "completed", activities.Usage{Input: 100, Output: 20, Cost: 0.5}},
-		{"scout", "subagent_timeout", activities.Usage{Input: 50, CacheRead: 7, Cost: 0.25}},
-		{"oracle", "completed", activities.Usage{Output: 3}},
+		{"scout", "completed", api.Usage{Input: 100, Output: 20, Cost: 0.5}},
+		{"scout", "subagent_timeout", api.Usage{Input: 50, CacheRead: 7, Cost: 0.25}},
+		{"oracle", "completed", api.Usage{Output: 3}},
 	}
 	for _, r := range runs {
 		m.ChildRun(r.agent, r.outcome, 2*time.Second, r.usage)
@@ -90,7 +90,7 @@ func TestAgentLabelIsBounded(t *testing.T) {
 	m := New()
 	defer func() { _ = m.Close() }()
 	for i := range maxAgents + 50 {
-		m.ChildRun(fmt.Sprintf("agent-%d", i), "completed", time.Second, activities.Usage{Output: 1})
+		m.ChildRun(fmt.Sprintf("agent-%d", i), "completed", time.Second, api.Usage{Output: 1})
 		m.Handler.WithTags(map[string]string{"agent": fmt.Sprintf("agent-%d", i)}).Counter("subagents_tasks_started").Inc(1)
 	}
 	if n := testutil.CollectAndCount(m.cost); n != maxAgents+1 {

@@ -9,6 +9,8 @@ import (
 	"io"
 	"path/filepath"
 
+	"github.com/durable-pi/subagents/api"
+
 	sdkclient "go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
@@ -16,7 +18,6 @@ import (
 	"github.com/durable-pi/subagents/internal/errcode"
 	"github.com/durable-pi/subagents/worker"
 	"github.com/durable-pi/subagents/worker/devserver"
-	"github.com/durable-pi/subagents/workflows"
 )
 
 // Main parses args, starts the server, the UI and the worker, and runs until
@@ -74,7 +75,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer unlock()
-	opts.SearchAttributes = workflows.SearchAttributes()
+	opts.SearchAttributes = api.SearchAttributes()
 	opts.Logger = logger
 
 	srv, err := devserver.Start(ctx, opts)

@@ -1,12 +1,22 @@
-package workflows
-
-import (
-	"github.com/durable-pi/subagents/activities"
-)
+package api
 
 // DefaultTaskQueue is the queue workers poll and clients start on, unless
 // configured otherwise (a host's own queue is this plus "@host").
 const DefaultTaskQueue = "subagents"
+
+// Names under which the worker registers the workflows and activities.
+// They are part of every recorded history: renaming one breaks running
+// workflows.
+const (
+	DelegationWorkflowName  = "Delegation"
+	SessionWorkflowName     = "Session"
+	ReadSessionWorkflowName = "ReadSession"
+
+	RunPiActivityName          = "RunPi"
+	ResolveTasksActivityName   = "ResolveTasks"
+	LookupSessionsActivityName = "LookupSessions"
+	ReadSessionActivityName    = "ReadSession"
+)
 
 // Names of the signals, queries and updates, in one place: they are part of
 // the public contract and of every recorded history.
@@ -69,8 +79,8 @@ type TaskDone struct {
 
 // SendRequest is the payload of SendSignal and SendUpdate.
 type SendRequest struct {
-	Prompt string                `json:"prompt"`
-	Files  []activities.FileSpec `json:"files,omitempty"`
+	Prompt string     `json:"prompt"`
+	Files  []FileSpec `json:"files,omitempty"`
 	// NotifyWorkflowID, when set, is a delegation to signal (TaskDone with
 	// NotifyIndex) when this turn ends: how a resumed task reports back.
 	NotifyWorkflowID string `json:"notifyWorkflowId,omitempty"`

@@ -1,4 +1,4 @@
-package searchattr
+package api
 
 import (
 	"maps"
@@ -8,10 +8,10 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 )
 
-// TestAll: the names are part of every namespace set up so far and of the
+// TestSearchAttributes: the names are part of every namespace set up so far and of the
 // operators' saved queries: they never change spelling.
-func TestAll(t *testing.T) {
-	all := All()
+func TestSearchAttributes(t *testing.T) {
+	all := SearchAttributes()
 	names := slices.Sorted(maps.Keys(all))
 	if want := []string{"SubagentAgent", "SubagentCwd", "SubagentParentSession", "SubagentStatus"}; !slices.Equal(names, want) {
 		t.Fatalf("attributes %v, want %v", names, want)

@@ -1,0 +1,231 @@
+package api
+
+import (
+	"cmp"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/durable-pi/subagents/internal/errcode"
+)
+
+// Limits of a delegation.
+const (
+	DefaultMaxConcurrency = 4  // seed 002's MAX_CONCURRENCY
+	MaxConcurrency        = 16 // as many as a delegation may hold
+	MaxTasks              = 16 // seed 002's MAX_PARALLEL_TASKS
+	DefaultMaxDepth       = 1  // seed 003's subagents.maxDepth: children do not delegate
+	// DefaultAckTTL is how long a finished delegation started with Deliver
+	// waits for its parent to acknowledge the results: as long as `subagents
+	// dev` keeps closed workflows, so that a parent pi resumed within a month
+	// still receives what it started. A waiting workflow costs nothing.
+	DefaultAckTTL = 30 * 24 * time.Hour
+)
+
+// TaskSpec is one task of a delegation (seed 002's task object; `agent` is
+// seed 000's name for `profile`).
+type TaskSpec struct {
+	Name    string     `json:"name"`
+	Prompt  string     `json:"prompt"`
+	Profile string     `json:"profile,omitempty"`
+	Agent   string     `json:"agent,omitempty"`
+	Cwd     string     `json:"cwd"`
+	Timeout int        `json:"timeout,omitempty"`
+	Files   []FileSpec `json:"files,omitempty"`
+	Model   string     `json:"model,omitempty"`
+	// Resume continues an earlier session (its ID) instead of starting one:
+	// the same pi session file, so the child keeps its context.
+	Resume string `json:"resume,omitempty"`
+	// Description is seed 001's short label of the task, kept in the
+	// session's memo for the UI and `list`.
+	Description string `json:"description,omitempty"`
+	// Rejected is why the caller refused this item of a batch on its own
+	// (seed 001: the other items run); it never runs.
+	Rejected *errcode.Info `json:"rejected,omitempty"`
+}
+
+// ProfileOr is the task's profile name, whichever field it used, else def
+// (the delegation's default profile).
+func (t TaskSpec) ProfileOr(def string) string {
+	return cmp.Or(t.Profile, t.Agent, def)
+}
+
+// DelegationInput starts a delegation.
+type DelegationInput struct {
+	Tasks []TaskSpec `json:"tasks"`
+	// Profile is the default for tasks that name none.
+	Profile string `json:"profile,omitempty"`
+	// SessionIDs are chosen by the caller, one per task, so that it knows
+	// them before anything runs and the workflow stays deterministic.
+	SessionIDs      []string `json:"sessionIds"`
+	MaxConcurrency  int      `json:"maxConcurrency,omitempty"`
+	ParentSessionID string   `json:"parentSessionId,omitempty"`
+	// Depth is the caller's depth: 0 for a top-level pi.
+	Depth    int `json:"depth,omitempty"`
+	MaxDepth int `json:"maxDepth,omitempty"`
+	// IdleTTLSeconds is handed to every session (0: DefaultIdleTTL).
+	IdleTTLSeconds int `json:"idleTtlSeconds,omitempty"`
+	// Deliver keeps the finished delegation open until its parent
+	// acknowledges the results (AckUpdate), at most AckTTLSeconds (0:
+	// DefaultAckTTL): how a parent pi that restarts finds what it has not
+	// received yet.
+	Deliver       bool `json:"deliver,omitempty"`
+	AckTTLSeconds int  `json:"ackTtlSeconds,omitempty"`
+	// Host runs the tasks on that host's workers (HostQueue): the caller's
+	// machine, where the cwds exist. Empty: any worker.
+	Host string `json:"host,omitempty"`
+	// Version is the code version the delegation runs (CurrentVersion for
+	// new ones; 0 for those started before versions existed).
+	Version int `json:"version,omitempty"`
+	// Tool is the tool family the delegation came through ("subagent",
+	// "task", ...), for the profile policies that depend on it.
+	Tool string `json:"tool,omitempty"`
+}
+
+// TaskResult is one task of a delegation.
+type TaskResult struct {
+	Index     int    `json:"index"`
+	Name      string `json:"name"`
+	SessionID string `json:"sessionId"`
+	Profile   string `json:"profile,omitempty"`
+	// Model is the child's provider/id once the profile is resolved.
+	Model string        `json:"model,omitempty"`
+	State State         `json:"state"`
+	Turn  *TurnResult   `json:"turn,omitempty"`
+	Error *errcode.Info `json:"error,omitempty"`
+}
+
+// DelegationStatus answers StatusQuery and WaitUpdate and is the
+// delegation's result; tasks are in input order, with seed 001's batch
+// accounting.
+type DelegationStatus struct {
+	DelegationID  string       `json:"delegationId"`
+	State         State        `json:"state"`
+	Done          bool         `json:"done"`
+	Tasks         []TaskResult `json:"tasks"`
+	TotalCount    int          `json:"total_count"`
+	AcceptedCount int          `json:"accepted_count"`
+	RejectedCount int          `json:"rejected_count"`
+	BatchStatus   string       `json:"batch_status"`
+	Usage         Usage        `json:"usage"`
+	// Deliver and Delivered: the parent acknowledges the results.
+	Deliver   bool `json:"deliver,omitempty"`
+	Delivered bool `json:"delivered,omitempty"`
+	// ParentSessionID is the pi session that started the delegation.
+	ParentSessionID string `json:"parentSessionId,omitempty"`
+}
+
+// ValidateDelegation checks a request before anything starts; the client
+// runs it too, so that bad input never becomes a workflow.
+func ValidateDelegation(in DelegationInput) error {
+	maxDepth := in.MaxDepth
+	if maxDepth <= 0 {
+		maxDepth = DefaultMaxDepth
+	}
+	switch {
+	case in.Depth >= maxDepth:
+		return errcode.Errorf(errcode.DepthExceeded, "Subagent depth %d reached the limit of %d: a subagent cannot delegate further", in.Depth, maxDepth)
+	case len(in.Tasks) == 0:
+		return errcode.New(errcode.InvalidInput, "tasks must hold 1 to 16 tasks, got none")
+	case len(in.Tasks) > MaxTasks:
+		return errcode.Errorf(errcode.InvalidInput, "tasks must hold 1 to 16 tasks, got %d", len(in.Tasks))
+	case len(in.SessionIDs) != len(in.Tasks):
+		return errcode.Errorf(errcode.InvalidInput, "one session ID per task: %d IDs for %d tasks", len(in.SessionIDs), len(in.Tasks))
+	case in.MaxConcurrency < 0 || in.MaxConcurrency > MaxConcurrency:
+		return errcode.Errorf(errcode.InvalidInput, "maxConcurrency must be 1 to %d", MaxConcurrency)
+	case !ValidHost(in.Host):
+		return errcode.Errorf(errcode.InvalidInput, "host %q cannot name a task queue (no '@', '/' or spaces)", in.Host)
+	}
+	seen := map[string]bool{}
+	for i, t := range in.Tasks {
+		if t.Rejected != nil {
+			continue
+		}
+		if err := ValidateTask(i, t); err != nil {
+			return err
+		}
+		switch {
+		case seen[in.SessionIDs[i]]:
+			return errcode.Errorf(errcode.InvalidInput, "session ID %s is given twice", in.SessionIDs[i])
+		case t.Resume != "" && seen["resume:"+t.Resume]:
+			return errcode.Errorf(errcode.InvalidInput, "session %q is resumed by two tasks", t.Resume)
+		}
+		seen[in.SessionIDs[i]] = true
+		if t.Resume != "" {
+			seen["resume:"+t.Resume] = true
+		}
+	}
+	return nil
+}
+
+// ValidateTask checks one task of a batch on its own: what makes this
+// item, and not its batch, wrong.
+func ValidateTask(i int, t TaskSpec) error {
+	switch {
+	case strings.TrimSpace(t.Name) == "":
+		return errcode.Errorf(errcode.InvalidInput, "tasks[%d]: name must not be empty", i)
+	case strings.TrimSpace(t.Prompt) == "":
+		return errcode.Errorf(errcode.InvalidInput, "tasks[%d] (%s): prompt must not be empty", i, t.Name)
+	case t.Timeout < 0:
+		return errcode.Errorf(errcode.InvalidInput, "tasks[%d] (%s): timeout must be at least 1 second", i, t.Name)
+	case t.Profile != "" && t.Agent != "" && t.Profile != t.Agent:
+		return errcode.Errorf(errcode.InvalidInput, "tasks[%d] (%s): agent %q and profile %q disagree", i, t.Name, t.Agent, t.Profile)
+	}
+	if err := ValidateCwd(t.Cwd); err != nil {
+		return errcode.Errorf(errcode.InvalidInput, "tasks[%d] (%s): %s", i, t.Name, err.Error())
+	}
+	for _, f := range t.Files {
+		if err := f.Validate(); err != nil {
+			return errcode.Errorf(errcode.InvalidInput, "tasks[%d] (%s): %s", i, t.Name, err.Error())
+		}
+	}
+	return nil
+}
+
+// BatchStatus is seed 001's batch_status of total tasks of which rejected
+// were refused on their own.
+func BatchStatus(total, rejected int, done bool) string {
+	switch {
+	case rejected == total:
+		return "rejected"
+	case done && rejected == 0:
+		return "completed"
+	case rejected > 0:
+		return "partial"
+	}
+	return "accepted"
+}
+
+// TaskDetails is a task as the Temporal UI shows it in a workflow's
+// details: what an operator needs to tell one run from another without
+// opening its history.
+func TaskDetails(name, agent, cwd, prompt, parentSession, delegationID string) string {
+	first, _, _ := strings.Cut(strings.TrimSpace(prompt), "\n")
+	if r := []rune(first); len(r) > 200 {
+		first = string(r[:200]) + "…"
+	}
+	details := fmt.Sprintf("**%s** · agent `%s`\n\n- cwd: `%s`\n- prompt: %s\n", name, agent, cwd, first)
+	if parentSession != "" {
+		details += fmt.Sprintf("- parent pi session: `%s`\n", parentSession)
+	}
+	if delegationID != "" {
+		details += fmt.Sprintf("- delegation: `%s`\n", delegationID)
+	}
+	return details
+}
+
+// HostQueue is the task queue of the workers on host: where the steps that
+// need a task's cwd or its session files run (RunPi, ResolveTasks,
+// ReadSession). Workflows and cwd-independent steps stay on the shared base
+// queue. An empty host means any worker: the base queue itself.
+func HostQueue(base, host string) string {
+	if host == "" {
+		return base
+	}
+	return base + "@" + host
+}
+
+// ValidHost reports whether host can be part of a task queue name.
+func ValidHost(host string) bool {
+	return host == "" || len(host) <= 200 && !strings.ContainsAny(host, "@ \t\n/")
+}

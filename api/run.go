@@ -1,0 +1,201 @@
+package api
+
+import (
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/durable-pi/subagents/internal/errcode"
+)
+
+// A child run's limits and their defaults (README "Settings"); the ranges
+// are checked where the settings are read.
+const (
+	DefaultTimeoutSeconds        = 600
+	DefaultExtendDebounceSeconds = 30
+	DefaultLoopingToolCount      = 5
+	// DefaultMaxEvents is seed 001's per-task event timeline cap; the
+	// ceiling keeps a result's history small (an event is ~40 bytes).
+	DefaultMaxEvents = 120
+	MaxEventsCeiling = 1000
+)
+
+// DefaultTools are pi's own default tools, granted when a task names none.
+var DefaultTools = []string{"read", "bash", "edit", "write"}
+
+// RunPiInput is one turn of a child pi run, with its profile already
+// resolved into pi arguments.
+type RunPiInput struct {
+	SessionID string `json:"sessionId"`
+	Agent     string `json:"agent"`
+	// Turn numbers the turns of a session from 1; it names the artifact.
+	Turn   int        `json:"turn,omitempty"`
+	Prompt string     `json:"prompt"`
+	Cwd    string     `json:"cwd"`
+	Files  []FileSpec `json:"files,omitempty"`
+	// Model is provider/id; empty uses pi's default. Thinking is a level.
+	Model    string `json:"model,omitempty"`
+	Thinking string `json:"thinking,omitempty"`
+	// Tools is the allowlist (empty: DefaultTools); NoTools grants none.
+	// subagent_finalize is always added unless NoFinalize.
+	Tools   []string `json:"tools,omitempty"`
+	NoTools bool     `json:"noTools,omitempty"`
+	// Profile names the resolved profile; the activity reads its apiKey
+	// from the profile file itself, so the key never enters a history.
+	Profile string `json:"profile,omitempty"`
+	// SystemPrompt (a profile's body) is appended to pi's system prompt,
+	// or replaces it when ReplaceSystemPrompt (seed 002's agent-profiles).
+	SystemPrompt        string `json:"systemPrompt,omitempty"`
+	ReplaceSystemPrompt bool   `json:"replaceSystemPrompt,omitempty"`
+	// AppendSystemPrompt entries are appended after it.
+	AppendSystemPrompt []string `json:"appendSystemPrompt,omitempty"`
+	Skills             []string `json:"skills,omitempty"`
+	NoSkills           bool     `json:"noSkills,omitempty"`
+	Extensions         []string `json:"extensions,omitempty"`
+	NoContextFiles     bool     `json:"noContextFiles,omitempty"`
+	ExtraArgs          []string `json:"extraArgs,omitempty"`
+	// NoFinalize runs without subagent_finalize: the final assistant text
+	// is the result (a profile's `finalize: false`).
+	NoFinalize bool `json:"noFinalize,omitempty"`
+	// Depth is the child's depth: 1 for a child of a top-level pi.
+	Depth int `json:"depth,omitempty"`
+	// TimeoutSeconds (default 600), ExtendDebounceSeconds (default 30,
+	// 0..300) and LoopingToolCount (default 5, 0..50, 0 disables) are seed
+	// 002's limits; nil means the default.
+	TimeoutSeconds        int  `json:"timeoutSeconds,omitempty"`
+	ExtendDebounceSeconds *int `json:"extendDebounceSeconds,omitempty"`
+	LoopingToolCount      *int `json:"loopingToolCount,omitempty"`
+	// MaxEvents caps the run's event timeline (seed 001's task max events,
+	// default 120, 0 keeps none); nil means the default.
+	MaxEvents *int `json:"maxEvents,omitempty"`
+	// MaxRuntimeSeconds is the turn's hard ceiling (Ceiling); nil: the
+	// timeout plus DefaultMaxExtension.
+	MaxRuntimeSeconds *int `json:"maxRuntimeSeconds,omitempty"`
+}
+
+// ErrorInfo is a coded error in a result (errcode.Info, made by
+// errcode.NewInfo): an alias, so results keep their type and their JSON.
+type ErrorInfo = errcode.Info
+
+// RunPiResult is what one child run produced: the raw material of seed 004's
+// SingleResult. Everything in it is sanitized and bounded.
+type RunPiResult struct {
+	ExitCode int       `json:"exitCode"`
+	Finalize *Finalize `json:"finalize"`
+	// Output is the finalize result (or error), else the final assistant
+	// text, cut to the output cap; ArtifactFile holds all of it.
+	Output              string    `json:"output"`
+	OutputTruncated     bool      `json:"outputTruncated"`
+	OutputTotalChars    int       `json:"outputTotalChars"`
+	OutputReturnedChars int       `json:"outputReturnedChars"`
+	Usage               Usage     `json:"usage"`
+	ToolRows            []ToolRow `json:"toolRows,omitempty"`
+	ToolCalls           int       `json:"toolCalls"`
+	// EventCount is how many structured events the run captured; Timeline
+	// the latest of them (RunPiInput.MaxEvents).
+	EventCount   int             `json:"eventCount,omitempty"`
+	Timeline     []TimelineEvent `json:"timeline,omitempty"`
+	StopReason   string          `json:"stopReason,omitempty"`
+	AutoRetries  int             `json:"autoRetries,omitempty"`
+	Error        *ErrorInfo      `json:"error,omitempty"`
+	SessionFile  string          `json:"sessionFile"`
+	ArtifactFile string          `json:"artifactFile,omitempty"`
+	Attempt      int32           `json:"attempt"`
+	// Continued is true when this attempt continued the session file an
+	// interrupted attempt left, instead of running the prompt again.
+	Continued bool `json:"continued,omitempty"`
+	// Recovered is true when an interrupted attempt had already ended the
+	// run (it finalized, then its worker died): the result was read from
+	// the session file and pi did not run again.
+	Recovered bool `json:"recovered,omitempty"`
+	// Warm is true when a pre-started child of the worker's warm pool ran
+	// this attempt (same flags, session file and events as a cold one).
+	Warm       bool  `json:"warm,omitempty"`
+	DurationMS int64 `json:"durationMs"`
+	// MessagesBefore is how many conversation messages the session file held
+	// when the turn's first attempt started: where this turn's run begins in
+	// a transcript.
+	MessagesBefore int `json:"messagesBefore,omitempty"`
+}
+
+// Progress is a running child's heartbeat: what `status` and the UI show.
+type Progress struct {
+	ToolRows       []ToolRow `json:"toolRows,omitempty"`
+	ToolCalls      int       `json:"toolCalls"`
+	EventCount     int       `json:"eventCount,omitempty"`
+	Usage          Usage     `json:"usage"`
+	LastText       string    `json:"lastText,omitempty"`
+	ElapsedMS      int64     `json:"elapsedMs"`
+	TimeoutSeconds int       `json:"timeoutSeconds"`
+	Attempt        int32     `json:"attempt"`
+	// PriorUsage is what earlier, interrupted attempts of this turn spent;
+	// it is carried so the turn's total counts every attempt once.
+	PriorUsage Usage `json:"priorUsage"`
+	// MessagesBefore is carried from the first attempt (RunPiResult).
+	MessagesBefore int `json:"messagesBefore,omitempty"`
+}
+
+// ValidateCwd checks a task's working directory with seed 002's messages.
+func ValidateCwd(cwd string) error {
+	if !filepath.IsAbs(cwd) {
+		return errcode.New(errcode.InvalidInput, "cwd must be an absolute path")
+	}
+	for _, seg := range strings.Split(filepath.ToSlash(cwd), "/") {
+		if seg == ".." {
+			return errcode.New(errcode.InvalidInput, "cwd must not contain '..' path segments")
+		}
+	}
+	return nil
+}
+
+// Timeout is how long the child may run before seed 002's extension rule:
+// TimeoutSeconds, else DefaultTimeoutSeconds. The one place the default is
+// applied; the session asks it too, for the timeout it shows.
+func (in RunPiInput) Timeout() time.Duration {
+	if in.TimeoutSeconds > 0 {
+		return time.Duration(in.TimeoutSeconds) * time.Second
+	}
+	return DefaultTimeoutSeconds * time.Second
+}
+
+// DefaultMaxExtension is how long past its timeout a child that still calls
+// tools may run when max_runtime is not set: seed 002 extends such a child
+// without end; ten minutes of model spend is the most a turn pays for it.
+const DefaultMaxExtension = 10 * time.Minute
+
+// Ceiling is the hard limit of a turn, from its first attempt's start,
+// whatever the extension rules say: max_runtime (never below the timeout),
+// else the timeout plus DefaultMaxExtension.
+func (in RunPiInput) Ceiling() time.Duration {
+	if in.MaxRuntimeSeconds != nil && *in.MaxRuntimeSeconds > 0 {
+		return max(time.Duration(*in.MaxRuntimeSeconds)*time.Second, in.Timeout())
+	}
+	return in.Timeout() + DefaultMaxExtension
+}
+
+// AgentName is how a session's agent is named in its file and its
+// SubagentAgent search attribute: "default" for a task without a profile.
+func AgentName(agent string) string {
+	if agent == "" {
+		return "default"
+	}
+	return agent
+}
+
+// Admission is what Config.Admit grants a run beyond its input.
+type Admission struct {
+	// APIKey is the profile's apiKey, for the child's environment only.
+	APIKey string
+}
+
+// PoolStats are the warm pool's counters since the worker started.
+type PoolStats struct {
+	Warm int `json:"warm"`
+	// Kept are the children waiting for their session's corrective run;
+	// Resumed counts the corrective runs that went on in one.
+	Kept      int   `json:"kept"`
+	Resumed   int64 `json:"resumed"`
+	Hits      int64 `json:"hits"`
+	Misses    int64 `json:"misses"`
+	Evictions int64 `json:"evictions"`
+}

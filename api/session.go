@@ -1,0 +1,115 @@
+package api
+
+import (
+	"time"
+
+	"github.com/durable-pi/subagents/internal/errcode"
+)
+
+// A session's defaults.
+const (
+	// DefaultMaxFinalizeRetries: how many times a child that did not
+	// finalize is sent corrective feedback (seed 000: "a small retry limit").
+	DefaultMaxFinalizeRetries = 2
+	// DefaultIdleTTL: how long a finished session waits for a `send` before
+	// it completes; it can still be resumed by ID afterwards.
+	DefaultIdleTTL = time.Hour
+)
+
+// SessionInput starts a session (one subagent task), or carries it across
+// continue-as-new.
+type SessionInput struct {
+	// SessionID is also the workflow ID.
+	SessionID       string     `json:"sessionId"`
+	Agent           string     `json:"agent,omitempty"`
+	Cwd             string     `json:"cwd"`
+	Prompt          string     `json:"prompt"`
+	Files           []FileSpec `json:"files,omitempty"`
+	Name            string     `json:"name,omitempty"`
+	ParentSessionID string     `json:"parentSessionId,omitempty"`
+	// Model is provider/id, for callers that set nothing else of Child.
+	Model string `json:"model,omitempty"`
+	// Host pins the child runs to the workers of that host (HostQueue):
+	// the one that sees Cwd and keeps the session file. Empty: any worker.
+	Host string `json:"host,omitempty"`
+	// TimeoutSeconds bounds one turn; 0 means the default (600 s).
+	TimeoutSeconds int `json:"timeoutSeconds,omitempty"`
+	// Child is the resolved profile: how every turn's pi runs. Its session,
+	// agent, cwd, prompt, files and turn are filled in per turn.
+	Child RunPiInput `json:"child"`
+	// MaxFinalizeRetries defaults to DefaultMaxFinalizeRetries; nil is the
+	// default, 0 means no corrective feedback.
+	MaxFinalizeRetries *int `json:"maxFinalizeRetries,omitempty"`
+	// IdleTTLSeconds: 0 is DefaultIdleTTL; negative completes the session as
+	// soon as its turns are done.
+	IdleTTLSeconds int `json:"idleTtlSeconds,omitempty"`
+	// NotifyWorkflowID, when set, is the delegation to signal (TaskDone,
+	// with NotifyIndex) when the first turn (Prompt) ends.
+	NotifyWorkflowID string `json:"notifyWorkflowId,omitempty"`
+	NotifyIndex      int    `json:"notifyIndex,omitempty"`
+	// Carry is the state continue-as-new hands to the next run.
+	Carry *SessionCarry `json:"carry,omitempty"`
+	// Version is the code version the session runs (CurrentVersion).
+	Version int `json:"version,omitempty"`
+}
+
+// SessionCarry is what a session's next run needs from the previous one.
+type SessionCarry struct {
+	Turns    int           `json:"turns"`
+	Accepted int           `json:"accepted"`
+	Usage    Usage         `json:"usage"`
+	LastTurn *TurnResult   `json:"lastTurn,omitempty"`
+	Pending  []SendRequest `json:"pending,omitempty"`
+	Runs     []RunMark     `json:"runs,omitempty"`
+}
+
+// TurnResult is one turn of a session: its last attempt's result, and the
+// usage of all its attempts.
+type TurnResult struct {
+	Turn  int   `json:"turn"`
+	State State `json:"state"`
+	// Attempts is the number of child runs of this turn: 1 plus the
+	// finalize retries it needed.
+	Attempts int           `json:"attempts"`
+	Usage    Usage         `json:"usage"`
+	Result   RunPiResult   `json:"result"`
+	Error    *errcode.Info `json:"error,omitempty"`
+}
+
+// SessionStatus answers StatusQuery and WaitUpdate.
+type SessionStatus struct {
+	SessionID string `json:"sessionId"`
+	Agent     string `json:"agent,omitempty"`
+	State     State  `json:"state"`
+	// Turn is the running (or last) turn; Accepted the last turn queued.
+	Turn     int `json:"turn"`
+	Accepted int `json:"accepted"`
+	// Attempt is the child run within the turn (finalize retries).
+	Attempt int `json:"attempt"`
+	// TurnStarted is when the running (or last) turn started; with
+	// TimeoutSeconds it gives a turn's elapsed time against its timeout.
+	TurnStarted    time.Time     `json:"turnStarted,omitempty"`
+	TimeoutSeconds int           `json:"timeoutSeconds"`
+	Usage          Usage         `json:"usage"`
+	LastTurn       *TurnResult   `json:"lastTurn,omitempty"`
+	Error          *errcode.Info `json:"error,omitempty"`
+	// Model is the child's provider/id ("" for pi's default) and Thinking
+	// its thinking level.
+	Model    string `json:"model,omitempty"`
+	Thinking string `json:"thinking,omitempty"`
+	Cwd      string `json:"cwd"`
+	Name     string `json:"name,omitempty"`
+	Host     string `json:"host,omitempty"`
+	// Runs mark where each turn begins in the pi session file, for
+	// transcripts.
+	Runs []RunMark `json:"runs,omitempty"`
+}
+
+// SessionResult is what a session returns when it completes.
+type SessionResult struct {
+	SessionID string      `json:"sessionId"`
+	State     State       `json:"state"`
+	Turns     int         `json:"turns"`
+	Usage     Usage       `json:"usage"`
+	LastTurn  *TurnResult `json:"lastTurn,omitempty"`
+}
