@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/durable-pi/subagents/api"
+	"github.com/durable-pi/subagents/connection"
 
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -140,7 +141,8 @@ func justMinted(id string, now time.Time) bool {
 	return now.Sub(made).Abs() <= mintedWithin
 }
 
-func (c *Client) now() time.Time {
+// CurrentTime is c.Now(), or the wall clock when Now is unset.
+func (c *Client) CurrentTime() time.Time {
 	if c.Now != nil {
 		return c.Now()
 	}
@@ -386,7 +388,7 @@ const sessionAppearsWithin = 2 * time.Second
 // that. Any other unknown ID is not found at once.
 func (c *Client) describeAppearing(ctx context.Context, id string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
 	desc, err := c.Temporal.DescribeWorkflowExecution(ctx, id, "")
-	if !isNotFound(err) || !justMinted(id, c.now()) {
+	if !isNotFound(err) || !justMinted(id, c.CurrentTime()) {
 		return desc, err
 	}
 	for deadline := time.Now().Add(sessionAppearsWithin); isNotFound(err) && time.Now().Before(deadline); {
@@ -417,7 +419,7 @@ func (c *Client) temporalError(err error, id string) error {
 	case errors.As(err, &notFound):
 		return errcode.Wrap(errcode.SessionNotFound, err, fmt.Sprintf("Session %q not found. The session may have expired or the ID is incorrect.", id))
 	case errors.As(err, &unavailable), errors.As(err, &deadline), errors.Is(err, context.DeadlineExceeded):
-		return Unavailable(c.Address, err)
+		return connection.Unavailable(c.Address, err)
 	}
 	var app *temporal.ApplicationError
 	if errors.As(err, &app) {

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"strings"
 	"time"
 
@@ -147,15 +148,12 @@ func ErrorEnvelope(op string, err error) Envelope {
 	}
 }
 
-// count is n for an envelope's counts, which keep a zero.
-func count(n int) *int { return &n }
-
 func (c *Client) delegationEnvelope(op string, st api.DelegationStatus, live map[string]*liveSession) Envelope {
 	usage := st.Usage
 	env := Envelope{
 		ContractVersion: ContractVersion, Op: op, Backend: Backend, DelegationID: st.DelegationID,
-		Status: string(st.State), Done: st.Done, TotalCount: count(st.TotalCount), AcceptedCount: count(st.AcceptedCount),
-		RejectedCount: count(st.RejectedCount), BatchStatus: st.BatchStatus, Deliver: st.Deliver, Delivered: st.Delivered,
+		Status: string(st.State), Done: st.Done, TotalCount: new(st.TotalCount), AcceptedCount: new(st.AcceptedCount),
+		RejectedCount: new(st.RejectedCount), BatchStatus: st.BatchStatus, Deliver: st.Deliver, Delivered: st.Delivered,
 		ParentSessionID: st.ParentSessionID, Usage: &usage, Items: []Item{}, UIURL: c.uiLink(st.DelegationID),
 	}
 	for _, t := range st.Tasks {
@@ -168,7 +166,7 @@ func (c *Client) delegationEnvelope(op string, st api.DelegationStatus, live map
 			fillTurn(&it, t.Turn)
 		}
 		if l := live[t.SessionID]; l != nil && !it.Done {
-			fillLive(&it, l, time.Time{}, c.now())
+			fillLive(&it, l, time.Time{}, c.CurrentTime())
 		}
 		env.Items = append(env.Items, it)
 	}
@@ -180,7 +178,7 @@ func (c *Client) delegationEnvelope(op string, st api.DelegationStatus, live map
 
 func (c *Client) sessionEnvelope(op string, st api.SessionStatus, l *liveSession, open bool, name string) Envelope {
 	it := Item{
-		TaskID: st.SessionID, Name: firstNonEmpty(st.Name, name), Agent: api.AgentName(st.Agent),
+		TaskID: st.SessionID, Name: cmp.Or(st.Name, name), Agent: api.AgentName(st.Agent),
 		SessionState: string(st.State), Turn: st.Turn, Attempts: st.Attempt, Thinking: st.Thinking,
 		TimeoutSeconds: st.TimeoutSeconds, UIURL: c.uiLink(st.SessionID),
 	}
@@ -196,7 +194,7 @@ func (c *Client) sessionEnvelope(op string, st api.SessionStatus, l *liveSession
 			l = &liveSession{}
 		}
 		if st.Turn > 0 && st.State == api.StateRunning {
-			fillLive(&it, l, st.TurnStarted, c.now())
+			fillLive(&it, l, st.TurnStarted, c.CurrentTime())
 		}
 	case st.LastTurn != nil:
 		fillTurn(&it, st.LastTurn)
@@ -261,13 +259,4 @@ func splitModel(ref string) (provider, model string) {
 		return p, m
 	}
 	return "default", ref
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }

@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	subcli "github.com/durable-pi/subagents/cli"
+	"github.com/durable-pi/subagents/connection"
+
 	"github.com/durable-pi/subagents/client"
 	"github.com/durable-pi/subagents/internal/errcode"
 	"github.com/durable-pi/subagents/internal/syncbuf"
@@ -51,7 +54,7 @@ func (s *socketConn) answer(id int64) (lines []string, exit int) {
 		if err != nil {
 			s.t.Fatalf("reading request %d's answer: %v", id, err)
 		}
-		var r client.ServeReply
+		var r subcli.ServeReply
 		if err := json.Unmarshal(b, &r); err != nil {
 			s.t.Fatalf("reply is not JSON: %q", b)
 		}
@@ -78,7 +81,7 @@ func TestSocketProtocol(t *testing.T) {
 	slow.DelayMS = 3000
 	e.model.Script("slow", slow)
 	_, cli, _ := e.devCLI("--headless")
-	sock := filepath.Join(e.dataDir, client.SocketName)
+	sock := filepath.Join(e.dataDir, connection.SocketName)
 	if info, err := os.Stat(sock); err != nil || info.Mode().Perm() != 0o600 {
 		t.Fatalf("socket %v %v", info, err)
 	}
@@ -86,12 +89,12 @@ func TestSocketProtocol(t *testing.T) {
 
 	s.send(`{"id":1,"args":["service"]}`)
 	lines, exit := s.answer(1)
-	var info client.ServiceInfo
+	var info subcli.ServiceInfo
 	if exit != 0 || len(lines) != 1 || json.Unmarshal([]byte(lines[0]), &info) != nil || info.PID == 0 || info.DataDir != e.dataDir {
 		t.Fatalf("service: exit %d %q", exit, lines)
 	}
 
-	big := `{"id":2,"args":["start","--json","--input","-"],"input":"` + strings.Repeat("x", client.MaxRequestLine) + `"}`
+	big := `{"id":2,"args":["start","--json","--input","-"],"input":"` + strings.Repeat("x", subcli.MaxRequestLine) + `"}`
 	s.send(big)
 	lines, exit = s.answer(2)
 	if exit != errcode.ExitBadInput || !strings.Contains(strings.Join(lines, ""), "longer than the limit") {
@@ -152,7 +155,7 @@ func TestWorkerSocket(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	e.model.Script("ws", finalizeStep("through the worker's socket"))
-	s := dialSocket(t, filepath.Join(dataDir, client.SocketName))
+	s := dialSocket(t, filepath.Join(dataDir, connection.SocketName))
 	start, _ := json.Marshal(map[string]any{"tasks": []map[string]any{{"name": "ws", "prompt": "[[script:ws]] Go.", "cwd": e.workDir}}})
 	s.send(fmt.Sprintf(`{"id":1,"args":["run","--json","--input","-"],"input":%q}`, start))
 	lines, exit := s.answer(1)

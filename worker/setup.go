@@ -3,12 +3,13 @@ package worker
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
 	"sort"
 	"time"
+
+	"github.com/durable-pi/subagents/connection"
 
 	"github.com/durable-pi/subagents/api"
 
@@ -19,7 +20,6 @@ import (
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	subclient "github.com/durable-pi/subagents/client"
 	"github.com/durable-pi/subagents/internal/errcode"
 )
 
@@ -62,7 +62,7 @@ func checkError(err error, notFound, fix string) error {
 		return errcode.Wrap(errcode.PermissionDenied, err, "Temporal refused this identity: "+err.Error()+
 			"; the worker needs to read the namespace and its search attributes (and setup to create them): check its API key or client certificate")
 	}
-	return subclient.Unavailable("the configured Temporal", err)
+	return connection.Unavailable("the configured Temporal", err)
 }
 
 func missingAttributes(ctx context.Context, c client.Client, namespace string) ([]string, error) {
@@ -168,36 +168,4 @@ func retry(ctx context.Context, fn func() error) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-}
-
-// SetupMain is `subagents setup`.
-func SetupMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("subagents setup", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var conn subclient.Connection
-	conn.RegisterFlags(fs)
-	retention := fs.Duration("retention", DefaultRetention, "how long a namespace this creates keeps closed workflows")
-	if err := fs.Parse(args); err != nil {
-		return errcode.Wrap(errcode.InvalidInput, err, err.Error())
-	}
-	if *retention < 24*time.Hour {
-		return errcode.Errorf(errcode.InvalidInput, "--retention must be at least 24h (Temporal's minimum), not %s", *retention)
-	}
-	c, err := conn.Dial(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	opts, err := conn.ClientOptions()
-	if err != nil {
-		return err
-	}
-	return Setup(ctx, c, cmpNamespace(opts.Namespace), *retention, stdout)
-}
-
-func cmpNamespace(ns string) string {
-	if ns == "" {
-		return client.DefaultNamespace
-	}
-	return ns
 }

@@ -268,3 +268,7 @@ func agentDir(childEnv []string) string {
 	}
 	return profiles.DefaultAgentDir()
 }
+
+// DefaultDevWarmPool is `subagents dev`'s pool: four children, what one
+// delegate_to_subagents call runs at once, in about 450 MiB.
+const DefaultDevWarmPool = 4

@@ -10,17 +10,16 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/durable-pi/subagents/internal/command"
-	"github.com/durable-pi/subagents/internal/demo"
-	"github.com/durable-pi/subagents/worker/dev"
+	"github.com/durable-pi/subagents/cli"
+	"github.com/durable-pi/subagents/cli/dev"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := command.Run(ctx, os.Args[1:], os.Stdout, os.Stderr, map[string]command.Main{
+	err := cli.Run(ctx, os.Args[1:], os.Stdout, os.Stderr, map[string]cli.Main{
 		"dev":  dev.Main,
-		"demo": demo.Main,
+		"demo": dev.DemoMain,
 	})
 	stop()
-	os.Exit(command.Report(err, os.Stderr))
+	os.Exit(cli.Report(err, os.Stderr))
 }

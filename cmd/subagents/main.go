@@ -1,6 +1,6 @@
 // Command subagents runs durable subagents for pi: the client verbs,
 // `serve` and `worker`. It does not link the embedded Temporal server: `dev`
-// and `demo` run the subagents-dev build beside it (internal/command). This
+// and `demo` run the subagents-dev build beside it (package cli). This
 // file only wires signals and exit codes.
 package main
 
@@ -10,15 +10,15 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/durable-pi/subagents/internal/command"
+	"github.com/durable-pi/subagents/cli"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := command.Run(ctx, os.Args[1:], os.Stdout, os.Stderr, map[string]command.Main{
-		"dev":  command.ExecServer("dev"),
-		"demo": command.ExecServer("demo"),
+	err := cli.Run(ctx, os.Args[1:], os.Stdout, os.Stderr, map[string]cli.Main{
+		"dev":  cli.ExecServer("dev"),
+		"demo": cli.ExecServer("demo"),
 	})
 	stop()
-	os.Exit(command.Report(err, os.Stderr))
+	os.Exit(cli.Report(err, os.Stderr))
 }

@@ -1,10 +1,12 @@
-package client
+package cli
 
 import (
 	"fmt"
 	"io"
 	"strings"
 	"time"
+
+	"github.com/durable-pi/subagents/client"
 
 	"github.com/durable-pi/subagents/api"
 )
@@ -30,7 +32,7 @@ func newLiveView(w io.Writer, terminal bool) *liveView {
 	return &liveView{w: w, terminal: terminal, last: map[string]string{}}
 }
 
-func (v *liveView) update(env Envelope, now time.Time) {
+func (v *liveView) update(env client.Envelope, now time.Time) {
 	if !v.terminal {
 		for _, it := range env.Items {
 			line := fmt.Sprintf("%s %s: %s", it.TaskID, taskTitle(it), it.Status)
@@ -62,7 +64,7 @@ func (v *liveView) clear() {
 }
 
 // printTree prints the task tree of env once.
-func printTree(w io.Writer, env Envelope, live bool) {
+func printTree(w io.Writer, env client.Envelope, live bool) {
 	var b strings.Builder
 	treeLines(&b, env, live, 0)
 	_, _ = io.WriteString(w, b.String())
@@ -71,7 +73,7 @@ func printTree(w io.Writer, env Envelope, live bool) {
 // treeLines draws seed 001's task tree: a header per task (icon, profile,
 // name), its prompt line, tool rows, and a final row with the result or the
 // progress: elapsed against the timeout, tools, usage and cost.
-func treeLines(b *strings.Builder, env Envelope, live bool, frame int) {
+func treeLines(b *strings.Builder, env client.Envelope, live bool, frame int) {
 	if env.DelegationID != "" && len(env.Items) > 1 {
 		fmt.Fprintf(b, "%s · %s\n", statusHeader(env.Items), env.DelegationID)
 	}
@@ -108,7 +110,7 @@ func treeLines(b *strings.Builder, env Envelope, live bool, frame int) {
 }
 
 // statusHeader is seed 002's global status line.
-func statusHeader(items []Item) string {
+func statusHeader(items []client.Item) string {
 	running, done, failed := 0, 0, 0
 	for _, it := range items {
 		switch {
@@ -123,7 +125,7 @@ func statusHeader(items []Item) string {
 	return fmt.Sprintf("Sub-agents: %d running, %d done, %d error", running, done, failed)
 }
 
-func taskTitle(it Item) string {
+func taskTitle(it client.Item) string {
 	title := it.Agent
 	if it.Name != "" && it.Name != it.Agent {
 		title += " · " + it.Name
@@ -131,7 +133,7 @@ func taskTitle(it Item) string {
 	return title
 }
 
-func finalRow(it Item) string {
+func finalRow(it client.Item) string {
 	stats := []string{}
 	switch {
 	case !it.Done && it.TimeoutSeconds > 0:
@@ -191,7 +193,7 @@ func oneLine(s string, n int) string {
 	return s
 }
 
-func (cmd *command) printStarted(env Envelope) {
+func (cmd *command) printStarted(env client.Envelope) {
 	if env.DelegationID != "" {
 		_, _ = fmt.Fprintf(cmd.io.Out, "started %s\n", env.DelegationID)
 	}
@@ -206,7 +208,7 @@ func (cmd *command) printStarted(env Envelope) {
 	}
 }
 
-func (cmd *command) printCancel(env Envelope) {
+func (cmd *command) printCancel(env client.Envelope) {
 	for _, it := range env.Items {
 		line := fmt.Sprintf("%s: %s", it.TaskID, it.Status)
 		if it.CancelApplied != nil {
@@ -219,7 +221,7 @@ func (cmd *command) printCancel(env Envelope) {
 	}
 }
 
-func (cmd *command) printList(env Envelope) {
+func (cmd *command) printList(env client.Envelope) {
 	if len(env.Runs) == 0 {
 		_, _ = fmt.Fprintln(cmd.io.Out, "no delegations or sessions match")
 		return

@@ -1,4 +1,4 @@
-package client
+package cli
 
 import (
 	"context"
@@ -14,13 +14,6 @@ import (
 
 	"github.com/durable-pi/subagents/internal/errcode"
 )
-
-// SocketName is the local service's Unix socket, in its data dir: one data
-// dir, one service, one address a pi extension can find without settings.
-const SocketName = "subagents.sock"
-
-// SocketPath is where the local service of dataDir answers.
-func SocketPath(dataDir string) string { return filepath.Join(dataDir, SocketName) }
 
 // maxSocketPath is the longest path a Unix socket can bind to on Linux
 // (sun_path holds 108 bytes with its NUL).

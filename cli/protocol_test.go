@@ -1,4 +1,4 @@
-package client
+package cli
 
 import (
 	"bufio"
@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durable-pi/subagents/client"
+
+	"github.com/durable-pi/subagents/connection"
 	"github.com/durable-pi/subagents/internal/errcode"
 	"github.com/durable-pi/subagents/internal/syncbuf"
 )
@@ -46,7 +49,7 @@ func parseReplies(t *testing.T, out string) replies {
 // an unknown verb each get INVALID_INPUT under the ID the line carries, and
 // the connection answers the next request.
 func TestServeConnBadLines(t *testing.T) {
-	s := &Server{MaxLine: 1024, dial: func(*command, context.Context) (*Client, func(), error) {
+	s := &Server{MaxLine: 1024, dial: func(*command, context.Context) (*client.Client, func(), error) {
 		return nil, nil, errcode.New(errcode.ServiceUnavailable, "no Temporal in this test")
 	}}
 	in := strings.Join([]string{
@@ -90,7 +93,7 @@ func TestServeConnBadLines(t *testing.T) {
 // ends its calls; the call's context is cancelled at once.
 func TestServeConnCancelsOnHangUp(t *testing.T) {
 	cancelled := make(chan struct{})
-	s := &Server{dial: func(_ *command, ctx context.Context) (*Client, func(), error) {
+	s := &Server{dial: func(_ *command, ctx context.Context) (*client.Client, func(), error) {
 		<-ctx.Done()
 		close(cancelled)
 		return nil, nil, ctx.Err()
@@ -115,7 +118,7 @@ func TestServeConnCancelsOnHangUp(t *testing.T) {
 // TestCallDeadline: a call that is not a wait ends at the service's limit
 // with a coded envelope.
 func TestCallDeadline(t *testing.T) {
-	s := &Server{CallTimeout: 100 * time.Millisecond, dial: func(_ *command, ctx context.Context) (*Client, func(), error) {
+	s := &Server{CallTimeout: 100 * time.Millisecond, dial: func(_ *command, ctx context.Context) (*client.Client, func(), error) {
 		<-ctx.Done()
 		return nil, nil, ctx.Err()
 	}}
@@ -133,7 +136,7 @@ func TestCallDeadline(t *testing.T) {
 
 func TestListenSocket(t *testing.T) {
 	dir := t.TempDir()
-	path := filepath.Join(dir, "svc", SocketName)
+	path := filepath.Join(dir, "svc", connection.SocketName)
 	ln, err := ListenSocket(path)
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +167,7 @@ func TestListenSocket(t *testing.T) {
 	if _, err := ListenSocket(notSocket); !errcode.Is(err, errcode.InvalidInput) || !strings.Contains(err.Error(), "not a socket") {
 		t.Fatalf("a plain file: %v", err)
 	}
-	long := filepath.Join(dir, strings.Repeat("d", 120), SocketName)
+	long := filepath.Join(dir, strings.Repeat("d", 120), connection.SocketName)
 	if _, err := ListenSocket(long); !errcode.Is(err, errcode.InvalidInput) || !strings.Contains(err.Error(), "longer than the 107") {
 		t.Fatalf("a long path: %v", err)
 	}
@@ -178,7 +181,7 @@ func TestListenSocket(t *testing.T) {
 		if err := os.Chown(foreign, 65534, 65534); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ListenSocket(filepath.Join(foreign, SocketName)); !errcode.Is(err, errcode.PermissionDenied) {
+		if _, err := ListenSocket(filepath.Join(foreign, connection.SocketName)); !errcode.Is(err, errcode.PermissionDenied) {
 			t.Fatalf("a folder of another user: %v", err)
 		}
 	}

@@ -1,4 +1,4 @@
-package client
+package cli
 
 import (
 	"bufio"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/durable-pi/subagents/client"
 
 	"github.com/durable-pi/subagents/internal/syncbuf"
 )
@@ -25,7 +27,7 @@ func TestServe(t *testing.T) {
 	var out strings.Builder
 	// Port 1 refuses connections: a verb that needs Temporal gets
 	// SERVICE_UNAVAILABLE, and serve goes on answering the others.
-	err := Main(context.Background(), []string{"serve", "--address", "127.0.0.1:1"}, IO{
+	err := clientMain(context.Background(), []string{"serve", "--address", "127.0.0.1:1"}, IO{
 		In: strings.NewReader(requests), Out: &out, Err: io.Discard, Getenv: func(string) string { return "" },
 	})
 	if err != nil {
@@ -64,7 +66,7 @@ func TestServe(t *testing.T) {
 	}
 	for _, tt := range tests {
 		text := strings.Join(lines[tt.id], "\n")
-		var env Envelope
+		var env client.Envelope
 		if err := json.Unmarshal([]byte(text), &env); err != nil {
 			t.Fatalf("request %d: output is not one envelope: %v\n%s", tt.id, err, text)
 		}
@@ -85,7 +87,7 @@ func TestServeCancel(t *testing.T) {
 	var out syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() {
-		done <- Main(context.Background(), []string{"serve", "--address", "127.0.0.1:1"}, IO{In: pr, Out: &out, Err: io.Discard, Getenv: func(string) string { return "" }})
+		done <- clientMain(context.Background(), []string{"serve", "--address", "127.0.0.1:1"}, IO{In: pr, Out: &out, Err: io.Discard, Getenv: func(string) string { return "" }})
 	}()
 	// A wait on an address that refuses is quick to fail; cancel races it,
 	// and either way the request must end with one exit line.

@@ -1,7 +1,7 @@
 // Package demo is `subagents demo`: for a newcomer without a model API key,
 // the whole stack on one machine with the project's scripted model, a
 // three-task delegation, and a worker killed and restarted while it runs.
-package demo
+package dev
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/durable-pi/subagents/connection"
 
 	"github.com/durable-pi/subagents/api"
 
@@ -44,9 +46,9 @@ var tasks = []struct {
 	{"list-profiles", "Name the built-in agent profiles.", "scout, explorer, researcher, reviewer, planner, librarian, oracle, finder, tester, implementer, task."},
 }
 
-// Main runs the demo until ctx ends (Ctrl-C) or, with --stay=false, until it
+// DemoMain runs the demo until ctx ends (Ctrl-C) or, with --stay=false, until it
 // has printed the results.
-func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func DemoMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("subagents demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	port := fs.Int("port", 7233, "port of the Temporal frontend")
@@ -104,7 +106,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	tc, err := sdkclient.DialContext(ctx, sdkclient.Options{HostPort: srv.FrontendAddress(), Namespace: srv.Namespace(),
 		Logger: sdklog.NewStructuredLogger(logger)})
 	if err != nil {
-		return client.Unavailable(srv.FrontendAddress(), err)
+		return connection.Unavailable(srv.FrontendAddress(), err)
 	}
 	defer tc.Close()
 	say("Temporal:  %s   UI: %s/namespaces/%s/workflows", srv.FrontendAddress(), srv.UIURL(), srv.Namespace())

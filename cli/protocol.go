@@ -1,4 +1,4 @@
-package client
+package cli
 
 import (
 	"bufio"
@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/durable-pi/subagents/client"
 
 	"github.com/durable-pi/subagents/internal/errcode"
 )
@@ -58,7 +60,7 @@ const (
 // implementation behind `subagents serve` (stdio) and the local service's
 // Unix socket.
 type Server struct {
-	dial func(*command, context.Context) (*Client, func(), error)
+	dial func(*command, context.Context) (*client.Client, func(), error)
 	// Getenv is the environment the verbs see (nil: os.Getenv).
 	Getenv func(string) string
 	// CallTimeout and WaitTimeout bound each call (zero: the defaults).
@@ -84,9 +86,9 @@ type ServiceInfo struct {
 // NewServer serves verbs with c's Temporal client, shared by every call. A
 // verb's --task-queue applies; without one, c's queue (the one the
 // service's own worker polls) is the default, not the command's.
-func NewServer(c *Client) *Server {
+func NewServer(c *client.Client) *Server {
 	return &Server{
-		dial: func(cmd *command, _ context.Context) (*Client, func(), error) {
+		dial: func(cmd *command, _ context.Context) (*client.Client, func(), error) {
 			cc := *c
 			cc.TaskQueue = cmd.taskQueue
 			return &cc, func() {}, nil
@@ -129,7 +131,7 @@ func (s *Server) ServeConn(ctx context.Context, r io.Reader, w io.Writer, opts C
 	}
 	refuse := func(id int64, err error) {
 		code := errcode.ExitBadInput
-		line := mustJSON(ErrorEnvelope("serve", err))
+		line := mustJSON(client.ErrorEnvelope("serve", err))
 		reply(ServeReply{ID: id, Line: &line})
 		reply(ServeReply{ID: id, Exit: &code})
 	}
@@ -234,7 +236,7 @@ func (s *Server) one(ctx context.Context, req ServeRequest, stdio IO) error {
 	default:
 		return runVerb(ctx, req.Args, stdio, s.dial)
 	}
-	_, _ = io.WriteString(stdio.Out, mustJSON(ErrorEnvelope(verbOf(req.Args), err))+"\n")
+	_, _ = io.WriteString(stdio.Out, mustJSON(client.ErrorEnvelope(verbOf(req.Args), err))+"\n")
 	return err
 }
 

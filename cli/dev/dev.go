@@ -9,6 +9,9 @@ import (
 	"io"
 	"path/filepath"
 
+	"github.com/durable-pi/subagents/cli"
+	"github.com/durable-pi/subagents/connection"
+
 	"github.com/durable-pi/subagents/api"
 
 	sdkclient "go.temporal.io/sdk/client"
@@ -26,7 +29,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("subagents dev", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		flags    worker.Flags
+		flags    cli.WorkerFlags
 		opts     devserver.Options
 		headless bool
 	)
@@ -94,14 +97,14 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	c, err := sdkclient.DialContext(ctx, copts)
 	if err != nil {
-		return subclient.Unavailable(srv.FrontendAddress(), err)
+		return connection.Unavailable(srv.FrontendAddress(), err)
 	}
 	defer c.Close()
 
 	// The client protocol on a Unix socket in the data dir: the pi
 	// extension talks to the service here, with no process of its own.
-	socket := subclient.SocketPath(cfg.DataDir)
-	stopSocket, err := worker.ServeSocket(ctx, &subclient.Client{
+	socket := connection.SocketPath(cfg.DataDir)
+	stopSocket, err := cli.ServeSocket(ctx, &subclient.Client{
 		Temporal: c, TaskQueue: cfg.TaskQueue, Address: srv.FrontendAddress(), Namespace: srv.Namespace(), UIURL: srv.UIURL(),
 	}, cfg)
 	if err != nil {

@@ -1,6 +1,7 @@
-package client
+package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,7 +17,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/durable-pi/subagents/client"
+
 	"github.com/durable-pi/subagents/api"
+	"github.com/durable-pi/subagents/connection"
 
 	"github.com/durable-pi/subagents/internal/errcode"
 )
@@ -57,10 +61,10 @@ func (o IO) terminal() bool {
 	return err == nil && info.Mode()&os.ModeCharDevice != 0
 }
 
-// Main runs one client verb of the subagents command. With --json it
+// clientMain runs one client verb of the subagents command. With --json it
 // prints one Envelope, also when the call fails, so a program reading
 // stdout always gets an answer; the exit code tells the outcome apart.
-func Main(ctx context.Context, args []string, stdio IO) error {
+func clientMain(ctx context.Context, args []string, stdio IO) error {
 	if len(args) > 0 && args[0] == "serve" {
 		return serveMain(ctx, args[1:], stdio)
 	}
@@ -74,7 +78,7 @@ func WantsJSON(args []string) bool {
 
 // runVerb runs one verb; a non-nil dial gives it its Temporal client
 // (serve's shared connection) instead of one of its own.
-func runVerb(ctx context.Context, args []string, stdio IO, dial func(*command, context.Context) (*Client, func(), error)) error {
+func runVerb(ctx context.Context, args []string, stdio IO, dial func(*command, context.Context) (*client.Client, func(), error)) error {
 	if len(args) == 0 {
 		return errcode.New(errcode.InvalidInput, "no command given")
 	}
@@ -89,7 +93,7 @@ func runVerb(ctx context.Context, args []string, stdio IO, dial func(*command, c
 	fs := flag.NewFlagSet("subagents "+verb, flag.ContinueOnError)
 	fs.SetOutput(stdio.Err)
 	cmd.common(fs)
-	run, ok := map[string]func(*flag.FlagSet) func(context.Context, *Client) error{
+	run, ok := map[string]func(*flag.FlagSet) func(context.Context, *client.Client) error{
 		"run": cmd.startFlags, "start": cmd.startFlags, "status": cmd.idsFlags, "wait": cmd.waitFlags,
 		"send": cmd.sendFlags, "cancel": cmd.idsFlags, "list": cmd.listFlags, "output": cmd.outputFlags,
 		"transcript": cmd.idsFlags, "ack": cmd.ackFlags,
@@ -134,7 +138,7 @@ type command struct {
 	verb      string
 	io        IO
 	args      []string
-	conn      Connection
+	conn      connection.Settings
 	asJSON    bool
 	taskQueue string
 	uiURL     string
@@ -145,8 +149,8 @@ type command struct {
 
 func (cmd *command) common(fs *flag.FlagSet) {
 	cmd.conn.RegisterFlags(fs)
-	fs.BoolVar(&cmd.asJSON, "json", false, "print one JSON envelope (contract_version "+ContractVersion+") instead of text")
-	fs.StringVar(&cmd.taskQueue, "task-queue", firstNonEmpty(cmd.io.getenv("SUBAGENTS_TASK_QUEUE"), api.DefaultTaskQueue), "task queue the workers poll (env SUBAGENTS_TASK_QUEUE)")
+	fs.BoolVar(&cmd.asJSON, "json", false, "print one JSON envelope (contract_version "+client.ContractVersion+") instead of text")
+	fs.StringVar(&cmd.taskQueue, "task-queue", cmp.Or(cmd.io.getenv("SUBAGENTS_TASK_QUEUE"), api.DefaultTaskQueue), "task queue the workers poll (env SUBAGENTS_TASK_QUEUE)")
 	fs.StringVar(&cmd.host, "host", cmd.io.getenv("SUBAGENTS_HOST"),
 		"run new tasks on the workers of this host (\"auto\": this machine), where their cwds exist (env SUBAGENTS_HOST; default: any worker)")
 	fs.StringVar(&cmd.uiURL, "ui-url", "", "Temporal UI base URL for links (env SUBAGENTS_UI_URL; default: the frontend's port + 1000, as `subagents dev` serves it)")
@@ -158,12 +162,12 @@ func (cmd *command) fail(err error) error {
 	if err == nil || !cmd.asJSON || errors.Is(err, errcode.ErrPending) || errors.Is(err, errTaskFailed) {
 		return err
 	}
-	_ = cmd.printJSON(ErrorEnvelope(cmd.verb, err))
+	_ = cmd.printJSON(client.ErrorEnvelope(cmd.verb, err))
 	return err
 }
 
 // dialOwn connects the verb to Temporal for this one call.
-func (cmd *command) dialOwn(ctx context.Context) (*Client, func(), error) {
+func (cmd *command) dialOwn(ctx context.Context) (*client.Client, func(), error) {
 	opts, err := cmd.conn.ClientOptions()
 	if err != nil {
 		return nil, nil, err
@@ -174,8 +178,8 @@ func (cmd *command) dialOwn(ctx context.Context) (*Client, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	ui := firstNonEmpty(cmd.uiURL, cmd.io.getenv("SUBAGENTS_UI_URL"), defaultUIURL(opts.HostPort))
-	c := &Client{Temporal: tc, TaskQueue: cmd.taskQueue, Address: opts.HostPort, Namespace: opts.Namespace, UIURL: ui}
+	ui := cmp.Or(cmd.uiURL, cmd.io.getenv("SUBAGENTS_UI_URL"), defaultUIURL(opts.HostPort))
+	c := &client.Client{Temporal: tc, TaskQueue: cmd.taskQueue, Address: opts.HostPort, Namespace: opts.Namespace, UIURL: ui}
 	return c, tc.Close, nil
 }
 
@@ -193,7 +197,7 @@ func defaultUIURL(hostPort string) string {
 	return "http://" + net.JoinHostPort(host, strconv.Itoa(p+1000))
 }
 
-func (cmd *command) printJSON(env Envelope) error {
+func (cmd *command) printJSON(env client.Envelope) error {
 	enc := json.NewEncoder(cmd.io.Out)
 	if !cmd.compact {
 		enc.SetIndent("", "  ")
@@ -206,7 +210,7 @@ func (cmd *command) printJSON(env Envelope) error {
 var errTaskFailed = errors.New("task failed")
 
 // finish prints env and turns its outcome into the exit code.
-func (cmd *command) finish(env Envelope, print func(Envelope)) error {
+func (cmd *command) finish(env client.Envelope, print func(client.Envelope)) error {
 	if cmd.asJSON {
 		if err := cmd.printJSON(env); err != nil {
 			return err
@@ -223,7 +227,7 @@ func (cmd *command) finish(env Envelope, print func(Envelope)) error {
 	return nil
 }
 
-func failedItems(env Envelope) int {
+func failedItems(env client.Envelope) int {
 	n := 0
 	for _, it := range env.Items {
 		if it.Done && it.Status != string(api.StateCompleted) {
@@ -235,7 +239,7 @@ func failedItems(env Envelope) int {
 
 // startFlags: `run` and `start`. Tasks come from --input (JSON, a
 // StartRequest) or from flags and the prompt words.
-func (cmd *command) startFlags(fs *flag.FlagSet) func(context.Context, *Client) error {
+func (cmd *command) startFlags(fs *flag.FlagSet) func(context.Context, *client.Client) error {
 	var (
 		input, agent, name, desc, cwd, model, resume, parent string
 		concurrency                                          int
@@ -256,11 +260,11 @@ func (cmd *command) startFlags(fs *flag.FlagSet) func(context.Context, *Client) 
 	fs.IntVar(&concurrency, "max-concurrency", 0, "tasks run at once (default 4, at most 16)")
 	fs.Var(&files, "file", "file to put before the prompt, relative to --cwd (repeatable)")
 	fs.Var(seconds{&waitFor}, "wait-timeout", "run: stop waiting after this long (the tasks go on): seconds or a duration like 10m")
-	return func(ctx context.Context, c *Client) error {
+	return func(ctx context.Context, c *client.Client) error {
 		if timeout%time.Second != 0 {
 			return errcode.Errorf(errcode.InvalidInput, "--timeout %s: a turn's timeout is whole seconds", timeout)
 		}
-		var req StartRequest
+		var req client.StartRequest
 		if input != "" {
 			if err := cmd.readJSON(input, &req); err != nil {
 				return err
@@ -270,7 +274,7 @@ func (cmd *command) startFlags(fs *flag.FlagSet) func(context.Context, *Client) 
 			if prompt == "" {
 				return errcode.New(errcode.InvalidInput, "a prompt is required: subagents "+cmd.verb+" [flags] PROMPT, or --input FILE")
 			}
-			req = StartRequest{Tasks: []api.TaskSpec{{
+			req = client.StartRequest{Tasks: []api.TaskSpec{{
 				Name: name, Description: desc, Prompt: prompt, Profile: agent, Cwd: absPath(cwd), Timeout: int(timeout / time.Second),
 				Model: model, Resume: resume, Files: files,
 			}}, ParentSessionID: parent, Deliver: deliver, MaxConcurrency: concurrency}
@@ -290,7 +294,7 @@ func (cmd *command) startFlags(fs *flag.FlagSet) func(context.Context, *Client) 
 }
 
 // fillDefaults gives tasks the caller's folder and the request its depth.
-func (cmd *command) fillDefaults(req *StartRequest) error {
+func (cmd *command) fillDefaults(req *client.StartRequest) error {
 	wd, err := os.Getwd()
 	if err != nil {
 		return errcode.Wrap(errcode.InvalidInput, err, err.Error())
@@ -345,14 +349,14 @@ func (cmd *command) readJSON(path string, v any) error {
 const maxRequestBytes = 16 << 20
 
 // follow waits for id, drawing its progress, and prints the end.
-func (cmd *command) follow(ctx context.Context, c *Client, id string, timeout time.Duration) error {
+func (cmd *command) follow(ctx context.Context, c *client.Client, id string, timeout time.Duration) error {
 	var live *liveView
 	if !cmd.asJSON {
 		live = newLiveView(cmd.io.Out, cmd.io.terminal())
 	}
-	env, err := c.Follow(ctx, id, timeout, func(env Envelope) {
+	env, err := c.Follow(ctx, id, timeout, func(env client.Envelope) {
 		if live != nil {
-			live.update(env, c.now())
+			live.update(env, c.CurrentTime())
 		}
 	})
 	if err != nil {
@@ -361,16 +365,16 @@ func (cmd *command) follow(ctx context.Context, c *Client, id string, timeout ti
 	if live != nil {
 		live.clear()
 	}
-	return cmd.finish(env, func(env Envelope) { printTree(cmd.io.Out, env, false) })
+	return cmd.finish(env, func(env client.Envelope) { printTree(cmd.io.Out, env, false) })
 }
 
 // followLines is `wait --json --progress`: JSON lines a program reads as
 // they come, the last one the final envelope.
-func (cmd *command) followLines(ctx context.Context, c *Client, id string, timeout time.Duration) error {
+func (cmd *command) followLines(ctx context.Context, c *client.Client, id string, timeout time.Duration) error {
 	cmd.compact = true
 	enc := json.NewEncoder(cmd.io.Out)
 	var last string
-	env, err := c.Follow(ctx, id, timeout, func(env Envelope) {
+	env, err := c.Follow(ctx, id, timeout, func(env client.Envelope) {
 		env.Op = "progress"
 		b, err := json.Marshal(env)
 		if err != nil || string(b) == last {
@@ -393,8 +397,8 @@ func (cmd *command) needIDs() ([]string, error) {
 }
 
 // idsFlags: `status`, `cancel`, `transcript`.
-func (cmd *command) idsFlags(*flag.FlagSet) func(context.Context, *Client) error {
-	return func(ctx context.Context, c *Client) error {
+func (cmd *command) idsFlags(*flag.FlagSet) func(context.Context, *client.Client) error {
+	return func(ctx context.Context, c *client.Client) error {
 		ids, err := cmd.needIDs()
 		if err != nil {
 			return err
@@ -407,11 +411,11 @@ func (cmd *command) idsFlags(*flag.FlagSet) func(context.Context, *Client) error
 			if err != nil {
 				return err
 			}
-			return cmd.finish(env, func(env Envelope) { _, _ = fmt.Fprintln(cmd.io.Out, env.Text) })
+			return cmd.finish(env, func(env client.Envelope) { _, _ = fmt.Fprintln(cmd.io.Out, env.Text) })
 		}
-		var envs []Envelope
+		var envs []client.Envelope
 		for _, id := range ids {
-			var env Envelope
+			var env client.Envelope
 			if cmd.verb == "cancel" {
 				env, err = c.Cancel(ctx, id)
 			} else {
@@ -426,13 +430,13 @@ func (cmd *command) idsFlags(*flag.FlagSet) func(context.Context, *Client) error
 		if cmd.verb == "cancel" {
 			return cmd.finishQuiet(env, cmd.printCancel)
 		}
-		return cmd.finishQuiet(env, func(env Envelope) { printTree(cmd.io.Out, env, false) })
+		return cmd.finishQuiet(env, func(env client.Envelope) { printTree(cmd.io.Out, env, false) })
 	}
 }
 
 // finishQuiet prints env; a status or cancel answer is not itself a
 // failure, whatever state the tasks are in.
-func (cmd *command) finishQuiet(env Envelope, print func(Envelope)) error {
+func (cmd *command) finishQuiet(env client.Envelope, print func(client.Envelope)) error {
 	if cmd.asJSON {
 		return cmd.printJSON(env)
 	}
@@ -443,11 +447,11 @@ func (cmd *command) finishQuiet(env Envelope, print func(Envelope)) error {
 // combine merges the answers for several IDs (seed 001's `ids`) into one
 // envelope: all items, done when every one is. A cancel's answer goes on
 // each item of its ID; the envelope's says whether any was applied.
-func combine(op string, envs []Envelope) Envelope {
+func combine(op string, envs []client.Envelope) client.Envelope {
 	if len(envs) == 1 {
 		return envs[0]
 	}
-	out := Envelope{ContractVersion: ContractVersion, Op: op, Backend: Backend, Done: true, Items: []Item{}}
+	out := client.Envelope{ContractVersion: client.ContractVersion, Op: op, Backend: client.Backend, Done: true, Items: []client.Item{}}
 	usage := api.Usage{}
 	for _, e := range envs {
 		out.Done = out.Done && e.Done
@@ -467,7 +471,7 @@ func combine(op string, envs []Envelope) Envelope {
 		}
 	}
 	out.Usage = &usage
-	out.TotalCount = count(len(out.Items))
+	out.TotalCount = new(len(out.Items))
 	out.Status = string(api.StateCompleted)
 	for _, it := range out.Items {
 		switch {
@@ -507,13 +511,13 @@ func (s seconds) Set(v string) error {
 }
 
 // waitFlags: `wait ID... [--timeout D | --timeout-ms N]`.
-func (cmd *command) waitFlags(fs *flag.FlagSet) func(context.Context, *Client) error {
+func (cmd *command) waitFlags(fs *flag.FlagSet) func(context.Context, *client.Client) error {
 	var timeout time.Duration
 	var timeoutMS int
 	fs.Var(seconds{&timeout}, "timeout", "stop waiting after this long (the tasks go on; exit code 4): seconds or a duration like 30s")
 	fs.IntVar(&timeoutMS, "timeout-ms", 0, "the same in milliseconds (seed 001's timeout_ms)")
 	progress := fs.Bool("progress", false, "with --json: one line per status change (op \"progress\"), then the final envelope on one line")
-	return func(ctx context.Context, c *Client) error {
+	return func(ctx context.Context, c *client.Client) error {
 		ids, err := cmd.needIDs()
 		if err != nil {
 			return err
@@ -534,7 +538,7 @@ func (cmd *command) waitFlags(fs *flag.FlagSet) func(context.Context, *Client) e
 		if timeout > 0 {
 			deadline = time.Now().Add(timeout)
 		}
-		var envs []Envelope
+		var envs []client.Envelope
 		for _, id := range ids {
 			left := time.Duration(0)
 			if !deadline.IsZero() {
@@ -546,12 +550,12 @@ func (cmd *command) waitFlags(fs *flag.FlagSet) func(context.Context, *Client) e
 			}
 			envs = append(envs, env)
 		}
-		return cmd.finish(combine("wait", envs), func(env Envelope) { printTree(cmd.io.Out, env, false) })
+		return cmd.finish(combine("wait", envs), func(env client.Envelope) { printTree(cmd.io.Out, env, false) })
 	}
 }
 
 // sendFlags: `send ID PROMPT` or `send --input -` (a SendRequest).
-func (cmd *command) sendFlags(fs *flag.FlagSet) func(context.Context, *Client) error {
+func (cmd *command) sendFlags(fs *flag.FlagSet) func(context.Context, *client.Client) error {
 	var input, parent, agent string
 	var deliver, wait bool
 	var files fileFlags
@@ -561,8 +565,8 @@ func (cmd *command) sendFlags(fs *flag.FlagSet) func(context.Context, *Client) e
 	fs.BoolVar(&deliver, "deliver", false, "keep the resuming delegation open until the parent acknowledges")
 	fs.BoolVar(&wait, "wait", false, "wait for the turn to end and print its result")
 	fs.Var(&files, "file", "file to put before the prompt (repeatable)")
-	return func(ctx context.Context, c *Client) error {
-		var req SendRequest
+	return func(ctx context.Context, c *client.Client) error {
+		var req client.SendRequest
 		if input != "" {
 			if err := cmd.readJSON(input, &req); err != nil {
 				return err
@@ -571,7 +575,7 @@ func (cmd *command) sendFlags(fs *flag.FlagSet) func(context.Context, *Client) e
 			if len(cmd.args) < 2 {
 				return errcode.New(errcode.InvalidInput, "usage: subagents send ID PROMPT, or --input FILE")
 			}
-			req = SendRequest{TaskID: cmd.args[0], Prompt: strings.Join(cmd.args[1:], " "), Files: files, ParentSessionID: parent, Deliver: deliver, Agent: agent}
+			req = client.SendRequest{TaskID: cmd.args[0], Prompt: strings.Join(cmd.args[1:], " "), Files: files, ParentSessionID: parent, Deliver: deliver, Agent: agent}
 		}
 		env, err := c.Send(ctx, req)
 		if err != nil {
@@ -597,8 +601,8 @@ func (cmd *command) sendFlags(fs *flag.FlagSet) func(context.Context, *Client) e
 }
 
 // listFlags: `list [--status S] [--agent A] [--parent-session P] [--cwd D]`.
-func (cmd *command) listFlags(fs *flag.FlagSet) func(context.Context, *Client) error {
-	var f ListFilter
+func (cmd *command) listFlags(fs *flag.FlagSet) func(context.Context, *client.Client) error {
+	var f client.ListFilter
 	fs.StringVar(&f.Status, "status", "", "only runs in this state (running, waiting_for_input, completed, failed, cancelled, timed_out)")
 	fs.StringVar(&f.Agent, "agent", "", "only sessions of this profile")
 	fs.StringVar(&f.ParentSessionID, "parent-session", "", "only what this pi session started")
@@ -606,7 +610,7 @@ func (cmd *command) listFlags(fs *flag.FlagSet) func(context.Context, *Client) e
 	fs.StringVar(&f.Kind, "kind", "", "session or delegation (default: both)")
 	fs.BoolVar(&f.Open, "open", false, "only workflows that are still open")
 	fs.IntVar(&f.Limit, "limit", 0, "at most this many, newest first (default 100)")
-	return func(ctx context.Context, c *Client) error {
+	return func(ctx context.Context, c *client.Client) error {
 		f.Cwd = absPath(f.Cwd)
 		env, err := c.List(ctx, f)
 		if err != nil {
@@ -617,12 +621,12 @@ func (cmd *command) listFlags(fs *flag.FlagSet) func(context.Context, *Client) e
 }
 
 // outputFlags: `output ID [--full]`.
-func (cmd *command) outputFlags(fs *flag.FlagSet) func(context.Context, *Client) error {
+func (cmd *command) outputFlags(fs *flag.FlagSet) func(context.Context, *client.Client) error {
 	var full bool
 	var from int
 	fs.BoolVar(&full, "full", false, "the whole output, not cut to the output cap (read on the worker)")
 	fs.IntVar(&from, "from", -1, "with --full: one page from this character on (next_from says where the next begins)")
-	return func(ctx context.Context, c *Client) error {
+	return func(ctx context.Context, c *client.Client) error {
 		ids, err := cmd.needIDs()
 		if err != nil {
 			return err
@@ -637,20 +641,20 @@ func (cmd *command) outputFlags(fs *flag.FlagSet) func(context.Context, *Client)
 		if err != nil {
 			return err
 		}
-		return cmd.finishQuiet(env, func(env Envelope) { _, _ = fmt.Fprintln(cmd.io.Out, env.Text) })
+		return cmd.finishQuiet(env, func(env client.Envelope) { _, _ = fmt.Fprintln(cmd.io.Out, env.Text) })
 	}
 }
 
 // ackFlags: `ack DELEGATION_ID [--by WHO]`.
-func (cmd *command) ackFlags(fs *flag.FlagSet) func(context.Context, *Client) error {
+func (cmd *command) ackFlags(fs *flag.FlagSet) func(context.Context, *client.Client) error {
 	var by string
 	fs.StringVar(&by, "by", "", "who received the results (recorded in the history)")
-	return func(ctx context.Context, c *Client) error {
+	return func(ctx context.Context, c *client.Client) error {
 		ids, err := cmd.needIDs()
 		if err != nil {
 			return err
 		}
-		var envs []Envelope
+		var envs []client.Envelope
 		for _, id := range ids {
 			env, err := c.Ack(ctx, id, by)
 			if err != nil {
@@ -658,7 +662,7 @@ func (cmd *command) ackFlags(fs *flag.FlagSet) func(context.Context, *Client) er
 			}
 			envs = append(envs, env)
 		}
-		return cmd.finishQuiet(combine("ack", envs), func(env Envelope) {
+		return cmd.finishQuiet(combine("ack", envs), func(env client.Envelope) {
 			for _, e := range envs {
 				_, _ = fmt.Fprintf(cmd.io.Out, "%s: delivered=%v\n", e.DelegationID, e.Delivered)
 			}

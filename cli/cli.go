@@ -4,7 +4,7 @@
 // for `dev` and `demo`. A client verb then starts in milliseconds and a few
 // MiB instead of paying for the server's initialisation, and the light
 // build hands `dev` and `demo` to the full one.
-package command
+package cli
 
 import (
 	"context"
@@ -18,9 +18,7 @@ import (
 	"slices"
 	"syscall"
 
-	"github.com/durable-pi/subagents/client"
 	"github.com/durable-pi/subagents/internal/errcode"
-	"github.com/durable-pi/subagents/worker"
 )
 
 const Usage = `usage: subagents <command> [flags]
@@ -69,17 +67,17 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, server ma
 	}
 	switch args[0] {
 	case "worker":
-		return worker.Main(ctx, args[1:], stdout, stderr)
+		return workerMain(ctx, args[1:], stdout, stderr)
 	case "setup":
-		return worker.SetupMain(ctx, args[1:], stdout, stderr)
+		return setupMain(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		_, _ = fmt.Fprint(stdout, Usage)
 		return nil
 	default:
 		// The client answers an unknown verb asked for --json with a coded
 		// envelope; a person gets the usage.
-		if slices.Contains(client.Verbs, args[0]) || client.WantsJSON(args[1:]) {
-			return client.Main(ctx, args, client.IO{In: os.Stdin, Out: stdout, Err: stderr})
+		if slices.Contains(Verbs, args[0]) || WantsJSON(args[1:]) {
+			return clientMain(ctx, args, IO{In: os.Stdin, Out: stdout, Err: stderr})
 		}
 		_, _ = fmt.Fprint(stderr, Usage)
 		return errcode.Errorf(errcode.InvalidInput, "unknown command %q", args[0])

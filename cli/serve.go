@@ -1,9 +1,11 @@
-package client
+package cli
 
 import (
 	"context"
 	"flag"
 	"sync"
+
+	"github.com/durable-pi/subagents/client"
 
 	"github.com/durable-pi/subagents/internal/errcode"
 )
@@ -34,11 +36,11 @@ func serveMain(ctx context.Context, args []string, stdio IO) error {
 type sharedConn struct {
 	base *command
 	mu   sync.Mutex
-	c    *Client
+	c    *client.Client
 	stop func()
 }
 
-func (s *sharedConn) dial(cmd *command, ctx context.Context) (*Client, func(), error) {
+func (s *sharedConn) dial(cmd *command, ctx context.Context) (*client.Client, func(), error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.c == nil {

@@ -1,7 +1,9 @@
-// Package client is the Go client every caller uses (the command, the
-// extension through the command, tests): connection settings, and the
-// operations on delegations and sessions.
-package client
+// Package connection is how every part of the project reaches Temporal and
+// the local service: the connection settings (temporal.toml, TEMPORAL_*
+// variables and the flags named as the Temporal CLI names them) and the
+// local service's socket in its data dir. The client and the worker both
+// use it.
+package connection
 
 import (
 	"context"
@@ -18,11 +20,11 @@ import (
 	"github.com/durable-pi/subagents/internal/errcode"
 )
 
-// Connection holds the settings that override the SDK's environment
+// Settings override the SDK's environment
 // configuration (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY,
 // TEMPORAL_TLS_*, TEMPORAL_PROFILE and temporal.toml). Empty fields leave
 // the environment's value in place.
-type Connection struct {
+type Settings struct {
 	Address    string
 	Namespace  string
 	APIKey     string
@@ -46,7 +48,7 @@ const DefaultAddress = "127.0.0.1:7233"
 
 // RegisterFlags adds the connection flags to fs, named as the Temporal CLI
 // names them.
-func (c *Connection) RegisterFlags(fs *flag.FlagSet) {
+func (c *Settings) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Address, "address", "", "Temporal frontend host:port (env TEMPORAL_ADDRESS; default "+DefaultAddress+")")
 	fs.StringVar(&c.Namespace, "namespace", "", "Temporal namespace (env TEMPORAL_NAMESPACE; default \"default\")")
 	fs.StringVar(&c.APIKey, "api-key", "", "API key, e.g. for Temporal Cloud (env TEMPORAL_API_KEY); turns TLS on")
@@ -61,7 +63,7 @@ func (c *Connection) RegisterFlags(fs *flag.FlagSet) {
 
 // ClientOptions resolves the settings: temporal.toml profile, then
 // TEMPORAL_* variables, then the fields of c.
-func (c Connection) ClientOptions() (sdkclient.Options, error) {
+func (c Settings) ClientOptions() (sdkclient.Options, error) {
 	var env envconfig.EnvLookup = osEnv{}
 	if c.Env != nil {
 		env = c.Env
@@ -118,7 +120,7 @@ func setIf(dst *string, v string) {
 
 // Dial connects to Temporal with c's settings. An unreachable server is
 // SERVICE_UNAVAILABLE with a hint on how to start one.
-func (c Connection) Dial(ctx context.Context, logger *slog.Logger) (sdkclient.Client, error) {
+func (c Settings) Dial(ctx context.Context, logger *slog.Logger) (sdkclient.Client, error) {
 	opts, err := c.ClientOptions()
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package client
+package connection
 
 import (
 	"context"
@@ -43,19 +43,19 @@ api_key = "file-key"
 
 	tests := []struct {
 		name          string
-		conn          Connection
+		conn          Settings
 		wantAddr      string
 		wantNamespace string
 		wantTLS       bool
 	}{
-		{"nothing set: local dev server", Connection{Env: mapEnv{}, ConfigFile: filepath.Join(dir, "none.toml")}, DefaultAddress, "", false},
-		{"file profile", Connection{Env: mapEnv{}, ConfigFile: toml}, "file-host:7233", "file-ns", false},
-		{"env over file", Connection{Env: mapEnv{"TEMPORAL_ADDRESS": "env-host:7233"}, ConfigFile: toml}, "env-host:7233", "file-ns", false},
-		{"an empty variable is unset", Connection{Env: mapEnv{"TEMPORAL_ADDRESS": "", "TEMPORAL_NAMESPACE": ""}, ConfigFile: toml}, "file-host:7233", "file-ns", false},
-		{"flags over env", Connection{Env: mapEnv{"TEMPORAL_ADDRESS": "env-host:7233", "TEMPORAL_NAMESPACE": "env-ns"}, ConfigFile: toml, Address: "flag-host:7233"}, "flag-host:7233", "env-ns", false},
-		{"named profile with api key turns TLS on", Connection{Env: mapEnv{}, ConfigFile: toml, Profile: "cloud"}, "cloud-host:7233", "cloud-ns", true},
-		{"api key flag turns TLS on", Connection{Env: mapEnv{}, ConfigFile: toml, APIKey: "k"}, "file-host:7233", "file-ns", true},
-		{"tls=false wins over api key", Connection{Env: mapEnv{}, ConfigFile: toml, APIKey: "k", TLS: "false"}, "file-host:7233", "file-ns", false},
+		{"nothing set: local dev server", Settings{Env: mapEnv{}, ConfigFile: filepath.Join(dir, "none.toml")}, DefaultAddress, "", false},
+		{"file profile", Settings{Env: mapEnv{}, ConfigFile: toml}, "file-host:7233", "file-ns", false},
+		{"env over file", Settings{Env: mapEnv{"TEMPORAL_ADDRESS": "env-host:7233"}, ConfigFile: toml}, "env-host:7233", "file-ns", false},
+		{"an empty variable is unset", Settings{Env: mapEnv{"TEMPORAL_ADDRESS": "", "TEMPORAL_NAMESPACE": ""}, ConfigFile: toml}, "file-host:7233", "file-ns", false},
+		{"flags over env", Settings{Env: mapEnv{"TEMPORAL_ADDRESS": "env-host:7233", "TEMPORAL_NAMESPACE": "env-ns"}, ConfigFile: toml, Address: "flag-host:7233"}, "flag-host:7233", "env-ns", false},
+		{"named profile with api key turns TLS on", Settings{Env: mapEnv{}, ConfigFile: toml, Profile: "cloud"}, "cloud-host:7233", "cloud-ns", true},
+		{"api key flag turns TLS on", Settings{Env: mapEnv{}, ConfigFile: toml, APIKey: "k"}, "file-host:7233", "file-ns", true},
+		{"tls=false wins over api key", Settings{Env: mapEnv{}, ConfigFile: toml, APIKey: "k", TLS: "false"}, "file-host:7233", "file-ns", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -76,11 +76,11 @@ api_key = "file-key"
 func TestClientOptionsErrors(t *testing.T) {
 	tests := []struct {
 		name string
-		conn Connection
+		conn Settings
 		want string
 	}{
-		{"bad tls value", Connection{Env: mapEnv{}, TLS: "maybe"}, `--tls must be true or false`},
-		{"unknown profile", Connection{Env: mapEnv{}, Profile: "nope", ConfigFile: filepath.Join(t.TempDir(), "x.toml")}, "Temporal client settings"},
+		{"bad tls value", Settings{Env: mapEnv{}, TLS: "maybe"}, `--tls must be true or false`},
+		{"unknown profile", Settings{Env: mapEnv{}, Profile: "nope", ConfigFile: filepath.Join(t.TempDir(), "x.toml")}, "Temporal client settings"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -96,7 +96,7 @@ func TestDialUnreachableIsUnavailable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	// Port 1 on loopback: nothing listens there.
-	_, err := Connection{Env: mapEnv{}, Address: "127.0.0.1:1"}.Dial(ctx, nil)
+	_, err := Settings{Env: mapEnv{}, Address: "127.0.0.1:1"}.Dial(ctx, nil)
 	if !errcode.Is(err, errcode.ServiceUnavailable) {
 		t.Fatalf("err = %v, want SERVICE_UNAVAILABLE", err)
 	}

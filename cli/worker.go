@@ -1,9 +1,10 @@
-package worker
+package cli
 
 import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/durable-pi/subagents/client"
 	"io"
 	"log/slog"
 	"os"
@@ -12,19 +13,20 @@ import (
 	"strings"
 	"time"
 
+	"github.com/durable-pi/subagents/worker"
+
+	"github.com/durable-pi/subagents/connection"
+
 	"github.com/durable-pi/subagents/api"
 
-	"go.temporal.io/sdk/client"
-
 	"github.com/durable-pi/subagents/activities"
-	subclient "github.com/durable-pi/subagents/client"
 	"github.com/durable-pi/subagents/internal/errcode"
 	"github.com/durable-pi/subagents/internal/metrics"
 	"github.com/durable-pi/subagents/profiles"
 )
 
-// Flags are the settings `subagents dev` and `subagents worker` share.
-type Flags struct {
+// WorkerFlags are the settings `subagents dev` and `subagents worker` share.
+type WorkerFlags struct {
 	TaskQueue      string
 	OutputMaxChars int
 	Pi             string
@@ -46,7 +48,7 @@ type Flags struct {
 }
 
 // Register adds the flags to fs.
-func (f *Flags) Register(fs *flag.FlagSet) {
+func (f *WorkerFlags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.TaskQueue, "task-queue", api.DefaultTaskQueue, "task queue the worker polls")
 	fs.StringVar(&f.Pi, "pi", "", "pi executable (default: $SUBAGENTS_PI, the source tree's extension/node_modules/.bin/pi, then PATH)")
 	fs.StringVar(&f.DataDir, "data-dir", "", "folder for session files and artifacts (default $SUBAGENTS_DATA_DIR or ~/.pi/subagents)")
@@ -56,7 +58,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.LogFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&f.Host, "host", os.Getenv("SUBAGENTS_HOST"),
 		"name of this machine's task queue (<task-queue>@<host>), for tasks whose cwd is here (env SUBAGENTS_HOST; default: the hostname)")
-	fs.IntVar(&f.WorkflowCache, "workflow-cache", envInt("SUBAGENTS_WORKFLOW_CACHE", DefaultWorkflowCache),
+	fs.IntVar(&f.WorkflowCache, "workflow-cache", envInt("SUBAGENTS_WORKFLOW_CACHE", worker.DefaultWorkflowCache),
 		"workflows kept in memory between their tasks; an idle session beyond it costs the worker nothing until its next send (env SUBAGENTS_WORKFLOW_CACHE)")
 	fs.IntVar(&f.WarmPool, "warm-pool", envInt("SUBAGENTS_WARM_POOL", f.WarmPool),
 		"child pi processes kept started ahead of tasks like recent ones (about 110 MiB each), 0 for none (env SUBAGENTS_WARM_POOL)")
@@ -73,7 +75,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 }
 
 // Logger builds the process logger the flags ask for.
-func (f *Flags) Logger(w io.Writer) (*slog.Logger, error) {
+func (f *WorkerFlags) Logger(w io.Writer) (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.LogLevel)); err != nil {
 		return nil, errcode.Errorf(errcode.InvalidInput, "--log-level %q: want debug, info, warn or error", f.LogLevel)
@@ -90,14 +92,14 @@ func (f *Flags) Logger(w io.Writer) (*slog.Logger, error) {
 }
 
 // Setup builds the logger and the worker configuration from the flags.
-func (f *Flags) Setup(ctx context.Context, stderr io.Writer) (*slog.Logger, Config, error) {
+func (f *WorkerFlags) Setup(ctx context.Context, stderr io.Writer) (*slog.Logger, worker.Config, error) {
 	logger, err := f.Logger(stderr)
 	if err != nil {
-		return nil, Config{}, err
+		return nil, worker.Config{}, err
 	}
 	cfg, err := f.Config(ctx)
 	if err != nil {
-		return nil, Config{}, err
+		return nil, worker.Config{}, err
 	}
 	cfg.Logger = logger
 	return logger, cfg, nil
@@ -105,37 +107,37 @@ func (f *Flags) Setup(ctx context.Context, stderr io.Writer) (*slog.Logger, Conf
 
 // Config finds pi and resolves the data dir: everything a worker needs that
 // can be wrong on this machine, checked before anything starts.
-func (f *Flags) Config(ctx context.Context) (Config, error) {
-	pi, err := FindPi(ctx, DefaultPiLookup(f.Pi))
+func (f *WorkerFlags) Config(ctx context.Context) (worker.Config, error) {
+	pi, err := worker.FindPi(ctx, worker.DefaultPiLookup(f.Pi))
 	if err != nil {
-		return Config{}, err
+		return worker.Config{}, err
 	}
 	dataDir := f.DataDir
 	if dataDir == "" {
-		if dataDir, err = DefaultDataDir(); err != nil {
-			return Config{}, err
+		if dataDir, err = worker.DefaultDataDir(); err != nil {
+			return worker.Config{}, err
 		}
 	}
 	if dataDir, err = filepath.Abs(dataDir); err != nil {
-		return Config{}, errcode.Wrap(errcode.InvalidInput, err, "--data-dir: "+err.Error())
+		return worker.Config{}, errcode.Wrap(errcode.InvalidInput, err, "--data-dir: "+err.Error())
 	}
 	if f.OutputMaxChars < 1 {
-		return Config{}, errcode.Errorf(errcode.InvalidInput, "--output-max-chars must be at least 1, not %d", f.OutputMaxChars)
+		return worker.Config{}, errcode.Errorf(errcode.InvalidInput, "--output-max-chars must be at least 1, not %d", f.OutputMaxChars)
 	}
 	if f.WorkflowCache < 1 {
-		return Config{}, errcode.Errorf(errcode.InvalidInput, "--workflow-cache must be at least 1, not %d", f.WorkflowCache)
+		return worker.Config{}, errcode.Errorf(errcode.InvalidInput, "--workflow-cache must be at least 1, not %d", f.WorkflowCache)
 	}
 	if f.WarmPool < 0 || f.WarmPool > maxWarmPool {
-		return Config{}, errcode.Errorf(errcode.InvalidInput, "--warm-pool must be 0 to %d, not %d", maxWarmPool, f.WarmPool)
+		return worker.Config{}, errcode.Errorf(errcode.InvalidInput, "--warm-pool must be 0 to %d, not %d", maxWarmPool, f.WarmPool)
 	}
 	if f.WarmTTL <= 0 {
-		return Config{}, errcode.Errorf(errcode.InvalidInput, "--warm-ttl must be positive, not %s", f.WarmTTL)
+		return worker.Config{}, errcode.Errorf(errcode.InvalidInput, "--warm-ttl must be positive, not %s", f.WarmTTL)
 	}
-	keys, err := KeyFileEnv(os.Environ())
+	keys, err := worker.KeyFileEnv(os.Environ())
 	if err != nil {
-		return Config{}, err
+		return worker.Config{}, err
 	}
-	cfg := Config{TaskQueue: f.TaskQueue, DataDir: dataDir, Pi: pi, OutputMaxChars: f.OutputMaxChars, MetricsAddr: f.MetricsAddr,
+	cfg := worker.Config{TaskQueue: f.TaskQueue, DataDir: dataDir, Pi: pi, OutputMaxChars: f.OutputMaxChars, MetricsAddr: f.MetricsAddr,
 		Host: f.Host, WorkflowCache: f.WorkflowCache, ChildEnv: keys, WarmPool: f.WarmPool, WarmTTL: f.WarmTTL,
 		ChildEnvPolicy: activities.EnvPolicy{Allow: profiles.SplitList(f.ChildEnvAllow), Deny: profiles.SplitList(f.ChildEnvDeny), Strict: f.ChildEnvStrict}}
 	if f.MetricsAddr != "" {
@@ -147,10 +149,6 @@ func (f *Flags) Config(ctx context.Context) (Config, error) {
 // maxWarmPool bounds --warm-pool: each warm child holds about 110 MiB, and
 // 64 of them are more than any one worker runs at once.
 const maxWarmPool = 64
-
-// DefaultDevWarmPool is `subagents dev`'s pool: four children, what one
-// delegate_to_subagents call runs at once, in about 450 MiB.
-const DefaultDevWarmPool = 4
 
 // envDuration reads a Go duration from the environment, or def.
 func envDuration(name string, def time.Duration) time.Duration {
@@ -169,18 +167,18 @@ func envInt(name string, def int) int {
 	return def
 }
 
-// Main is `subagents worker`: the worker against an external Temporal, set up
+// workerMain is `subagents worker`: the worker against an external Temporal, set up
 // by the standard TEMPORAL_* environment and temporal.toml, with flags on top.
 // It runs until ctx ends.
-func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func workerMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("subagents worker", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var flags Flags
-	var conn subclient.Connection
+	var flags WorkerFlags
+	var conn connection.Settings
 	var socket bool
 	flags.Register(fs)
 	conn.RegisterFlags(fs)
-	fs.BoolVar(&socket, "socket", false, "also answer the client protocol on <data dir>/"+subclient.SocketName+", as subagents dev does")
+	fs.BoolVar(&socket, "socket", false, "also answer the client protocol on <data dir>/"+connection.SocketName+", as subagents dev does")
 	setup := fs.Bool("setup", false, "create the namespace and register the search attributes first, as `subagents setup` does")
 	if err := fs.Parse(args); err != nil {
 		return errcode.Wrap(errcode.InvalidInput, err, err.Error())
@@ -204,9 +202,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// Before polling: a namespace or search attribute that is missing is
 	// named with the command that fixes it, not found by the first start.
 	if *setup {
-		err = Setup(ctx, c, cmpNamespace(copts.Namespace), DefaultRetention, stdout)
+		err = worker.Setup(ctx, c, cmpNamespace(copts.Namespace), worker.DefaultRetention, stdout)
 	} else {
-		err = Check(ctx, c, cmpNamespace(copts.Namespace))
+		err = worker.Check(ctx, c, cmpNamespace(copts.Namespace))
 	}
 	if err != nil {
 		return err
@@ -216,61 +214,29 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		stop, err := ServeSocket(ctx, &subclient.Client{Temporal: c, TaskQueue: cfg.TaskQueue, Address: opts.HostPort, Namespace: opts.Namespace}, cfg)
+		stop, err := ServeSocket(ctx, &client.Client{Temporal: c, TaskQueue: cfg.TaskQueue, Address: opts.HostPort, Namespace: opts.Namespace}, cfg)
 		if err != nil {
 			return err
 		}
 		defer stop()
-		_, _ = fmt.Fprintf(stdout, "Socket:            %s\n", subclient.SocketPath(cfg.DataDir))
+		_, _ = fmt.Fprintf(stdout, "Socket:            %s\n", connection.SocketPath(cfg.DataDir))
 	}
-	return Serve(ctx, c, cfg, logger, stdout)
+	return worker.Serve(ctx, c, cfg, logger, stdout)
 }
 
 // ServeSocket answers the client protocol for c on the data dir's socket
 // until ctx ends or stop is called; stop waits for the connections' calls.
-func ServeSocket(ctx context.Context, c *subclient.Client, cfg Config) (stop func(), err error) {
-	ln, err := subclient.ListenSocket(subclient.SocketPath(cfg.DataDir))
+func ServeSocket(ctx context.Context, c *client.Client, cfg worker.Config) (stop func(), err error) {
+	ln, err := ListenSocket(connection.SocketPath(cfg.DataDir))
 	if err != nil {
 		return nil, err
 	}
-	service := subclient.NewServer(c)
-	service.Info = &subclient.ServiceInfo{
-		ContractVersion: subclient.ContractVersion, Op: "service", Address: c.Address, Namespace: c.Namespace,
+	service := NewServer(c)
+	service.Info = &ServiceInfo{
+		ContractVersion: client.ContractVersion, Op: "service", Address: c.Address, Namespace: c.Namespace,
 		TaskQueue: c.TaskQueue, PID: os.Getpid(), DataDir: cfg.DataDir,
 	}
 	served := make(chan error, 1)
 	go func() { served <- service.Serve(ctx, ln) }()
 	return func() { _ = ln.Close(); <-served }, nil
-}
-
-// Serve runs a worker for cfg on c until ctx ends, then stops it.
-func Serve(ctx context.Context, c client.Client, cfg Config, logger *slog.Logger, stdout io.Writer) error {
-	w, err := New(c, cfg)
-	if err != nil {
-		return err
-	}
-	if cfg.Metrics != nil && cfg.MetricsAddr != "" {
-		addr, err := cfg.Metrics.Serve(ctx, cfg.MetricsAddr, logger)
-		if err != nil {
-			return err
-		}
-		defer func() { _ = cfg.Metrics.Close() }()
-		logger.Info("metrics served", "url", "http://"+addr+"/metrics")
-		_, _ = fmt.Fprintf(stdout, "Metrics:           http://%s/metrics\n", addr)
-	}
-	if err := w.Start(); err != nil {
-		return subclient.Unavailable("the configured Temporal", err)
-	}
-	logger.Info("worker started", "taskQueues", w.Queues, "pi", cfg.Pi.Path, "piVersion", cfg.Pi.Version,
-		"piFrom", cfg.Pi.Source, "dataDir", cfg.DataDir)
-	_, _ = fmt.Fprintf(stdout, "worker polling task queue %q and its host queue %q (pi %s)\n", w.Queues[0], w.Queues[1], cfg.Pi.Version)
-	if cfg.WarmPool > 0 {
-		_, _ = fmt.Fprintf(stdout, "Warm pool:         up to %d child pi processes, each kept %s unless a task takes it (--warm-pool 0: none)\n", cfg.WarmPool, cfg.WarmTTL)
-	}
-	<-ctx.Done()
-	// Stop waits for running activities up to the worker's stop timeout;
-	// their pi children are ended with them and continue on the next worker.
-	w.Stop()
-	logger.Info("worker stopped")
-	return nil
 }

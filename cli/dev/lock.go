@@ -9,7 +9,8 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/durable-pi/subagents/client"
+	"github.com/durable-pi/subagents/connection"
+
 	"github.com/durable-pi/subagents/internal/errcode"
 )
 
@@ -40,7 +41,7 @@ func lockDataDir(dataDir string) (unlock func(), err error) {
 				holder = "pid " + holder
 			}
 			return nil, errcode.Errorf(errcode.InvalidInput,
-				"a subagents service already runs for data dir %s (%s); its clients use %s", dataDir, holder, client.SocketPath(dataDir))
+				"a subagents service already runs for data dir %s (%s); its clients use %s", dataDir, holder, connection.SocketPath(dataDir))
 		}
 		return nil, errcode.Wrap(errcode.InvalidInput, err, fmt.Sprintf("lock %s: %v", path, err))
 	}

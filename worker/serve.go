@@ -1,0 +1,43 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/durable-pi/subagents/connection"
+	"go.temporal.io/sdk/client"
+)
+
+// Serve runs a worker for cfg on c until ctx ends, then stops it.
+func Serve(ctx context.Context, c client.Client, cfg Config, logger *slog.Logger, stdout io.Writer) error {
+	w, err := New(c, cfg)
+	if err != nil {
+		return err
+	}
+	if cfg.Metrics != nil && cfg.MetricsAddr != "" {
+		addr, err := cfg.Metrics.Serve(ctx, cfg.MetricsAddr, logger)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = cfg.Metrics.Close() }()
+		logger.Info("metrics served", "url", "http://"+addr+"/metrics")
+		_, _ = fmt.Fprintf(stdout, "Metrics:           http://%s/metrics\n", addr)
+	}
+	if err := w.Start(); err != nil {
+		return connection.Unavailable("the configured Temporal", err)
+	}
+	logger.Info("worker started", "taskQueues", w.Queues, "pi", cfg.Pi.Path, "piVersion", cfg.Pi.Version,
+		"piFrom", cfg.Pi.Source, "dataDir", cfg.DataDir)
+	_, _ = fmt.Fprintf(stdout, "worker polling task queue %q and its host queue %q (pi %s)\n", w.Queues[0], w.Queues[1], cfg.Pi.Version)
+	if cfg.WarmPool > 0 {
+		_, _ = fmt.Fprintf(stdout, "Warm pool:         up to %d child pi processes, each kept %s unless a task takes it (--warm-pool 0: none)\n", cfg.WarmPool, cfg.WarmTTL)
+	}
+	<-ctx.Done()
+	// Stop waits for running activities up to the worker's stop timeout;
+	// their pi children are ended with them and continue on the next worker.
+	w.Stop()
+	logger.Info("worker stopped")
+	return nil
+}
