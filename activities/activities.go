@@ -25,7 +25,7 @@ const (
 	// DefaultHeartbeatInterval: progress reaches `status` and the UI within a
 	// few seconds; the SDK batches heartbeats, so this is no load on the server.
 	DefaultHeartbeatInterval = 2 * time.Second
-	// DefaultOutputMaxChars is seed 001's output cap (SUBAGENTS_OUTPUT_MAX_CHARS).
+	// DefaultOutputMaxChars is the task contract's output cap (SUBAGENTS_OUTPUT_MAX_CHARS).
 	DefaultOutputMaxChars = 8000
 	// DefaultMaxStreamBytes bounds what one run may write on stdout and
 	// stderr together. pi repeats whole messages in message_end and agent_end,
@@ -33,7 +33,7 @@ const (
 	// does not.
 	DefaultMaxStreamBytes = 512 << 20
 	// DefaultKillGrace is how long pi gets after SIGTERM before SIGKILL: pi
-	// stops its tools and flushes its session file well within it (seed 002
+	// stops its tools and flushes its session file well within it (the delegate contract
 	// uses the same 5 s).
 	DefaultKillGrace = 5 * time.Second
 )

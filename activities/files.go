@@ -12,11 +12,11 @@ import (
 	"github.com/durable-pi/subagents/api"
 )
 
-// maxFileBytes is seed 002's per-file limit: larger files become a
+// maxFileBytes is the delegate contract's per-file limit: larger files become a
 // placeholder so one log file cannot fill the child's context.
 const maxFileBytes = 1024 * 1024
 
-// FileContext reads files relative to cwd and returns them as seed 002's
+// FileContext reads files relative to cwd and returns them as the delegate contract's
 // `=== path ===` blocks, to go before the prompt. A file that cannot be used
 // becomes a placeholder line; it never fails the task.
 func FileContext(cwd string, files []api.FileSpec) string {

@@ -27,7 +27,7 @@ import (
 	"github.com/durable-pi/subagents/internal/errcode"
 )
 
-// Limits of seed 002, with their defaults and ranges.
+// Limits of the delegate contract, with their defaults and ranges.
 const (
 	maxExtendDebounceSeconds = 300
 	maxLoopingToolCount      = 50
@@ -52,7 +52,7 @@ const ContinuationPromptNoFinalize = "Your previous run of this task was interru
 
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
 
-// SessionFile is where a session's pi transcript lives: seed 000's layout,
+// SessionFile is where a session's pi transcript lives: the sessions contract's layout,
 // <data dir>/sessions/<cwd-hash>/<agent>_<sessionId>.jsonl.
 func SessionFile(dataDir, cwd, agent, sessionID string) string {
 	sum := sha256.Sum256([]byte(cwd))
@@ -361,7 +361,7 @@ func (a *Activities) loadedFiles(in api.RunPiInput) []string {
 }
 
 // apiKeyEnv passes a profile's apiKey in the environment, never on the
-// command line: as PI_API_KEY (seed 002) and as the variable pi reads for the
+// command line: as PI_API_KEY (the delegate contract) and as the variable pi reads for the
 // model's provider.
 func apiKeyEnv(model, key string) []string {
 	if key == "" {
@@ -579,7 +579,7 @@ func (r *childRun) run(ctx context.Context, args []string, spec warmSpec, sessio
 				stop(stopCancelled)
 			}
 		case <-deadline.C:
-			// Seed 002: still calling tools → wait until debounce passes with
+			// The delegate contract: still calling tools → wait until debounce passes with
 			// no tool call; else stop now.
 			if r.debounce > 0 && time.Since(lastToolCall) < r.debounce && r.stream.ToolCallCount() > 0 {
 				idle = time.NewTimer(r.debounce - time.Since(lastToolCall))

@@ -618,7 +618,7 @@ func TestRunPiRefusedByAdmit(t *testing.T) {
 }
 
 // TestRunPiCeiling: a child that never stops calling tools is extended past
-// its timeout (seed 002) only up to max_runtime, then ends with
+// its timeout (the delegate contract) only up to max_runtime, then ends with
 // SUBAGENT_TIMEOUT; and the ceiling is the timeout plus ten minutes unless
 // max_runtime says otherwise, never below the timeout.
 func TestRunPiCeiling(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 )
 
 // Sanitizer masks secrets and the user's home path in everything that
-// leaves a child run: results, heartbeats, artifacts (seed 004).
+// leaves a child run: results, heartbeats, artifacts (the SingleResult contract).
 type Sanitizer struct {
 	home string
 }
@@ -115,7 +115,7 @@ func cutStackTraces(s string) string {
 	return strings.Join(out, "\n")
 }
 
-// Truncated is text cut to a character cap, with seed 001's accounting.
+// Truncated is text cut to a character cap, with the task contract's accounting.
 type Truncated struct {
 	Text          string
 	Truncated     bool

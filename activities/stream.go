@@ -46,7 +46,7 @@ type Stream struct {
 	SameCallRun int
 	// Captured counts the structured events of the run: every event but
 	// the streaming deltas (message_update, tool_execution_update) and the
-	// session header, as seed 001's event_count does. Timeline holds the latest MaxTimeline of them
+	// session header, as the task contract's event_count does. Timeline holds the latest MaxTimeline of them
 	// (0: none), timed from Started.
 	Captured    int
 	Timeline    []api.TimelineEvent

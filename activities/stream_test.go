@@ -209,7 +209,7 @@ func FuzzStreamApply(f *testing.F) {
 	})
 }
 
-// TestStreamEventTimeline: seed 001's event_count counts the structured
+// TestStreamEventTimeline: the task contract's event_count counts the structured
 // events (not the streaming deltas, not the tool calls), and the timeline
 // keeps the latest MaxTimeline of them.
 func TestStreamEventTimeline(t *testing.T) {

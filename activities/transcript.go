@@ -28,7 +28,7 @@ const (
 	// escaped characters count for what they take): half of Temporal's
 	// limit, whatever the text is made of.
 	MaxReadBytes = 1 << 20
-	// Seed 002's get_subagent_session previews.
+	// The delegate contract's get_subagent_session previews.
 	toolArgsPreviewChars   = 120
 	toolResultPreviewChars = 500
 )
@@ -161,7 +161,7 @@ func readMessages(path string) ([]SessionMessage, error) {
 	return out, err
 }
 
-// FormatTranscript renders messages as seed 002's get_subagent_session
+// FormatTranscript renders messages as the delegate contract's get_subagent_session
 // does: text verbatim, `→ tool: args` for calls, `[tool result]: text` for
 // results, `[Error: ...]` for failed responses; runs separated by `---`, each
 // under a `=== Run i/n (state) ===` header when there are several.
@@ -227,7 +227,7 @@ func formatMessage(m SessionMessage) []string {
 }
 
 // cutWithDots cuts s to n characters and appends "..." when it cut, as
-// seed 002's transcript previews do.
+// the delegate contract's transcript previews do.
 func cutWithDots(s string, n int) string {
 	r := []rune(s)
 	if len(r) <= n {

@@ -11,10 +11,10 @@ import (
 
 // Limits of a delegation.
 const (
-	DefaultMaxConcurrency = 4  // seed 002's MAX_CONCURRENCY
+	DefaultMaxConcurrency = 4  // the delegate contract's MAX_CONCURRENCY
 	MaxConcurrency        = 16 // as many as a delegation may hold
-	MaxTasks              = 16 // seed 002's MAX_PARALLEL_TASKS
-	DefaultMaxDepth       = 1  // seed 003's subagents.maxDepth: children do not delegate
+	MaxTasks              = 16 // the delegate contract's MAX_PARALLEL_TASKS
+	DefaultMaxDepth       = 1  // the SingleResult contract's subagents.maxDepth: children do not delegate
 	// DefaultAckTTL is how long a finished delegation started with Deliver
 	// waits for its parent to acknowledge the results: as long as `subagents
 	// dev` keeps closed workflows, so that a parent pi resumed within a month
@@ -22,8 +22,8 @@ const (
 	DefaultAckTTL = 30 * 24 * time.Hour
 )
 
-// TaskSpec is one task of a delegation (seed 002's task object; `agent` is
-// seed 000's name for `profile`).
+// TaskSpec is one task of a delegation (the delegate contract's task object; `agent` is
+// the sessions contract's name for `profile`).
 type TaskSpec struct {
 	Name    string     `json:"name"`
 	Prompt  string     `json:"prompt"`
@@ -36,11 +36,11 @@ type TaskSpec struct {
 	// Resume continues an earlier session (its ID) instead of starting one:
 	// the same pi session file, so the child keeps its context.
 	Resume string `json:"resume,omitempty"`
-	// Description is seed 001's short label of the task, kept in the
+	// Description is the task contract's short label of the task, kept in the
 	// session's memo for the UI and `list`.
 	Description string `json:"description,omitempty"`
 	// Rejected is why the caller refused this item of a batch on its own
-	// (seed 001: the other items run); it never runs.
+	// (the task contract: the other items run); it never runs.
 	Rejected *errcode.Info `json:"rejected,omitempty"`
 }
 
@@ -96,7 +96,7 @@ type TaskResult struct {
 }
 
 // DelegationStatus answers StatusQuery and WaitUpdate and is the
-// delegation's result; tasks are in input order, with seed 001's batch
+// delegation's result; tasks are in input order, with the task contract's batch
 // accounting.
 type DelegationStatus struct {
 	DelegationID  string       `json:"delegationId"`
@@ -182,7 +182,7 @@ func ValidateTask(i int, t TaskSpec) error {
 	return nil
 }
 
-// BatchStatus is seed 001's batch_status of total tasks of which rejected
+// BatchStatus is the task contract's batch_status of total tasks of which rejected
 // were refused on their own.
 func BatchStatus(total, rejected int, done bool) string {
 	switch {

@@ -7,7 +7,7 @@ import (
 	"github.com/durable-pi/subagents/internal/errcode"
 )
 
-// FileSpec is one entry of a task's files (seed 002): a path, or a path with
+// FileSpec is one entry of a task's files (the delegate contract): a path, or a path with
 // a 1-indexed inclusive line range, a head or a tail.
 type FileSpec struct {
 	Path  string `json:"path"`

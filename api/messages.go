@@ -98,7 +98,7 @@ type CancelRequest struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// CancelResult answers CancelUpdate (seed 001's cancel envelope fields).
+// CancelResult answers CancelUpdate (the task contract's cancel envelope fields).
 type CancelResult struct {
 	CancelApplied bool  `json:"cancel_applied"`
 	PriorStatus   State `json:"prior_status"`

@@ -14,7 +14,7 @@ const (
 	DefaultTimeoutSeconds        = 600
 	DefaultExtendDebounceSeconds = 30
 	DefaultLoopingToolCount      = 5
-	// DefaultMaxEvents is seed 001's per-task event timeline cap; the
+	// DefaultMaxEvents is the task contract's per-task event timeline cap; the
 	// ceiling keeps a result's history small (an event is ~40 bytes).
 	DefaultMaxEvents = 120
 	MaxEventsCeiling = 1000
@@ -44,7 +44,7 @@ type RunPiInput struct {
 	// from the profile file itself, so the key never enters a history.
 	Profile string `json:"profile,omitempty"`
 	// SystemPrompt (a profile's body) is appended to pi's system prompt,
-	// or replaces it when ReplaceSystemPrompt (seed 002's agent-profiles).
+	// or replaces it when ReplaceSystemPrompt (the delegate contract's agent-profiles).
 	SystemPrompt        string `json:"systemPrompt,omitempty"`
 	ReplaceSystemPrompt bool   `json:"replaceSystemPrompt,omitempty"`
 	// AppendSystemPrompt entries are appended after it.
@@ -60,12 +60,12 @@ type RunPiInput struct {
 	// Depth is the child's depth: 1 for a child of a top-level pi.
 	Depth int `json:"depth,omitempty"`
 	// TimeoutSeconds (default 600), ExtendDebounceSeconds (default 30,
-	// 0..300) and LoopingToolCount (default 5, 0..50, 0 disables) are seed
-	// 002's limits; nil means the default.
+	// 0..300) and LoopingToolCount (default 5, 0..50, 0 disables) are the delegate
+	// contract's limits; nil means the default.
 	TimeoutSeconds        int  `json:"timeoutSeconds,omitempty"`
 	ExtendDebounceSeconds *int `json:"extendDebounceSeconds,omitempty"`
 	LoopingToolCount      *int `json:"loopingToolCount,omitempty"`
-	// MaxEvents caps the run's event timeline (seed 001's task max events,
+	// MaxEvents caps the run's event timeline (the task contract's task max events,
 	// default 120, 0 keeps none); nil means the default.
 	MaxEvents *int `json:"maxEvents,omitempty"`
 	// MaxRuntimeSeconds is the turn's hard ceiling (Ceiling); nil: the
@@ -77,7 +77,7 @@ type RunPiInput struct {
 // errcode.NewInfo): an alias, so results keep their type and their JSON.
 type ErrorInfo = errcode.Info
 
-// RunPiResult is what one child run produced: the raw material of seed 004's
+// RunPiResult is what one child run produced: the raw material of the SingleResult contract's
 // SingleResult. Everything in it is sanitized and bounded.
 type RunPiResult struct {
 	ExitCode int       `json:"exitCode"`
@@ -135,7 +135,7 @@ type Progress struct {
 	MessagesBefore int `json:"messagesBefore,omitempty"`
 }
 
-// ValidateCwd checks a task's working directory with seed 002's messages.
+// ValidateCwd checks a task's working directory with the delegate contract's messages.
 func ValidateCwd(cwd string) error {
 	if !filepath.IsAbs(cwd) {
 		return errcode.New(errcode.InvalidInput, "cwd must be an absolute path")
@@ -148,7 +148,7 @@ func ValidateCwd(cwd string) error {
 	return nil
 }
 
-// Timeout is how long the child may run before seed 002's extension rule:
+// Timeout is how long the child may run before the delegate contract's extension rule:
 // TimeoutSeconds, else DefaultTimeoutSeconds. The one place the default is
 // applied; the session asks it too, for the timeout it shows.
 func (in RunPiInput) Timeout() time.Duration {
@@ -159,7 +159,7 @@ func (in RunPiInput) Timeout() time.Duration {
 }
 
 // DefaultMaxExtension is how long past its timeout a child that still calls
-// tools may run when max_runtime is not set: seed 002 extends such a child
+// tools may run when max_runtime is not set: the delegate contract extends such a child
 // without end; ten minutes of model spend is the most a turn pays for it.
 const DefaultMaxExtension = 10 * time.Minute
 

@@ -9,7 +9,7 @@ import (
 // A session's defaults.
 const (
 	// DefaultMaxFinalizeRetries: how many times a child that did not
-	// finalize is sent corrective feedback (seed 000: "a small retry limit").
+	// finalize is sent corrective feedback (the sessions contract: "a small retry limit").
 	DefaultMaxFinalizeRetries = 2
 	// DefaultIdleTTL: how long a finished session waits for a `send` before
 	// it completes; it can still be resumed by ID afterwards.

@@ -1,7 +1,7 @@
 package api
 
 // Usage is token usage and cost summed over a run's assistant messages, in
-// the shape seed 004's SingleResult uses.
+// the shape the SingleResult contract's SingleResult uses.
 type Usage struct {
 	Input      int64   `json:"input"`
 	Output     int64   `json:"output"`
@@ -43,7 +43,7 @@ type Finalize struct {
 // FinalizeToolName is the tool a child calls to hand back its result.
 const FinalizeToolName = "subagent_finalize"
 
-// TimelineEvent is one structured event of a run, as seed 001's per-task
+// TimelineEvent is one structured event of a run, as the task contract's per-task
 // event timeline keeps them.
 type TimelineEvent struct {
 	Type string `json:"type"`

@@ -444,7 +444,7 @@ func (cmd *command) finishQuiet(env client.Envelope, print func(client.Envelope)
 	return nil
 }
 
-// combine merges the answers for several IDs (seed 001's `ids`) into one
+// combine merges the answers for several IDs (the task contract's `ids`) into one
 // envelope: all items, done when every one is. A cancel's answer goes on
 // each item of its ID; the envelope's says whether any was applied.
 func combine(op string, envs []client.Envelope) client.Envelope {
@@ -515,7 +515,7 @@ func (cmd *command) waitFlags(fs *flag.FlagSet) func(context.Context, *client.Cl
 	var timeout time.Duration
 	var timeoutMS int
 	fs.Var(seconds{&timeout}, "timeout", "stop waiting after this long (the tasks go on; exit code 4): seconds or a duration like 30s")
-	fs.IntVar(&timeoutMS, "timeout-ms", 0, "the same in milliseconds (seed 001's timeout_ms)")
+	fs.IntVar(&timeoutMS, "timeout-ms", 0, "the same in milliseconds (the task contract's timeout_ms)")
 	progress := fs.Bool("progress", false, "with --json: one line per status change (op \"progress\"), then the final envelope on one line")
 	return func(ctx context.Context, c *client.Client) error {
 		ids, err := cmd.needIDs()
@@ -561,7 +561,7 @@ func (cmd *command) sendFlags(fs *flag.FlagSet) func(context.Context, *client.Cl
 	var files fileFlags
 	fs.StringVar(&input, "input", "", "read the request as JSON from this file, or - for stdin")
 	fs.StringVar(&parent, "parent-session", "", "pi session ID that sends (delivery of the result)")
-	fs.StringVar(&agent, "agent", "", "the agent the session runs; another is refused (seed 000: a session is its agent's)")
+	fs.StringVar(&agent, "agent", "", "the agent the session runs; another is refused (the sessions contract: a session is its agent's)")
 	fs.BoolVar(&deliver, "deliver", false, "keep the resuming delegation open until the parent acknowledges")
 	fs.BoolVar(&wait, "wait", false, "wait for the turn to end and print its result")
 	fs.Var(&files, "file", "file to put before the prompt (repeatable)")

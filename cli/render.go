@@ -11,7 +11,7 @@ import (
 	"github.com/durable-pi/subagents/api"
 )
 
-// spinner frames, as seed 001's task tree draws them.
+// spinner frames, as the task contract's task tree draws them.
 var spinner = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
 
 // liveToolRows is how many of a running task's latest tool calls the tree
@@ -70,7 +70,7 @@ func printTree(w io.Writer, env client.Envelope, live bool) {
 	_, _ = io.WriteString(w, b.String())
 }
 
-// treeLines draws seed 001's task tree: a header per task (icon, profile,
+// treeLines draws the task contract's task tree: a header per task (icon, profile,
 // name), its prompt line, tool rows, and a final row with the result or the
 // progress: elapsed against the timeout, tools, usage and cost.
 func treeLines(b *strings.Builder, env client.Envelope, live bool, frame int) {
@@ -109,7 +109,7 @@ func treeLines(b *strings.Builder, env client.Envelope, live bool, frame int) {
 	}
 }
 
-// statusHeader is seed 002's global status line.
+// statusHeader is the delegate contract's global status line.
 func statusHeader(items []client.Item) string {
 	running, done, failed := 0, 0, 0
 	for _, it := range items {

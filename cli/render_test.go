@@ -53,7 +53,7 @@ func TestTreeLines(t *testing.T) {
 }
 
 // TestCombineKeepsEachCancelAnswer: `cancel` with several IDs keeps each
-// one's cancel_applied and prior_status on its items (seed 001), and says
+// one's cancel_applied and prior_status on its items (the task contract), and says
 // at the top whether any cancel was applied.
 func TestCombineKeepsEachCancelAnswer(t *testing.T) {
 	yes, no := true, false

@@ -68,8 +68,8 @@ type StartRequest struct {
 	// MaxConcurrency bounds the tasks that run at once; 0 takes the
 	// settings' taskMaxConcurrency, else the tool's default (Tool).
 	MaxConcurrency int `json:"max_concurrency,omitempty"`
-	// Tool is the tool family the call came through ("task": seed 001's
-	// default of 3 tasks at once, else seed 002's 4; "subagent": read-only
+	// Tool is the tool family the call came through ("task": the task contract's
+	// default of 3 tasks at once, else the delegate contract's 4; "subagent": read-only
 	// profiles unless the settings allow writes).
 	Tool           string `json:"tool,omitempty"`
 	IdleTTLSeconds int    `json:"idle_ttl_seconds,omitempty"`
@@ -90,7 +90,7 @@ type SendRequest struct {
 	ParentSessionID string         `json:"parent_session_id,omitempty"`
 	Deliver         bool           `json:"deliver,omitempty"`
 	// Agent, when set, is the agent the caller continues: a session goes on
-	// only with its own (seed 000 scopes a session by cwd, agent and ID), so
+	// only with its own (the sessions contract scopes a session by cwd, agent and ID), so
 	// another is refused with a message saying which to use.
 	Agent string `json:"agent,omitempty"`
 }
@@ -183,7 +183,7 @@ func (c *Client) delegationInput(req StartRequest) (api.DelegationInput, error) 
 			t.Name = defaultTaskName(*t, in.Profile, i)
 		}
 		if len(in.Tasks) > 1 {
-			// Seed 001: a bad item of a batch is rejected on its own, with
+			// The task contract: a bad item of a batch is rejected on its own, with
 			// its error, while the others run.
 			if err := api.ValidateTask(i, *t); err != nil {
 				t.Rejected = errcode.InfoOf(err)
@@ -232,7 +232,7 @@ func delegationDetails(in api.DelegationInput) string {
 // over 2 MB (its blob size limit); a little room is left for the encoding.
 const MaxStartBytes = 2000 << 10
 
-// DefaultTaskToolConcurrency is seed 001's subagents.taskMaxConcurrency
+// DefaultTaskToolConcurrency is the task contract's subagents.taskMaxConcurrency
 // default, for batches of the task tool.
 const DefaultTaskToolConcurrency = 3
 
@@ -314,7 +314,7 @@ func (c *Client) startDelegation(ctx context.Context, in api.DelegationInput) (E
 const startStatusTimeout = time.Second
 
 // checkResumes refuses, before anything starts, to resume a session that
-// does not exist or still runs (seed 002's texts); the delegation checks
+// does not exist or still runs (the delegate contract's texts); the delegation checks
 // again, for a session that changes in between.
 func (c *Client) checkResumes(ctx context.Context, tasks []api.TaskSpec) error {
 	for _, t := range tasks {
@@ -337,7 +337,7 @@ func (c *Client) checkResumes(ctx context.Context, tasks []api.TaskSpec) error {
 	return nil
 }
 
-// defaultTaskName names a task that came without one (seed 000 and 001
+// defaultTaskName names a task that came without one (the sessions contract and 001
 // calls have none): its description, else its profile.
 func defaultTaskName(t api.TaskSpec, profile string, i int) string {
 	for _, s := range []string{t.Description, t.Profile, t.Agent, profile} {
@@ -357,7 +357,7 @@ const (
 )
 
 // describe finds id's workflow; a missing one is SESSION_NOT_FOUND with
-// seed 002's message.
+// the delegate contract's message.
 func (c *Client) describe(ctx context.Context, id string) (*workflowservice.DescribeWorkflowExecutionResponse, kind, error) {
 	if strings.TrimSpace(id) == "" {
 		return nil, "", errcode.New(errcode.InvalidInput, "a task or session ID is required")
@@ -957,10 +957,10 @@ func (c *Client) OutputFrom(ctx context.Context, id string, full bool, from int)
 	return env, nil
 }
 
-// NoOutputText is seed 002's answer for a session without text.
+// NoOutputText is the delegate contract's answer for a session without text.
 const NoOutputText = "(no text output from sub-agent)"
 
-// Transcript is every turn of a session, formatted as seed 002's
+// Transcript is every turn of a session, formatted as the delegate contract's
 // get_subagent_session, read from the pi session file on the worker.
 func (c *Client) Transcript(ctx context.Context, id string) (Envelope, error) {
 	env, st, err := c.sessionStatus(ctx, "transcript", id)

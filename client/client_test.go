@@ -171,7 +171,7 @@ func FuzzStartRequest(f *testing.F) {
 
 // TestEnvelopeKeepsZerosAndFalse: a delegation's --json envelope says
 // `rejected_count: 0`, `accepted_count`, `total_count`, `done: false` and
-// each item's `output_truncated: false` (seed 001), where an omitted field
+// each item's `output_truncated: false` (the task contract), where an omitted field
 // would read as unknown; an envelope of another kind has no counts.
 func TestEnvelopeKeepsZerosAndFalse(t *testing.T) {
 	c := &Client{}

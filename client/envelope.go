@@ -13,11 +13,11 @@ import (
 // ContractVersion marks every --json envelope of the command.
 const ContractVersion = "subagents.v1"
 
-// Backend names what runs the tasks, in every envelope (seed 001's field).
+// Backend names what runs the tasks, in every envelope (the task contract's field).
 const Backend = "temporal"
 
 // Envelope is the one JSON answer of every `subagents --json` call: a
-// delegation's or a session's state in seed 001's field names, plus what
+// delegation's or a session's state in the task contract's field names, plus what
 // the verb adds (a list, a text). Fields are only ever added to it.
 type Envelope struct {
 	ContractVersion string `json:"contract_version"`
@@ -36,9 +36,9 @@ type Envelope struct {
 	// AcceptedTurn answers `send` to a running session: the turn the prompt
 	// will run as.
 	AcceptedTurn int `json:"accepted_turn,omitempty"`
-	// Batch accounting of a delegation (seed 001).
+	// Batch accounting of a delegation (the task contract).
 	// The counts are set on every delegation's envelope, zeros included
-	// (seed 001's batch accounting: `rejected_count: 0` says none was
+	// (the task contract's batch accounting: `rejected_count: 0` says none was
 	// rejected); envelopes of other kinds have none.
 	TotalCount    *int   `json:"total_count,omitempty"`
 	AcceptedCount *int   `json:"accepted_count,omitempty"`
@@ -87,7 +87,7 @@ type Item struct {
 	RunAttempt int32 `json:"run_attempt,omitempty"`
 	Continued  bool  `json:"continued,omitempty"`
 	// CancelApplied and PriorStatus are the answer of a `cancel` for the
-	// ID this item came from (seed 001), kept when several are cancelled.
+	// ID this item came from (the task contract), kept when several are cancelled.
 	CancelApplied *bool  `json:"cancel_applied,omitempty"`
 	PriorStatus   string `json:"prior_status,omitempty"`
 	// Warm is true when the last child run took a warm child of the
@@ -109,7 +109,7 @@ type Item struct {
 	Thinking            string        `json:"thinking,omitempty"`
 	ToolRows            []api.ToolRow `json:"tool_rows,omitempty"`
 	ToolCount           int           `json:"tool_count"`
-	// EventCount is seed 001's event_count: the structured events captured
+	// EventCount is the task contract's event_count: the structured events captured
 	// for the task's latest run; Timeline the latest of them (settings
 	// taskMaxEvents, default 120).
 	EventCount int                 `json:"event_count"`

@@ -63,7 +63,7 @@ func ListProfiles(cwd, agentDir string, includeInternal bool) (ProfilesEnvelope,
 	return env, nil
 }
 
-// summaryLine is seed 002's one-line profile summary: name, scope, model,
+// summaryLine is the delegate contract's one-line profile summary: name, scope, model,
 // description and the settings that matter.
 func summaryLine(p ProfileSummary) string {
 	if p.Error != "" {

@@ -183,7 +183,7 @@ func TestClientVerbs(t *testing.T) {
 		t.Fatalf("--from without --full: %s", out)
 	}
 
-	// A session goes on only with its own agent (seed 000).
+	// A session goes on only with its own agent (the sessions contract).
 	refused, out := c.json(2, "", "send", "--agent", "scout", alpha, "[[script:beta]] Now read the notes.")
 	if refused.Error == nil || refused.Error.Code != "INVALID_INPUT" ||
 		!strings.Contains(refused.Error.Message, `belongs to agent "default", not "scout": continue it with agent "default"`) {
@@ -348,7 +348,7 @@ func TestBadInputTable(t *testing.T) {
 	}
 }
 
-// TestBatchRejectsItemsOnTheirOwn: seed 001's batch accounting as the start
+// TestBatchRejectsItemsOnTheirOwn: the task contract's batch accounting as the start
 // envelope gives it: an empty prompt and an unknown profile are that item's
 // errors, counted as rejected at once, and the valid item runs.
 func TestBatchRejectsItemsOnTheirOwn(t *testing.T) {

@@ -368,7 +368,7 @@ func testParentUsesEveryTool(t *testing.T, e *env) {
 	if len(childReqs) == 0 || !strings.Contains(fmt.Sprint(userTexts(childReqs[0])), "Find the config loader.") {
 		t.Fatalf("the resumed child did not get its earlier context")
 	}
-	// A session goes on only with its own agent (seed 000): the model is
+	// A session goes on only with its own agent (the sessions contract): the model is
 	// told which one to use.
 	if other := toolResultText(t, reqs, 10); !strings.Contains(other, `belongs to agent "scout", not "explorer": continue it with agent "scout"`) {
 		t.Fatalf("subagent with another agent's sessionId:\n%s", other)
@@ -602,12 +602,12 @@ func (e *env) parentKilledMidDelegation(name, answer string) string {
 	return sessionFile
 }
 
-// TestParentTaskToolLifecycle: seed 001's task ops from a real parent pi,
+// TestParentTaskToolLifecycle: the task contract's task ops from a real parent pi,
 // past start and status: a wait that gives up (task_wait_timeout), a send
 // to a running task, a cancel, and a lookup of an unknown task
-// (task_expired), each with the seed's code and category while the
+// (task_expired), each with the contract's code and category while the
 // unified code stays in the details; then the subagent tool refusing an
-// agent that writes (seeds 003/004).
+// agent that writes (the SingleResult contract).
 func TestParentTaskToolLifecycle(t *testing.T) {
 	e := newEnv(t)
 	e.startWorker(shared.client)
@@ -653,7 +653,7 @@ func TestParentTaskToolLifecycle(t *testing.T) {
 	if d := details[4]; d["error_category"] != "not_found" || d["error"].(map[string]any)["unified_code"] != "SESSION_NOT_FOUND" {
 		t.Fatalf("unknown task details: %v", d)
 	}
-	// Seeds 003/004: the subagent tool runs read-only agents unless
+	// The SingleResult contract: the subagent tool runs read-only agents unless
 	// allowWrite is set; the model is told how to go on.
 	if w := toolResultText(t, reqs, 6); !strings.Contains(w, "PERMISSION_DENIED") || !strings.Contains(w, `agent "implementer" can write files (edit, write)`) || !strings.Contains(w, "use the task tool") {
 		t.Fatalf("subagent with a writing agent:\n%s", w)

@@ -27,9 +27,9 @@ func (e *env) writeSettings(global bool, content string) {
 }
 
 // TestSettingsReachTheRun: the settings file's knobs, as a user of the
-// seeds sets them, change what a real run does: looping_tool_count (seed
-// 002) stops a child at its second identical call, taskMaxEvents (seed 001)
-// caps its event timeline, taskMaxConcurrency (seed 001) runs a batch one
+// seeds sets them, change what a real run does: looping_tool_count (the delegate
+// contract) stops a child at its second identical call, taskMaxEvents (the task contract)
+// caps its event timeline, taskMaxConcurrency (the task contract) runs a batch one
 // task at a time, a disabled agent or a disabled feature is refused with
 // its code.
 func TestSettingsReachTheRun(t *testing.T) {
@@ -52,7 +52,7 @@ func TestSettingsReachTheRun(t *testing.T) {
 		if it.ToolCount != 2 {
 			t.Fatalf("stopped after %d tool calls, want 2: %s", it.ToolCount, out)
 		}
-		// Seed 001's event_count counts the run's structured events, not its
+		// The task contract's event_count counts the run's structured events, not its
 		// tool calls; the timeline keeps the latest taskMaxEvents of them.
 		if it.EventCount <= 2*it.ToolCount || len(it.Timeline) != 4 {
 			t.Fatalf("event_count %d, timeline %d events, want > %d and 4: %s", it.EventCount, len(it.Timeline), 2*it.ToolCount, out)
@@ -93,7 +93,7 @@ func TestSettingsReachTheRun(t *testing.T) {
 }
 
 // TestParentWithSubagentsDisabled: a pi started with SUBAGENTS_DISABLED=1
-// gets the seed's code from every delegation tool, and nothing is started.
+// gets the contract's code from every delegation tool, and nothing is started.
 func TestParentWithSubagentsDisabled(t *testing.T) {
 	e := newEnv(t)
 	e.parentEnvExtra = []string{"SUBAGENTS_DISABLED=1"}

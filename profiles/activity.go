@@ -55,7 +55,7 @@ func (a *Activities) config(cwd string) (Config, error) {
 }
 
 // ResolveTasks resolves every task on its own: an unknown or denied profile
-// fails that task only (seed 002), the others run.
+// fails that task only (the delegate contract), the others run.
 func (a *Activities) ResolveTasks(_ context.Context, req ResolveRequest) ([]ResolvedTask, error) {
 	out := make([]ResolvedTask, len(req.Tasks))
 	for i, t := range req.Tasks {
@@ -106,7 +106,7 @@ func (a *Activities) resolve(cfg Config, cfgErr error, t ResolveTask) (ResolvedT
 				p.Name, strings.Join(w, ", "), ConfigFile)
 		}
 	}
-	// Seed 002's limits from the settings: in the workflow's history from
+	// The delegate contract's limits from the settings: in the workflow's history from
 	// here on, so a running delegation keeps the values it started with.
 	r.Child.ExtendDebounceSeconds = cfg.ExtendTimeoutDebounce
 	r.Child.LoopingToolCount = cfg.LoopingToolCount

@@ -33,14 +33,14 @@ type Options struct {
 	Cwd string
 	// AgentDir is pi's config dir: $PI_CODING_AGENT_DIR, else ~/.pi/agent.
 	AgentDir string
-	// PromptDirs are more global folders of profiles, such as seed 000's
+	// PromptDirs are more global folders of profiles, such as the sessions contract's
 	// prompts/ folder of an installed subagents extension
 	// ($SUBAGENTS_PROMPT_DIRS, colon-separated). pi's own ~/.pi/agent/prompts
 	// holds prompt templates, not profiles, so it is not read.
 	PromptDirs []string
 }
 
-// DefaultPromptDirs are seed 000's prompts/ folders: those named by
+// DefaultPromptDirs are the sessions contract's prompts/ folders: those named by
 // $SUBAGENTS_PROMPT_DIRS (the extension names its own when it starts the
 // service), then the extension's prompts/ of the source tree this binary
 // was built in (bin/subagents beside extension/).
@@ -80,7 +80,7 @@ func DefaultAgentDir() string {
 type source struct {
 	dir     string
 	scope   Scope
-	replace bool // seed 002's agent-profiles: the body replaces pi's prompt
+	replace bool // the delegate contract's agent-profiles: the body replaces pi's prompt
 }
 
 func (o Options) sources() []source {
@@ -258,7 +258,7 @@ func (s *Set) Names(includeInternal bool) []string {
 	return names
 }
 
-// Lookup finds a profile by name. Unknown: UNKNOWN_AGENT with seed 002's
+// Lookup finds a profile by name. Unknown: UNKNOWN_AGENT with the delegate contract's
 // message; malformed: its parse error.
 func (s *Set) Lookup(name string, includeInternal bool) (*Profile, error) {
 	p, ok := s.byName[name]

@@ -1,6 +1,6 @@
 // Package profiles loads agent profiles: markdown files with YAML
-// frontmatter whose body is the child's system prompt. It reads every seed's
-// format (seed 000's prompts, seed 002's agent-profiles, seed 001's flags)
+// frontmatter whose body is the child's system prompt. It reads every contract's
+// format (the sessions contract's prompts, the delegate contract's agent-profiles, the task contract's flags)
 // and ours, and resolves a profile into how a child pi runs.
 package profiles
 
@@ -37,7 +37,7 @@ var ReadOnlyTools = []string{"read", "grep", "find", "ls"}
 var AllTools = []string{"read", "bash", "edit", "write", "grep", "find", "ls"}
 
 // DelegationTools are the parent-side tools of this project and of the
-// seeds; a child never gets one, whatever its profile says, so depth holds.
+// contracts; a child never gets one, whatever its profile says, so depth holds.
 var DelegationTools = []string{"subagent", "task", "delegate_to_subagents", "get_subagent_output", "get_subagent_session", "list_subagent_profiles"}
 
 var namePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
@@ -51,7 +51,7 @@ type Profile struct {
 	// Path is the file it was read from ("" for built-ins).
 	Path string `json:"path,omitempty"`
 	// SystemPrompt is the markdown body; ReplaceSystemPrompt says whether it
-	// replaces pi's own (seed 002's agent-profiles) or is appended to it.
+	// replaces pi's own (the delegate contract's agent-profiles) or is appended to it.
 	SystemPrompt        string `json:"-"`
 	ReplaceSystemPrompt bool   `json:"-"`
 
@@ -59,7 +59,7 @@ type Profile struct {
 	Model    string `json:"model,omitempty"`
 	Thinking string `json:"thinking,omitempty"`
 
-	// Tools is an allowlist (seed 002 tools, seed 000 approved/allowed);
+	// Tools is an allowlist (the delegate contract tools, the sessions contract approved/allowed);
 	// ExcludeTools a blacklist (excludeTools, denied_tools).
 	Tools        []string `json:"tools,omitempty"`
 	ExcludeTools []string `json:"excludeTools,omitempty"`
@@ -276,7 +276,7 @@ func (p *Profile) validate() error {
 	return p.validateExtraArgs()
 }
 
-// unsafeArg is the shell-injection check of seed 002's profiles reference.
+// unsafeArg is the shell-injection check of the delegate contract's profiles reference.
 var unsafeArg = regexp.MustCompile("^[\\s|&;$\\\\`!]|&&|\\|\\||;|>|<")
 
 var toolFlags = []string{"--tools", "-t", "--no-tools", "-nt"}
@@ -305,7 +305,7 @@ func (p *Profile) validateExtraArgs() error {
 	return nil
 }
 
-// seedError keeps a message the seeds define word for word, capital and full
+// seedError keeps a message the contracts define word for word, capital and full
 // stop included, which Go's error-string style would otherwise change.
 func seedError(format string, args ...any) error {
 	return errcode.New(errcode.InvalidInput, fmt.Sprintf(format, args...))

@@ -17,18 +17,18 @@ func TestParseFields(t *testing.T) {
 		src  string
 		want func(p *Profile) bool
 	}{
-		{"seed 000 whitelist", "---\nname: scout\ndescription: Fast recon\napproved_tools:\n  - read\n  - bash\n---\nSystem prompt.\n",
+		{"the sessions contract whitelist", "---\nname: scout\ndescription: Fast recon\napproved_tools:\n  - read\n  - bash\n---\nSystem prompt.\n",
 			func(p *Profile) bool {
 				return p.Name == "scout" && p.Description == "Fast recon" && reflect.DeepEqual(p.Tools, []string{"read", "bash"}) && p.SystemPrompt == "System prompt."
 			}},
-		{"seed 000 allowed_tools", "---\nname: a\nallowed_tools: [read]\n---\n", func(p *Profile) bool { return reflect.DeepEqual(p.Tools, []string{"read"}) }},
-		{"seed 000 blacklist", "---\nname: a\ndenied_tools: [bash, write]\n---\n", func(p *Profile) bool {
+		{"the sessions contract allowed_tools", "---\nname: a\nallowed_tools: [read]\n---\n", func(p *Profile) bool { return reflect.DeepEqual(p.Tools, []string{"read"}) }},
+		{"the sessions contract blacklist", "---\nname: a\ndenied_tools: [bash, write]\n---\n", func(p *Profile) bool {
 			return reflect.DeepEqual(p.ExcludeTools, []string{"bash", "write"}) && reflect.DeepEqual(p.GrantedTools(), []string{"read", "edit", "grep", "find", "ls"})
 		}},
-		{"seed 002 comma lists", "---\nname: r\ntools: read, bash ,grep\nextensions: /a.ts,/b.ts\nextraArgs: --verbose\n---\n", func(p *Profile) bool {
+		{"the delegate contract comma lists", "---\nname: r\ntools: read, bash ,grep\nextensions: /a.ts,/b.ts\nextraArgs: --verbose\n---\n", func(p *Profile) bool {
 			return reflect.DeepEqual(p.Tools, []string{"read", "bash", "grep"}) && reflect.DeepEqual(p.Extensions, []string{"/a.ts", "/b.ts"}) && reflect.DeepEqual(p.ExtraArgs, []string{"--verbose"})
 		}},
-		{"seed 002 model with provider and thinking", "---\nname: m\nmodel: Anthropic/claude-sonnet-4-5:high\n---\n", func(p *Profile) bool {
+		{"the delegate contract model with provider and thinking", "---\nname: m\nmodel: Anthropic/claude-sonnet-4-5:high\n---\n", func(p *Profile) bool {
 			return p.Provider == "anthropic" && p.Model == "claude-sonnet-4-5" && p.Thinking == "high"
 		}},
 		{"thinkingLevel wins over the suffix", "---\nname: m\nmodel: openai/gpt-5:low\nthinkingLevel: xhigh\n---\n", func(p *Profile) bool { return p.Thinking == "xhigh" }},
@@ -281,7 +281,7 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
-// TestDefaultPromptDirs: seed 000's prompts/ folders are the ones named in
+// TestDefaultPromptDirs: the sessions contract's prompts/ folders are the ones named in
 // $SUBAGENTS_PROMPT_DIRS, then the extension's prompts/ of the source tree
 // the binary runs from.
 func TestDefaultPromptDirs(t *testing.T) {

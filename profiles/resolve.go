@@ -12,7 +12,7 @@ import (
 	"github.com/durable-pi/subagents/internal/errcode"
 )
 
-// ParseModelOverride reads seed 001's `<provider>/<model>[:<thinking>]`,
+// ParseModelOverride reads the task contract's `<provider>/<model>[:<thinking>]`,
 // lowercasing the provider and checking the thinking level.
 func ParseModelOverride(s string) (provider, model, thinking string, err error) {
 	ref := strings.TrimSpace(s)
@@ -156,7 +156,7 @@ func fileExists(p string) bool {
 }
 
 // resolveSkills turns suggestedSkills into --skill paths and loadSkills into
-// system prompt text; an unknown name fails the task with seed 002's message.
+// system prompt text; an unknown name fails the task with the delegate contract's message.
 func resolveSkills(opts Options, p *Profile) (paths, loaded []string, err error) {
 	if len(p.SuggestedSkills) == 0 && len(p.LoadSkills) == 0 {
 		return nil, nil, nil

@@ -18,8 +18,8 @@ import (
 
 // ConfigFile is the settings file, in pi's config dir and, for the keys a
 // project may set, in the project's .pi folder: the "subagents" object the
-// seeds describe (seed 001's models and permissions, seed 002's limits,
-// seed 003's switches). The extension's own "extension" object sits beside
+// contracts describe (the task contract's models and permissions, the delegate contract's limits,
+// the SingleResult contract's switches). The extension's own "extension" object sits beside
 // it.
 const ConfigFile = "subagents.json"
 
@@ -39,20 +39,20 @@ type Config struct {
 	// turns single profiles off (SUBAGENT_DISABLED).
 	Disabled       bool
 	DisabledAgents map[string]bool
-	// ExtendTimeoutDebounce and LoopingToolCount are seed 002's limits of a
+	// ExtendTimeoutDebounce and LoopingToolCount are the delegate contract's limits of a
 	// child run; nil leaves the run's default.
 	ExtendTimeoutDebounce *int
 	LoopingToolCount      *int
 	// TaskMaxConcurrency is how many tasks of a batch run at once when the
 	// call says nothing (0: the tool's default).
 	TaskMaxConcurrency int
-	// TaskMaxEvents caps a task's event timeline (seed 001); nil leaves
+	// TaskMaxEvents caps a task's event timeline (the task contract); nil leaves
 	// the run's default.
 	TaskMaxEvents *int
 	// MaxRuntime is the hard ceiling of a turn in seconds, extensions
 	// included (nil: the timeout plus ten minutes).
 	MaxRuntime *int
-	// AllowWrite lets the subagent tool (seeds 003/004) run a profile that
+	// AllowWrite lets the subagent tool (the SingleResult contract) run a profile that
 	// can edit or write files; without it that tool runs read-only ones.
 	AllowWrite bool
 }
@@ -64,16 +64,16 @@ type Config struct {
 // profiles may run; a project may only make runs stricter or slower.
 type setting struct {
 	key, env string
-	// alias is the seed's own variable, read when env is unset.
+	// alias is the contract's own variable, read when env is unset.
 	alias   string
 	project bool
 	apply   func(c *Config, v any, from string) error
 }
 
-// Bounds of the numeric settings, as the seeds give them.
+// Bounds of the numeric settings, as the contracts give them.
 const (
-	maxExtendTimeoutDebounce = 300 // seed 002: clamped to 0..300 seconds
-	maxLoopingToolCount      = 50  // seed 002: 0..50, 0 disables
+	maxExtendTimeoutDebounce = 300 // the delegate contract: clamped to 0..300 seconds
+	maxLoopingToolCount      = 50  // the delegate contract: 0..50, 0 disables
 	// MaxTaskConcurrency is the most tasks a batch runs at once (the
 	// delegation's own bound).
 	MaxTaskConcurrency = 16
@@ -115,7 +115,7 @@ var settings = []setting{
 		return err
 	}},
 	{"maxDepth", "SUBAGENTS_MAX_DEPTH", "", false, func(_ *Config, v any, from string) error {
-		// Seed 003's subagents.maxDepth, fixed at its default: a child runs
+		// The SingleResult contract's subagents.maxDepth, fixed at its default: a child runs
 		// without this extension, so it has no tool to delegate with.
 		n, err := asInt("maxDepth", v, from, math.MinInt, math.MaxInt)
 		if err == nil && n != 1 {

@@ -46,12 +46,12 @@ func TestSettingsPrecedence(t *testing.T) {
 			}
 		}},
 		{name: "max_runtime out of range", global: `{"subagents":{"max_runtime":0}}`, err: "max_runtime must be 1 to 86400, not 0"},
-		{name: "seed 001's own variable", global: `{"subagents":{"taskMaxEvents":40}}`, env: map[string]string{"OHM_SUBAGENTS_TASK_MAX_EVENTS": "12"}, check: func(t *testing.T, c Config) {
+		{name: "the task contract's own variable", global: `{"subagents":{"taskMaxEvents":40}}`, env: map[string]string{"OHM_SUBAGENTS_TASK_MAX_EVENTS": "12"}, check: func(t *testing.T, c Config) {
 			if *c.TaskMaxEvents != 12 {
 				t.Fatalf("taskMaxEvents %d", *c.TaskMaxEvents)
 			}
 		}},
-		{name: "seed 002 clamps its limits", global: `{"subagents":{"extend_timeout_debounce":900,"looping_tool_count":-4}}`, check: func(t *testing.T, c Config) {
+		{name: "the delegate contract clamps its limits", global: `{"subagents":{"extend_timeout_debounce":900,"looping_tool_count":-4}}`, check: func(t *testing.T, c Config) {
 			if *c.ExtendTimeoutDebounce != 300 || *c.LoopingToolCount != 0 {
 				t.Fatalf("debounce %d, looping %d", *c.ExtendTimeoutDebounce, *c.LoopingToolCount)
 			}
@@ -110,7 +110,7 @@ func TestSettingsPrecedence(t *testing.T) {
 	}
 }
 
-// TestResolveAppliesSettings: the resolved child carries seed 002's limits
+// TestResolveAppliesSettings: the resolved child carries the delegate contract's limits
 // from the settings, and a disabled agent or feature fails its task alone.
 func TestResolveAppliesSettings(t *testing.T) {
 	agent, cwd := t.TempDir(), t.TempDir()
@@ -136,9 +136,9 @@ func TestResolveAppliesSettings(t *testing.T) {
 	}
 }
 
-// TestSubagentToolRunsReadOnlyAgents: seeds 003/004: through the subagent
+// TestSubagentToolRunsReadOnlyAgents: the SingleResult contract: through the subagent
 // tool a profile that can edit or write is refused unless allowWrite is set
-// in pi's config dir; the task tool keeps seed 001's writing worker.
+// in pi's config dir; the task tool keeps the task contract's writing worker.
 func TestSubagentToolRunsReadOnlyAgents(t *testing.T) {
 	agent, cwd := t.TempDir(), t.TempDir()
 	a := &Activities{AgentDir: agent}
@@ -170,7 +170,7 @@ func TestSubagentToolRunsReadOnlyAgents(t *testing.T) {
 	if e := resolve("implementer", "subagent"); e != nil {
 		t.Fatalf("allowWrite set: %+v", e)
 	}
-	// Seed 003's maxDepth stays at its default: children cannot delegate.
+	// The SingleResult contract's maxDepth stays at its default: children cannot delegate.
 	must(t, os.WriteFile(filepath.Join(agent, ConfigFile), []byte(`{"subagents":{"maxDepth":2}}`), 0o600))
 	if _, err := LoadConfig(agent, "", nil); !errcode.Is(err, errcode.InvalidInput) || !strings.Contains(err.Error(), "maxDepth must be 1 (a child has no tool to delegate with), not 2") {
 		t.Fatalf("maxDepth 2: %v", err)

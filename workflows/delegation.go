@@ -210,8 +210,8 @@ func (d *delegation) run(ctx workflow.Context) (api.DelegationStatus, error) {
 	return st, nil
 }
 
-// checkResumes validates every resume target before anything runs (seed
-// 002): one that does not exist or is still running fails the whole call.
+// checkResumes validates every resume target before anything runs (the delegate
+// contract): one that does not exist or is still running fails the whole call.
 func (d *delegation) checkResumes(ctx workflow.Context) error {
 	var ids []string
 	var idx []int

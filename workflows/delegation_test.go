@@ -170,7 +170,7 @@ func TestDelegationAllCompleted(t *testing.T) {
 	}
 }
 
-// TestDelegationRejectsItemsOnTheirOwn: seed 001's batch accounting: an
+// TestDelegationRejectsItemsOnTheirOwn: the task contract's batch accounting: an
 // item the caller rejected (an empty prompt) and one whose profile is
 // unknown fail alone, with their errors, while the valid item runs.
 func TestDelegationRejectsItemsOnTheirOwn(t *testing.T) {

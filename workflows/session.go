@@ -292,7 +292,7 @@ func (s *session) runTurn(ctx workflow.Context, req api.SendRequest) {
 			turn.State, turn.Error = stateOfError(err)
 			break
 		}
-		// A long answer cut to the output cap is still an answer (seed 004):
+		// A long answer cut to the output cap is still an answer (the SingleResult contract):
 		// the turn completes and carries the truncation notice.
 		truncated := res.Error != nil && res.Error.Code == errcode.OutputTruncated && res.OutputTruncated
 		if res.Error != nil && !truncated {

@@ -115,7 +115,7 @@ func run(n int, outPath string) error {
 	}
 	// finalize: false on both sides, so the direct pi run and the child do
 	// the same work: one model answer, no tool.
-	// Read-only tools on both sides too: the subagent tool (seeds 003/004)
+	// Read-only tools on both sides too: the subagent tool (the SingleResult contract)
 	// runs read-only agents only.
 	profile := "---\nname: bench\nmodel: " + scriptedmodel.ModelRef + "\nfinalize: false\ntools: " + strings.Join(profiles.ReadOnlyTools, ", ") + "\n---\nAnswer briefly.\n"
 	if err := os.WriteFile(filepath.Join(b.workDir, ".pi", "agents", "bench.md"), []byte(profile), 0o644); err != nil {

@@ -3,7 +3,7 @@
  * subagents worker. Loaded only into child runs (`-e` by the worker, with
  * PI_SUBAGENT_CHILD=1); a parent never sees this tool.
  *
- * Contract (seed 000):
+ * Contract (the sessions contract):
  * - status SUCCESS requires a non-empty `result`;
  * - status ERROR requires a non-empty `error` (`result` may hold partial findings);
  * - a violation is a tool error the model sees, so it can correct the call;

@@ -576,7 +576,7 @@ function subagentResult(env, agent, task) {
   const result = {
     agent,
     task,
-    // Seed 004: a failed execution has a non-zero exitCode, also when pi
+    // The SingleResult contract: a failed execution has a non-zero exitCode, also when pi
     // itself exited 0 (a provider error).
     exitCode: ok ? it.exit_code : it.exit_code || 1,
     usage: { ...ZERO_USAGE, ...it.usage },
@@ -1326,7 +1326,7 @@ function activate(pi, host) {
               tasks: [{ name: params.agent, prompt: params.task, profile: params.agent, cwd: ctx.cwd }],
               parent_session_id: delivery.delivering(ctx),
               deliver: true,
-              // Seeds 003/004: this tool runs read-only agents unless
+              // The SingleResult contract: this tool runs read-only agents unless
               // subagents.allowWrite is set.
               tool: "subagent"
             });

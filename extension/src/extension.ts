@@ -215,7 +215,7 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 
 	const progressOf = (env: Envelope) => ({ text: progressText(env, 3), details: { streaming: true, envelope: env } });
 
-	// --- subagent (seeds 000, 003, 004) ---
+	// --- subagent (the sessions and SingleResult contracts) ---
 	if (settings.tools.subagent) {
 		pi.registerTool({
 			name: "subagent",
@@ -227,7 +227,7 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 				try {
 					let started: Envelope;
 					if (params.sessionId) {
-						// A session goes on only with its own agent (seed 000):
+						// A session goes on only with its own agent (the sessions contract):
 						// another is refused with a message naming the right one.
 						started = await cli().call("send", [], [], {
 							task_id: params.sessionId,
@@ -241,7 +241,7 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 							tasks: [{ name: params.agent, prompt: params.task, profile: params.agent, cwd: ctx.cwd }],
 							parent_session_id: delivery.delivering(ctx),
 							deliver: true,
-							// Seeds 003/004: this tool runs read-only agents unless
+							// The SingleResult contract: this tool runs read-only agents unless
 							// subagents.allowWrite is set.
 							tool: "subagent",
 						});
@@ -250,7 +250,7 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 					const r = subagentResult(env, params.agent, params.task);
 					return text(r.text, r.details);
 				} catch (e) {
-					// Seed 004: failures come back as a result with details.error.
+					// The SingleResult contract: failures come back as a result with details.error.
 					const err = codeOf(e);
 					return text(err.message, { mode: "single", results: [], error: { code: err.code, message: err.message } });
 				}
@@ -259,7 +259,7 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 		registered.add("subagent");
 	}
 
-	// --- task (seed 001) and primary profiles ---
+	// --- task (the task contract) and primary profiles ---
 	async function runTask(
 		op: string,
 		params: {
@@ -289,7 +289,7 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 					: [{ subagent_type: params.subagent_type ?? "", description: params.description, prompt: params.prompt ?? "", cwd: params.cwd }];
 				for (const t of list) {
 					// An empty prompt in a batch is that item's error alone
-					// (seed 001); the service rejects it and runs the others.
+					// (the task contract); the service rejects it and runs the others.
 					if (!t.subagent_type || (list.length === 1 && !t.prompt?.trim())) {
 						throw new SubagentsError("INVALID_INPUT", "start needs subagent_type and prompt for every task");
 					}
@@ -336,7 +336,7 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 			body = `Started ${items(env).length} task(s) in the background: ${items(env).map((it) => it.task_id).join(", ")}. Their results are delivered into this session when they finish; task op:"status" or op:"wait" with a task_id looks at them now.`;
 		}
 		if (op === "wait" && (env.wait_status === "timeout" || env.wait_status === "aborted")) {
-			// Seed 001 makes an unfinished wait an explicit error; the
+			// The task contract makes an unfinished wait an explicit error; the
 			// tasks' state is in the details all the same.
 			const code = env.wait_status === "timeout" ? "task_wait_timeout" : "task_wait_aborted";
 			const message = env.wait_status === "timeout" ? "the task is still running: wait again, or look with op \"status\"" : "waiting was aborted (the task goes on)";
@@ -351,7 +351,7 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 
 	function taskError(op: string, e: unknown, signal?: AbortSignal) {
 		let err = codeOf(e);
-		// A wait the caller's turn aborted is seed 001's task_wait_aborted,
+		// A wait the caller's turn aborted is the task contract's task_wait_aborted,
 		// whatever the connection said on its way down.
 		if (op === "wait" && signal?.aborted) err = { code: "CANCELLED", message: "waiting was aborted (the task goes on)", category: "runtime" };
 		const seed = taskErrorCode(op, err.code);
@@ -465,7 +465,7 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 		}
 	}
 
-	// --- delegate_to_subagents and friends (seed 002) ---
+	// --- delegate_to_subagents and friends (the delegate contract) ---
 	if (settings.tools.delegate) {
 		pi.registerTool({
 			name: "delegate_to_subagents",
@@ -499,7 +499,7 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 			},
 		});
 
-		// Seed 002's truncating renderer of the retrieval tools.
+		// The delegate contract's truncating renderer of the retrieval tools.
 		const truncating = (result: { content: Array<{ type: string; text?: string }>; details?: unknown }, expanded: boolean, theme: Style) => {
 			if (!tui) throw new Error("the TUI module is still loading");
 			const maxLines = (result.details as { maxLines?: number } | undefined)?.maxLines ?? settings.maxLinesPerWindow;

@@ -1,7 +1,7 @@
-// Pure formatting of `subagents --json` envelopes into the seeds' tool
+// Pure formatting of `subagents --json` envelopes into the contracts' tool
 // results. Nothing here imports pi, so `node --test` can check it alone.
 
-/** Usage as the envelopes and seed 004 carry it. */
+/** Usage as the envelopes and the SingleResult contract carry it. */
 export interface Usage {
 	input: number;
 	output: number;
@@ -34,7 +34,7 @@ export interface Item {
 	agent: string;
 	status: string;
 	session_state?: string;
-	/** A cancel's answer for the ID this item came from (seed 001). */
+	/** A cancel's answer for the ID this item came from (the task contract). */
 	cancel_applied?: boolean;
 	prior_status?: string;
 	done: boolean;
@@ -147,21 +147,21 @@ export function itemText(it: Item): string {
 }
 
 /**
- * Seed 004 names an unknown profile "agent"; the delegation reports seed
- * 002's "Unknown profile" text. The subagent tool speaks seed 004.
+ * The SingleResult contract names an unknown profile "agent"; the delegation reports the delegate
+ * contract's "Unknown profile" text. The subagent tool speaks the SingleResult contract.
  */
 export function agentErrorMessage(message: string): string {
 	const m = /^Unknown profile: "([^"]*)"\. Available profiles: (.*)$/s.exec(message);
 	return m ? `Unknown agent: ${m[1]}. Available agents: ${m[2]}` : message;
 }
 
-/** details.runId: seed 004's 8-character id prefix, of the delegation. */
+/** details.runId: the SingleResult contract's 8-character id prefix, of the delegation. */
 export function runId(env: Envelope): string | undefined {
 	const id = env.delegation_id?.replace(/^delegation-/, "");
 	return id ? id.slice(0, 8) : undefined;
 }
 
-/** displayItems of seed 004: the tool calls, then the answer. */
+/** displayItems of the SingleResult contract: the tool calls, then the answer. */
 export function displayItems(it: Item): Array<{ type: "text"; text: string } | { type: "toolCall"; name: string; args: Record<string, unknown> }> {
 	const out: Array<{ type: "text"; text: string } | { type: "toolCall"; name: string; args: Record<string, unknown> }> = [];
 	for (const row of it.tool_rows ?? []) {
@@ -178,7 +178,7 @@ export function displayItems(it: Item): Array<{ type: "text"; text: string } | {
 	return out;
 }
 
-/** The `subagent` tool's result (seeds 000 and 004). */
+/** The `subagent` tool's result (the sessions and SingleResult contracts). */
 export function subagentResult(env: Envelope, agent: string, task: string) {
 	const it = items(env)[0];
 	if (!it) {
@@ -192,7 +192,7 @@ export function subagentResult(env: Envelope, agent: string, task: string) {
 	const result = {
 		agent,
 		task,
-		// Seed 004: a failed execution has a non-zero exitCode, also when pi
+		// The SingleResult contract: a failed execution has a non-zero exitCode, also when pi
 		// itself exited 0 (a provider error).
 		exitCode: ok ? it.exit_code : it.exit_code || 1,
 		usage: { ...ZERO_USAGE, ...it.usage },
@@ -217,7 +217,7 @@ export function subagentResult(env: Envelope, agent: string, task: string) {
 	return { text, details };
 }
 
-/** Seed 002's summary line of one task. */
+/** The delegate contract's summary line of one task. */
 export function summaryLine(it: Item): string {
 	if (!it.done) return `… ${it.name ?? it.task_id}: ${it.status} (session: ${it.task_id})`;
 	if (it.status === "completed" && it.finalize?.status !== "ERROR") return `✓ ${it.name ?? it.task_id}: completed (session: ${it.task_id})`;
@@ -225,7 +225,7 @@ export function summaryLine(it: Item): string {
 	return `✗ ${it.name ?? it.task_id}: error — ${msg} (session: ${it.task_id})`;
 }
 
-/** Seed 002's global status header. */
+/** The delegate contract's global status header. */
 export function statusHeader(list: Item[]): string {
 	return statusLine(list.map(windowStatus));
 }
@@ -271,7 +271,7 @@ function seconds(ms: number): number {
 	return Math.floor(ms / 1000);
 }
 
-/** Seed 002's condensed window header of one task. */
+/** The delegate contract's condensed window header of one task. */
 export function windowHeader(it: Item): string {
 	return windowTitle(windowOf(it), plain);
 }
@@ -291,7 +291,7 @@ export function progressText(env: Envelope, maxLines = 3): string {
 	return lines.join("\n");
 }
 
-/** A tool row, with seed 002's condensed ls and find. */
+/** A tool row, with the delegate contract's condensed ls and find. */
 export function toolRowText(row: ToolRow): string {
 	let args: Record<string, unknown> = {};
 	try {
@@ -310,7 +310,7 @@ export function oneLine(s: string, n: number): string {
 	return flat.length > n ? `${flat.slice(0, n - 1)}…` : flat;
 }
 
-/** delegate_to_subagents' result (seed 002). */
+/** delegate_to_subagents' result (the delegate contract). */
 export function delegateResult(env: Envelope, maxLines = 10) {
 	const list = items(env);
 	const text = list.map(summaryLine).join("\n");
@@ -332,7 +332,7 @@ export function delegateResult(env: Envelope, maxLines = 10) {
 	return { text, details };
 }
 
-/** Seed 001's task tree of one task, as the task tool prints it. */
+/** The task contract's task tree of one task, as the task tool prints it. */
 export function taskTree(it: Item, prompt?: string): string {
 	const icon = !it.done ? "⠋" : succeeded(it) ? "✓" : "✕";
 	const title = `${capitalize(it.agent)} · ${it.description ?? it.name ?? it.task_id}`;
@@ -354,7 +354,7 @@ function capitalize(s: string): string {
 	return s ? s[0].toUpperCase() + s.slice(1) : s;
 }
 
-/** Seed 001's envelope fields for one task item. */
+/** The task contract's envelope fields for one task item. */
 export function taskItem(it: Item, invocation: string) {
 	return {
 		task_id: it.task_id,
@@ -388,7 +388,7 @@ export function taskItem(it: Item, invocation: string) {
 }
 
 /**
- * Seed 001's code for a failure of the task tool, where that seed names
+ * The task contract's code for a failure of the task tool, where that contract names
  * one (README: "The task tool's error codes"); else the unified code.
  */
 export function taskErrorCode(op: string, code: string): { code: string; category?: string } {
@@ -404,7 +404,7 @@ export function taskErrorCode(op: string, code: string): { code: string; categor
 	}
 }
 
-/** The task tool's details (seed 001, contract task.v1). */
+/** The task tool's details (the task contract, contract task.v1). */
 export function taskDetails(op: string, env: Envelope, invocation: string) {
 	const list = items(env);
 	const first = list[0];
@@ -452,17 +452,17 @@ export function deliveryText(env: Envelope): string {
 	return lines.join("\n");
 }
 
-/** Seed 002's empty profile list text. */
+/** The delegate contract's empty profile list text. */
 export const NO_PROFILES_TEXT = "No subagent profiles found. Add .md files to ~/.pi/agent/agent-profiles/ or .pi/agent-profiles/.";
 
-/** Seed 002's not-found text of get_subagent_output and get_subagent_session. */
+/** The delegate contract's not-found text of get_subagent_output and get_subagent_session. */
 export function sessionNotFound(id: string): string {
 	return `Session "${id}" not found. The session may have expired or the ID is incorrect.`;
 }
 
 /**
  * A primary profile's tool name: its ID in [a-z0-9_], suffixed when it
- * collides with a tool that exists (seed 001: deterministic collision
+ * collides with a tool that exists (the task contract: deterministic collision
  * handling).
  */
 export function primaryToolName(profile: string, taken: Set<string>): string {
@@ -473,7 +473,7 @@ export function primaryToolName(profile: string, taken: Set<string>): string {
 	return name;
 }
 
-/** Seed 001's primary-tool prompt: the ask, then Context: and Files: blocks. */
+/** The task contract's primary-tool prompt: the ask, then Context: and Files: blocks. */
 export function primaryPrompt(ask: string, context?: string, files?: string[]): string {
 	const parts = [ask.trim()];
 	if (context?.trim()) parts.push(`Context:\n${context.trim()}`);
@@ -514,7 +514,7 @@ export interface Window {
 }
 
 /**
- * Seed 002's rendering of delegate_to_subagents: the status header, one
+ * The delegate contract's rendering of delegate_to_subagents: the status header, one
  * window per task with its condensed header and, collapsed, its latest
  * maxLines lines ("... (N more lines)" above them), expanded all of them;
  * the error beneath; the session IDs once every task is done.
@@ -534,7 +534,7 @@ export function renderDelegation(windows: Window[], opts: { expanded: boolean; m
 }
 
 /**
- * Seed 002's truncating renderer (get_subagent_output, get_subagent_session):
+ * The delegate contract's truncating renderer (get_subagent_output, get_subagent_session):
  * the first maxLines lines and "... (N more lines)"; expanded, all of them.
  * The model gets the whole text either way.
  */

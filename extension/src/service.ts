@@ -122,7 +122,7 @@ function onPath(name: string, env: NodeJS.ProcessEnv): string | undefined {
 	return undefined;
 }
 
-/** This extension's prompts/ folder: seed 000's profiles, beside the extension. */
+/** This extension's prompts/ folder: the sessions contract's profiles, beside the extension. */
 export function ownPromptsDir(): string {
 	return join(dirname(fileURLToPath(import.meta.url)), "..", "prompts");
 }

@@ -8,13 +8,13 @@ import { type LocalService, SubagentsError } from "./cli.ts";
 import { DEFAULT_ADDRESS, dataDir, isLocal } from "./service.ts";
 
 export interface ToolFamilies {
-	/** subagent (seeds 000, 003, 004) */
+	/** subagent (the sessions and SingleResult contracts) */
 	subagent: boolean;
-	/** task (seed 001) */
+	/** task (the task contract) */
 	task: boolean;
-	/** delegate_to_subagents, get_subagent_output, get_subagent_session, list_subagent_profiles (seed 002) */
+	/** delegate_to_subagents, get_subagent_output, get_subagent_session, list_subagent_profiles (the delegate contract) */
 	delegate: boolean;
-	/** a direct tool per primary profile (seed 001) */
+	/** a direct tool per primary profile (the task contract) */
 	primary: boolean;
 }
 
@@ -30,7 +30,7 @@ export interface Settings {
 	namespace?: string;
 	taskQueue?: string;
 	tools: ToolFamilies;
-	/** Lines per task in the live progress (seed 002's maxLinesPerWindow). */
+	/** Lines per task in the live progress (the delegate contract's maxLinesPerWindow). */
 	maxLinesPerWindow: number;
 }
 
@@ -82,7 +82,7 @@ export function loadSettings(cwd: string, env: NodeJS.ProcessEnv = process.env):
 	};
 }
 
-/** Seed 002's maxLinesPerWindow: 10 unless set, a whole number 1 to 1000. */
+/** The delegate contract's maxLinesPerWindow: 10 unless set, a whole number 1 to 1000. */
 function linesPerWindow(v: unknown): number {
 	if (v === undefined || v === "") return 10;
 	const n = typeof v === "string" ? Number(v) : v;

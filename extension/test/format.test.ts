@@ -48,7 +48,7 @@ function envelope(items: Item[], over: Partial<Envelope> = {}): Envelope {
 	return { contract_version: "subagents.v1", op: "wait", backend: "temporal", delegation_id: "delegation-1a2b3c4d-ffff", done: true, items, ...over };
 }
 
-test("subagent result: seed 000 header and seed 004 details", () => {
+test("subagent result: the sessions contract header and the SingleResult contract details", () => {
 	const r = subagentResult(envelope([item({ finalize: { status: "SUCCESS", result: "found it" }, tool_rows: [{ id: "c", name: "read", args: '{"path":"a.go"}', status: "ok" }] })]), "scout", "find");
 	assert.equal(r.text, "**Status:** SUCCESS\n**Session ID:** `5b1c0f4e-0000-4000-8000-000000000001`\n\n---\n\nfound it");
 	assert.equal(r.details.mode, "single");
@@ -62,7 +62,7 @@ test("subagent result: seed 000 header and seed 004 details", () => {
 	assert.deepEqual(r.details.delegationIds, ["delegation-1a2b3c4d-ffff"]);
 });
 
-test("subagent result: failures keep the header, an unknown agent is seed 004's text", () => {
+test("subagent result: failures keep the header, an unknown agent is the SingleResult contract's text", () => {
 	const failed = subagentResult(
 		envelope([item({ status: "timed_out", output: "half", error: { code: "SUBAGENT_TIMEOUT", message: "Timed out after 600s. Consider resuming with a longer timeout." } })]),
 		"scout",
@@ -84,7 +84,7 @@ test("subagent result: failures keep the header, an unknown agent is seed 004's 
 	assert.equal(agentErrorMessage("other"), "other");
 });
 
-test("delegate summary lines (seed 002)", () => {
+test("delegate summary lines (the delegate contract)", () => {
 	const env = envelope([
 		item({ name: "build-assets", task_id: "a3f7" }),
 		item({ name: "run-tests", task_id: "f4e1", status: "timed_out", error: { code: "SUBAGENT_TIMEOUT", message: "Timed out after 300s. Consider resuming with a longer timeout." } }),
@@ -121,7 +121,7 @@ test("progress text: status header and condensed windows", () => {
 	);
 });
 
-test("task details carry seed 001's envelope fields", () => {
+test("task details carry the task contract's envelope fields", () => {
 	const d = taskDetails("wait", envelope([item({ output_truncated: true, output_total_chars: 9000, output_returned_chars: 8000 })], { wait_status: "completed" }), "primary-tool");
 	assert.equal(d.contract_version, "task.v1");
 	assert.equal(d.invocation, "primary-tool");
@@ -153,7 +153,7 @@ test("a cancel of several ids keeps each item's cancel_applied and prior_status 
 	);
 });
 
-test("the task tool speaks seed 001's error codes where that seed names one, and keeps the unified code", () => {
+test("the task tool speaks the task contract's error codes where that contract names one, and keeps the unified code", () => {
 	const cases: Array<[string, string, string, string | undefined]> = [
 		["start", "PERMISSION_DENIED", "task_permission_denied", "permission"],
 		["status", "SESSION_NOT_FOUND", "task_expired", "not_found"],
@@ -195,7 +195,7 @@ test("delivered IDs come from tool results and delivery messages", () => {
 const tagged = { fg: (color: string, s: string) => `<${color}>${s}</${color}>`, bold: (s: string) => `<b>${s}</b>` };
 const plain = { fg: (_c: string, s: string) => s, bold: (s: string) => s };
 
-test("delegate_to_subagents renders seed 002's windows: collapsed, expanded, the original timeout", () => {
+test("delegate_to_subagents renders the delegate contract's windows: collapsed, expanded, the original timeout", () => {
 	const windows = [
 		{
 			name: "scan",

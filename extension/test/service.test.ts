@@ -98,7 +98,7 @@ test("a start that loses the data dir to another service waits for that one, wha
 	await assert.rejects(startService({ bin: broken, address: "127.0.0.1:7233", dir: other, env: process.env }), /exited 2: subagents: database is corrupt$/);
 });
 
-test("the service the extension starts reads seed 000's prompts/ beside the extension", async () => {
+test("the service the extension starts reads the sessions contract's prompts/ beside the extension", async () => {
 	const { ownPromptsDir, withOwnPrompts } = await import("../src/service.ts");
 	assert.match(ownPromptsDir(), /extension[/\\]src[/\\]\.\.[/\\]prompts$|extension[/\\]prompts$/);
 	assert.equal(withOwnPrompts({}).SUBAGENTS_PROMPT_DIRS, ownPromptsDir());

@@ -14,7 +14,7 @@ import (
 // Code is a stable, machine-readable error code.
 type Code string
 
-// The codes of the seeds, then ours. Keep in step with the README.
+// The codes of the contracts (README "The contracts"), then ours. Keep in step with the README.
 const (
 	InvalidInput       Code = "INVALID_INPUT"
 	SubagentsDisabled  Code = "SUBAGENTS_DISABLED"
