@@ -25,14 +25,14 @@ const (
 // TaskSpec is one task of a delegation (the delegate contract's task object; `agent` is
 // the sessions contract's name for `profile`).
 type TaskSpec struct {
-	Name    string     `json:"name"`
-	Prompt  string     `json:"prompt"`
-	Profile string     `json:"profile,omitempty"`
-	Agent   string     `json:"agent,omitempty"`
-	Cwd     string     `json:"cwd"`
-	Timeout int        `json:"timeout,omitempty"`
-	Files   []FileSpec `json:"files,omitempty"`
-	Model   string     `json:"model,omitempty"`
+	Name           string     `json:"name"`
+	Prompt         string     `json:"prompt"`
+	Profile        string     `json:"profile,omitempty"`
+	Agent          string     `json:"agent,omitempty"`
+	Cwd            string     `json:"cwd"`
+	TimeoutSeconds int        `json:"timeout,omitempty"`
+	Files          []FileSpec `json:"files,omitempty"`
+	Model          string     `json:"model,omitempty"`
 	// Resume continues an earlier session (its ID) instead of starting one:
 	// the same pi session file, so the child keeps its context.
 	Resume string `json:"resume,omitempty"`
@@ -166,7 +166,7 @@ func ValidateTask(i int, t TaskSpec) error {
 		return errcode.Errorf(errcode.InvalidInput, "tasks[%d]: name must not be empty", i)
 	case strings.TrimSpace(t.Prompt) == "":
 		return errcode.Errorf(errcode.InvalidInput, "tasks[%d] (%s): prompt must not be empty", i, t.Name)
-	case t.Timeout < 0:
+	case t.TimeoutSeconds < 0:
 		return errcode.Errorf(errcode.InvalidInput, "tasks[%d] (%s): timeout must be at least 1 second", i, t.Name)
 	case t.Profile != "" && t.Agent != "" && t.Profile != t.Agent:
 		return errcode.Errorf(errcode.InvalidInput, "tasks[%d] (%s): agent %q and profile %q disagree", i, t.Name, t.Agent, t.Profile)

@@ -27,13 +27,9 @@ type SessionInput struct {
 	Files           []FileSpec `json:"files,omitempty"`
 	Name            string     `json:"name,omitempty"`
 	ParentSessionID string     `json:"parentSessionId,omitempty"`
-	// Model is provider/id, for callers that set nothing else of Child.
-	Model string `json:"model,omitempty"`
 	// Host pins the child runs to the workers of that host (HostQueue):
 	// the one that sees Cwd and keeps the session file. Empty: any worker.
 	Host string `json:"host,omitempty"`
-	// TimeoutSeconds bounds one turn; 0 means the default (600 s).
-	TimeoutSeconds int `json:"timeoutSeconds,omitempty"`
 	// Child is the resolved profile: how every turn's pi runs. Its session,
 	// agent, cwd, prompt, files and turn are filled in per turn.
 	Child RunPiInput `json:"child"`

@@ -275,7 +275,7 @@ func (cmd *command) startFlags(fs *flag.FlagSet) func(context.Context, *client.C
 				return errcode.New(errcode.InvalidInput, "a prompt is required: subagents "+cmd.verb+" [flags] PROMPT, or --input FILE")
 			}
 			req = client.StartRequest{Tasks: []api.TaskSpec{{
-				Name: name, Description: desc, Prompt: prompt, Profile: agent, Cwd: absPath(cwd), Timeout: int(timeout / time.Second),
+				Name: name, Description: desc, Prompt: prompt, Profile: agent, Cwd: absPath(cwd), TimeoutSeconds: int(timeout / time.Second),
 				Model: model, Resume: resume, Files: files,
 			}}, ParentSessionID: parent, Deliver: deliver, MaxConcurrency: concurrency}
 		}

@@ -34,7 +34,7 @@ func (e *env) sessionInput(prompt string) api.SessionInput {
 		Agent:          "smoke",
 		Prompt:         prompt,
 		Cwd:            e.workDir,
-		Model:          scriptedmodel.ModelRef,
+		Child:          api.RunPiInput{Model: scriptedmodel.ModelRef},
 		IdleTTLSeconds: -1,
 	}
 }

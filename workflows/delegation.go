@@ -255,7 +255,7 @@ func (d *delegation) checkResumes(ctx workflow.Context) error {
 func (d *delegation) resolve(ctx workflow.Context) ([]profiles.ResolvedTask, error) {
 	req := profiles.ResolveRequest{}
 	for i, t := range d.in.Tasks {
-		req.Tasks = append(req.Tasks, profiles.ResolveTask{Profile: d.tasks[i].Profile, Cwd: t.Cwd, Model: t.Model, TimeoutSeconds: t.Timeout, Tool: d.in.Tool})
+		req.Tasks = append(req.Tasks, profiles.ResolveTask{Profile: d.tasks[i].Profile, Cwd: t.Cwd, Model: t.Model, TimeoutSeconds: t.TimeoutSeconds, Tool: d.in.Tool})
 	}
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		// Project profiles live under the tasks' cwds: read them there.

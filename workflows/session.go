@@ -3,7 +3,6 @@
 package workflows
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -177,7 +176,7 @@ func (s *session) status() api.SessionStatus {
 		SessionID: s.in.SessionID, Agent: s.in.Agent, State: s.state,
 		Turn: s.turn, Accepted: s.accepted, Attempt: s.attempt, Usage: s.usage, LastTurn: s.last,
 		TurnStarted: s.started, TimeoutSeconds: s.timeoutSeconds(),
-		Model: s.model(), Thinking: s.in.Child.Thinking, Cwd: s.in.Cwd, Name: s.in.Name, Host: s.in.Host,
+		Model: s.in.Child.Model, Thinking: s.in.Child.Thinking, Cwd: s.in.Cwd, Name: s.in.Name, Host: s.in.Host,
 		Runs: append([]api.RunMark(nil), s.runs...),
 	}
 	if s.last != nil {
@@ -186,20 +185,11 @@ func (s *session) status() api.SessionStatus {
 	return st
 }
 
-// model is the child's provider/id: the profile's, else the task's.
-func (s *session) model() string {
-	if s.in.Child.Model != "" {
-		return s.in.Child.Model
-	}
-	return s.in.Model
-}
-
 // timeoutSeconds is a turn's timeout: the resolved child's (the task's,
-// else its profile's: profiles.Resolve), else the session input's, else the
-// default RunPiInput.Timeout applies.
+// else its profile's: profiles.Resolve), else the default
+// (RunPiInput.Timeout, the one place it is applied).
 func (s *session) timeoutSeconds() int {
-	child := api.RunPiInput{TimeoutSeconds: cmp.Or(s.in.Child.TimeoutSeconds, s.in.TimeoutSeconds)}
-	return int(child.Timeout() / time.Second)
+	return int(s.in.Child.Timeout() / time.Second)
 }
 
 func (s *session) result() api.SessionResult {
@@ -362,9 +352,6 @@ func (s *session) runChild(ctx workflow.Context, prompt string, files []api.File
 	child := s.in.Child
 	child.SessionID, child.Agent, child.Cwd = s.in.SessionID, s.in.Agent, s.in.Cwd
 	child.Prompt, child.Files, child.Turn = prompt, files, s.turn
-	if child.Model == "" {
-		child.Model = s.in.Model
-	}
 	child.TimeoutSeconds = s.timeoutSeconds()
 	runCtx, cancel := workflow.WithCancel(ctx)
 	s.cancelRun = cancel
