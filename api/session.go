@@ -59,17 +59,17 @@ type SessionCarry struct {
 	Runs     []RunMark     `json:"runs,omitempty"`
 }
 
-// TurnResult is one turn of a session: its last attempt's result, and the
-// usage of all its attempts.
+// TurnResult is one turn of a session: its last child run's result, and
+// the usage of all its child runs.
 type TurnResult struct {
 	Turn  int   `json:"turn"`
 	State State `json:"state"`
-	// Attempts is the number of child runs of this turn: 1 plus the
-	// finalize retries it needed.
-	Attempts int           `json:"attempts"`
-	Usage    Usage         `json:"usage"`
-	Result   RunPiResult   `json:"result"`
-	Error    *errcode.Info `json:"error,omitempty"`
+	// ChildRuns is the number of child runs of this turn: 1 plus the
+	// finalize retries it needed (README's glossary; "attempts" on the wire).
+	ChildRuns int           `json:"attempts"`
+	Usage     Usage         `json:"usage"`
+	Result    RunPiResult   `json:"result"`
+	Error     *errcode.Info `json:"error,omitempty"`
 }
 
 // SessionStatus answers StatusQuery and WaitUpdate.
@@ -80,8 +80,9 @@ type SessionStatus struct {
 	// Turn is the running (or last) turn; Accepted the last turn queued.
 	Turn     int `json:"turn"`
 	Accepted int `json:"accepted"`
-	// Attempt is the child run within the turn (finalize retries).
-	Attempt int `json:"attempt"`
+	// ChildRun numbers the turn's child runs from 1 (a finalize retry is
+	// the next one; "attempt" on the wire).
+	ChildRun int `json:"attempt"`
 	// TurnStarted is when the running (or last) turn started; with
 	// TimeoutSeconds it gives a turn's elapsed time against its timeout.
 	TurnStarted    time.Time     `json:"turnStarted,omitempty"`

@@ -47,7 +47,7 @@ func TestListQuery(t *testing.T) {
 }
 
 func TestSessionEnvelopeStates(t *testing.T) {
-	turn := &api.TurnResult{Turn: 1, State: api.StateCompleted, Attempts: 1,
+	turn := &api.TurnResult{Turn: 1, State: api.StateCompleted, ChildRuns: 1,
 		Result: api.RunPiResult{Output: "found it", OutputTotalChars: 8, OutputReturnedChars: 8, ToolCalls: 2, DurationMS: 1500}}
 	started := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
 	c := &Client{UIURL: "http://127.0.0.1:8233", Now: func() time.Time { return started.Add(90 * time.Second) }}

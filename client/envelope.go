@@ -179,7 +179,7 @@ func (c *Client) delegationEnvelope(op string, st api.DelegationStatus, live map
 func (c *Client) sessionEnvelope(op string, st api.SessionStatus, l *liveSession, open bool, name string) Envelope {
 	it := Item{
 		TaskID: st.SessionID, Name: cmp.Or(st.Name, name), Agent: api.AgentName(st.Agent),
-		SessionState: string(st.State), Turn: st.Turn, Attempts: st.Attempt, Thinking: st.Thinking,
+		SessionState: string(st.State), Turn: st.Turn, Attempts: st.ChildRun, Thinking: st.Thinking,
 		TimeoutSeconds: st.TimeoutSeconds, UIURL: c.uiLink(st.SessionID),
 	}
 	it.Provider, it.Model = splitModel(st.Model)
@@ -224,7 +224,7 @@ func sessionDone(st api.SessionStatus, open bool) bool {
 
 func fillTurn(it *Item, t *api.TurnResult) {
 	r := t.Result
-	it.Turn, it.Attempts, it.Usage = t.Turn, t.Attempts, t.Usage
+	it.Turn, it.Attempts, it.Usage = t.Turn, t.ChildRuns, t.Usage
 	it.Output, it.OutputTruncated, it.OutputTotalChars, it.OutputReturnedChars = r.Output, r.OutputTruncated, r.OutputTotalChars, r.OutputReturnedChars
 	it.OutputAvailable = r.Output != ""
 	it.Finalize, it.ExitCode, it.SessionFile, it.ArtifactFile = r.Finalize, r.ExitCode, r.SessionFile, r.ArtifactFile

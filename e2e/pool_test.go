@@ -76,7 +76,7 @@ func TestWarmPool(t *testing.T) {
 		t.Fatalf("the second task ran cold: %+v", w.PoolStats())
 	}
 	if warm.Result.Output != cold.Result.Output || warm.Result.ExitCode != 0 || warm.Result.Finalize == nil ||
-		warm.Result.Finalize.Status != "SUCCESS" || warm.Attempts != 1 || warm.Result.Usage != cold.Result.Usage ||
+		warm.Result.Finalize.Status != "SUCCESS" || warm.ChildRuns != 1 || warm.Result.Usage != cold.Result.Usage ||
 		warm.Result.EventCount != cold.Result.EventCount || timelineTypes(warm.Result) != timelineTypes(cold.Result) {
 		t.Fatalf("warm %+v\ncold %+v", warm.Result, cold.Result)
 	}
@@ -101,8 +101,8 @@ func TestWarmPool(t *testing.T) {
 	e.model.Script("pool-forgot", scriptedmodel.Step{Text: "Forgot to finalize."}, finalizeStep("fixed"))
 	resumed := w.PoolStats().Resumed
 	forgot := run(e.sessionInput("[[script:pool-forgot]] Answer."))
-	if forgot.Result.Output != "fixed" || forgot.Attempts != 2 || !forgot.Result.Warm {
-		t.Fatalf("finalize retry: attempts %d warm %v output %q", forgot.Attempts, forgot.Result.Warm, forgot.Result.Output)
+	if forgot.Result.Output != "fixed" || forgot.ChildRuns != 2 || !forgot.Result.Warm {
+		t.Fatalf("finalize retry: attempts %d warm %v output %q", forgot.ChildRuns, forgot.Result.Warm, forgot.Result.Output)
 	}
 	if got := w.PoolStats().Resumed; got != resumed+1 {
 		t.Fatalf("the corrective run did not go on in its child's process: resumed %d, was %d", got, resumed)

@@ -30,7 +30,7 @@ func TestForgottenFinalizeGetsFeedback(t *testing.T) {
 		t.Fatal(err)
 	}
 	turn := res.LastTurn
-	if turn.State != api.StateCompleted || turn.Attempts != 2 || turn.Result.Output != "42" || turn.Usage.Turns != 2 {
+	if turn.State != api.StateCompleted || turn.ChildRuns != 2 || turn.Result.Output != "42" || turn.Usage.Turns != 2 {
 		t.Fatalf("turn %+v", turn)
 	}
 	reqs := e.model.RequestsFor("forgot")

@@ -48,7 +48,7 @@ type session struct {
 	turn      int // the running or last turn
 	done      int // turns that have ended
 	accepted  int // turns queued so far
-	attempt   int
+	childRun  int // the turn's child run: 1, then one more per finalize retry
 	pending   []api.SendRequest
 	usage     api.Usage
 	last      *api.TurnResult
@@ -174,7 +174,7 @@ func (s *session) cancel() bool {
 func (s *session) status() api.SessionStatus {
 	st := api.SessionStatus{
 		SessionID: s.in.SessionID, Agent: s.in.Agent, State: s.state,
-		Turn: s.turn, Accepted: s.accepted, Attempt: s.attempt, Usage: s.usage, LastTurn: s.last,
+		Turn: s.turn, Accepted: s.accepted, ChildRun: s.childRun, Usage: s.usage, LastTurn: s.last,
 		TurnStarted: s.started, TimeoutSeconds: s.timeoutSeconds(),
 		Model: s.in.Child.Model, Thinking: s.in.Child.Thinking, Cwd: s.in.Cwd, Name: s.in.Name, Host: s.in.Host,
 		Runs: append([]api.RunMark(nil), s.runs...),
@@ -255,7 +255,7 @@ func (s *session) continueAsNew(ctx workflow.Context) (api.SessionResult, error)
 func (s *session) runTurn(ctx workflow.Context, req api.SendRequest) {
 	s.turn++
 	s.turnsRun++
-	s.attempt = 0
+	s.childRun = 0
 	s.started = workflow.Now(ctx)
 	s.setState(ctx, api.StateRunning)
 	agent := api.AgentName(s.in.Agent)
@@ -270,10 +270,10 @@ func (s *session) runTurn(ctx workflow.Context, req api.SendRequest) {
 	}
 	mark := &s.runs[len(s.runs)-1]
 	for {
-		s.attempt++
-		turn.Attempts = s.attempt
+		s.childRun++
+		turn.ChildRuns = s.childRun
 		res, err := s.runChild(ctx, prompt, files)
-		if s.attempt == 1 {
+		if s.childRun == 1 {
 			mark.FirstMessage = res.MessagesBefore
 		}
 		turn.Result = res
@@ -304,17 +304,17 @@ func (s *session) runTurn(ctx workflow.Context, req api.SendRequest) {
 			}
 			break
 		}
-		if s.attempt > s.maxRetries {
+		if s.childRun > s.maxRetries {
 			turn.State = api.StateFailed
 			turn.Error = errcode.NewInfo(errcode.FinalizeMissing,
-				fmt.Sprintf("The sub-agent ended without a valid subagent_finalize after %d attempts; its last output is returned as partial output.", s.attempt))
+				fmt.Sprintf("The sub-agent ended without a valid subagent_finalize after %d attempts; its last output is returned as partial output.", s.childRun))
 			break
 		}
 		prompt, files = CorrectiveFeedback(res), nil
 		countTurn(ctx, FinalizeRetriesMetric, map[string]string{"agent": agent})
 	}
 	countTurn(ctx, TasksFinishedMetric, map[string]string{"agent": agent, "status": string(turn.State)})
-	log.Info("turn ended", "session", s.in.SessionID, "agent", agent, "turn", s.turn, "state", turn.State, "attempts", turn.Attempts)
+	log.Info("turn ended", "session", s.in.SessionID, "agent", agent, "turn", s.turn, "state", turn.State, "attempts", turn.ChildRuns)
 	s.usage = s.usage.Add(turn.Usage)
 	s.last = turn
 	s.runs[len(s.runs)-1].State = string(turn.State)
@@ -359,8 +359,8 @@ func (s *session) runChild(ctx workflow.Context, prompt string, files []api.File
 	// The UI shows the summary beside each RunPi: which turn, and whether
 	// it is the corrective-feedback retry.
 	summary := fmt.Sprintf("turn %d: %s", s.turn, api.AgentName(s.in.Agent))
-	if s.attempt > 1 {
-		summary = fmt.Sprintf("turn %d: corrective feedback, run %d", s.turn, s.attempt)
+	if s.childRun > 1 {
+		summary = fmt.Sprintf("turn %d: corrective feedback, run %d", s.turn, s.childRun)
 	}
 	runCtx = workflow.WithActivityOptions(runCtx, workflow.ActivityOptions{
 		Summary:   summary,

@@ -103,8 +103,8 @@ func TestSessionFinalizeRetries(t *testing.T) {
 				t.Fatal(err)
 			}
 			turn := res.LastTurn
-			if res.State != tt.state || turn.State != tt.state || turn.Attempts != tt.attempts || turn.Result.Output != tt.output {
-				t.Fatalf("state %s/%s attempts %d output %q", res.State, turn.State, turn.Attempts, turn.Result.Output)
+			if res.State != tt.state || turn.State != tt.state || turn.ChildRuns != tt.attempts || turn.Result.Output != tt.output {
+				t.Fatalf("state %s/%s attempts %d output %q", res.State, turn.State, turn.ChildRuns, turn.Result.Output)
 			}
 			if (turn.Error == nil && tt.code != "") || (turn.Error != nil && turn.Error.Code != tt.code) {
 				t.Fatalf("error %+v, want %q", turn.Error, tt.code)
@@ -225,7 +225,7 @@ func TestSessionCancelSignal(t *testing.T) {
 	in := oneTurn("Long task.")
 	in.IdleTTLSeconds = 60
 	env.RegisterDelayedCallback(func() {
-		if st := queryStatus(t, env); st.State != api.StateRunning || st.Attempt != 1 {
+		if st := queryStatus(t, env); st.State != api.StateRunning || st.ChildRun != 1 {
 			t.Errorf("before cancel: %+v", st)
 		}
 		env.SignalWorkflow(api.CancelSignal, api.CancelRequest{Reason: "test"})
