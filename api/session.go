@@ -49,14 +49,18 @@ type SessionInput struct {
 	Version int `json:"version,omitempty"`
 }
 
-// SessionCarry is what a session's next run needs from the previous one.
+// SessionCarry is a session's durable state: the workflow keeps it as it
+// runs, and continue-as-new hands it to the next run as it is.
 type SessionCarry struct {
-	Turns    int           `json:"turns"`
+	// Ended counts the turns that have ended; Accepted the turns queued so
+	// far (Pending holds those not started yet).
+	Ended    int           `json:"turns"`
 	Accepted int           `json:"accepted"`
 	Usage    Usage         `json:"usage"`
 	LastTurn *TurnResult   `json:"lastTurn,omitempty"`
 	Pending  []SendRequest `json:"pending,omitempty"`
-	Runs     []RunMark     `json:"runs,omitempty"`
+	// Runs mark where each turn begins in the session file.
+	Runs []RunMark `json:"runs,omitempty"`
 }
 
 // TurnResult is one turn of a session: its last child run's result, and

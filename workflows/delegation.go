@@ -60,69 +60,98 @@ func newDelegation(ctx workflow.Context, in api.DelegationInput) (*delegation, e
 		}
 		d.tasks[i] = api.TaskResult{Index: i, Name: t.Name, SessionID: in.SessionIDs[i], Profile: p, State: api.StateQueued}
 	}
-	if err := workflow.SetQueryHandler(ctx, api.StatusQuery, func() (api.DelegationStatus, error) { return d.status(), nil }); err != nil {
+	if err := d.registerHandlers(ctx); err != nil {
 		return nil, err
 	}
-	if err := workflow.SetUpdateHandler(ctx, api.WaitUpdate, func(ctx workflow.Context, _ api.WaitRequest) (api.DelegationStatus, error) {
-		if err := workflow.Await(ctx, d.allDone); err != nil {
-			return api.DelegationStatus{}, err
-		}
-		return d.status(), nil
-	}); err != nil {
-		return nil, err
+	return d, nil
+}
+
+// registerHandlers sets the delegation's query, update and signal handlers
+// (api/messages.go names them); each is a method below.
+func (d *delegation) registerHandlers(ctx workflow.Context) error {
+	if err := workflow.SetQueryHandler(ctx, api.StatusQuery, d.onStatus); err != nil {
+		return err
 	}
-	if err := workflow.SetUpdateHandler(ctx, api.CancelUpdate, func(ctx workflow.Context, _ api.CancelRequest) (api.CancelResult, error) {
-		prior := d.status().State
-		applied := !d.allDone()
-		if applied {
-			d.cancelAll(ctx)
-		}
-		return api.CancelResult{CancelApplied: applied, PriorStatus: prior}, nil
-	}); err != nil {
-		return nil, err
+	if err := workflow.SetUpdateHandler(ctx, api.WaitUpdate, d.onWait); err != nil {
+		return err
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, api.AckUpdate,
-		func(ctx workflow.Context, _ api.AckRequest) (api.DelegationStatus, error) {
-			d.delivered = true
-			return d.status(), nil
-		},
-		workflow.UpdateHandlerOptions{Validator: func(api.AckRequest) error {
-			if !d.allDone() {
-				return temporal.NewApplicationError("the delegation has not finished: there is nothing to acknowledge yet", string(errcode.SessionRunning))
-			}
-			return nil
-		}},
-	); err != nil {
-		return nil, err
+	if err := workflow.SetUpdateHandler(ctx, api.CancelUpdate, d.onCancel); err != nil {
+		return err
 	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, api.AckUpdate, d.onAck,
+		workflow.UpdateHandlerOptions{Validator: d.validateAck}); err != nil {
+		return err
+	}
+	workflow.Go(ctx, d.receiveSignals)
+	return nil
+}
+
+// onStatus answers StatusQuery.
+func (d *delegation) onStatus() (api.DelegationStatus, error) { return d.status(), nil }
+
+// onWait answers WaitUpdate once every task has ended.
+func (d *delegation) onWait(ctx workflow.Context, _ api.WaitRequest) (api.DelegationStatus, error) {
+	if err := workflow.Await(ctx, d.allDone); err != nil {
+		return api.DelegationStatus{}, err
+	}
+	return d.status(), nil
+}
+
+// onCancel answers CancelUpdate: finished tasks keep their results, the
+// others are cancelled.
+func (d *delegation) onCancel(ctx workflow.Context, _ api.CancelRequest) (api.CancelResult, error) {
+	prior := d.status().State
+	applied := !d.allDone()
+	if applied {
+		d.cancelAll(ctx)
+	}
+	return api.CancelResult{CancelApplied: applied, PriorStatus: prior}, nil
+}
+
+// onAck answers AckUpdate: the parent has the results, the delegation may
+// complete.
+func (d *delegation) onAck(_ workflow.Context, _ api.AckRequest) (api.DelegationStatus, error) {
+	d.delivered = true
+	return d.status(), nil
+}
+
+// validateAck refuses an ack before every task has ended.
+func (d *delegation) validateAck(api.AckRequest) error {
+	if !d.allDone() {
+		return temporal.NewApplicationError("the delegation has not finished: there is nothing to acknowledge yet", string(errcode.SessionRunning))
+	}
+	return nil
+}
+
+// receiveSignals takes TaskDoneSignal from the sessions, and CancelSignal
+// and AckSignal (the answerless forms of the updates), for as long as the
+// run lasts.
+func (d *delegation) receiveSignals(ctx workflow.Context) {
 	done := workflow.GetSignalChannel(ctx, api.TaskDoneSignal)
 	cancels := workflow.GetSignalChannel(ctx, api.CancelSignal)
 	acks := workflow.GetSignalChannel(ctx, api.AckSignal)
-	workflow.Go(ctx, func(ctx workflow.Context) {
-		for {
-			sel := workflow.NewSelector(ctx)
-			sel.AddReceive(done, func(c workflow.ReceiveChannel, _ bool) {
-				var msg api.TaskDone
-				c.Receive(ctx, &msg)
-				d.finish(msg.Index, msg.Turn.State, &msg.Turn, msg.Turn.Error)
-			})
-			sel.AddReceive(cancels, func(c workflow.ReceiveChannel, _ bool) {
-				c.Receive(ctx, nil)
-				d.cancelAll(ctx)
-			})
-			sel.AddReceive(acks, func(c workflow.ReceiveChannel, _ bool) {
-				c.Receive(ctx, nil)
-				if d.allDone() {
-					d.delivered = true
-				}
-			})
-			sel.Select(ctx)
-			if ctx.Err() != nil {
-				return
+	for {
+		sel := workflow.NewSelector(ctx)
+		sel.AddReceive(done, func(c workflow.ReceiveChannel, _ bool) {
+			var msg api.TaskDone
+			c.Receive(ctx, &msg)
+			d.finish(msg.Index, msg.Turn.State, &msg.Turn, msg.Turn.Error)
+		})
+		sel.AddReceive(cancels, func(c workflow.ReceiveChannel, _ bool) {
+			c.Receive(ctx, nil)
+			d.cancelAll(ctx)
+		})
+		sel.AddReceive(acks, func(c workflow.ReceiveChannel, _ bool) {
+			c.Receive(ctx, nil)
+			if d.allDone() {
+				d.delivered = true
 			}
+		})
+		sel.Select(ctx)
+		if ctx.Err() != nil {
+			return
 		}
-	})
-	return d, nil
+	}
 }
 
 func (d *delegation) finish(i int, st api.State, turn *api.TurnResult, e *errcode.Info) {

@@ -39,23 +39,22 @@ func Session(ctx workflow.Context, in api.SessionInput) (api.SessionResult, erro
 	return s.run(ctx)
 }
 
+// session is one Session workflow run. Its durable state is one struct,
+// api.SessionCarry, which continue-as-new hands on as it is; the rest is
+// this run's.
 type session struct {
 	in         api.SessionInput
 	maxRetries int
 	idleTTL    time.Duration
 
+	api.SessionCarry
+
 	state     api.State
-	turn      int // the running or last turn
-	done      int // turns that have ended
-	accepted  int // turns queued so far
-	childRun  int // the turn's child run: 1, then one more per finalize retry
-	pending   []api.SendRequest
-	usage     api.Usage
-	last      *api.TurnResult
+	turn      int                 // the running or last turn
+	childRun  int                 // the turn's child run: 1, then one more per finalize retry
 	cancelRun workflow.CancelFunc // cancels the running child, when one runs
 	turnsRun  int                 // turns run since this run of the workflow started
 	started   time.Time           // when the running or last turn started
-	runs      []api.RunMark
 }
 
 func newSession(ctx workflow.Context, in api.SessionInput) (*session, error) {
@@ -78,68 +77,87 @@ func newSession(ctx workflow.Context, in api.SessionInput) (*session, error) {
 		}
 	}
 	if c := in.Carry; c != nil {
-		s.turn, s.done, s.accepted, s.usage, s.last = c.Turns, c.Turns, c.Accepted, c.Usage, c.LastTurn
-		s.pending, s.runs = c.Pending, c.Runs
+		s.SessionCarry, s.turn = *c, c.Ended
 	} else {
 		s.accept(api.SendRequest{Prompt: in.Prompt, Files: in.Files, NotifyWorkflowID: in.NotifyWorkflowID, NotifyIndex: in.NotifyIndex})
 	}
 
-	if err := workflow.SetQueryHandler(ctx, api.StatusQuery, func() (api.SessionStatus, error) {
-		return s.status(), nil
-	}); err != nil {
+	if err := s.registerHandlers(ctx); err != nil {
 		return nil, err
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, api.SendUpdate,
-		func(ctx workflow.Context, req api.SendRequest) (api.SendAccepted, error) {
-			return api.SendAccepted{Turn: s.accept(req)}, nil
-		},
-		workflow.UpdateHandlerOptions{Validator: validateSend},
-	); err != nil {
-		return nil, err
+	return s, nil
+}
+
+// registerHandlers sets the session's query, update and signal handlers
+// (api/messages.go names them); each is a method below.
+func (s *session) registerHandlers(ctx workflow.Context) error {
+	if err := workflow.SetQueryHandler(ctx, api.StatusQuery, s.onStatus); err != nil {
+		return err
 	}
-	if err := workflow.SetUpdateHandler(ctx, api.WaitUpdate,
-		func(ctx workflow.Context, req api.WaitRequest) (api.SessionStatus, error) {
-			target := req.Turn
-			if target <= 0 {
-				target = s.accepted
-			}
-			if err := workflow.Await(ctx, func() bool { return s.done >= target }); err != nil {
-				return api.SessionStatus{}, err
-			}
-			return s.status(), nil
-		},
-	); err != nil {
-		return nil, err
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, api.SendUpdate, s.onSend,
+		workflow.UpdateHandlerOptions{Validator: validateSend}); err != nil {
+		return err
 	}
-	if err := workflow.SetUpdateHandler(ctx, api.CancelUpdate, func(ctx workflow.Context, _ api.CancelRequest) (api.CancelResult, error) {
-		return api.CancelResult{CancelApplied: s.cancel(), PriorStatus: s.state}, nil
-	}); err != nil {
-		return nil, err
+	if err := workflow.SetUpdateHandler(ctx, api.WaitUpdate, s.onWait); err != nil {
+		return err
 	}
+	if err := workflow.SetUpdateHandler(ctx, api.CancelUpdate, s.onCancel); err != nil {
+		return err
+	}
+	workflow.Go(ctx, s.receiveSignals)
+	return nil
+}
+
+// onStatus answers StatusQuery.
+func (s *session) onStatus() (api.SessionStatus, error) { return s.status(), nil }
+
+// onSend answers SendUpdate: the turn the prompt will run as.
+func (s *session) onSend(_ workflow.Context, req api.SendRequest) (api.SendAccepted, error) {
+	return api.SendAccepted{Turn: s.accept(req)}, nil
+}
+
+// onWait answers WaitUpdate once the turn asked for (default: the last one
+// accepted) has ended.
+func (s *session) onWait(ctx workflow.Context, req api.WaitRequest) (api.SessionStatus, error) {
+	target := req.Turn
+	if target <= 0 {
+		target = s.Accepted
+	}
+	if err := workflow.Await(ctx, func() bool { return s.Ended >= target }); err != nil {
+		return api.SessionStatus{}, err
+	}
+	return s.status(), nil
+}
+
+// onCancel answers CancelUpdate: whether a running child was stopped.
+func (s *session) onCancel(_ workflow.Context, _ api.CancelRequest) (api.CancelResult, error) {
+	return api.CancelResult{CancelApplied: s.cancel(), PriorStatus: s.state}, nil
+}
+
+// receiveSignals takes SendSignal and CancelSignal, the answerless forms of
+// SendUpdate and CancelUpdate, for as long as the run lasts.
+func (s *session) receiveSignals(ctx workflow.Context) {
 	sends := workflow.GetSignalChannel(ctx, api.SendSignal)
 	cancels := workflow.GetSignalChannel(ctx, api.CancelSignal)
-	workflow.Go(ctx, func(ctx workflow.Context) {
-		for {
-			sel := workflow.NewSelector(ctx)
-			sel.AddReceive(sends, func(c workflow.ReceiveChannel, _ bool) {
-				var req api.SendRequest
-				c.Receive(ctx, &req)
-				if validateSend(req) == nil {
-					s.accept(req)
-				}
-			})
-			sel.AddReceive(cancels, func(c workflow.ReceiveChannel, _ bool) {
-				var req api.CancelRequest
-				c.Receive(ctx, &req)
-				_ = s.cancel()
-			})
-			sel.Select(ctx)
-			if ctx.Err() != nil {
-				return
+	for {
+		sel := workflow.NewSelector(ctx)
+		sel.AddReceive(sends, func(c workflow.ReceiveChannel, _ bool) {
+			var req api.SendRequest
+			c.Receive(ctx, &req)
+			if validateSend(req) == nil {
+				s.accept(req)
 			}
+		})
+		sel.AddReceive(cancels, func(c workflow.ReceiveChannel, _ bool) {
+			var req api.CancelRequest
+			c.Receive(ctx, &req)
+			_ = s.cancel()
+		})
+		sel.Select(ctx)
+		if ctx.Err() != nil {
+			return
 		}
-	})
-	return s, nil
+	}
 }
 
 func validateSend(req api.SendRequest) error {
@@ -156,9 +174,9 @@ func validateSend(req api.SendRequest) error {
 
 // accept queues a prompt and returns the turn it will run as.
 func (s *session) accept(req api.SendRequest) int {
-	s.accepted++
-	s.pending = append(s.pending, req)
-	return s.accepted
+	s.Accepted++
+	s.Pending = append(s.Pending, req)
+	return s.Accepted
 }
 
 // cancel stops the running child and says whether there was one; with none
@@ -174,13 +192,13 @@ func (s *session) cancel() bool {
 func (s *session) status() api.SessionStatus {
 	st := api.SessionStatus{
 		SessionID: s.in.SessionID, Agent: s.in.Agent, State: s.state,
-		Turn: s.turn, Accepted: s.accepted, ChildRun: s.childRun, Usage: s.usage, LastTurn: s.last,
+		Turn: s.turn, Accepted: s.Accepted, ChildRun: s.childRun, Usage: s.Usage, LastTurn: s.LastTurn,
 		TurnStarted: s.started, TimeoutSeconds: s.timeoutSeconds(),
 		Model: s.in.Child.Model, Thinking: s.in.Child.Thinking, Cwd: s.in.Cwd, Name: s.in.Name, Host: s.in.Host,
-		Runs: append([]api.RunMark(nil), s.runs...),
+		Runs: append([]api.RunMark(nil), s.Runs...),
 	}
-	if s.last != nil {
-		st.Error = s.last.Error
+	if s.LastTurn != nil {
+		st.Error = s.LastTurn.Error
 	}
 	return st
 }
@@ -193,24 +211,24 @@ func (s *session) timeoutSeconds() int {
 }
 
 func (s *session) result() api.SessionResult {
-	return api.SessionResult{SessionID: s.in.SessionID, State: s.state, Turns: s.done, Usage: s.usage, LastTurn: s.last}
+	return api.SessionResult{SessionID: s.in.SessionID, State: s.state, Turns: s.Ended, Usage: s.Usage, LastTurn: s.LastTurn}
 }
 
 func (s *session) run(ctx workflow.Context) (api.SessionResult, error) {
 	s.upsertIdentity(ctx)
 	for {
-		if len(s.pending) == 0 {
-			if s.in.Version >= 2 && s.idleTTL == 0 && s.last != nil {
+		if len(s.Pending) == 0 {
+			if s.in.Version >= 2 && s.idleTTL == 0 && s.LastTurn != nil {
 				// Not sticky: done as soon as its turns are.
 				return s.finish(ctx)
 			}
-			if s.last != nil {
+			if s.LastTurn != nil {
 				s.setState(ctx, api.StateWaitingForInput)
 			}
 			if s.turnsRun >= maxTurnsPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
 				return s.continueAsNew(ctx)
 			}
-			got, err := workflow.AwaitWithTimeout(ctx, s.idleTTL, func() bool { return len(s.pending) > 0 })
+			got, err := workflow.AwaitWithTimeout(ctx, s.idleTTL, func() bool { return len(s.Pending) > 0 })
 			if err != nil {
 				return s.result(), err
 			}
@@ -218,8 +236,8 @@ func (s *session) run(ctx workflow.Context) (api.SessionResult, error) {
 				return s.finish(ctx)
 			}
 		}
-		req := s.pending[0]
-		s.pending = s.pending[1:]
+		req := s.Pending[0]
+		s.Pending = s.Pending[1:]
 		s.runTurn(ctx, req)
 		if ctx.Err() != nil {
 			// The workflow itself was cancelled (e.g. from the UI).
@@ -231,8 +249,8 @@ func (s *session) run(ctx workflow.Context) (api.SessionResult, error) {
 // finish completes the session once it has been idle for its TTL, with the
 // state of its last turn.
 func (s *session) finish(ctx workflow.Context) (api.SessionResult, error) {
-	if s.last != nil {
-		s.setState(ctx, s.last.State)
+	if s.LastTurn != nil {
+		s.setState(ctx, s.LastTurn.State)
 	}
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 		return s.result(), err
@@ -246,7 +264,8 @@ func (s *session) continueAsNew(ctx workflow.Context) (api.SessionResult, error)
 	}
 	next := s.in
 	next.Prompt, next.Files = "", nil
-	next.Carry = &api.SessionCarry{Turns: s.done, Accepted: s.accepted, Usage: s.usage, LastTurn: s.last, Pending: s.pending, Runs: s.runs}
+	carry := s.SessionCarry
+	next.Carry = &carry
 	return api.SessionResult{}, workflow.NewContinueAsNewError(ctx, api.SessionWorkflowName, next)
 }
 
@@ -264,11 +283,11 @@ func (s *session) runTurn(ctx workflow.Context, req api.SendRequest) {
 	log.Info("turn started", "session", s.in.SessionID, "agent", agent, "turn", s.turn)
 	turn := &api.TurnResult{Turn: s.turn}
 	prompt, files := req.Prompt, req.Files
-	s.runs = append(s.runs, api.RunMark{Turn: s.turn, State: string(api.StateRunning)})
-	if len(s.runs) > maxRunMarks {
-		s.runs = s.runs[len(s.runs)-maxRunMarks:]
+	s.Runs = append(s.Runs, api.RunMark{Turn: s.turn, State: string(api.StateRunning)})
+	if len(s.Runs) > maxRunMarks {
+		s.Runs = s.Runs[len(s.Runs)-maxRunMarks:]
 	}
-	mark := &s.runs[len(s.runs)-1]
+	mark := &s.Runs[len(s.Runs)-1]
 	for {
 		s.childRun++
 		turn.ChildRuns = s.childRun
@@ -315,11 +334,11 @@ func (s *session) runTurn(ctx workflow.Context, req api.SendRequest) {
 	}
 	countTurn(ctx, TasksFinishedMetric, map[string]string{"agent": agent, "status": string(turn.State)})
 	log.Info("turn ended", "session", s.in.SessionID, "agent", agent, "turn", s.turn, "state", turn.State, "attempts", turn.ChildRuns)
-	s.usage = s.usage.Add(turn.Usage)
-	s.last = turn
-	s.runs[len(s.runs)-1].State = string(turn.State)
-	s.done = s.turn
-	if s.in.Version >= 2 && len(s.pending) == 0 && s.idleTTL > 0 {
+	s.Usage = s.Usage.Add(turn.Usage)
+	s.LastTurn = turn
+	s.Runs[len(s.Runs)-1].State = string(turn.State)
+	s.Ended = s.turn
+	if s.in.Version >= 2 && len(s.Pending) == 0 && s.idleTTL > 0 {
 		// Nothing queued: the session now waits for a send. One upsert says
 		// so; the turn's own state is in its result.
 		s.setState(ctx, api.StateWaitingForInput)
@@ -328,7 +347,7 @@ func (s *session) runTurn(ctx workflow.Context, req api.SendRequest) {
 	}
 	// A session that completes now needs no signal to its own delegation:
 	// the delegation reads the turn from the child's completion instead.
-	completesNow := s.in.Version >= 2 && s.idleTTL == 0 && len(s.pending) == 0 && req.NotifyWorkflowID == s.in.NotifyWorkflowID
+	completesNow := s.in.Version >= 2 && s.idleTTL == 0 && len(s.Pending) == 0 && req.NotifyWorkflowID == s.in.NotifyWorkflowID
 	if req.NotifyWorkflowID != "" && !completesNow {
 		s.notify(ctx, req, *turn)
 	}

@@ -269,7 +269,7 @@ func TestSessionContinuesAsNew(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := next.Carry
-	if c == nil || c.Turns != maxTurnsPerRun || c.Usage.Turns != maxTurnsPerRun || c.LastTurn.Result.Output != "ok" || next.Prompt != "" {
+	if c == nil || c.Ended != maxTurnsPerRun || c.Usage.Turns != maxTurnsPerRun || c.LastTurn.Result.Output != "ok" || next.Prompt != "" {
 		t.Fatalf("carry %+v prompt %q", c, next.Prompt)
 	}
 	if next.SessionID != "s-1" || next.Cwd != "/repo" {
