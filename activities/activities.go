@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/durable-pi/subagents/api"
-
 	"github.com/durable-pi/subagents/extension"
 	"github.com/durable-pi/subagents/internal/errcode"
 )

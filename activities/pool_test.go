@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/durable-pi/subagents/api"
-
 	"github.com/durable-pi/subagents/internal/errcode"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
 )

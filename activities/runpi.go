@@ -17,13 +17,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/durable-pi/subagents/api"
-
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"google.golang.org/grpc/codes"
 
+	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/internal/errcode"
 )
 

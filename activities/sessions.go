@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 
-	"github.com/durable-pi/subagents/api"
-
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+
+	"github.com/durable-pi/subagents/api"
 )
 
 // Sessions are the activities that look at other workflows; they need a

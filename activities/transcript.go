@@ -12,10 +12,9 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/durable-pi/subagents/api"
-
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/internal/errcode"
 )
 

@@ -17,11 +17,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/durable-pi/subagents/client"
-
 	"github.com/durable-pi/subagents/api"
+	"github.com/durable-pi/subagents/client"
 	"github.com/durable-pi/subagents/connection"
-
 	"github.com/durable-pi/subagents/internal/errcode"
 )
 

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 
 	"github.com/durable-pi/subagents/client"
-
 	"github.com/durable-pi/subagents/internal/errcode"
 	"github.com/durable-pi/subagents/profiles"
 )

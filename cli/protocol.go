@@ -18,7 +18,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/durable-pi/subagents/client"
-
 	"github.com/durable-pi/subagents/internal/errcode"
 )
 

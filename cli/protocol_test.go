@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/durable-pi/subagents/client"
-
 	"github.com/durable-pi/subagents/connection"
 	"github.com/durable-pi/subagents/internal/errcode"
 	"github.com/durable-pi/subagents/internal/syncbuf"

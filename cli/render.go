@@ -6,9 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/durable-pi/subagents/client"
-
 	"github.com/durable-pi/subagents/api"
+	"github.com/durable-pi/subagents/client"
 )
 
 // spinner frames, as the task contract's task tree draws them.

@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"github.com/durable-pi/subagents/client"
-
 	"github.com/durable-pi/subagents/internal/errcode"
 )
 

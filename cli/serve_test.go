@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/durable-pi/subagents/client"
-
 	"github.com/durable-pi/subagents/internal/syncbuf"
 )
 

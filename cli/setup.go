@@ -6,11 +6,11 @@ import (
 	"io"
 	"time"
 
-	"github.com/durable-pi/subagents/worker"
+	"go.temporal.io/sdk/client"
 
 	"github.com/durable-pi/subagents/connection"
 	"github.com/durable-pi/subagents/internal/errcode"
-	"go.temporal.io/sdk/client"
+	"github.com/durable-pi/subagents/worker"
 )
 
 // setupMain is `subagents setup`.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/durable-pi/subagents/client"
 	"io"
 	"log/slog"
 	"os"
@@ -13,16 +12,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/durable-pi/subagents/worker"
-
-	"github.com/durable-pi/subagents/connection"
-
-	"github.com/durable-pi/subagents/api"
-
 	"github.com/durable-pi/subagents/activities"
+	"github.com/durable-pi/subagents/api"
+	"github.com/durable-pi/subagents/client"
+	"github.com/durable-pi/subagents/connection"
 	"github.com/durable-pi/subagents/internal/errcode"
 	"github.com/durable-pi/subagents/internal/metrics"
 	"github.com/durable-pi/subagents/profiles"
+	"github.com/durable-pi/subagents/worker"
 )
 
 // WorkerFlags are the settings `subagents dev` and `subagents worker` share.

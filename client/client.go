@@ -9,9 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/durable-pi/subagents/api"
-	"github.com/durable-pi/subagents/connection"
-
+	"github.com/google/uuid"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -21,8 +19,8 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/google/uuid"
-
+	"github.com/durable-pi/subagents/api"
+	"github.com/durable-pi/subagents/connection"
 	"github.com/durable-pi/subagents/internal/errcode"
 	"github.com/durable-pi/subagents/profiles"
 )

@@ -8,10 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/durable-pi/subagents/api"
-
 	"github.com/google/uuid"
 
+	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/internal/errcode"
 )
 

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/durable-pi/subagents/api"
-
 	"github.com/durable-pi/subagents/internal/errcode"
 )
 

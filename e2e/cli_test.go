@@ -19,13 +19,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/durable-pi/subagents/api"
-	"github.com/durable-pi/subagents/internal/syncbuf"
-
 	"go.temporal.io/api/operatorservice/v1"
 	sdkclient "go.temporal.io/sdk/client"
 
+	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
+	"github.com/durable-pi/subagents/internal/syncbuf"
 )
 
 var binary struct {

@@ -15,12 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/durable-pi/subagents/api"
-
 	historypb "go.temporal.io/api/history/v1"
 	sdkclient "go.temporal.io/sdk/client"
 
 	"github.com/durable-pi/subagents/activities"
+	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/client"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
 )

@@ -6,11 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/durable-pi/subagents/api"
-
 	"github.com/google/uuid"
 	sdkclient "go.temporal.io/sdk/client"
 
+	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/internal/errcode"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
 )

@@ -14,11 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/durable-pi/subagents/api"
-
 	"github.com/google/uuid"
 
 	"github.com/durable-pi/subagents/activities"
+	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/internal/errcode"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
 )

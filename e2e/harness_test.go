@@ -16,11 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/durable-pi/subagents/api"
-
 	sdkclient "go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
+	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/internal/ports"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
 	"github.com/durable-pi/subagents/worker"

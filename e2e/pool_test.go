@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/durable-pi/subagents/api"
-
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
 	"github.com/durable-pi/subagents/worker"
 )

@@ -13,9 +13,8 @@ import (
 	"time"
 
 	subcli "github.com/durable-pi/subagents/cli"
-	"github.com/durable-pi/subagents/connection"
-
 	"github.com/durable-pi/subagents/client"
+	"github.com/durable-pi/subagents/connection"
 	"github.com/durable-pi/subagents/internal/errcode"
 	"github.com/durable-pi/subagents/internal/syncbuf"
 )

@@ -14,7 +14,6 @@ import (
 	"sync"
 
 	"github.com/durable-pi/subagents/api"
-
 	"github.com/durable-pi/subagents/internal/errcode"
 )
 

@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	"github.com/durable-pi/subagents/api"
-
 	"github.com/durable-pi/subagents/internal/errcode"
 )
 

@@ -6,8 +6,9 @@ import (
 	"io"
 	"log/slog"
 
-	"github.com/durable-pi/subagents/connection"
 	"go.temporal.io/sdk/client"
+
+	"github.com/durable-pi/subagents/connection"
 )
 
 // Serve runs a worker for cfg on c until ctx ends, then stops it.

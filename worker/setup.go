@@ -9,10 +9,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/durable-pi/subagents/connection"
-
-	"github.com/durable-pi/subagents/api"
-
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/serviceerror"
@@ -20,6 +16,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/durable-pi/subagents/api"
+	"github.com/durable-pi/subagents/connection"
 	"github.com/durable-pi/subagents/internal/errcode"
 )
 

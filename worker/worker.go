@@ -10,14 +10,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/durable-pi/subagents/api"
-
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/durable-pi/subagents/activities"
+	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/internal/errcode"
 	"github.com/durable-pi/subagents/internal/metrics"
 	"github.com/durable-pi/subagents/profiles"

@@ -1,8 +1,9 @@
 package workflows
 
 import (
-	"github.com/durable-pi/subagents/api"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/durable-pi/subagents/api"
 )
 
 // hostQueue is HostQueue from inside a workflow running on the base queue.

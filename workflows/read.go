@@ -3,10 +3,10 @@ package workflows
 import (
 	"time"
 
-	"github.com/durable-pi/subagents/api"
-
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/durable-pi/subagents/api"
 )
 
 // ReadSession reads a session's transcript or a turn's full output on a

@@ -4,10 +4,10 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/durable-pi/subagents/api"
-
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/durable-pi/subagents/api"
 )
 
 // TestReplayRecordedHistories replays histories recorded from the

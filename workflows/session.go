@@ -8,11 +8,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/durable-pi/subagents/api"
-
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/internal/errcode"
 )
 

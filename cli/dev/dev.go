@@ -9,15 +9,13 @@ import (
 	"io"
 	"path/filepath"
 
-	"github.com/durable-pi/subagents/cli"
-	"github.com/durable-pi/subagents/connection"
-
-	"github.com/durable-pi/subagents/api"
-
 	sdkclient "go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
+	"github.com/durable-pi/subagents/api"
+	"github.com/durable-pi/subagents/cli"
 	subclient "github.com/durable-pi/subagents/client"
+	"github.com/durable-pi/subagents/connection"
 	"github.com/durable-pi/subagents/internal/errcode"
 	"github.com/durable-pi/subagents/worker"
 	"github.com/durable-pi/subagents/worker/devserver"

@@ -10,7 +10,6 @@ import (
 	"syscall"
 
 	"github.com/durable-pi/subagents/connection"
-
 	"github.com/durable-pi/subagents/internal/errcode"
 )
 

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/durable-pi/subagents/api"
-
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/durable-pi/subagents/api"
 )
 
 func TestChildRunSeries(t *testing.T) {

@@ -1,0 +1,235 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/durable-pi/subagents/activities"
+	"github.com/durable-pi/subagents/internal/scriptedmodel"
+)
+
+// delegationPhases splits runs of a parent pi that delegates one task at
+// the model calls it and its child make: parent, child, parent again.
+type delegationPhases struct {
+	start, handOff, answer, end []time.Duration
+}
+
+func toolStep(name string, args any) scriptedmodel.Step {
+	b, _ := json.Marshal(args)
+	return scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: name, Arguments: string(b)}}}
+}
+
+func textStep(text string) scriptedmodel.Step { return scriptedmodel.Step{Text: text} }
+
+func stepsJSON(steps ...scriptedmodel.Step) string {
+	b, _ := json.Marshal(steps)
+	return string(b)
+}
+
+// fromPi measures delegation as a pi user meets it: a real parent pi with
+// the extension, whose model asks for one task (the subagent tool) or four
+// (delegate_to_subagents), against the floor of the same pi runs without
+// Temporal: the parent's and the children's, the children of a batch started
+// together. The peak memory is that of every process this bench started
+// (parent pi, subagents commands, child pi), sampled every 10 ms; the
+// embedded server and worker run inside the bench process and are reported
+// apart.
+func (b *bench) fromPi(n int) (string, error) {
+	svc, err := b.startService("pi")
+	if err != nil {
+		return "", err
+	}
+	defer svc.stop()
+	cold, err := b.startService("pi-cold", "--warm-pool", "0")
+	if err != nil {
+		return "", err
+	}
+	defer cold.stop()
+	ext := mustAbs("extension")
+	one := "[[steps:" + stepsJSON(toolStep("subagent", map[string]any{"agent": "bench", "task": "[[script:bench]] Say done."}), textStep("done")) + "]] Delegate."
+	var tasks []map[string]string
+	for i := range 4 {
+		tasks = append(tasks, map[string]string{"name": fmt.Sprintf("t%d", i), "prompt": "[[script:bench]] Say done.", "profile": "bench"})
+	}
+	none := "[[steps:" + stepsJSON(textStep("done")) + "]] Answer."
+	four := "[[steps:" + stepsJSON(toolStep("delegate_to_subagents", map[string]any{"tasks": tasks}), textStep("done")) + "]] Delegate four."
+	// own is the peak of the processes the parents started themselves
+	// (their descendants, pi excluded), over every delegating run.
+	var own int64
+	parentOn := func(svc *service, prompt string) (time.Duration, int64, error) {
+		d, peak, started, err := b.parentPi(svc, ext, prompt)
+		own = max(own, started)
+		return d, peak, err
+	}
+	parent := func(prompt string) (time.Duration, int64, error) { return parentOn(svc, prompt) }
+	// checked is parentOn that fails unless the delegation reached its n
+	// children.
+	checked := func(svc *service, prompt string, n int) (time.Duration, int64, error) {
+		children := len(b.model.RequestsFor("bench"))
+		d, p, err := parentOn(svc, prompt)
+		if err == nil {
+			err = b.childAnswered(children, n)
+		}
+		return d, p, err
+	}
+	plain := func(k int) (time.Duration, int64, error) {
+		// One plain run, then k started together: the parent's run and its
+		// children's, as fast as pi alone can do them.
+		return sampled(func() error {
+			if _, err := b.direct(); err != nil {
+				return err
+			}
+			errs := make(chan error, k)
+			for range k {
+				go func() {
+					_, err := b.direct()
+					errs <- err
+				}()
+			}
+			var first error
+			for range k {
+				if err := <-errs; err != nil && first == nil {
+					first = err
+				}
+			}
+			return first
+		})
+	}
+	type series struct {
+		d    []time.Duration
+		peak int64
+	}
+	// pi's own cost of loading an extension, any extension: the floor of
+	// what loading this one can cost.
+	noop := mustAbs("e2e/testdata/extensions/noop.ts")
+	// The npm peer, side by side: one task through its subagent tool, four
+	// through its workflowScript with runs.all.
+	pr, peerErr := b.installPeer()
+	peerOne := "[[steps:" + stepsJSON(toolStep("subagent", map[string]any{"agent": "peer", "task": "[[script:bench]] Say done.", "async": false}), textStep("done")) + "]] Delegate."
+	var runsAll []string
+	for i := range 4 {
+		runsAll = append(runsAll, fmt.Sprintf("{key: 't%d', agent: 'peer', task: '[[script:bench]] Say done.'}", i))
+	}
+	peerFour := "[[steps:" + stepsJSON(toolStep("subagent", map[string]any{
+		"workflowScript": "const r = await runs.all([" + strings.Join(runsAll, ", ") + "]); return r.map((x) => x.output);", "async": false,
+	}), textStep("done")) + "]] Delegate four."
+	// Where the time of a warm one-task delegation goes, from its model
+	// calls: parent, child, parent again.
+	var phases delegationPhases
+	var floor1, floor4, del1, del4, del1Cold, del4Cold, ext0, noop0, bare0, plain0, peer1, peer4 series
+	add := func(s *series, d time.Duration, p int64) { s.d = append(s.d, d); s.peak = max(s.peak, p) }
+	// The start rows (pi with and without an extension) differ by a few
+	// percent, within this machine's noise over one run each per round:
+	// they are sampled startReps times per round.
+	const startReps = 6
+	// A kind of run: its series, how to run it once, how many times a round.
+	type kind struct {
+		into *series
+		run  func() (time.Duration, int64, error)
+		reps int
+	}
+	kinds := []kind{
+		{&floor1, func() (time.Duration, int64, error) { return plain(1) }, 1},
+		{&plain0, func() (time.Duration, int64, error) {
+			return sampled(func() error { _, err := b.direct(); return err })
+		}, startReps},
+		// The same run as a user's pi without this extension: no -e, no
+		// --no-extensions; then with an empty extension; then with this one.
+		{&bare0, func() (time.Duration, int64, error) {
+			d, p, _, err := b.parentPi(svc, "", none)
+			return d, p, err
+		}, startReps},
+		{&noop0, func() (time.Duration, int64, error) {
+			d, p, _, err := b.parentPi(svc, noop, none)
+			return d, p, err
+		}, startReps},
+		{&ext0, func() (time.Duration, int64, error) { return parent(none) }, startReps},
+		{&del1, func() (time.Duration, int64, error) {
+			before, children := len(b.model.Requests()), len(b.model.RequestsFor("bench"))
+			var t0 time.Time
+			d, p, started, err := b.parentPiAt(svc.address, svc.dataDir, ext, one, func() { t0 = time.Now() })
+			own = max(own, started)
+			if err == nil {
+				err = b.childAnswered(children, 1)
+			}
+			if err == nil {
+				phases.add(t0, d, b.model.Requests()[before:])
+			}
+			return d, p, err
+		}, 1},
+		{&del1Cold, func() (time.Duration, int64, error) { return checked(cold, one, 1) }, 1},
+		{&floor4, func() (time.Duration, int64, error) { return plain(4) }, 1},
+		{&del4, func() (time.Duration, int64, error) { return checked(svc, four, 4) }, 1},
+		{&del4Cold, func() (time.Duration, int64, error) { return checked(cold, four, 4) }, 1},
+	}
+	if peerErr == nil {
+		kinds = append(kinds,
+			kind{&peer1, func() (time.Duration, int64, error) { return pr.run(b, peerOne) }, 1},
+			kind{&peer4, func() (time.Duration, int64, error) { return pr.run(b, peerFour) }, 1})
+	}
+	// In turn, so that every kind meets the same machine; the first round
+	// warms up.
+	for i := range n + 1 {
+		for _, k := range kinds {
+			for range k.reps {
+				// The warm pool refills after a delegation: measured runs
+				// do not share the machine with its starts.
+				svc.quiet()
+				d, p, err := k.run()
+				if err != nil {
+					return "", err
+				}
+				if i > 0 {
+					add(k.into, d, p)
+				}
+			}
+		}
+	}
+	var r strings.Builder
+	r.WriteString("\n## From inside pi\n\n")
+	fmt.Fprintf(&r, "A real parent pi (`--mode json -e ./extension`, scripted model) delegating through the extension, against the floor of the same pi runs without Temporal, in turn, %d times each after a warm-up (the four start rows %d times each: %d runs per round). ", n, n*startReps, startReps)
+	r.WriteString("The floor of one task is two plain runs in sequence (parent, child); of four, one plain run followed by four started together. ")
+	r.WriteString("The service is a `subagents dev` process (as the extension starts it), reached on its socket. ")
+	r.WriteString("Peak memory is the sum of the resident sets of every process of the run but the service (parent pi, what it started, child pi), sampled every 10 ms.\n\n")
+	r.WriteString("| run | p50 | p99 | ratio p50 | target | peak RSS of the processes |\n| --- | --- | --- | --- | --- | --- |\n")
+	row := func(name string, s series, floor series, target string) {
+		ratio := float64(pct(s.d, 0.5)) / float64(pct(floor.d, 0.5))
+		fmt.Fprintf(&r, "| %s | %s | %s | %.2f× | %s | %d MiB |\n", name, ms(pct(s.d, 0.5)), ms(pct(s.d, 0.99)), ratio, target, s.peak>>20)
+	}
+	row("plain pi, one answer (`--no-extensions`, as a child runs)", plain0, plain0, "")
+	row("pi as a user starts it, one answer (no `-e`)", bare0, bare0, "")
+	row("the same with an extension that does nothing (pi's cost of loading one)", noop0, bare0, "")
+	row("the same with this extension, no delegation", ext0, bare0, "≤ 1.03×")
+	// Against the empty extension: what this one costs beyond pi's own
+	// price for loading any (its TypeScript loader, jiti).
+	row("this extension against the one that does nothing (its own cost)", ext0, noop0, "")
+	row("floor: parent + child", floor1, floor1, "")
+	row("parent pi, `subagent` tool, 1 task, pool off", del1Cold, floor1, "")
+	row("parent pi, `subagent` tool, 1 task, warm pool", del1, floor1, "≤ 0.8×")
+	row("floor: parent, then 4 children at once", floor4, floor4, "")
+	row("parent pi, `delegate_to_subagents`, 4 tasks, pool off", del4Cold, floor4, "")
+	row("parent pi, `delegate_to_subagents`, 4 tasks, warm pool", del4, floor4, "≤ 1.0×")
+	if peerErr == nil {
+		row("npm peer "+peerVersion+", `subagent` tool, 1 task (children in the parent's process, not durable)", peer1, floor1, "")
+		row("npm peer "+peerVersion+", `workflowScript` with `runs.all`, 4 tasks", peer4, floor4, "")
+	} else {
+		fmt.Fprintf(&r, "\nThe npm peer %s was not measured: %v\n", peerVersion, peerErr)
+	}
+	r.WriteString(phases.report())
+	fmt.Fprintf(&r, "\nProcesses a parent pi started itself during its delegations (pi and the service excluded), peak: %d MiB (target ≤ 15 MiB; `subagents serve` was 117 MiB). ", own>>20)
+	fmt.Fprintf(&r, "The service (`subagents dev`: embedded server, UI, worker) after the runs: %d MiB resident, and its warm children (pool of 4) %d MiB together; the same service with `--warm-pool 0`: %d MiB.\n",
+		activities.ResidentBytes(svc.cmd.Process.Pid)>>20, readProcs().below(svc.cmd.Process.Pid)>>20, activities.ResidentBytes(cold.cmd.Process.Pid)>>20)
+	return r.String(), nil
+}
+
+// childAnswered checks that a delegating run reached its children: n more
+// child model calls than before (a refused delegation still lets the
+// parent end, and would be timed as if it had run).
+func (b *bench) childAnswered(before, n int) error {
+	if got := len(b.model.RequestsFor("bench")) - before; got != n {
+		return fmt.Errorf("the delegation reached %d child model calls, want %d", got, n)
+	}
+	return nil
+}

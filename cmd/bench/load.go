@@ -1,0 +1,227 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	sdkclient "go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+
+	"github.com/durable-pi/subagents/api"
+	"github.com/durable-pi/subagents/client"
+	"github.com/durable-pi/subagents/internal/pgcluster"
+	"github.com/durable-pi/subagents/worker"
+)
+
+// levers records what was changed to get these figures and what each change
+// bought, measured with this command (`-only` sections) while changing the
+// code.
+const levers = `
+## Levers tried
+
+Measured with this command on this machine while changing the code (` + "`-only serial`" + ` is 40 one-task stub delegations in a row, ` + "`-only load`" + ` the throughput table).
+
+| change | before | after |
+| --- | --- | --- |
+| wait by polling the status query → wait in the workflows' ` + "`wait`" + ` update (2026-11-22, -n 10) | client library +875 ms | +128 ms |
+| the update's answer is the result (no status call after it) | +128 ms | +107 ms |
+| the dev server's history transfer queue reads new tasks up to 1,000 times a second instead of 20 per shard (every hop between a workflow and its tasks waited up to 50 ms) | 40 serial stub tasks 13.4 s; 3.0 tasks/s at concurrency 1, 12.7 at 64 | 2.9 s; 13.3 and 13.6 tasks/s |
+| workflow code version 2: the starter sets the search attributes, one upsert per change, no signal from a session that completes, profiles resolved in a local activity | session 21 events, delegation 27 | session 12 (17 while it waits for a send), delegation 21; serial and load within noise |
+| SQLite: 8 connections with WAL instead of the plugin's one | 12.7 tasks/s at 64 | 6.2 tasks/s (writers wait in SQLite's busy handler): not kept |
+| search attribute cache not refreshed on every read | | no change beyond noise: not kept |
+| 8 workflow and activity task pollers instead of 2 | | no change beyond noise: not kept |
+| the extension acknowledges delivered results beside the next model call instead of before it | | one ` + "`subagents`" + ` process fewer on the parent's path |
+| the extension sends its calls to one ` + "`subagents serve`" + ` per parent pi instead of starting the command for each (-only pi, then make bench) | from inside pi: 1 task 1.49×, 4 tasks 1.45× | 1.37×, 1.16× |
+| [local service] the extension reaches ` + "`subagents dev`" + ` on its socket (no process per parent), loads compiled to one JavaScript file, and asks nothing at pi's start (-only pi, 2026-11-23) | pi start with the extension 1.09× | 1.02–1.06× (an empty extension: 1.01–1.07×) |
+| [warm children] a warm pool of child pi processes in RPC mode, one task each (-only overhead, -only pi, 2026-11-23) | ` + "`subagents run`" + ` 1.24×; from inside pi 1 task 1.29×, 4 tasks 1.23× | 0.52×; 0.93×, 0.87× |
+| a warm child's key one above its kind's peak (back-to-back tasks of one kind find a child while the last one taken is replaced) | ` + "`subagents run`" + ` right after another task 1.79× (a miss) | 0.63×, then 0.52× once each run starts after the refill |
+
+Where the rest goes. One stub task through the client library now takes about 75 ms from start to
+result: two workflows, about eight hops of 3 to 8 ms through the server, a child process start. A real
+pi child takes about 100 ms longer inside the activity than alone while the server writes its history
+and visibility records on the same two cores. Under load the server's CPU bounds throughput near 16
+tasks/s here: a CPU profile of the load run spends about 20% in visibility writes (SQLite statements are
+parsed anew on every call), 17% in history updates, and the rest in gRPC, protobuf and the SDK; more
+throughput needs fewer writes per task (one workflow for a one-task delegation) or a server that is not
+on the same two cores as the children. From inside pi, each call of the ` + "`subagents`" + ` command costs
+about 55 ms of process start (its binary links the embedded server and UI: 834 Go packages to
+initialise) and 117 MiB of resident memory; the parent makes four of them per delegation (list at
+session start, start, wait, ack), and loading the extension adds about 125 ms to a pi start. The
+extension now keeps one ` + "`subagents serve`" + ` per parent pi instead, which took the four-task case under
+its target; what the one-task case still adds is the extension's start, the second model call of the
+parent, the two workflows' hops and the child pi's slower start beside the server.
+
+With the warm pool the child's start is off the path: a warm child answers ` + "`switch_session`" + ` in
+about 30 ms and the one-turn prompt in about 50 ms. What a pooled one-task delegation still adds over
+its floor is the orchestration (two workflows, about 40 ms for a stub task here, eager activity dispatch
+on already) and the parent's own second model call; a one-task delegation as one workflow, not two, is
+the next lever. Eager workflow start applies only where the client shares the worker's process (the
+socket of ` + "`subagents dev`" + `); ` + "`subagents run`" + ` and this bench's library client are separate clients.
+`
+
+// inFlight runs job(0..total-1) with at most limit at a time and returns
+// the wall time of all of them and the first error.
+func inFlight(total, limit int, job func(i int) error) (time.Duration, error) {
+	start := time.Now()
+	sem := make(chan struct{}, limit)
+	errs := make(chan error, total)
+	for i := range total {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			errs <- job(i)
+		}()
+	}
+	for range limit {
+		sem <- struct{}{}
+	}
+	wall := time.Since(start)
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return wall, err
+		}
+	}
+	return wall, nil
+}
+
+// stubTasks runs one delegation of k stub tasks, all at once, on the
+// embedded server, and returns its wall time from start to done.
+func (b *bench) stubTasks(k int) (time.Duration, error) { return b.stubTasksOn(b.stub, k) }
+
+// stubTasksOn is stubTasks through c.
+func (b *bench) stubTasksOn(c *client.Client, k int) (time.Duration, error) {
+	req := client.StartRequest{MaxConcurrency: k, IdleTTLSeconds: -1}
+	for i := range k {
+		req.Tasks = append(req.Tasks, api.TaskSpec{Name: fmt.Sprintf("t%d", i), Prompt: "stub", Cwd: b.workDir})
+	}
+	start := time.Now()
+	env, err := c.Start(b.ctx, req)
+	if err != nil {
+		return 0, err
+	}
+	done, err := c.Wait(b.ctx, env.DelegationID, time.Minute)
+	if err != nil {
+		return 0, err
+	}
+	if !done.Done || done.Status != "completed" {
+		return 0, fmt.Errorf("stub delegation: %+v", done)
+	}
+	return time.Since(start), nil
+}
+
+// load measures fan-out and throughput with the stub child.
+func (b *bench) load() (string, error) {
+	var r strings.Builder
+	const reps = 5
+	// In blocks, not alternating: the server is still writing the
+	// visibility records of a 16-task run for a few hundred milliseconds,
+	// which a 1-task run right after it would pay for.
+	block := func(k int) ([]time.Duration, error) {
+		var out []time.Duration
+		for i := range reps + 1 {
+			d, err := b.stubTasks(k)
+			if err != nil {
+				return nil, err
+			}
+			if i > 0 { // the first run warms up
+				out = append(out, d)
+			}
+		}
+		time.Sleep(2 * time.Second)
+		return out, nil
+	}
+	one, err := block(1)
+	if err != nil {
+		return "", err
+	}
+	sixteen, err := block(16)
+	if err != nil {
+		return "", err
+	}
+	r.WriteString("\n## Fan-out (stub child)\n\n")
+	fmt.Fprintf(&r, "A delegation of 16 tasks at concurrency 16 against one of 1 task, %d times each, the stub child (`internal/stubpi`) answering at once: ", reps)
+	fmt.Fprintf(&r, "1 task p50 %s, 16 tasks p50 %s, ratio %.2f×.\n", ms(pct(one, 0.5)), ms(pct(sixteen, 0.5)), float64(pct(sixteen, 0.5))/float64(pct(one, 0.5)))
+
+	// The same work on a Temporal cluster on PostgreSQL (README, "A
+	// cluster on PostgreSQL"), side by side: each concurrency on one
+	// server, then on the other.
+	cluster, stopCluster, clusterErr := b.stubCluster()
+	defer stopCluster()
+	r.WriteString("\n## Throughput (stub child)\n\nOne-task delegations kept in flight at each concurrency until the count is done, ")
+	r.WriteString("on the embedded server (`subagents dev`: SQLite, WAL, synchronous FULL) and, in turn, on a Temporal cluster on PostgreSQL ")
+	r.WriteString("(`internal/pgcluster`: Debian's PostgreSQL 15 with its defaults, fsync on; the four services as processes of their own, 4 history shards, the server built from the module; one in-process worker, as for the embedded server). Same machine, same worker code.\n\n")
+	r.WriteString("| concurrency | tasks | embedded: wall | embedded: tasks/s | cluster: wall | cluster: tasks/s | target (embedded) |\n| --- | --- | --- | --- | --- | --- | --- |\n")
+	for _, c := range []int{1, 16, 64} {
+		total := max(4*c, 40)
+		wall, err := inFlight(total, c, func(int) error { _, err := b.stubTasks(1); return err })
+		if err != nil {
+			return "", err
+		}
+		cwall, crate := "-", "-"
+		if clusterErr == nil {
+			cw, err := inFlight(total, c, func(int) error { _, err := b.stubTasksOn(cluster, 1); return err })
+			if err != nil {
+				return "", err
+			}
+			cwall, crate = ms(cw), fmt.Sprintf("%.1f", float64(total)/cw.Seconds())
+		}
+		target := ""
+		if c == 16 {
+			target = "≥ 40 tasks/s"
+		}
+		fmt.Fprintf(&r, "| %d | %d | %s | %.1f | %s | %s | %s |\n", c, total, ms(wall), float64(total)/wall.Seconds(), cwall, crate, target)
+	}
+	if clusterErr != nil {
+		fmt.Fprintf(&r, "\nThe cluster was not measured: %v\n", clusterErr)
+	}
+	return r.String(), nil
+}
+
+// stubCluster starts a Temporal cluster on PostgreSQL, sets up its
+// namespace as `subagents setup` does, and runs a stub-child worker on it.
+// stop ends all of it (and is safe to call when err is set).
+func (b *bench) stubCluster() (c *client.Client, stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	dir := filepath.Join(b.root, "cluster")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, stop, err
+	}
+	tools, err := pgcluster.Build(b.ctx, ".", filepath.Join(dir, "bin"))
+	if err != nil {
+		return nil, stop, err
+	}
+	cl, err := pgcluster.Start(b.ctx, tools, dir)
+	if err != nil {
+		return nil, stop, err
+	}
+	stops = append(stops, cl.Stop)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	tc, err := sdkclient.Dial(sdkclient.Options{HostPort: cl.Address, Logger: sdklog.NewStructuredLogger(quiet)})
+	if err != nil {
+		return nil, stop, err
+	}
+	stops = append(stops, tc.Close)
+	if err := worker.Setup(b.ctx, tc, "default", 24*time.Hour, io.Discard); err != nil {
+		return nil, stop, err
+	}
+	w, err := worker.New(tc, worker.Config{TaskQueue: "bench-stub", DataDir: filepath.Join(dir, "data"), Pi: worker.Pi{Path: b.stubPath, Version: "stub"}, Logger: quiet})
+	if err != nil {
+		return nil, stop, err
+	}
+	if err := w.Start(); err != nil {
+		return nil, stop, err
+	}
+	stops = append(stops, w.Stop)
+	return &client.Client{Temporal: tc, TaskQueue: "bench-stub", Address: cl.Address}, stop, nil
+}

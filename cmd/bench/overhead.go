@@ -1,0 +1,191 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/durable-pi/subagents/api"
+	"github.com/durable-pi/subagents/client"
+	"github.com/durable-pi/subagents/internal/scriptedmodel"
+	"github.com/durable-pi/subagents/profiles"
+	"github.com/google/uuid"
+	"go.temporal.io/api/enums/v1"
+)
+
+// overhead runs one task three ways in turn, n times each, after two
+// warm-up runs: pi alone, through the client library, and `subagents run`.
+func (b *bench) overhead(n int) (string, error) {
+	// Warm up: the first pi start fills the OS page cache, the first
+	// workflow the worker's caches.
+	for range 2 {
+		if _, err := b.direct(); err != nil {
+			return "", err
+		}
+		if _, _, err := b.library(); err != nil {
+			return "", err
+		}
+	}
+	var direct, lib, cli, warmLib, warmCLI []time.Duration
+	var sessionEvents, delegationEvents []int
+	for range n {
+		// Every run starts with the pool refilled after the last one: the
+		// starts of its children do not compete with the runs measured.
+		b.settle()
+		d, err := b.direct()
+		if err != nil {
+			return "", err
+		}
+		direct = append(direct, d)
+		l, env, err := b.library()
+		if err != nil {
+			return "", err
+		}
+		lib = append(lib, l)
+		sessionEvents = append(sessionEvents, b.events(env.Items[0].TaskID))
+		delegationEvents = append(delegationEvents, b.events(env.DelegationID))
+		c, err := b.command("bench")
+		if err != nil {
+			return "", err
+		}
+		cli = append(cli, c)
+		b.settle()
+		wl, _, err := b.libraryOn(b.warm)
+		if err != nil {
+			return "", err
+		}
+		warmLib = append(warmLib, wl)
+		b.settle()
+		wc, err := b.command("bench-warm")
+		if err != nil {
+			return "", err
+		}
+		warmCLI = append(warmCLI, wc)
+	}
+	report := b.report(n, direct, lib, cli, warmLib, warmCLI, sessionEvents, delegationEvents)
+	// A task whose child forgets subagent_finalize once and gets corrective
+	// feedback: a second RunPi in the same turn.
+	forgot := "[[steps:" + stepsJSON(textStep("forgot"), toolStep("subagent_finalize", map[string]string{"status": "SUCCESS", "result": "done"})) + "]] Do it."
+	var retriedEvents []int
+	for range 3 {
+		env, err := b.c.Start(b.ctx, client.StartRequest{Tasks: []api.TaskSpec{{Name: "retried", Prompt: forgot, Model: scriptedmodel.ModelRef, Cwd: b.workDir}}, IdleTTLSeconds: -1})
+		if err != nil {
+			return "", err
+		}
+		done, err := b.c.Wait(b.ctx, env.DelegationID, time.Minute)
+		if err != nil || !done.Done || done.Items[0].Output != "done" || done.Items[0].Attempts != 2 {
+			return "", fmt.Errorf("retried task: %v %+v", err, done.Items)
+		}
+		retriedEvents = append(retriedEvents, b.events(env.Items[0].TaskID))
+	}
+	report += fmt.Sprintf("Per task whose child forgot `subagent_finalize` once (two child runs in its turn): session workflow %d. "+
+		"A session that stays for a `send` (the default) adds 5 events while it waits; a delegation's events are shared by its tasks. Target ≤ 30 for a one-turn task.\n", medianInt(retriedEvents))
+	return report, nil
+}
+
+// settle waits until the warm pool holds the two children it keeps for
+// the bench's one key (its peak of one, and one more), and a moment more
+// for their start to be over.
+func (b *bench) settle() {
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if b.warmPool().Warm >= 2 {
+			break
+		}
+	}
+}
+
+// direct is the floor: the same pi invocation, without Temporal.
+func (b *bench) direct() (time.Duration, error) {
+	session := filepath.Join(b.dataDir, "direct", uuid.NewString()+".jsonl")
+	if err := os.MkdirAll(filepath.Dir(session), 0o755); err != nil {
+		return 0, err
+	}
+	cmd := exec.Command(b.pi.Path, "--mode", "json", "--session", session, "--model", scriptedmodel.ModelRef,
+		"--no-extensions", "--tools", strings.Join(profiles.ReadOnlyTools, ","), "[[script:bench]] Say done.")
+	cmd.Dir = b.workDir
+	cmd.Env = append(os.Environ(), append(scriptedmodel.PiEnv(b.agentDir), "PATH="+b.pi.PathPrefix+":"+os.Getenv("PATH"))...)
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), `"agent_settled"`) {
+		return 0, fmt.Errorf("direct pi: %v\n%.2000s", err, out)
+	}
+	return time.Since(start), nil
+}
+
+func (b *bench) request() client.StartRequest {
+	return client.StartRequest{Tasks: []api.TaskSpec{{Name: "bench", Prompt: "[[script:bench]] Say done.", Profile: "bench", Cwd: b.workDir}}, IdleTTLSeconds: -1}
+}
+
+// library is one task through the client library: start and wait.
+func (b *bench) library() (time.Duration, client.Envelope, error) { return b.libraryOn(b.c) }
+
+func (b *bench) libraryOn(c *client.Client) (time.Duration, client.Envelope, error) {
+	start := time.Now()
+	env, err := c.Start(b.ctx, b.request())
+	if err != nil {
+		return 0, env, err
+	}
+	done, err := c.Wait(b.ctx, env.DelegationID, time.Minute)
+	if err != nil {
+		return 0, done, err
+	}
+	if !done.Done || done.Items[0].Output != "done" {
+		return 0, done, fmt.Errorf("library run: %+v", done)
+	}
+	return time.Since(start), done, nil
+}
+
+// command is one task as a user runs it: `subagents run` on queue.
+func (b *bench) command(queue string) (time.Duration, error) {
+	cmd := exec.Command(b.bin, "run", "--json", "--address", b.address, "--task-queue", queue, "--agent", "bench", "[[script:bench]] Say done.")
+	cmd.Dir = b.workDir
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), `"output": "done"`) {
+		return 0, fmt.Errorf("subagents run: %v\n%.2000s", err, out)
+	}
+	return time.Since(start), nil
+}
+
+func (b *bench) events(id string) int {
+	it := b.tc.GetWorkflowHistory(b.ctx, id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	n := 0
+	for it.HasNext() {
+		if _, err := it.Next(); err != nil {
+			return -1
+		}
+		n++
+	}
+	return n
+}
+
+func (b *bench) report(n int, direct, lib, cli, warmLib, warmCLI []time.Duration, sessionEvents, delegationEvents []int) string {
+	var r strings.Builder
+	host, _ := os.Hostname()
+	fmt.Fprintf(&r, "# Benchmarks\n\nMachine: %s, %d cores, %s/%s, %s; pi %s with Node from the lockfile.\n",
+		host, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), b.pi.Version)
+	fmt.Fprintf(&r, "Date: %s. Command: `make bench` (`go run ./cmd/bench -n %d`).\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), n)
+	r.WriteString("## Overhead per task\n\n")
+	r.WriteString("One task whose child answers at once (scripted model, `finalize: false`), run three ways in turn, ")
+	fmt.Fprintf(&r, "%d times each, after two warm-up runs: pi alone (`pi --mode json --session ...`), ", n)
+	r.WriteString("the same task through the client library against the embedded server (start + wait), and `subagents run --json` as a process.\n\n")
+	r.WriteString("Then the same two through a worker with a warm pool (`--warm-pool 4`, as `subagents dev` runs): its child was started in RPC mode before the task came, and is pointed at the task's session file.\n\n")
+	r.WriteString("| run | p50 | p99 | added p50 | ratio p50 | target |\n| --- | --- | --- | --- | --- | --- |\n")
+	d50 := pct(direct, 0.5)
+	for _, row := range []struct {
+		name, target string
+		d            []time.Duration
+	}{{"pi alone", "", direct}, {"client library, pool off", "", lib}, {"`subagents run`, pool off", "≤ 1.05×", cli},
+		{"client library, warm pool", "", warmLib}, {"`subagents run`, warm pool", "≤ 0.5×", warmCLI}} {
+		p50 := pct(row.d, 0.5)
+		fmt.Fprintf(&r, "| %s | %s | %s | %s | %.2f× | %s |\n", row.name, ms(p50), ms(pct(row.d, 0.99)), ms(p50-d50), float64(p50)/float64(d50), row.target)
+	}
+	r.WriteString("\n## History\n\n")
+	fmt.Fprintf(&r, "Events per one-turn task (median, workflow code version %d, a session that completes after its turn): session workflow %d, delegation workflow %d. ",
+		api.CurrentVersion, medianInt(sessionEvents), medianInt(delegationEvents))
+	return r.String()
+}
