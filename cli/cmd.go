@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/durable-pi/subagents/api"
@@ -84,37 +83,91 @@ func runVerb(ctx context.Context, args []string, stdio IO, dial func(*command, c
 	if verb == "profiles" {
 		return profilesMain(rest, stdio.Out, stdio.Err)
 	}
-	cmd := &command{verb: verb, io: stdio, compact: stdio.Compact}
 	if dial == nil {
 		dial = (*command).dialOwn
 	}
-	fs := flag.NewFlagSet("subagents "+verb, flag.ContinueOnError)
-	fs.SetOutput(stdio.Err)
-	cmd.common(fs)
-	run, ok := map[string]func(*flag.FlagSet) func(context.Context, *client.Client) error{
-		"run": cmd.startFlags, "start": cmd.startFlags, "status": cmd.idsFlags, "wait": cmd.waitFlags,
-		"send": cmd.sendFlags, "cancel": cmd.idsFlags, "list": cmd.listFlags, "output": cmd.outputFlags,
-		"transcript": cmd.idsFlags, "ack": cmd.ackFlags,
-	}[verb]
-	if !ok {
-		// A program that asked for an envelope gets one, with the code.
-		cmd.asJSON = WantsJSON(rest)
-		return cmd.fail(errcode.Errorf(errcode.InvalidInput, "unknown command %q", verb))
-	}
-	do := run(fs)
-	if err := fs.Parse(rest); err != nil {
+	cmd, v, err := parse(verb, rest, stdio)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
-		return cmd.fail(errcode.Wrap(errcode.InvalidInput, err, err.Error()))
+		return cmd.fail(err)
 	}
-	cmd.args = fs.Args()
 	c, closeFn, err := dial(cmd, ctx)
 	if err != nil {
 		return cmd.fail(limited(ctx, err))
 	}
 	defer closeFn()
-	return cmd.fail(limited(ctx, do(ctx, c)))
+	return cmd.fail(limited(ctx, v.run(ctx, cmd, c)))
+}
+
+// verb is one client verb in the style of cli/cli's commands: options that
+// its flags fill (parse, tested on its own), and a run that uses them with
+// a connected client.
+type verb interface {
+	// register declares the verb's own flags into its options.
+	register(fs *flag.FlagSet)
+	// run does the verb; cmd holds the common flags and the arguments.
+	run(ctx context.Context, cmd *command, c *client.Client) error
+}
+
+// verbs makes each client verb's options, by name.
+var verbs = map[string]func() verb{
+	"run":        func() verb { return &startOptions{} },
+	"start":      func() verb { return &startOptions{} },
+	"status":     func() verb { return &idsOptions{} },
+	"cancel":     func() verb { return &idsOptions{} },
+	"transcript": func() verb { return &idsOptions{} },
+	"wait":       func() verb { return &waitOptions{} },
+	"send":       func() verb { return &sendOptions{} },
+	"list":       func() verb { return &listOptions{} },
+	"output":     func() verb { return &outputOptions{} },
+	"ack":        func() verb { return &ackOptions{} },
+}
+
+// parse reads a client verb's arguments: the common flags into the
+// command, the verb's own into its options, the rest into cmd.args. A bad
+// flag or an unknown verb is INVALID_INPUT (cmd is never nil, so the caller
+// can answer with an envelope).
+func parse(name string, args []string, stdio IO) (*command, verb, error) {
+	cmd := &command{verb: name, io: stdio, compact: stdio.Compact}
+	mk, ok := verbs[name]
+	if !ok {
+		// A program that asked for an envelope gets one, with the code.
+		cmd.asJSON = WantsJSON(args)
+		return cmd, nil, errcode.Errorf(errcode.InvalidInput, "unknown command %q", name)
+	}
+	v := mk()
+	fs := flag.NewFlagSet("subagents "+name, flag.ContinueOnError)
+	fs.SetOutput(stdio.Err)
+	cmd.common(fs)
+	v.register(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return cmd, v, err
+		}
+		return cmd, v, errcode.Wrap(errcode.InvalidInput, err, err.Error())
+	}
+	cmd.args = fs.Args()
+	return cmd, v, nil
+}
+
+// ParseFlags parses the flags of a verb that is not a client verb (serve,
+// profiles, worker, setup, dev), declared by register; a bad flag is
+// INVALID_INPUT, -h is flag.ErrHelp.
+func ParseFlags(verb string, args []string, stderr io.Writer, register ...func(*flag.FlagSet)) (*flag.FlagSet, error) {
+	fs := flag.NewFlagSet("subagents "+verb, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	for _, r := range register {
+		r(fs)
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return fs, err
+		}
+		return fs, errcode.Wrap(errcode.InvalidInput, err, err.Error())
+	}
+	return fs, nil
 }
 
 // limited is err, or the coded cause of ctx's end when ctx ended it (the
@@ -235,62 +288,6 @@ func failedItems(env client.Envelope) int {
 	return n
 }
 
-// startFlags: `run` and `start`. Tasks come from --input (JSON, a
-// StartRequest) or from flags and the prompt words.
-func (cmd *command) startFlags(fs *flag.FlagSet) func(context.Context, *client.Client) error {
-	var (
-		input, agent, name, desc, cwd, model, resume, parent string
-		concurrency                                          int
-		deliver                                              bool
-		files                                                fileFlags
-		timeout, waitFor                                     time.Duration
-	)
-	fs.StringVar(&input, "input", "", "read the request as JSON from this file, or - for stdin")
-	fs.StringVar(&agent, "agent", "", "profile to run the task with (default: pi's own defaults)")
-	fs.StringVar(&name, "name", "", "task name (default: the description or the profile)")
-	fs.StringVar(&desc, "description", "", "short label of the task")
-	fs.StringVar(&cwd, "cwd", "", "absolute folder the task runs in (default: the current folder)")
-	fs.StringVar(&model, "model", "", "provider/model for the child (default: the profile's)")
-	fs.StringVar(&resume, "resume", "", "continue this session ID instead of starting a new one")
-	fs.StringVar(&parent, "parent-session", "", "pi session ID that delegates (for list --parent-session and delivery)")
-	fs.BoolVar(&deliver, "deliver", false, "keep the delegation open until the parent acknowledges its results (ack)")
-	fs.Var(seconds{&timeout}, "timeout", "how long a turn may run: seconds or a duration like 10m (default 600 s)")
-	fs.IntVar(&concurrency, "max-concurrency", 0, "tasks run at once (default 4, at most 16)")
-	fs.Var(&files, "file", "file to put before the prompt, relative to --cwd (repeatable)")
-	fs.Var(seconds{&waitFor}, "wait-timeout", "run: stop waiting after this long (the tasks go on): seconds or a duration like 10m")
-	return func(ctx context.Context, c *client.Client) error {
-		if timeout%time.Second != 0 {
-			return errcode.Errorf(errcode.InvalidInput, "--timeout %s: a turn's timeout is whole seconds", timeout)
-		}
-		var req client.StartRequest
-		if input != "" {
-			if err := cmd.readJSON(input, &req); err != nil {
-				return err
-			}
-		} else {
-			prompt := strings.TrimSpace(strings.Join(cmd.args, " "))
-			if prompt == "" {
-				return errcode.New(errcode.InvalidInput, "a prompt is required: subagents "+cmd.verb+" [flags] PROMPT, or --input FILE")
-			}
-			req = client.StartRequest{Tasks: []api.TaskSpec{{
-				Name: name, Description: desc, Prompt: prompt, Profile: agent, Cwd: absPath(cwd), TimeoutSeconds: int(timeout / time.Second),
-				Model: model, Resume: resume, Files: files,
-			}}, ParentSessionID: parent, Deliver: deliver, MaxConcurrency: concurrency}
-		}
-		if err := cmd.fillDefaults(&req); err != nil {
-			return err
-		}
-		env, err := c.Start(ctx, req)
-		if err != nil {
-			return err
-		}
-		if cmd.verb == "start" {
-			return cmd.finish(env, cmd.printStarted)
-		}
-		return cmd.follow(ctx, c, env.DelegationID, waitFor)
-	}
-}
-
 // fillDefaults gives tasks the caller's folder and the request its depth.
 func (cmd *command) fillDefaults(req *client.StartRequest) error {
 	wd, err := os.Getwd()
@@ -394,44 +391,6 @@ func (cmd *command) needIDs() ([]string, error) {
 	return cmd.args, nil
 }
 
-// idsFlags: `status`, `cancel`, `transcript`.
-func (cmd *command) idsFlags(*flag.FlagSet) func(context.Context, *client.Client) error {
-	return func(ctx context.Context, c *client.Client) error {
-		ids, err := cmd.needIDs()
-		if err != nil {
-			return err
-		}
-		if cmd.verb == "transcript" {
-			if len(ids) != 1 {
-				return errcode.New(errcode.InvalidInput, "transcript takes one session ID")
-			}
-			env, err := c.Transcript(ctx, ids[0])
-			if err != nil {
-				return err
-			}
-			return cmd.finish(env, func(env client.Envelope) { _, _ = fmt.Fprintln(cmd.io.Out, env.Text) })
-		}
-		var envs []client.Envelope
-		for _, id := range ids {
-			var env client.Envelope
-			if cmd.verb == "cancel" {
-				env, err = c.Cancel(ctx, id)
-			} else {
-				env, err = c.Status(ctx, id)
-			}
-			if err != nil {
-				return err
-			}
-			envs = append(envs, env)
-		}
-		env := combine(cmd.verb, envs)
-		if cmd.verb == "cancel" {
-			return cmd.finishQuiet(env, cmd.printCancel)
-		}
-		return cmd.finishQuiet(env, func(env client.Envelope) { printTree(cmd.io.Out, env, false) })
-	}
-}
-
 // finishQuiet prints env; a status or cancel answer is not itself a
 // failure, whatever state the tasks are in.
 func (cmd *command) finishQuiet(env client.Envelope, print func(client.Envelope)) error {
@@ -506,166 +465,6 @@ func (s seconds) Set(v string) error {
 		return fmt.Errorf("%q is negative", v)
 	}
 	return nil
-}
-
-// waitFlags: `wait ID... [--timeout D | --timeout-ms N]`.
-func (cmd *command) waitFlags(fs *flag.FlagSet) func(context.Context, *client.Client) error {
-	var timeout time.Duration
-	var timeoutMS int
-	fs.Var(seconds{&timeout}, "timeout", "stop waiting after this long (the tasks go on; exit code 4): seconds or a duration like 30s")
-	fs.IntVar(&timeoutMS, "timeout-ms", 0, "the same in milliseconds (the task contract's timeout_ms)")
-	progress := fs.Bool("progress", false, "with --json: one line per status change (op \"progress\"), then the final envelope on one line")
-	return func(ctx context.Context, c *client.Client) error {
-		ids, err := cmd.needIDs()
-		if err != nil {
-			return err
-		}
-		if timeoutMS > 0 {
-			timeout = time.Duration(timeoutMS) * time.Millisecond
-		}
-		if len(ids) == 1 && !cmd.asJSON {
-			return cmd.follow(ctx, c, ids[0], timeout)
-		}
-		if *progress {
-			if len(ids) != 1 || !cmd.asJSON {
-				return errcode.New(errcode.InvalidInput, "--progress needs --json and one ID")
-			}
-			return cmd.followLines(ctx, c, ids[0], timeout)
-		}
-		var deadline time.Time
-		if timeout > 0 {
-			deadline = time.Now().Add(timeout)
-		}
-		var envs []client.Envelope
-		for _, id := range ids {
-			left := time.Duration(0)
-			if !deadline.IsZero() {
-				left = max(time.Until(deadline), time.Millisecond)
-			}
-			env, err := c.Wait(ctx, id, left)
-			if err != nil {
-				return err
-			}
-			envs = append(envs, env)
-		}
-		return cmd.finish(combine("wait", envs), func(env client.Envelope) { printTree(cmd.io.Out, env, false) })
-	}
-}
-
-// sendFlags: `send ID PROMPT` or `send --input -` (a SendRequest).
-func (cmd *command) sendFlags(fs *flag.FlagSet) func(context.Context, *client.Client) error {
-	var input, parent, agent string
-	var deliver, wait bool
-	var files fileFlags
-	fs.StringVar(&input, "input", "", "read the request as JSON from this file, or - for stdin")
-	fs.StringVar(&parent, "parent-session", "", "pi session ID that sends (delivery of the result)")
-	fs.StringVar(&agent, "agent", "", "the agent the session runs; another is refused (the sessions contract: a session is its agent's)")
-	fs.BoolVar(&deliver, "deliver", false, "keep the resuming delegation open until the parent acknowledges")
-	fs.BoolVar(&wait, "wait", false, "wait for the turn to end and print its result")
-	fs.Var(&files, "file", "file to put before the prompt (repeatable)")
-	return func(ctx context.Context, c *client.Client) error {
-		var req client.SendRequest
-		if input != "" {
-			if err := cmd.readJSON(input, &req); err != nil {
-				return err
-			}
-		} else {
-			if len(cmd.args) < 2 {
-				return errcode.New(errcode.InvalidInput, "usage: subagents send ID PROMPT, or --input FILE")
-			}
-			req = client.SendRequest{TaskID: cmd.args[0], Prompt: strings.Join(cmd.args[1:], " "), Files: files, ParentSessionID: parent, Deliver: deliver, Agent: agent}
-		}
-		env, err := c.Send(ctx, req)
-		if err != nil {
-			return err
-		}
-		if !wait {
-			return cmd.finishQuiet(env, cmd.printStarted)
-		}
-		id := env.DelegationID
-		if id == "" {
-			id = req.TaskID
-		}
-		if cmd.asJSON {
-			done, err := c.Wait(ctx, id, 0)
-			if err != nil {
-				return err
-			}
-			done.Op = "send"
-			return cmd.finish(done, nil)
-		}
-		return cmd.follow(ctx, c, id, 0)
-	}
-}
-
-// listFlags: `list [--status S] [--agent A] [--parent-session P] [--cwd D]`.
-func (cmd *command) listFlags(fs *flag.FlagSet) func(context.Context, *client.Client) error {
-	var f client.ListFilter
-	fs.StringVar(&f.Status, "status", "", "only runs in this state (running, waiting_for_input, completed, failed, cancelled, timed_out)")
-	fs.StringVar(&f.Agent, "agent", "", "only sessions of this profile")
-	fs.StringVar(&f.ParentSessionID, "parent-session", "", "only what this pi session started")
-	fs.StringVar(&f.Cwd, "cwd", "", "only tasks that ran in this folder")
-	fs.StringVar(&f.Kind, "kind", "", "session or delegation (default: both)")
-	fs.BoolVar(&f.Open, "open", false, "only workflows that are still open")
-	fs.IntVar(&f.Limit, "limit", 0, "at most this many, newest first (default 100)")
-	return func(ctx context.Context, c *client.Client) error {
-		f.Cwd = absPath(f.Cwd)
-		env, err := c.List(ctx, f)
-		if err != nil {
-			return err
-		}
-		return cmd.finishQuiet(env, cmd.printList)
-	}
-}
-
-// outputFlags: `output ID [--full]`.
-func (cmd *command) outputFlags(fs *flag.FlagSet) func(context.Context, *client.Client) error {
-	var full bool
-	var from int
-	fs.BoolVar(&full, "full", false, "the whole output, not cut to the output cap (read on the worker)")
-	fs.IntVar(&from, "from", -1, "with --full: one page from this character on (next_from says where the next begins)")
-	return func(ctx context.Context, c *client.Client) error {
-		ids, err := cmd.needIDs()
-		if err != nil {
-			return err
-		}
-		if len(ids) != 1 {
-			return errcode.New(errcode.InvalidInput, "output takes one session ID")
-		}
-		if from >= 0 && !full {
-			return errcode.New(errcode.InvalidInput, "--from pages the full output: give --full too")
-		}
-		env, err := c.OutputFrom(ctx, ids[0], full, from)
-		if err != nil {
-			return err
-		}
-		return cmd.finishQuiet(env, func(env client.Envelope) { _, _ = fmt.Fprintln(cmd.io.Out, env.Text) })
-	}
-}
-
-// ackFlags: `ack DELEGATION_ID [--by WHO]`.
-func (cmd *command) ackFlags(fs *flag.FlagSet) func(context.Context, *client.Client) error {
-	var by string
-	fs.StringVar(&by, "by", "", "who received the results (recorded in the history)")
-	return func(ctx context.Context, c *client.Client) error {
-		ids, err := cmd.needIDs()
-		if err != nil {
-			return err
-		}
-		var envs []client.Envelope
-		for _, id := range ids {
-			env, err := c.Ack(ctx, id, by)
-			if err != nil {
-				return err
-			}
-			envs = append(envs, env)
-		}
-		return cmd.finishQuiet(combine("ack", envs), func(env client.Envelope) {
-			for _, e := range envs {
-				_, _ = fmt.Fprintf(cmd.io.Out, "%s: delivered=%v\n", e.DelegationID, e.Delivered)
-			}
-		})
-	}
 }
 
 // fileFlags collects --file values.

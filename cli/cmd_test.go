@@ -3,8 +3,13 @@ package cli
 import (
 	"flag"
 	"io"
+	"reflect"
 	"testing"
 	"time"
+
+	"github.com/durable-pi/subagents/client"
+	"github.com/durable-pi/subagents/internal/errcode"
+	"github.com/durable-pi/subagents/worker"
 )
 
 // TestSecondsFlag: every time flag takes seconds or a Go duration, the
@@ -33,34 +38,124 @@ func TestSecondsFlag(t *testing.T) {
 	}
 }
 
-// TestTimeoutFlagsParse: start, run and wait read --timeout (and run its
-// --wait-timeout) in both forms.
-func TestTimeoutFlagsParse(t *testing.T) {
-	for _, tc := range []struct {
-		verb string
-		args []string
-		ok   bool
+// TestParse: each verb's flags and arguments fill its options and the
+// common flags, the same time units on every verb; a bad flag is
+// INVALID_INPUT.
+func TestParse(t *testing.T) {
+	env := func(string) string { return "" }
+	tests := []struct {
+		name    string
+		verb    string
+		args    []string
+		want    verb
+		wantCmd command // the fields compared: args, asJSON, taskQueue, host
+		wantErr bool
 	}{
-		{"start", []string{"--timeout", "600", "p"}, true},
-		{"start", []string{"--timeout", "10m", "p"}, true},
-		{"run", []string{"--timeout", "90s", "--wait-timeout", "120", "p"}, true},
-		{"wait", []string{"--timeout", "30", "id"}, true},
-		{"wait", []string{"--timeout", "30s", "id"}, true},
-		{"wait", []string{"--timeout", "soon", "id"}, false},
-		{"wait", []string{"--timeout", "-1s", "id"}, false},
-		{"start", []string{"--timeout", "-1", "p"}, false},
-	} {
-		cmd := &command{verb: tc.verb}
-		fs := flag.NewFlagSet(tc.verb, flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		switch tc.verb {
-		case "wait":
-			cmd.waitFlags(fs)
-		default:
-			cmd.startFlags(fs)
-		}
-		if err := fs.Parse(tc.args); (err == nil) != tc.ok {
-			t.Errorf("%s %v: %v, want ok %v", tc.verb, tc.args, err, tc.ok)
-		}
+		{name: "start with flags", verb: "start", args: []string{"--agent", "scout", "--timeout", "90", "--file", "a.go", "--max-concurrency", "2", "look", "around"},
+			want:    &startOptions{agent: "scout", timeout: 90 * time.Second, files: fileFlags{{Path: "a.go"}}, maxConcurrency: 2},
+			wantCmd: command{args: []string{"look", "around"}, taskQueue: "subagents"}},
+		{name: "start timeout as a duration", verb: "start", args: []string{"--timeout", "10m", "p"},
+			want: &startOptions{timeout: 10 * time.Minute}, wantCmd: command{args: []string{"p"}, taskQueue: "subagents"}},
+		{name: "run with its wait timeout", verb: "run", args: []string{"--timeout", "90s", "--wait-timeout", "120", "--deliver", "--parent-session", "ps", "p"},
+			want: &startOptions{timeout: 90 * time.Second, waitTimeout: 2 * time.Minute, deliver: true, parentSession: "ps"}, wantCmd: command{args: []string{"p"}, taskQueue: "subagents"}},
+		{name: "start from a file", verb: "start", args: []string{"--input", "-", "--json", "--task-queue", "q", "--host", "auto"},
+			want: &startOptions{input: "-"}, wantCmd: command{args: []string{}, asJSON: true, taskQueue: "q", host: "auto"}},
+		{name: "a negative timeout", verb: "start", args: []string{"--timeout", "-1", "p"}, wantErr: true},
+		{name: "a file entry without a path", verb: "start", args: []string{"--file", "", "p"}, wantErr: true},
+		{name: "status of several", verb: "status", args: []string{"--json", "a", "b"},
+			want: &idsOptions{}, wantCmd: command{args: []string{"a", "b"}, asJSON: true, taskQueue: "subagents"}},
+		{name: "wait in seconds", verb: "wait", args: []string{"--timeout", "30", "id"},
+			want: &waitOptions{timeout: 30 * time.Second}, wantCmd: command{args: []string{"id"}, taskQueue: "subagents"}},
+		{name: "wait as a duration, with progress", verb: "wait", args: []string{"--timeout", "30s", "--progress", "--json", "id"},
+			want: &waitOptions{timeout: 30 * time.Second, progress: true}, wantCmd: command{args: []string{"id"}, asJSON: true, taskQueue: "subagents"}},
+		{name: "wait in milliseconds", verb: "wait", args: []string{"--timeout-ms", "500", "id"},
+			want: &waitOptions{timeoutMS: 500}, wantCmd: command{args: []string{"id"}, taskQueue: "subagents"}},
+		{name: "wait that is no time", verb: "wait", args: []string{"--timeout", "soon", "id"}, wantErr: true},
+		{name: "wait in the past", verb: "wait", args: []string{"--timeout", "-1s", "id"}, wantErr: true},
+		{name: "send with files", verb: "send", args: []string{"--agent", "scout", "--wait", "--file", "b.go", "s-1", "go", "on"},
+			want: &sendOptions{agent: "scout", wait: true, files: fileFlags{{Path: "b.go"}}}, wantCmd: command{args: []string{"s-1", "go", "on"}, taskQueue: "subagents"}},
+		{name: "list filtered", verb: "list", args: []string{"--status", "running", "--agent", "scout", "--open", "--limit", "5", "--kind", "session"},
+			want: &listOptions{filter: client.ListFilter{Status: "running", Agent: "scout", Open: true, Limit: 5, Kind: "session"}}, wantCmd: command{args: []string{}, taskQueue: "subagents"}},
+		{name: "output by default", verb: "output", args: []string{"s-1"},
+			want: &outputOptions{from: -1}, wantCmd: command{args: []string{"s-1"}, taskQueue: "subagents"}},
+		{name: "output paged", verb: "output", args: []string{"--full", "--from", "10", "s-1"},
+			want: &outputOptions{full: true, from: 10}, wantCmd: command{args: []string{"s-1"}, taskQueue: "subagents"}},
+		{name: "ack by a parent", verb: "ack", args: []string{"--by", "parent-1", "d-1"},
+			want: &ackOptions{by: "parent-1"}, wantCmd: command{args: []string{"d-1"}, taskQueue: "subagents"}},
+		{name: "a flag another verb has", verb: "ack", args: []string{"--full", "d-1"}, wantErr: true},
+		{name: "an unknown verb", verb: "frobnicate", args: []string{"--json"}, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd, got, err := parse(tt.verb, tt.args, IO{Err: io.Discard, Getenv: env})
+			if tt.wantErr {
+				if !errcode.Is(err, errcode.InvalidInput) {
+					t.Fatalf("err = %v, want INVALID_INPUT", err)
+				}
+				if cmd == nil {
+					t.Fatal("no command to answer the error with")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("options %+v, want %+v", got, tt.want)
+			}
+			gotCmd := command{args: cmd.args, asJSON: cmd.asJSON, taskQueue: cmd.taskQueue, host: cmd.host}
+			if !reflect.DeepEqual(gotCmd, tt.wantCmd) {
+				t.Errorf("command %+v, want %+v", gotCmd, tt.wantCmd)
+			}
+		})
+	}
+}
+
+// TestParseOtherVerbs: profiles, setup and worker fill their options from
+// their flags; a bad value or an unknown flag is INVALID_INPUT.
+func TestParseOtherVerbs(t *testing.T) {
+	tests := []struct {
+		name    string
+		verb    string
+		args    []string
+		opts    interface{ register(*flag.FlagSet) }
+		check   func(any) bool
+		wantErr bool
+	}{
+		{name: "profiles as JSON", verb: "profiles", args: []string{"--json", "--cwd", "/repo", "--internal"}, opts: &profilesOptions{},
+			check: func(o any) bool {
+				return *o.(*profilesOptions) == profilesOptions{asJSON: true, internal: true, cwd: "/repo"}
+			}},
+		{name: "setup with its retention", verb: "setup", args: []string{"--retention", "72h", "--address", "temporal:7233", "--namespace", "agents"}, opts: &setupOptions{},
+			check: func(o any) bool {
+				s := o.(*setupOptions)
+				return s.retention == 72*time.Hour && s.conn.Address == "temporal:7233" && s.conn.Namespace == "agents"
+			}},
+		{name: "setup by default", verb: "setup", opts: &setupOptions{},
+			check: func(o any) bool { return o.(*setupOptions).retention == worker.DefaultRetention }},
+		{name: "worker with socket and setup", verb: "worker", args: []string{"--socket", "--setup", "--host", "box", "--warm-pool", "2", "--warm-ttl", "30s", "--tls", "true"}, opts: &workerOptions{},
+			check: func(o any) bool {
+				w := o.(*workerOptions)
+				return w.socket && w.setup && w.flags.Host == "box" && w.flags.WarmPool == 2 && w.flags.WarmTTL == 30*time.Second && w.conn.TLS == "true"
+			}},
+		{name: "setup with a retention that is no duration", verb: "setup", args: []string{"--retention", "a month"}, opts: &setupOptions{}, wantErr: true},
+		{name: "profiles with a worker's flag", verb: "profiles", args: []string{"--warm-pool", "2"}, opts: &profilesOptions{}, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseFlags(tt.verb, tt.args, io.Discard, tt.opts.register)
+			if tt.wantErr {
+				if !errcode.Is(err, errcode.InvalidInput) {
+					t.Fatalf("err = %v, want INVALID_INPUT", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tt.check(tt.opts) {
+				t.Errorf("options %+v", tt.opts)
+			}
+		})
 	}
 }

@@ -13,17 +13,29 @@ import (
 	"github.com/durable-pi/subagents/profiles"
 )
 
-// profilesMain is `subagents profiles [--json] [--cwd DIR] [--internal]`.
+// profilesOptions are `subagents profiles [--json] [--cwd DIR] [--internal]`.
+type profilesOptions struct {
+	asJSON, internal bool
+	cwd              string
+}
+
+func (o *profilesOptions) register(fs *flag.FlagSet) {
+	fs.BoolVar(&o.asJSON, "json", false, "print the contract_version envelope as JSON")
+	fs.StringVar(&o.cwd, "cwd", "", "folder whose project profiles (.pi/agents, .pi/agent-profiles) count (default: the current folder)")
+	fs.BoolVar(&o.internal, "internal", false, "list internal profiles too")
+}
+
+// profilesMain is `subagents profiles`: it reads files, not Temporal.
 func profilesMain(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("subagents profiles", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	asJSON := fs.Bool("json", false, "print the contract_version envelope as JSON")
-	cwd := fs.String("cwd", "", "folder whose project profiles (.pi/agents, .pi/agent-profiles) count (default: the current folder)")
-	internal := fs.Bool("internal", false, "list internal profiles too")
-	if err := fs.Parse(args); err != nil {
-		return errcode.Wrap(errcode.InvalidInput, err, err.Error())
+	var o profilesOptions
+	if _, err := ParseFlags("profiles", args, stderr, o.register); err != nil {
+		return err
 	}
-	dir := *cwd
+	return o.run(stdout)
+}
+
+func (o *profilesOptions) run(stdout io.Writer) error {
+	dir := o.cwd
 	if dir == "" {
 		var err error
 		if dir, err = os.Getwd(); err != nil {
@@ -31,11 +43,11 @@ func profilesMain(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	dir, _ = filepath.Abs(dir)
-	env, err := client.ListProfiles(dir, profiles.DefaultAgentDir(), *internal)
+	env, err := client.ListProfiles(dir, profiles.DefaultAgentDir(), o.internal)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	if o.asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(env)

@@ -2,11 +2,9 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"sync"
 
 	"github.com/durable-pi/subagents/client"
-	"github.com/durable-pi/subagents/internal/errcode"
 )
 
 // serveMain is `subagents serve`: the client protocol (ServeRequest and
@@ -16,12 +14,9 @@ import (
 // Requests run concurrently; the process ends when stdin closes and the
 // running calls have answered.
 func serveMain(ctx context.Context, args []string, stdio IO) error {
-	fs := flag.NewFlagSet("subagents serve", flag.ContinueOnError)
-	fs.SetOutput(stdio.Err)
 	base := &command{verb: "serve", io: stdio}
-	base.common(fs)
-	if err := fs.Parse(args); err != nil {
-		return errcode.Wrap(errcode.InvalidInput, err, err.Error())
+	if _, err := ParseFlags("serve", args, stdio.Err, base.common); err != nil {
+		return err
 	}
 	conn := &sharedConn{base: base}
 	defer conn.close()

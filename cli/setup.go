@@ -13,29 +13,42 @@ import (
 	"github.com/durable-pi/subagents/worker"
 )
 
+// setupOptions are `subagents setup`: the connection flags and the
+// retention of a namespace it creates.
+type setupOptions struct {
+	conn      connection.Settings
+	retention time.Duration
+}
+
+func (o *setupOptions) register(fs *flag.FlagSet) {
+	o.conn.RegisterFlags(fs)
+	o.retention = worker.DefaultRetention
+	fs.Var(seconds{&o.retention}, "retention", "how long a namespace this creates keeps closed workflows: seconds or a duration like 720h (default 720h)")
+}
+
 // setupMain is `subagents setup`.
 func setupMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("subagents setup", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var conn connection.Settings
-	conn.RegisterFlags(fs)
-	retention := fs.Duration("retention", worker.DefaultRetention, "how long a namespace this creates keeps closed workflows")
-	if err := fs.Parse(args); err != nil {
-		return errcode.Wrap(errcode.InvalidInput, err, err.Error())
+	var o setupOptions
+	if _, err := ParseFlags("setup", args, stderr, o.register); err != nil {
+		return err
 	}
-	if *retention < 24*time.Hour {
-		return errcode.Errorf(errcode.InvalidInput, "--retention must be at least 24h (Temporal's minimum), not %s", *retention)
+	return o.run(ctx, stdout)
+}
+
+func (o *setupOptions) run(ctx context.Context, stdout io.Writer) error {
+	if o.retention < 24*time.Hour {
+		return errcode.Errorf(errcode.InvalidInput, "--retention must be at least 24h (Temporal's minimum), not %s", o.retention)
 	}
-	c, err := conn.Dial(ctx, nil)
+	c, err := o.conn.Dial(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	opts, err := conn.ClientOptions()
+	opts, err := o.conn.ClientOptions()
 	if err != nil {
 		return err
 	}
-	return worker.Setup(ctx, c, cmpNamespace(opts.Namespace), *retention, stdout)
+	return worker.Setup(ctx, c, cmpNamespace(opts.Namespace), o.retention, stdout)
 }
 
 func cmpNamespace(ns string) string {

@@ -59,8 +59,8 @@ func (f *WorkerFlags) Register(fs *flag.FlagSet) {
 		"workflows kept in memory between their tasks; an idle session beyond it costs the worker nothing until its next send (env SUBAGENTS_WORKFLOW_CACHE)")
 	fs.IntVar(&f.WarmPool, "warm-pool", envInt("SUBAGENTS_WARM_POOL", f.WarmPool),
 		"child pi processes kept started ahead of tasks like recent ones (about 110 MiB each), 0 for none (env SUBAGENTS_WARM_POOL)")
-	fs.DurationVar(&f.WarmTTL, "warm-ttl", envDuration("SUBAGENTS_WARM_TTL", activities.DefaultWarmTTL),
-		"how long a warm child no task took stays (env SUBAGENTS_WARM_TTL)")
+	f.WarmTTL = envDuration("SUBAGENTS_WARM_TTL", activities.DefaultWarmTTL)
+	fs.Var(seconds{&f.WarmTTL}, "warm-ttl", "how long a warm child no task took stays: seconds or a duration like 2m (env SUBAGENTS_WARM_TTL; default "+f.WarmTTL.String()+")")
 	fs.StringVar(&f.ChildEnvAllow, "child-env-allow", os.Getenv("SUBAGENTS_CHILD_ENV_ALLOW"),
 		"comma-separated name patterns (globs) of variables a child gets even when a rule would drop them, e.g. GITHUB_TOKEN (env SUBAGENTS_CHILD_ENV_ALLOW)")
 	fs.StringVar(&f.ChildEnvDeny, "child-env-deny", os.Getenv("SUBAGENTS_CHILD_ENV_DENY"),
@@ -147,10 +147,12 @@ func (f *WorkerFlags) Config(ctx context.Context) (worker.Config, error) {
 // 64 of them are more than any one worker runs at once.
 const maxWarmPool = 64
 
-// envDuration reads a Go duration from the environment, or def.
+// envDuration reads a time from the environment as the time flags do
+// (seconds or a duration), or def.
 func envDuration(name string, def time.Duration) time.Duration {
-	if v, err := time.ParseDuration(os.Getenv(name)); err == nil {
-		return v
+	var d time.Duration
+	if v := os.Getenv(name); v != "" && (seconds{&d}).Set(v) == nil {
+		return d
 	}
 	return def
 }
@@ -164,26 +166,39 @@ func envInt(name string, def int) int {
 	return def
 }
 
-// workerMain is `subagents worker`: the worker against an external Temporal, set up
-// by the standard TEMPORAL_* environment and temporal.toml, with flags on top.
-// It runs until ctx ends.
+// workerOptions are `subagents worker`: the worker's settings, the
+// connection flags, and whether to set the namespace up and answer on the
+// data dir's socket.
+type workerOptions struct {
+	flags         WorkerFlags
+	conn          connection.Settings
+	socket, setup bool
+}
+
+func (o *workerOptions) register(fs *flag.FlagSet) {
+	o.flags.Register(fs)
+	o.conn.RegisterFlags(fs)
+	fs.BoolVar(&o.socket, "socket", false, "also answer the client protocol on <data dir>/"+connection.SocketName+", as subagents dev does")
+	fs.BoolVar(&o.setup, "setup", false, "create the namespace and register the search attributes first, as `subagents setup` does")
+}
+
+// workerMain is `subagents worker`: the worker against an external Temporal,
+// set up by the standard TEMPORAL_* environment and temporal.toml, with flags
+// on top. It runs until ctx ends.
 func workerMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("subagents worker", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var flags WorkerFlags
-	var conn connection.Settings
-	var socket bool
-	flags.Register(fs)
-	conn.RegisterFlags(fs)
-	fs.BoolVar(&socket, "socket", false, "also answer the client protocol on <data dir>/"+connection.SocketName+", as subagents dev does")
-	setup := fs.Bool("setup", false, "create the namespace and register the search attributes first, as `subagents setup` does")
-	if err := fs.Parse(args); err != nil {
-		return errcode.Wrap(errcode.InvalidInput, err, err.Error())
+	var o workerOptions
+	if _, err := ParseFlags("worker", args, stderr, o.register); err != nil {
+		return err
 	}
-	logger, cfg, err := flags.Setup(ctx, stderr)
+	return o.run(ctx, stdout, stderr)
+}
+
+func (o *workerOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
+	logger, cfg, err := o.flags.Setup(ctx, stderr)
 	if err != nil {
 		return err
 	}
+	conn := o.conn
 	if cfg.Metrics != nil {
 		conn.Metrics = cfg.Metrics.Handler
 	}
@@ -198,7 +213,7 @@ func workerMain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	// Before polling: a namespace or search attribute that is missing is
 	// named with the command that fixes it, not found by the first start.
-	if *setup {
+	if o.setup {
 		err = worker.Setup(ctx, c, cmpNamespace(copts.Namespace), worker.DefaultRetention, stdout)
 	} else {
 		err = worker.Check(ctx, c, cmpNamespace(copts.Namespace))
@@ -206,12 +221,8 @@ func workerMain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	if socket {
-		opts, err := conn.ClientOptions()
-		if err != nil {
-			return err
-		}
-		stop, err := ServeSocket(ctx, &client.Client{Temporal: c, TaskQueue: cfg.TaskQueue, Address: opts.HostPort, Namespace: opts.Namespace}, cfg)
+	if o.socket {
+		stop, err := ServeSocket(ctx, &client.Client{Temporal: c, TaskQueue: cfg.TaskQueue, Address: copts.HostPort, Namespace: copts.Namespace}, cfg)
 		if err != nil {
 			return err
 		}

@@ -20,6 +20,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/durable-pi/subagents/api"
+	"github.com/durable-pi/subagents/cli"
 	"github.com/durable-pi/subagents/client"
 	"github.com/durable-pi/subagents/connection"
 	"github.com/durable-pi/subagents/internal/errcode"
@@ -47,19 +48,32 @@ var tasks = []struct {
 // DemoMain runs the demo until ctx ends (Ctrl-C) or, with --stay=false, until it
 // has printed the results.
 func DemoMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("subagents demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	port := fs.Int("port", 7233, "port of the Temporal frontend")
-	uiPort := fs.Int("ui-port", 0, "port of the Temporal UI (default --port + 1000)")
-	stay := fs.Bool("stay", true, "keep the server and its UI up after the run, until Ctrl-C")
-	piPath := fs.String("pi", "", "pi executable (default: as `subagents dev` finds it)")
-	if err := fs.Parse(args); err != nil {
-		return errcode.Wrap(errcode.InvalidInput, err, err.Error())
+	var o demoOptions
+	if _, err := cli.ParseFlags("demo", args, stderr, o.register); err != nil {
+		return err
 	}
+	return o.run(ctx, stdout, stderr)
+}
+
+// demoOptions are `subagents demo`'s flags.
+type demoOptions struct {
+	port, uiPort int
+	stay         bool
+	pi           string
+}
+
+func (o *demoOptions) register(fs *flag.FlagSet) {
+	fs.IntVar(&o.port, "port", 7233, "port of the Temporal frontend")
+	fs.IntVar(&o.uiPort, "ui-port", 0, "port of the Temporal UI (default --port + 1000)")
+	fs.BoolVar(&o.stay, "stay", true, "keep the server and its UI up after the run, until Ctrl-C")
+	fs.StringVar(&o.pi, "pi", "", "pi executable (default: as `subagents dev` finds it)")
+}
+
+func (o *demoOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
 	// Errors only: the SDK warns about slow calls while the demo's worker is
 	// dead on purpose.
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	pi, err := worker.FindPi(ctx, worker.DefaultPiLookup(*piPath))
+	pi, err := worker.FindPi(ctx, worker.DefaultPiLookup(o.pi))
 	if err != nil {
 		return err
 	}
@@ -94,7 +108,7 @@ func DemoMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 
 	srv, err := devserver.Start(ctx, devserver.Options{
-		Port: *port, UIPort: *uiPort, DBFile: filepath.Join(dir, "temporal.db"),
+		Port: o.port, UIPort: o.uiPort, DBFile: filepath.Join(dir, "temporal.db"),
 		SearchAttributes: api.SearchAttributes(), Logger: logger,
 	})
 	if err != nil {
@@ -174,7 +188,7 @@ func DemoMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := warmDemo(ctx, c, model, say); err != nil {
 		return err
 	}
-	if !*stay {
+	if !o.stay {
 		return nil
 	}
 	say("")

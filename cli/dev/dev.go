@@ -21,39 +21,51 @@ import (
 	"github.com/durable-pi/subagents/worker/devserver"
 )
 
-// Main parses args, starts the server, the UI and the worker, and runs until
-// ctx ends; then it stops the worker first and the server last.
-func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("subagents dev", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var (
-		flags    cli.WorkerFlags
-		opts     devserver.Options
-		headless bool
-	)
-	flags.WarmPool = worker.DefaultDevWarmPool
-	// Flag names follow `temporal server start-dev` where they overlap.
+// devOptions are `subagents dev`: the embedded server's options (flag
+// names follow `temporal server start-dev` where they overlap) and the
+// worker's settings.
+type devOptions struct {
+	flags    cli.WorkerFlags
+	server   devserver.Options
+	headless bool
+}
+
+func (o *devOptions) register(fs *flag.FlagSet) {
+	opts := &o.server
+	o.flags.WarmPool = worker.DefaultDevWarmPool
 	fs.StringVar(&opts.IP, "ip", "127.0.0.1", "IP address the Temporal frontend (gRPC) listens on")
 	fs.IntVar(&opts.Port, "port", 7233, "port of the Temporal frontend (gRPC)")
 	fs.IntVar(&opts.HTTPPort, "http-port", 0,
 		"port of Temporal's HTTP API on --ip, which must be loopback (default off: it has no authorization, and any web page can post to it)")
 	fs.StringVar(&opts.UIIP, "ui-ip", "127.0.0.1", "IP address the Temporal UI listens on")
 	fs.IntVar(&opts.UIPort, "ui-port", 0, "port of the Temporal UI (default --port + 1000)")
-	fs.BoolVar(&headless, "headless", false, "do not start the Temporal UI")
+	fs.BoolVar(&o.headless, "headless", false, "do not start the Temporal UI")
 	fs.StringVar(&opts.DBFile, "db-filename", "", "SQLite database file (default <data dir>/temporal.db)")
 	fs.StringVar(&opts.Namespace, "namespace", "default", "namespace, created if missing")
 	fs.BoolVar(&opts.Ephemeral, "ephemeral", false, "keep everything in memory: nothing survives a restart")
-	flags.Register(fs)
-	if err := fs.Parse(args); err != nil {
-		return errcode.Wrap(errcode.InvalidInput, err, err.Error())
+	o.flags.Register(fs)
+}
+
+// Main parses args, starts the server, the UI and the worker, and runs until
+// ctx ends; then it stops the worker first and the server last.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var o devOptions
+	fs, err := cli.ParseFlags("dev", args, stderr, o.register)
+	if err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return errcode.Errorf(errcode.InvalidInput, "subagents dev takes no arguments, got %q", fs.Args())
 	}
-	if headless {
+	return o.run(ctx, stdout, stderr)
+}
+
+func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
+	opts := o.server
+	if o.headless {
 		opts.UIPort = -1
 	}
-	logger, cfg, err := flags.Setup(ctx, stderr)
+	logger, cfg, err := o.flags.Setup(ctx, stderr)
 	if err != nil {
 		return err
 	}

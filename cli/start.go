@@ -1,0 +1,71 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"strings"
+	"time"
+
+	"github.com/durable-pi/subagents/api"
+	"github.com/durable-pi/subagents/client"
+	"github.com/durable-pi/subagents/internal/errcode"
+)
+
+// startOptions are `run` and `start`: the tasks come from --input (JSON, a
+// StartRequest) or from the flags and the prompt words; `run` then follows
+// the delegation until it ends.
+type startOptions struct {
+	input, agent, name, description, cwd, model, resume, parentSession string
+	maxConcurrency                                                     int
+	deliver                                                            bool
+	files                                                              fileFlags
+	timeout, waitTimeout                                               time.Duration
+}
+
+func (o *startOptions) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.input, "input", "", "read the request as JSON from this file, or - for stdin")
+	fs.StringVar(&o.agent, "agent", "", "profile to run the task with (default: pi's own defaults)")
+	fs.StringVar(&o.name, "name", "", "task name (default: the description or the profile)")
+	fs.StringVar(&o.description, "description", "", "short label of the task")
+	fs.StringVar(&o.cwd, "cwd", "", "absolute folder the task runs in (default: the current folder)")
+	fs.StringVar(&o.model, "model", "", "provider/model for the child (default: the profile's)")
+	fs.StringVar(&o.resume, "resume", "", "continue this session ID instead of starting a new one")
+	fs.StringVar(&o.parentSession, "parent-session", "", "pi session ID that delegates (for list --parent-session and delivery)")
+	fs.BoolVar(&o.deliver, "deliver", false, "keep the delegation open until the parent acknowledges its results (ack)")
+	fs.Var(seconds{&o.timeout}, "timeout", "how long a turn may run: seconds or a duration like 10m (default 600 s)")
+	fs.IntVar(&o.maxConcurrency, "max-concurrency", 0, "tasks run at once (default 4, at most 16)")
+	fs.Var(&o.files, "file", "file to put before the prompt, relative to --cwd (repeatable)")
+	fs.Var(seconds{&o.waitTimeout}, "wait-timeout", "run: stop waiting after this long (the tasks go on): seconds or a duration like 10m")
+}
+
+func (o *startOptions) run(ctx context.Context, cmd *command, c *client.Client) error {
+	if o.timeout%time.Second != 0 {
+		return errcode.Errorf(errcode.InvalidInput, "--timeout %s: a turn's timeout is whole seconds", o.timeout)
+	}
+	var req client.StartRequest
+	if o.input != "" {
+		if err := cmd.readJSON(o.input, &req); err != nil {
+			return err
+		}
+	} else {
+		prompt := strings.TrimSpace(strings.Join(cmd.args, " "))
+		if prompt == "" {
+			return errcode.New(errcode.InvalidInput, "a prompt is required: subagents "+cmd.verb+" [flags] PROMPT, or --input FILE")
+		}
+		req = client.StartRequest{Tasks: []api.TaskSpec{{
+			Name: o.name, Description: o.description, Prompt: prompt, Profile: o.agent, Cwd: absPath(o.cwd),
+			TimeoutSeconds: int(o.timeout / time.Second), Model: o.model, Resume: o.resume, Files: o.files,
+		}}, ParentSessionID: o.parentSession, Deliver: o.deliver, MaxConcurrency: o.maxConcurrency}
+	}
+	if err := cmd.fillDefaults(&req); err != nil {
+		return err
+	}
+	env, err := c.Start(ctx, req)
+	if err != nil {
+		return err
+	}
+	if cmd.verb == "start" {
+		return cmd.finish(env, cmd.printStarted)
+	}
+	return cmd.follow(ctx, c, env.DelegationID, o.waitTimeout)
+}
