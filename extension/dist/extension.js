@@ -1,5 +1,8 @@
 // Generated from src/*.ts by make build (node --run build): do not edit.
 
+// src/extension.ts
+import { setFlagsFromString } from "node:v8";
+
 // src/cli.ts
 import { spawn as spawn2 } from "node:child_process";
 import { createInterface } from "node:readline";
@@ -1180,6 +1183,12 @@ function connectionFlags(s) {
 }
 
 // src/extension.ts
+function quickExit() {
+  try {
+    setFlagsFromString("--liftoff-only");
+  } catch {
+  }
+}
 function StringEnum(Type, values, options) {
   return Type.Unsafe({ type: "string", enum: [...values], ...options?.description && { description: options.description } });
 }
@@ -1651,6 +1660,7 @@ ${body}`, {
   });
   pi.on("session_start", async (_event, ctx) => {
     current = ctx;
+    if (ctx.mode !== "tui" && ctx.mode !== "rpc") quickExit();
     if (ctx.hasUI) loadTui();
     settings = loadSettings(ctx.cwd);
     await startUp(ctx, true);

@@ -8,6 +8,7 @@
 // ../index.ts, which hands it pi's own TypeBox and TUI modules: it imports
 // no package at run time, only node's.
 
+import { setFlagsFromString } from "node:v8";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import type { Type as TypeBuilder } from "typebox";
 import { onServiceStarted, SubagentsCli, SubagentsError, stopServers } from "./cli.ts";
@@ -36,6 +37,25 @@ import { rememberedProfiles, rememberProfiles } from "./profile-cache.ts";
 import { connectionFlags, loadSettings, localService, type Settings } from "./settings.ts";
 
 type TypeBuilder = typeof TypeBuilder;
+
+/**
+ * Lets a print or JSON run end as soon as its work is done. A pi that made a
+ * second model call (as a parent does when a tool result comes back) waits at
+ * exit for V8 to finish compiling the HTTP parser's WebAssembly (undici's
+ * llhttp) to its optimizing tier, in the background: 70-100 ms here on every
+ * delegating run (README "Warm children" has the figures). Baseline-compiled
+ * (Liftoff) WebAssembly parses a model's answers just as well for a run that
+ * then exits, so such a run skips the optimizing tier for what V8 compiles
+ * from here on (this runs before the session's first model call); an
+ * interactive pi keeps V8's defaults.
+ */
+function quickExit() {
+	try {
+		setFlagsFromString("--liftoff-only");
+	} catch {
+		/* a Node without the flag keeps its defaults */
+	}
+}
 
 /** What the entry hands over from pi's own modules (see ../index.ts). */
 export interface Host {
@@ -650,6 +670,7 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 
 	pi.on("session_start", async (_event, ctx) => {
 		current = ctx;
+		if (ctx.mode !== "tui" && ctx.mode !== "rpc") quickExit();
 		if (ctx.hasUI) loadTui();
 		settings = loadSettings(ctx.cwd);
 		await startUp(ctx, true);
