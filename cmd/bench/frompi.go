@@ -233,3 +233,26 @@ func (b *bench) childAnswered(before, n int) error {
 	}
 	return nil
 }
+
+func (p *delegationPhases) add(t0 time.Time, total time.Duration, reqs []scriptedmodel.Request) {
+	if len(reqs) != 3 || t0.IsZero() {
+		return
+	}
+	p.start = append(p.start, reqs[0].Time.Sub(t0))
+	p.handOff = append(p.handOff, reqs[1].Time.Sub(reqs[0].Time))
+	p.answer = append(p.answer, reqs[2].Time.Sub(reqs[1].Time))
+	p.end = append(p.end, t0.Add(total).Sub(reqs[2].Time))
+}
+
+func (p *delegationPhases) report() string {
+	if len(p.start) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("\nWhere a warm one-task delegation's time goes (medians, from the model calls): the parent's start to its first model call %s; "+
+		"that call to the child's model call (the tool call, the service, the warm child's switch to its session and prompt) %s; "+
+		"the child's call to the parent's next one (the child's answer, its finalize, back to the parent's tool result) %s; "+
+		"the parent's last call to its exit %s. A pi that made a second model call, as a parent does, would wait at exit for V8's background tier-up "+
+		"of the HTTP parser's WebAssembly (undici's llhttp), 70-100 ms here; the extension sets `--liftoff-only` in a print or JSON pi (README \"Warm children\"), "+
+		"which the floor's plain runs, one model call each, do not need.\n",
+		ms(pct(p.start, 0.5)), ms(pct(p.handOff, 0.5)), ms(pct(p.answer, 0.5)), ms(pct(p.end, 0.5)))
+}

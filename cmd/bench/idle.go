@@ -11,10 +11,11 @@ import (
 
 	sdkclient "go.temporal.io/sdk/client"
 
+	"github.com/google/uuid"
+
 	"github.com/durable-pi/subagents/activities"
 	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/client"
-	"github.com/google/uuid"
 )
 
 // idleSessions starts n sessions whose first turn (the stub child) ends

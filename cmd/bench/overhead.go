@@ -9,12 +9,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+	"go.temporal.io/api/enums/v1"
+
 	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/client"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
 	"github.com/durable-pi/subagents/profiles"
-	"github.com/google/uuid"
-	"go.temporal.io/api/enums/v1"
 )
 
 // overhead runs one task three ways in turn, n times each, after two

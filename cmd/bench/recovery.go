@@ -13,13 +13,14 @@ import (
 	"syscall"
 	"time"
 
+	"go.temporal.io/api/enums/v1"
+	sdkclient "go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+
 	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/client"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
 	"github.com/durable-pi/subagents/internal/syncbuf"
-	"go.temporal.io/api/enums/v1"
-	sdkclient "go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
 )
 
 // keptChaosSections returns the reliability figures that `make chaos`
