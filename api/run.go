@@ -73,10 +73,6 @@ type RunPiInput struct {
 	MaxRuntimeSeconds *int `json:"maxRuntimeSeconds,omitempty"`
 }
 
-// ErrorInfo is a coded error in a result (errcode.Info, made by
-// errcode.NewInfo): an alias, so results keep their type and their JSON.
-type ErrorInfo = errcode.Info
-
 // RunPiResult is what one child run produced: the raw material of the SingleResult contract's
 // SingleResult. Everything in it is sanitized and bounded.
 type RunPiResult struct {
@@ -97,7 +93,7 @@ type RunPiResult struct {
 	Timeline     []TimelineEvent `json:"timeline,omitempty"`
 	StopReason   string          `json:"stopReason,omitempty"`
 	AutoRetries  int             `json:"autoRetries,omitempty"`
-	Error        *ErrorInfo      `json:"error,omitempty"`
+	Error        *errcode.Info   `json:"error,omitempty"`
 	SessionFile  string          `json:"sessionFile"`
 	ArtifactFile string          `json:"artifactFile,omitempty"`
 	Attempt      int32           `json:"attempt"`
