@@ -39,7 +39,7 @@ func main() {
 	idle := flag.Int("idle", 10000, "idle sticky sessions to hold")
 	out := flag.String("out", "BENCHMARKS.md", "file to write the figures to")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
-	only := flag.String("only", "", "comma-separated sections to run (overhead, load, recovery); default all")
+	only := flag.String("only", "", "comma-separated sections to run (overhead, pi, hosts, service, load, idle, recovery, timeline); default all")
 	flag.Parse()
 	sections = map[string]bool{}
 	for _, s := range strings.Split(*only, ",") {
@@ -224,6 +224,7 @@ func run(n int, outPath string) error {
 			return b.overhead(n)
 		}},
 		{"pi", func() (string, error) { return b.fromPi(max(n/2, 3)) }},
+		{"hosts", func() (string, error) { return b.hosts(n) }},
 		{"service", func() (string, error) { return b.localService(n) }},
 		{"load", b.load},
 		{"idle", func() (string, error) { return b.idleSessions(idleCount) }},
