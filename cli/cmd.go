@@ -138,22 +138,16 @@ func parse(name string, args []string, stdio IO) (*command, verb, error) {
 		return cmd, nil, errcode.Errorf(errcode.InvalidInput, "unknown command %q", name)
 	}
 	v := mk()
-	fs := flag.NewFlagSet("subagents "+name, flag.ContinueOnError)
-	fs.SetOutput(stdio.Err)
-	cmd.common(fs)
-	v.register(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return cmd, v, err
-		}
-		return cmd, v, errcode.Wrap(errcode.InvalidInput, err, err.Error())
+	fs, err := ParseFlags(name, args, stdio.Err, cmd.common, v.register)
+	if err != nil {
+		return cmd, v, err
 	}
 	cmd.args = fs.Args()
 	return cmd, v, nil
 }
 
-// ParseFlags parses the flags of a verb that is not a client verb (serve,
-// profiles, worker, setup, dev), declared by register; a bad flag is
+// ParseFlags parses a verb's flags, declared by register (the client verbs'
+// parse, and serve, profiles, worker, setup, dev, demo); a bad flag is
 // INVALID_INPUT, -h is flag.ErrHelp.
 func ParseFlags(verb string, args []string, stderr io.Writer, register ...func(*flag.FlagSet)) (*flag.FlagSet, error) {
 	fs := flag.NewFlagSet("subagents "+verb, flag.ContinueOnError)
