@@ -549,6 +549,13 @@ func (r *childRun) run(ctx context.Context, args []string, spec warmSpec, sessio
 				lines = nil
 				continue
 			}
+			if out.stop != stopNone {
+				// The result is the run as it was stopped: what a child
+				// being ended still prints (another tool call of a loop,
+				// more of a flood) would make it depend on how fast the
+				// signal lands.
+				continue
+			}
 			typ := r.stream.Apply(line)
 			if typ == "agent_settled" && out.warm && r.correctable(out) {
 				// Kept for the corrective run the session sends next: the
