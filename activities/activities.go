@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/durable-pi/subagents/api"
@@ -98,6 +99,9 @@ type Activities struct {
 	sanitizer *Sanitizer
 	pool      *pool // nil without a warm pool
 	reaper    *reaper
+	// exiting counts the children whose runs settled and returned while
+	// their pi still exits (exitInBackground).
+	exiting sync.WaitGroup
 }
 
 // New fills in cfg's defaults and writes the finalize extension to its cache
@@ -139,10 +143,12 @@ func New(cfg Config) (*Activities, error) {
 	return a, nil
 }
 
-// Close ends the warm pool's idle children, then lets the reaper end
+// Close waits for the children of settled runs to exit, ends the warm
+// pool's idle children, then lets the reaper end
 // whatever of the worker's children is still left (children of running
 // tasks end with their runs). The worker calls it once it has stopped.
 func (a *Activities) Close() {
+	a.exiting.Wait()
 	if a.pool != nil {
 		a.pool.close()
 	}

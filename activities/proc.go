@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // proc is a started child pi: its stdout as records, the tail of its
@@ -129,6 +130,25 @@ func (p *proc) reap() error {
 		}
 	})
 	return p.waitErr
+}
+
+// exitInBackground lets a child whose run settled exit on its own (pi in
+// JSON mode exits after its turn, a warm child once its stdin is closed),
+// reading what it still prints, and kills its group if it has not exited
+// within the kill grace. The returned channel closes once it was reaped.
+func (a *Activities) exitInBackground(p *proc) <-chan struct{} {
+	a.exiting.Add(1)
+	go func() {
+		defer a.exiting.Done()
+		late := time.AfterFunc(a.cfg.KillGrace, func() { _ = syscall.Kill(-p.pid, syscall.SIGKILL) })
+		defer late.Stop()
+		go func() {
+			for range p.lines {
+			}
+		}()
+		_ = p.reap()
+	}()
+	return p.exited
 }
 
 // discard kills pi and everything it started, and reaps it in the

@@ -136,7 +136,10 @@ func (a *Activities) RunPi(ctx context.Context, in api.RunPiInput) (api.RunPiRes
 		}
 		return res, err
 	}
-	defer lock.unlock()
+	// The lock is the session's until its pi has exited: a run that
+	// settled returns before that (see outcome.exiting).
+	unlock := lock.unlock
+	defer func() { unlock() }()
 
 	// Where this run begins in the session file: recorded by its first
 	// attempt, so that a retry knows which messages the interrupted
@@ -217,6 +220,14 @@ func (a *Activities) RunPi(ctx context.Context, in api.RunPiInput) (api.RunPiRes
 		spec = a.specFor(a.flags(in), in.Cwd, run.env, a.loadedFiles(in))
 	}
 	outcome := run.run(ctx, a.args(in, res.SessionFile), spec, res.SessionFile, prompt)
+	if outcome.exiting != nil {
+		unlock = func() {
+			go func() {
+				<-outcome.exiting
+				lock.unlock()
+			}()
+		}
+	}
 	res.Warm = outcome.warm
 	a.fill(&res, run, outcome)
 	a.observe(in, res, outcome, run.stream.Usage)
@@ -430,6 +441,9 @@ type outcome struct {
 	exitCode int
 	stderr   string
 	elapsed  time.Duration
+	// exiting, when set, closes once pi has exited: the run settled and
+	// returned without waiting for it (see childRun.run).
+	exiting <-chan struct{}
 }
 
 // childRun is one pi process and what was read from it.
@@ -507,7 +521,7 @@ func (r *childRun) run(ctx context.Context, args []string, spec warmSpec, sessio
 	}
 	lines := p.lines
 	overflow := p.overflow
-	kept := false
+	kept, settled := false, false
 
 	heartbeat := time.NewTicker(r.a.cfg.HeartbeatInterval)
 	defer heartbeat.Stop()
@@ -568,6 +582,14 @@ func (r *childRun) run(ctx context.Context, args []string, spec warmSpec, sessio
 			if typ == "agent_settled" || r.stream.CommandError != "" {
 				endRPC()
 			}
+			if typ == "agent_settled" {
+				// The turn is over and in the session file: the result
+				// does not wait for pi's exit (tens of milliseconds, more
+				// when V8 finishes optimizing code at exit).
+				settled = true
+				lines = nil
+				continue
+			}
 			if typ == "tool_execution_start" {
 				p.toolsRan.Store(true)
 				lastToolCall = time.Now()
@@ -624,7 +646,11 @@ func (r *childRun) run(ctx context.Context, args []string, spec warmSpec, sessio
 		idle.Stop()
 	}
 	out.stderr = p.stderr.String()
-	if !kept {
+	switch {
+	case kept:
+	case settled:
+		out.exiting = r.a.exitInBackground(p)
+	default:
 		out.waitErr = p.reap()
 		out.readErr = p.readErr
 		out.exitCode = p.exitCode()
