@@ -64,7 +64,9 @@ func (a *Activities) specFor(flags []string, dir string, env []string, files []s
 	for _, kv := range env {
 		write(kv)
 	}
-	args := append([]string{"--mode", "rpc", "--no-session"}, flags...)
+	// The session file comes with the child's start (startWarm): not
+	// part of the key.
+	args := append([]string{"--mode", "rpc"}, flags...)
 	for _, arg := range args {
 		write(arg)
 	}
@@ -143,10 +145,14 @@ func (p *pool) spawner() {
 	for {
 		select {
 		case req := <-p.spawn:
-			child, err := startProc(p.a.cfg.Pi, req.spec.args, req.spec.dir, req.spec.env, p.a.cfg.MaxStreamBytes, p.a.reaper.mark())
+			slot := p.a.newSlot()
+			args := append([]string{"--session", slot}, req.spec.args...)
+			child, err := startProc(p.a.cfg.Pi, args, req.spec.dir, req.spec.env, p.a.cfg.MaxStreamBytes, p.a.reaper.mark())
 			if err != nil {
 				p.log.Warn("warm pool: pi did not start", "error", err)
 				child = nil
+			} else {
+				child.slot = slot
 			}
 			req.reply <- child
 		case <-p.stop:
@@ -175,6 +181,15 @@ func (p *pool) take(spec warmSpec) *proc {
 	}
 	p.misses.Add(1)
 	return nil
+}
+
+// holdsKept reports whether a child is kept for sessionFile's corrective
+// run: while it lives, the session file may be its slot's link.
+func (p *pool) holdsKept(sessionFile string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w := p.kept[sessionFile]
+	return w != nil && !w.p.ended()
 }
 
 // keep holds child, whose run on sessionFile ended without finalizing, for

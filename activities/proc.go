@@ -24,6 +24,9 @@ type proc struct {
 	// stdin is the RPC command channel; nil for a run in JSON mode, whose
 	// stdin is /dev/null (pi waits on an open stdin).
 	stdin io.WriteCloser
+	// slot is a warm child's own session file; linked, the task's session
+	// file made a link to it (slot.go), settled once pi exited.
+	slot, linked string
 	// lines carries stdout's records until it is closed at EOF; records
 	// past the output cap are read and dropped.
 	lines    chan []byte
@@ -121,6 +124,11 @@ func (p *proc) reap() error {
 		p.readErr = <-p.readDone
 		<-p.errDone
 		p.waitErr = p.cmd.Wait()
+		if p.linked != "" {
+			// Before exited closes: the session's lock is released
+			// after it, and the next run finds an ordinary file.
+			_ = settleSlot(p.linked, p.slot)
+		}
 		close(p.exited)
 		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
 		if p.toolsRan.Load() {

@@ -152,6 +152,15 @@ func (a *Activities) RunPi(ctx context.Context, in api.RunPiInput) (api.RunPiRes
 			activity.GetLogger(ctx).Warn("ended what a dead attempt left running", "session", in.SessionID, "processes", n)
 		}
 	}
+	// A warm child's link to its slot, left by a worker that died while the
+	// child ran (and its child with it, or ended just above): the file goes
+	// in place. Not while this worker keeps a child for the session, which
+	// writes its slot still.
+	if a.pool == nil || !a.pool.holdsKept(res.SessionFile) {
+		if err := a.settleStaleSlot(res.SessionFile); err != nil {
+			return res, fmt.Errorf("session file: %w", err)
+		}
+	}
 	msgs, _ := readMessages(res.SessionFile)
 	res.MessagesBefore = -1
 	if info.Attempt > 1 {
@@ -673,14 +682,21 @@ func sendPrompt(w *proc, prompt string) error {
 	return writeCommand(w, "prompt", map[string]any{"type": "prompt", "message": prompt})
 }
 
-// handOver points a warm child at the run's session file (a new file is
-// created as --session would; an existing one is continued) and sends the
-// prompt; its events then come as a cold child's do.
+// handOver points a warm child at the run's session file and sends the
+// prompt; its events then come as a cold child's do. A new session takes
+// the child's own slot as it is (slot.go); an existing one is continued
+// through switch_session.
 func handOver(w *proc, sessionFile, prompt string) error {
-	if err := command(w, "switch", map[string]any{"type": "switch_session", "sessionPath": sessionFile}); err != nil {
+	if !linkSlot(w, sessionFile) {
+		if err := command(w, "switch", map[string]any{"type": "switch_session", "sessionPath": sessionFile}); err != nil {
+			return err
+		}
+	}
+	if err := sendPrompt(w, prompt); err != nil {
+		unlinkSlot(w)
 		return err
 	}
-	return sendPrompt(w, prompt)
+	return nil
 }
 
 func (r *childRun) progress(elapsed time.Duration) api.Progress {

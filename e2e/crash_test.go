@@ -68,8 +68,16 @@ func (e *env) startWorkerProcessAt(addr string, extra ...string) *exec.Cmd {
 // TestWorkerKilledMidRun kills a worker process with SIGKILL while its child
 // runs a tool: the pi it started goes away with it, and a new worker
 // continues the same session to its result, without running the prompt from
-// scratch.
+// scratch. Twice: with a child started for the task, and with a warm child
+// of the pool (whose session file was a link to its slot when the worker
+// died: the next attempt settles it).
 func TestWorkerKilledMidRun(t *testing.T) {
+	for _, warm := range []bool{false, true} {
+		t.Run(map[bool]string{false: "cold", true: "warm"}[warm], func(t *testing.T) { workerKilledMidRun(t, warm) })
+	}
+}
+
+func workerKilledMidRun(t *testing.T, warm bool) {
 	e := newEnv(t)
 	started := filepath.Join(e.workDir, "started.txt")
 	// A tool that starts a process of its own session, out of reach of
@@ -80,10 +88,33 @@ func TestWorkerKilledMidRun(t *testing.T) {
 		scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "bash", Arguments: `{"command":"echo $$ > tool.txt; setsid sleep ` + seconds + ` >/dev/null 2>&1 & echo $PPID > started.txt; sleep 120"}`}}},
 		finalizeStep("survived a worker crash"),
 	)
-	first := e.startWorkerProcess()
+	metrics := fmt.Sprintf("127.0.0.1:%d", freePort())
+	first := e.startWorkerProcessAt(shared.server.FrontendAddress(), "--metrics-addr", metrics)
+	if warm {
+		// A task of the same kind teaches the pool; the next one takes the
+		// child it starts.
+		e.model.Script("teach", finalizeStep("taught"))
+		if err := e.startSession(shared.client, e.sessionInput("[[script:teach]] Answer.")).Get(e.ctx(), nil); err != nil {
+			t.Fatal(err)
+		}
+		url := "http://" + metrics + "/metrics"
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			page := httpGet(t, url)
+			if n, _ := metricValue(page, "subagents_warm_pool_children"); n >= 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no warm children:\n%s", grepLines(page, "subagents_warm"))
+			}
+		}
+	}
 	in := e.sessionInput("[[script:killed]] Work for a long time.")
 	run := e.startSession(shared.client, in)
 	waitForFile(t, started)
+	sessionFile := activities.SessionFile(e.dataDir, in.Cwd, in.Agent, in.SessionID)
+	if info, err := os.Lstat(sessionFile); err != nil || (info.Mode()&os.ModeSymlink != 0) != warm {
+		t.Fatalf("session file while the child ran: %v %v, want a link to a warm slot: %v", info, err, warm)
+	}
 
 	piPid := readPid(t, started)
 	if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", piPid)); !strings.Contains(string(comm), "node") && !strings.Contains(string(comm), "pi") {
@@ -122,6 +153,13 @@ func TestWorkerKilledMidRun(t *testing.T) {
 	}
 	if got := reqs[1].Parsed.Messages[len(reqs[1].Parsed.Messages)-1].Text(); got != activities.ContinuationPrompt {
 		t.Fatalf("the new worker sent %q, want the continuation prompt", got)
+	}
+	// Both attempts' messages are in one ordinary file.
+	if info, err := os.Lstat(sessionFile); err != nil || !info.Mode().IsRegular() {
+		t.Fatalf("session file after the recovery: %v %v", info, err)
+	}
+	if kinds := strings.Join(entryKinds(t, sessionFile), " "); strings.Count(kinds, "message:user") != 2 || !strings.Contains(kinds, "message:toolResult") {
+		t.Fatalf("session file entries: %s", kinds)
 	}
 	// The pi the killed worker started did not run on beside the new attempt.
 	if syscall.Kill(piPid, 0) == nil {

@@ -82,6 +82,18 @@ func TestWarmPool(t *testing.T) {
 	if got, want := entryKinds(t, warm.Result.SessionFile), entryKinds(t, cold.Result.SessionFile); strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("session file entries: warm %v, cold %v", got, want)
 	}
+	// The warm child wrote its slot, linked from the session file; once it
+	// has exited, the session file is an ordinary file, and no slot is left.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		info, err := os.Lstat(warm.Result.SessionFile)
+		slots, _ := filepath.Glob(filepath.Join(e.dataDir, "sessions", "warm", "*.jsonl"))
+		if err == nil && info.Mode().IsRegular() && len(slots) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("session file %s: %v %v; slots left %v", warm.Result.SessionFile, info, err, slots)
+		}
+	}
 
 	// Another folder is another key: never a child started in the first.
 	other := filepath.Join(t.TempDir(), "other")
