@@ -35,6 +35,12 @@ const (
 	// pi answers get_state at its start in about 450 ms and switch_session
 	// in 27–49 ms; one that takes 30 s is broken, and the task runs cold.
 	warmHandshake = 30 * time.Second
+	// refillDelay holds a refill back until the result of the run that
+	// ended has gone on: the worker's and the server's next steps and the
+	// parent's tool result take about 50 ms here, and a pi starting beside
+	// them (a core's worth for half a second) made them a third slower. The
+	// next task of the kind meanwhile finds the spare child the pool keeps.
+	refillDelay = 200 * time.Millisecond
 )
 
 // warmSpec is what a child pi must be started with to serve a task: the
@@ -261,6 +267,11 @@ func (p *pool) release(spec warmSpec) {
 	// In the background: the run's result does not wait for a pi start.
 	go func() {
 		defer p.refills.Done()
+		select {
+		case <-time.After(refillDelay):
+		case <-p.stop:
+			return
+		}
 		p.refill(spec.key)
 	}()
 }

@@ -80,7 +80,8 @@ func (s *service) quiet() {
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		ticks := readProcs().cpuBelow(s.cmd.Process.Pid)
 		if ticks == last {
-			if still++; still >= 4 {
+			// 300 ms: longer than the pool waits before a refill.
+			if still++; still >= 6 {
 				return
 			}
 		} else {
