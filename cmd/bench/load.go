@@ -41,29 +41,36 @@ Measured with this command on this machine while changing the code (` + "`-only 
 | [warm children] a warm pool of child pi processes in RPC mode, one task each (-only overhead, -only pi, 2026-11-23) | ` + "`subagents run`" + ` 1.24×; from inside pi 1 task 1.29×, 4 tasks 1.23× | 0.52×; 0.93×, 0.87× |
 | a warm child's key one above its kind's peak (back-to-back tasks of one kind find a child while the last one taken is replaced) | ` + "`subagents run`" + ` right after another task 1.79× (a miss) | 0.63×, then 0.52× once each run starts after the refill |
 | [local service] the primary profiles' tools from the remembered listing are registered while pi loads the extension, not after the session started (each one registered later made pi rebuild its tool registry and system prompt) (by hand, 30 rounds side by side, 2026-11-24) | pi start with the extension 1.10× (an empty extension 1.04×) | 1.07×; in this ` + "`make bench`" + ` 1.00× (an empty extension 0.98×) |
-| [warm children] a print or JSON pi with the extension compiles WebAssembly at V8's baseline tier, so that it does not wait at exit for the optimizing tier of undici's llhttp (by hand, 12 rounds side by side, 2026-11-24) | one-task delegation from inside pi 710 ms; its last model call to exit 124 ms | 593 ms; 55 ms (from inside pi, warm: 1.01× in -only pi, then 0.96× here) |
+| [warm children] a print or JSON pi with the extension compiles WebAssembly at V8's baseline tier, so that it does not wait at exit for the optimizing tier of undici's llhttp (by hand, 12 rounds side by side, 2026-11-24) | one-task delegation from inside pi 710 ms; its last model call to exit 124 ms | 593 ms; 55 ms (from inside pi, warm: 1.01× in -only pi, then 0.96× in make bench) |
+| [warm children] a child run's result is returned when pi says its agent settled, not when pi has exited (the process exits in the background, holding its session until then) (-only overhead, 2026-11-24) | ` + "`subagents run`" + ` warm 0.54×, pool off 1.31× (make bench) | 0.49×, 1.29× |
+| [warm children] a warm child starts on a session file of its own and a first turn takes it as it is (the task's session file links to it until the child exited), instead of ` + "`switch_session`" + `, which rebuilds pi's runtime: 27–52 ms measured in the pooled tests (-only overhead, 2026-11-24) | client library warm 0.43×, ` + "`subagents run`" + ` warm 0.49× | 0.35×, 0.46× |
+| [warm children] the pool refills 200 ms after a run instead of at once (a pi start beside the run's result made the session's and delegation's workflow tasks after the activity a third slower: 41 ms against 26 ms from the activity's end to the update's answer, read from the histories) (-only pi, 2026-11-24) | from inside pi, 1 task warm 0.96× (make bench); tool call to tool result 105–130 ms by hand | 0.70×, 0.55× for 4 tasks; 100–120 ms |
+| visibility in a SQLite file of its own (its own connection, so that the visibility queue's writes do not wait for the history writer's) (a stub load of 256 tasks at concurrency 16, three times each, in turn, 2026-11-24) | 21.7–26.0 tasks/s | 23.6–25.8 tasks/s: within noise, not kept |
 
-Where the rest goes. One stub task through the client library now takes about 75 ms from start to
-result: two workflows, about eight hops of 3 to 8 ms through the server, a child process start. A real
-pi child takes about 100 ms longer inside the activity than alone while the server writes its history
-and visibility records on the same two cores. Under load the server's CPU bounds throughput near 16
-tasks/s here: a CPU profile of the load run spends about 20% in visibility writes (SQLite statements are
-parsed anew on every call), 17% in history updates, and the rest in gRPC, protobuf and the SDK; more
-throughput needs fewer writes per task (one workflow for a one-task delegation) or a server that is not
-on the same two cores as the children. From inside pi, each call of the ` + "`subagents`" + ` command costs
-about 55 ms of process start (its binary links the embedded server and UI: 834 Go packages to
-initialise) and 117 MiB of resident memory; the parent makes four of them per delegation (list at
-session start, start, wait, ack), and loading the extension adds about 125 ms to a pi start. The
-extension now keeps one ` + "`subagents serve`" + ` per parent pi instead, which took the four-task case under
-its target; what the one-task case still adds is the extension's start, the second model call of the
-parent, the two workflows' hops and the child pi's slower start beside the server.
+Where the rest goes. One stub task through the client library takes about 45 ms from start to result:
+two workflows, about eight hops of 2 to 8 ms through the server, a child process start. Read from the
+histories of a warm one-task delegation from inside pi (tool call at 0 ms): the delegation starts at 4
+ms (the extension, the socket, an eager start), its first workflow task resolves the profile in a local
+activity and starts the session (10 ms), the session's first workflow task schedules the activity
+(27 ms, eager dispatch), the warm child runs (45 ms), and the session's and delegation's workflow tasks
+after it (a signal between them) answer the parent's wait update at 98 ms; the tool result follows
+a few milliseconds later. Under load the server's CPU bounds throughput near 24 tasks/s here (the
+server, the worker and the stub children share two cores): a CPU profile of the embedded server under
+a load of 256 one-task delegations at concurrency 16 spends 23% in the visibility queue (six
+visibility writes per task: the start, the final status and the close of two workflows, each a
+REPLACE on an indexed table) and 12% compiling SQL statements (the SQLite plugin prepares every
+statement anew), 11% in workflow task completions. The lever left is one workflow for a one-task
+delegation (a session that carries the delegation's delivery and acknowledgement), which would halve
+the events and visibility writes per task and take two hops off each one-task delegation; it changes
+what the extension's delivery lists and acknowledges, and is not done. The pool-off target of
+` + "`subagents run`" + ` (≤ 1.05×, about 20 ms over pi alone) is below what those hops cost on this machine
+even before the child pi starts beside the server (about 25 ms slower than alone).
 
-With the warm pool the child's start is off the path: a warm child answers ` + "`switch_session`" + ` in
-about 30 ms and the one-turn prompt in about 50 ms. What a pooled one-task delegation still adds over
-its floor is the orchestration (two workflows, about 40 ms for a stub task here, eager activity dispatch
-on already) and the parent's own second model call; a one-task delegation as one workflow, not two, is
-the next lever. Eager workflow start applies only where the client shares the worker's process (the
-socket of ` + "`subagents dev`" + `); ` + "`subagents run`" + ` and this bench's library client are separate clients.
+With the warm pool the child's start is off the path: a warm child whose session is new takes its
+task at once (its own slot, no ` + "`switch_session`" + `), answers the one-turn prompt in about 40 ms, and its
+result goes back as soon as pi says the agent settled. Eager workflow start applies only where the client shares the worker's process (the
+socket of ` + "`subagents dev`" + `, as the extension reaches it); ` + "`subagents run`" + ` and this bench's library client
+dial the server themselves.
 `
 
 // inFlight runs job(0..total-1) with at most limit at a time and returns
