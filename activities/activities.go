@@ -144,9 +144,9 @@ func New(cfg Config) (*Activities, error) {
 }
 
 // Close waits for the children of settled runs to exit, ends the warm
-// pool's idle children, then lets the reaper end
-// whatever of the worker's children is still left (children of running
-// tasks end with their runs). The worker calls it once it has stopped.
+// pool's idle children, then lets the reaper end whatever of the worker's
+// children is still left (children of running tasks end with their runs).
+// The worker calls it once it has stopped.
 func (a *Activities) Close() {
 	a.exiting.Wait()
 	if a.pool != nil {

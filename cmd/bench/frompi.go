@@ -122,30 +122,32 @@ func (b *bench) fromPi(n int) (string, error) {
 	add := func(s *series, d time.Duration, p int64) { s.d = append(s.d, d); s.peak = max(s.peak, p) }
 	// The start rows (pi with and without an extension) differ by a few
 	// percent, within this machine's noise over one run each per round:
-	// they are sampled startReps times per round.
+	// they are sampled startReps times per round, one of each in turn, so
+	// that the two servers' periodic work and any drift meet them alike.
 	const startReps = 6
-	// A kind of run: its series, how to run it once, how many times a round.
+	// A kind of run: its series, how to run it once, whether it is one of
+	// the start rows.
 	type kind struct {
-		into *series
-		run  func() (time.Duration, int64, error)
-		reps int
+		into  *series
+		run   func() (time.Duration, int64, error)
+		start bool
 	}
 	kinds := []kind{
-		{&floor1, func() (time.Duration, int64, error) { return plain(1) }, 1},
 		{&plain0, func() (time.Duration, int64, error) {
 			return sampled(func() error { _, err := b.direct(); return err })
-		}, startReps},
+		}, true},
 		// The same run as a user's pi without this extension: no -e, no
 		// --no-extensions; then with an empty extension; then with this one.
 		{&bare0, func() (time.Duration, int64, error) {
 			d, p, _, err := b.parentPi(svc, "", none)
 			return d, p, err
-		}, startReps},
+		}, true},
 		{&noop0, func() (time.Duration, int64, error) {
 			d, p, _, err := b.parentPi(svc, noop, none)
 			return d, p, err
-		}, startReps},
-		{&ext0, func() (time.Duration, int64, error) { return parent(none) }, startReps},
+		}, true},
+		{&ext0, func() (time.Duration, int64, error) { return parent(none) }, true},
+		{&floor1, func() (time.Duration, int64, error) { return plain(1) }, false},
 		{&del1, func() (time.Duration, int64, error) {
 			before, children := len(b.model.Requests()), len(b.model.RequestsFor("bench"))
 			var t0 time.Time
@@ -158,38 +160,49 @@ func (b *bench) fromPi(n int) (string, error) {
 				phases.add(t0, d, b.model.Requests()[before:])
 			}
 			return d, p, err
-		}, 1},
-		{&del1Cold, func() (time.Duration, int64, error) { return checked(cold, one, 1) }, 1},
-		{&floor4, func() (time.Duration, int64, error) { return plain(4) }, 1},
-		{&del4, func() (time.Duration, int64, error) { return checked(svc, four, 4) }, 1},
-		{&del4Cold, func() (time.Duration, int64, error) { return checked(cold, four, 4) }, 1},
+		}, false},
+		{&del1Cold, func() (time.Duration, int64, error) { return checked(cold, one, 1) }, false},
+		{&floor4, func() (time.Duration, int64, error) { return plain(4) }, false},
+		{&del4, func() (time.Duration, int64, error) { return checked(svc, four, 4) }, false},
+		{&del4Cold, func() (time.Duration, int64, error) { return checked(cold, four, 4) }, false},
 	}
 	if peerErr == nil {
 		kinds = append(kinds,
-			kind{&peer1, func() (time.Duration, int64, error) { return pr.run(b, peerOne) }, 1},
-			kind{&peer4, func() (time.Duration, int64, error) { return pr.run(b, peerFour) }, 1})
+			kind{&peer1, func() (time.Duration, int64, error) { return pr.run(b, peerOne) }, false},
+			kind{&peer4, func() (time.Duration, int64, error) { return pr.run(b, peerFour) }, false})
 	}
 	// In turn, so that every kind meets the same machine; the first round
 	// warms up.
 	for i := range n + 1 {
+		var order []kind
+		for range startReps {
+			for _, k := range kinds {
+				if k.start {
+					order = append(order, k)
+				}
+			}
+		}
 		for _, k := range kinds {
-			for range k.reps {
-				// The warm pool refills after a delegation: measured runs
-				// do not share the machine with its starts.
-				svc.quiet()
-				d, p, err := k.run()
-				if err != nil {
-					return "", err
-				}
-				if i > 0 {
-					add(k.into, d, p)
-				}
+			if !k.start {
+				order = append(order, k)
+			}
+		}
+		for _, k := range order {
+			// The warm pool refills after a delegation: measured runs do
+			// not share the machine with its starts.
+			svc.quiet()
+			d, p, err := k.run()
+			if err != nil {
+				return "", err
+			}
+			if i > 0 {
+				add(k.into, d, p)
 			}
 		}
 	}
 	var r strings.Builder
 	r.WriteString("\n## From inside pi\n\n")
-	fmt.Fprintf(&r, "A real parent pi (`--mode json -e ./extension`, scripted model) delegating through the extension, against the floor of the same pi runs without Temporal, in turn, %d times each after a warm-up (the four start rows %d times each: %d runs per round). ", n, n*startReps, startReps)
+	fmt.Fprintf(&r, "A real parent pi (`--mode json -e ./extension`, scripted model) delegating through the extension, against the floor of the same pi runs without Temporal, in turn, %d times each after a warm-up (the four start rows %d times each: %d runs per round, one of each in turn). ", n, n*startReps, startReps)
 	r.WriteString("The floor of one task is two plain runs in sequence (parent, child); of four, one plain run followed by four started together. ")
 	r.WriteString("The service is a `subagents dev` process (as the extension starts it), reached on its socket. ")
 	r.WriteString("Peak memory is the sum of the resident sets of every process of the run but the service (parent pi, what it started, child pi), sampled every 10 ms.\n\n")
