@@ -890,6 +890,8 @@ var Delivery = class {
   waiters = [];
   parentId = "";
   ctx;
+  /** Set once the session shut down: nothing new is watched or delivered. */
+  closed = false;
   /** The local service's data dir, where this parent marks that it waits for results; undefined for a remote Temporal. */
   dataDir;
   constructor(pi, cli, dataDir2 = () => void 0) {
@@ -956,6 +958,7 @@ var Delivery = class {
       if (e instanceof SubagentsError && e.notRunning) return;
       throw e;
     }
+    if (this.closed) return;
     const marker = this.marker(this.parentId);
     if (marker && (open.runs ?? []).length === 0 && markedBefore(marker, STARTED_AT)) {
       unlinkSync(marker);
@@ -967,15 +970,16 @@ var Delivery = class {
         continue;
       }
       const env = await this.cli().call("status", [], [run.id]);
+      if (this.closed) return;
       if (env.done) this.arrive(env);
       else this.watch(run.id);
     }
     if (toAck.length) await this.ack(toAck);
-    this.flushIdle(ctx);
+    if (!this.closed) this.flushIdle(ctx);
   }
   /** Waits in the background for a delegation this parent started. */
   watch(id) {
-    if (this.watchers.has(id) || this.ready.has(id)) return;
+    if (this.closed || this.watchers.has(id) || this.ready.has(id)) return;
     const abort = new AbortController();
     const done = this.cli().follow(id, () => {
     }, abort.signal).then((env) => this.arrive(env)).catch(() => {
@@ -1075,6 +1079,7 @@ var Delivery = class {
   }
   /** Stops waiting (the work goes on, and is found again on the next start). */
   shutdown() {
+    this.closed = true;
     for (const w of this.watchers.values()) w.abort.abort();
     this.watchers.clear();
     this.wake();
@@ -1642,20 +1647,25 @@ ${body}`, {
       await registerPrimaryTools(ctx, passive);
     } catch (e) {
       if (e instanceof SubagentsError && e.notRunning) return;
-      if (ctx.hasUI) ctx.ui.notify(`subagents: primary profile tools not registered: ${codeOf(e).message}`, "warning");
+      warn(ctx, `subagents: primary profile tools not registered: ${codeOf(e).message}`);
     }
+    if (current !== ctx) return;
     try {
       await delivery.resume(ctx, passive);
       const running = delivery.running();
-      if (running.length && ctx.hasUI) ctx.ui.setStatus("subagents", `subagents: ${running.length} running`);
+      if (running.length && current === ctx && ctx.hasUI) ctx.ui.setStatus("subagents", `subagents: ${running.length} running`);
     } catch (e) {
-      if (ctx.hasUI) ctx.ui.notify(`subagents: could not look for earlier delegations: ${codeOf(e).message}`, "warning");
+      warn(ctx, `subagents: could not look for earlier delegations: ${codeOf(e).message}`);
     }
+  }
+  function warn(ctx, message) {
+    if (current === ctx && ctx.hasUI) ctx.ui.notify(message, "warning");
   }
   onServiceStarted(() => {
     if (current) {
       status("subagents service started");
-      void startUp(current, false);
+      void startUp(current, false).catch(() => {
+      });
     }
   });
   pi.on("session_start", async (_event, ctx) => {
@@ -1687,6 +1697,7 @@ ${body}`, {
     }
   });
   pi.on("session_shutdown", async () => {
+    current = void 0;
     delivery.shutdown();
     await stopServers();
   });

@@ -73,6 +73,8 @@ export class Delivery {
 	private readonly waiters: Array<() => void> = [];
 	private parentId = "";
 	private ctx: ExtensionContext | undefined;
+	/** Set once the session shut down: nothing new is watched or delivered. */
+	private closed = false;
 
 	/** The local service's data dir, where this parent marks that it waits for results; undefined for a remote Temporal. */
 	private readonly dataDir: () => string | undefined;
@@ -151,6 +153,7 @@ export class Delivery {
 			if (e instanceof SubagentsError && e.notRunning) return;
 			throw e;
 		}
+		if (this.closed) return;
 		const marker = this.marker(this.parentId);
 		if (marker && (open.runs ?? []).length === 0 && markedBefore(marker, STARTED_AT)) {
 			// Nothing waits for this session any more. A mark this process
@@ -164,16 +167,17 @@ export class Delivery {
 				continue;
 			}
 			const env = await this.cli().call("status", [], [run.id]);
+			if (this.closed) return;
 			if (env.done) this.arrive(env);
 			else this.watch(run.id);
 		}
 		if (toAck.length) await this.ack(toAck);
-		this.flushIdle(ctx);
+		if (!this.closed) this.flushIdle(ctx);
 	}
 
 	/** Waits in the background for a delegation this parent started. */
 	watch(id: string): void {
-		if (this.watchers.has(id) || this.ready.has(id)) return;
+		if (this.closed || this.watchers.has(id) || this.ready.has(id)) return;
 		const abort = new AbortController();
 		const done = this.cli()
 			.follow(id, () => {}, abort.signal)
@@ -298,6 +302,7 @@ export class Delivery {
 
 	/** Stops waiting (the work goes on, and is found again on the next start). */
 	shutdown(): void {
+		this.closed = true;
 		for (const w of this.watchers.values()) w.abort.abort();
 		this.watchers.clear();
 		this.wake();

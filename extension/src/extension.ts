@@ -648,23 +648,39 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 			await registerPrimaryTools(ctx, passive);
 		} catch (e) {
 			if (e instanceof SubagentsError && e.notRunning) return;
-			if (ctx.hasUI) ctx.ui.notify(`subagents: primary profile tools not registered: ${codeOf(e).message}`, "warning");
+			warn(ctx, `subagents: primary profile tools not registered: ${codeOf(e).message}`);
 		}
+		if (current !== ctx) return;
 		try {
 			// A session that waits for results looks for them at once,
 			// starting the service if it must; any other asks only a
 			// running service.
 			await delivery.resume(ctx, passive);
 			const running = delivery.running();
-			if (running.length && ctx.hasUI) ctx.ui.setStatus("subagents", `subagents: ${running.length} running`);
+			if (running.length && current === ctx && ctx.hasUI) ctx.ui.setStatus("subagents", `subagents: ${running.length} running`);
 		} catch (e) {
-			if (ctx.hasUI) ctx.ui.notify(`subagents: could not look for earlier delegations: ${codeOf(e).message}`, "warning");
+			warn(ctx, `subagents: could not look for earlier delegations: ${codeOf(e).message}`);
 		}
 	}
+
+	/**
+	 * Shows a warning in ctx's session while it is this extension's: once
+	 * pi has shut it down (a print run that ended while the start-up work
+	 * still waited on the service) pi refuses every use of it, and the
+	 * warning has nobody to go to.
+	 */
+	function warn(ctx: ExtensionContext, message: string) {
+		if (current === ctx && ctx.hasUI) ctx.ui.notify(message, "warning");
+	}
+
 	onServiceStarted(() => {
 		if (current) {
 			status("subagents service started");
-			void startUp(current, false);
+			// In the background, beside the call that started the service: a
+			// failure here must never end pi (an unhandled rejection would).
+			void startUp(current, false).catch(() => {
+				/* the session ended meanwhile */
+			});
 		}
 	});
 
@@ -705,6 +721,8 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 	});
 
 	pi.on("session_shutdown", async () => {
+		// Start-up work still under way (onServiceStarted) stops using it.
+		current = undefined;
 		delivery.shutdown();
 		await stopServers();
 	});

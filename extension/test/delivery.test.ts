@@ -60,3 +60,33 @@ test("a delegation that cannot mark its session is not started", () => {
 		(e: unknown) => e instanceof SubagentsError && e.code === "SERVICE_UNAVAILABLE" && /cannot mark/.test(e.message),
 	);
 });
+
+test("a session shut down while its start-up still asks the service starts nothing after", async () => {
+	// The service answers only after pi has shut the session down (a print
+	// run that ended while the start-up work waited): nothing is watched,
+	// delivered or touched in the ended session, and nothing throws.
+	let answer: (v: unknown) => void = () => {};
+	const listed = new Promise((resolve) => (answer = resolve));
+	const calls: string[] = [];
+	const cli = () =>
+		({
+			call: async (verb: string) => {
+				calls.push(verb);
+				return verb === "list" ? listed : { done: false, delegation_id: "delegation-1" };
+			},
+			follow: () => new Promise(() => {}),
+		}) as unknown as SubagentsCli;
+	const d = new Delivery(pi, cli, () => undefined);
+	const stale = {
+		...session("ended"),
+		get hasUI(): boolean {
+			throw new Error("This extension ctx is stale");
+		},
+	} as unknown as ExtensionContext;
+	const resumed = d.resume(stale, false);
+	d.shutdown();
+	answer({ runs: [{ id: "delegation-1" }] });
+	await resumed;
+	assert.deepEqual(calls, ["list"], "no status asked for a session that ended");
+	assert.deepEqual(d.running(), [], "nothing watched after the shutdown");
+});
