@@ -21,8 +21,8 @@ type proc struct {
 	// toolsRan is set once pi started a tool: only then may processes
 	// outside its group be left to end (see reap).
 	toolsRan atomic.Bool
-	// stdin is the RPC command channel; nil for a run in JSON mode, whose
-	// stdin is /dev/null (pi waits on an open stdin).
+	// stdin is a warm child's RPC command channel; a cold run in JSON mode
+	// writes its prompt there and closes it (pi reads the prompt to EOF).
 	stdin io.WriteCloser
 	// slot is a warm child's own session file; linked, the task's session
 	// file made a link to it (slot.go), settled once pi exited.
