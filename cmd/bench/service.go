@@ -181,6 +181,9 @@ func (b *bench) localService(n int) (string, error) {
 		var t0 time.Time
 		_, _, _, err := b.parentPiAt(address, dir, ext, "[["+"script:"+parent+"]] Delegate.", func() { t0 = time.Now() })
 		if err != nil {
+			// The service the parent started outlives it: stop it here, or
+			// it runs on after the bench.
+			_ = stopByLock(dir)
 			return "", err
 		}
 		pr, cr := b.model.RequestsFor(parent), b.model.RequestsFor(child)
