@@ -588,16 +588,17 @@ func (r *childRun) run(ctx context.Context, args []string, spec warmSpec, sessio
 				lines = nil
 				continue
 			}
-			if typ == "agent_settled" || r.stream.CommandError != "" {
-				endRPC()
-			}
 			if typ == "agent_settled" {
 				// The turn is over and in the session file: the result
 				// does not wait for pi's exit (tens of milliseconds, more
 				// when V8 finishes optimizing code at exit).
+				endRPC()
 				settled = true
 				lines = nil
 				continue
+			}
+			if r.stream.CommandError != "" {
+				endRPC()
 			}
 			if typ == "tool_execution_start" {
 				p.toolsRan.Store(true)

@@ -65,12 +65,10 @@ func unlinkSlot(p *proc) {
 // removes the link when pi never wrote the slot. Only once no pi writes
 // the slot: the child that had it exited.
 func settleSlot(sessionFile, slot string) error {
-	info, err := os.Lstat(sessionFile)
-	if err != nil || info.Mode()&fs.ModeSymlink == 0 {
-		return nil
-	}
+	// Not a link (an ordinary file, or none), or not to this slot: not
+	// this child's to settle.
 	if target, err := os.Readlink(sessionFile); err != nil || target != slot {
-		return err
+		return nil
 	}
 	if _, err := os.Stat(slot); errors.Is(err, fs.ErrNotExist) {
 		return os.Remove(sessionFile)

@@ -171,22 +171,24 @@ func (b *bench) fromPi(n int) (string, error) {
 			kind{&peer1, func() (time.Duration, int64, error) { return pr.run(b, peerOne) }, false},
 			kind{&peer4, func() (time.Duration, int64, error) { return pr.run(b, peerFour) }, false})
 	}
-	// In turn, so that every kind meets the same machine; the first round
-	// warms up.
-	for i := range n + 1 {
-		var order []kind
-		for range startReps {
-			for _, k := range kinds {
-				if k.start {
-					order = append(order, k)
-				}
-			}
-		}
+	// A round: the start rows one of each in turn, startReps times, then
+	// every other kind once.
+	var order []kind
+	for range startReps {
 		for _, k := range kinds {
-			if !k.start {
+			if k.start {
 				order = append(order, k)
 			}
 		}
+	}
+	for _, k := range kinds {
+		if !k.start {
+			order = append(order, k)
+		}
+	}
+	// Round after round, so that every kind meets the same machine; the
+	// first round warms up.
+	for i := range n + 1 {
 		for _, k := range order {
 			// The warm pool refills after a delegation: measured runs do
 			// not share the machine with its starts.
