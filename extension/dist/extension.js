@@ -1280,7 +1280,9 @@ function activate(pi, host) {
   const cli = (passive = false) => new SubagentsCli({ bin: settings.bin, connection: connectionFlags(settings), local: localService(settings), passive, onStatus: status });
   const delivery = new Delivery(pi, cli, () => localService(settings)?.dataDir);
   const registered = new Set(BUILTIN_TOOLS);
+  let startedUp = Promise.resolve();
   async function delegate(ctx, request, opts) {
+    await startedUp;
     const started = await cli().call("start", [], [], { ...request, parent_session_id: delivery.delivering(ctx), deliver: true });
     return follow(started, opts);
   }
@@ -1326,6 +1328,7 @@ function activate(pi, host) {
       parameters: SubagentParams,
       async execute(_id, params, signal, onUpdate, ctx) {
         try {
+          await startedUp;
           let started;
           if (params.sessionId) {
             started = await cli().call("send", [], [], {
@@ -1357,6 +1360,7 @@ function activate(pi, host) {
     registered.add("subagent");
   }
   async function runTask(op, params, invocation, signal, onUpdate, ctx) {
+    await startedUp;
     const progress = (env2) => ({ text: items(env2).map((it) => taskTree(it)).join("\n"), details: taskDetails(op, env2, invocation) });
     const ids = params.ids?.length ? params.ids : params.id ? [params.id] : [];
     let env;
@@ -1673,7 +1677,8 @@ ${body}`, {
     if (ctx.mode !== "tui" && ctx.mode !== "rpc") quickExit();
     if (ctx.hasUI) loadTui();
     settings = loadSettings(ctx.cwd);
-    await startUp(ctx, true);
+    startedUp = startUp(ctx, true).catch(() => {
+    });
   });
   pi.on("turn_end", async (_event, ctx) => {
     void delivery.ackPersisted(ctx);
@@ -1681,8 +1686,10 @@ ${body}`, {
     if (entries.length) return { entries, continue: true };
   });
   pi.on("agent_before_settle", async (_event, ctx) => {
+    const endsWithRun = ctx.mode !== "tui" && ctx.mode !== "rpc";
+    if (endsWithRun) await startedUp;
     let entries = delivery.takeDrafts();
-    if (entries.length === 0 && ctx.mode !== "tui" && ctx.mode !== "rpc") {
+    if (entries.length === 0 && endsWithRun) {
       await delivery.nextResult(ctx.signal);
       entries = delivery.takeDrafts();
     }

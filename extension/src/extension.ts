@@ -179,6 +179,14 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 		new SubagentsCli({ bin: settings.bin, connection: connectionFlags(settings), local: localService(settings), passive, onStatus: status });
 	const delivery = new Delivery(pi, cli, () => localService(settings)?.dataDir);
 	const registered = new Set<string>(BUILTIN_TOOLS);
+	/**
+	 * The session's start-up work (the primary profiles' listing, results
+	 * waiting from an earlier run). pi's start does not wait for it: the
+	 * socket's answers would hold the first prompt back. What reads or
+	 * starts delegations waits for it, so that a delegation this session
+	 * starts is never also found as an earlier one.
+	 */
+	let startedUp: Promise<void> = Promise.resolve();
 
 	/**
 	 * Starts a delegation for this parent and waits for it with live
@@ -190,6 +198,7 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 		request: Record<string, unknown>,
 		opts: { signal?: AbortSignal; onUpdate?: Update; async?: boolean; progress?: (env: Envelope) => { text: string; details: unknown } },
 	): Promise<Envelope> {
+		await startedUp;
 		const started = await cli().call("start", [], [], { ...request, parent_session_id: delivery.delivering(ctx), deliver: true });
 		return follow(started, opts);
 	}
@@ -245,6 +254,7 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 			parameters: SubagentParams,
 			async execute(_id, params, signal, onUpdate, ctx) {
 				try {
+					await startedUp;
 					let started: Envelope;
 					if (params.sessionId) {
 						// A session goes on only with its own agent (the sessions contract):
@@ -299,6 +309,7 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 		onUpdate: Update,
 		ctx: ExtensionContext,
 	) {
+		await startedUp;
 		const progress = (env: Envelope) => ({ text: items(env).map((it) => taskTree(it)).join("\n"), details: taskDetails(op, env, invocation) });
 		const ids = params.ids?.length ? params.ids : params.id ? [params.id] : [];
 		let env: Envelope;
@@ -689,7 +700,8 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 		if (ctx.mode !== "tui" && ctx.mode !== "rpc") quickExit();
 		if (ctx.hasUI) loadTui();
 		settings = loadSettings(ctx.cwd);
-		await startUp(ctx, true);
+		// A failure is reported in the session (warn); it never ends pi.
+		startedUp = startUp(ctx, true).catch(() => {});
 	});
 
 	pi.on("turn_end", async (_event, ctx) => {
@@ -701,10 +713,14 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 	});
 
 	pi.on("agent_before_settle", async (_event, ctx) => {
+		// Print and JSON modes end with the run: they wait here for the
+		// results of an earlier run (looked for at start-up) and for
+		// background work this pi started, so that they come back in this
+		// run. An interactive session gets them as messages when they come.
+		const endsWithRun = ctx.mode !== "tui" && ctx.mode !== "rpc";
+		if (endsWithRun) await startedUp;
 		let entries = delivery.takeDrafts();
-		if (entries.length === 0 && ctx.mode !== "tui" && ctx.mode !== "rpc") {
-			// Print and JSON modes end with the run: wait here for background
-			// work this pi started, so its result comes back in this run.
+		if (entries.length === 0 && endsWithRun) {
 			await delivery.nextResult(ctx.signal);
 			entries = delivery.takeDrafts();
 		}
