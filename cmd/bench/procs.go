@@ -101,5 +101,14 @@ func readProcs() procs {
 		ps.rss[p] = pages * int64(os.Getpagesize())
 		ps.cpu[p] = utime + stime
 	}
+	// A scan takes milliseconds: a run that ended while it went on and the
+	// next one, started meanwhile, are both in it. Only what still runs at
+	// its end counts as resident, or one process's memory after another's
+	// reads as both at once.
+	for p := range ps.rss {
+		if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(p))); err != nil {
+			delete(ps.rss, p)
+		}
+	}
 	return ps
 }
