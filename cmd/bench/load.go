@@ -45,6 +45,9 @@ Measured with this command on this machine while changing the code (` + "`-only 
 | [warm children] a child run's result is returned when pi says its agent settled, not when pi has exited (the process exits in the background, holding its session until then) (-only overhead, 2026-11-24) | ` + "`subagents run`" + ` warm 0.54×, pool off 1.31× (make bench) | 0.49×, 1.29× |
 | [warm children] a warm child starts on a session file of its own and a first turn takes it as it is (the task's session file links to it until the child exited), instead of ` + "`switch_session`" + `, which rebuilds pi's runtime: 27–52 ms measured in the pooled tests (-only overhead, 2026-11-24) | client library warm 0.43×, ` + "`subagents run`" + ` warm 0.49× | 0.35×, 0.46× |
 | [warm children] the pool refills 200 ms after a run instead of at once (a pi start beside the run's result made the session's and delegation's workflow tasks after the activity a third slower: 41 ms against 26 ms from the activity's end to the update's answer, read from the histories) (-only pi, 2026-11-24) | from inside pi, 1 task warm 0.96× (make bench); tool call to tool result 105–130 ms by hand | 0.70×, 0.55× for 4 tasks; 100–120 ms |
+| [local service] the session's start-up work (the primary profiles' listing, the look for earlier results) runs beside pi's start instead of before its first prompt; a delegation and a print run's settle wait for it (in-process timing, 2026-11-24) | pi waited in the extension's session_start 2 ms with the service running, 4–10 ms without | none awaited (its synchronous part, about 1.5 ms, remains) |
+| measured, not a change: the extension loaded with its tools left unregistered, and the compiled file imported without activating it (by hand, 40 rounds side by side, wall and CPU time of the process, 2026-11-24) | this extension: +18–22 ms wall, +17–22 ms CPU over an empty one | tools unregistered: 9 ms wall and 13 ms CPU less; import alone: as an empty extension. The rest is pi's handling of the tools' definitions |
+| measured, not a change: a JSON pi with the extension without ` + "`--liftoff-only`" + ` (same rounds) | | no faster (a one-answer run has one model call) |
 | visibility in a SQLite file of its own (its own connection, so that the visibility queue's writes do not wait for the history writer's) (a stub load of 256 tasks at concurrency 16, three times each, in turn, 2026-11-24) | 21.7–26.0 tasks/s | 23.6–25.8 tasks/s: within noise, not kept |
 
 Where the rest goes. One stub task through the client library takes about 45 ms from start to result:
@@ -54,12 +57,16 @@ ms (the extension, the socket, an eager start), its first workflow task resolves
 activity and starts the session (10 ms), the session's first workflow task schedules the activity
 (27 ms, eager dispatch), the warm child runs (45 ms), and the session's and delegation's workflow tasks
 after it (a signal between them) answer the parent's wait update at 98 ms; the tool result follows
-a few milliseconds later. Under load the server's CPU bounds throughput near 24 tasks/s here (the
-server, the worker and the stub children share two cores): a CPU profile of the embedded server under
-a load of 256 one-task delegations at concurrency 16 spends 23% in the visibility queue (six
-visibility writes per task: the start, the final status and the close of two workflows, each a
-REPLACE on an indexed table) and 12% compiling SQL statements (the SQLite plugin prepares every
-statement anew), 11% in workflow task completions. The lever left is one workflow for a one-task
+a few milliseconds later. Under load, throughput stays near 20–25 tasks/s from concurrency 1 to 64,
+bound by the CPU each task costs, not by a wait (2026-11-24, ` + "`-only load`" + ` and a load of 3 × 256
+one-task delegations at concurrency 16 by hand): at concurrency 16 the machine is about 72% busy
+(vmstat: close to what two cores give with the kernel's and Go's scheduling) and the bench's process (embedded server, worker, client) uses about one core, some 60 ms
+of CPU per stub task; goroutine dumps under that load show no call waiting for the database
+connection or a lock, and an fsync here takes 175 µs. Of that process's CPU profile (the shares overlap: SQLite's is
+inside the others), the visibility queue takes 24% (a REPLACE or INSERT on an indexed table for each workflow start, close and status
+change while running: the close alone 9%), SQLite 29% (of which compiling statements, which the
+SQLite plugin prepares anew for every call, 12 points, and the commits' writes and fsyncs 12), the
+gRPC handling between client, worker and server 24%, workflow task completions 11%. The lever left is one workflow for a one-task
 delegation (a session that carries the delegation's delivery and acknowledgement), which would halve
 the events and visibility writes per task and take two hops off each one-task delegation; it changes
 what the extension's delivery lists and acknowledges, and is not done. The pool-off target of
