@@ -2,8 +2,10 @@ package activities
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -184,5 +186,71 @@ func TestRefusedPromptIsTheRunsError(t *testing.T) {
 	a.fill(&res, r, outcome{warm: true})
 	if res.Error == nil || res.Error.Code != errcode.Failed || res.Error.Message != "pi refused the run: prompt: Model not found: nope/x" {
 		t.Fatalf("error %+v", res.Error)
+	}
+}
+
+// TestWarmChildDeadBeforeItsTaskRunsCold: a warm child killed while idle
+// whose death the pool has not seen yet takes the task's prompt into its
+// pipe and ends without a word. The task runs cold instead of failing (a
+// pool problem never fails a task). The child is stopped before the take
+// and killed once the prompt is in its pipe, which is that race made sure.
+func TestWarmChildDeadBeforeItsTaskRunsCold(t *testing.T) {
+	h := newHarness(t, func(cfg *Config) { cfg.WarmPool = 2 })
+	t.Cleanup(h.acts.Close)
+	h.warmUp()
+	h.model.Script("late", scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{finalizeCall(`{"status":"SUCCESS","result":"cold after all"}`)}})
+
+	p := h.acts.pool
+	p.mu.Lock()
+	var idle []int
+	for _, list := range p.idle {
+		for _, w := range list {
+			idle = append(idle, w.p.pid)
+		}
+	}
+	p.mu.Unlock()
+	if len(idle) == 0 {
+		t.Fatal("no idle warm child")
+	}
+	for _, pid := range idle {
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	in := h.input("[[script:late]] go")
+	sessionFile := SessionFile(h.acts.cfg.DataDir, in.Cwd, in.Agent, in.SessionID)
+	type ran struct {
+		res api.RunPiResult
+		err error
+	}
+	done := make(chan ran, 1)
+	go func() {
+		res, err := h.run(in, nil)
+		done <- ran{res, err}
+	}()
+	// The take links the session file to the child's slot, then writes
+	// the prompt, which a stopped child's pipe holds.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if info, err := os.Lstat(sessionFile); err == nil && info.Mode()&os.ModeSymlink != 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the task took no warm child")
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	for _, pid := range idle {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	got := <-done
+	if got.err != nil || got.res.Error != nil || got.res.Output != "cold after all" || got.res.Warm {
+		t.Fatalf("RunPi: %v, result warm %v error %+v output %q", got.err, got.res.Warm, got.res.Error, got.res.Output)
+	}
+	if info, err := os.Lstat(sessionFile); err != nil || !info.Mode().IsRegular() {
+		t.Fatalf("session file %s: %v %v", sessionFile, info, err)
+	}
+	if msgs, err := readMessages(sessionFile); err != nil || len(msgs) < 2 {
+		t.Fatalf("session file holds %d messages (%v)", len(msgs), err)
 	}
 }

@@ -665,6 +665,15 @@ func (r *childRun) run(ctx context.Context, args []string, spec warmSpec, sessio
 		out.readErr = p.readErr
 		out.exitCode = p.exitCode()
 	}
+	if out.warm && !kept && out.stop == stopNone && r.stream.Events == 0 && r.stream.CommandError == "" {
+		// The warm child died before the task reached it (killed while
+		// idle, its death not yet seen when the pool handed it out, so
+		// the prompt went into its pipe): nothing of the run happened and
+		// its reap has removed the session file's link to its slot. A
+		// pool problem never fails a task: it runs cold.
+		activity.GetLogger(ctx).Warn("warm child died before its task began; it runs cold", "pid", pid, "stderr", lastLine(out.stderr))
+		return r.run(ctx, args, warmSpec{}, sessionFile, prompt)
+	}
 	out.elapsed = time.Since(start)
 	return out
 }
