@@ -81,6 +81,13 @@ type Config struct {
 	WarmPool     int
 	WarmTTL      time.Duration
 	WarmMaxBytes int64
+	// EarlyStart starts a task's child as soon as its delegation is
+	// resolved (StartEarly), while the session's workflow and its run
+	// are still on their way: pi's start (about 300 ms) then overlaps
+	// those steps instead of following them. For a worker that runs the
+	// tasks it resolves, as `subagents dev` does: with several workers a
+	// run may land on another one, and the child started here is wasted.
+	EarlyStart bool
 	// Logger receives the pool's own trouble (a warm child that did not
 	// start); default slog's.
 	Logger *slog.Logger
@@ -97,7 +104,7 @@ type Activities struct {
 	cfg       Config
 	finalize  string // path of the child-side finalize extension
 	sanitizer *Sanitizer
-	pool      *pool // nil without a warm pool
+	pool      *pool // nil without a warm pool or early start
 	reaper    *reaper
 	// exiting counts the children whose runs settled and returned while
 	// their pi still exits (exitInBackground).
@@ -127,7 +134,7 @@ func New(cfg Config) (*Activities, error) {
 		return nil, err
 	}
 	a := &Activities{cfg: cfg, finalize: path, sanitizer: NewSanitizer(cfg.Home), reaper: newReaper()}
-	if cfg.WarmPool > 0 {
+	if cfg.WarmPool > 0 || cfg.EarlyStart {
 		if cfg.WarmTTL <= 0 {
 			cfg.WarmTTL = DefaultWarmTTL
 		}
@@ -141,6 +148,44 @@ func New(cfg Config) (*Activities, error) {
 		a.pool = newPool(a, cfg.WarmPool, cfg.WarmTTL, cfg.WarmMaxBytes, cfg.Logger)
 	}
 	return a, nil
+}
+
+// StartEarly starts the children of runs about to come (a delegation's
+// tasks, resolved, their sessions not yet started) when the worker starts
+// early (Config.EarlyStart): a run of the same kind then takes one instead
+// of starting pi itself. Each run is admitted first, as RunPi would: a run
+// that would be refused gets no child. The children start in the
+// background; what the runs will find is in place when it returns (a
+// millisecond or two of reading profiles), so that a run that comes at
+// once still finds its child on the way.
+func (a *Activities) StartEarly(runs []api.RunPiInput) {
+	if a.pool == nil || !a.cfg.EarlyStart || len(runs) == 0 {
+		return
+	}
+	var order []string
+	specs := map[string]warmSpec{}
+	count := map[string]int{}
+	for _, in := range runs {
+		var admission api.Admission
+		if a.cfg.Admit != nil {
+			var err error
+			if admission, err = a.cfg.Admit(in); err != nil {
+				continue
+			}
+		}
+		_, spec := a.runSpec(in, admission)
+		if spec.key == "" {
+			continue
+		}
+		if _, seen := specs[spec.key]; !seen {
+			order = append(order, spec.key)
+			specs[spec.key] = spec
+		}
+		count[spec.key]++
+	}
+	for _, key := range order {
+		a.pool.startEarly(specs[key], count[key])
+	}
 }
 
 // Close waits for the children of settled runs to exit, ends the warm

@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -41,6 +43,11 @@ const (
 	// them (a core's worth for half a second) made them a third slower. The
 	// next task of the kind meanwhile finds the spare child the pool keeps.
 	refillDelay = 200 * time.Millisecond
+	// earlyTTL is how long a child started early for a task waits for it:
+	// its run comes within tens of milliseconds of the resolve, unless the
+	// delegation's concurrency holds the task back or its run went to
+	// another worker, and then it is not coming soon.
+	earlyTTL = 30 * time.Second
 )
 
 // warmSpec is what a child pi must be started with to serve a task: the
@@ -91,12 +98,18 @@ type pool struct {
 	size     int
 	ttl      time.Duration
 	maxBytes int64
+	// earlyTTL is earlyTTL but in this package's tests.
+	earlyTTL time.Duration
 	log      *slog.Logger
 
-	mu     sync.Mutex
-	idle   map[string][]*warmChild
-	keys   map[string]*keyUse
-	kept   map[string]*warmChild // by session file
+	mu   sync.Mutex
+	idle map[string][]*warmChild
+	keys map[string]*keyUse
+	kept map[string]*warmChild // by session file
+	// early are the children being started for tasks about to run, by
+	// key, oldest first: a run of the key that finds no idle child waits
+	// for one of them instead of starting its own.
+	early  map[string][]*earlyChild
 	closed bool
 
 	spawn chan spawnRequest
@@ -106,13 +119,23 @@ type pool struct {
 	// child starts after it.
 	refills sync.WaitGroup
 
-	hits, misses, evictions, resumed atomic.Int64
+	hits, misses, evictions, resumed, earlyStarted, earlyTaken atomic.Int64
 }
 
 type warmChild struct {
 	p    *proc
 	key  string
 	born time.Time
+	// early: started for a task that did not take it; it goes after
+	// earlyTTL, not the pool's TTL.
+	early bool
+}
+
+// earlyChild is a child on its way for a task that will run soon. A run
+// that claims it (takes it out of pool.early) gets it on ready (nil: it
+// did not start); unclaimed, it joins the idle children once started.
+type earlyChild struct {
+	ready chan *proc
 }
 
 // keyUse is what the pool knows of a key: how many of its runs go on now,
@@ -131,8 +154,8 @@ type spawnRequest struct {
 }
 
 func newPool(a *Activities, size int, ttl time.Duration, maxBytes int64, log *slog.Logger) *pool {
-	p := &pool{a: a, size: size, ttl: ttl, maxBytes: maxBytes, log: log,
-		idle: map[string][]*warmChild{}, keys: map[string]*keyUse{}, kept: map[string]*warmChild{},
+	p := &pool{a: a, size: size, ttl: ttl, maxBytes: maxBytes, earlyTTL: earlyTTL, log: log,
+		idle: map[string][]*warmChild{}, keys: map[string]*keyUse{}, kept: map[string]*warmChild{}, early: map[string][]*earlyChild{},
 		spawn: make(chan spawnRequest), stop: make(chan struct{})}
 	p.wg.Add(2)
 	go p.spawner()
@@ -167,11 +190,12 @@ func (p *pool) spawner() {
 	}
 }
 
-// take hands out a warm child for spec, or nil: the task runs cold. Either
-// way the key is counted as running until release.
-func (p *pool) take(spec warmSpec) *proc {
+// take hands out a warm child for spec, or nil: the task runs cold. With
+// no idle child but one started early for the key, it waits for that one
+// (early: true), which is further along than a start of its own would be.
+// Either way the key is counted as running until release.
+func (p *pool) take(ctx context.Context, spec warmSpec) (child *proc, early bool) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	use := p.runningLocked(spec)
 	use.peak = max(use.peak, use.running)
 	for list := p.idle[spec.key]; len(list) > 0; list = p.idle[spec.key] {
@@ -182,11 +206,92 @@ func (p *pool) take(spec warmSpec) *proc {
 			p.evictions.Add(1)
 			continue
 		}
-		p.hits.Add(1)
-		return w.p
+		if w.early {
+			// Started early for this task (or one like it), ready first.
+			p.earlyTaken.Add(1)
+		} else {
+			p.hits.Add(1)
+		}
+		p.mu.Unlock()
+		return w.p, w.early
 	}
-	p.misses.Add(1)
-	return nil
+	list := p.early[spec.key]
+	if len(list) == 0 {
+		p.misses.Add(1)
+		p.mu.Unlock()
+		return nil, false
+	}
+	e := list[0]
+	if len(list) == 1 {
+		delete(p.early, spec.key)
+	} else {
+		p.early[spec.key] = list[1:]
+	}
+	p.mu.Unlock()
+	select {
+	case c := <-e.ready:
+		if c == nil {
+			p.misses.Add(1)
+			return nil, false
+		}
+		p.earlyTaken.Add(1)
+		return c, true
+	case <-ctx.Done():
+		p.misses.Add(1)
+		// The run was cancelled while its child still started: the child
+		// goes when it comes.
+		go func() {
+			if c := <-e.ready; c != nil {
+				c.discard()
+			}
+		}()
+		return nil, false
+	}
+}
+
+// startEarly starts children for n tasks of spec's kind that are about to
+// run, less those an idle or already starting child will serve. Unlike a
+// refill it does not wait for the pool's room: these are the children the
+// tasks would start themselves a few milliseconds later.
+func (p *pool) startEarly(spec warmSpec, n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return
+	}
+	for k := len(p.idle[spec.key]) + len(p.early[spec.key]); k < n; k++ {
+		e := &earlyChild{ready: make(chan *proc, 1)}
+		p.early[spec.key] = append(p.early[spec.key], e)
+		p.earlyStarted.Add(1)
+		p.refills.Add(1)
+		go func() {
+			defer p.refills.Done()
+			child := p.startWarm(spec)
+			p.mu.Lock()
+			list := p.early[spec.key]
+			i := slices.Index(list, e)
+			switch {
+			case i < 0:
+				// Claimed by a run, which waits for it.
+				e.ready <- child
+			case child != nil && !p.closed:
+				p.idle[spec.key] = append(p.idle[spec.key], &warmChild{p: child, key: spec.key, born: time.Now(), early: true})
+			}
+			if i >= 0 {
+				p.early[spec.key] = slices.Delete(list, i, i+1)
+				if len(p.early[spec.key]) == 0 {
+					delete(p.early, spec.key)
+				}
+			}
+			closed := p.closed
+			p.mu.Unlock()
+			if i >= 0 && child != nil && closed {
+				// Reaped before close returns, as a refill's.
+				child.discard()
+				<-child.exited
+			}
+		}()
+	}
 }
 
 // holdsKept reports whether a child is kept for sessionFile's corrective
@@ -460,7 +565,11 @@ func (p *pool) sweep(now time.Time) {
 	var live []sized
 	var total int64
 	for _, w := range all {
-		if w.p.ended() || now.Sub(w.born) > p.ttl {
+		ttl := p.ttl
+		if w.early {
+			ttl = min(ttl, p.earlyTTL)
+		}
+		if w.p.ended() || now.Sub(w.born) > ttl {
 			p.removeLocked(w)
 			continue
 		}
@@ -507,7 +616,8 @@ func ResidentBytes(pid int) int64 {
 func (p *pool) stats() api.PoolStats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return api.PoolStats{Warm: p.count(), Kept: len(p.kept), Resumed: p.resumed.Load(), Hits: p.hits.Load(), Misses: p.misses.Load(), Evictions: p.evictions.Load()}
+	return api.PoolStats{Warm: p.count(), Kept: len(p.kept), Resumed: p.resumed.Load(), Hits: p.hits.Load(), Misses: p.misses.Load(),
+		Evictions: p.evictions.Load(), EarlyStarted: p.earlyStarted.Load(), EarlyTaken: p.earlyTaken.Load()}
 }
 
 // close kills every idle child and stops the pool's goroutines; children

@@ -254,3 +254,86 @@ func TestWarmChildDeadBeforeItsTaskRunsCold(t *testing.T) {
 		t.Fatalf("session file holds %d messages (%v)", len(msgs), err)
 	}
 }
+
+// TestEarlyStart: a run whose child was started early (StartEarly, as the
+// worker does when it resolves a delegation) takes that child, started or
+// still starting, with no warm pool; it reports Early, and its session file
+// is what a cold run writes. A child started early that no run takes goes
+// after its time to live; a run the worker would refuse gets none.
+func TestEarlyStart(t *testing.T) {
+	h := newHarness(t, func(cfg *Config) { cfg.EarlyStart = true })
+	t.Cleanup(h.acts.Close)
+	h.model.Script("early", scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{finalizeCall(`{"status":"SUCCESS","result":"early"}`)}})
+
+	for _, wait := range []bool{false, true} {
+		in := h.input("[[script:early]] go")
+		in.SessionID = fmt.Sprintf("early-%v", wait)
+		before := h.acts.PoolStats()
+		h.acts.StartEarly([]api.RunPiInput{in})
+		if wait {
+			// Ready before the run comes: it waits among the idle.
+			for deadline := time.Now().Add(30 * time.Second); h.acts.PoolStats().Warm < 1; time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the early child never became ready: %+v", h.acts.PoolStats())
+				}
+			}
+		} else {
+			// Still starting when the run comes: the run waits for it.
+			for deadline := time.Now().Add(10 * time.Second); h.acts.PoolStats().EarlyStarted == before.EarlyStarted; time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("StartEarly started nothing")
+				}
+			}
+		}
+		r := h.mustRun(in)
+		st := h.acts.PoolStats()
+		if r.Error != nil || r.Output != "early" || !r.Early || r.Warm || st.EarlyTaken != before.EarlyTaken+1 {
+			t.Fatalf("wait %v: result early %v warm %v error %+v output %q, pool %+v", wait, r.Early, r.Warm, r.Error, r.Output, st)
+		}
+		if info, err := os.Lstat(r.SessionFile); err != nil || !info.Mode().IsRegular() {
+			// The link to the child's slot is settled once pi has exited.
+			for deadline := time.Now().Add(10 * time.Second); err != nil || !info.Mode().IsRegular(); info, err = os.Lstat(r.SessionFile) {
+				if time.Now().After(deadline) {
+					t.Fatalf("session file %s: %v %v", r.SessionFile, info, err)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+		if msgs, err := readMessages(r.SessionFile); err != nil || len(msgs) < 3 {
+			t.Fatalf("session file holds %d messages (%v)", len(msgs), err)
+		}
+	}
+	// With no warm pool, nothing is kept after the runs.
+	if st := h.acts.PoolStats(); st.Warm != 0 {
+		t.Fatalf("pool after the runs: %+v", st)
+	}
+
+	// Started for a run that does not come: it goes after its TTL.
+	h.acts.pool.mu.Lock()
+	h.acts.pool.earlyTTL = time.Second
+	h.acts.pool.mu.Unlock()
+	unused := h.input("[[script:early]] go")
+	unused.Cwd = t.TempDir()
+	h.acts.StartEarly([]api.RunPiInput{unused})
+	for deadline := time.Now().Add(30 * time.Second); h.acts.PoolStats().Warm < 1; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the early child never became ready: %+v", h.acts.PoolStats())
+		}
+	}
+	for deadline := time.Now().Add(30 * time.Second); h.acts.PoolStats().Warm > 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("an early child no run took outlived its TTL: %+v", h.acts.PoolStats())
+		}
+	}
+
+	// A run the worker refuses gets no child.
+	started := h.acts.PoolStats().EarlyStarted
+	h.acts.cfg.Admit = func(api.RunPiInput) (api.Admission, error) {
+		return api.Admission{}, errcode.New(errcode.DepthExceeded, "too deep")
+	}
+	h.acts.StartEarly([]api.RunPiInput{h.input("[[script:early]] go")})
+	time.Sleep(200 * time.Millisecond)
+	if st := h.acts.PoolStats(); st.EarlyStarted != started {
+		t.Fatalf("a refused run got an early child: %+v", st)
+	}
+}

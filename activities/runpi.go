@@ -220,14 +220,11 @@ func (a *Activities) RunPi(ctx context.Context, in api.RunPiInput) (api.RunPiRes
 		},
 	}
 	run.stream.MaxTimeline = clampInt(in.MaxEvents, api.DefaultMaxEvents, 0, api.MaxEventsCeiling)
-	run.env = a.childEnv(in.Depth, apiKeyEnv(in.Model, admission.APIKey))
+	var spec warmSpec
+	run.env, spec = a.runSpec(in, admission)
 	log := activity.GetLogger(ctx)
 	log.Info("child run started", "session", in.SessionID, "agent", api.AgentName(in.Agent), "turn", in.Turn,
 		"attempt", info.Attempt, "continued", res.Continued, "model", in.Model)
-	var spec warmSpec
-	if a.pool != nil {
-		spec = a.specFor(a.flags(in), in.Cwd, run.env, a.loadedFiles(in))
-	}
 	outcome := run.run(ctx, a.args(in, res.SessionFile), spec, res.SessionFile, prompt)
 	if outcome.exiting != nil {
 		unlock = func() {
@@ -237,11 +234,11 @@ func (a *Activities) RunPi(ctx context.Context, in api.RunPiInput) (api.RunPiRes
 			}()
 		}
 	}
-	res.Warm = outcome.warm
+	res.Warm, res.Early = outcome.warm && !outcome.early, outcome.early
 	a.fill(&res, run, outcome)
 	a.observe(in, res, outcome, run.stream.Usage)
 	ended := []any{"session", in.SessionID, "agent", api.AgentName(in.Agent), "turn", in.Turn, "attempt", info.Attempt,
-		"exitCode", res.ExitCode, "elapsedMs", res.DurationMS, "warm", res.Warm, "toolCalls", res.ToolCalls,
+		"exitCode", res.ExitCode, "elapsedMs", res.DurationMS, "warm", res.Warm, "early", res.Early, "toolCalls", res.ToolCalls,
 		"inputTokens", run.stream.Usage.Input, "outputTokens", run.stream.Usage.Output, "finalized", res.Finalize != nil}
 	if res.Error != nil {
 		ended = append(ended, "error", res.Error.Code)
@@ -306,6 +303,16 @@ func (a *Activities) observe(in api.RunPiInput, res api.RunPiResult, out outcome
 		result = strings.ToLower(string(res.Error.Code))
 	}
 	a.cfg.Observer.ChildRun(api.AgentName(in.Agent), result, out.elapsed, used)
+}
+
+// runSpec is a run's child environment and, with a pool, the warm spec a
+// child must have been started with to serve it.
+func (a *Activities) runSpec(in api.RunPiInput, admission api.Admission) ([]string, warmSpec) {
+	env := a.childEnv(in.Depth, apiKeyEnv(in.Model, admission.APIKey))
+	if a.pool == nil {
+		return env, warmSpec{}
+	}
+	return env, a.specFor(a.flags(in), in.Cwd, env, a.loadedFiles(in))
 }
 
 // args is the pi command line of a cold child run; its prompt goes in on
@@ -443,7 +450,8 @@ const (
 // outcome is how a child process ended.
 type outcome struct {
 	stop     stopReason
-	warm     bool // a warm child of the pool ran it
+	warm     bool // a child of the pool (in RPC mode) ran it
+	early    bool // ... started for this task as its delegation was resolved
 	spawnErr error
 	readErr  error
 	waitErr  error
@@ -499,12 +507,12 @@ func (r *childRun) run(ctx context.Context, args []string, spec warmSpec, sessio
 			}
 		}
 		if p == nil {
-			if w := pool.take(spec); w != nil {
+			if w, early := pool.take(ctx, spec); w != nil {
 				if err := handOver(w, sessionFile, prompt); err != nil {
 					activity.GetLogger(ctx).Warn("warm child refused the task; it runs cold", "error", err)
 					w.discard()
 				} else {
-					p, out.warm = w, true
+					p, out.warm, out.early = w, true, early
 				}
 			}
 		}

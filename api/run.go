@@ -106,7 +106,11 @@ type RunPiResult struct {
 	Recovered bool `json:"recovered,omitempty"`
 	// Warm is true when a pre-started child of the worker's warm pool ran
 	// this attempt (same flags, session file and events as a cold one).
-	Warm       bool  `json:"warm,omitempty"`
+	Warm bool `json:"warm,omitempty"`
+	// Early is true when the child was started for this task as its
+	// delegation was resolved, while the task's session was still on its
+	// way to the worker (the worker's early start), not as the run began.
+	Early      bool  `json:"early,omitempty"`
 	DurationMS int64 `json:"durationMs"`
 	// MessagesBefore is how many conversation messages the session file held
 	// when the turn's first attempt started: where this turn's run begins in
@@ -194,4 +198,8 @@ type PoolStats struct {
 	Hits      int64 `json:"hits"`
 	Misses    int64 `json:"misses"`
 	Evictions int64 `json:"evictions"`
+	// EarlyStarted counts the children started for tasks as their
+	// delegations were resolved; EarlyTaken those a task's run then took.
+	EarlyStarted int64 `json:"earlyStarted"`
+	EarlyTaken   int64 `json:"earlyTaken"`
 }

@@ -37,6 +37,10 @@ type WorkerFlags struct {
 	// `subagents dev`, off for `subagents worker`.
 	WarmPool int
 	WarmTTL  time.Duration
+	// EarlyStart is the default of --early-start before Register: on for
+	// `subagents dev`, whose one worker runs every task it resolves; off
+	// for `subagents worker`, one of several that a run may land on.
+	EarlyStart bool
 	// ChildEnvAllow, ChildEnvDeny and ChildEnvStrict are the children's
 	// environment policy (activities.EnvPolicy).
 	ChildEnvAllow  string
@@ -59,6 +63,8 @@ func (f *WorkerFlags) Register(fs *flag.FlagSet) {
 		"workflows kept in memory between their tasks; an idle session beyond it costs the worker nothing until its next send (env SUBAGENTS_WORKFLOW_CACHE)")
 	fs.IntVar(&f.WarmPool, "warm-pool", envInt("SUBAGENTS_WARM_POOL", f.WarmPool),
 		"child pi processes kept started ahead of tasks like recent ones (about 110 MiB each), 0 for none (env SUBAGENTS_WARM_POOL)")
+	fs.BoolVar(&f.EarlyStart, "early-start", envBool("SUBAGENTS_EARLY_START", f.EarlyStart),
+		"start a task's child pi as soon as its delegation is resolved, while its session's workflow starts, when no warm child waits for it (env SUBAGENTS_EARLY_START=0 or 1)")
 	f.WarmTTL = envDuration("SUBAGENTS_WARM_TTL", activities.DefaultWarmTTL)
 	fs.Var(seconds{&f.WarmTTL}, "warm-ttl", "how long a warm child no task took stays: seconds or a duration like 2m (env SUBAGENTS_WARM_TTL; default "+f.WarmTTL.String()+")")
 	fs.StringVar(&f.ChildEnvAllow, "child-env-allow", os.Getenv("SUBAGENTS_CHILD_ENV_ALLOW"),
@@ -135,7 +141,7 @@ func (f *WorkerFlags) Config(ctx context.Context) (worker.Config, error) {
 		return worker.Config{}, err
 	}
 	cfg := worker.Config{TaskQueue: f.TaskQueue, DataDir: dataDir, Pi: pi, OutputMaxChars: f.OutputMaxChars, MetricsAddr: f.MetricsAddr,
-		Host: f.Host, WorkflowCache: f.WorkflowCache, ChildEnv: keys, WarmPool: f.WarmPool, WarmTTL: f.WarmTTL,
+		Host: f.Host, WorkflowCache: f.WorkflowCache, ChildEnv: keys, WarmPool: f.WarmPool, WarmTTL: f.WarmTTL, EarlyStart: f.EarlyStart,
 		ChildEnvPolicy: activities.EnvPolicy{Allow: profiles.SplitList(f.ChildEnvAllow), Deny: profiles.SplitList(f.ChildEnvDeny), Strict: f.ChildEnvStrict}}
 	if f.MetricsAddr != "" {
 		cfg.Metrics = metrics.New()
@@ -162,6 +168,18 @@ func envDuration(name string, def time.Duration) time.Duration {
 func envInt(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
 		return v
+	}
+	return def
+}
+
+// envBool reads a switch from the environment (1, true, yes, on; 0,
+// false, no, off), or def when unset or neither.
+func envBool(name string, def bool) bool {
+	switch strings.ToLower(strings.TrimSpace(os.Getenv(name))) {
+	case "1", "true", "yes", "on":
+		return true
+	case "0", "false", "no", "off":
+		return false
 	}
 	return def
 }

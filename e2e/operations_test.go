@@ -102,12 +102,17 @@ func TestDevMetricsAndJSONLogs(t *testing.T) {
 	if cost, ok := metricValue(page, "subagents_child_cost_usd_total", `agent="scout"`); !ok || cost <= 0 {
 		t.Fatalf("cost series: %v %v", cost, ok)
 	}
-	// subagents dev keeps warm children: both runs asked its pool (the
-	// first of a kind misses; the retry may find one started since).
+	// subagents dev starts a task's child as it resolves the delegation:
+	// the first run of its kind takes that child (no warm one waited), and
+	// its corrective run goes on in the same process, asking nothing of
+	// the pool.
 	hits, okHits := metricValue(page, "subagents_warm_pool_hits_total")
 	misses, okMisses := metricValue(page, "subagents_warm_pool_misses_total")
-	if _, okWarm := metricValue(page, "subagents_warm_pool_children"); !okHits || !okMisses || !okWarm || hits+misses != 2 || misses < 1 {
-		t.Fatalf("warm pool series: hits %v misses %v\n%s", hits, misses, grepLines(page, "subagents_warm"))
+	started, okStarted := metricValue(page, "subagents_early_start_children_total")
+	taken, okTaken := metricValue(page, "subagents_early_start_taken_total")
+	if _, okWarm := metricValue(page, "subagents_warm_pool_children"); !okHits || !okMisses || !okWarm || !okStarted || !okTaken ||
+		hits+misses != 0 || started != 1 || taken != 1 {
+		t.Fatalf("warm pool series: hits %v misses %v, early started %v taken %v\n%s", hits, misses, started, taken, grepLines(page, "subagents_"))
 	}
 	t.Logf("our series after the run:\n%s", grepLines(page, "subagents_"))
 	// The SDK's own series come through the same endpoint.

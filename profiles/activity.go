@@ -14,6 +14,9 @@ import (
 // ResolveRequest asks for the profiles of a delegation's tasks.
 type ResolveRequest struct {
 	Tasks []ResolveTask `json:"tasks"`
+	// Depth is the depth of the tasks' children: with the tasks marked
+	// Early, what the worker needs to start their children early.
+	Depth int `json:"depth,omitempty"`
 }
 
 // ResolveTask is one task's profile and overrides.
@@ -27,6 +30,10 @@ type ResolveTask struct {
 	// Tool is the tool family the delegation came through: "subagent"
 	// runs read-only profiles unless the settings allow writes.
 	Tool string `json:"tool,omitempty"`
+	// Early marks a task that runs as soon as its session starts (within
+	// the delegation's concurrency, not a resume): a worker that starts
+	// early starts its child now (activities.Config.EarlyStart).
+	Early bool `json:"early,omitempty"`
 }
 
 // ResolvedTask is a task's child settings, or why it cannot run.

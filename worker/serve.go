@@ -35,6 +35,9 @@ func Serve(ctx context.Context, c client.Client, cfg Config, logger *slog.Logger
 	if cfg.WarmPool > 0 {
 		_, _ = fmt.Fprintf(stdout, "Warm pool:         up to %d child pi processes, each kept %s unless a task takes it (--warm-pool 0: none)\n", cfg.WarmPool, cfg.WarmTTL)
 	}
+	if cfg.EarlyStart {
+		_, _ = fmt.Fprintf(stdout, "Early start:       a task's child pi starts as its delegation is resolved, beside its session's start (--early-start=false: as its run begins)\n")
+	}
 	<-ctx.Done()
 	// Stop waits for running activities up to the worker's stop timeout;
 	// their pi children are ended with them and continue on the next worker.

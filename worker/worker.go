@@ -3,6 +3,7 @@
 package worker
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -60,6 +61,10 @@ type Config struct {
 	// processes (activities.Config); 0: every child starts cold.
 	WarmPool int
 	WarmTTL  time.Duration
+	// EarlyStart starts a task's child as its delegation is resolved
+	// (activities.Config.EarlyStart): for a worker that runs what it
+	// resolves, as `subagents dev`'s single worker does.
+	EarlyStart bool
 	// Logger receives the warm pool's own trouble; default slog's.
 	Logger *slog.Logger
 }
@@ -131,13 +136,14 @@ func New(c client.Client, cfg Config) (*Worker, error) {
 		Observer:       observer(cfg.Metrics),
 		WarmPool:       cfg.WarmPool,
 		WarmTTL:        cfg.WarmTTL,
+		EarlyStart:     cfg.EarlyStart,
 		Logger:         cfg.Logger,
 		Heartbeat:      c.RecordActivityHeartbeat,
 	})
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Metrics != nil && cfg.WarmPool > 0 {
+	if cfg.Metrics != nil && (cfg.WarmPool > 0 || cfg.EarlyStart) {
 		cfg.Metrics.WatchPool(acts.PoolStats)
 	}
 	if cfg.WorkflowCache > 0 {
@@ -240,12 +246,13 @@ func observer(m *metrics.Metrics) activities.RunObserver {
 // Register registers every workflow and activity on r, under the names that
 // histories record.
 func Register(r sdkworker.Registry, acts *activities.Activities, profs *profiles.Activities, sessions *activities.Sessions) {
+	res := resolver{profs: profs, acts: acts}
 	r.RegisterWorkflowWithOptions(workflows.Session, workflow.RegisterOptions{Name: api.SessionWorkflowName})
 	r.RegisterWorkflowWithOptions(workflows.Delegation, workflow.RegisterOptions{Name: api.DelegationWorkflowName})
 	r.RegisterWorkflowWithOptions(workflows.ReadSession, workflow.RegisterOptions{Name: api.ReadSessionWorkflowName})
 	r.RegisterActivityWithOptions(acts.ReadSession, activity.RegisterOptions{Name: api.ReadSessionActivityName})
 	r.RegisterActivityWithOptions(acts.RunPi, activity.RegisterOptions{Name: api.RunPiActivityName})
-	r.RegisterActivityWithOptions(profs.ResolveTasks, activity.RegisterOptions{Name: api.ResolveTasksActivityName})
+	r.RegisterActivityWithOptions(res.ResolveTasks, activity.RegisterOptions{Name: api.ResolveTasksActivityName})
 	r.RegisterActivityWithOptions(sessions.LookupSessions, activity.RegisterOptions{Name: api.LookupSessionsActivityName})
 }
 
@@ -254,7 +261,32 @@ func Register(r sdkworker.Registry, acts *activities.Activities, profs *profiles
 func registerHostActivities(r sdkworker.Registry, acts *activities.Activities, profs *profiles.Activities) {
 	r.RegisterActivityWithOptions(acts.RunPi, activity.RegisterOptions{Name: api.RunPiActivityName})
 	r.RegisterActivityWithOptions(acts.ReadSession, activity.RegisterOptions{Name: api.ReadSessionActivityName})
-	r.RegisterActivityWithOptions(profs.ResolveTasks, activity.RegisterOptions{Name: api.ResolveTasksActivityName})
+	r.RegisterActivityWithOptions(resolver{profs: profs, acts: acts}.ResolveTasks, activity.RegisterOptions{Name: api.ResolveTasksActivityName})
+}
+
+// resolver is the ResolveTasks activity: the tasks' profiles, after which
+// the worker starts the children of the tasks about to run, if it starts
+// early (activities.Config.EarlyStart).
+type resolver struct {
+	profs *profiles.Activities
+	acts  *activities.Activities
+}
+
+func (r resolver) ResolveTasks(ctx context.Context, req profiles.ResolveRequest) ([]profiles.ResolvedTask, error) {
+	out, err := r.profs.ResolveTasks(ctx, req)
+	if err != nil {
+		return out, err
+	}
+	var runs []api.RunPiInput
+	for i, t := range out {
+		if i < len(req.Tasks) && req.Tasks[i].Early && t.Error == nil {
+			in := t.Child
+			in.Cwd, in.Depth = req.Tasks[i].Cwd, req.Depth
+			runs = append(runs, in)
+		}
+	}
+	r.acts.StartEarly(runs)
+	return out, nil
 }
 
 // agentDir is the pi config dir the children see: PI_CODING_AGENT_DIR of

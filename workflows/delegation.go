@@ -281,9 +281,18 @@ func (d *delegation) checkResumes(ctx workflow.Context) error {
 }
 
 func (d *delegation) resolve(ctx workflow.Context) ([]profiles.ResolvedTask, error) {
-	req := profiles.ResolveRequest{}
+	req := profiles.ResolveRequest{Depth: d.in.Depth + 1}
+	early := 0
 	for i, t := range d.in.Tasks {
-		req.Tasks = append(req.Tasks, profiles.ResolveTask{Profile: d.tasks[i].Profile, Cwd: t.Cwd, Model: t.Model, TimeoutSeconds: t.TimeoutSeconds, Tool: d.in.Tool})
+		_, resuming := d.resumes[i]
+		// The tasks that start at once: their children may start while
+		// the sessions do.
+		now := t.Rejected == nil && !resuming && early < d.limit
+		if now {
+			early++
+		}
+		req.Tasks = append(req.Tasks, profiles.ResolveTask{Profile: d.tasks[i].Profile, Cwd: t.Cwd, Model: t.Model,
+			TimeoutSeconds: t.TimeoutSeconds, Tool: d.in.Tool, Early: now})
 	}
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		// Project profiles live under the tasks' cwds: read them there.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -154,6 +155,38 @@ func testDelegationOrder(t *testing.T, version int, host string) {
 		if d != 1 {
 			t.Fatalf("child depth %d, want 1", d)
 		}
+	}
+}
+
+// TestDelegationMarksEarlyTasks: the resolve request names the tasks that
+// start at once (within the concurrency limit, rejected ones left out) and
+// their children's depth, which a worker needs to start those children
+// while the sessions start.
+func TestDelegationMarksEarlyTasks(t *testing.T) {
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	env.RegisterWorkflowWithOptions(Session, workflow.RegisterOptions{Name: api.SessionWorkflowName})
+	env.RegisterWorkflowWithOptions(Delegation, workflow.RegisterOptions{Name: api.DelegationWorkflowName})
+	env.RegisterActivityWithOptions((&concurrencyChild{}).run, activity.RegisterOptions{Name: api.RunPiActivityName})
+	var got profiles.ResolveRequest
+	resolve := fakeResolver("scout")
+	env.RegisterActivityWithOptions(func(ctx context.Context, req profiles.ResolveRequest) ([]profiles.ResolvedTask, error) {
+		got = req
+		return resolve(ctx, req)
+	}, activity.RegisterOptions{Name: api.ResolveTasksActivityName})
+	in := tasks(5, func(int) string { return "scout" })
+	in.Tasks[1].Rejected = &errcode.Info{Code: errcode.InvalidInput, Message: "tasks[1] (task-1): prompt must not be empty", Category: errcode.CategoryInvalidInput}
+	in.MaxConcurrency, in.Depth, in.MaxDepth, in.Version = 2, 1, 2, api.CurrentVersion
+	env.ExecuteWorkflow(api.DelegationWorkflowName, in)
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var early []bool
+	for _, task := range got.Tasks {
+		early = append(early, task.Early)
+	}
+	if want := []bool{true, false, true, false, false}; !slices.Equal(early, want) || got.Depth != 2 {
+		t.Fatalf("resolve request: early %v (want %v), depth %d (want 2)", early, want, got.Depth)
 	}
 }
 

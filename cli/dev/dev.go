@@ -33,6 +33,7 @@ type devOptions struct {
 func (o *devOptions) register(fs *flag.FlagSet) {
 	opts := &o.server
 	o.flags.WarmPool = worker.DefaultDevWarmPool
+	o.flags.EarlyStart = true
 	fs.StringVar(&opts.IP, "ip", "127.0.0.1", "IP address the Temporal frontend (gRPC) listens on")
 	fs.IntVar(&opts.Port, "port", 7233, "port of the Temporal frontend (gRPC)")
 	fs.IntVar(&opts.HTTPPort, "http-port", 0,

@@ -130,8 +130,8 @@ func (m *Metrics) ChildRun(agent, outcome string, elapsed time.Duration, u api.U
 	m.cost.WithLabelValues(agent).Add(u.Cost)
 }
 
-// WatchPool publishes a worker's warm pool: its idle children and its
-// hits, misses and evictions, read from stats at each scrape. A second
+// WatchPool publishes a worker's warm pool: its idle children, its hits,
+// misses and evictions, and its early starts, read from stats at each scrape. A second
 // pool in the same process keeps the first one's series.
 func (m *Metrics) WatchPool(stats func() api.PoolStats) {
 	for _, c := range []prometheus.Collector{
@@ -151,6 +151,14 @@ func (m *Metrics) WatchPool(stats func() api.PoolStats) {
 			Name: "subagents_warm_pool_evictions_total",
 			Help: "Warm children ended unused: past their time to live, over the memory cap, making room, or dead.",
 		}, func() float64 { return float64(stats().Evictions) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "subagents_early_start_children_total",
+			Help: "Child pi processes started for tasks as their delegations were resolved (early start).",
+		}, func() float64 { return float64(stats().EarlyStarted) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "subagents_early_start_taken_total",
+			Help: "Child runs that took a child started early for them.",
+		}, func() float64 { return float64(stats().EarlyTaken) }),
 	} {
 		_ = m.Registry.Register(c)
 	}
