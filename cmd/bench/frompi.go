@@ -221,10 +221,10 @@ func (b *bench) fromPi(n int) (string, error) {
 	// price for loading any (its TypeScript loader, jiti).
 	row("this extension against the one that does nothing (its own cost)", ext0, noop0, "")
 	row("floor: parent + child", floor1, floor1, "")
-	row("parent pi, `subagent` tool, 1 task, pool off", del1Cold, floor1, "")
+	row("parent pi, `subagent` tool, 1 task, pool off (`--warm-pool 0`: early start)", del1Cold, floor1, "")
 	row("parent pi, `subagent` tool, 1 task, warm pool", del1, floor1, "≤ 0.8×")
 	row("floor: parent, then 4 children at once", floor4, floor4, "")
-	row("parent pi, `delegate_to_subagents`, 4 tasks, pool off", del4Cold, floor4, "")
+	row("parent pi, `delegate_to_subagents`, 4 tasks, pool off (`--warm-pool 0`: early start)", del4Cold, floor4, "")
 	row("parent pi, `delegate_to_subagents`, 4 tasks, warm pool", del4, floor4, "≤ 1.0×")
 	if peerErr == nil {
 		row("npm peer "+peerVersion+", `subagent` tool, 1 task (children in the parent's process, not durable)", peer1, floor1, "")

@@ -48,6 +48,7 @@ Measured with this command on this machine while changing the code (` + "`-only 
 | [local service] the session's start-up work (the primary profiles' listing, the look for earlier results) runs beside pi's start instead of before its first prompt; a delegation and a print run's settle wait for it (in-process timing, 2026-11-24) | pi waited in the extension's session_start 2 ms with the service running, 4–10 ms without | none awaited (its synchronous part, about 1.5 ms, remains) |
 | measured, not a change: the extension loaded with its tools left unregistered, and the compiled file imported without activating it (by hand, 40 rounds side by side, wall and CPU time of the process, 2026-11-24) | this extension: +18–22 ms wall, +17–22 ms CPU over an empty one | tools unregistered: 9 ms wall and 13 ms CPU less; import alone: as an empty extension. The rest is pi's handling of the tools' definitions |
 | measured, not a change: a JSON pi with the extension without ` + "`--liftoff-only`" + ` (same rounds) | | no faster (a one-answer run has one model call) |
+| [warm children] early start: a task that finds no warm child takes one the worker started for it as it resolved the delegation, beside the session's start, instead of starting pi when its run begins (-only overhead, 20 rounds, 2026-11-24, on a machine where pi alone took 648 ms) | pool off: client library 1.13×, ` + "`subagents run`" + ` 1.31× | 1.06×, 1.24× (45 and 41 ms less) |
 | visibility in a SQLite file of its own (its own connection, so that the visibility queue's writes do not wait for the history writer's) (a stub load of 256 tasks at concurrency 16, three times each, in turn, 2026-11-24) | 21.7–26.0 tasks/s | 23.6–25.8 tasks/s: within noise, not kept |
 
 Where the rest goes. One stub task through the client library takes about 45 ms from start to result:
@@ -69,9 +70,13 @@ SQLite plugin prepares anew for every call, 12 points, and the commits' writes a
 gRPC handling between client, worker and server 24%, workflow task completions 11%. The lever left is one workflow for a one-task
 delegation (a session that carries the delegation's delivery and acknowledgement), which would halve
 the events and visibility writes per task and take two hops off each one-task delegation; it changes
-what the extension's delivery lists and acknowledges, and is not done. The pool-off target of
-` + "`subagents run`" + ` (≤ 1.05×, about 20 ms over pi alone) is below what those hops cost on this machine
-even before the child pi starts beside the server (about 25 ms slower than alone).
+what the extension's delivery lists and acknowledges, and is not done. With the pool off, early
+start takes those hops off the child's path (its pi starts while they go on), which leaves the
+library client within a few percent of pi alone; what ` + "`subagents run`" + ` adds beyond it is its own
+process: a Go program that links the SDK's client (its packages' initialisation alone takes about
+30 ms on the slower of the machines measured), dials the server and waits, about 100 ms there. The
+pool-off target of ` + "`subagents run`" + ` (≤ 1.05×) needs that process gone from the path: a client that
+only forwards its call to the local service's socket, without linking the SDK, is not done.
 
 With the warm pool the child's start is off the path: a warm child whose session is new takes its
 task at once (its own slot, no ` + "`switch_session`" + `), answers the one-turn prompt in about 40 ms, and its

@@ -86,6 +86,7 @@ type bench struct {
 	address  string
 	c        *client.Client
 	warm     *client.Client // a worker with a warm pool of children
+	early    *client.Client // a worker with no pool that starts children early
 	warmPool func() api.PoolStats
 	stub     *client.Client
 	tc       sdkclient.Client
@@ -166,6 +167,10 @@ func run(n int, outPath string) error {
 		return &client.Client{Temporal: b.tc, TaskQueue: cfg.TaskQueue, Address: b.address}, nil
 	}
 	if b.c, err = startWorker(worker.Config{TaskQueue: "bench", DataDir: b.dataDir, Pi: b.pi, ChildEnv: scriptedmodel.PiEnv(b.agentDir)}); err != nil {
+		return err
+	}
+	if b.early, err = startWorker(worker.Config{TaskQueue: "bench-early", DataDir: b.dataDir, Pi: b.pi, ChildEnv: scriptedmodel.PiEnv(b.agentDir),
+		EarlyStart: true, Logger: quiet}); err != nil {
 		return err
 	}
 	ww, err := worker.New(b.tc, worker.Config{TaskQueue: "bench-warm", DataDir: b.dataDir, Pi: b.pi, ChildEnv: scriptedmodel.PiEnv(b.agentDir),

@@ -30,8 +30,11 @@ func (b *bench) overhead(n int) (string, error) {
 		if _, _, err := b.library(); err != nil {
 			return "", err
 		}
+		if _, _, err := b.libraryOn(b.early); err != nil {
+			return "", err
+		}
 	}
-	var direct, lib, cli, warmLib, warmCLI []time.Duration
+	var direct, lib, cli, earlyLib, earlyCLI, warmLib, warmCLI []time.Duration
 	var sessionEvents, delegationEvents []int
 	for range n {
 		// Every run starts with the pool refilled after the last one: the
@@ -54,6 +57,16 @@ func (b *bench) overhead(n int) (string, error) {
 			return "", err
 		}
 		cli = append(cli, c)
+		el, _, err := b.libraryOn(b.early)
+		if err != nil {
+			return "", err
+		}
+		earlyLib = append(earlyLib, el)
+		ec, err := b.command("bench-early")
+		if err != nil {
+			return "", err
+		}
+		earlyCLI = append(earlyCLI, ec)
 		b.settle()
 		wl, _, err := b.libraryOn(b.warm)
 		if err != nil {
@@ -67,7 +80,7 @@ func (b *bench) overhead(n int) (string, error) {
 		}
 		warmCLI = append(warmCLI, wc)
 	}
-	report := b.report(n, direct, lib, cli, warmLib, warmCLI, sessionEvents, delegationEvents)
+	report := b.report(n, [][]time.Duration{direct, lib, cli, earlyLib, earlyCLI, warmLib, warmCLI}, sessionEvents, delegationEvents)
 	// A task whose child forgets subagent_finalize once and gets corrective
 	// feedback: a second RunPi in the same turn.
 	forgot := "[[steps:" + stepsJSON(textStep("forgot"), toolStep("subagent_finalize", map[string]string{"status": "SUCCESS", "result": "done"})) + "]] Do it."
@@ -164,7 +177,8 @@ func (b *bench) events(id string) int {
 	return n
 }
 
-func (b *bench) report(n int, direct, lib, cli, warmLib, warmCLI []time.Duration, sessionEvents, delegationEvents []int) string {
+// report writes the overhead table; runs are in the order of its rows.
+func (b *bench) report(n int, runs [][]time.Duration, sessionEvents, delegationEvents []int) string {
 	var r strings.Builder
 	host, _ := os.Hostname()
 	fmt.Fprintf(&r, "# Benchmarks\n\nMachine: %s, %d cores, %s/%s, %s; pi %s with Node from the lockfile.\n",
@@ -174,16 +188,20 @@ func (b *bench) report(n int, direct, lib, cli, warmLib, warmCLI []time.Duration
 	r.WriteString("One task whose child answers at once (scripted model, `finalize: false`), run three ways in turn, ")
 	fmt.Fprintf(&r, "%d times each, after two warm-up runs: pi alone (`pi --mode json --session ...`), ", n)
 	r.WriteString("the same task through the client library against the embedded server (start + wait), and `subagents run --json` as a process.\n\n")
+	r.WriteString("The pool off, each cold child starts once the task's run reaches the worker (no early start, as `subagents worker` runs by default), " +
+		"or as the worker resolves the task's delegation, beside the start of its session (early start, as `subagents dev --warm-pool 0` runs): " +
+		"it then starts in RPC mode and the run takes it when it comes.\n\n")
 	r.WriteString("Then the same two through a worker with a warm pool (`--warm-pool 4`, as `subagents dev` runs): its child was started in RPC mode before the task came, and is pointed at the task's session file.\n\n")
 	r.WriteString("| run | p50 | p99 | added p50 | ratio p50 | target |\n| --- | --- | --- | --- | --- | --- |\n")
-	d50 := pct(direct, 0.5)
-	for _, row := range []struct {
-		name, target string
-		d            []time.Duration
-	}{{"pi alone", "", direct}, {"client library, pool off", "", lib}, {"`subagents run`, pool off", "≤ 1.05×", cli},
-		{"client library, warm pool", "", warmLib}, {"`subagents run`, warm pool", "≤ 0.5×", warmCLI}} {
-		p50 := pct(row.d, 0.5)
-		fmt.Fprintf(&r, "| %s | %s | %s | %s | %.2f× | %s |\n", row.name, ms(p50), ms(pct(row.d, 0.99)), ms(p50-d50), float64(p50)/float64(d50), row.target)
+	rows := []struct{ name, target string }{{"pi alone", ""},
+		{"client library, pool off, no early start", ""}, {"`subagents run`, pool off, no early start", ""},
+		{"client library, pool off, early start", ""}, {"`subagents run`, pool off, early start", "≤ 1.05×"},
+		{"client library, warm pool", ""}, {"`subagents run`, warm pool", "≤ 0.5×"}}
+	d50 := pct(runs[0], 0.5)
+	for i, row := range rows {
+		d := runs[i]
+		p50 := pct(d, 0.5)
+		fmt.Fprintf(&r, "| %s | %s | %s | %s | %.2f× | %s |\n", row.name, ms(p50), ms(pct(d, 0.99)), ms(p50-d50), float64(p50)/float64(d50), row.target)
 	}
 	r.WriteString("\n## History\n\n")
 	fmt.Fprintf(&r, "Events per one-turn task (median, workflow code version %d, a session that completes after its turn): session workflow %d, delegation workflow %d. ",
