@@ -200,11 +200,23 @@ func (e *env) scriptDelegation(name, answer string) string {
 }
 
 // checkDelegation checks that the parent of scriptDelegation(name) got
-// answer as its tool result.
+// answer as its tool result, and only there: a delegation that started the
+// service is not also found as an earlier one and delivered again.
 func (e *env) checkDelegation(name, answer string) {
 	e.t.Helper()
-	if got := toolResultText(e.t, e.model.RequestsFor("parent-"+name), 1); !strings.Contains(got, answer) {
+	reqs := e.model.RequestsFor("parent-" + name)
+	if got := toolResultText(e.t, reqs, 1); !strings.Contains(got, answer) {
 		e.t.Fatalf("the parent %s's model got:\n%s", name, got)
+	}
+	n := 0
+	for _, m := range reqs[len(reqs)-1].Parsed.Messages {
+		n += strings.Count(m.Text(), answer)
+	}
+	if len(reqs) != 2 || n != 1 {
+		for _, m := range reqs[len(reqs)-1].Parsed.Messages {
+			e.t.Logf("%s: %.300s", m.Role, m.Text())
+		}
+		e.t.Fatalf("the parent %s made %d model calls, its last one holds the answer %d times (want 2 calls, once)", name, len(reqs), n)
 	}
 }
 

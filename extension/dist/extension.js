@@ -289,6 +289,7 @@ var SocketChannel = class extends Channel {
   }
 };
 var channels = /* @__PURE__ */ new Map();
+var connecting = /* @__PURE__ */ new Map();
 var starting = /* @__PURE__ */ new Map();
 var startedListeners = [];
 function onServiceStarted(listener) {
@@ -334,9 +335,7 @@ var SubagentsCli = class {
     if (!local) return this.remoteRoute(this.options.connection);
     const sock = socketPath(local.dataDir);
     const queue = local.taskQueue ? ["--task-queue", local.taskQueue] : [];
-    const open = channels.get(sock);
-    if (open && !open.ended) return { channel: open, connection: queue };
-    const ch = await this.connectLocal(local, sock);
+    const ch = await this.localChannel(local, sock);
     if (ch) return { channel: ch, connection: queue };
     if (await answers(local.address)) {
       return this.remoteRoute(this.options.connection);
@@ -349,10 +348,23 @@ var SubagentsCli = class {
       );
     }
     await this.start(local, sock);
-    const started = await this.connectLocal(local, sock);
+    const started = await this.localChannel(local, sock);
     if (!started) throw new SubagentsError("SERVICE_UNAVAILABLE", `the subagents service started but does not answer on ${sock}`);
-    for (const l of startedListeners) l();
     return { channel: started, connection: queue };
+  }
+  /**
+   * The open channel to the service on sock, else a new one if it answers
+   * there; calls at once share one connection.
+   */
+  localChannel(local, sock) {
+    const open = channels.get(sock);
+    if (open && !open.ended) return Promise.resolve(open);
+    let p = connecting.get(sock);
+    if (!p) {
+      p = this.connectLocal(local, sock).finally(() => connecting.delete(sock));
+      connecting.set(sock, p);
+    }
+    return p;
   }
   remoteRoute(connection) {
     if (!serveEnabled(this.env)) return { spawn: true, connection };
@@ -397,9 +409,15 @@ var SubagentsCli = class {
     if (!p) {
       const bin = this.binary();
       this.options.onStatus?.(`Starting the subagents service (subagents dev on ${local.address}; log: ${local.dataDir}/service.log)\u2026`);
-      p = startService({ bin, address: local.address, namespace: local.namespace, dir: local.dataDir, env: this.env }).catch((e) => {
-        throw new SubagentsError("SERVICE_UNAVAILABLE", `could not start the subagents service: ${e.message}`);
-      }).finally(() => starting.delete(sock));
+      p = startService({ bin, address: local.address, namespace: local.namespace, dir: local.dataDir, env: this.env }).then(
+        // Once per start, however many calls waited for it.
+        () => {
+          for (const l of startedListeners) l();
+        },
+        (e) => {
+          throw new SubagentsError("SERVICE_UNAVAILABLE", `could not start the subagents service: ${e.message}`);
+        }
+      ).finally(() => starting.delete(sock));
       starting.set(sock, p);
     }
     return p;
@@ -887,6 +905,16 @@ var Delivery = class {
   ready = /* @__PURE__ */ new Map();
   /** Results handed to pi (drafts or messages) and not yet seen persisted. */
   handed = /* @__PURE__ */ new Set();
+  /**
+   * Delegations this process started or continued: their results come
+   * back as the tool result of the call that waits for them, or through
+   * watch (async); a look for earlier results must not find them again.
+   */
+  mine = /* @__PURE__ */ new Set();
+  /** Starts and sends under way: a look for earlier results waits for them (see own). */
+  starting = /* @__PURE__ */ new Set();
+  /** The look for earlier results under way: looks run one after another. */
+  resuming = Promise.resolve();
   waiters = [];
   parentId = "";
   ctx;
@@ -935,6 +963,22 @@ var Delivery = class {
     return [...this.watchers.keys()];
   }
   /**
+   * Marks the delegation a start or send of this process returns as its
+   * own. A look for earlier results that runs meanwhile (the service this
+   * very call started) waits for it, so that it never takes the new
+   * delegation for an earlier one and delivers its result a second time.
+   */
+  async own(call) {
+    this.starting.add(call);
+    try {
+      const env = await call;
+      if (env.delegation_id) this.mine.add(env.delegation_id);
+      return env;
+    } finally {
+      this.starting.delete(call);
+    }
+  }
+  /**
    * On start or resume: acknowledge what the session already holds,
    * deliver what finished while the parent was away, and wait in the
    * background for what still runs. With the local service, only a
@@ -943,7 +987,13 @@ var Delivery = class {
    * makes no call. A remote Temporal keeps no marks and is asked each
    * time; passive: only a service that runs already.
    */
-  async resume(ctx, passive = false) {
+  resume(ctx, passive = false) {
+    const next = this.resuming.then(() => this.resumeNow(ctx, passive));
+    this.resuming = next.catch(() => {
+    });
+    return next;
+  }
+  async resumeNow(ctx, passive) {
     this.ctx = ctx;
     this.parentId = this.parent(ctx);
     const branch = ctx.sessionManager.getBranch();
@@ -958,6 +1008,7 @@ var Delivery = class {
       if (e instanceof SubagentsError && e.notRunning) return;
       throw e;
     }
+    await Promise.allSettled([...this.starting]);
     if (this.closed) return;
     const marker = this.marker(this.parentId);
     if (marker && (open.runs ?? []).length === 0 && markedBefore(marker, STARTED_AT)) {
@@ -969,9 +1020,14 @@ var Delivery = class {
         toAck.push(run.id);
         continue;
       }
-      const env = await this.cli().call("status", [], [run.id]);
+      if (this.mine.has(run.id)) continue;
+      let env;
+      try {
+        env = await this.cli().call("status", [], [run.id]);
+      } catch {
+      }
       if (this.closed) return;
-      if (env.done) this.arrive(env);
+      if (env?.done) this.arrive(env);
       else this.watch(run.id);
     }
     if (toAck.length) await this.ack(toAck);
@@ -979,7 +1035,7 @@ var Delivery = class {
   }
   /** Waits in the background for a delegation this parent started. */
   watch(id) {
-    if (this.closed || this.watchers.has(id) || this.ready.has(id)) return;
+    if (this.closed || this.watchers.has(id) || this.ready.has(id) || this.handed.has(id) || this.acked.has(id)) return;
     const abort = new AbortController();
     const done = this.cli().follow(id, () => {
     }, abort.signal).then((env) => this.arrive(env)).catch(() => {
@@ -1281,10 +1337,19 @@ function activate(pi, host) {
   const delivery = new Delivery(pi, cli, () => localService(settings)?.dataDir);
   const registered = new Set(BUILTIN_TOOLS);
   let startedUp = Promise.resolve();
+  async function startUpDone() {
+    let seen;
+    while (seen !== startedUp) {
+      seen = startedUp;
+      await seen;
+    }
+  }
+  async function begin(ctx, verb, request) {
+    await startUpDone();
+    return delivery.own(cli().call(verb, [], [], { ...request, parent_session_id: delivery.delivering(ctx), deliver: true }));
+  }
   async function delegate(ctx, request, opts) {
-    await startedUp;
-    const started = await cli().call("start", [], [], { ...request, parent_session_id: delivery.delivering(ctx), deliver: true });
-    return follow(started, opts);
+    return follow(await begin(ctx, "start", request), opts);
   }
   async function follow(started, opts) {
     const id = started.delegation_id ?? started.task_id;
@@ -1306,6 +1371,9 @@ function activate(pi, host) {
         },
         opts.signal
       );
+    } catch (e) {
+      if (started.delegation_id && !opts.signal?.aborted) delivery.watch(started.delegation_id);
+      throw e;
     } finally {
       opts.signal?.removeEventListener("abort", onAbort);
     }
@@ -1328,26 +1396,12 @@ function activate(pi, host) {
       parameters: SubagentParams,
       async execute(_id, params, signal, onUpdate, ctx) {
         try {
-          await startedUp;
-          let started;
-          if (params.sessionId) {
-            started = await cli().call("send", [], [], {
-              task_id: params.sessionId,
-              prompt: params.task,
-              agent: params.agent,
-              parent_session_id: delivery.delivering(ctx),
-              deliver: true
-            });
-          } else {
-            started = await cli().call("start", [], [], {
-              tasks: [{ name: params.agent, prompt: params.task, profile: params.agent, cwd: ctx.cwd }],
-              parent_session_id: delivery.delivering(ctx),
-              deliver: true,
-              // The SingleResult contract: this tool runs read-only agents unless
-              // subagents.allowWrite is set.
-              tool: "subagent"
-            });
-          }
+          const started = params.sessionId ? await begin(ctx, "send", { task_id: params.sessionId, prompt: params.task, agent: params.agent }) : await begin(ctx, "start", {
+            tasks: [{ name: params.agent, prompt: params.task, profile: params.agent, cwd: ctx.cwd }],
+            // The SingleResult contract: this tool runs read-only agents unless
+            // subagents.allowWrite is set.
+            tool: "subagent"
+          });
           const env = await follow(started, { signal, onUpdate, progress: progressOf });
           const r = subagentResult(env, params.agent, params.task);
           return text(r.text, r.details);
@@ -1360,7 +1414,7 @@ function activate(pi, host) {
     registered.add("subagent");
   }
   async function runTask(op, params, invocation, signal, onUpdate, ctx) {
-    await startedUp;
+    await startUpDone();
     const progress = (env2) => ({ text: items(env2).map((it) => taskTree(it)).join("\n"), details: taskDetails(op, env2, invocation) });
     const ids = params.ids?.length ? params.ids : params.id ? [params.id] : [];
     let env;
@@ -1394,7 +1448,7 @@ function activate(pi, host) {
         break;
       case "send": {
         if (!params.id || !params.prompt?.trim()) throw new SubagentsError("INVALID_INPUT", "send needs id and prompt");
-        const sent = await cli().call("send", [], [], { task_id: params.id, prompt: params.prompt, parent_session_id: delivery.delivering(ctx), deliver: true });
+        const sent = await begin(ctx, "send", { task_id: params.id, prompt: params.prompt });
         env = await follow(sent.delegation_id ? sent : { ...sent, task_id: params.id }, { signal, onUpdate, async: params.async, progress });
         break;
       }
@@ -1668,7 +1722,8 @@ ${body}`, {
   onServiceStarted(() => {
     if (current) {
       status("subagents service started");
-      void startUp(current, false).catch(() => {
+      const ctx = current;
+      startedUp = startedUp.then(() => startUp(ctx, false)).catch(() => {
       });
     }
   });
@@ -1687,7 +1742,7 @@ ${body}`, {
   });
   pi.on("agent_before_settle", async (_event, ctx) => {
     const endsWithRun = ctx.mode !== "tui" && ctx.mode !== "rpc";
-    if (endsWithRun) await startedUp;
+    if (endsWithRun) await startUpDone();
     let entries = delivery.takeDrafts();
     if (entries.length === 0 && endsWithRun) {
       await delivery.nextResult(ctx.signal);

@@ -216,6 +216,8 @@ class SocketChannel extends Channel {
 type Route = { channel: Channel; connection: string[] } | { spawn: true; connection: string[] };
 
 const channels = new Map<string, Channel>();
+/** Connections being opened, by socket: calls at once share one. */
+const connecting = new Map<string, Promise<Channel | undefined>>();
 const starting = new Map<string, Promise<void>>();
 const startedListeners: Array<() => void> = [];
 
@@ -280,9 +282,7 @@ export class SubagentsCli {
 		if (!local) return this.remoteRoute(this.options.connection);
 		const sock = socketPath(local.dataDir);
 		const queue = local.taskQueue ? ["--task-queue", local.taskQueue] : [];
-		const open = channels.get(sock);
-		if (open && !open.ended) return { channel: open, connection: queue };
-		const ch = await this.connectLocal(local, sock);
+		const ch = await this.localChannel(local, sock);
 		if (ch) return { channel: ch, connection: queue };
 		if (await answers(local.address)) {
 			// A Temporal of another kind runs there (`temporal server
@@ -297,10 +297,24 @@ export class SubagentsCli {
 			);
 		}
 		await this.start(local, sock);
-		const started = await this.connectLocal(local, sock);
+		const started = await this.localChannel(local, sock);
 		if (!started) throw new SubagentsError("SERVICE_UNAVAILABLE", `the subagents service started but does not answer on ${sock}`);
-		for (const l of startedListeners) l();
 		return { channel: started, connection: queue };
+	}
+
+	/**
+	 * The open channel to the service on sock, else a new one if it answers
+	 * there; calls at once share one connection.
+	 */
+	private localChannel(local: LocalService, sock: string): Promise<Channel | undefined> {
+		const open = channels.get(sock);
+		if (open && !open.ended) return Promise.resolve(open);
+		let p = connecting.get(sock);
+		if (!p) {
+			p = this.connectLocal(local, sock).finally(() => connecting.delete(sock));
+			connecting.set(sock, p);
+		}
+		return p;
 	}
 
 	private remoteRoute(connection: string[]): Route {
@@ -352,9 +366,15 @@ export class SubagentsCli {
 			const bin = this.binary();
 			this.options.onStatus?.(`Starting the subagents service (subagents dev on ${local.address}; log: ${local.dataDir}/service.log)…`);
 			p = startService({ bin, address: local.address, namespace: local.namespace, dir: local.dataDir, env: this.env })
-				.catch((e: Error) => {
-					throw new SubagentsError("SERVICE_UNAVAILABLE", `could not start the subagents service: ${e.message}`);
-				})
+				.then(
+					// Once per start, however many calls waited for it.
+					() => {
+						for (const l of startedListeners) l();
+					},
+					(e: Error) => {
+						throw new SubagentsError("SERVICE_UNAVAILABLE", `could not start the subagents service: ${e.message}`);
+					},
+				)
 				.finally(() => starting.delete(sock));
 			starting.set(sock, p);
 		}

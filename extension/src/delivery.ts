@@ -70,6 +70,16 @@ export class Delivery {
 	private readonly ready = new Map<string, Envelope>();
 	/** Results handed to pi (drafts or messages) and not yet seen persisted. */
 	private readonly handed = new Set<string>();
+	/**
+	 * Delegations this process started or continued: their results come
+	 * back as the tool result of the call that waits for them, or through
+	 * watch (async); a look for earlier results must not find them again.
+	 */
+	private readonly mine = new Set<string>();
+	/** Starts and sends under way: a look for earlier results waits for them (see own). */
+	private readonly starting = new Set<Promise<unknown>>();
+	/** The look for earlier results under way: looks run one after another. */
+	private resuming: Promise<void> = Promise.resolve();
 	private readonly waiters: Array<() => void> = [];
 	private parentId = "";
 	private ctx: ExtensionContext | undefined;
@@ -128,6 +138,23 @@ export class Delivery {
 	}
 
 	/**
+	 * Marks the delegation a start or send of this process returns as its
+	 * own. A look for earlier results that runs meanwhile (the service this
+	 * very call started) waits for it, so that it never takes the new
+	 * delegation for an earlier one and delivers its result a second time.
+	 */
+	async own(call: Promise<Envelope>): Promise<Envelope> {
+		this.starting.add(call);
+		try {
+			const env = await call;
+			if (env.delegation_id) this.mine.add(env.delegation_id);
+			return env;
+		} finally {
+			this.starting.delete(call);
+		}
+	}
+
+	/**
 	 * On start or resume: acknowledge what the session already holds,
 	 * deliver what finished while the parent was away, and wait in the
 	 * background for what still runs. With the local service, only a
@@ -136,7 +163,16 @@ export class Delivery {
 	 * makes no call. A remote Temporal keeps no marks and is asked each
 	 * time; passive: only a service that runs already.
 	 */
-	async resume(ctx: ExtensionContext, passive = false): Promise<void> {
+	resume(ctx: ExtensionContext, passive = false): Promise<void> {
+		// One look at a time: pi's start and the start of the service (which
+		// runs the look again, now that there is something to ask) may both
+		// ask, and two looks at once would both find the same delegation.
+		const next = this.resuming.then(() => this.resumeNow(ctx, passive));
+		this.resuming = next.catch(() => {});
+		return next;
+	}
+
+	private async resumeNow(ctx: ExtensionContext, passive: boolean): Promise<void> {
 		this.ctx = ctx;
 		this.parentId = this.parent(ctx);
 		const branch = ctx.sessionManager.getBranch() as Entry[];
@@ -153,6 +189,9 @@ export class Delivery {
 			if (e instanceof SubagentsError && e.notRunning) return;
 			throw e;
 		}
+		// A start of this process under way may be one of the open
+		// delegations: know it as ours before deciding.
+		await Promise.allSettled([...this.starting]);
 		if (this.closed) return;
 		const marker = this.marker(this.parentId);
 		if (marker && (open.runs ?? []).length === 0 && markedBefore(marker, STARTED_AT)) {
@@ -166,9 +205,17 @@ export class Delivery {
 				toAck.push(run.id);
 				continue;
 			}
-			const env = await this.cli().call("status", [], [run.id]);
+			// Ours comes back through the call that started it.
+			if (this.mine.has(run.id)) continue;
+			let env: Envelope | undefined;
+			try {
+				env = await this.cli().call("status", [], [run.id]);
+			} catch {
+				// The wait below asks again, and rides out a worker that has
+				// not polled yet.
+			}
 			if (this.closed) return;
-			if (env.done) this.arrive(env);
+			if (env?.done) this.arrive(env);
 			else this.watch(run.id);
 		}
 		if (toAck.length) await this.ack(toAck);
@@ -177,7 +224,7 @@ export class Delivery {
 
 	/** Waits in the background for a delegation this parent started. */
 	watch(id: string): void {
-		if (this.closed || this.watchers.has(id) || this.ready.has(id)) return;
+		if (this.closed || this.watchers.has(id) || this.ready.has(id) || this.handed.has(id) || this.acked.has(id)) return;
 		const abort = new AbortController();
 		const done = this.cli()
 			.follow(id, () => {}, abort.signal)

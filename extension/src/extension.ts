@@ -187,6 +187,23 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 	 * starts is never also found as an earlier one.
 	 */
 	let startedUp: Promise<void> = Promise.resolve();
+	/** Waits for the start-up work, including any that began while it waited (the service started meanwhile). */
+	async function startUpDone(): Promise<void> {
+		let seen: Promise<void> | undefined;
+		while (seen !== startedUp) {
+			seen = startedUp;
+			await seen;
+		}
+	}
+
+	/**
+	 * Starts (start) or continues (send) work whose result comes back to
+	 * this session: marked as waited for, and known as this process's own.
+	 */
+	async function begin(ctx: ExtensionContext, verb: "start" | "send", request: Record<string, unknown>): Promise<Envelope> {
+		await startUpDone();
+		return delivery.own(cli().call(verb, [], [], { ...request, parent_session_id: delivery.delivering(ctx), deliver: true }));
+	}
 
 	/**
 	 * Starts a delegation for this parent and waits for it with live
@@ -198,9 +215,7 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 		request: Record<string, unknown>,
 		opts: { signal?: AbortSignal; onUpdate?: Update; async?: boolean; progress?: (env: Envelope) => { text: string; details: unknown } },
 	): Promise<Envelope> {
-		await startedUp;
-		const started = await cli().call("start", [], [], { ...request, parent_session_id: delivery.delivering(ctx), deliver: true });
-		return follow(started, opts);
+		return follow(await begin(ctx, "start", request), opts);
 	}
 
 	async function follow(
@@ -226,6 +241,11 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 				},
 				opts.signal,
 			);
+		} catch (e) {
+			// The wait broke (the service went away) while the work goes on:
+			// its result comes back into this session when it can.
+			if (started.delegation_id && !opts.signal?.aborted) delivery.watch(started.delegation_id);
+			throw e;
 		} finally {
 			opts.signal?.removeEventListener("abort", onAbort);
 		}
@@ -254,28 +274,16 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 			parameters: SubagentParams,
 			async execute(_id, params, signal, onUpdate, ctx) {
 				try {
-					await startedUp;
-					let started: Envelope;
-					if (params.sessionId) {
-						// A session goes on only with its own agent (the sessions contract):
-						// another is refused with a message naming the right one.
-						started = await cli().call("send", [], [], {
-							task_id: params.sessionId,
-							prompt: params.task,
-							agent: params.agent,
-							parent_session_id: delivery.delivering(ctx),
-							deliver: true,
-						});
-					} else {
-						started = await cli().call("start", [], [], {
-							tasks: [{ name: params.agent, prompt: params.task, profile: params.agent, cwd: ctx.cwd }],
-							parent_session_id: delivery.delivering(ctx),
-							deliver: true,
-							// The SingleResult contract: this tool runs read-only agents unless
-							// subagents.allowWrite is set.
-							tool: "subagent",
-						});
-					}
+					// A session goes on only with its own agent (the sessions contract):
+					// another is refused with a message naming the right one.
+					const started = params.sessionId
+						? await begin(ctx, "send", { task_id: params.sessionId, prompt: params.task, agent: params.agent })
+						: await begin(ctx, "start", {
+								tasks: [{ name: params.agent, prompt: params.task, profile: params.agent, cwd: ctx.cwd }],
+								// The SingleResult contract: this tool runs read-only agents unless
+								// subagents.allowWrite is set.
+								tool: "subagent",
+							});
 					const env = await follow(started, { signal, onUpdate, progress: progressOf });
 					const r = subagentResult(env, params.agent, params.task);
 					return text(r.text, r.details);
@@ -309,7 +317,7 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 		onUpdate: Update,
 		ctx: ExtensionContext,
 	) {
-		await startedUp;
+		await startUpDone();
 		const progress = (env: Envelope) => ({ text: items(env).map((it) => taskTree(it)).join("\n"), details: taskDetails(op, env, invocation) });
 		const ids = params.ids?.length ? params.ids : params.id ? [params.id] : [];
 		let env: Envelope;
@@ -350,7 +358,7 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 				break;
 			case "send": {
 				if (!params.id || !params.prompt?.trim()) throw new SubagentsError("INVALID_INPUT", "send needs id and prompt");
-				const sent = await cli().call("send", [], [], { task_id: params.id, prompt: params.prompt, parent_session_id: delivery.delivering(ctx), deliver: true });
+				const sent = await begin(ctx, "send", { task_id: params.id, prompt: params.prompt });
 				env = await follow(sent.delegation_id ? sent : { ...sent, task_id: params.id }, { signal, onUpdate, async: params.async, progress });
 				break;
 			}
@@ -687,9 +695,12 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 	onServiceStarted(() => {
 		if (current) {
 			status("subagents service started");
-			// In the background, beside the call that started the service: a
-			// failure here must never end pi (an unhandled rejection would).
-			void startUp(current, false).catch(() => {
+			// In the background, beside the call that started the service,
+			// after the start-up work under way: what waits for start-up
+			// (a print run's settle) waits for this too. A failure here must
+			// never end pi (an unhandled rejection would).
+			const ctx = current;
+			startedUp = startedUp.then(() => startUp(ctx, false)).catch(() => {
 				/* the session ended meanwhile */
 			});
 		}
@@ -718,7 +729,7 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 		// background work this pi started, so that they come back in this
 		// run. An interactive session gets them as messages when they come.
 		const endsWithRun = ctx.mode !== "tui" && ctx.mode !== "rpc";
-		if (endsWithRun) await startedUp;
+		if (endsWithRun) await startUpDone();
 		let entries = delivery.takeDrafts();
 		if (entries.length === 0 && endsWithRun) {
 			await delivery.nextResult(ctx.signal);

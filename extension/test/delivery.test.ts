@@ -90,3 +90,55 @@ test("a session shut down while its start-up still asks the service starts nothi
 	assert.deepEqual(calls, ["list"], "no status asked for a session that ended");
 	assert.deepEqual(d.running(), [], "nothing watched after the shutdown");
 });
+
+test("a delegation this process is starting is not found again as an earlier one", async () => {
+	// The start of the service by a delegation's own call runs the look for
+	// earlier results; the list may already hold the delegation that call
+	// is starting. Its result comes back as that call's tool result: the
+	// look must neither watch it nor deliver it a second time.
+	let started: (env: unknown) => void = () => {};
+	const start = new Promise((resolve) => (started = resolve));
+	const calls: string[] = [];
+	const cli = () =>
+		({
+			call: async (verb: string) => {
+				calls.push(verb);
+				if (verb === "list") return { runs: [{ id: "delegation-new" }, { id: "delegation-old" }] };
+				return { done: false };
+			},
+			follow: () => new Promise(() => {}),
+		}) as unknown as SubagentsCli;
+	const d = new Delivery(pi, cli, () => undefined);
+	const own = d.own(start as Promise<never>);
+	const resumed = d.resume(session("s"), false);
+	await new Promise((r) => setTimeout(r, 10));
+	assert.deepEqual(calls, ["list"], "the look waits for the start under way before it decides");
+	started({ delegation_id: "delegation-new" });
+	await own;
+	await resumed;
+	assert.deepEqual(calls, ["list", "status"], "only the earlier delegation is asked for");
+	assert.deepEqual(d.running(), ["delegation-old"], "only the earlier delegation is watched");
+	d.shutdown();
+});
+
+test("looks for earlier results run one after another, and a status that fails falls back to waiting", async () => {
+	let inFlight = 0;
+	let most = 0;
+	const cli = () =>
+		({
+			call: async (verb: string) => {
+				inFlight++;
+				most = Math.max(most, inFlight);
+				await new Promise((r) => setTimeout(r, 5));
+				inFlight--;
+				if (verb === "list") return { runs: [{ id: "delegation-1" }] };
+				throw new SubagentsError("SERVICE_UNAVAILABLE", "no poller seen for task queue recently");
+			},
+			follow: () => new Promise(() => {}),
+		}) as unknown as SubagentsCli;
+	const d = new Delivery(pi, cli, () => undefined);
+	await Promise.all([d.resume(session("s"), false), d.resume(session("s"), false)]);
+	assert.equal(most, 1, "two looks never ask at the same time");
+	assert.deepEqual(d.running(), ["delegation-1"], "the delegation is waited for once, though its status could not be read");
+	d.shutdown();
+});
