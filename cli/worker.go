@@ -239,15 +239,22 @@ func (o *workerOptions) run(ctx context.Context, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	var socket func() (func(), error)
 	if o.socket {
-		stop, err := ServeSocket(ctx, &client.Client{Temporal: c, TaskQueue: cfg.TaskQueue, Address: copts.HostPort, Namespace: copts.Namespace}, cfg)
-		if err != nil {
-			return err
+		socket = func() (func(), error) {
+			return ServeSocketBanner(ctx, &client.Client{Temporal: c, TaskQueue: cfg.TaskQueue, Address: copts.HostPort, Namespace: copts.Namespace}, cfg, stdout)
 		}
-		defer stop()
+	}
+	return worker.Serve(ctx, c, cfg, logger, stdout, socket)
+}
+
+// ServeSocketBanner is ServeSocket, and says where it answers.
+func ServeSocketBanner(ctx context.Context, c *client.Client, cfg worker.Config, stdout io.Writer) (stop func(), err error) {
+	stop, err = ServeSocket(ctx, c, cfg)
+	if err == nil {
 		_, _ = fmt.Fprintf(stdout, "Socket:            %s\n", connection.SocketPath(cfg.DataDir))
 	}
-	return worker.Serve(ctx, c, cfg, logger, stdout)
+	return stop, err
 }
 
 // ServeSocket answers the client protocol for c on the data dir's socket

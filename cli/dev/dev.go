@@ -112,17 +112,6 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
 	}
 	defer c.Close()
 
-	// The client protocol on a Unix socket in the data dir: the pi
-	// extension talks to the service here, with no process of its own.
-	socket := connection.SocketPath(cfg.DataDir)
-	stopSocket, err := cli.ServeSocket(ctx, &subclient.Client{
-		Temporal: c, TaskQueue: cfg.TaskQueue, Address: srv.FrontendAddress(), Namespace: srv.Namespace(), UIURL: srv.UIURL(),
-	}, cfg)
-	if err != nil {
-		return err
-	}
-	defer stopSocket()
-
 	store := opts.DBFile
 	if opts.Ephemeral {
 		store = "in memory (--ephemeral)"
@@ -136,7 +125,13 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
 	}
 	_, _ = fmt.Fprintf(stdout, "Database:          %s\n", store)
 	_, _ = fmt.Fprintf(stdout, "Data dir:          %s\n", cfg.DataDir)
-	_, _ = fmt.Fprintf(stdout, "Socket:            %s\n", socket)
 	logger.Info("dev server ready", "frontend", srv.FrontendAddress(), "ui", srv.UIURL(), "db", store)
-	return worker.Serve(ctx, c, cfg, logger, stdout)
+	// The client protocol on a Unix socket in the data dir, once the worker
+	// polls: the pi extension talks to the service here, with no process of
+	// its own, and takes an answer on it for "the service is ready".
+	return worker.Serve(ctx, c, cfg, logger, stdout, func() (func(), error) {
+		return cli.ServeSocketBanner(ctx, &subclient.Client{
+			Temporal: c, TaskQueue: cfg.TaskQueue, Address: srv.FrontendAddress(), Namespace: srv.Namespace(), UIURL: srv.UIURL(),
+		}, cfg, stdout)
+	})
 }
