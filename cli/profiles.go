@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -13,25 +14,34 @@ import (
 	"github.com/durable-pi/subagents/profiles"
 )
 
-// profilesOptions are `subagents profiles [--json] [--cwd DIR] [--internal]`.
+// profilesOptions are `subagents profiles [--json] [--cwd DIR] [--internal] [--watched]`.
 type profilesOptions struct {
-	asJSON, internal bool
-	cwd              string
+	asJSON, internal, watched bool
+	cwd                       string
 }
 
 func (o *profilesOptions) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.asJSON, "json", false, "print the contract_version envelope as JSON")
 	fs.StringVar(&o.cwd, "cwd", "", "folder whose project profiles (.pi/agents, .pi/agent-profiles) count (default: the current folder)")
 	fs.BoolVar(&o.internal, "internal", false, "list internal profiles too")
+	fs.BoolVar(&o.watched, "watched", false, "with --json: add the folders and files the listing depends on, with their modification times (\"watched\")")
 }
 
 // profilesMain is `subagents profiles`: it reads files, not Temporal.
 func profilesMain(args []string, stdout, stderr io.Writer) error {
 	var o profilesOptions
-	if _, err := ParseFlags("profiles", args, stderr, o.register); err != nil {
-		return err
+	err := func() error {
+		if _, err := ParseFlags("profiles", args, stderr, o.register); err != nil {
+			return err
+		}
+		return o.run(stdout)
+	}()
+	// Under --json a failure is an envelope too, as for every other verb.
+	if err != nil && !errors.Is(err, flag.ErrHelp) && WantsJSON(args) {
+		cmd := &command{verb: "profiles", asJSON: true, io: IO{Out: stdout, Err: stderr}}
+		return cmd.fail(err)
 	}
-	return o.run(stdout)
+	return err
 }
 
 func (o *profilesOptions) run(stdout io.Writer) error {
@@ -46,6 +56,9 @@ func (o *profilesOptions) run(stdout io.Writer) error {
 	env, err := client.ListProfiles(dir, profiles.DefaultAgentDir(), o.internal)
 	if err != nil {
 		return err
+	}
+	if !o.watched {
+		env.Watched = nil
 	}
 	if o.asJSON {
 		enc := json.NewEncoder(stdout)

@@ -75,3 +75,30 @@ func TestProfilesCommandGolden(t *testing.T) {
 		})
 	}
 }
+
+// TestProfilesCommandFailures: under --json a failure of `subagents
+// profiles` is an envelope with its code, as for every other verb; without
+// it, the error alone.
+func TestProfilesCommandFailures(t *testing.T) {
+	tests := []struct {
+		name         string
+		args         []string
+		wantEnvelope bool
+	}{
+		{"--json", []string{"--json", "--bogus"}, true},
+		{"text", []string{"--bogus"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			err := profilesMain(tt.args, &out, &errOut)
+			if err == nil {
+				t.Fatal("an unknown flag was accepted")
+			}
+			envelope := strings.Contains(out.String(), `"code": "INVALID_INPUT"`) && strings.Contains(out.String(), `"op": "profiles"`)
+			if envelope != tt.wantEnvelope {
+				t.Fatalf("envelope on stdout: %v, want %v:\n%s", envelope, tt.wantEnvelope, out.String())
+			}
+		})
+	}
+}

@@ -31,15 +31,24 @@ type ProfilesEnvelope struct {
 	ContractVersion string           `json:"contract_version"`
 	Count           int              `json:"count"`
 	Profiles        []ProfileSummary `json:"profiles"`
+	// Watched is what the listing depends on, as it was: the extension
+	// keeps the listing with it, and a pi start that finds every path
+	// unchanged uses the listing without asking the service again.
+	Watched []profiles.Watch `json:"watched,omitempty"`
 }
 
 // ListProfiles summarises the profiles visible from cwd.
 func ListProfiles(cwd, agentDir string, includeInternal bool) (ProfilesEnvelope, error) {
-	set, err := profiles.Load(profiles.Options{Cwd: cwd, AgentDir: agentDir, PromptDirs: profiles.DefaultPromptDirs()})
+	opts := profiles.Options{Cwd: cwd, AgentDir: agentDir, PromptDirs: profiles.DefaultPromptDirs()}
+	set, err := profiles.Load(opts)
 	if err != nil {
 		return ProfilesEnvelope{}, err
 	}
-	env := ProfilesEnvelope{ContractVersion: ContractVersion, Profiles: []ProfileSummary{}}
+	watched, err := profiles.Watched(opts)
+	if err != nil {
+		return ProfilesEnvelope{}, err
+	}
+	env := ProfilesEnvelope{ContractVersion: ContractVersion, Profiles: []ProfileSummary{}, Watched: watched}
 	for _, p := range set.List(includeInternal) {
 		s := ProfileSummary{Name: p.Name, Scope: string(p.Scope), Path: p.Path}
 		if p.Err != nil {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -140,6 +141,7 @@ func TestLocalServiceStartsItself(t *testing.T) {
 		t.Fatalf("service.log: %v\n%s", err, log)
 	}
 
+	firstListed := listedAt(t, filepath.Join(w.dataDir, "cache", "profiles.json"), e.workDir)
 	p2 := e.startParent("json", filepath.Join(t.TempDir(), "parent2.jsonl"), e.scriptDelegation("again", "the same service again"))
 	p2.wait(t)
 	e.checkDelegation("again", "the same service again")
@@ -152,6 +154,47 @@ func TestLocalServiceStartsItself(t *testing.T) {
 	if again := w.servicePid(); again != pid || len(w.devProcesses()) != 1 {
 		t.Fatalf("the second parent started another service: pid %d then %d, dev processes %v", pid, again, w.devProcesses())
 	}
+	// Nothing the listing was read from changed: the second parent did
+	// not ask for it again.
+	cache := filepath.Join(w.dataDir, "cache", "profiles.json")
+	if listedAt(t, cache, e.workDir) != firstListed {
+		t.Fatal("the second parent listed the profiles again, though no folder or file of them changed")
+	}
+
+	// A primary profile added to the project: the next parent's listing at
+	// start sees the change, and its delegation's next request offers it.
+	if err := os.MkdirAll(filepath.Join(e.workDir, ".pi", "agents"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.workDir, ".pi", "agents", "surveyor.md"), []byte("---\nname: surveyor\ndescription: Surveys\nprimary: true\n---\nSurvey.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p3 := e.startParent("json", filepath.Join(t.TempDir(), "parent3.jsonl"), e.scriptDelegation("third", "a third answer"))
+	p3.wait(t)
+	e.checkDelegation("third", "a third answer")
+	if tools := toolNames(e.model.RequestsFor("parent-third")[1].Parsed); !slices.Contains(tools, "surveyor") {
+		t.Fatalf("after a primary profile was added, the parent's requests offer %v, want surveyor among them", tools)
+	}
+	if listedAt(t, cache, e.workDir) == firstListed {
+		t.Fatal("a changed folder of profiles was not listed again")
+	}
+}
+
+// listedAt is when the extension last remembered cwd's profile listing
+// in the data dir's cache.
+func listedAt(t *testing.T, cache, cwd string) float64 {
+	t.Helper()
+	b, err := os.ReadFile(cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c map[string]struct {
+		At float64 `json:"at"`
+	}
+	if err := json.Unmarshal(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	return c[cwd].At
 }
 
 // TestTwoParentsStartOneService: two parents delegate at the same moment

@@ -142,18 +142,23 @@ type fileRef struct {
 	stamp string
 }
 
-// Load returns the built-in profiles overridden by the global ones and
-// those by the project's. A malformed file is kept with its error.
-func Load(opts Options) (*Set, error) {
-	var files []fileRef
-	var sig strings.Builder
+// scan lists the profile files of opts' folders, and what a later look
+// must find unchanged for the same set: each folder (present or not) and
+// each file.
+func scan(opts Options) (files []fileRef, watched []Watch, err error) {
 	for _, src := range opts.sources() {
-		entries, err := os.ReadDir(src.dir)
+		dir, err := os.Stat(src.dir)
 		if errors.Is(err, fs.ErrNotExist) {
+			watched = append(watched, Watch{Path: src.dir})
 			continue
 		}
 		if err != nil {
-			return nil, errcode.Errorf(errcode.InvalidInput, "profiles folder %s: %v", src.dir, err)
+			return nil, nil, errcode.Errorf(errcode.InvalidInput, "profiles folder %s: %v", src.dir, err)
+		}
+		watched = append(watched, watchOf(src.dir, dir))
+		entries, err := os.ReadDir(src.dir)
+		if err != nil {
+			return nil, nil, errcode.Errorf(errcode.InvalidInput, "profiles folder %s: %v", src.dir, err)
 		}
 		for _, e := range entries {
 			if e.IsDir() || !strings.HasSuffix(e.Name(), ".md") {
@@ -164,10 +169,75 @@ func Load(opts Options) (*Set, error) {
 			if err != nil {
 				continue
 			}
-			stamp := fmt.Sprintf("%s|%d|%d\n", p, info.Size(), info.ModTime().UnixNano())
-			sig.WriteString(stamp)
-			files = append(files, fileRef{path: p, src: src, stamp: stamp})
+			w := watchOf(p, info)
+			watched = append(watched, w)
+			files = append(files, fileRef{path: p, src: src, stamp: fmt.Sprintf("%s|%d|%d\n", p, w.Size, info.ModTime().UnixNano())})
 		}
+	}
+	return files, watched, nil
+}
+
+// Watch is one path a set of profiles was read from, as it was: a later
+// look that finds every one as it was (no folder appeared, none went, no
+// file changed) would read the same set, and need not ask.
+type Watch struct {
+	Path string `json:"path"`
+	// MtimeMs is its modification time in whole milliseconds; 0: it did
+	// not exist.
+	MtimeMs int64 `json:"mtime_ms"`
+	// Size is a file's size (a folder's is left out).
+	Size int64 `json:"size,omitempty"`
+}
+
+func watchOf(path string, info fs.FileInfo) Watch {
+	w := Watch{Path: path, MtimeMs: max(info.ModTime().UnixMilli(), 1)}
+	if !info.IsDir() {
+		w.Size = info.Size()
+	}
+	return w
+}
+
+// Watched is what the set Load(opts) gives depends on: the folders and
+// files it reads, the .pi folders that decide the project's root (those
+// between cwd and it must stay absent), and this program (its built-in
+// profiles).
+func Watched(opts Options) ([]Watch, error) {
+	_, watched, err := scan(opts)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Cwd != "" {
+		for dir := filepath.Clean(opts.Cwd); ; dir = filepath.Dir(dir) {
+			p := filepath.Join(dir, ".pi")
+			info, err := os.Stat(p)
+			if err == nil && info.IsDir() {
+				watched = append(watched, watchOf(p, info))
+				break
+			}
+			watched = append(watched, Watch{Path: p})
+			if dir == filepath.Dir(dir) {
+				break
+			}
+		}
+	}
+	if exe, err := os.Executable(); err == nil {
+		if info, err := os.Stat(exe); err == nil {
+			watched = append(watched, watchOf(exe, info))
+		}
+	}
+	return watched, nil
+}
+
+// Load returns the built-in profiles overridden by the global ones and
+// those by the project's. A malformed file is kept with its error.
+func Load(opts Options) (*Set, error) {
+	files, _, err := scan(opts)
+	if err != nil {
+		return nil, err
+	}
+	var sig strings.Builder
+	for _, f := range files {
+		sig.WriteString(f.stamp)
 	}
 	key := strings.Join(opts.PromptDirs, "\x00") + "\x00" + opts.AgentDir + "\x00" + projectRoot(opts.Cwd)
 	cache.Lock()

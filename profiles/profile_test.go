@@ -310,3 +310,59 @@ func TestDefaultPromptDirs(t *testing.T) {
 		})
 	}
 }
+
+// TestWatchedChangesWithWhatLoadReads: the paths Watched gives stay as
+// they were while nothing Load reads changes, and any change Load would
+// see (a file edited, added or removed, a nearer project folder made)
+// shows in one of them.
+func TestWatchedChangesWithWhatLoadReads(t *testing.T) {
+	later := time.Now().Add(time.Hour)
+	tests := []struct {
+		name   string
+		change func(t *testing.T, agentDir, repo string)
+	}{
+		{"a file edited", func(t *testing.T, agentDir, _ string) {
+			p := filepath.Join(agentDir, "agents", "w.md")
+			if err := os.WriteFile(p, []byte("---\nname: w\nprimary: true\n---\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chtimes(p, later, later); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"a file added", func(t *testing.T, _, repo string) {
+			writeProfile(t, filepath.Join(repo, ".pi", "agents"), "new", "---\nname: new\n---\n")
+			_ = os.Chtimes(filepath.Join(repo, ".pi", "agents"), later, later)
+		}},
+		{"a folder of profiles made", func(t *testing.T, agentDir, _ string) {
+			writeProfile(t, filepath.Join(agentDir, "agent-profiles"), "r", "---\nname: r\n---\n")
+		}},
+		{"a nearer project folder made", func(t *testing.T, _, repo string) {
+			if err := os.MkdirAll(filepath.Join(repo, "sub", ".pi"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			agentDir, repo := t.TempDir(), t.TempDir()
+			writeProfile(t, filepath.Join(agentDir, "agents"), "w", "---\nname: w\n---\n")
+			writeProfile(t, filepath.Join(repo, ".pi", "agents"), "p", "---\nname: p\n---\n")
+			if err := os.MkdirAll(filepath.Join(repo, "sub"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			opts := Options{AgentDir: agentDir, Cwd: filepath.Join(repo, "sub")}
+			before, err := Watched(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if again, _ := Watched(opts); !reflect.DeepEqual(again, before) {
+				t.Fatalf("nothing changed, yet Watched did:\n%v\n%v", before, again)
+			}
+			tt.change(t, agentDir, repo)
+			if after, _ := Watched(opts); reflect.DeepEqual(after, before) {
+				t.Fatalf("Watched did not change:\n%v", after)
+			}
+		})
+	}
+}

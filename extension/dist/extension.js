@@ -1143,7 +1143,7 @@ var Delivery = class {
 };
 
 // src/profile-cache.ts
-import { mkdirSync as mkdirSync3, readFileSync as readFileSync3, renameSync, writeFileSync as writeFileSync2 } from "node:fs";
+import { mkdirSync as mkdirSync3, readFileSync as readFileSync3, renameSync, statSync as statSync2, writeFileSync as writeFileSync2 } from "node:fs";
 import { join as join3 } from "node:path";
 var MAX_FOLDERS = 64;
 function cachePath(dataDir2) {
@@ -1157,13 +1157,26 @@ function read(dataDir2) {
     return {};
   }
 }
-function rememberedProfiles(dataDir2, cwd) {
-  return read(dataDir2)[cwd]?.profiles;
+function unchanged(watched) {
+  if (!watched?.length) return false;
+  for (const w of watched) {
+    const st = statSync2(w.path, { throwIfNoEntry: false });
+    if (!st) {
+      if (w.mtime_ms !== 0) return false;
+      continue;
+    }
+    if (Math.max(Math.floor(st.mtimeMs), 1) !== w.mtime_ms) return false;
+    if (w.size !== void 0 && !st.isDirectory() && st.size !== w.size) return false;
+  }
+  return true;
 }
-function rememberProfiles(dataDir2, cwd, profiles) {
+function rememberedProfiles(dataDir2, cwd) {
+  return read(dataDir2)[cwd];
+}
+function rememberProfiles(dataDir2, cwd, profiles, watched) {
   try {
     const cache = read(dataDir2);
-    cache[cwd] = { at: Date.now(), profiles };
+    cache[cwd] = { at: Date.now(), profiles, ...watched?.length ? { watched } : {} };
     const keep = Object.entries(cache).sort((a, b) => b[1].at - a[1].at).slice(0, MAX_FOLDERS);
     const path = cachePath(dataDir2);
     mkdirSync3(join3(dataDir2, "cache"), { recursive: true, mode: 448 });
@@ -1508,11 +1521,14 @@ ${body}`, {
   async function profilesFor(cwd, passive) {
     const local = localService(settings);
     try {
-      const list = await cli(passive).call("profiles", ["--cwd", cwd]);
-      if (local) rememberProfiles(local.dataDir, cwd, list.profiles ?? []);
+      const list = await cli(passive).call("profiles", ["--cwd", cwd, ...local ? ["--watched"] : []]).catch((e) => {
+        if (local && e instanceof SubagentsError && /-watched/.test(e.message)) return cli(passive).call("profiles", ["--cwd", cwd]);
+        throw e;
+      });
+      if (local) rememberProfiles(local.dataDir, cwd, list.profiles ?? [], list.watched);
       return list.profiles ?? [];
     } catch (e) {
-      if (e instanceof SubagentsError && e.notRunning && local) return rememberedProfiles(local.dataDir, cwd) ?? [];
+      if (e instanceof SubagentsError && e.notRunning && local) return rememberedProfiles(local.dataDir, cwd)?.profiles ?? [];
       throw e;
     }
   }
@@ -1523,8 +1539,9 @@ ${body}`, {
       registerPrimary(await profilesFor(ctx.cwd, passive));
       return;
     }
-    registerPrimary(remembered);
-    void profilesFor(ctx.cwd, true).then(registerPrimary, () => {
+    registerPrimary(remembered.profiles);
+    if (unchanged(remembered.watched)) return;
+    await profilesFor(ctx.cwd, true).then(registerPrimary, () => {
     });
   }
   function rememberedPrimary(cwd) {
@@ -1669,7 +1686,7 @@ ${body}`, {
       }
     });
   }
-  if (settings.tools.primary) registerPrimary(rememberedPrimary(process.cwd()) ?? []);
+  if (settings.tools.primary) registerPrimary(rememberedPrimary(process.cwd())?.profiles ?? []);
   pi.registerCommand("subagents", {
     description: "This session's delegations and sessions, and their state",
     handler: async (_args, ctx) => {

@@ -33,7 +33,7 @@ import {
 	taskErrorCode,
 	taskTree,
 } from "./format.ts";
-import { rememberedProfiles, rememberProfiles } from "./profile-cache.ts";
+import { rememberedProfiles, rememberProfiles, unchanged, type Watch } from "./profile-cache.ts";
 import { connectionFlags, loadSettings, localService, type Settings } from "./settings.ts";
 
 type TypeBuilder = typeof TypeBuilder;
@@ -430,11 +430,18 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 	async function profilesFor(cwd: string, passive: boolean): Promise<ProfileSummary[]> {
 		const local = localService(settings);
 		try {
-			const list = await cli(passive).call<{ profiles: ProfileSummary[] }>("profiles", ["--cwd", cwd]);
-			if (local) rememberProfiles(local.dataDir, cwd, list.profiles ?? []);
+			type Listing = { profiles: ProfileSummary[]; watched?: Watch[] };
+			const list = await cli(passive)
+				.call<Listing>("profiles", ["--cwd", cwd, ...(local ? ["--watched"] : [])])
+				.catch((e) => {
+					// A service older than --watched: its listing serves, asked again at each start.
+					if (local && e instanceof SubagentsError && /-watched/.test(e.message)) return cli(passive).call<Listing>("profiles", ["--cwd", cwd]);
+					throw e;
+				});
+			if (local) rememberProfiles(local.dataDir, cwd, list.profiles ?? [], list.watched);
 			return list.profiles ?? [];
 		} catch (e) {
-			if (e instanceof SubagentsError && e.notRunning && local) return rememberedProfiles(local.dataDir, cwd) ?? [];
+			if (e instanceof SubagentsError && e.notRunning && local) return rememberedProfiles(local.dataDir, cwd)?.profiles ?? [];
 			throw e;
 		}
 	}
@@ -442,8 +449,8 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 	/**
 	 * Registers a tool per primary profile of the folder. At pi's start
 	 * (passive) the last listing of the folder serves at once, without a
-	 * call on pi's start path, and a listing in the background adds what
-	 * has changed since.
+	 * call on pi's start path; only when a folder or file it was read from
+	 * has changed since does a listing in the background add what changed.
 	 */
 	async function registerPrimaryTools(ctx: ExtensionContext, passive = false) {
 		if (!settings.tools.primary) return;
@@ -452,14 +459,17 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 			registerPrimary(await profilesFor(ctx.cwd, passive));
 			return;
 		}
-		registerPrimary(remembered);
-		void profilesFor(ctx.cwd, true).then(registerPrimary, () => {
+		registerPrimary(remembered.profiles);
+		if (unchanged(remembered.watched)) return;
+		// Beside pi's start (this work is not awaited there), before a
+		// delegation of this session (which waits for it).
+		await profilesFor(ctx.cwd, true).then(registerPrimary, () => {
 			/* not running, or not now: the remembered listing stays */
 		});
 	}
 
 	/** cwd's remembered listing, when this is the local service's. */
-	function rememberedPrimary(cwd: string): ProfileSummary[] | undefined {
+	function rememberedPrimary(cwd: string) {
 		const local = localService(settings);
 		return local ? rememberedProfiles(local.dataDir, cwd) : undefined;
 	}
@@ -621,7 +631,7 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 	// listing are registered here, while pi loads extensions: a tool
 	// registered after the session started makes pi rebuild its tool
 	// registry and system prompt once per tool.
-	if (settings.tools.primary) registerPrimary(rememberedPrimary(process.cwd()) ?? []);
+	if (settings.tools.primary) registerPrimary(rememberedPrimary(process.cwd())?.profiles ?? []);
 
 	// --- commands ---
 	pi.registerCommand("subagents", {

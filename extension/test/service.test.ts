@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
@@ -64,9 +64,34 @@ test("the profiles a pi registers with no service running are the ones last list
 	const librarian = { name: "librarian", scope: "builtin", primary: true } as never;
 	rememberProfiles(dir, "/repo", [librarian]);
 	rememberProfiles(dir, "/other", []);
-	assert.deepEqual(rememberedProfiles(dir, "/repo"), [librarian]);
-	assert.deepEqual(rememberedProfiles(dir, "/other"), [], "an empty listing is remembered too");
+	assert.deepEqual(rememberedProfiles(dir, "/repo")?.profiles, [librarian]);
+	assert.deepEqual(rememberedProfiles(dir, "/other")?.profiles, [], "an empty listing is remembered too");
 	assert.equal(rememberedProfiles(dir, "/elsewhere"), undefined);
+});
+
+test("a remembered listing serves without asking while nothing it was read from has changed", async () => {
+	const { rememberProfiles, rememberedProfiles, unchanged } = await import("../src/profile-cache.ts");
+	const dir = mkdtempSync(join(tmpdir(), "subagents-cache-"));
+	const agents = join(dir, "agents");
+	mkdirSync(agents);
+	const file = join(agents, "w.md");
+	writeFileSync(file, "---\nname: w\n---\n");
+	const stamp = (p: string) => ({ path: p, mtime_ms: Math.max(Math.floor(statSync(p).mtimeMs), 1), ...(statSync(p).isDirectory() ? {} : { size: statSync(p).size }) });
+	const watched = [stamp(agents), stamp(file), { path: join(dir, "project", ".pi"), mtime_ms: 0 }];
+	rememberProfiles(dir, "/repo", [], watched);
+	assert.equal(unchanged(rememberedProfiles(dir, "/repo")?.watched), true, "nothing changed");
+	assert.equal(unchanged(undefined), false, "a listing kept without what it depends on is asked for again");
+
+	writeFileSync(file, "---\nname: w\nprimary: true\n---\n");
+	utimesSync(file, new Date(Date.now() + 3_600_000), new Date(Date.now() + 3_600_000));
+	assert.equal(unchanged(watched), false, "a file edited");
+
+	const again = [stamp(agents), stamp(file), { path: join(dir, "project", ".pi"), mtime_ms: 0 }];
+	assert.equal(unchanged(again), true);
+	mkdirSync(join(dir, "project", ".pi"), { recursive: true });
+	assert.equal(unchanged(again), false, "a folder that was absent appeared");
+	rmSync(agents, { recursive: true });
+	assert.equal(unchanged([stamp(join(dir, "project", ".pi")), { ...again[0] }]), false, "a folder that was there went");
 });
 
 test("a start that loses the data dir to another service waits for that one, whatever the shared log says after it", async (t) => {
