@@ -37,6 +37,16 @@ type IO struct {
 	Terminal func() bool
 	// Compact prints each envelope on one line (serve's replies).
 	Compact bool
+	// Dir is the caller's folder; empty: this process's.
+	Dir string
+}
+
+// dir is the caller's folder.
+func (o IO) dir() (string, error) {
+	if o.Dir != "" {
+		return o.Dir, nil
+	}
+	return os.Getwd()
 }
 
 func (o IO) getenv(k string) string {
@@ -83,15 +93,21 @@ func runVerb(ctx context.Context, args []string, stdio IO, dial func(*command, c
 	if verb == "profiles" {
 		return profilesMain(rest, stdio.Out, stdio.Err)
 	}
-	if dial == nil {
-		dial = (*command).dialOwn
-	}
 	cmd, v, err := parse(verb, rest, stdio)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
 		return cmd.fail(err)
+	}
+	if dial == nil {
+		// A process of its own: the local service runs the call if it
+		// serves what this process would dial (local.go); it prints what
+		// this process would, the envelope of a failure too.
+		if lc := cmd.localService(); lc != nil {
+			return lc.forward(ctx, cmd, v, args)
+		}
+		dial = (*command).dialOwn
 	}
 	c, closeFn, err := dial(cmd, ctx)
 	if err != nil {
@@ -284,7 +300,7 @@ func failedItems(env client.Envelope) int {
 
 // fillDefaults gives tasks the caller's folder and the request its depth.
 func (cmd *command) fillDefaults(req *client.StartRequest) error {
-	wd, err := os.Getwd()
+	wd, err := cmd.io.dir()
 	if err != nil {
 		return errcode.Wrap(errcode.InvalidInput, err, err.Error())
 	}
@@ -318,6 +334,9 @@ func (cmd *command) fillDefaults(req *client.StartRequest) error {
 func (cmd *command) readJSON(path string, v any) error {
 	var r io.Reader = cmd.io.In
 	if path != "-" {
+		if !filepath.IsAbs(path) && cmd.io.Dir != "" {
+			path = filepath.Join(cmd.io.Dir, path)
+		}
 		f, err := os.Open(path)
 		if err != nil {
 			return errcode.Wrap(errcode.InvalidInput, err, err.Error())

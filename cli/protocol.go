@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,7 +31,21 @@ type ServeRequest struct {
 	Args   []string `json:"args,omitempty"`
 	Input  string   `json:"input,omitempty"`
 	Cancel bool     `json:"cancel,omitempty"`
+	// The caller's side of the call, for a `subagents` command that hands
+	// its call to the local service to run as it would itself: its folder
+	// (the default cwd of new tasks, and where a relative --input is read),
+	// its values of the variables the verbs read (CallerEnv; a key that is
+	// missing is unset), whether its stdout is a terminal (live progress),
+	// and whether envelopes are printed indented, as the command prints them.
+	Dir      string            `json:"dir,omitempty"`
+	Env      map[string]string `json:"env,omitempty"`
+	Terminal bool              `json:"terminal,omitempty"`
+	Indent   bool              `json:"indent,omitempty"`
 }
+
+// CallerEnv are the variables a client verb reads: a call handed to the
+// service carries the caller's values of them (ServeRequest.Env).
+var CallerEnv = []string{"SUBAGENTS_TASK_QUEUE", "SUBAGENTS_HOST", "SUBAGENTS_UI_URL", "PI_SUBAGENT_DEPTH", "PI_SUBAGENT_CHILD"}
 
 // ServeReply is one line the service writes: a line of a request's stdout
 // as the command would print it, or, last, its exit code.
@@ -38,6 +53,9 @@ type ServeReply struct {
 	ID   int64   `json:"id"`
 	Line *string `json:"line,omitempty"`
 	Exit *int    `json:"exit,omitempty"`
+	// Error is, with a non-zero Exit, what the command would have said on
+	// stderr (its envelope under --json says it too).
+	Error string `json:"error,omitempty"`
 }
 
 // MaxRequestLine bounds one request line: a start request is at most
@@ -80,7 +98,15 @@ type ServiceInfo struct {
 	TaskQueue       string `json:"task_queue"`
 	PID             int    `json:"pid"`
 	DataDir         string `json:"data_dir,omitempty"`
+	// Protocol is the client protocol's version: 2 takes the caller's
+	// side of a call (ServeRequest.Dir, Env, Terminal, Indent) and says a
+	// failure's message (ServeReply.Error). A command hands its calls only
+	// to a service of version 2 or later.
+	Protocol int `json:"protocol,omitempty"`
 }
+
+// ProtocolVersion is this build's Protocol.
+const ProtocolVersion = 2
 
 // NewServer serves verbs with c's Temporal client, shared by every call. A
 // verb's --task-queue applies; without one, c's queue (the one the
@@ -187,14 +213,15 @@ func (s *Server) ServeConn(ctx context.Context, r io.Reader, w io.Writer, opts C
 				cancel()
 			}()
 			out := &lineWriter{emit: func(line string) { reply(ServeReply{ID: req.ID, Line: &line}) }}
-			stdio := IO{In: strings.NewReader(req.Input), Out: out, Err: io.Discard, Getenv: s.Getenv, Terminal: func() bool { return false }, Compact: true}
+			stdio := IO{In: strings.NewReader(req.Input), Out: out, Err: io.Discard, Getenv: s.getenvFor(req),
+				Terminal: func() bool { return req.Terminal }, Compact: !req.Indent, Dir: req.Dir}
 			err := s.one(rctx, req, stdio)
 			out.flush()
-			code := errcode.ExitOK
+			code, said := errcode.ExitOK, ""
 			if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, flag.ErrHelp) {
-				code = errcode.ExitCode(err)
+				code, said = errcode.ExitCode(err), err.Error()
 			}
-			reply(ServeReply{ID: req.ID, Exit: &code})
+			reply(ServeReply{ID: req.ID, Exit: &code, Error: said})
 		}()
 	}
 	if opts.CancelOnEOF {
@@ -205,6 +232,24 @@ func (s *Server) ServeConn(ctx context.Context, r io.Reader, w io.Writer, opts C
 		return errcode.Wrap(errcode.InvalidInput, readErr, "reading requests: "+readErr.Error())
 	}
 	return nil
+}
+
+// getenvFor is the environment req's verb sees: the caller's values of
+// CallerEnv when it sent them, the service's otherwise.
+func (s *Server) getenvFor(req ServeRequest) func(string) string {
+	base := s.Getenv
+	if base == nil {
+		base = os.Getenv
+	}
+	if req.Env == nil {
+		return base
+	}
+	return func(k string) string {
+		if slices.Contains(CallerEnv, k) {
+			return req.Env[k]
+		}
+		return base(k)
+	}
 }
 
 // timeoutOf is the deadline of one call by its verb.

@@ -59,3 +59,5 @@ func (o *sendOptions) run(ctx context.Context, cmd *command, c *client.Client) e
 	}
 	return cmd.follow(ctx, c, id, 0)
 }
+
+func (o *sendOptions) readsStdin() bool { return o.input == "-" }

@@ -69,3 +69,5 @@ func (o *startOptions) run(ctx context.Context, cmd *command, c *client.Client) 
 	}
 	return cmd.follow(ctx, c, env.DelegationID, o.waitTimeout)
 }
+
+func (o *startOptions) readsStdin() bool { return o.input == "-" }

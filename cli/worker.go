@@ -267,7 +267,7 @@ func ServeSocket(ctx context.Context, c *client.Client, cfg worker.Config) (stop
 	service := NewServer(c)
 	service.Info = &ServiceInfo{
 		ContractVersion: client.ContractVersion, Op: "service", Address: c.Address, Namespace: c.Namespace,
-		TaskQueue: c.TaskQueue, PID: os.Getpid(), DataDir: cfg.DataDir,
+		TaskQueue: c.TaskQueue, PID: os.Getpid(), DataDir: cfg.DataDir, Protocol: ProtocolVersion,
 	}
 	served := make(chan error, 1)
 	go func() { served <- service.Serve(ctx, ln) }()

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"github.com/durable-pi/subagents/client"
 	"github.com/durable-pi/subagents/connection"
 	"github.com/durable-pi/subagents/internal/errcode"
+	"github.com/durable-pi/subagents/internal/scriptedmodel"
 	"github.com/durable-pi/subagents/internal/syncbuf"
 )
 
@@ -160,5 +162,81 @@ func TestWorkerSocket(t *testing.T) {
 	lines, exit := s.answer(1)
 	if exit != 0 || !strings.Contains(strings.Join(lines, "\n"), "through the worker's socket") {
 		t.Fatalf("run through the worker's socket: exit %d\n%s\n%s", exit, lines, out)
+	}
+}
+
+// TestCommandHandsItsCallToTheService: a `subagents` command whose Temporal
+// is the one a local service serves hands its call to the service's socket
+// instead of dialing: run from a project folder, it runs the task there
+// (the caller's folder, not the service's), reads a request from its own
+// stdin, carries its depth, says a failure as the command does, and prints
+// what the command prints. SUBAGENTS_SOCKET=0 dials as before, with the
+// same result. (The service is headless, so only a call that dialed itself
+// names a UI link: that tells the two paths apart.)
+func TestCommandHandsItsCallToTheService(t *testing.T) {
+	e := newEnv(t)
+	e.dataDir = filepath.Join(t.TempDir(), "d")
+	_, c, _ := e.devCLI("--headless")
+	project := filepath.Join(t.TempDir(), "project")
+	if err := os.MkdirAll(filepath.Join(project, ".pi", "agents"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	profile := "---\nname: local-only\nmodel: " + scriptedmodel.ModelRef + "\n---\nAnswer.\n"
+	if err := os.WriteFile(filepath.Join(project, ".pi", "agents", "local-only.md"), []byte(profile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.model.Script("here", finalizeStep("answered in the project"))
+	run := func(stdin string, env []string, args ...string) (int, string, string) {
+		t.Helper()
+		cmd := exec.Command(subagentsBinary(t), append(append([]string{args[0]}, c.args...), args[1:]...)...)
+		cmd.Dir = project
+		cmd.Env = append(append(os.Environ(), e.cliEnv()...), append([]string{"SUBAGENTS_DATA_DIR=" + e.dataDir}, env...)...)
+		cmd.Stdin = strings.NewReader(stdin)
+		var out, errOut strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		err := cmd.Run()
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			t.Fatal(err)
+		}
+		return cmd.ProcessState.ExitCode(), out.String(), errOut.String()
+	}
+
+	for _, tt := range []struct {
+		name      string
+		env       []string
+		forwarded bool
+	}{{"through the socket", nil, true}, {"SUBAGENTS_SOCKET=0", []string{"SUBAGENTS_SOCKET=0"}, false}} {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, stderr := run("", tt.env, "run", "--json", "--agent", "local-only", "[[script:here]] Answer here.")
+			if code != 0 || !strings.Contains(out, `"status": "completed"`) || !strings.Contains(out, "answered in the project") {
+				t.Fatalf("run from the project folder: exit %d\n%s\n%s", code, out, stderr)
+			}
+			if forwarded := !strings.Contains(out, `"ui_url"`); forwarded != tt.forwarded {
+				t.Fatalf("handed to the service: %v, want %v\n%s", forwarded, tt.forwarded, out)
+			}
+
+			code, out, _ = run("", append([]string{"PI_SUBAGENT_DEPTH=99"}, tt.env...), "run", "--json", "--agent", "local-only", "Too deep.")
+			if code != errcode.ExitBadInput || !strings.Contains(out, `"SUBAGENT_DEPTH_EXCEEDED"`) {
+				t.Fatalf("a call from a child at depth 99: exit %d\n%s", code, out)
+			}
+
+			code, out, stderr = run("", tt.env, "run", "--agent", "nobody", "Who?")
+			if code != errcode.ExitFailed || !strings.Contains(stderr, "subagents: 1 of 1 tasks did not complete") || !strings.Contains(out, `Unknown profile: "nobody"`) {
+				t.Fatalf("a task that fails, as text: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
+			}
+		})
+	}
+
+	// A request on stdin, its task with no cwd: it runs in the caller's folder.
+	req := `{"tasks":[{"name":"stdin","prompt":"[[script:here]] Again.","profile":"local-only"}]}`
+	code, out, stderr := run(req, nil, "start", "--json", "--input", "-")
+	var started client.Envelope
+	if code != 0 || json.Unmarshal([]byte(out), &started) != nil || started.DelegationID == "" || strings.Contains(out, `"ui_url"`) {
+		t.Fatalf("start --input - through the socket: exit %d\n%s\n%s", code, out, stderr)
+	}
+	code, out, stderr = run("", nil, "wait", "--json", started.DelegationID)
+	if code != 0 || !strings.Contains(out, "answered in the project") {
+		t.Fatalf("wait: exit %d\n%s\n%s", code, out, stderr)
 	}
 }

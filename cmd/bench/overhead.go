@@ -21,9 +21,28 @@ import (
 // overhead runs one task three ways in turn, n times each, after two
 // warm-up runs: pi alone, through the client library, and `subagents run`.
 func (b *bench) overhead(n int) (string, error) {
+	// `subagents run` as a user runs it: against the local service, which
+	// takes the call on its socket. Headless: the runs' envelopes then name
+	// no UI link, which tells that the call went through the socket.
+	cold, err := b.startService("run-cold", "--headless", "--warm-pool", "0")
+	if err != nil {
+		return "", err
+	}
+	defer cold.stop()
+	warm, err := b.startService("run-warm", "--headless")
+	if err != nil {
+		return "", err
+	}
+	defer warm.stop()
 	// Warm up: the first pi start fills the OS page cache, the first
 	// workflow the worker's caches.
 	for range 2 {
+		for _, svc := range []*service{cold, warm} {
+			svc.quiet()
+			if _, err := b.commandOn(svc); err != nil {
+				return "", err
+			}
+		}
 		if _, err := b.direct(); err != nil {
 			return "", err
 		}
@@ -34,7 +53,7 @@ func (b *bench) overhead(n int) (string, error) {
 			return "", err
 		}
 	}
-	var direct, lib, cli, earlyLib, earlyCLI, warmLib, warmCLI []time.Duration
+	var direct, lib, cli, earlyLib, earlyCLI, warmLib, warmCLI, svcCold, svcWarm []time.Duration
 	var sessionEvents, delegationEvents []int
 	for range n {
 		// Every run starts with the pool refilled after the last one: the
@@ -79,8 +98,20 @@ func (b *bench) overhead(n int) (string, error) {
 			return "", err
 		}
 		warmCLI = append(warmCLI, wc)
+		cold.quiet()
+		sc, err := b.commandOn(cold)
+		if err != nil {
+			return "", err
+		}
+		svcCold = append(svcCold, sc)
+		warm.quiet()
+		sw, err := b.commandOn(warm)
+		if err != nil {
+			return "", err
+		}
+		svcWarm = append(svcWarm, sw)
 	}
-	report := b.report(n, [][]time.Duration{direct, lib, cli, earlyLib, earlyCLI, warmLib, warmCLI}, sessionEvents, delegationEvents)
+	report := b.report(n, [][]time.Duration{direct, lib, cli, earlyLib, earlyCLI, warmLib, warmCLI, svcCold, svcWarm}, sessionEvents, delegationEvents)
 	// A task whose child forgets subagent_finalize once and gets corrective
 	// feedback: a second RunPi in the same turn.
 	forgot := "[[steps:" + stepsJSON(textStep("forgot"), toolStep("subagent_finalize", map[string]string{"status": "SUCCESS", "result": "done"})) + "]] Do it."
@@ -165,6 +196,25 @@ func (b *bench) command(queue string) (time.Duration, error) {
 	return time.Since(start), nil
 }
 
+// commandOn is `subagents run` as a user runs it beside the local service
+// svc: the command hands its call to the service's socket.
+func (b *bench) commandOn(svc *service) (time.Duration, error) {
+	cmd := exec.Command(b.bin, "run", "--json", "--address", svc.address, "--agent", "bench", "[[script:bench]] Say done.")
+	cmd.Dir = b.workDir
+	cmd.Env = append(os.Environ(), "SUBAGENTS_DATA_DIR="+svc.dataDir)
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), `"output": "done"`) {
+		return 0, fmt.Errorf("subagents run beside the service: %v\n%.2000s", err, out)
+	}
+	d := time.Since(start)
+	if strings.Contains(string(out), `"ui_url"`) {
+		// The headless service names no UI: this call dialed Temporal itself.
+		return 0, fmt.Errorf("subagents run did not hand its call to the service's socket:\n%.2000s", out)
+	}
+	return d, nil
+}
+
 func (b *bench) events(id string) int {
 	it := b.tc.GetWorkflowHistory(b.ctx, id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	n := 0
@@ -192,11 +242,16 @@ func (b *bench) report(n int, runs [][]time.Duration, sessionEvents, delegationE
 		"or as the worker resolves the task's delegation, beside the start of its session (early start, as `subagents dev --warm-pool 0` runs): " +
 		"it then starts in RPC mode and the run takes it when it comes.\n\n")
 	r.WriteString("Then the same two through a worker with a warm pool (`--warm-pool 4`, as `subagents dev` runs): its child was started in RPC mode before the task came, and is pointed at the task's session file.\n\n")
+	r.WriteString("Those workers run in the bench's process, beside the embedded server, and `subagents run` dials it. The last two rows are `subagents run` as a user runs it: " +
+		"beside a `subagents dev` service (`--warm-pool 0`, which starts children early, and the default pool of 4), whose socket takes the command's call " +
+		"(README \"The `subagents` command\"): the service's client starts the workflow eagerly on its own worker. The targets are theirs.\n\n")
 	r.WriteString("| run | p50 | p99 | added p50 | ratio p50 | target |\n| --- | --- | --- | --- | --- | --- |\n")
 	rows := []struct{ name, target string }{{"pi alone", ""},
 		{"client library, pool off, no early start", ""}, {"`subagents run`, pool off, no early start", ""},
-		{"client library, pool off, early start", ""}, {"`subagents run`, pool off, early start", "≤ 1.05×"},
-		{"client library, warm pool", ""}, {"`subagents run`, warm pool", "≤ 0.5×"}}
+		{"client library, pool off, early start", ""}, {"`subagents run`, pool off, early start", ""},
+		{"client library, warm pool", ""}, {"`subagents run`, warm pool", ""},
+		{"`subagents run` beside `subagents dev --warm-pool 0` (its socket; early start)", "≤ 1.05×"},
+		{"`subagents run` beside `subagents dev` (its socket; warm pool)", "≤ 0.5×"}}
 	d50 := pct(runs[0], 0.5)
 	for i, row := range rows {
 		d := runs[i]
