@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -36,7 +37,9 @@ func stepsJSON(steps ...scriptedmodel.Step) string {
 // (parent pi, subagents commands, child pi), sampled every 10 ms; the
 // embedded server and worker run inside the bench process and are reported
 // apart.
-func (b *bench) fromPi(n int) (string, error) {
+//
+// startOnly runs the start rows alone (-only start), n rounds of them.
+func (b *bench) fromPi(n int, startOnly bool) (string, error) {
 	svc, err := b.startService("pi")
 	if err != nil {
 		return "", err
@@ -106,7 +109,11 @@ func (b *bench) fromPi(n int) (string, error) {
 	noop := mustAbs("e2e/testdata/extensions/noop.ts")
 	// The npm peer, side by side: one task through its subagent tool, four
 	// through its workflowScript with runs.all.
-	pr, peerErr := b.installPeer()
+	var pr *peer
+	peerErr := errors.New("not asked for (-only start)")
+	if !startOnly {
+		pr, peerErr = b.installPeer()
+	}
 	peerOne := "[[steps:" + stepsJSON(toolStep("subagent", map[string]any{"agent": "peer", "task": "[[script:bench]] Say done.", "async": false}), textStep("done")) + "]] Delegate."
 	var runsAll []string
 	for i := range 4 {
@@ -124,7 +131,10 @@ func (b *bench) fromPi(n int) (string, error) {
 	// percent, within this machine's noise over one run each per round:
 	// they are sampled startReps times per round, one of each in turn, so
 	// that the two servers' periodic work and any drift meet them alike.
-	const startReps = 6
+	// Medians of 60 runs each still moved by 5% between two benches here
+	// (an extension that does nothing read 1.00× and 1.14× of no extension);
+	// 16 a round, 160 in a whole bench, hold them to about 2%.
+	const startReps = 16
 	// A kind of run: its series, how to run it once, whether it is one of
 	// the start rows.
 	type kind struct {
@@ -182,7 +192,7 @@ func (b *bench) fromPi(n int) (string, error) {
 		}
 	}
 	for _, k := range kinds {
-		if !k.start {
+		if !k.start && !startOnly {
 			order = append(order, k)
 		}
 	}
@@ -220,6 +230,9 @@ func (b *bench) fromPi(n int) (string, error) {
 	// Against the empty extension: what this one costs beyond pi's own
 	// price for loading any (its TypeScript loader, jiti).
 	row("this extension against the one that does nothing (its own cost)", ext0, noop0, "")
+	if startOnly {
+		return r.String(), nil
+	}
 	row("floor: parent + child", floor1, floor1, "")
 	row("parent pi, `subagent` tool, 1 task, pool off (`--warm-pool 0`: early start)", del1Cold, floor1, "")
 	row("parent pi, `subagent` tool, 1 task, warm pool", del1, floor1, "≤ 0.8×")

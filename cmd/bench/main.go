@@ -39,7 +39,7 @@ func main() {
 	idle := flag.Int("idle", 10000, "idle sticky sessions to hold")
 	out := flag.String("out", "BENCHMARKS.md", "file to write the figures to")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
-	only := flag.String("only", "", "comma-separated sections to run (overhead, pi, hosts, service, load, idle, recovery, timeline); default all")
+	only := flag.String("only", "", "comma-separated sections to run (overhead, pi, start, hosts, service, load, idle, recovery, timeline); default all but start (the pi section's start rows alone)")
 	flag.Parse()
 	sections = map[string]bool{}
 	for _, s := range strings.Split(*only, ",") {
@@ -228,7 +228,15 @@ func run(n int, outPath string) error {
 			defer stopWarm()
 			return b.overhead(n)
 		}},
-		{"pi", func() (string, error) { return b.fromPi(max(n/2, 3)) }},
+		{"pi", func() (string, error) { return b.fromPi(max(n/2, 3), false) }},
+		// The start rows alone, for a closer look at them; not part of a
+		// whole run, whose pi section has them.
+		{"start", func() (string, error) {
+			if !sections["start"] {
+				return "", nil
+			}
+			return b.fromPi(n, true)
+		}},
 		{"hosts", func() (string, error) { return b.hosts(n) }},
 		{"service", func() (string, error) { return b.localService(n) }},
 		{"load", b.load},

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/durable-pi/subagents/activities"
@@ -68,6 +69,16 @@ func isReaper(pid string) bool {
 	return err == nil && strings.TrimRight(string(b), "\x00") == activities.ReaperName
 }
 
+// selfComm is this process's name as /proc/PID/stat gives it.
+var selfComm = sync.OnceValue(func() string {
+	b, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return "\x00"
+	}
+	s := string(b)
+	return s[strings.IndexByte(s, '(')+1 : strings.LastIndexByte(s, ')')]
+})
+
 func readProcs() procs {
 	ps := procs{children: map[int][]int{}, rss: map[int]int64{}, cpu: map[int]int64{}}
 	dirs, _ := os.ReadDir("/proc")
@@ -89,9 +100,16 @@ func readProcs() procs {
 			continue
 		}
 		ppid, _ := strconv.Atoi(f[1])
+		comm := s[:strings.LastIndexByte(s, ')')]
 		// A reaper of this process's own workers (the bench's harness,
 		// not the run measured): left out, as the services are.
-		if strings.HasSuffix(s[:strings.LastIndexByte(s, ')')], "(exe") && isReaper(d.Name()) {
+		if strings.HasSuffix(comm, "(exe") && isReaper(d.Name()) {
+			continue
+		}
+		// A child of this process between its fork and its exec still has
+		// this process's name and counts this process's memory as its own
+		// (170 MiB read as a pi's when a scan fell there): it is not a run's.
+		if p != os.Getpid() && strings.HasSuffix(comm, "("+selfComm()) {
 			continue
 		}
 		pages, _ := strconv.ParseInt(f[21], 10, 64)
