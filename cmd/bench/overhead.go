@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -53,7 +54,7 @@ func (b *bench) overhead(n int) (string, error) {
 			return "", err
 		}
 	}
-	var direct, lib, cli, earlyLib, earlyCLI, warmLib, warmCLI, svcCold, svcWarm []time.Duration
+	var direct, lib, cli, earlyLib, earlyCLI, warmLib, warmCLI, svcDial, svcCold, svcWarm []time.Duration
 	var sessionEvents, delegationEvents []int
 	for range n {
 		// Every run starts with the pool refilled after the last one: the
@@ -99,6 +100,12 @@ func (b *bench) overhead(n int) (string, error) {
 		}
 		warmCLI = append(warmCLI, wc)
 		cold.quiet()
+		sd, err := b.commandOn(cold, "SUBAGENTS_SOCKET=0")
+		if err != nil {
+			return "", err
+		}
+		svcDial = append(svcDial, sd)
+		cold.quiet()
 		sc, err := b.commandOn(cold)
 		if err != nil {
 			return "", err
@@ -111,7 +118,7 @@ func (b *bench) overhead(n int) (string, error) {
 		}
 		svcWarm = append(svcWarm, sw)
 	}
-	report := b.report(n, [][]time.Duration{direct, lib, cli, earlyLib, earlyCLI, warmLib, warmCLI, svcCold, svcWarm}, sessionEvents, delegationEvents)
+	report := b.report(n, [][]time.Duration{direct, lib, cli, earlyLib, earlyCLI, warmLib, warmCLI, svcDial, svcCold, svcWarm}, sessionEvents, delegationEvents)
 	// A task whose child forgets subagent_finalize once and gets corrective
 	// feedback: a second RunPi in the same turn.
 	forgot := "[[steps:" + stepsJSON(textStep("forgot"), toolStep("subagent_finalize", map[string]string{"status": "SUCCESS", "result": "done"})) + "]] Do it."
@@ -197,20 +204,23 @@ func (b *bench) command(queue string) (time.Duration, error) {
 }
 
 // commandOn is `subagents run` as a user runs it beside the local service
-// svc: the command hands its call to the service's socket.
-func (b *bench) commandOn(svc *service) (time.Duration, error) {
+// svc: the command hands its call to the service's socket, or with
+// SUBAGENTS_SOCKET=0 in env dials the service's frontend itself.
+func (b *bench) commandOn(svc *service, env ...string) (time.Duration, error) {
 	cmd := exec.Command(b.bin, "run", "--json", "--address", svc.address, "--agent", "bench", "[[script:bench]] Say done.")
 	cmd.Dir = b.workDir
-	cmd.Env = append(os.Environ(), "SUBAGENTS_DATA_DIR="+svc.dataDir)
+	cmd.Env = append(append(os.Environ(), "SUBAGENTS_DATA_DIR="+svc.dataDir), env...)
+	dials := slices.Contains(env, "SUBAGENTS_SOCKET=0")
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), `"output": "done"`) {
 		return 0, fmt.Errorf("subagents run beside the service: %v\n%.2000s", err, out)
 	}
 	d := time.Since(start)
-	if strings.Contains(string(out), `"ui_url"`) {
-		// The headless service names no UI: this call dialed Temporal itself.
-		return 0, fmt.Errorf("subagents run did not hand its call to the service's socket:\n%.2000s", out)
+	if dialed := strings.Contains(string(out), `"ui_url"`); dialed != dials {
+		// The headless service names no UI: a call that names one dialed
+		// Temporal itself.
+		return 0, fmt.Errorf("subagents run dialed Temporal: %v, want %v:\n%.2000s", dialed, dials, out)
 	}
 	return d, nil
 }
@@ -242,14 +252,16 @@ func (b *bench) report(n int, runs [][]time.Duration, sessionEvents, delegationE
 		"or as the worker resolves the task's delegation, beside the start of its session (early start, as `subagents dev --warm-pool 0` runs): " +
 		"it then starts in RPC mode and the run takes it when it comes.\n\n")
 	r.WriteString("Then the same two through a worker with a warm pool (`--warm-pool 4`, as `subagents dev` runs): its child was started in RPC mode before the task came, and is pointed at the task's session file.\n\n")
-	r.WriteString("Those workers run in the bench's process, beside the embedded server, and `subagents run` dials it. The last two rows are `subagents run` as a user runs it: " +
+	r.WriteString("Those workers run in the bench's process, beside the embedded server, and `subagents run` dials it. The last three rows are `subagents run` as a user runs it: " +
 		"beside a `subagents dev` service (`--warm-pool 0`, which starts children early, and the default pool of 4), whose socket takes the command's call " +
-		"(README \"The `subagents` command\"): the service's client starts the workflow eagerly on its own worker. The targets are theirs.\n\n")
+		"(README \"The `subagents` command\"): the service's client starts the workflow eagerly on its own worker; the first of them dials the same service's frontend instead " +
+		"(`SUBAGENTS_SOCKET=0`), as the command did before. The targets are theirs.\n\n")
 	r.WriteString("| run | p50 | p99 | added p50 | ratio p50 | target |\n| --- | --- | --- | --- | --- | --- |\n")
 	rows := []struct{ name, target string }{{"pi alone", ""},
 		{"client library, pool off, no early start", ""}, {"`subagents run`, pool off, no early start", ""},
 		{"client library, pool off, early start", ""}, {"`subagents run`, pool off, early start", ""},
 		{"client library, warm pool", ""}, {"`subagents run`, warm pool", ""},
+		{"`subagents run` beside `subagents dev --warm-pool 0`, `SUBAGENTS_SOCKET=0` (dials its frontend; early start)", ""},
 		{"`subagents run` beside `subagents dev --warm-pool 0` (its socket; early start)", "≤ 1.05×"},
 		{"`subagents run` beside `subagents dev` (its socket; warm pool)", "≤ 0.5×"}}
 	d50 := pct(runs[0], 0.5)
