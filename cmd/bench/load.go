@@ -50,6 +50,8 @@ Measured with this command on this machine while changing the code (` + "`-only 
 | measured, not a change: a JSON pi with the extension without ` + "`--liftoff-only`" + ` (same rounds) | | no faster (a one-answer run has one model call) |
 | [warm children] early start: a task that finds no warm child takes one the worker started for it as it resolved the delegation, beside the session's start, instead of starting pi when its run begins (-only overhead, 20 rounds, 2026-11-24, on a machine where pi alone took 648 ms) | pool off: client library 1.13×, ` + "`subagents run`" + ` 1.31× | 1.06×, 1.24× (45 and 41 ms less) |
 | visibility in a SQLite file of its own (its own connection, so that the visibility queue's writes do not wait for the history writer's) (a stub load of 256 tasks at concurrency 16, three times each, in turn, 2026-11-24) | 21.7–26.0 tasks/s | 23.6–25.8 tasks/s: within noise, not kept |
+| [warm children] ` + "`subagents run`" + ` beside the local service hands its call to the service's socket instead of dialing its frontend: the service's client starts the workflow eagerly on its own worker (-only overhead, 12 rounds, 2026-11-25) | ` + "`subagents run`" + ` beside ` + "`subagents dev --warm-pool 0`" + ` 1.28× | 1.04× (0.98× in this ` + "`make bench`" + `, against 1.21× dialing the same service) |
+| measured, not a change: what a pi start pays for this extension, by part (by hand, 60 rounds side by side, time to pi's agent_settled event, 2026-11-25) | an empty extension: +8 ms over it | its four tool families turned off (` + "`\"tools\"`" + ` settings): +1 ms. The rest is pi's handling of the seven tools' definitions (system prompt, session entries, the JSON events and the model request carry them) |
 
 Where the rest goes. One stub task through the client library takes about 45 ms from start to result:
 two workflows, about eight hops of 2 to 8 ms through the server, a child process start. Read from the
@@ -72,17 +74,18 @@ delegation (a session that carries the delegation's delivery and acknowledgement
 the events and visibility writes per task and take two hops off each one-task delegation; it changes
 what the extension's delivery lists and acknowledges, and is not done. With the pool off, early
 start takes those hops off the child's path (its pi starts while they go on), which leaves the
-library client within a few percent of pi alone; what ` + "`subagents run`" + ` adds beyond it is its own
-process: a Go program that links the SDK's client (its packages' initialisation alone takes about
-30 ms on the slower of the machines measured), dials the server and waits, about 100 ms there. The
-pool-off target of ` + "`subagents run`" + ` (≤ 1.05×) needs that process gone from the path: a client that
-only forwards its call to the local service's socket, without linking the SDK, is not done.
+library client within a few percent of pi alone. ` + "`subagents run`" + ` beside a ` + "`subagents dev`" + ` service hands its
+call to the service's socket (the rows above): the service's client starts the workflow eagerly on
+its own worker, and the command's process makes no connection of its own; dialing the same
+service's frontend instead costs the SDK client's start and the hops eager start saves. What the
+command still pays is its own process (a Go program linking the SDK's client: 19 ms and 26 MiB for
+a ` + "`status`" + `, the local service's table).
 
 With the warm pool the child's start is off the path: a warm child whose session is new takes its
 task at once (its own slot, no ` + "`switch_session`" + `), answers the one-turn prompt in about 40 ms, and its
 result goes back as soon as pi says the agent settled. Eager workflow start applies only where the client shares the worker's process (the
-socket of ` + "`subagents dev`" + `, as the extension reaches it); ` + "`subagents run`" + ` and this bench's library client
-dial the server themselves.
+socket of ` + "`subagents dev`" + `, as the extension and ` + "`subagents run`" + ` beside it reach it); this bench's library
+client and the ` + "`subagents run`" + ` rows against its in-process worker dial the server themselves.
 `
 
 // inFlight runs job(0..total-1) with at most limit at a time and returns
