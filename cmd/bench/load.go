@@ -53,6 +53,7 @@ Measured with this command on this machine while changing the code (` + "`-only 
 | [warm children] ` + "`subagents run`" + ` beside the local service hands its call to the service's socket instead of dialing its frontend: the service's client starts the workflow eagerly on its own worker (-only overhead, 12 rounds, 2026-11-25) | ` + "`subagents run`" + ` beside ` + "`subagents dev --warm-pool 0`" + ` 1.28× | 1.04× (0.98× in this ` + "`make bench`" + `, against 1.21× dialing the same service) |
 | 4 history shards on the embedded server instead of 1 (-only load without the cluster, 2026-11-25) | 23.0 tasks/s at concurrency 16, 23.5 at 64 | 23.9, 21.2: within noise, not kept |
 | the embedded server's visibility table without the indexes of the attributes nobody here queries (40 of its 58: history length and size, the pre-allocated Bool, Datetime, Double and Int columns, the scheduler's, deployments' and CHASM's) (-only load without the cluster, twice each, in turn, 2026-11-25) | 25.1 and 24.5 tasks/s at concurrency 16 | 21.0 and 22.7: not kept (the visibility writes, 14% of the process's CPU, are not what bounds it) |
+| measured, not a change: the ceiling of one workflow per one-task delegation (` + "`-only solo`" + `: the same stub task as a session workflow started directly with the input its delegation gave it, no delegation workflow; 3 rounds in turn, 2026-11-25) | one-task delegations: 19.1–19.9 tasks/s at concurrency 1, 22.3–24.9 at 16 | session alone: 31.6–38.3 and 48.9–49.5 tasks/s (1.6–2.2×): above the ≥ 40 target, so this is the lever for it |
 | measured, not a change: what a pi start pays for this extension, by part (by hand, 60 rounds side by side, time to pi's agent_settled event, 2026-11-25) | an empty extension: +8 ms over it | its four tool families turned off (` + "`\"tools\"`" + ` settings): +1 ms. The rest is pi's handling of the seven tools' definitions (system prompt, session entries, the JSON events and the model request carry them) |
 
 Where the rest goes. One stub task through the client library takes about 45 ms from start to result:
@@ -74,7 +75,8 @@ SQLite plugin prepares anew for every call, 12 points, and the commits' writes a
 gRPC handling between client, worker and server 24%, workflow task completions 11%. The lever left is one workflow for a one-task
 delegation (a session that carries the delegation's delivery and acknowledgement), which would halve
 the events and visibility writes per task and take two hops off each one-task delegation; it changes
-what the extension's delivery lists and acknowledges, and is not done. With the pool off, early
+what the extension's delivery lists and acknowledges, and is not done. Its ceiling, measured (` + "`-only solo`" + `, the
+levers table): a session workflow alone runs the stub task at about twice the rate of a one-task delegation. With the pool off, early
 start takes those hops off the child's path (its pi starts while they go on), which leaves the
 library client within a few percent of pi alone. ` + "`subagents run`" + ` beside a ` + "`subagents dev`" + ` service hands its
 call to the service's socket (the rows above): the service's client starts the workflow eagerly on

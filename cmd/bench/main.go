@@ -39,7 +39,7 @@ func main() {
 	idle := flag.Int("idle", 10000, "idle sticky sessions to hold")
 	out := flag.String("out", "BENCHMARKS.md", "file to write the figures to")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
-	only := flag.String("only", "", "comma-separated sections to run (overhead, pi, start, hosts, service, load, idle, recovery, timeline); default all but start (the pi section's start rows alone)")
+	only := flag.String("only", "", "comma-separated sections to run (overhead, pi, start, hosts, service, load, solo, idle, recovery, timeline); default all but start (the pi section's start rows alone) and solo (the ceiling of one workflow per one-task delegation)")
 	flag.Parse()
 	sections = map[string]bool{}
 	for _, s := range strings.Split(*only, ",") {
@@ -240,6 +240,14 @@ func run(n int, outPath string) error {
 		{"hosts", func() (string, error) { return b.hosts(n) }},
 		{"service", func() (string, error) { return b.localService(n) }},
 		{"load", b.load},
+		// The ceiling of a lever not taken, for a closer look at it; not
+		// part of a whole run.
+		{"solo", func() (string, error) {
+			if !sections["solo"] {
+				return "", nil
+			}
+			return b.soloCeiling(3)
+		}},
 		{"idle", func() (string, error) { return b.idleSessions(idleCount) }},
 		{"recovery", func() (string, error) { return b.recovery(3) }},
 		{"recovery", func() (string, error) { return b.devRestart(3) }},
