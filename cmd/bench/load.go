@@ -122,14 +122,20 @@ func inFlight(total, limit int, job func(i int) error) (time.Duration, error) {
 // embedded server, and returns its wall time from start to done.
 func (b *bench) stubTasks(k int) (time.Duration, error) { return b.stubTasksOn(b.stub, k) }
 
-// stubTasksOn is stubTasks through c.
-func (b *bench) stubTasksOn(c *client.Client, k int) (time.Duration, error) {
+// stubRequest is a delegation of k stub tasks, all at once, whose sessions
+// complete after their turn.
+func (b *bench) stubRequest(k int) client.StartRequest {
 	req := client.StartRequest{MaxConcurrency: k, IdleTTLSeconds: -1}
 	for i := range k {
 		req.Tasks = append(req.Tasks, api.TaskSpec{Name: fmt.Sprintf("t%d", i), Prompt: "stub", Cwd: b.workDir})
 	}
+	return req
+}
+
+// stubTasksOn is stubTasks through c.
+func (b *bench) stubTasksOn(c *client.Client, k int) (time.Duration, error) {
 	start := time.Now()
-	env, err := c.Start(b.ctx, req)
+	env, err := c.Start(b.ctx, b.stubRequest(k))
 	if err != nil {
 		return 0, err
 	}

@@ -193,36 +193,42 @@ func (b *bench) libraryOn(c *client.Client) (time.Duration, client.Envelope, err
 
 // command is one task as a user runs it: `subagents run` on queue.
 func (b *bench) command(queue string) (time.Duration, error) {
-	cmd := exec.Command(b.bin, "run", "--json", "--address", b.address, "--task-queue", queue, "--agent", "bench", "[[script:bench]] Say done.")
-	cmd.Dir = b.workDir
-	start := time.Now()
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), `"output": "done"`) {
-		return 0, fmt.Errorf("subagents run: %v\n%.2000s", err, out)
-	}
-	return time.Since(start), nil
+	d, _, err := b.runCommand(nil, "--address", b.address, "--task-queue", queue)
+	return d, err
 }
 
 // commandOn is `subagents run` as a user runs it beside the local service
 // svc: the command hands its call to the service's socket, or with
 // SUBAGENTS_SOCKET=0 in env dials the service's frontend itself.
 func (b *bench) commandOn(svc *service, env ...string) (time.Duration, error) {
-	cmd := exec.Command(b.bin, "run", "--json", "--address", svc.address, "--agent", "bench", "[[script:bench]] Say done.")
-	cmd.Dir = b.workDir
-	cmd.Env = append(append(os.Environ(), "SUBAGENTS_DATA_DIR="+svc.dataDir), env...)
-	dials := slices.Contains(env, "SUBAGENTS_SOCKET=0")
-	start := time.Now()
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), `"output": "done"`) {
-		return 0, fmt.Errorf("subagents run beside the service: %v\n%.2000s", err, out)
+	d, out, err := b.runCommand(append([]string{"SUBAGENTS_DATA_DIR=" + svc.dataDir}, env...), "--address", svc.address)
+	if err != nil {
+		return 0, err
 	}
-	d := time.Since(start)
-	if dialed := strings.Contains(string(out), `"ui_url"`); dialed != dials {
+	dials := slices.Contains(env, "SUBAGENTS_SOCKET=0")
+	if dialed := strings.Contains(out, `"ui_url"`); dialed != dials {
 		// The headless service names no UI: a call that names one dialed
 		// Temporal itself.
 		return 0, fmt.Errorf("subagents run dialed Temporal: %v, want %v:\n%.2000s", dialed, dials, out)
 	}
 	return d, nil
+}
+
+// runCommand times the bench task through `subagents run --json` with
+// connection flags, in this process's environment plus env; the output
+// must be the task's answer.
+func (b *bench) runCommand(env []string, connection ...string) (time.Duration, string, error) {
+	args := append(append([]string{"run", "--json"}, connection...), "--agent", "bench", "[[script:bench]] Say done.")
+	cmd := exec.Command(b.bin, args...)
+	cmd.Dir = b.workDir
+	cmd.Env = append(os.Environ(), env...)
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	d := time.Since(start)
+	if err != nil || !strings.Contains(string(out), `"output": "done"`) {
+		return 0, string(out), fmt.Errorf("subagents %s: %v\n%.2000s", strings.Join(args, " "), err, out)
+	}
+	return d, string(out), nil
 }
 
 func (b *bench) events(id string) int {

@@ -75,7 +75,7 @@ func (b *bench) soloCeiling(rounds int) (string, error) {
 // session's history, made to complete after its turn and notify nobody.
 func (b *bench) stubSessionInput(c *client.Client) (api.SessionInput, error) {
 	var in api.SessionInput
-	env, err := c.Start(b.ctx, client.StartRequest{MaxConcurrency: 1, IdleTTLSeconds: -1, Tasks: []api.TaskSpec{{Name: "t0", Prompt: "stub", Cwd: b.workDir}}})
+	env, err := c.Start(b.ctx, b.stubRequest(1))
 	if err != nil {
 		return in, err
 	}
