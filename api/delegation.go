@@ -115,6 +115,50 @@ type DelegationStatus struct {
 	ParentSessionID string `json:"parentSessionId,omitempty"`
 }
 
+// Summarize fills in what st's tasks and Done imply: the counts, the
+// usage, the batch status and the state (cancelled: the delegation was
+// cancelled as a whole).
+func (st *DelegationStatus) Summarize(cancelled bool) {
+	st.TotalCount = len(st.Tasks)
+	st.AcceptedCount, st.RejectedCount, st.Usage = 0, 0, Usage{}
+	failed, cancelledTasks := 0, 0
+	for _, t := range st.Tasks {
+		if t.Turn != nil {
+			st.Usage = st.Usage.Add(t.Turn.Usage)
+		}
+		rejected := t.Turn == nil && t.Error != nil && t.Error.Code != errcode.Cancelled
+		if rejected {
+			st.RejectedCount++
+		} else {
+			st.AcceptedCount++
+		}
+		switch t.State {
+		case StateFailed, StateTimedOut:
+			failed++
+		case StateCancelled:
+			cancelledTasks++
+		}
+	}
+	st.BatchStatus = BatchStatus(st.TotalCount, st.RejectedCount, st.Done)
+	switch {
+	case !st.Done:
+		st.State = StateRunning
+	case cancelled || cancelledTasks > 0 && failed == 0 && cancelledTasks == len(st.Tasks):
+		st.State = StateCancelled
+	case failed > 0 || st.RejectedCount > 0:
+		st.State = StateFailed
+	default:
+		st.State = StateCompleted
+	}
+}
+
+// DelegationIDPrefix begins every delegation ID.
+const DelegationIDPrefix = "delegation-"
+
+// OneTaskDelegationID is the ID of the one-task delegation that session
+// sessionID stands for (SessionInput.Delegation).
+func OneTaskDelegationID(sessionID string) string { return DelegationIDPrefix + sessionID }
+
 // ValidateDelegation checks a request before anything starts; the client
 // runs it too, so that bad input never becomes a workflow.
 func ValidateDelegation(in DelegationInput) error {
@@ -228,4 +272,18 @@ func HostQueue(base, host string) string {
 // ValidHost reports whether host can be part of a task queue name.
 func ValidHost(host string) bool {
 	return host == "" || len(host) <= 200 && !strings.ContainsAny(host, "@ \t\n/")
+}
+
+// SessionMemo is what the UI and `list` show of a session beside its
+// search attributes: its name, description, delegation and host.
+func SessionMemo(t TaskSpec, delegationID, host string) map[string]any {
+	memo := map[string]any{"name": t.Name, "delegation": delegationID}
+	if host != "" {
+		// LookupSessions reads it back when the session is resumed.
+		memo["host"] = host
+	}
+	if t.Description != "" {
+		memo["description"] = t.Description
+	}
+	return memo
 }

@@ -62,7 +62,10 @@ const (
 // will wait for input says so in one upsert after its turn; a delegation
 // whose tasks may run on any worker resolves their profiles in a local
 // activity.
-const CurrentVersion = 2
+//
+// Version 3: a delegation of one new task is one workflow, its session
+// (SessionInput.Delegation), where it was a delegation and its session.
+const CurrentVersion = 3
 
 // AckRequest is the payload of AckUpdate.
 type AckRequest struct {

@@ -13,13 +13,24 @@ var (
 	StatusKey        = temporal.NewSearchAttributeKeyKeyword("SubagentStatus")
 	CwdKey           = temporal.NewSearchAttributeKeyKeyword("SubagentCwd")
 	ParentSessionKey = temporal.NewSearchAttributeKeyKeyword("SubagentParentSession")
+	// DelegationKey marks a session that is its own one-task delegation
+	// (SessionInput.Delegation): DelegationOpen until its first turn has
+	// ended and, with Deliver, its parent has acknowledged it; then
+	// DelegationClosed. `list --kind delegation --open` finds it by it.
+	DelegationKey = temporal.NewSearchAttributeKeyKeyword("SubagentDelegation")
+)
+
+// Values of DelegationKey.
+const (
+	DelegationOpen   = "open"
+	DelegationClosed = "closed"
 )
 
 // SearchAttributes are the attributes a namespace needs, by name and type:
 // what `subagents setup` and the dev server register.
 func SearchAttributes() map[string]enumspb.IndexedValueType {
 	out := map[string]enumspb.IndexedValueType{}
-	for _, k := range []temporal.SearchAttributeKeyKeyword{AgentKey, StatusKey, CwdKey, ParentSessionKey} {
+	for _, k := range []temporal.SearchAttributeKeyKeyword{AgentKey, StatusKey, CwdKey, ParentSessionKey, DelegationKey} {
 		out[k.GetName()] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
 	}
 	return out

@@ -13,7 +13,7 @@ import (
 func TestSearchAttributes(t *testing.T) {
 	all := SearchAttributes()
 	names := slices.Sorted(maps.Keys(all))
-	if want := []string{"SubagentAgent", "SubagentCwd", "SubagentParentSession", "SubagentStatus"}; !slices.Equal(names, want) {
+	if want := []string{"SubagentAgent", "SubagentCwd", "SubagentDelegation", "SubagentParentSession", "SubagentStatus"}; !slices.Equal(names, want) {
 		t.Fatalf("attributes %v, want %v", names, want)
 	}
 	for name, typ := range all {

@@ -47,6 +47,43 @@ type SessionInput struct {
 	Carry *SessionCarry `json:"carry,omitempty"`
 	// Version is the code version the session runs (CurrentVersion).
 	Version int `json:"version,omitempty"`
+	// Delegation, when set, makes the session its own one-task delegation
+	// (version 3): it resolves its task's profile in its first workflow
+	// task, answers the delegation's status, wait, cancel and ack as
+	// DelegationRole.ID, and with Deliver completes no earlier than its
+	// parent acknowledges the first turn. One workflow instead of a
+	// delegation and its session: half the server's work per task.
+	Delegation *DelegationRole `json:"delegation,omitempty"`
+}
+
+// DelegationRole is the one-task delegation a session stands for.
+type DelegationRole struct {
+	// ID is the delegation's ID: OneTaskDelegationID of the session's.
+	ID string `json:"id"`
+	// Task is the task as the caller gave it: its profile, model and
+	// timeout are resolved by the session.
+	Task TaskSpec `json:"task"`
+	// Depth is the caller's depth (DelegationInput.Depth); Tool the tool
+	// family the call came through.
+	Depth int    `json:"depth,omitempty"`
+	Tool  string `json:"tool,omitempty"`
+	// Deliver and AckTTLSeconds are DelegationInput's.
+	Deliver       bool `json:"deliver,omitempty"`
+	AckTTLSeconds int  `json:"ackTtlSeconds,omitempty"`
+}
+
+// DelegationView is what a session that is its own one-task delegation
+// reports of it (SessionStatus.Delegation): enough for the delegation's
+// status (SessionStatus.AsDelegation).
+type DelegationView struct {
+	ID        string `json:"id"`
+	Profile   string `json:"profile,omitempty"`
+	Deliver   bool   `json:"deliver,omitempty"`
+	Delivered bool   `json:"delivered,omitempty"`
+	// FirstTurn is the delegation's task: the session's first turn, once
+	// it has ended.
+	FirstTurn       *TurnResult `json:"firstTurn,omitempty"`
+	ParentSessionID string      `json:"parentSessionId,omitempty"`
 }
 
 // SessionCarry is a session's durable state: the workflow keeps it as it
@@ -61,6 +98,10 @@ type SessionCarry struct {
 	Pending  []SendRequest `json:"pending,omitempty"`
 	// Runs mark where each turn begins in the session file.
 	Runs []RunMark `json:"runs,omitempty"`
+	// FirstTurn and Delivered are the one-task delegation's (Delegation):
+	// its task's result, and whether the parent acknowledged it.
+	FirstTurn *TurnResult `json:"firstTurn,omitempty"`
+	Delivered bool        `json:"delivered,omitempty"`
 }
 
 // TurnResult is one turn of a session: its last child run's result, and
@@ -104,6 +145,31 @@ type SessionStatus struct {
 	// Runs mark where each turn begins in the pi session file, for
 	// transcripts.
 	Runs []RunMark `json:"runs,omitempty"`
+	// Delegation is set on a session that is its own one-task delegation.
+	Delegation *DelegationView `json:"delegation,omitempty"`
+}
+
+// AsDelegation is the status of the one-task delegation st stands for
+// (st.Delegation must be set): its task is the session's first turn.
+func (st SessionStatus) AsDelegation() DelegationStatus {
+	v := st.Delegation
+	task := TaskResult{SessionID: st.SessionID, Name: st.Name, Profile: v.Profile, Model: st.Model, State: StateRunning}
+	if st.State == StateQueued {
+		task.State = StateQueued
+	}
+	done := v.FirstTurn != nil
+	if done {
+		task.State, task.Turn, task.Error = v.FirstTurn.State, v.FirstTurn, v.FirstTurn.Error
+		if v.FirstTurn.ChildRuns == 0 {
+			// Refused before any child ran (its profile could not be
+			// resolved), as a delegation reports a task it never started.
+			task.Turn = nil
+		}
+	}
+	out := DelegationStatus{DelegationID: v.ID, Tasks: []TaskResult{task}, Done: done,
+		Deliver: v.Deliver, Delivered: v.Delivered, ParentSessionID: v.ParentSessionID}
+	out.Summarize(false)
+	return out
 }
 
 // SessionResult is what a session returns when it completes.
@@ -113,4 +179,7 @@ type SessionResult struct {
 	Turns     int         `json:"turns"`
 	Usage     Usage       `json:"usage"`
 	LastTurn  *TurnResult `json:"lastTurn,omitempty"`
+	// Delegation is SessionStatus.Delegation, for a status read from the
+	// result of a closed session.
+	Delegation *DelegationView `json:"delegation,omitempty"`
 }

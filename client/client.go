@@ -235,7 +235,10 @@ const MaxStartBytes = 2000 << 10
 const DefaultTaskToolConcurrency = 3
 
 func (c *Client) startDelegation(ctx context.Context, in api.DelegationInput) (Envelope, error) {
-	id := "delegation-" + c.id()
+	if isOneTask(in) {
+		return c.startOneTask(ctx, in)
+	}
+	id := api.DelegationIDPrefix + c.id()
 	attrs := []temporal.SearchAttributeUpdate{
 		api.AgentKey.ValueSet("delegation"),
 		// It runs from its first workflow task on; saying so here spares
@@ -268,19 +271,7 @@ func (c *Client) startDelegation(ctx context.Context, in api.DelegationInput) (E
 	if err != nil {
 		return Envelope{}, c.temporalError(err, id)
 	}
-	st := api.DelegationStatus{DelegationID: id, State: api.StateQueued, TotalCount: len(in.Tasks),
-		Deliver: in.Deliver, ParentSessionID: in.ParentSessionID}
-	for i, t := range in.Tasks {
-		task := api.TaskResult{Index: i, Name: t.Name, SessionID: in.SessionIDs[i], Profile: t.ProfileOr(in.Profile), Model: t.Model, State: api.StateQueued}
-		if t.Rejected != nil {
-			task.State, task.Error = api.StateFailed, t.Rejected
-			st.RejectedCount++
-		} else {
-			st.AcceptedCount++
-		}
-		st.Tasks = append(st.Tasks, task)
-	}
-	st.BatchStatus = api.BatchStatus(st.TotalCount, st.RejectedCount, false)
+	st := startedStatus(id, in)
 	if len(in.Tasks) > 1 {
 		// The worker resolves the profiles in the delegation's first
 		// workflow task: ask for the batch as it stands after it, so that
@@ -304,6 +295,73 @@ func (c *Client) startDelegation(ctx context.Context, in api.DelegationInput) (E
 	}
 	env := c.delegationEnvelope("start", st, nil)
 	return env, nil
+}
+
+// startedStatus is a delegation's status as its start answers it: every
+// task queued, or refused on its own.
+func startedStatus(id string, in api.DelegationInput) api.DelegationStatus {
+	st := api.DelegationStatus{DelegationID: id, State: api.StateQueued, TotalCount: len(in.Tasks),
+		Deliver: in.Deliver, ParentSessionID: in.ParentSessionID}
+	for i, t := range in.Tasks {
+		task := api.TaskResult{Index: i, Name: t.Name, SessionID: in.SessionIDs[i], Profile: t.ProfileOr(in.Profile), Model: t.Model, State: api.StateQueued}
+		if t.Rejected != nil {
+			task.State, task.Error = api.StateFailed, t.Rejected
+			st.RejectedCount++
+		} else {
+			st.AcceptedCount++
+		}
+		st.Tasks = append(st.Tasks, task)
+	}
+	st.BatchStatus = api.BatchStatus(st.TotalCount, st.RejectedCount, false)
+	return st
+}
+
+// isOneTask reports a delegation that runs as one workflow, its task's
+// session (api.SessionInput.Delegation): one new task, from version 3.
+func isOneTask(in api.DelegationInput) bool {
+	return in.Version >= 3 && len(in.Tasks) == 1 && in.Tasks[0].Resume == "" && in.Tasks[0].Rejected == nil
+}
+
+// startOneTask starts a delegation of one new task as its session's
+// workflow, which stands for the delegation too: half the workflows, and
+// half the server's work, of a delegation and its session.
+func (c *Client) startOneTask(ctx context.Context, in api.DelegationInput) (Envelope, error) {
+	t, sid := in.Tasks[0], in.SessionIDs[0]
+	id := api.OneTaskDelegationID(sid)
+	profile := t.ProfileOr(in.Profile)
+	agent := api.AgentName(profile)
+	sin := api.SessionInput{
+		SessionID: sid, Agent: profile, Cwd: t.Cwd, Prompt: t.Prompt, Files: t.Files, Name: t.Name,
+		ParentSessionID: in.ParentSessionID, Host: in.Host, IdleTTLSeconds: in.IdleTTLSeconds, Version: in.Version,
+		Delegation: &api.DelegationRole{
+			ID: id, Depth: in.Depth, Tool: in.Tool, Deliver: in.Deliver, AckTTLSeconds: in.AckTTLSeconds,
+			// What the session resolves; its prompt and files are the
+			// session's own.
+			Task: api.TaskSpec{Name: t.Name, Profile: profile, Model: t.Model, TimeoutSeconds: t.TimeoutSeconds, Cwd: t.Cwd, Description: t.Description},
+		},
+	}
+	_, err := c.Temporal.ExecuteWorkflow(ctx, sdkclient.StartWorkflowOptions{
+		ID:        sid,
+		TaskQueue: c.TaskQueue,
+		// What a delegation's session starts with, and the mark of the
+		// delegation it stands for.
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			api.AgentKey.ValueSet(agent), api.CwdKey.ValueSet(t.Cwd),
+			api.StatusKey.ValueSet(string(api.StateRunning)), api.ParentSessionKey.ValueSet(in.ParentSessionID),
+			api.DelegationKey.ValueSet(api.DelegationOpen),
+		),
+		Memo:          api.SessionMemo(t, id, in.Host),
+		StaticSummary: fmt.Sprintf("%s (%s)", t.Name, agent),
+		StaticDetails: api.TaskDetails(t.Name, agent, t.Cwd, t.Prompt, in.ParentSessionID, id),
+		// A new task's ID is never reused; a duplicate start is a bug.
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		// As for a delegation (startDelegation).
+		EnableEagerStart: true,
+	}, api.SessionWorkflowName, sin)
+	if err != nil {
+		return Envelope{}, c.temporalError(err, id)
+	}
+	return c.delegationEnvelope("start", startedStatus(id, in), nil), nil
 }
 
 // startStatusTimeout bounds the start's look at a batch after its first
@@ -352,13 +410,48 @@ type kind string
 const (
 	kindSession    kind = "session"
 	kindDelegation kind = "delegation"
+	// kindOneTask is a delegation ID whose workflow is its task's session
+	// (api.SessionInput.Delegation); never a list kind.
+	kindOneTask kind = "one-task delegation"
 )
+
+// oneTaskSession is the session a delegation ID stands for when it names a
+// one-task delegation (api.OneTaskDelegationID), else "": its workflow.
+func oneTaskSession(id string) string {
+	rest, ok := strings.CutPrefix(id, api.DelegationIDPrefix)
+	if !ok {
+		return ""
+	}
+	if _, err := uuid.Parse(rest); err != nil {
+		return ""
+	}
+	return rest
+}
+
+// describeOneTask describes the session a one-task delegation ID stands
+// for; nil when id is not one (a delegation of several tasks, or a session
+// that stands for no delegation of that ID).
+func (c *Client) describeOneTask(ctx context.Context, id string) *workflowservice.DescribeWorkflowExecutionResponse {
+	sid := oneTaskSession(id)
+	if sid == "" {
+		return nil
+	}
+	desc, err := c.Temporal.DescribeWorkflowExecution(ctx, sid, "")
+	if err != nil || desc.GetWorkflowExecutionInfo().GetType().GetName() != api.SessionWorkflowName ||
+		memoString(desc.GetWorkflowExecutionInfo(), "delegation") != id {
+		return nil
+	}
+	return desc
+}
 
 // describe finds id's workflow; a missing one is SESSION_NOT_FOUND with
 // the delegate contract's message.
 func (c *Client) describe(ctx context.Context, id string) (*workflowservice.DescribeWorkflowExecutionResponse, kind, error) {
 	if strings.TrimSpace(id) == "" {
 		return nil, "", errcode.New(errcode.InvalidInput, "a task or session ID is required")
+	}
+	if desc := c.describeOneTask(ctx, id); desc != nil {
+		return desc, kindOneTask, nil
 	}
 	desc, err := c.describeAppearing(ctx, id)
 	if err != nil {
@@ -464,6 +557,17 @@ func (c *Client) status(ctx context.Context, op, id string) (Envelope, error) {
 		return Envelope{}, err
 	}
 	open := desc.GetWorkflowExecutionInfo().GetCloseTime() == nil
+	if k == kindOneTask {
+		st, err := c.oneTaskStatus(ctx, desc)
+		if err != nil {
+			return Envelope{}, err
+		}
+		live := map[string]*liveSession{}
+		if t := st.Tasks[0]; open && !t.State.Terminal() {
+			live[t.SessionID] = liveFrom(desc)
+		}
+		return c.delegationEnvelope(op, st, live), nil
+	}
 	if k == kindDelegation {
 		var st api.DelegationStatus
 		if err := c.query(ctx, id, open, &st); err != nil {
@@ -497,6 +601,34 @@ func (c *Client) status(ctx context.Context, op, id string) (Envelope, error) {
 		l = liveFrom(desc)
 	}
 	return c.sessionEnvelope(op, st, l, open, memoString(desc.GetWorkflowExecutionInfo(), "name")), nil
+}
+
+// oneTaskStatus is the status of the one-task delegation whose session desc
+// describes.
+func (c *Client) oneTaskStatus(ctx context.Context, desc *workflowservice.DescribeWorkflowExecutionResponse) (api.DelegationStatus, error) {
+	info := desc.GetWorkflowExecutionInfo()
+	sid, id := info.GetExecution().GetWorkflowId(), memoString(info, "delegation")
+	var st api.SessionStatus
+	if err := c.query(ctx, sid, info.GetCloseTime() == nil, &st); err != nil {
+		return api.DelegationStatus{}, err
+	}
+	st.SessionID = sid
+	if st.Delegation == nil || st.Delegation.FirstTurn == nil {
+		if info.GetCloseTime() != nil {
+			// It closed before its task ended (terminated, or its profile
+			// could not be read): that is the answer.
+			if err := c.Temporal.GetWorkflow(ctx, sid, "").Get(ctx, nil); err != nil {
+				return api.DelegationStatus{}, c.temporalError(err, id)
+			}
+		}
+		if st.Delegation == nil {
+			st.Delegation = &api.DelegationView{ID: id, ParentSessionID: searchAttr(info, api.ParentSessionKey.GetName())}
+		}
+	}
+	if st.Name == "" {
+		st.Name = memoString(info, "name")
+	}
+	return st.AsDelegation(), nil
 }
 
 // liveSession is a running session's last heartbeat.
@@ -657,6 +789,27 @@ func (c *Client) follow(ctx context.Context, op, id string, timeout time.Duratio
 // latest turn, or the whole delegation, has ended, and returns the status
 // the update answers with.
 func (c *Client) waitUpdate(ctx context.Context, op, id string) (Envelope, error) {
+	if sid := oneTaskSession(id); sid != "" {
+		// Straight to the session it may stand for: its first turn is the
+		// delegation's task. A delegation of several tasks has no such
+		// session, and is waited for below.
+		h, err := c.updateWorkflow(ctx, sdkclient.UpdateWorkflowOptions{
+			WorkflowID: sid, UpdateName: api.WaitUpdate, WaitForStage: sdkclient.WorkflowUpdateStageCompleted,
+			Args: []any{api.WaitRequest{Turn: 1}},
+		})
+		if err == nil {
+			var st api.SessionStatus
+			if err := h.Get(ctx, &st); err != nil {
+				return Envelope{}, err
+			}
+			if st.Delegation != nil && st.Delegation.ID == id {
+				st.SessionID = sid
+				return c.delegationEnvelope(op, st.AsDelegation(), nil), nil
+			}
+		} else if !isNotFound(err) {
+			return Envelope{}, err
+		}
+	}
 	h, err := c.updateWorkflow(ctx, sdkclient.UpdateWorkflowOptions{
 		WorkflowID: id, UpdateName: api.WaitUpdate, WaitForStage: sdkclient.WorkflowUpdateStageCompleted,
 		Args: []any{api.WaitRequest{}},
@@ -664,7 +817,7 @@ func (c *Client) waitUpdate(ctx context.Context, op, id string) (Envelope, error
 	if err != nil {
 		return Envelope{}, err
 	}
-	if strings.HasPrefix(id, "delegation-") {
+	if strings.HasPrefix(id, api.DelegationIDPrefix) {
 		var st api.DelegationStatus
 		if err := h.Get(ctx, &st); err != nil {
 			return Envelope{}, err
@@ -768,14 +921,27 @@ func searchAttr(info *workflowpb.WorkflowExecutionInfo, name string) string {
 // Cancel stops a session's running turn, or every running task of a
 // delegation; finished work keeps its results.
 func (c *Client) Cancel(ctx context.Context, id string) (Envelope, error) {
-	desc, _, err := c.describe(ctx, id)
+	desc, k, err := c.describe(ctx, id)
 	if err != nil {
 		return Envelope{}, err
 	}
 	var res api.CancelResult
-	if desc.GetWorkflowExecutionInfo().GetCloseTime() == nil {
+	open := desc.GetWorkflowExecutionInfo().GetCloseTime() == nil
+	if open && k == kindOneTask {
+		// Its task is the session's first turn: once that has ended,
+		// there is nothing of the delegation left to cancel (a later turn
+		// belongs to whoever sent it).
+		st, err := c.oneTaskStatus(ctx, desc)
+		if err != nil {
+			return Envelope{}, err
+		}
+		if st.Done {
+			open, res.PriorStatus = false, st.State
+		}
+	}
+	if open {
 		h, err := c.updateWorkflow(ctx, sdkclient.UpdateWorkflowOptions{
-			WorkflowID: id, UpdateName: api.CancelUpdate, WaitForStage: sdkclient.WorkflowUpdateStageCompleted,
+			WorkflowID: desc.GetWorkflowExecutionInfo().GetExecution().GetWorkflowId(), UpdateName: api.CancelUpdate, WaitForStage: sdkclient.WorkflowUpdateStageCompleted,
 			Args: []any{api.CancelRequest{Reason: "cancelled by the caller"}},
 		})
 		if err == nil {
@@ -808,12 +974,16 @@ func (c *Client) Ack(ctx context.Context, id, by string) (Envelope, error) {
 	if err != nil {
 		return Envelope{}, err
 	}
-	if k != kindDelegation {
+	if k == kindSession {
 		return Envelope{}, errcode.Errorf(errcode.InvalidInput, "%s is a session: only delegations are acknowledged", id)
 	}
 	if desc.GetWorkflowExecutionInfo().GetCloseTime() == nil {
 		var st api.DelegationStatus
-		if err := c.query(ctx, id, true, &st); err != nil {
+		if k == kindOneTask {
+			if st, err = c.oneTaskStatus(ctx, desc); err != nil {
+				return Envelope{}, err
+			}
+		} else if err := c.query(ctx, id, true, &st); err != nil {
 			return Envelope{}, err
 		}
 		if !st.Done {
@@ -822,7 +992,8 @@ func (c *Client) Ack(ctx context.Context, id, by string) (Envelope, error) {
 		// A signal, not the ack update: durable once the server has it,
 		// without waiting for the delegation's next workflow task (a parent
 		// pi acknowledges on its way out).
-		if err := c.Temporal.SignalWorkflow(ctx, id, "", api.AckSignal, api.AckRequest{By: by}); err != nil {
+		wid := desc.GetWorkflowExecutionInfo().GetExecution().GetWorkflowId()
+		if err := c.Temporal.SignalWorkflow(ctx, wid, "", api.AckSignal, api.AckRequest{By: by}); err != nil {
 			if !isClosed(err) {
 				return Envelope{}, c.temporalError(err, id)
 			}
@@ -857,7 +1028,11 @@ func (c *Client) List(ctx context.Context, f ListFilter) (Envelope, error) {
 			if len(env.Runs) == limit {
 				break
 			}
-			env.Runs = append(env.Runs, c.listItem(info))
+			it := c.listItem(info)
+			if f.Kind == string(kindDelegation) && it.Kind == string(kindSession) {
+				it = oneTaskItem(it, info)
+			}
+			env.Runs = append(env.Runs, it)
 		}
 		if token = resp.GetNextPageToken(); len(token) == 0 {
 			break
@@ -877,7 +1052,15 @@ func listQuery(f ListFilter) (string, error) {
 	case string(kindSession):
 		clauses = append(clauses, fmt.Sprintf("WorkflowType = '%s'", api.SessionWorkflowName))
 	case string(kindDelegation):
-		clauses = append(clauses, fmt.Sprintf("WorkflowType = '%s'", api.DelegationWorkflowName))
+		// Delegations of several tasks, and the sessions that are one-task
+		// delegations; open: those not yet ended and acknowledged (a
+		// session stays open after its delegation, waiting for a send).
+		if f.Open {
+			clauses = append(clauses, fmt.Sprintf("(WorkflowType = '%s' OR %s = '%s')", api.DelegationWorkflowName, api.DelegationKey.GetName(), api.DelegationOpen))
+		} else {
+			clauses = append(clauses, fmt.Sprintf("(WorkflowType = '%s' OR %s IN ('%s', '%s'))", api.DelegationWorkflowName,
+				api.DelegationKey.GetName(), api.DelegationOpen, api.DelegationClosed))
+		}
 	default:
 		return "", errcode.Errorf(errcode.InvalidInput, "kind must be session or delegation, not %q", f.Kind)
 	}
@@ -918,6 +1101,15 @@ func (c *Client) listItem(info *workflowpb.WorkflowExecutionInfo) ListItem {
 		t := ct.AsTime()
 		it.Closed = &t
 	}
+	return it
+}
+
+// oneTaskItem is a session that stands for a one-task delegation, listed
+// as that delegation: its ID, and open until its delegation has ended and
+// been acknowledged.
+func oneTaskItem(it ListItem, info *workflowpb.WorkflowExecutionInfo) ListItem {
+	it.ID, it.Kind, it.Delegation = it.Delegation, string(kindDelegation), ""
+	it.Open = it.Open && searchAttr(info, api.DelegationKey.GetName()) == api.DelegationOpen
 	return it
 }
 

@@ -23,7 +23,9 @@ func TestListQuery(t *testing.T) {
 	}{
 		{name: "everything", want: "(WorkflowType = 'Session' OR WorkflowType = 'Delegation')"},
 		{name: "a parent's open delegations", f: ListFilter{Kind: "delegation", ParentSessionID: "p-1", Open: true},
-			want: "WorkflowType = 'Delegation' AND SubagentParentSession = 'p-1' AND ExecutionStatus = 'Running'"},
+			want: "(WorkflowType = 'Delegation' OR SubagentDelegation = 'open') AND SubagentParentSession = 'p-1' AND ExecutionStatus = 'Running'"},
+		{name: "delegations, one-task ones closed too", f: ListFilter{Kind: "delegation"},
+			want: "(WorkflowType = 'Delegation' OR SubagentDelegation IN ('open', 'closed'))"},
 		{name: "sessions by state, agent and folder", f: ListFilter{Kind: "session", Status: "failed", Agent: "scout", Cwd: "/w"},
 			want: "WorkflowType = 'Session' AND SubagentStatus = 'failed' AND SubagentAgent = 'scout' AND SubagentCwd = '/w'"},
 		{name: "a quote cannot escape the value", f: ListFilter{Agent: "x' OR 'a'='a"}, wantErr: "must not hold quotes"},
@@ -258,6 +260,21 @@ func TestJustMinted(t *testing.T) {
 	} {
 		if got := justMinted(tc.id, tc.at); got != tc.want {
 			t.Errorf("%s: justMinted = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestOneTaskSession(t *testing.T) {
+	sid := uuid.NewString()
+	tests := []struct{ id, want string }{
+		{api.OneTaskDelegationID(sid), sid},
+		{sid, ""},
+		{"delegation-not-a-uuid", ""},
+		{"session-" + sid, ""},
+	}
+	for _, tc := range tests {
+		if got := oneTaskSession(tc.id); got != tc.want {
+			t.Errorf("oneTaskSession(%q) = %q, want %q", tc.id, got, tc.want)
 		}
 	}
 }

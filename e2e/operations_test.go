@@ -116,7 +116,7 @@ func TestDevMetricsAndJSONLogs(t *testing.T) {
 	}
 	t.Logf("our series after the run:\n%s", grepLines(page, "subagents_"))
 	// The SDK's own series come through the same endpoint.
-	for _, sdk := range []string{"temporal_workflow_completed", "temporal_activity_execution_latency"} {
+	for _, sdk := range []string{"temporal_workflow_task_execution_latency", "temporal_activity_execution_latency"} {
 		if !strings.Contains(page, sdk) {
 			t.Errorf("no SDK series %s on /metrics", sdk)
 		}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
 )
 
@@ -523,10 +524,13 @@ func TestParentKilledMidDelegationGetsTheResultOnce(t *testing.T) {
 	if len(list.Runs) != 1 || list.Runs[0].Open {
 		t.Fatalf("delegations of the parent: %+v", list.Runs)
 	}
-	recordHistory(t, shared.client, list.Runs[0].ID, "delegation-delivered-v2")
-	// Its session waits for a send (sticky, as the extension starts them).
+	// A one-task delegation is its session's workflow (version 3), which
+	// waits for a send (sticky, as the extension starts them).
 	st, _ := e.cli().json(0, "", "status", list.Runs[0].ID)
-	recordHistory(t, shared.client, st.Items[0].TaskID, "sticky-waiting-v2")
+	if list.Runs[0].ID != api.OneTaskDelegationID(st.Items[0].TaskID) {
+		t.Fatalf("delegation %s of task %s", list.Runs[0].ID, st.Items[0].TaskID)
+	}
+	recordHistory(t, shared.client, st.Items[0].TaskID, "delegation-delivered-v3")
 }
 
 // TestExtensionInstallsAsAPiPackage: `pi install ./extension` makes the

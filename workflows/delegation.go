@@ -294,32 +294,40 @@ func (d *delegation) resolve(ctx workflow.Context) ([]profiles.ResolvedTask, err
 		req.Tasks = append(req.Tasks, profiles.ResolveTask{Profile: d.tasks[i].Profile, Cwd: t.Cwd, Model: t.Model,
 			TimeoutSeconds: t.TimeoutSeconds, Tool: d.in.Tool, Early: now})
 	}
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		// Project profiles live under the tasks' cwds: read them there.
-		TaskQueue: hostQueue(ctx, d.in.Host),
-		// Reading a few profile files takes milliseconds; the bound only
-		// catches a worker that hangs on a network file system.
-		StartToCloseTimeout: resolveActivityTimeoutSec * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
-	})
-	var out []profiles.ResolvedTask
-	if d.in.Version >= 2 && d.in.Host == "" {
-		// Any worker sees the tasks' cwds: resolve them on this one, in the
-		// workflow task itself, without a round trip through the server.
-		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-			StartToCloseTimeout: resolveActivityTimeoutSec * time.Second,
-			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
-		})
-		if err := workflow.ExecuteLocalActivity(lctx, api.ResolveTasksActivityName, req).Get(ctx, &out); err != nil {
-			return nil, err
-		}
-	} else if err := workflow.ExecuteActivity(actx, api.ResolveTasksActivityName, req).Get(ctx, &out); err != nil {
+	out, err := resolveTasks(ctx, d.in.Host, d.in.Version, req)
+	if err != nil {
 		return nil, err
 	}
 	if len(out) != len(d.tasks) {
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("resolved %d of %d tasks", len(out), len(d.tasks)), string(errcode.Failed), nil)
 	}
 	return out, nil
+}
+
+// resolveTasks resolves the tasks' profiles on a worker that sees their
+// cwds: host's, or (version 2 on) this one, in the workflow task itself.
+func resolveTasks(ctx workflow.Context, host string, version int, req profiles.ResolveRequest) ([]profiles.ResolvedTask, error) {
+	var out []profiles.ResolvedTask
+	if version >= 2 && host == "" {
+		// Any worker sees the tasks' cwds: resolve them on this one, in the
+		// workflow task itself, without a round trip through the server.
+		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+			StartToCloseTimeout: resolveActivityTimeoutSec * time.Second,
+			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
+		})
+		err := workflow.ExecuteLocalActivity(lctx, api.ResolveTasksActivityName, req).Get(ctx, &out)
+		return out, err
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		// Project profiles live under the tasks' cwds: read them there.
+		TaskQueue: hostQueue(ctx, host),
+		// Reading a few profile files takes milliseconds; the bound only
+		// catches a worker that hangs on a network file system.
+		StartToCloseTimeout: resolveActivityTimeoutSec * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
+	})
+	err := workflow.ExecuteActivity(actx, api.ResolveTasksActivityName, req).Get(ctx, &out)
+	return out, err
 }
 
 // runTask starts one task's session when a concurrency slot is free and
@@ -381,7 +389,7 @@ func (d *delegation) runTask(ctx workflow.Context, i int, r profiles.ResolvedTas
 			api.AgentKey.ValueSet(api.AgentName(in.Agent)), api.CwdKey.ValueSet(in.Cwd),
 			api.StatusKey.ValueSet(string(initial)), api.ParentSessionKey.ValueSet(d.in.ParentSessionID),
 		),
-		Memo:          sessionMemo(t, d.id, host),
+		Memo:          api.SessionMemo(t, d.id, host),
 		StaticSummary: fmt.Sprintf("%s (%s)", t.Name, api.AgentName(in.Agent)),
 		StaticDetails: api.TaskDetails(t.Name, api.AgentName(in.Agent), in.Cwd, t.Prompt, d.in.ParentSessionID, d.id),
 	})
@@ -412,52 +420,9 @@ func (d *delegation) runTask(ctx workflow.Context, i int, r profiles.ResolvedTas
 
 func (d *delegation) status() api.DelegationStatus {
 	st := api.DelegationStatus{
-		DelegationID: d.id, Tasks: append([]api.TaskResult(nil), d.tasks...), TotalCount: len(d.tasks),
+		DelegationID: d.id, Tasks: append([]api.TaskResult(nil), d.tasks...), Done: d.allDone(),
 		Deliver: d.in.Deliver, Delivered: d.delivered, ParentSessionID: d.in.ParentSessionID,
 	}
-	failed, cancelled := 0, 0
-	for _, t := range d.tasks {
-		if t.Turn != nil {
-			st.Usage = st.Usage.Add(t.Turn.Usage)
-		}
-		rejected := t.Turn == nil && t.Error != nil && t.Error.Code != errcode.Cancelled
-		if rejected {
-			st.RejectedCount++
-		} else {
-			st.AcceptedCount++
-		}
-		switch t.State {
-		case api.StateFailed, api.StateTimedOut:
-			failed++
-		case api.StateCancelled:
-			cancelled++
-		}
-	}
-	st.Done = d.allDone()
-	st.BatchStatus = api.BatchStatus(st.TotalCount, st.RejectedCount, st.Done)
-	switch {
-	case !st.Done:
-		st.State = api.StateRunning
-	case d.cancel || cancelled > 0 && failed == 0 && cancelled == len(d.tasks):
-		st.State = api.StateCancelled
-	case failed > 0 || st.RejectedCount > 0:
-		st.State = api.StateFailed
-	default:
-		st.State = api.StateCompleted
-	}
+	st.Summarize(d.cancel)
 	return st
-}
-
-// sessionMemo is what the UI and `list` show of a session beside its
-// search attributes.
-func sessionMemo(t api.TaskSpec, delegationID, host string) map[string]any {
-	memo := map[string]any{"name": t.Name, "delegation": delegationID}
-	if host != "" {
-		// LookupSessions reads it back when the session is resumed.
-		memo["host"] = host
-	}
-	if t.Description != "" {
-		memo["description"] = t.Description
-	}
-	return memo
 }

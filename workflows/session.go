@@ -13,6 +13,7 @@ import (
 
 	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/internal/errcode"
+	"github.com/durable-pi/subagents/profiles"
 )
 
 // Defaults of a session's settings.
@@ -54,6 +55,13 @@ type session struct {
 	cancelRun workflow.CancelFunc // cancels the running child, when one runs
 	turnsRun  int                 // turns run since this run of the workflow started
 	started   time.Time           // when the running or last turn started
+
+	// Of a session that is its own one-task delegation (in.Delegation),
+	// before its first turn has run: why its task was refused (its
+	// profile could not be resolved), and a cancel that came before its
+	// child started.
+	refused        *errcode.Info
+	cancelledEarly bool
 }
 
 func newSession(ctx workflow.Context, in api.SessionInput) (*session, error) {
@@ -103,8 +111,39 @@ func (s *session) registerHandlers(ctx workflow.Context) error {
 	if err := workflow.SetUpdateHandler(ctx, api.CancelUpdate, s.onCancel); err != nil {
 		return err
 	}
+	if s.in.Delegation != nil {
+		if err := workflow.SetUpdateHandlerWithOptions(ctx, api.AckUpdate, s.onAck,
+			workflow.UpdateHandlerOptions{Validator: s.validateAck}); err != nil {
+			return err
+		}
+	}
 	workflow.Go(ctx, s.receiveSignals)
 	return nil
+}
+
+// onAck answers AckUpdate on a session that is its own one-task
+// delegation: the parent has the first turn's result.
+func (s *session) onAck(ctx workflow.Context, _ api.AckRequest) (api.SessionStatus, error) {
+	s.acknowledge(ctx)
+	return s.status(), nil
+}
+
+// validateAck refuses an ack before the first turn has ended.
+func (s *session) validateAck(api.AckRequest) error {
+	if s.FirstTurn == nil {
+		return temporal.NewApplicationError("the delegation has not finished: there is nothing to acknowledge yet", string(errcode.SessionRunning))
+	}
+	return nil
+}
+
+// acknowledge records the parent's ack of the first turn, once; the
+// delegation it stands for is closed from then on.
+func (s *session) acknowledge(ctx workflow.Context) {
+	if s.FirstTurn == nil || s.Delivered {
+		return
+	}
+	s.Delivered = true
+	_ = workflow.UpsertTypedSearchAttributes(ctx, api.DelegationKey.ValueSet(api.DelegationClosed))
 }
 
 // onStatus answers StatusQuery.
@@ -134,7 +173,8 @@ func (s *session) onCancel(_ workflow.Context, _ api.CancelRequest) (api.CancelR
 }
 
 // receiveSignals takes SendSignal and CancelSignal, the answerless forms of
-// SendUpdate and CancelUpdate, for as long as the run lasts.
+// SendUpdate and CancelUpdate (and AckSignal, of a one-task delegation),
+// for as long as the run lasts.
 func (s *session) receiveSignals(ctx workflow.Context) {
 	sends := workflow.GetSignalChannel(ctx, api.SendSignal)
 	cancels := workflow.GetSignalChannel(ctx, api.CancelSignal)
@@ -152,6 +192,14 @@ func (s *session) receiveSignals(ctx workflow.Context) {
 			c.Receive(ctx, &req)
 			_ = s.cancel()
 		})
+		if s.in.Delegation != nil {
+			sel.AddReceive(workflow.GetSignalChannel(ctx, api.AckSignal), func(c workflow.ReceiveChannel, _ bool) {
+				c.Receive(ctx, nil)
+				// An ack before the first turn has ended is ignored, as the
+				// update's validator refuses it.
+				s.acknowledge(ctx)
+			})
+		}
 		sel.Select(ctx)
 		if ctx.Err() != nil {
 			return
@@ -182,6 +230,12 @@ func (s *session) accept(req api.SendRequest) int {
 // running (the session waits for input, or is done) it does nothing.
 func (s *session) cancel() bool {
 	if s.cancelRun == nil {
+		if s.in.Delegation != nil && s.Ended == 0 && !s.cancelledEarly {
+			// A one-task delegation cancelled before its child started:
+			// its task ends cancelled instead of starting.
+			s.cancelledEarly = true
+			return true
+		}
 		return false
 	}
 	s.cancelRun()
@@ -199,6 +253,10 @@ func (s *session) status() api.SessionStatus {
 	if s.LastTurn != nil {
 		st.Error = s.LastTurn.Error
 	}
+	if r := s.in.Delegation; r != nil {
+		st.Delegation = &api.DelegationView{ID: r.ID, Profile: r.Task.ProfileOr(""), Deliver: r.Deliver,
+			Delivered: s.Delivered, FirstTurn: s.FirstTurn, ParentSessionID: s.in.ParentSessionID}
+	}
 	return st
 }
 
@@ -210,11 +268,17 @@ func (s *session) timeoutSeconds() int {
 }
 
 func (s *session) result() api.SessionResult {
-	return api.SessionResult{SessionID: s.in.SessionID, State: s.state, Turns: s.Ended, Usage: s.Usage, LastTurn: s.LastTurn}
+	return api.SessionResult{SessionID: s.in.SessionID, State: s.state, Turns: s.Ended, Usage: s.Usage, LastTurn: s.LastTurn,
+		Delegation: s.status().Delegation}
 }
 
 func (s *session) run(ctx workflow.Context) (api.SessionResult, error) {
 	s.upsertIdentity(ctx)
+	if s.in.Delegation != nil && s.in.Carry == nil {
+		if err := s.resolve(ctx); err != nil {
+			return s.result(), err
+		}
+	}
 	for {
 		if len(s.Pending) == 0 {
 			if s.in.Version >= 2 && s.idleTTL == 0 && s.LastTurn != nil {
@@ -248,6 +312,17 @@ func (s *session) run(ctx workflow.Context) (api.SessionResult, error) {
 // finish completes the session once it has been idle for its TTL, with the
 // state of its last turn.
 func (s *session) finish(ctx workflow.Context) (api.SessionResult, error) {
+	if r := s.in.Delegation; r != nil && r.Deliver && !s.Delivered && s.FirstTurn != nil {
+		// The delegation it stands for waits for its parent's ack: as
+		// long as a delegation of several tasks would (DefaultAckTTL).
+		ttl := api.DefaultAckTTL
+		if r.AckTTLSeconds > 0 {
+			ttl = time.Duration(r.AckTTLSeconds) * time.Second
+		}
+		if _, err := workflow.AwaitWithTimeout(ctx, ttl, func() bool { return s.Delivered }); err != nil {
+			return s.result(), err
+		}
+	}
 	if s.LastTurn != nil {
 		s.setState(ctx, s.LastTurn.State)
 	}
@@ -288,6 +363,15 @@ func (s *session) runTurn(ctx workflow.Context, req api.SendRequest) {
 	}
 	mark := &s.Runs[len(s.Runs)-1]
 	for {
+		if s.in.Delegation != nil && s.Ended == 0 && (s.refused != nil || s.cancelledEarly) {
+			// The one-task delegation's task ends without a child, as a
+			// delegation's task does that never started.
+			turn.State, turn.Error = api.StateFailed, s.refused
+			if s.cancelledEarly {
+				turn.State, turn.Error = api.StateCancelled, cancelledError()
+			}
+			break
+		}
 		s.childRun++
 		turn.ChildRuns = s.childRun
 		res, err := s.runChild(ctx, prompt, files)
@@ -337,12 +421,22 @@ func (s *session) runTurn(ctx workflow.Context, req api.SendRequest) {
 	s.LastTurn = turn
 	s.Runs[len(s.Runs)-1].State = string(turn.State)
 	s.Ended = s.turn
+	var closed []temporal.SearchAttributeUpdate
+	if r := s.in.Delegation; r != nil && s.FirstTurn == nil {
+		first := *turn
+		s.FirstTurn = &first
+		if !r.Deliver {
+			// Its delegation has ended with the turn: said in the same
+			// upsert as the turn's state.
+			closed = append(closed, api.DelegationKey.ValueSet(api.DelegationClosed))
+		}
+	}
 	if s.in.Version >= 2 && len(s.Pending) == 0 && s.idleTTL > 0 {
 		// Nothing queued: the session now waits for a send. One upsert says
 		// so; the turn's own state is in its result.
-		s.setState(ctx, api.StateWaitingForInput)
+		s.setState(ctx, api.StateWaitingForInput, closed...)
 	} else {
-		s.setState(ctx, turn.State)
+		s.setState(ctx, turn.State, closed...)
 	}
 	// A session that completes now needs no signal to its own delegation:
 	// the delegation reads the turn from the child's completion instead.
@@ -457,12 +551,46 @@ func CorrectiveFeedback(res api.RunPiResult) string {
 	return "You ended without calling subagent_finalize, so your work has not been returned to the agent that delegated this task. " + how
 }
 
-func (s *session) setState(ctx workflow.Context, st api.State) {
-	if s.state == st {
+// setState records where the session stands, in its status attribute and
+// with it the other attribute changes given, in one upsert.
+func (s *session) setState(ctx workflow.Context, st api.State, also ...temporal.SearchAttributeUpdate) {
+	if s.state == st && len(also) == 0 {
 		return
 	}
+	if s.state != st {
+		also = append(also, api.StatusKey.ValueSet(string(st)))
+	}
 	s.state = st
-	_ = workflow.UpsertTypedSearchAttributes(ctx, api.StatusKey.ValueSet(string(st)))
+	_ = workflow.UpsertTypedSearchAttributes(ctx, also...)
+}
+
+// resolve reads the profile of the one-task delegation the session stands
+// for into its child's settings, as a delegation does for its tasks; a
+// profile that cannot be used refuses the task (the first turn fails
+// without a child).
+func (s *session) resolve(ctx workflow.Context) error {
+	r := s.in.Delegation
+	req := profiles.ResolveRequest{Depth: r.Depth + 1, Tasks: []profiles.ResolveTask{{
+		Profile: r.Task.ProfileOr(""), Cwd: s.in.Cwd, Model: r.Task.Model, TimeoutSeconds: r.Task.TimeoutSeconds,
+		Tool: r.Tool, Early: true,
+	}}}
+	out, err := resolveTasks(ctx, s.in.Host, s.in.Version, req)
+	if err != nil {
+		return err
+	}
+	if len(out) != 1 {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("resolved %d tasks, want 1", len(out)), string(errcode.Failed), nil)
+	}
+	if out[0].Error != nil {
+		s.refused = out[0].Error
+		return nil
+	}
+	s.in.Child = out[0].Child
+	s.in.Child.Depth = r.Depth + 1
+	if m := out[0].MaxFinalizeRetries; m != nil {
+		s.in.MaxFinalizeRetries, s.maxRetries = m, max(*m, 0)
+	}
+	return nil
 }
 
 // upsertIdentity sets the search attributes that do not change, in case the

@@ -329,3 +329,103 @@ func TestSessionCancelUpdate(t *testing.T) {
 		t.Fatalf("cancel results %+v, want %+v", results, want)
 	}
 }
+
+// oneTaskDelegation is a session that stands for a one-task delegation of
+// profile, as the client starts it.
+func oneTaskDelegation(profile string) api.SessionInput {
+	in := oneTurn("t1")
+	in.Agent, in.Version, in.ParentSessionID = profile, api.CurrentVersion, "parent-1"
+	in.Delegation = &api.DelegationRole{ID: api.OneTaskDelegationID(in.SessionID), Task: api.TaskSpec{Name: "task", Profile: profile, Model: "m/x"}}
+	return in
+}
+
+// TestSessionAsOneTaskDelegation: a session that stands for its one-task
+// delegation resolves its profile, reports its first turn as the
+// delegation's task (a later turn does not change it), refuses a task
+// whose profile is unknown without a child, and with Deliver completes only
+// once its parent acknowledges (or the ack TTL passes).
+func TestSessionAsOneTaskDelegation(t *testing.T) {
+	tests := []struct {
+		name      string
+		profile   string
+		deliver   bool
+		ack       string // "update", "signal" or none
+		send      bool   // a second turn follows the first
+		state     api.State
+		code      errcode.Code
+		rejected  int
+		children  int
+		delivered bool
+	}{
+		{name: "completes with its turn", profile: "scout", state: api.StateCompleted, children: 1},
+		{name: "unknown profile: refused without a child", profile: "nobody", state: api.StateFailed, code: errcode.UnknownAgent, rejected: 1},
+		{name: "deliver: the parent acknowledges", profile: "scout", deliver: true, ack: "update", state: api.StateCompleted, children: 1, delivered: true},
+		{name: "deliver: the ack signal", profile: "scout", deliver: true, ack: "signal", state: api.StateCompleted, children: 1, delivered: true},
+		{name: "deliver: nobody acknowledges, the TTL ends it", profile: "scout", deliver: true, state: api.StateCompleted, children: 1},
+		{name: "a later turn is not the delegation's", profile: "scout", send: true, state: api.StateCompleted, children: 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			child := &fakeChild{results: []api.RunPiResult{finalized("first"), finalized("second")}}
+			env := newDelegationEnv(t, child.run, "scout")
+			in := oneTaskDelegation(tc.profile)
+			in.Delegation.Deliver, in.Delegation.AckTTLSeconds, in.Delegation.Depth = tc.deliver, 3600, 0
+			if tc.send {
+				in.IdleTTLSeconds = 600
+			}
+			var early error
+			env.RegisterDelayedCallback(func() {
+				env.UpdateWorkflow(api.AckUpdate, "early", &testsuite.TestUpdateCallback{
+					OnReject: func(err error) { early = err }, OnAccept: func() {}, OnComplete: func(any, error) {},
+				}, api.AckRequest{})
+			}, 0)
+			var during api.DelegationStatus
+			var openAfterTurn bool
+			env.RegisterDelayedCallback(func() {
+				during, openAfterTurn = queryStatus(t, env).AsDelegation(), !env.IsWorkflowCompleted()
+				switch {
+				case tc.send:
+					env.SignalWorkflow(api.SendSignal, api.SendRequest{Prompt: "t2"})
+				case tc.ack == "signal":
+					env.SignalWorkflow(api.AckSignal, api.AckRequest{By: "parent-1"})
+				case tc.ack == "update":
+					env.UpdateWorkflow(api.AckUpdate, "ack", &testsuite.TestUpdateCallback{
+						OnReject: func(err error) { t.Errorf("ack refused: %v", err) }, OnAccept: func() {}, OnComplete: func(any, error) {},
+					}, api.AckRequest{By: "parent-1"})
+				}
+			}, time.Minute)
+			env.ExecuteWorkflow(api.SessionWorkflowName, in)
+			var res api.SessionResult
+			if err := env.GetWorkflowResult(&res); err != nil {
+				t.Fatal(err)
+			}
+			if early == nil || !strings.Contains(early.Error(), "nothing to acknowledge") {
+				t.Fatalf("an ack before the turn ended = %v, want a rejection", early)
+			}
+			if tc.deliver && !openAfterTurn {
+				t.Fatal("completed before its parent acknowledged")
+			}
+			st := api.SessionStatus{SessionID: res.SessionID, State: res.State, Delegation: res.Delegation}.AsDelegation()
+			task := st.Tasks[0]
+			if st.DelegationID != "delegation-s-1" || !st.Done || st.State != tc.state || st.RejectedCount != tc.rejected ||
+				st.Delivered != tc.delivered || st.ParentSessionID != "parent-1" || task.SessionID != "s-1" || task.Profile != tc.profile {
+				t.Fatalf("delegation %+v", st)
+			}
+			if (tc.code == "") != (task.Error == nil) || task.Error != nil && task.Error.Code != tc.code {
+				t.Fatalf("task error %+v, want %q", task.Error, tc.code)
+			}
+			if len(child.inputs) != tc.children {
+				t.Fatalf("%d children ran, want %d", len(child.inputs), tc.children)
+			}
+			if tc.children > 0 {
+				c := child.inputs[0]
+				if c.Profile != tc.profile || c.Model != "m/x" || c.Depth != 1 || c.SessionID != "s-1" || task.Turn.Result.Output != "first" {
+					t.Fatalf("child %+v, task %+v", c, task)
+				}
+			}
+			if tc.send && (res.LastTurn.Result.Output != "second" || during.Tasks[0].Turn.Turn != 1) {
+				t.Fatalf("last turn %+v, delegation's %+v", res.LastTurn, during.Tasks[0].Turn)
+			}
+		})
+	}
+}

@@ -565,6 +565,11 @@ function agentErrorMessage(message) {
   const m = /^Unknown profile: "([^"]*)"\. Available profiles: (.*)$/s.exec(message);
   return m ? `Unknown agent: ${m[1]}. Available agents: ${m[2]}` : message;
 }
+function listLine(r) {
+  const kind = r.kind === "session" && r.delegation_id === `delegation-${r.id}` ? `delegation ${r.delegation_id} \xB7 session` : r.kind;
+  return `${kind} ${r.id} \xB7 ${r.status ?? r.execution_status}${r.name ? ` \xB7 ${r.name}` : ""}${r.ui_url ? `
+  ${r.ui_url}` : ""}`;
+}
 function runId(env) {
   const id = env.delegation_id?.replace(/^delegation-/, "");
   return id ? id.slice(0, 8) : void 0;
@@ -1692,8 +1697,7 @@ ${body}`, {
     handler: async (_args, ctx) => {
       const env = await cli().call("list", ["--parent-session", delivery.parent(ctx)]);
       const runs = env.runs ?? [];
-      const lines = runs.length ? runs.map((r) => `${r.kind} ${r.id} \xB7 ${r.status ?? r.execution_status}${r.name ? ` \xB7 ${r.name}` : ""}${r.ui_url ? `
-  ${r.ui_url}` : ""}`) : ["No delegations from this session yet."];
+      const lines = runs.length ? runs.map(listLine) : ["No delegations from this session yet."];
       const waiting = delivery.running();
       if (waiting.length) lines.push(`Waiting in the background for: ${waiting.join(", ")}`);
       ctx.ui.notify(lines.join("\n"), "info");

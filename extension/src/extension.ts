@@ -17,6 +17,7 @@ import {
 	delegateResult,
 	type Envelope,
 	items,
+	listLine,
 	NO_PROFILES_TEXT,
 	primaryPrompt,
 	primaryToolName,
@@ -640,7 +641,7 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 			const env = await cli().call("list", ["--parent-session", delivery.parent(ctx)]);
 			const runs = env.runs ?? [];
 			const lines = runs.length
-				? runs.map((r) => `${r.kind} ${r.id} · ${r.status ?? r.execution_status}${r.name ? ` · ${r.name}` : ""}${r.ui_url ? `\n  ${r.ui_url}` : ""}`)
+				? runs.map(listLine)
 				: ["No delegations from this session yet."];
 			const waiting = delivery.running();
 			if (waiting.length) lines.push(`Waiting in the background for: ${waiting.join(", ")}`);

@@ -155,6 +155,15 @@ export function agentErrorMessage(message: string): string {
 	return m ? `Unknown agent: ${m[1]}. Available agents: ${m[2]}` : message;
 }
 
+/**
+ * One line of `/subagents`: a run's kind, ID, state and name. A session that is its own one-task
+ * delegation (its delegation's ID is `delegation-<its id>`) reads as that delegation and its session.
+ */
+export function listLine(r: ListItem): string {
+	const kind = r.kind === "session" && r.delegation_id === `delegation-${r.id}` ? `delegation ${r.delegation_id} · session` : r.kind;
+	return `${kind} ${r.id} · ${r.status ?? r.execution_status}${r.name ? ` · ${r.name}` : ""}${r.ui_url ? `\n  ${r.ui_url}` : ""}`;
+}
+
 /** details.runId: the SingleResult contract's 8-character id prefix, of the delegation. */
 export function runId(env: Envelope): string | undefined {
 	const id = env.delegation_id?.replace(/^delegation-/, "");

@@ -3,6 +3,7 @@ import { test } from "node:test";
 import { deliveredIds, RESULT_MESSAGE_TYPE } from "../src/delivery.ts";
 import {
 	agentErrorMessage,
+	listLine,
 	delegateResult,
 	type Envelope,
 	type Item,
@@ -255,4 +256,14 @@ test("delegate_to_subagents' details hold each window's lines for the renderer",
 	const w = delegateResult(env, 4).details.windows[0];
 	assert.deepEqual(w.lines, ["✓ ls → src/", "found it", "in a.ts"]);
 	assert.equal(resultText({ content: [{ type: "text", text: "a" }, { type: "image" }, { type: "text", text: "b" }] }), "a\nb");
+});
+
+test("/subagents lines: a one-task delegation reads as its delegation and its session", () => {
+	const base = { execution_status: "running", open: true, started: "2026-11-25T10:00:00Z", status: "running", name: "stuck" };
+	assert.equal(
+		listLine({ ...base, id: "abc", kind: "session", delegation_id: "delegation-abc", ui_url: "http://ui/abc" }),
+		"delegation delegation-abc · session abc · running · stuck\n  http://ui/abc",
+	);
+	assert.equal(listLine({ ...base, id: "abc", kind: "session", delegation_id: "delegation-xyz" }), "session abc · running · stuck");
+	assert.equal(listLine({ ...base, id: "delegation-xyz", kind: "delegation" }), "delegation delegation-xyz · running · stuck");
 });
