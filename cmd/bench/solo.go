@@ -1,96 +1,69 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	sdkclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/durable-pi/subagents/api"
-	"github.com/durable-pi/subagents/client"
 )
 
-// soloCeiling measures what the throughput lever left in the levers table
-// could give at most: one workflow for a one-task delegation. It runs the
-// same stub task as a one-task delegation (delegation and session
-// workflows, as the product does) and, in turn, as a session workflow
-// started directly with the input the delegation gave its session (what a
-// single workflow would cost at least: no delegation workflow, no child
-// start, no signal back, the result by the workflow's own completion).
-// Not a path the product offers: it is the ceiling of a change not made,
-// run only with -only solo.
-func (b *bench) soloCeiling(rounds int) (string, error) {
+// oneWorkflow measures workflow code version 3 against version 2 side by
+// side: the same stub task kept in flight as a one-task delegation (one
+// workflow, its session, as every client now starts it) and, in turn, as
+// version 2 ran it (a Delegation workflow that starts the session as its
+// child and hears from it when its turn ends), started with the input a
+// version 2 client gave it. Run only with -only solo: the levers table
+// keeps its figures.
+func (b *bench) oneWorkflow(rounds int) (string, error) {
 	c := b.stub
-	in, err := b.stubSessionInput(c)
-	if err != nil {
-		return "", err
-	}
-	session := func(int) error {
-		x := in
-		x.SessionID = uuid.NewString()
-		run, err := c.Temporal.ExecuteWorkflow(b.ctx, sdkclient.StartWorkflowOptions{ID: x.SessionID, TaskQueue: c.TaskQueue}, api.SessionWorkflowName, x)
+	current := func(int) error { _, err := b.stubTasks(1); return err }
+	version2 := func(int) error {
+		req := b.stubRequest(1)
+		id := api.DelegationIDPrefix + uuid.NewString()
+		in := api.DelegationInput{Tasks: req.Tasks, SessionIDs: []string{uuid.NewString()}, IdleTTLSeconds: req.IdleTTLSeconds,
+			MaxConcurrency: req.MaxConcurrency, Version: 2}
+		in.Tasks[0].Name = "t0"
+		_, err := c.Temporal.ExecuteWorkflow(b.ctx, sdkclient.StartWorkflowOptions{ID: id, TaskQueue: c.TaskQueue,
+			TypedSearchAttributes: temporal.NewSearchAttributes(api.AgentKey.ValueSet("delegation"),
+				api.StatusKey.ValueSet(string(api.StateRunning)), api.CwdKey.ValueSet(b.workDir))}, api.DelegationWorkflowName, in)
 		if err != nil {
 			return err
 		}
-		var res api.SessionResult
-		if err := run.Get(b.ctx, &res); err != nil {
+		done, err := c.Wait(b.ctx, id, time.Minute)
+		if err != nil {
 			return err
 		}
-		if res.LastTurn == nil || res.LastTurn.Error != nil {
-			return fmt.Errorf("stub session %s: %+v", x.SessionID, res)
+		if !done.Done || done.Status != "completed" {
+			return fmt.Errorf("version 2 delegation: %+v", done)
 		}
 		return nil
 	}
-	delegation := func(int) error { _, err := b.stubTasks(1); return err }
 
 	var r strings.Builder
-	r.WriteString("\n## One workflow per task: the ceiling (stub child)\n\n")
-	r.WriteString("The same stub task kept in flight, as a one-task delegation and, in turn, as a session workflow started directly (no delegation workflow: the least one workflow per one-task delegation would cost). Not a path the product offers.\n\n")
-	r.WriteString("| round | concurrency | tasks | delegation + session: tasks/s | session alone: tasks/s | ratio |\n| --- | --- | --- | --- | --- | --- |\n")
+	r.WriteString("\n## One workflow per one-task delegation (stub child)\n\n")
+	r.WriteString("The same stub task kept in flight as a one-task delegation (version 3: one workflow, its session) and, in turn, as version 2 ran it (a delegation workflow and its session).\n\n")
+	r.WriteString("| round | concurrency | tasks | version 2: tasks/s | version 3: tasks/s | ratio |\n| --- | --- | --- | --- | --- | --- |\n")
 	for round := range rounds {
 		for _, conc := range []struct{ limit, total int }{{1, 40}, {16, 128}} {
-			dw, err := inFlight(conc.total, conc.limit, delegation)
+			ow, err := inFlight(conc.total, conc.limit, version2)
 			if err != nil {
 				return "", err
 			}
 			// The visibility queue is still writing the last records.
 			time.Sleep(time.Second)
-			sw, err := inFlight(conc.total, conc.limit, session)
+			nw, err := inFlight(conc.total, conc.limit, current)
 			if err != nil {
 				return "", err
 			}
 			time.Sleep(time.Second)
-			d, s := float64(conc.total)/dw.Seconds(), float64(conc.total)/sw.Seconds()
-			fmt.Fprintf(&r, "| %d | %d | %d | %.1f | %.1f | %.2f× |\n", round+1, conc.limit, conc.total, d, s, s/d)
+			o, n := float64(conc.total)/ow.Seconds(), float64(conc.total)/nw.Seconds()
+			fmt.Fprintf(&r, "| %d | %d | %d | %.1f | %.1f | %.2f× |\n", round+1, conc.limit, conc.total, o, n, n/o)
 		}
 	}
 	return r.String(), nil
-}
-
-// stubSessionInput runs one stub delegation and reads the input its
-// delegation gave the session (the resolved child included) from the
-// session's history, made to complete after its turn and notify nobody.
-func (b *bench) stubSessionInput(c *client.Client) (api.SessionInput, error) {
-	var in api.SessionInput
-	env, err := c.Start(b.ctx, b.stubRequest(1))
-	if err != nil {
-		return in, err
-	}
-	if _, err := c.Wait(b.ctx, env.DelegationID, time.Minute); err != nil {
-		return in, err
-	}
-	ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
-	defer cancel()
-	ev, err := c.Temporal.GetWorkflowHistory(ctx, env.TaskID, "", false, 0).Next()
-	if err != nil {
-		return in, err
-	}
-	if err := sdkclient.NewValue(ev.GetWorkflowExecutionStartedEventAttributes().GetInput()).Get(&in); err != nil {
-		return in, err
-	}
-	in.NotifyWorkflowID, in.NotifyIndex, in.IdleTTLSeconds = "", 0, -1
-	return in, nil
 }
