@@ -53,30 +53,31 @@ Measured with this command on this machine while changing the code (` + "`-only 
 | [warm children] ` + "`subagents run`" + ` beside the local service hands its call to the service's socket instead of dialing its frontend: the service's client starts the workflow eagerly on its own worker (-only overhead, 12 rounds, 2026-11-25) | ` + "`subagents run`" + ` beside ` + "`subagents dev --warm-pool 0`" + ` 1.28× | 1.04× (0.98× in this ` + "`make bench`" + `, against 1.21× dialing the same service) |
 | 4 history shards on the embedded server instead of 1 (-only load without the cluster, 2026-11-25) | 23.0 tasks/s at concurrency 16, 23.5 at 64 | 23.9, 21.2: within noise, not kept |
 | the embedded server's visibility table without the indexes of the attributes nobody here queries (40 of its 58: history length and size, the pre-allocated Bool, Datetime, Double and Int columns, the scheduler's, deployments' and CHASM's) (-only load without the cluster, twice each, in turn, 2026-11-25) | 25.1 and 24.5 tasks/s at concurrency 16 | 21.0 and 22.7: not kept (the visibility writes, 14% of the process's CPU, are not what bounds it) |
-| measured, not a change: the ceiling of one workflow per one-task delegation (` + "`-only solo`" + `: the same stub task as a session workflow started directly with the input its delegation gave it, no delegation workflow; 3 rounds in turn, 2026-11-25) | one-task delegations: 19.1–19.9 tasks/s at concurrency 1, 22.3–24.9 at 16 | session alone: 31.6–38.3 and 48.9–49.5 tasks/s (1.6–2.2×): above the ≥ 40 target, so this is the lever for it |
+| measured, not a change: the ceiling of one workflow per one-task delegation (` + "`-only solo`" + ` as it was then: the same stub task as a session workflow started directly with the input its delegation gave it, no delegation workflow; 3 rounds in turn, 2026-11-25) | one-task delegations: 19.1–19.9 tasks/s at concurrency 1, 22.3–24.9 at 16 | session alone: 31.6–38.3 and 48.9–49.5 tasks/s (1.6–2.2×): above the ≥ 40 target, so this is the lever for it |
+| [warm children] workflow code version 3: a delegation of one new task is one workflow, its session, which resolves the profile, keeps its first turn as the delegation's task and waits for the parent's ack (` + "`-only load,solo`" + `, 3 rounds in turn against the version 2 form, 2026-11-25) | version 2: 15.0–16.7 tasks/s at concurrency 1, 15.8–20.8 at 16 | 31.5–34.1 and 40.7–54.2 tasks/s (2.0–2.6×); the throughput table 45.8 at 16 in the same run |
 | measured, not a change: what a pi start pays for this extension, by part (by hand, 60 rounds side by side, time to pi's agent_settled event, 2026-11-25) | an empty extension: +8 ms over it | its four tool families turned off (` + "`\"tools\"`" + ` settings): +1 ms. The rest is pi's handling of the seven tools' definitions (system prompt, session entries, the JSON events and the model request carry them) |
 
-Where the rest goes. One stub task through the client library takes about 45 ms from start to result:
-two workflows, about eight hops of 2 to 8 ms through the server, a child process start. Read from the
-histories of a warm one-task delegation from inside pi (tool call at 0 ms): the delegation starts at 4
-ms (the extension, the socket, an eager start), its first workflow task resolves the profile in a local
-activity and starts the session (10 ms), the session's first workflow task schedules the activity
-(27 ms, eager dispatch), the warm child runs (45 ms), and the session's and delegation's workflow tasks
-after it (a signal between them) answer the parent's wait update at 98 ms; the tool result follows
-a few milliseconds later. Under load, throughput stays near 20–25 tasks/s from concurrency 1 to 64,
-bound by the CPU each task costs, not by a wait (2026-11-24, ` + "`-only load`" + ` and a load of 3 × 256
-one-task delegations at concurrency 16 by hand): at concurrency 16 the machine is about 72% busy
+Where the rest goes. One stub task through the client library takes about 30 ms from start to result:
+one workflow, a few hops of 2 to 8 ms through the server, a child process start. Read from the
+histories of a warm one-task delegation from inside pi before version 3 (tool call at 0 ms): the delegation started at 4
+ms (the extension, the socket, an eager start), its first workflow task resolved the profile in a local
+activity and started the session (10 ms), the session's first workflow task scheduled the activity
+(27 ms, eager dispatch), the warm child ran (45 ms), and the session's and delegation's workflow tasks
+after it (a signal between them) answered the parent's wait update at 98 ms. Version 3 runs a one-task
+delegation as its session alone: the session's first workflow task resolves the profile and schedules
+the run, and its workflow task after the run answers the wait, with no child workflow start, no signal
+and no second workflow's events or visibility records. Under load, throughput was bound by the CPU each
+task costs, not by a wait (2026-11-24, ` + "`-only load`" + ` and a load of 3 × 256
+one-task delegations at concurrency 16 by hand, version 2): at concurrency 16 the machine is about 72% busy
 (vmstat: close to what two cores give with the kernel's and Go's scheduling) and the bench's process (embedded server, worker, client) uses about one core, some 60 ms
 of CPU per stub task; goroutine dumps under that load show no call waiting for the database
 connection or a lock, and an fsync here takes 175 µs. Of that process's CPU profile (the shares overlap: SQLite's is
 inside the others), the visibility queue takes 24% (a REPLACE or INSERT on an indexed table for each workflow start, close and status
 change while running: the close alone 9%), SQLite 29% (of which compiling statements, which the
 SQLite plugin prepares anew for every call, 12 points, and the commits' writes and fsyncs 12), the
-gRPC handling between client, worker and server 24%, workflow task completions 11%. The lever left is one workflow for a one-task
-delegation (a session that carries the delegation's delivery and acknowledgement), which would halve
-the events and visibility writes per task and take two hops off each one-task delegation; it changes
-what the extension's delivery lists and acknowledges, and is not done. Its ceiling, measured (` + "`-only solo`" + `, the
-levers table): a session workflow alone runs the stub task at about twice the rate of a one-task delegation. With the pool off, early
+gRPC handling between client, worker and server 24%, workflow task completions 11%. Halving the
+workflows per task halved that work: version 3 runs about twice the tasks per second of version 2
+side by side (` + "`-only solo`" + `, the levers table). With the pool off, early
 start takes those hops off the child's path (its pi starts while they go on), which leaves the
 library client within a few percent of pi alone. ` + "`subagents run`" + ` beside a ` + "`subagents dev`" + ` service hands its
 call to the service's socket (the rows above): the service's client starts the workflow eagerly on
