@@ -429,3 +429,32 @@ func TestSessionAsOneTaskDelegation(t *testing.T) {
 		})
 	}
 }
+
+// TestOneTaskDelegationCancelledBeforeItsChild: a one-task delegation
+// cancelled before its child started (its profile still being resolved)
+// ends cancelled without starting one, as a delegation's task that never
+// started does.
+func TestOneTaskDelegationCancelledBeforeItsChild(t *testing.T) {
+	child := &fakeChild{results: []api.RunPiResult{finalized("too late")}}
+	env := newDelegationEnv(t, child.run, "scout")
+	var answer api.CancelResult
+	env.RegisterDelayedCallback(func() {
+		env.UpdateWorkflow(api.CancelUpdate, "cancel", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { t.Errorf("cancel refused: %v", err) }, OnAccept: func() {},
+			OnComplete: func(v any, err error) {
+				if r, ok := v.(api.CancelResult); ok {
+					answer = r
+				}
+			},
+		}, api.CancelRequest{Reason: "test"})
+	}, 0)
+	env.ExecuteWorkflow(api.SessionWorkflowName, oneTaskDelegation("scout"))
+	var res api.SessionResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	st := api.SessionStatus{SessionID: res.SessionID, State: res.State, Delegation: res.Delegation}.AsDelegation()
+	if !answer.CancelApplied || st.State != api.StateCancelled || st.Tasks[0].Error == nil || st.Tasks[0].Error.Code != errcode.Cancelled || len(child.inputs) != 0 {
+		t.Fatalf("cancel %+v, delegation %+v, %d children", answer, st, len(child.inputs))
+	}
+}
