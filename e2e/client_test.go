@@ -13,9 +13,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"go.temporal.io/sdk/converter"
 
+	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/client"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
 )
@@ -390,5 +392,84 @@ func TestBatchRejectsItemsOnTheirOwn(t *testing.T) {
 	}
 	if summary != "good (default)" || !strings.Contains(details, "[[script:good]] Look.") || !strings.Contains(details, "cwd: `"+e.workDir+"`") || !strings.Contains(details, started.DelegationID) {
 		t.Fatalf("UI metadata: %q\n%s", summary, details)
+	}
+}
+
+// TestOneTaskDelegationByItsID: a delegation of one new task runs as its
+// session's workflow alone (workflow code version 3), and its delegation
+// ID still answers every delegation verb: status and list while it runs,
+// ack refused until it has ended, cancel, wait, ack; its session answers as
+// a session, and a delegation verb of a session refuses it.
+func TestOneTaskDelegationByItsID(t *testing.T) {
+	e := newEnv(t)
+	e.model.Script("one-hang", scriptedmodel.Step{Hang: true})
+	e.startWorker(shared.client)
+	c := e.cli()
+	req := fmt.Sprintf(`{"tasks":[{"name":"lone","prompt":"[[script:one-hang]] Think.","cwd":%q,"model":%q}],"parent_session_id":"parent-one","deliver":true}`,
+		e.workDir, scriptedmodel.ModelRef)
+	started, out := c.json(0, req, "start", "--input", "-")
+	task := started.Items[0].TaskID
+	if started.DelegationID != api.OneTaskDelegationID(task) {
+		t.Fatalf("start: %s", out)
+	}
+	if _, err := shared.client.DescribeWorkflowExecution(e.ctx(), started.DelegationID, ""); err == nil {
+		t.Fatal("a workflow of the delegation's own ID runs: want only its session's")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if _, err := e.model.WaitForRequests(ctx, 1, func(r scriptedmodel.Request) bool { return r.Script == "one-hang" }); err != nil {
+		t.Fatalf("the child never asked the model: %v", err)
+	}
+	running, out := c.json(0, "", "status", started.DelegationID)
+	if running.Done || running.Status != "running" || running.Items[0].TaskID != task || running.Items[0].Status != "running" {
+		t.Fatalf("status while it runs: %s", out)
+	}
+	open := func() []client.ListItem {
+		l, _ := c.json(0, "", "list", "--kind", "delegation", "--open", "--parent-session", "parent-one")
+		return l.Runs
+	}
+	deadline := time.Now().Add(testTimeout)
+	for runs := open(); len(runs) != 1 || runs[0].ID != started.DelegationID || runs[0].Kind != "delegation"; runs = open() {
+		if time.Now().After(deadline) {
+			t.Fatalf("list --kind delegation --open: %+v", runs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if early, out := c.json(2, "", "ack", started.DelegationID); early.Error == nil || early.Error.Code != "SESSION_RUNNING" {
+		t.Fatalf("ack while it runs: %s", out)
+	}
+	if refused, out := c.json(2, "", "send", started.DelegationID, "more"); refused.Error == nil || refused.Error.Code != "INVALID_INPUT" {
+		t.Fatalf("send to a delegation ID: %s", out)
+	}
+	cancelled, out := c.json(0, "", "cancel", started.DelegationID)
+	if cancelled.CancelApplied == nil || !*cancelled.CancelApplied || cancelled.PriorStatus != "running" {
+		t.Fatalf("cancel: %s", out)
+	}
+	done, out := c.json(1, "", "wait", "--timeout", "60s", started.DelegationID)
+	if !done.Done || done.Status != "cancelled" || done.Items[0].Error == nil || done.Items[0].Error.Code != "CANCELLED" || done.Delivered {
+		t.Fatalf("wait after the cancel: %s", out)
+	}
+	again, out := c.json(0, "", "cancel", started.DelegationID)
+	if again.CancelApplied == nil || *again.CancelApplied {
+		t.Fatalf("a second cancel: %s", out)
+	}
+	acked, out := c.json(0, "", "ack", "--by", "parent-one", started.DelegationID)
+	if !acked.Delivered {
+		t.Fatalf("ack: %s", out)
+	}
+	for runs := open(); len(runs) != 0; runs = open() {
+		if time.Now().After(deadline) {
+			t.Fatalf("still open after its ack: %+v", runs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// The session stays for a send (sticky), as a delegation's session does.
+	session, out := c.json(0, "", "status", task)
+	if session.Items[0].Status != "cancelled" && session.Items[0].Status != "waiting_for_input" {
+		t.Fatalf("the session after its delegation: %s", out)
+	}
+	all, out := c.json(0, "", "list", "--kind", "delegation", "--parent-session", "parent-one")
+	if len(all.Runs) != 1 || all.Runs[0].ID != started.DelegationID || all.Runs[0].Open {
+		t.Fatalf("list --kind delegation: %s", out)
 	}
 }
