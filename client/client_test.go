@@ -278,3 +278,24 @@ func TestOneTaskSession(t *testing.T) {
 		}
 	}
 }
+
+// TestDelegationLinks: a delegation's UI link opens the workflow that holds
+// it: its own, or a one-task delegation's session.
+func TestDelegationLinks(t *testing.T) {
+	c := &Client{UIURL: "http://ui", Namespace: "ns"}
+	sid, other := uuid.NewString(), uuid.NewString()
+	tests := []struct {
+		name string
+		st   api.DelegationStatus
+		want string
+	}{
+		{"one task: its session", api.DelegationStatus{DelegationID: api.OneTaskDelegationID(sid), Tasks: []api.TaskResult{{SessionID: sid}}}, sid},
+		{"several tasks: its own", api.DelegationStatus{DelegationID: "delegation-" + other, Tasks: []api.TaskResult{{SessionID: sid}, {SessionID: other}}}, "delegation-" + other},
+		{"one task of a version 2 delegation: its own", api.DelegationStatus{DelegationID: "delegation-" + other, Tasks: []api.TaskResult{{SessionID: sid}}}, "delegation-" + other},
+	}
+	for _, tc := range tests {
+		if got := c.delegationEnvelope("status", tc.st, nil).UIURL; got != "http://ui/namespaces/ns/workflows/"+tc.want {
+			t.Errorf("%s: %s", tc.name, got)
+		}
+	}
+}

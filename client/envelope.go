@@ -147,13 +147,22 @@ func ErrorEnvelope(op string, err error) Envelope {
 	}
 }
 
+// delegationWorkflow is the workflow that holds delegation st: its own, or
+// for a one-task delegation its task's session.
+func delegationWorkflow(st api.DelegationStatus) string {
+	if sid := oneTaskSession(st.DelegationID); sid != "" && len(st.Tasks) == 1 && st.Tasks[0].SessionID == sid {
+		return sid
+	}
+	return st.DelegationID
+}
+
 func (c *Client) delegationEnvelope(op string, st api.DelegationStatus, live map[string]*liveSession) Envelope {
 	usage := st.Usage
 	env := Envelope{
 		ContractVersion: ContractVersion, Op: op, Backend: Backend, DelegationID: st.DelegationID,
 		Status: string(st.State), Done: st.Done, TotalCount: new(st.TotalCount), AcceptedCount: new(st.AcceptedCount),
 		RejectedCount: new(st.RejectedCount), BatchStatus: st.BatchStatus, Deliver: st.Deliver, Delivered: st.Delivered,
-		ParentSessionID: st.ParentSessionID, Usage: &usage, Items: []Item{}, UIURL: c.uiLink(st.DelegationID),
+		ParentSessionID: st.ParentSessionID, Usage: &usage, Items: []Item{}, UIURL: c.uiLink(delegationWorkflow(st)),
 	}
 	for _, t := range st.Tasks {
 		it := Item{
