@@ -152,6 +152,18 @@ func (st *DelegationStatus) Summarize(cancelled bool) {
 	}
 }
 
+// AckTTL is how long a finished delegation started with Deliver waits for
+// its parent's ack: seconds when positive, else DefaultAckTTL.
+func AckTTL(seconds int) time.Duration {
+	if seconds > 0 {
+		return time.Duration(seconds) * time.Second
+	}
+	return DefaultAckTTL
+}
+
+// SessionSummary is a session's one-line summary in the Temporal UI.
+func SessionSummary(name, agent string) string { return fmt.Sprintf("%s (%s)", name, agent) }
+
 // DelegationIDPrefix begins every delegation ID.
 const DelegationIDPrefix = "delegation-"
 

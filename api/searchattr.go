@@ -26,6 +26,14 @@ const (
 	DelegationClosed = "closed"
 )
 
+// SessionAttributes are the attributes a session starts with: its agent,
+// folder, state and parent pi session, then more.
+func SessionAttributes(agent, cwd string, state State, parentSession string, more ...temporal.SearchAttributeUpdate) temporal.SearchAttributes {
+	return temporal.NewSearchAttributes(append([]temporal.SearchAttributeUpdate{
+		AgentKey.ValueSet(agent), CwdKey.ValueSet(cwd), StatusKey.ValueSet(string(state)), ParentSessionKey.ValueSet(parentSession),
+	}, more...)...)
+}
+
 // SearchAttributes are the attributes a namespace needs, by name and type:
 // what `subagents setup` and the dev server register.
 func SearchAttributes() map[string]enumspb.IndexedValueType {

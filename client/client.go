@@ -345,13 +345,10 @@ func (c *Client) startOneTask(ctx context.Context, in api.DelegationInput) (Enve
 		TaskQueue: c.TaskQueue,
 		// What a delegation's session starts with, and the mark of the
 		// delegation it stands for.
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			api.AgentKey.ValueSet(agent), api.CwdKey.ValueSet(t.Cwd),
-			api.StatusKey.ValueSet(string(api.StateRunning)), api.ParentSessionKey.ValueSet(in.ParentSessionID),
-			api.DelegationKey.ValueSet(api.DelegationOpen),
-		),
+		TypedSearchAttributes: api.SessionAttributes(agent, t.Cwd, api.StateRunning, in.ParentSessionID,
+			api.DelegationKey.ValueSet(api.DelegationOpen)),
 		Memo:          api.SessionMemo(t, id, in.Host),
-		StaticSummary: fmt.Sprintf("%s (%s)", t.Name, agent),
+		StaticSummary: api.SessionSummary(t.Name, agent),
 		StaticDetails: api.TaskDetails(t.Name, agent, t.Cwd, t.Prompt, in.ParentSessionID, id),
 		// A new task's ID is never reused; a duplicate start is a bug.
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,

@@ -223,11 +223,7 @@ func (d *delegation) run(ctx workflow.Context) (api.DelegationStatus, error) {
 	st := d.status()
 	_ = workflow.UpsertTypedSearchAttributes(ctx, api.StatusKey.ValueSet(string(st.State)))
 	if d.in.Deliver {
-		ttl := api.DefaultAckTTL
-		if d.in.AckTTLSeconds > 0 {
-			ttl = time.Duration(d.in.AckTTLSeconds) * time.Second
-		}
-		if _, err := workflow.AwaitWithTimeout(ctx, ttl, func() bool { return d.delivered }); err != nil {
+		if _, err := workflow.AwaitWithTimeout(ctx, api.AckTTL(d.in.AckTTLSeconds), func() bool { return d.delivered }); err != nil {
 			return st, err
 		}
 		st = d.status()
@@ -294,19 +290,22 @@ func (d *delegation) resolve(ctx workflow.Context) ([]profiles.ResolvedTask, err
 		req.Tasks = append(req.Tasks, profiles.ResolveTask{Profile: d.tasks[i].Profile, Cwd: t.Cwd, Model: t.Model,
 			TimeoutSeconds: t.TimeoutSeconds, Tool: d.in.Tool, Early: now})
 	}
-	out, err := resolveTasks(ctx, d.in.Host, d.in.Version, req)
-	if err != nil {
-		return nil, err
-	}
-	if len(out) != len(d.tasks) {
-		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("resolved %d of %d tasks", len(out), len(d.tasks)), string(errcode.Failed), nil)
-	}
-	return out, nil
+	return resolveTasks(ctx, d.in.Host, d.in.Version, req)
 }
 
 // resolveTasks resolves the tasks' profiles on a worker that sees their
-// cwds: host's, or (version 2 on) this one, in the workflow task itself.
+// cwds: host's, or (version 2 on) this one, in the workflow task itself;
+// one answer per task, in their order.
 func resolveTasks(ctx workflow.Context, host string, version int, req profiles.ResolveRequest) ([]profiles.ResolvedTask, error) {
+	out, err := runResolve(ctx, host, version, req)
+	if err == nil && len(out) != len(req.Tasks) {
+		err = temporal.NewNonRetryableApplicationError(fmt.Sprintf("resolved %d of %d tasks", len(out), len(req.Tasks)), string(errcode.Failed), nil)
+	}
+	return out, err
+}
+
+// runResolve runs the ResolveTasks activity where resolveTasks says.
+func runResolve(ctx workflow.Context, host string, version int, req profiles.ResolveRequest) ([]profiles.ResolvedTask, error) {
 	var out []profiles.ResolvedTask
 	if version >= 2 && host == "" {
 		// Any worker sees the tasks' cwds: resolve them on this one, in the
@@ -384,14 +383,11 @@ func (d *delegation) runTask(ctx workflow.Context, i int, r profiles.ResolvedTas
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		// Sessions outlive their delegation: they stay addressable for
 		// send, status and resume until their idle TTL passes.
-		ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			api.AgentKey.ValueSet(api.AgentName(in.Agent)), api.CwdKey.ValueSet(in.Cwd),
-			api.StatusKey.ValueSet(string(initial)), api.ParentSessionKey.ValueSet(d.in.ParentSessionID),
-		),
-		Memo:          api.SessionMemo(t, d.id, host),
-		StaticSummary: fmt.Sprintf("%s (%s)", t.Name, api.AgentName(in.Agent)),
-		StaticDetails: api.TaskDetails(t.Name, api.AgentName(in.Agent), in.Cwd, t.Prompt, d.in.ParentSessionID, d.id),
+		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
+		TypedSearchAttributes: api.SessionAttributes(api.AgentName(in.Agent), in.Cwd, initial, d.in.ParentSessionID),
+		Memo:                  api.SessionMemo(t, d.id, host),
+		StaticSummary:         api.SessionSummary(t.Name, api.AgentName(in.Agent)),
+		StaticDetails:         api.TaskDetails(t.Name, api.AgentName(in.Agent), in.Cwd, t.Prompt, d.in.ParentSessionID, d.id),
 	})
 	fut := workflow.ExecuteChildWorkflow(cctx, api.SessionWorkflowName, in)
 	if err := fut.GetChildWorkflowExecution().Get(ctx, nil); err != nil {

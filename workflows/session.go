@@ -253,11 +253,19 @@ func (s *session) status() api.SessionStatus {
 	if s.LastTurn != nil {
 		st.Error = s.LastTurn.Error
 	}
-	if r := s.in.Delegation; r != nil {
-		st.Delegation = &api.DelegationView{ID: r.ID, Profile: r.Task.ProfileOr(""), Deliver: r.Deliver,
-			Delivered: s.Delivered, FirstTurn: s.FirstTurn, ParentSessionID: s.in.ParentSessionID}
-	}
+	st.Delegation = s.delegationView()
 	return st
+}
+
+// delegationView is what status and result report of the one-task
+// delegation the session stands for; nil for any other session.
+func (s *session) delegationView() *api.DelegationView {
+	r := s.in.Delegation
+	if r == nil {
+		return nil
+	}
+	return &api.DelegationView{ID: r.ID, Profile: r.Task.ProfileOr(""), Deliver: r.Deliver,
+		Delivered: s.Delivered, FirstTurn: s.FirstTurn, ParentSessionID: s.in.ParentSessionID}
 }
 
 // timeoutSeconds is a turn's timeout: the resolved child's (the task's,
@@ -269,7 +277,7 @@ func (s *session) timeoutSeconds() int {
 
 func (s *session) result() api.SessionResult {
 	return api.SessionResult{SessionID: s.in.SessionID, State: s.state, Turns: s.Ended, Usage: s.Usage, LastTurn: s.LastTurn,
-		Delegation: s.status().Delegation}
+		Delegation: s.delegationView()}
 }
 
 func (s *session) run(ctx workflow.Context) (api.SessionResult, error) {
@@ -313,13 +321,9 @@ func (s *session) run(ctx workflow.Context) (api.SessionResult, error) {
 // state of its last turn.
 func (s *session) finish(ctx workflow.Context) (api.SessionResult, error) {
 	if r := s.in.Delegation; r != nil && r.Deliver && !s.Delivered && s.FirstTurn != nil {
-		// The delegation it stands for waits for its parent's ack: as
-		// long as a delegation of several tasks would (DefaultAckTTL).
-		ttl := api.DefaultAckTTL
-		if r.AckTTLSeconds > 0 {
-			ttl = time.Duration(r.AckTTLSeconds) * time.Second
-		}
-		if _, err := workflow.AwaitWithTimeout(ctx, ttl, func() bool { return s.Delivered }); err != nil {
+		// The delegation it stands for waits for its parent's ack, as a
+		// delegation of several tasks does.
+		if _, err := workflow.AwaitWithTimeout(ctx, api.AckTTL(r.AckTTLSeconds), func() bool { return s.Delivered }); err != nil {
 			return s.result(), err
 		}
 	}
@@ -577,9 +581,6 @@ func (s *session) resolve(ctx workflow.Context) error {
 	out, err := resolveTasks(ctx, s.in.Host, s.in.Version, req)
 	if err != nil {
 		return err
-	}
-	if len(out) != 1 {
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("resolved %d tasks, want 1", len(out)), string(errcode.Failed), nil)
 	}
 	if out[0].Error != nil {
 		s.refused = out[0].Error
