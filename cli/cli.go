@@ -27,6 +27,7 @@ commands:
   dev         run an embedded Temporal (SQLite file), its UI and a worker
   worker      run a worker against an external Temporal (TEMPORAL_* settings)
   setup       create the namespace and register the search attributes on an external Temporal
+  ui          the link that logs a browser into the local service's Temporal UI
   demo        the whole stack with a scripted model: a delegation survives a worker kill
   run         start tasks and wait, with live progress: run [--agent NAME] PROMPT
   start       start tasks and return their task IDs at once (--input - reads JSON)
@@ -70,6 +71,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, server ma
 		return workerMain(ctx, args[1:], stdout, stderr)
 	case "setup":
 		return setupMain(ctx, args[1:], stdout, stderr)
+	case "ui":
+		return uiMain(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		_, _ = fmt.Fprint(stdout, Usage)
 		return nil

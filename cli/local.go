@@ -44,7 +44,7 @@ func (cmd *command) localService() *localConn {
 		return nil
 	}
 	opts, err := cmd.conn.ClientOptions()
-	if err != nil || opts.ConnectionOptions.TLS != nil || opts.Credentials != nil || !loopback(opts.HostPort) {
+	if err != nil || opts.ConnectionOptions.TLS != nil || opts.Credentials != nil || !connection.IsLoopback(opts.HostPort) {
 		return nil
 	}
 	dir, err := worker.DefaultDataDir()
@@ -167,21 +167,9 @@ func exitError(code int, msg string) error {
 }
 
 // loopback reports whether hostPort is on this machine's loopback.
-func loopback(hostPort string) bool {
-	host, _, err := net.SplitHostPort(hostPort)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
 // sameLoopback reports whether two loopback addresses are the same port.
 func sameLoopback(a, b string) bool {
 	_, pa, errA := net.SplitHostPort(a)
 	_, pb, errB := net.SplitHostPort(b)
-	return errA == nil && errB == nil && pa == pb && loopback(a) && loopback(b)
+	return errA == nil && errB == nil && pa == pb && connection.IsLoopback(a) && connection.IsLoopback(b)
 }

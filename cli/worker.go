@@ -217,6 +217,8 @@ func (o *workerOptions) run(ctx context.Context, stdout, stderr io.Writer) error
 		return err
 	}
 	conn := o.conn
+	// A worker beside a local service on this data dir uses its API key.
+	conn.DataDir = cfg.DataDir
 	if cfg.Metrics != nil {
 		conn.Metrics = cfg.Metrics.Handler
 	}

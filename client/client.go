@@ -500,6 +500,7 @@ func (c *Client) temporalError(err error, id string) error {
 	var notFound *serviceerror.NotFound
 	var unavailable *serviceerror.Unavailable
 	var deadline *serviceerror.DeadlineExceeded
+	var denied *serviceerror.PermissionDenied
 	var coded *errcode.Error
 	switch {
 	case errors.As(err, &coded):
@@ -508,6 +509,8 @@ func (c *Client) temporalError(err error, id string) error {
 		return errcode.Wrap(errcode.SessionNotFound, err, fmt.Sprintf("Session %q not found. The session may have expired or the ID is incorrect.", id))
 	case errors.As(err, &unavailable), errors.As(err, &deadline), errors.Is(err, context.DeadlineExceeded):
 		return connection.Unavailable(c.Address, err)
+	case errors.As(err, &denied):
+		return errcode.Wrap(errcode.PermissionDenied, err, fmt.Sprintf("Temporal at %s refused the call: %s", c.Address, denied.Message))
 	}
 	var app *temporal.ApplicationError
 	if errors.As(err, &app) {

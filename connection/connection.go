@@ -41,6 +41,10 @@ type Settings struct {
 	Env envconfig.EnvLookup
 	// Metrics, when set, receives the SDK's client and worker metrics.
 	Metrics sdkclient.MetricsHandler
+	// DataDir is where a local service keeps its API key (KeyPath); empty:
+	// DefaultDataDir. Dial uses the key for a loopback frontend when the
+	// settings carry no credentials of their own.
+	DataDir string
 }
 
 // DefaultAddress is where a local `subagents dev` listens.
@@ -130,6 +134,9 @@ func (c Settings) Dial(ctx context.Context, logger *slog.Logger) (sdkclient.Clie
 	}
 	if c.Metrics != nil {
 		opts.MetricsHandler = c.Metrics
+	}
+	if err := withLocalKey(&opts, c.DataDir); err != nil {
+		return nil, err
 	}
 	cl, err := sdkclient.DialContext(ctx, opts)
 	if err != nil {

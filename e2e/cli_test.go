@@ -20,11 +20,12 @@ import (
 	"time"
 
 	"go.temporal.io/api/operatorservice/v1"
-	sdkclient "go.temporal.io/sdk/client"
 
 	"github.com/durable-pi/subagents/api"
+	"github.com/durable-pi/subagents/connection"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
 	"github.com/durable-pi/subagents/internal/syncbuf"
+	"github.com/durable-pi/subagents/worker/devserver"
 )
 
 var binary struct {
@@ -131,7 +132,8 @@ func (p *devProcess) stop(t *testing.T) {
 // the lockfile (the test binary is not in the source tree, so the tree
 // lookup would miss it) and the scripted model.
 func (e *env) cliEnv() []string {
-	return append([]string{"SUBAGENTS_PI=" + e.pi.Path}, scriptedmodel.PiEnv(e.agentDir)...)
+	// The data dir too: a command finds the local service's API key there.
+	return append([]string{"SUBAGENTS_PI=" + e.pi.Path, "SUBAGENTS_DATA_DIR=" + e.dataDir}, scriptedmodel.PiEnv(e.agentDir)...)
 }
 
 // runSubagents runs the command to its end and returns its exit code and output.
@@ -234,7 +236,7 @@ func TestDevRunsUIWorkerAndSurvivesRestart(t *testing.T) {
 	}
 
 	// The UI serves its page and, through its API, namespace default.
-	page := httpGet(t, uiURL+"/namespaces/default/workflows")
+	page := e.uiGet(uiPort, "/namespaces/default/workflows")
 	if !strings.Contains(strings.ToLower(page), "<html") {
 		t.Fatalf("UI page is not HTML: %.200s", page)
 	}
@@ -245,17 +247,14 @@ func TestDevRunsUIWorkerAndSurvivesRestart(t *testing.T) {
 			} `json:"namespaceInfo"`
 		} `json:"namespaces"`
 	}
-	if err := json.Unmarshal([]byte(httpGet(t, uiURL+"/api/v1/namespaces")), &namespaces); err != nil {
+	if err := json.Unmarshal([]byte(e.uiGet(uiPort, "/api/v1/namespaces")), &namespaces); err != nil {
 		t.Fatal(err)
 	}
 	if len(namespaces.Namespaces) == 0 || namespaces.Namespaces[0].NamespaceInfo.Name != "default" {
 		t.Fatalf("UI API namespaces = %+v", namespaces)
 	}
 
-	c, err := sdkclient.Dial(sdkclient.Options{HostPort: fmt.Sprintf("127.0.0.1:%d", port), Logger: quietLogger{}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := e.dialAddress(fmt.Sprintf("127.0.0.1:%d", port))
 	defer c.Close()
 	sa, err := c.OperatorService().ListSearchAttributes(e.ctx(), &operatorservice.ListSearchAttributesRequest{Namespace: "default"})
 	if err != nil {
@@ -285,10 +284,7 @@ func TestDevRunsUIWorkerAndSurvivesRestart(t *testing.T) {
 
 	p = e.startDev(args...)
 	p.waitReady(t)
-	c2, err := sdkclient.Dial(sdkclient.Options{HostPort: fmt.Sprintf("127.0.0.1:%d", port), Logger: quietLogger{}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c2 := e.dialAddress(fmt.Sprintf("127.0.0.1:%d", port))
 	defer c2.Close()
 	var again api.SessionResult
 	if err := c2.GetWorkflow(e.ctx(), in.SessionID, "").Get(e.ctx(), &again); err != nil {
@@ -302,7 +298,30 @@ func TestDevRunsUIWorkerAndSurvivesRestart(t *testing.T) {
 
 func httpGet(t *testing.T, url string) string {
 	t.Helper()
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(url)
+	return httpGetWith(t, url, nil)
+}
+
+// uiGet reads path from the UI of this test's local service, logged in as
+// a browser is after the link `subagents ui` prints.
+func (e *env) uiGet(uiPort int, path string) string {
+	e.t.Helper()
+	key, err := connection.ReadKey(e.dataDir)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return httpGetWith(e.t, fmt.Sprintf("http://127.0.0.1:%d%s", uiPort, path), &http.Cookie{Name: devserver.UICookie, Value: connection.UIToken(key)})
+}
+
+func httpGetWith(t *testing.T, url string, cookie *http.Cookie) string {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cookie != nil {
+		req.AddCookie(cookie)
+	}
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

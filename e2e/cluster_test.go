@@ -66,7 +66,7 @@ func TestCluster(t *testing.T) {
 	startWorker("host-b")
 	c := &cli{e: e, ids: map[string]string{}, args: []string{"--address", cl.Address, "--task-queue", e.taskQueue}}
 	history := func(id string) []*historypb.HistoryEvent {
-		tc := dialAddress(t, cl.Address)
+		tc := e.dialAddress(cl.Address)
 		defer tc.Close()
 		return historyOf(t, tc, id)
 	}

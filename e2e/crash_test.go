@@ -21,6 +21,7 @@ import (
 	"github.com/durable-pi/subagents/activities"
 	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/client"
+	"github.com/durable-pi/subagents/connection"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
 )
 
@@ -189,7 +190,7 @@ func TestDevKilledMidRun(t *testing.T) {
 	}
 	p := e.startDev(args...)
 	p.waitReady(t)
-	c := dialAddress(t, fmt.Sprintf("127.0.0.1:%d", port))
+	c := e.dialAddress(fmt.Sprintf("127.0.0.1:%d", port))
 	in := e.sessionInput("[[script:dev-killed]] Work through a crash.")
 	e.startSession(c, in)
 	waitForFile(t, started)
@@ -201,7 +202,7 @@ func TestDevKilledMidRun(t *testing.T) {
 	<-p.done
 	p = e.startDev(args...)
 	p.waitReady(t)
-	c = dialAddress(t, fmt.Sprintf("127.0.0.1:%d", port))
+	c = e.dialAddress(fmt.Sprintf("127.0.0.1:%d", port))
 	defer c.Close()
 	var res api.SessionResult
 	if err := c.GetWorkflow(e.ctx(), in.SessionID, "").Get(e.ctx(), &res); err != nil {
@@ -232,15 +233,19 @@ func TestServerOutageKeepsChild(t *testing.T) {
 	port := freePort()
 	// The server's own worker polls a queue nobody uses: the worker under
 	// test is a process of its own that stays up through the outage.
+	serverData := t.TempDir()
 	args := []string{
 		"--port", strconv.Itoa(port), "--headless", "--db-filename", filepath.Join(t.TempDir(), "temporal.db"),
-		"--data-dir", t.TempDir(), "--task-queue", e.taskQueue + "-unused", "--warm-pool", "0",
+		"--data-dir", serverData, "--task-queue", e.taskQueue + "-unused", "--warm-pool", "0",
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	server := e.startDev(args...)
 	server.waitReady(t)
+	// The worker under test, in a data dir of its own, is given the
+	// server's key as a user gives it to a worker beside the service.
+	copyKey(t, serverData, e.dataDir)
 	e.startWorkerProcessAt(addr)
-	c := dialAddress(t, addr)
+	c := e.dialAddress(addr)
 	in := e.sessionInput("[[script:outage]] Work through a server outage.")
 	e.startSession(c, in)
 	waitForFile(t, started)
@@ -255,7 +260,7 @@ func TestServerOutageKeepsChild(t *testing.T) {
 	time.Sleep(7 * time.Second)
 	server = e.startDev(args...)
 	server.waitReady(t)
-	c = dialAddress(t, addr)
+	c = e.dialAddress(addr)
 	defer c.Close()
 	var res api.SessionResult
 	if err := c.GetWorkflow(e.ctx(), in.SessionID, "").Get(e.ctx(), &res); err != nil {
@@ -277,9 +282,32 @@ func TestServerOutageKeepsChild(t *testing.T) {
 	server.stop(t)
 }
 
-func dialAddress(t *testing.T, addr string) sdkclient.Client {
+func (e *env) dialAddress(addr string) sdkclient.Client {
+	e.t.Helper()
+	return dialWithKeyOf(e.t, addr, e.dataDir)
+}
+
+// copyKey puts the API key of the service of data dir from into data dir to.
+func copyKey(t *testing.T, from, to string) {
 	t.Helper()
-	c, err := sdkclient.Dial(sdkclient.Options{HostPort: addr, Logger: quietLogger{}})
+	key, err := os.ReadFile(connection.KeyPath(from))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(to, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(connection.KeyPath(to), key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dialWithKeyOf connects to the Temporal at addr as this project's callers
+// do: with the API key of the local service of dataDir, when it made one
+// (a `subagents dev` refuses callers without it).
+func dialWithKeyOf(t *testing.T, addr, dataDir string) sdkclient.Client {
+	t.Helper()
+	c, err := connection.Settings{Address: addr, DataDir: dataDir}.Dial(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -517,7 +545,7 @@ func TestChaosDevKills(t *testing.T) {
 			},
 			restart: func() { p = e.startDev(args...); p.waitReady(t) },
 			history: func(id string) []*historypb.HistoryEvent {
-				tc := dialAddress(t, address)
+				tc := e.dialAddress(address)
 				defer tc.Close()
 				return historyOf(t, tc, id)
 			},

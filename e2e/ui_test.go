@@ -159,7 +159,12 @@ func TestUIInARealBrowser(t *testing.T) {
 	}
 
 	ui := fmt.Sprintf("http://127.0.0.1:%d/namespaces/default/workflows", uiPort)
-	list := pageText(t, ctx, ui, started.DelegationID, retrying.TaskID, plain.TaskID)
+	// The browser logs in once, with the link `subagents ui` prints.
+	code, login, _ := runSubagents(t, e.cliEnv(), "ui", "--address", fmt.Sprintf("127.0.0.1:%d", port), "--ui-url", fmt.Sprintf("http://127.0.0.1:%d", uiPort))
+	if code != 0 || !strings.Contains(login, "/login?") {
+		t.Fatalf("subagents ui: exit %d, %q", code, login)
+	}
+	list := pageText(t, ctx, strings.TrimSpace(login), started.DelegationID, retrying.TaskID, plain.TaskID)
 	if !strings.Contains(list, "Delegation") || !strings.Contains(list, "Session") {
 		t.Fatalf("the list does not show the workflow types:\n%.3000s", list)
 	}
@@ -181,10 +186,7 @@ func TestUIInARealBrowser(t *testing.T) {
 		t.Fatalf("SubagentStatus=\"completed\" shows a session that waits for input:\n%.3000s", byStatus)
 	}
 
-	tc, err := sdkclient.Dial(sdkclient.Options{HostPort: fmt.Sprintf("127.0.0.1:%d", port), Logger: quietLogger{}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tc := e.dialAddress(fmt.Sprintf("127.0.0.1:%d", port))
 	defer tc.Close()
 	desc, err := tc.DescribeWorkflowExecution(e.ctx(), retrying.TaskID, "")
 	if err != nil {
@@ -198,7 +200,7 @@ func TestUIInARealBrowser(t *testing.T) {
 	}
 	// The UI draws activity summaries in sandboxed frames a page script
 	// cannot read; the UI server's API, which fills them, must carry them.
-	api := httpGet(t, fmt.Sprintf("http://127.0.0.1:%d/api/v1/namespaces/default/workflows/%s/history", uiPort, retrying.TaskID))
+	api := e.uiGet(uiPort, fmt.Sprintf("/api/v1/namespaces/default/workflows/%s/history", retrying.TaskID))
 	summaries := ""
 	for _, m := range payloadData.FindAllStringSubmatch(api, -1) {
 		if d, err := base64.StdEncoding.DecodeString(m[1]); err == nil {

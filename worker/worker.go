@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 
 	"github.com/durable-pi/subagents/activities"
 	"github.com/durable-pi/subagents/api"
+	"github.com/durable-pi/subagents/connection"
 	"github.com/durable-pi/subagents/internal/errcode"
 	"github.com/durable-pi/subagents/internal/metrics"
 	"github.com/durable-pi/subagents/profiles"
@@ -69,18 +69,9 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// DefaultDataDir is $SUBAGENTS_DATA_DIR, else ~/.pi/subagents: beside pi's
-// own ~/.pi/agent, so a user finds both in one place.
-func DefaultDataDir() (string, error) {
-	if d := os.Getenv("SUBAGENTS_DATA_DIR"); d != "" {
-		return filepath.Abs(d)
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", errcode.Wrap(errcode.InvalidInput, err, "no home folder for the data dir; set SUBAGENTS_DATA_DIR or --data-dir")
-	}
-	return filepath.Join(home, ".pi", "subagents"), nil
-}
+// DefaultDataDir is $SUBAGENTS_DATA_DIR, else ~/.pi/subagents
+// (connection.DefaultDataDir).
+func DefaultDataDir() (string, error) { return connection.DefaultDataDir() }
 
 // Worker is the process's pollers: the shared task queue, with every
 // workflow and activity, and its host's queue (HostQueue) with the steps

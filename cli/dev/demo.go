@@ -107,21 +107,25 @@ func (o *demoOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
 		return err
 	}
 
+	// The demo's worker process finds the key in its data dir.
+	key, err := connection.EnsureKey(filepath.Join(dir, "data"))
+	if err != nil {
+		return err
+	}
 	srv, err := devserver.Start(ctx, devserver.Options{
 		Port: o.port, UIPort: o.uiPort, DBFile: filepath.Join(dir, "temporal.db"),
-		SearchAttributes: api.SearchAttributes(), Logger: logger,
+		SearchAttributes: api.SearchAttributes(), Logger: logger, APIKey: key,
 	})
 	if err != nil {
 		return err
 	}
 	defer srv.Stop()
-	tc, err := sdkclient.DialContext(ctx, sdkclient.Options{HostPort: srv.FrontendAddress(), Namespace: srv.Namespace(),
-		Logger: sdklog.NewStructuredLogger(logger)})
+	tc, err := sdkclient.DialContext(ctx, srv.ClientOptions(sdkclient.Options{Logger: sdklog.NewStructuredLogger(logger)}))
 	if err != nil {
 		return connection.Unavailable(srv.FrontendAddress(), err)
 	}
 	defer tc.Close()
-	say("Temporal:  %s   UI: %s/namespaces/%s/workflows", srv.FrontendAddress(), srv.UIURL(), srv.Namespace())
+	say("Temporal:  %s   UI: %s", srv.FrontendAddress(), srv.UILoginURL("/namespaces/"+srv.Namespace()+"/workflows"))
 
 	w := &workerProcess{self: self, pi: pi.Path, address: srv.FrontendAddress(), dataDir: filepath.Join(dir, "data"), agentDir: agentDir, stderr: stderr}
 	if err := w.start(); err != nil {

@@ -91,6 +91,11 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
 	defer unlock()
 	opts.SearchAttributes = api.SearchAttributes()
 	opts.Logger = logger
+	// The frontend answers only callers holding this key (README,
+	// "Security"): the user's own, from the data dir.
+	if opts.APIKey, err = connection.EnsureKey(cfg.DataDir); err != nil {
+		return err
+	}
 
 	srv, err := devserver.Start(ctx, opts)
 	if err != nil {
@@ -98,11 +103,7 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
 	}
 	defer srv.Stop()
 
-	copts := sdkclient.Options{
-		HostPort:  srv.FrontendAddress(),
-		Namespace: srv.Namespace(),
-		Logger:    sdklog.NewStructuredLogger(logger.With("component", "sdk")),
-	}
+	copts := srv.ClientOptions(sdkclient.Options{Logger: sdklog.NewStructuredLogger(logger.With("component", "sdk"))})
 	if cfg.Metrics != nil {
 		copts.MetricsHandler = cfg.Metrics.Handler
 	}
@@ -122,7 +123,9 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
 	}
 	if url := srv.UIURL(); url != "" {
 		_, _ = fmt.Fprintf(stdout, "Temporal UI:       %s/namespaces/%s/workflows\n", url, srv.Namespace())
+		_, _ = fmt.Fprintf(stdout, "UI login:          %s (or `subagents ui`)\n", srv.UILoginURL("/namespaces/"+srv.Namespace()+"/workflows"))
 	}
+	_, _ = fmt.Fprintf(stdout, "API key:           %s (callers of this frontend need it)\n", connection.KeyPath(cfg.DataDir))
 	_, _ = fmt.Fprintf(stdout, "Database:          %s\n", store)
 	_, _ = fmt.Fprintf(stdout, "Data dir:          %s\n", cfg.DataDir)
 	logger.Info("dev server ready", "frontend", srv.FrontendAddress(), "ui", srv.UIURL(), "db", store)

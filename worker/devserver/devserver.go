@@ -16,16 +16,16 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	uiserver "github.com/temporalio/ui-server/v2/server"
-	uiconfig "github.com/temporalio/ui-server/v2/server/config"
-	uioptions "github.com/temporalio/ui-server/v2/server/server_options"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	sdkclient "go.temporal.io/sdk/client"
+	"go.temporal.io/server/common/authorization"
 	"go.temporal.io/server/common/cluster"
 	"go.temporal.io/server/common/config"
 	"go.temporal.io/server/common/dynamicconfig"
@@ -76,6 +76,13 @@ type Options struct {
 	// SearchAttributes are registered at start, on a new database and on an
 	// existing one alike.
 	SearchAttributes map[string]enumspb.IndexedValueType
+	// APIKey, when set, is the only way into the frontend: a caller must
+	// present it (the SDK's API key credentials, without TLS on loopback),
+	// the UI asks the browser to log in with a token derived from it, and
+	// the server's internal services speak mutual TLS (auth.go). Empty:
+	// no authorization, as in `temporal server start-dev` (the tests'
+	// in-process server).
+	APIKey string
 	// Logger receives the server's own logs at ServerLogLevel and above.
 	Logger *slog.Logger
 	// ServerLogLevel defaults to warn: the server is chatty at info.
@@ -88,6 +95,7 @@ type Server struct {
 	logLevel *slog.LevelVar
 	server   temporal.Server
 	ui       *uiserver.Server
+	uiFront  *http.Server
 	stopOnce sync.Once
 }
 
@@ -141,8 +149,13 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if net.ParseIP(opts.IP) == nil {
 		return nil, errcode.Errorf(errcode.InvalidInput, "--ip %q is not an IP address", opts.IP)
 	}
-	if net.ParseIP(opts.UIIP) == nil {
+	if ip := net.ParseIP(opts.UIIP); ip == nil {
 		return nil, errcode.Errorf(errcode.InvalidInput, "--ui-ip %q is not an IP address", opts.UIIP)
+	} else if opts.UIPort > 0 && !ip.IsLoopback() {
+		// The UI speaks plain HTTP and answers loopback names only: off
+		// loopback, its login would cross the network in the clear.
+		return nil, errcode.Errorf(errcode.InvalidInput,
+			"--ui-ip %s: the embedded UI serves plain HTTP and is for this machine's user only, so it listens on a loopback address; reach it from elsewhere through an SSH tunnel, or put Temporal's own UI behind your sign-on (README, \"Security\")", opts.UIIP)
 	}
 	if err := checkPortFree(opts.IP, opts.Port, "--port"); err != nil {
 		return nil, err
@@ -242,6 +255,19 @@ func (s *Server) HTTPAddress() string {
 	return net.JoinHostPort(s.opts.IP, strconv.Itoa(s.opts.HTTPPort))
 }
 
+// ClientOptions completes opts to reach this server: its frontend and
+// namespace, and its API key when it has one.
+func (s *Server) ClientOptions(opts sdkclient.Options) sdkclient.Options {
+	opts.HostPort = s.FrontendAddress()
+	opts.Namespace = s.opts.Namespace
+	if s.opts.APIKey != "" {
+		opts.Credentials = sdkclient.NewAPIKeyStaticCredentials(s.opts.APIKey)
+		// Plain gRPC on loopback: the SDK would turn TLS on for a key.
+		opts.ConnectionOptions.TLSDisabled = true
+	}
+	return opts
+}
+
 // Namespace is the namespace the server was started with.
 func (s *Server) Namespace() string { return s.opts.Namespace }
 
@@ -251,9 +277,7 @@ func (s *Server) Stop() {
 		// The server's internal workers warn about every connection they lose
 		// while it shuts down; those lines say nothing about a real problem.
 		s.logLevel.Set(slog.LevelError)
-		if s.ui != nil {
-			s.ui.Stop()
-		}
+		s.stopUI()
 		if err := s.server.Stop(); err != nil {
 			s.opts.Logger.Warn("temporal server stop", "error", err)
 		}
@@ -366,7 +390,11 @@ func (o *Options) createNamespace(conf *config.SQL) (*config.SQL, error) {
 
 func (o *Options) serverOptions(sqlConf *config.SQL, logLevel *slog.LevelVar) ([]temporal.ServerOption, error) {
 	servicePorts := map[string]int{"frontend": o.Port}
-	for _, svc := range []string{"history", "matching", "worker"} {
+	services := []string{"history", "matching", "worker"}
+	if o.APIKey != "" {
+		services = append(services, string(primitives.InternalFrontendService))
+	}
+	for _, svc := range services {
 		p, err := ports.Free(o.IP)
 		if err != nil {
 			return nil, errcode.Wrap(errcode.ServiceUnavailable, err, "find a free port for the "+svc+" service: "+err.Error())
@@ -416,6 +444,25 @@ func (o *Options) serverOptions(sqlConf *config.SQL, logLevel *slog.LevelVar) ([
 	conf.NamespaceDefaults.Archival.History.State = "disabled"
 	conf.NamespaceDefaults.Archival.Visibility.State = "disabled"
 	conf.PublicClient.HostPort = frontend
+	serverOpts := []temporal.ServerOption{}
+	if o.APIKey != "" {
+		internode, err := internodeTLS()
+		if err != nil {
+			return nil, errcode.Wrap(errcode.ServiceUnavailable, err, "make the internal certificates: "+err.Error())
+		}
+		conf.Global.TLS.Internode = internode
+		// Empty: the system workers find the internal frontend (over the
+		// internode TLS) instead of the public one, which wants the key.
+		conf.PublicClient.HostPort = ""
+		claims := keyClaims{bearer: []byte("Bearer " + o.APIKey)}
+		serverOpts = append(serverOpts,
+			temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return claims }),
+			temporal.WithAuthorizer(keyAuthorizer{authorization.NewDefaultAuthorizer()}),
+			temporal.ForServices(append(slices.Clone(temporal.DefaultServices), string(primitives.InternalFrontendService))),
+		)
+	} else {
+		serverOpts = append(serverOpts, temporal.ForServices(temporal.DefaultServices))
+	}
 
 	hosts := map[primitives.ServiceName]static.Hosts{}
 	for svc, port := range servicePorts {
@@ -442,15 +489,17 @@ func (o *Options) serverOptions(sqlConf *config.SQL, logLevel *slog.LevelVar) ([
 		// ms on a one-task delegation. Reads are batched and cheap on one
 		// local database, so let it look as often as tasks come.
 		dynamicconfig.TransferProcessorMaxPollRPS.Key(): 1000,
+		// A caller refused for want of the API key is told what to pass
+		// (keyAuthorizer), not only "Request unauthorized".
+		dynamicconfig.ExposeAuthorizerErrors.Key(): true,
 	}
 
-	return []temporal.ServerOption{
+	return append(serverOpts,
 		temporal.WithConfig(&conf),
-		temporal.ForServices(temporal.DefaultServices),
 		temporal.WithStaticHosts(hosts),
 		temporal.WithLogger(newServerLogger(o.Logger.With("component", "temporal"), logLevel)),
 		temporal.WithDynamicConfigClient(dyn),
-	}, nil
+	), nil
 }
 
 // registerSearchAttributes adds the search attributes the namespace lacks. A
@@ -459,11 +508,7 @@ func (s *Server) registerSearchAttributes(ctx context.Context) error {
 	if len(s.opts.SearchAttributes) == 0 {
 		return nil
 	}
-	c, err := sdkclient.DialContext(ctx, sdkclient.Options{
-		HostPort:  s.FrontendAddress(),
-		Namespace: s.opts.Namespace,
-		Logger:    quietSDKLogger{},
-	})
+	c, err := sdkclient.DialContext(ctx, s.ClientOptions(sdkclient.Options{Logger: quietSDKLogger{}}))
 	if err != nil {
 		return errcode.Wrap(errcode.ServiceUnavailable, err, "connect to the embedded server: "+err.Error())
 	}
@@ -489,45 +534,4 @@ func (s *Server) registerSearchAttributes(ctx context.Context) error {
 		return errcode.Wrap(errcode.ServiceUnavailable, err, "add search attributes: "+err.Error())
 	}
 	return nil
-}
-
-// startUI starts the Temporal UI and waits until it answers. The UI server
-// exits the process if it cannot listen, which is why Start checks the port
-// first.
-func (s *Server) startUI(ctx context.Context) error {
-	s.ui = uiserver.NewServer(uioptions.WithConfigProvider(&uiconfig.Config{
-		Host:                s.opts.UIIP,
-		Port:                s.opts.UIPort,
-		TemporalGRPCAddress: s.FrontendAddress(),
-		EnableUI:            true,
-		DefaultNamespace:    s.opts.Namespace,
-		// Plain HTTP on loopback: a secure cookie would never be sent back.
-		CORS:     uiconfig.CORS{CookieInsecure: true},
-		HideLogs: true,
-		// No network here, and an operator's UI should not phone home.
-		DisableNewsFetch: true,
-	}))
-	go func() { _ = s.ui.Start() }()
-
-	// The UI starts in well under a second; ten seconds covers a loaded CI
-	// machine without hiding a UI that never comes up.
-	deadline := time.Now().Add(10 * time.Second)
-	client := &http.Client{Timeout: time.Second}
-	for {
-		resp, err := client.Get(s.UIURL() + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return errcode.New(errcode.ServiceUnavailable, "the Temporal UI did not come up on "+s.UIURL())
-		}
-		select {
-		case <-ctx.Done():
-			return errcode.Wrap(errcode.ServiceUnavailable, ctx.Err(), "waiting for the Temporal UI: "+ctx.Err().Error())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }
