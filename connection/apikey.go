@@ -143,6 +143,11 @@ func withLocalKey(opts *sdkclient.Options, dataDir string) error {
 	if err != nil {
 		return err
 	}
+	if uid, found := listenerOwner(opts.HostPort); found && uid != os.Getuid() {
+		return errcode.Errorf(errcode.PermissionDenied,
+			"the Temporal listening on %s belongs to user %d, not to this user (%d): not sending it this user's API key; stop it, or start the local service on another --port",
+			opts.HostPort, uid, os.Getuid())
+	}
 	opts.Credentials = sdkclient.NewAPIKeyStaticCredentials(key)
 	opts.ConnectionOptions.TLSDisabled = true
 	return nil

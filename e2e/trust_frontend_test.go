@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -344,4 +345,35 @@ func findCookie(resp *http.Response, name string) *http.Cookie {
 		}
 	}
 	return nil
+}
+
+// TestKeyNotSentToAnotherUsersListener: with the local service stopped,
+// another account (uid 65534, by setpriv: the tests run as root) listens on
+// its port to collect the key a command presents. The command refuses to
+// dial it, saying whose it is.
+func TestKeyNotSentToAnotherUsersListener(t *testing.T) {
+	e := newEnv(t)
+	if _, err := connection.EnsureKey(e.dataDir); err != nil {
+		t.Fatal(err)
+	}
+	port := freePort()
+	squatter := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "perl", "-MIO::Socket::INET", "-e",
+		fmt.Sprintf(`$s = IO::Socket::INET->new(LocalAddr => "127.0.0.1", LocalPort => %d, Listen => 5, ReuseAddr => 1) or die "listen: $!"; $| = 1; print "ready\n"; while ($c = $s->accept) { sleep 60 }`, port))
+	out := &syncBuffer{}
+	squatter.Stdout, squatter.Stderr = out, out
+	if err := squatter.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = squatter.Process.Kill(); _ = squatter.Wait() })
+	deadline := time.Now().Add(testTimeout)
+	for !strings.Contains(out.String(), "ready") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the other account's listener did not start: %s", out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	code, _, stderr := runSubagents(t, append(e.cliEnv(), "SUBAGENTS_SOCKET=0"), "list", "--address", fmt.Sprintf("127.0.0.1:%d", port))
+	if code != 2 || !strings.Contains(stderr, "belongs to user 65534") || !strings.Contains(stderr, "not sending it this user's API key") {
+		t.Fatalf("a command dialing another account's listener: exit %d, %s", code, stderr)
+	}
 }
