@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -24,45 +25,271 @@ type secretRule struct {
 	repl string
 }
 
-// secretRules are applied in order; the more specific key shapes come before
-// the generic ones so the label says what was found.
+// secretRules are the shapes of secrets whatever names them, applied in
+// order; the more specific key shapes come before the generic ones so the
+// label says what was found. Each masks a whole value: a private key cut
+// before its END line is masked to the end of the text.
 var secretRules = []secretRule{
-	{regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY-----`), "[REDACTED private key]"},
+	{regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?:[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----|[\s\S]*)`), "[REDACTED private key]"},
 	{regexp.MustCompile(`(?i)(authorization\s*[:=]\s*["']?)(?:bearer\s+|basic\s+|token\s+)?[^\s"',;]+`), "${1}[REDACTED]"},
 	{regexp.MustCompile(`(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{8,}`), "Bearer [REDACTED]"},
 	{regexp.MustCompile(`\bsk-ant-[A-Za-z0-9_-]{16,}`), "[REDACTED anthropic key]"},
 	{regexp.MustCompile(`\bsk-[A-Za-z0-9_-]{16,}`), "[REDACTED api key]"},
+	{regexp.MustCompile(`\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}|\bwhsec_[A-Za-z0-9]{20,}`), "[REDACTED stripe key]"},
+	{regexp.MustCompile(`\bgl(?:pat|dt|rt|ptt|ft|cbt|oas|soat|imt|agent)-[A-Za-z0-9_-]{20,}`), "[REDACTED gitlab token]"},
+	{regexp.MustCompile(`\bnpm_[A-Za-z0-9]{30,}`), "[REDACTED npm token]"},
+	{regexp.MustCompile(`\bhf_[A-Za-z0-9]{30,}`), "[REDACTED hugging face token]"},
 	{regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{30,}`), "[REDACTED google key]"},
 	{regexp.MustCompile(`\b(?:AKIA|ASIA)[0-9A-Z]{16}\b`), "[REDACTED aws key id]"},
-	{regexp.MustCompile(`(?i)(aws_secret_access_key\s*[=:]\s*["']?)[A-Za-z0-9/+=]{30,}`), "${1}[REDACTED]"},
 	{regexp.MustCompile(`\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})`), "[REDACTED github token]"},
 	{regexp.MustCompile(`\bxox[abprs]-[A-Za-z0-9-]{10,}`), "[REDACTED slack token]"},
 	{regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}`), "[REDACTED jwt]"},
-	// Credentials in a URL: scheme://user:password@host keeps the user.
-	{regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.-]*://[^\s/:@"'<>]+):[^\s/@"'<>]+@`), "${1}:[REDACTED]@"},
+	// Credentials in a URL: scheme://user:password@host keeps the user,
+	// with or without one. The password runs to the last "@" before the
+	// query, so one holding "@" or "/" is masked whole (a path holding "@"
+	// after it is masked too: safer than a tail of the password).
+	{urlCredentials, "${1}:[REDACTED]@"},
 }
 
-// secretAssignment is a value given to a name that says it is secret
-// (KEY=value, key: value, "key": "value"), whatever the value's length:
-// short passwords are secrets too.
-var secretAssignment = regexp.MustCompile(`(?i)(["']?)([A-Za-z0-9_.-]*(?:secret|passw(?:or)?d|pwd|token|credential|private|apikey|[_-]key)[A-Za-z0-9_.-]*)(["']?)(\s*[=:]\s*)(?:"([^"\n]*)"|'([^'\n]*)'|([^\s"',;&}\]]+))`)
+// urlCredentials is a password in a URL's authority.
+var urlCredentials = regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.-]*://[^\s/?#:@"'<>]*):[^\s?#"'<>]*@`)
 
-// maskAssignment masks the value of one secretAssignment match; counts of
-// tokens ("totalTokens": 120) are not secrets, nor what is masked already.
-func maskAssignment(m string) string {
-	g := secretAssignment.FindStringSubmatch(m)
-	name, value := strings.ToLower(g[2]), g[5]+g[6]+g[7]
-	if strings.Contains(name, "tokens") || value == "" || strings.HasPrefix(value, "[REDACTED") {
-		return m
+// secretValue is a value that carries a secret whatever names it: a token
+// of a known shape, or credentials in a URL (a password, or a query
+// parameter whose name says secret).
+func secretValue(v string) bool {
+	for _, r := range secretRules {
+		if r.re.MatchString(v) {
+			return true
+		}
 	}
-	quote := ""
-	if g[5] != "" || strings.HasSuffix(m, `"`) {
-		quote = `"`
-	} else if g[6] != "" || strings.HasSuffix(m, "'") {
-		quote = "'"
+	if !strings.Contains(v, "://") {
+		return false
 	}
-	return g[1] + g[2] + g[3] + g[4] + quote + "[REDACTED]" + quote
+	_, query, ok := strings.Cut(v, "?")
+	if !ok {
+		return false
+	}
+	for _, param := range strings.FieldsFunc(query, func(r rune) bool { return r == '&' || r == ';' }) {
+		if name, _, ok := strings.Cut(param, "="); ok && secretName(name) {
+			return true
+		}
+	}
+	return false
 }
+
+// secretName is whether a name (a variable, a key, a flag) says its value
+// is a secret, word by word (DB_PASS, dbPass and db-pass alike):
+// password, passwd, passphrase, pass; pwd (not PWD, OLDPWD: folders);
+// secret; token (not a count of tokens); credential; private; jwt; auth
+// (not author, authSource); pat as a word (GITHUB_PAT, GH_PAT2; not PATH,
+// PATTERN);
+// key after another word (STRIPE_API_KEY, AccessKey; not "key" alone, a
+// map's key).
+func secretName(name string) bool {
+	switch strings.ToLower(strings.Trim(name, `-"'\`)) {
+	case "pwd", "oldpwd":
+		return false
+	}
+	words := nameWords(name)
+	for i, w := range words {
+		next := ""
+		if i+1 < len(words) {
+			next = words[i+1]
+		}
+		switch {
+		case containsAny(w, "secret", "passw", "passphrase", "credential", "private", "jwt", "pwd"),
+			strings.Contains(w, "token") && !strings.Contains(w, "tokens") && !strings.Contains(w, "tokeniz"),
+			strings.Contains(w, "pass") && !innocentPass[w],
+			strings.Contains(w, "auth") && !authSetting(w, next),
+			w == "pat" || strings.HasPrefix(w, "pat") && len(w) > 3 && strings.Trim(w[3:], "0123456789") == "",
+			w == "key" && i > 0, strings.HasSuffix(w, "apikey"), keyWords[w]:
+			return true
+		}
+	}
+	return false
+}
+
+// authSetting is a word with "auth" in it that names no secret: an author,
+// an authority, or how to authenticate (authSource, AUTH_TYPE).
+func authSetting(w, next string) bool {
+	if strings.Contains(w, "author") && !strings.Contains(w, "authoriz") && !strings.Contains(w, "authoris") {
+		return true
+	}
+	for _, s := range authSettings {
+		if w == "auth"+s || w == "auth" && next == s {
+			return true
+		}
+	}
+	return false
+}
+
+// authSettings follow "auth" in names of settings that are not secrets.
+var authSettings = []string{"source", "mechanism", "method", "type", "mode", "db", "url", "uri", "domain", "provider", "enabled"}
+
+// innocentPass are words with "pass" in them that name no secret.
+var innocentPass = map[string]bool{"bypass": true, "compass": true, "surpass": true, "trespass": true, "encompass": true,
+	"overpass": true, "underpass": true, "passthrough": true, "passenger": true, "passengers": true, "passage": true,
+	"passages": true, "passive": true, "passed": true, "passes": true, "passing": true, "passover": true}
+
+// keyWords are keys named in one word (camel case splits AccessKey, not
+// ACCESSKEY).
+var keyWords = map[string]bool{"accesskey": true, "secretkey": true, "privatekey": true, "masterkey": true,
+	"signingkey": true, "authkey": true, "sessionkey": true, "encryptionkey": true, "licensekey": true}
+
+func containsAny(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// nameWords splits a name into lower-case words at every character that is
+// not a letter or digit and where camel case starts a word (dbPass,
+// AccessKey; APIKey stays one word).
+func nameWords(name string) []string {
+	var words []string
+	var cur []rune
+	var prev rune
+	flush := func() {
+		if len(cur) > 0 {
+			words = append(words, strings.ToLower(string(cur)))
+			cur = cur[:0]
+		}
+	}
+	for _, r := range name {
+		switch {
+		case !unicode.IsLetter(r) && !unicode.IsDigit(r):
+			flush()
+		case unicode.IsUpper(r) && (unicode.IsLower(prev) || unicode.IsDigit(prev)):
+			flush()
+			cur = append(cur, r)
+		default:
+			cur = append(cur, r)
+		}
+		prev = r
+	}
+	flush()
+	return words
+}
+
+// assignment is a name given a value: KEY=value, key: value, "key": value,
+// key := value, or a flag and its value (--password value); the name may
+// be quoted, also as JSON inside a JSON string (\"key\"). Where the value
+// ends is maskValues' to decide.
+var assignment = regexp.MustCompile(`(\\?["']?)([A-Za-z0-9_.-]+)(\\?["']?)([ \t]*(?::=|=|:)[ \t]*|[ \t]+)`)
+
+// maskValues masks the value of every assignment whose name says secret,
+// whole: a quoted value to its closing quote (JSON escapes included) or the
+// end of the line, an unquoted one to the end of its word (given with "=")
+// or of its line (given with ":"). A name that says nothing, or gives no
+// value, is passed over and the search goes on after it.
+func maskValues(s string) string {
+	var b strings.Builder
+	done := 0 // s[:done] is in b
+	for pos := 0; pos < len(s); {
+		m := assignment.FindStringSubmatchIndex(s[pos:])
+		if m == nil {
+			break
+		}
+		for i := range m {
+			m[i] += pos
+		}
+		nameStart, nameEnd, sepStart, end := m[4], m[5], m[8], m[1]
+		name, sep := s[nameStart:nameEnd], strings.TrimSpace(s[sepStart:end])
+		flag := sep == "" && strings.HasPrefix(name, "--")
+		if (sep == "" && !flag) || !secretName(name) {
+			pos = nameEnd
+			continue
+		}
+		query := m[2] > 0 && (s[m[2]-1] == '?' || s[m[2]-1] == '&')
+		vStart, vEnd := valueSpan(s, end, sep, query)
+		v := s[vStart:vEnd]
+		if v == "" || strings.HasPrefix(v, "[REDACTED") || (flag && strings.HasPrefix(v, "-")) || strings.HasPrefix(v, "=") || harmless(v) {
+			pos = max(end, nameEnd+1)
+			continue
+		}
+		b.WriteString(s[done:vStart])
+		b.WriteString("[REDACTED]")
+		done, pos = vEnd, vEnd
+	}
+	if done == 0 {
+		return s
+	}
+	b.WriteString(s[done:])
+	return b.String()
+}
+
+// harmless values are no secret whatever their name: "private": true.
+func harmless(v string) bool {
+	switch strings.ToLower(v) {
+	case "true", "false", "null", "none", "nil", "undefined":
+		return true
+	}
+	return false
+}
+
+// valueSpan is where the value that starts at i lies, quotes excluded. It
+// reads no further than the value's end: a long line holding many values
+// costs its length, not its length for each value.
+func valueSpan(s string, i int, sep string, query bool) (int, int) {
+	switch {
+	case strings.HasPrefix(s[i:], `\"`):
+		for j := i + 2; j < len(s); j++ {
+			if s[j] == '\n' || s[j] == '\r' || strings.HasPrefix(s[j:], `\"`) {
+				return i + 2, j
+			}
+		}
+		return i + 2, len(s)
+	case strings.HasPrefix(s[i:], `"`):
+		for j := i + 1; j < len(s); j++ {
+			switch s[j] {
+			case '"', '\n', '\r':
+				return i + 1, j
+			case '\\':
+				if j+1 < len(s) && s[j+1] != '\n' && s[j+1] != '\r' {
+					j++
+				}
+			}
+		}
+		return i + 1, len(s)
+	case strings.HasPrefix(s[i:], `'`):
+		for j := i + 1; j < len(s); j++ {
+			if s[j] == '\'' || s[j] == '\n' || s[j] == '\r' {
+				return i + 1, j
+			}
+		}
+		return i + 1, len(s)
+	}
+	j := i
+	for ; j < len(s); j++ {
+		c := s[j]
+		if c == '\n' || c == '\r' {
+			break
+		}
+		// Given with "=" (or a flag), a value is a word: it ends at a
+		// blank, at "&" between query parameters, at a line break as JSON
+		// text escapes it.
+		if sep != ":" && (c == ' ' || c == '\t' || c == '&' && query ||
+			c == '\\' && j+1 < len(s) && strings.IndexByte("nrt", s[j+1]) >= 0) {
+			break
+		}
+		if (c == ',' || c == ';' || c == ' ' || c == '\t') && nextName.MatchString(s[j:]) {
+			break
+		}
+	}
+	// Punctuation that closes what holds the value is not part of it.
+	for j > i && strings.IndexByte(`"'`+",;.)}]> \t", s[j-1]) >= 0 {
+		j--
+	}
+	return i, j
+}
+
+// nextName is where an unquoted value stops: the next name given a value
+// (Password:abc User:bob, a: 1, b: 2).
+var nextName = regexp.MustCompile(`^(?:[,;][ \t]*|[ \t]+)\\?["']?[A-Za-z0-9_.-]+\\?["']?[ \t]*(?::=|=|:)`)
 
 // stackFrame matches one frame of a JavaScript, Python, Java or Go trace.
 var stackFrame = regexp.MustCompile(`^\s+(?:at\s|File\s".*",\s+line\s\d+|\S+\.go:\d+)`)
@@ -71,20 +298,22 @@ var stackFrame = regexp.MustCompile(`^\s+(?:at\s|File\s".*",\s+line\s\d+|\S+\.go
 // where it failed; the rest only fills the parent's context window.
 const maxStackFrames = 8
 
-// Sanitize returns s with secrets masked, the home path shortened and
-// over-long stack traces cut.
+// Sanitize returns s with the home path shortened, secrets masked and
+// over-long stack traces cut. The home path goes first, so that no mask
+// makes a new secret shape of what surrounds it; sanitizing twice gives
+// what sanitizing once gave.
 func (z *Sanitizer) Sanitize(s string) string {
 	if s == "" {
 		return s
 	}
-	for _, r := range secretRules {
-		s = r.re.ReplaceAllString(s, r.repl)
-	}
-	s = secretAssignment.ReplaceAllStringFunc(s, maskAssignment)
 	if z.home != "" && z.home != "/" {
 		s = strings.ReplaceAll(s, z.home+"/", "~/")
 		s = strings.ReplaceAll(s, z.home, "~")
 	}
+	for _, r := range secretRules {
+		s = r.re.ReplaceAllString(s, r.repl)
+	}
+	s = maskValues(s)
 	return cutStackTraces(s)
 }
 
