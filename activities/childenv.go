@@ -1,71 +1,134 @@
 package activities
 
 import (
+	"encoding/json"
+	"os"
 	"path"
+	"path/filepath"
 	"regexp"
 	"strings"
 )
 
 // EnvPolicy decides which of the worker's environment variables a child pi
-// sees. A child is a coding agent and needs the user's environment and its
-// model's provider credentials, not the service's own secrets: by default
-// it never gets the worker's Temporal settings (TEMPORAL_*: its address,
-// API key and TLS material), nor a variable whose name says PASSWORD,
-// SECRET, TOKEN, CREDENTIAL or PRIVATE, nor a value that carries
-// credentials in a URL (scheme://user:pass@host). Provider credentials are
-// kept (*_API_KEY, AWS_*, GOOGLE_APPLICATION_CREDENTIALS, the tokens pi's
-// providers read).
+// sees. A child is a coding agent: it needs the user's environment and its
+// model's provider credentials, not the user's other secrets nor the
+// service's own. By default it never gets:
+//   - the worker's Temporal settings (TEMPORAL_*: its address, API key and
+//     TLS material);
+//   - a variable whose name looks secret (secretName: PASS, PWD, PAT, AUTH,
+//     SECRET, TOKEN, CREDENTIAL, PRIVATE, JWT, a KEY of a service), or
+//     KUBECONFIG;
+//   - a value that carries a secret: credentials in a URL
+//     (scheme://user:pass@host, scheme://:pass@host, ?password=...), or a
+//     token of a known shape (a private key, ghp_..., sk_live_...).
+//
+// A provider credential is kept by its exact name: the variables pi 0.87.1
+// reads for its model providers (pi-ai's env-api-keys and providers.md),
+// and the names the user's pi config interpolates ($NAME in models.json or
+// auth.json). The static AWS credentials (AWS_ACCESS_KEY_ID,
+// AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN) open the whole AWS account, not
+// one model: only a child whose model is Amazon Bedrock gets them
+// (FilterFor); AWS_PROFILE, AWS_BEARER_TOKEN_BEDROCK and the container and
+// web-identity settings serve Bedrock for every child.
 //
 // Patterns are shell globs on the variable's name, case-insensitive. The
-// order: Allow, then Deny, then the defaults; Strict passes only Allow, a
-// base set (PATH, HOME, locale, proxies, PI_*) and provider credentials,
-// for a worker shared by several users.
+// order: Allow, then Deny, then provider credentials, then the secret
+// rules; Strict then passes only a base set (PATH, HOME, locale, proxies,
+// PI_*), for a worker shared by several users.
 type EnvPolicy struct {
 	Allow  []string
 	Deny   []string
 	Strict bool
 }
 
-var (
-	// serviceSecrets are denied by default.
-	serviceSecrets = []string{"TEMPORAL_*", "*PASSWORD*", "*PASSWD*", "*SECRET*", "*TOKEN*", "*CREDENTIAL*", "*PRIVATE*"}
-	// providerCredentials are what pi's providers read (pi's
-	// docs/providers.md): kept unless Deny names them.
-	providerCredentials = []string{"*_API_KEY", "AWS_*", "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_PROJECT",
-		"ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_OAUTH_TOKEN", "COPILOT_GITHUB_TOKEN", "HF_TOKEN"}
-	// baseEnv is what a process needs to run at all (Strict keeps it).
-	baseEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_*", "TERM", "TZ", "TMPDIR",
-		"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "EDITOR", "VISUAL", "PI_*", "XDG_*"}
-	// urlCredentials is a value with a password in a URL.
-	urlCredentials = regexp.MustCompile(`(?i)[a-z][a-z0-9+.-]*://[^\s/:@]+:[^\s/@]+@`)
-)
+// providerEnv are the provider credentials and settings pi reads, by exact
+// name: kept unless Deny names them.
+var providerEnv = map[string]bool{}
 
-// Filter returns the variables of env (KEY=value) a child gets.
+func init() {
+	for _, name := range []string{
+		// pi-ai dist/env-api-keys.js, getApiKeyEnvVars.
+		"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_OAUTH_TOKEN", "COPILOT_GITHUB_TOKEN",
+		"ANT_LING_API_KEY", "QWEN_TOKEN_PLAN_API_KEY", "QWEN_TOKEN_PLAN_CN_API_KEY", "OPENAI_API_KEY",
+		"AZURE_OPENAI_API_KEY", "NVIDIA_API_KEY", "DEEPSEEK_API_KEY", "GEMINI_API_KEY", "GOOGLE_CLOUD_API_KEY",
+		"GROQ_API_KEY", "CEREBRAS_API_KEY", "XAI_API_KEY", "RADIUS_API_KEY", "OPENROUTER_API_KEY",
+		"AI_GATEWAY_API_KEY", "ZAI_API_KEY", "ZAI_CODING_CN_API_KEY", "MISTRAL_API_KEY", "MINIMAX_API_KEY",
+		"MINIMAX_CN_API_KEY", "MOONSHOT_API_KEY", "HF_TOKEN", "FIREWORKS_API_KEY", "TOGETHER_API_KEY",
+		"BASETEN_API_KEY", "OPENCODE_API_KEY", "KIMI_API_KEY", "META_API_KEY", "CLOUDFLARE_API_KEY",
+		"XIAOMI_API_KEY", "XIAOMI_TOKEN_PLAN_CN_API_KEY", "XIAOMI_TOKEN_PLAN_AMS_API_KEY", "XIAOMI_TOKEN_PLAN_SGP_API_KEY",
+		// providers.md: the settings beside the keys.
+		"AZURE_OPENAI_BASE_URL", "AZURE_OPENAI_RESOURCE_NAME", "AZURE_OPENAI_API_VERSION", "AZURE_OPENAI_DEPLOYMENT_NAME_MAP",
+		"CLOUDFLARE_ACCOUNT_ID", "CLOUDFLARE_GATEWAY_ID", "ANTHROPIC_BASE_URL", "OPENAI_BASE_URL", "LLAMA_BASE_URL",
+		// Vertex AI's Application Default Credentials: a file's path, not
+		// the secret; the child can read the file anyway.
+		"GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_PROJECT", "GCLOUD_PROJECT", "GOOGLE_CLOUD_LOCATION",
+		// Bedrock for every child: a profile and files name where the
+		// credentials are, the bearer token is Bedrock's own key.
+		"AWS_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE",
+		"AWS_BEARER_TOKEN_BEDROCK", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+		"AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_ROLE_SESSION_NAME",
+	} {
+		providerEnv[name] = true
+	}
+}
+
+// bedrockEnv are the AWS credentials pi's Bedrock provider reads from the
+// environment that open more than Bedrock: a child gets them only when its
+// model is Bedrock's.
+var bedrockEnv = map[string]bool{
+	"AWS_ACCESS_KEY_ID": true, "AWS_SECRET_ACCESS_KEY": true, "AWS_SESSION_TOKEN": true, "AWS_CONTAINER_AUTHORIZATION_TOKEN": true,
+}
+
+// bedrockProvider is pi's provider name for Amazon Bedrock.
+const bedrockProvider = "amazon-bedrock"
+
+// baseEnv is what a process needs to run at all (Strict keeps it).
+var baseEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_*", "TERM", "TZ", "TMPDIR",
+	"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "EDITOR", "VISUAL", "PI_*", "XDG_*"}
+
+// Filter returns the variables of env (KEY=value) a child gets, whatever
+// its model (the Bedrock-only credentials are dropped).
 func (p EnvPolicy) Filter(env []string) []string {
+	return p.FilterFor("", env)
+}
+
+// FilterFor returns the variables of env a child whose model is model
+// (provider/id) gets.
+func (p EnvPolicy) FilterFor(model string, env []string) []string {
+	provider, _, _ := strings.Cut(model, "/")
+	configured := configuredEnvNames(env)
 	out := make([]string, 0, len(env))
 	for _, kv := range env {
 		name, value, _ := strings.Cut(kv, "=")
-		if p.passes(name, value) {
+		if p.passes(name, value, provider, configured) {
 			out = append(out, kv)
 		}
 	}
 	return out
 }
 
-func (p EnvPolicy) passes(name, value string) bool {
+func (p EnvPolicy) passes(name, value, provider string, configured map[string]bool) bool {
+	upper := strings.ToUpper(name)
 	switch {
 	case matchAny(p.Allow, name):
 		return true
-	case matchAny(p.Deny, name), strings.HasPrefix(strings.ToUpper(name), "TEMPORAL_"):
+	case matchAny(p.Deny, name), strings.HasPrefix(upper, "TEMPORAL_"):
 		return false
-	case matchAny(providerCredentials, name):
+	case providerEnv[upper], configured[upper], bedrockEnv[upper] && provider == bedrockProvider:
 		return true
+	case secretEnvName(name), secretValue(value):
+		return false
 	case p.Strict:
 		return matchAny(baseEnv, name)
-	case matchAny(serviceSecrets, name), urlCredentials.MatchString(value):
-		return false
 	}
 	return true
+}
+
+// secretEnvName is a variable's name that says it holds a secret, or that
+// hands a child more of the user's powers than its work needs: the cluster
+// configuration kubectl reads.
+func secretEnvName(name string) bool {
+	return secretName(name) || strings.Contains(strings.ToUpper(name), "KUBECONFIG")
 }
 
 func matchAny(patterns []string, name string) bool {
@@ -76,4 +139,64 @@ func matchAny(patterns []string, name string) bool {
 		}
 	}
 	return false
+}
+
+// configRef is a $NAME or ${NAME} in a value of pi's config (pi's
+// resolve-config-value: apiKey and header values interpolate variables).
+var configRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)`)
+
+// configuredEnvNames are the variables the user's pi config (models.json
+// and auth.json in the agent dir env names: PI_CODING_AGENT_DIR, else
+// ~/.pi/agent) reads for its providers: a custom provider's key is a
+// provider key too.
+func configuredEnvNames(env []string) map[string]bool {
+	var dir, home string
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PI_CODING_AGENT_DIR="); ok {
+			dir = v
+		} else if v, ok := strings.CutPrefix(kv, "HOME="); ok {
+			home = v
+		}
+	}
+	if dir == "" && home != "" {
+		dir = filepath.Join(home, ".pi", "agent")
+	}
+	names := map[string]bool{}
+	if dir == "" {
+		return names
+	}
+	for _, file := range []string{"models.json", "auth.json"} {
+		b, err := os.ReadFile(filepath.Join(dir, file))
+		if err != nil {
+			continue
+		}
+		var doc any
+		if json.Unmarshal(b, &doc) != nil {
+			continue
+		}
+		addConfigRefs(doc, names)
+	}
+	return names
+}
+
+// addConfigRefs adds the names every string of v interpolates; a value
+// starting with "!" is a command, "$$" a literal "$".
+func addConfigRefs(v any, names map[string]bool) {
+	switch v := v.(type) {
+	case map[string]any:
+		for _, e := range v {
+			addConfigRefs(e, names)
+		}
+	case []any:
+		for _, e := range v {
+			addConfigRefs(e, names)
+		}
+	case string:
+		if strings.HasPrefix(v, "!") {
+			return
+		}
+		for _, m := range configRef.FindAllStringSubmatch(strings.ReplaceAll(v, "$$", ""), -1) {
+			names[strings.ToUpper(m[1]+m[2])] = true
+		}
+	}
 }
