@@ -1,0 +1,244 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	subcli "github.com/durable-pi/subagents/cli"
+	"github.com/durable-pi/subagents/connection"
+	"github.com/durable-pi/subagents/internal/errcode"
+)
+
+// The local service's socket under load a client of this user can make by
+// mistake (a runaway script, a loop that never closes what it opens): the
+// socket is 0600 in a 0700 folder, so nobody else reaches it. Issue 29,
+// item 5: a burst of connections under a descriptor limit ended the accept
+// loop for good, with nothing logged; connections each holding part of a
+// long line grew the service by hundreds of megabytes.
+
+// answerWithin is how long the service gets to answer a call after an
+// attack: the accept loop's longest backoff is a second, and a `list`
+// answers in milliseconds; a loaded machine gets the rest.
+const answerWithin = 30 * time.Second
+
+// TestSocketSurvivesADescriptorBurst: `subagents dev` under a 256-file limit
+// (set on the running service with prlimit, as a user's `ulimit -n 256`
+// would be), 300 connections to its socket at once, then all closed. The
+// next call on the socket gets its answer, and the service's log says what
+// happened. Before, the accept loop ended at the first "too many open
+// files": every later call hung, nothing was logged, and the process stayed
+// up holding dev.lock.
+func TestSocketSurvivesADescriptorBurst(t *testing.T) {
+	e := newEnv(t)
+	e.dataDir = filepath.Join(t.TempDir(), "d")
+	p, _, _ := e.devCLI("--headless")
+	sock := filepath.Join(e.dataDir, connection.SocketName)
+	pid := servicePID(t, sock)
+	if out, err := exec.Command("prlimit", "--pid", strconv.Itoa(pid), "--nofile=256:256").CombinedOutput(); err != nil {
+		t.Fatalf("prlimit: %v\n%s", err, out)
+	}
+
+	var burst []net.Conn
+	for i := range 300 {
+		c, err := net.DialTimeout("unix", sock, 5*time.Second)
+		if err != nil {
+			t.Fatalf("connection %d of the burst: %v", i, err)
+		}
+		burst = append(burst, c)
+	}
+	// Held for a moment, so that the service accepts all it can and meets
+	// the limit, then all let go at once.
+	time.Sleep(time.Second)
+	for _, c := range burst {
+		_ = c.Close()
+	}
+
+	lines, exit, err := callWithin(sock, `{"id":1,"args":["list","--json"]}`, 1, answerWithin)
+	if err != nil || exit != 0 || len(lines) == 0 || !strings.Contains(lines[0], `"op":"list"`) {
+		t.Fatalf("a call after the burst: exit %d, %v\n%q\nservice log:\n%s", exit, err, lines, p.stderr)
+	}
+	// The service met its limits (the descriptors, or its own cap on
+	// connections below them) and said so.
+	log := p.stderr.String()
+	if !strings.Contains(log, "too many open files") && !strings.Contains(log, "at its limit of") {
+		t.Fatalf("nothing in the service's log about the burst:\n%s", log)
+	}
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, "socket:") {
+			t.Log(line)
+		}
+	}
+}
+
+// TestSocketRefusesOversizedLines: ten connections each send half of a
+// 30 MiB request line and hold it, never ending the line. Each is refused at
+// once with a coded answer (INVALID_INPUT naming the line limit, or
+// SERVICE_UNAVAILABLE when the service's reading budget is taken by the
+// others), the service's memory stays within 64 MiB of what it was before,
+// and a normal call gets its answer meanwhile. Before, each line was
+// buffered whole (it was under a 32 MiB limit): no answer, and the service
+// grew by hundreds of megabytes.
+func TestSocketRefusesOversizedLines(t *testing.T) {
+	e := newEnv(t)
+	e.dataDir = filepath.Join(t.TempDir(), "d")
+	p, _, _ := e.devCLI("--headless")
+	sock := filepath.Join(e.dataDir, connection.SocketName)
+	pid := servicePID(t, sock)
+	if _, exit, err := callWithin(sock, `{"id":1,"args":["list","--json"]}`, 1, answerWithin); err != nil || exit != 0 {
+		t.Fatalf("list before: exit %d, %v", exit, err)
+	}
+	before := vmRSS(t, pid)
+
+	// The service's RSS sampled while the lines come in, its peak kept.
+	var peak int64
+	sampling, sampled := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			if rss, err := readVmRSS(pid); err == nil {
+				peak = max(peak, rss)
+			}
+			select {
+			case <-sampling:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+
+	const conns, half = 10, 15 << 20
+	head := `{"id":7,"args":["start","--json","--input","-"],"input":"`
+	body := strings.Repeat("x", half-len(head))
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		problems []string
+		held     []net.Conn
+	)
+	for i := range conns {
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Written on its own: a service that buffers the line reads it
+			// all, one that refuses it reads on to the line's end.
+			go func() { _, _ = c.Write([]byte(head + body)) }()
+			lines, exit, err := readAnswer(bufio.NewReader(c), c, 7, answerWithin)
+			text := strings.Join(lines, "\n")
+			refused := exit == errcode.ExitBadInput && strings.Contains(text, `"INVALID_INPUT"`) && strings.Contains(text, "limit of") ||
+				exit == errcode.ExitUnavailable && strings.Contains(text, `"SERVICE_UNAVAILABLE"`)
+			if err != nil || !refused {
+				mu.Lock()
+				problems = append(problems, fmt.Sprintf("connection %d: exit %d, %v: %.300s", i, exit, err, text))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	// The lines are still held open: a normal call gets its answer.
+	if _, exit, err := callWithin(sock, `{"id":1,"args":["list","--json"]}`, 1, answerWithin); err != nil || exit != 0 {
+		problems = append(problems, fmt.Sprintf("a call beside the held lines: exit %d, %v", exit, err))
+	}
+	close(sampling)
+	<-sampled
+	if grew := peak - before; grew > 64<<20 {
+		problems = append(problems, fmt.Sprintf("the service grew from %d MiB to %d MiB", before>>20, peak>>20))
+	}
+	for _, c := range held {
+		_ = c.Close()
+	}
+	if len(problems) > 0 {
+		t.Fatalf("%s\nservice log:\n%s", strings.Join(problems, "\n"), p.stderr)
+	}
+	t.Logf("RSS %d MiB before, peak %d MiB", before>>20, peak>>20)
+}
+
+// servicePID asks the service on sock for its process ID (`subagents dev`
+// execs the full build, so the harness's process is the service).
+func servicePID(t *testing.T, sock string) int {
+	t.Helper()
+	lines, exit, err := callWithin(sock, `{"id":1,"args":["service"]}`, 1, answerWithin)
+	var info subcli.ServiceInfo
+	if err != nil || exit != 0 || len(lines) != 1 || json.Unmarshal([]byte(lines[0]), &info) != nil || info.PID == 0 {
+		t.Fatalf("service: exit %d, %v: %q", exit, err, lines)
+	}
+	return info.PID
+}
+
+// callWithin sends one request line on a new connection to sock and reads
+// request id's answer; an answer that does not come within d is an error,
+// not a hang.
+func callWithin(sock, line string, id int64, d time.Duration) ([]string, int, error) {
+	c, err := net.DialTimeout("unix", sock, d)
+	if err != nil {
+		return nil, -1, err
+	}
+	defer func() { _ = c.Close() }()
+	_ = c.SetWriteDeadline(time.Now().Add(d))
+	if _, err := c.Write([]byte(line + "\n")); err != nil {
+		return nil, -1, err
+	}
+	return readAnswer(bufio.NewReaderSize(c, 1<<20), c, id, d)
+}
+
+// readAnswer reads replies until request id's exit.
+func readAnswer(r *bufio.Reader, c net.Conn, id int64, d time.Duration) (lines []string, exit int, err error) {
+	_ = c.SetReadDeadline(time.Now().Add(d))
+	for {
+		b, err := r.ReadBytes('\n')
+		if err != nil {
+			return lines, -1, fmt.Errorf("reading request %d's answer: %w", id, err)
+		}
+		var rep subcli.ServeReply
+		if err := json.Unmarshal(b, &rep); err != nil {
+			return lines, -1, fmt.Errorf("reply is not JSON: %q", b)
+		}
+		if rep.ID != id {
+			continue
+		}
+		if rep.Line != nil {
+			lines = append(lines, *rep.Line)
+		}
+		if rep.Exit != nil {
+			return lines, *rep.Exit, nil
+		}
+	}
+}
+
+// vmRSS is pid's resident memory in bytes.
+func vmRSS(t *testing.T, pid int) int64 {
+	t.Helper()
+	rss, err := readVmRSS(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rss
+}
+
+func readVmRSS(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+}
