@@ -8,13 +8,16 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -50,6 +53,8 @@ var CallerEnv = []string{"SUBAGENTS_TASK_QUEUE", "SUBAGENTS_HOST", "SUBAGENTS_UI
 // ServeReply is one line the service writes: a line of a request's stdout
 // as the command would print it, or, last, its exit code.
 type ServeReply struct {
+	// ID is the request's; 0 answers none: the one line of a connection
+	// the service refused (at its limit of connections) before it closes.
 	ID   int64   `json:"id"`
 	Line *string `json:"line,omitempty"`
 	Exit *int    `json:"exit,omitempty"`
@@ -58,10 +63,16 @@ type ServeReply struct {
 	Error string `json:"error,omitempty"`
 }
 
-// MaxRequestLine bounds one request line: a start request is at most
-// maxRequestBytes, JSON-quoted once more. A longer line is answered with
-// INVALID_INPUT and skipped; the connection goes on.
-const MaxRequestLine = 2*maxRequestBytes + 4096
+// MaxRequestLine bounds one request line. A line carries a verb's stdin
+// JSON-quoted once more; the largest that carries something the service can
+// start is a delegation at Temporal's payload limit (client.MaxStartBytes,
+// 2000 KiB encoded), and quoting it again at most doubles it (each '"' and
+// '\' escaped). 8 MiB is twice that again, for a request written by hand
+// with indentation. A longer line is answered with INVALID_INPUT once it
+// has crossed the limit (within a lineChunk of it, while the client may
+// still be writing it), and the rest of it is skipped without being held;
+// the connection goes on.
+const MaxRequestLine = 8 << 20
 
 // Limits of one call. A call that is not a wait only talks to the frontend
 // and answers in milliseconds; two minutes means it is stuck. A wait (and
@@ -84,6 +95,15 @@ type Server struct {
 	CallTimeout, WaitTimeout time.Duration
 	// MaxLine bounds a request line (zero: MaxRequestLine).
 	MaxLine int
+	// The socket's limits (Serve; zero: the defaults in socket.go):
+	// connections served at once, bytes of request lines held while they
+	// are read across all connections, how long a line may take from its
+	// first byte to its end, and how long a reply may wait for its client
+	// to take it.
+	MaxConns, ReadBudget      int
+	LineTimeout, WriteTimeout time.Duration
+	// Logger gets the socket's trouble (nil: slog's default logger).
+	Logger *slog.Logger
 	// Info, when set, answers the `service` request: what this service
 	// serves, so that a client can tell it is the one it wants.
 	Info *ServiceInfo
@@ -134,12 +154,28 @@ type ConnOptions struct {
 	// their end after the input ends (stdio serve, whose caller closes
 	// stdin to say it has no more requests).
 	CancelOnEOF bool
+	// LineTimeout, when set and the input has read deadlines (a socket),
+	// bounds the time from a line's first byte to its end: a client that
+	// trickles a line, or stops in its middle, is answered and its
+	// connection closed. The time between lines is not bounded: a pi holds
+	// its connection idle between calls, and a wait's answer may take
+	// hours.
+	LineTimeout time.Duration
+	// WriteTimeout, when set and the output has write deadlines and can be
+	// closed (a socket), bounds how long one reply waits for the client to
+	// take it: past it the client is gone or stuck, and the connection is
+	// closed, which ends its calls.
+	WriteTimeout time.Duration
+	// budget, when set, is shared by the connections of one socket: the
+	// bytes of long lines held while they are read.
+	budget *readBudget
 }
 
 // ServeConn answers the requests read from r on w until r ends, then waits
 // for the calls still running. A bad line (not JSON, too long) gets an
 // INVALID_INPUT envelope and exit code 2 under its ID when the ID can be
-// read, and the connection goes on.
+// read, and the connection goes on; a line cut off by opts.LineTimeout is
+// answered the same way and ends the connection.
 func (s *Server) ServeConn(ctx context.Context, r io.Reader, w io.Writer, opts ConnOptions) error {
 	ctx, cancelAll := context.WithCancel(ctx)
 	defer cancelAll()
@@ -148,31 +184,55 @@ func (s *Server) ServeConn(ctx context.Context, r io.Reader, w io.Writer, opts C
 		enc     = json.NewEncoder(w)
 		cancels = map[int64]context.CancelFunc{}
 		wg      sync.WaitGroup
+		// broken is set once a reply could not be written in time.
+		broken   bool
+		writeErr error
 	)
+	wd, _ := w.(interface{ SetWriteDeadline(time.Time) error })
+	wc, _ := w.(io.Closer)
+	if opts.WriteTimeout <= 0 || wd == nil || wc == nil {
+		wd = nil
+	}
 	reply := func(r ServeReply) {
 		mu.Lock()
 		defer mu.Unlock()
-		_ = enc.Encode(r)
+		if broken {
+			return
+		}
+		if wd != nil {
+			_ = wd.SetWriteDeadline(time.Now().Add(opts.WriteTimeout))
+		}
+		if err := enc.Encode(r); err != nil && wd != nil {
+			// Nobody takes the replies: end the calls, and the read.
+			broken, writeErr = true, err
+			cancelAll()
+			_ = wc.Close()
+		}
 	}
 	refuse := func(id int64, err error) {
-		code := errcode.ExitBadInput
+		code := errcode.ExitCode(err)
 		line := mustJSON(client.ErrorEnvelope("serve", err))
 		reply(ServeReply{ID: id, Line: &line})
-		reply(ServeReply{ID: id, Exit: &code})
+		reply(ServeReply{ID: id, Exit: &code, Error: err.Error()})
 	}
 	maxLine := cmp.Or(s.MaxLine, MaxRequestLine)
-	lines := newLineReader(r, maxLine)
+	lines := newLineReader(r, maxLine, opts)
+	defer lines.drop()
 	var readErr error
 	for {
-		line, tooLong, err := lines.next()
+		line, refused, err := lines.next()
 		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				refuse(idOf(lines.unanswered()), errcode.Errorf(errcode.InvalidInput,
+					"request: the line did not end within %s of its first byte: the connection is closed", opts.LineTimeout))
+			}
 			if !errors.Is(err, io.EOF) {
 				readErr = err
 			}
 			break
 		}
-		if tooLong {
-			refuse(idOf(line), errcode.Errorf(errcode.InvalidInput, "request: longer than the limit of %d bytes", maxLine))
+		if refused != nil {
+			refuse(idOf(line), refused)
 			continue
 		}
 		if len(bytes.TrimSpace(line)) == 0 {
@@ -228,7 +288,13 @@ func (s *Server) ServeConn(ctx context.Context, r io.Reader, w io.Writer, opts C
 		cancelAll()
 	}
 	wg.Wait()
-	if readErr != nil {
+	mu.Lock()
+	defer mu.Unlock()
+	switch {
+	case writeErr != nil:
+		return errcode.Wrap(errcode.ServiceUnavailable, writeErr,
+			fmt.Sprintf("the client took no reply within %s: the connection is closed", opts.WriteTimeout))
+	case readErr != nil:
 		return errcode.Wrap(errcode.InvalidInput, readErr, "reading requests: "+readErr.Error())
 	}
 	return nil
@@ -304,43 +370,209 @@ func idOf(line []byte) int64 {
 	return id
 }
 
-// lineReader splits its input on LF, and cuts a line over max bytes: it
-// returns the line's first bytes with tooLong set and skips the rest, so one
-// oversized line costs at most max bytes of memory and nothing else.
+// lineChunk is the unit a line longer than the reader's buffer is held in
+// while it is read: chunks come from a pool and go back to it, so a line
+// refused at the limit leaves no garbage behind, and the memory a long line
+// takes grows by a chunk, not by doubling.
+const lineChunk = 64 << 10
+
+var chunkPool = sync.Pool{New: func() any { return new([lineChunk]byte) }}
+
+// headBytes is how much of a line is kept to find its ID after the line is
+// refused: the ID comes first in every request a client writes.
+const headBytes = 256
+
+// lineReader splits its input on LF. A line over max bytes is refused as
+// soon as it crosses the limit and its rest is skipped, unread into memory;
+// so is a line the shared budget has no room for. With a deadline, a line
+// must end within its timeout from its first byte.
 type lineReader struct {
-	r   *bufio.Reader
-	max int
+	r       *bufio.Reader
+	max     int
+	budget  *readBudget
+	timeout time.Duration
+	conn    interface{ SetReadDeadline(time.Time) error }
+
+	// The line being read: held in chunks past the reader's buffer (n
+	// bytes, taken from the budget in whole chunks); its first bytes; and
+	// whether it has begun, and is being skipped.
+	chunks        []*[lineChunk]byte
+	n             int
+	head          []byte
+	started, skip bool
 }
 
-func newLineReader(r io.Reader, max int) *lineReader {
-	return &lineReader{r: bufio.NewReaderSize(r, 64<<10), max: max}
+func newLineReader(r io.Reader, max int, opts ConnOptions) *lineReader {
+	l := &lineReader{r: bufio.NewReaderSize(r, lineChunk), max: max, budget: opts.budget}
+	if c, ok := r.(interface{ SetReadDeadline(time.Time) error }); ok && opts.LineTimeout > 0 {
+		l.conn, l.timeout = c, opts.LineTimeout
+	}
+	return l
 }
 
-func (l *lineReader) next() (line []byte, tooLong bool, err error) {
-	var buf []byte
+// next returns the next line without its LF, valid until the next call; or,
+// with refused set, the first bytes of a line that was refused and why.
+func (l *lineReader) next() (line []byte, refused error, err error) {
 	for {
+		if !l.started {
+			// Between lines a connection may stay idle as long as it likes.
+			if _, err := l.r.Peek(1); err != nil {
+				return nil, nil, err
+			}
+			l.begin()
+		}
 		chunk, err := l.r.ReadSlice('\n')
-		if len(buf)+len(chunk) > l.max {
-			head := append(buf, chunk[:min(len(chunk), l.max-len(buf))]...)
-			for errors.Is(err, bufio.ErrBufferFull) {
-				_, err = l.r.ReadSlice('\n')
-			}
-			if err != nil && !errors.Is(err, io.EOF) {
-				return nil, false, err
-			}
-			return head, true, nil
+		if len(l.head) < headBytes && !l.skip {
+			l.head = append(l.head, chunk[:min(len(chunk), headBytes-len(l.head))]...)
 		}
-		buf = append(buf, chunk...)
-		switch {
-		case err == nil:
-			return bytes.TrimSuffix(buf, []byte("\n")), false, nil
-		case errors.Is(err, bufio.ErrBufferFull):
+		full := errors.Is(err, bufio.ErrBufferFull)
+		if err != nil && !full && !errors.Is(err, io.EOF) {
+			return nil, nil, err
+		}
+		ended := !full // at its LF, or at the end of the input
+		if l.skip {
+			if ended {
+				l.end()
+			}
 			continue
-		case errors.Is(err, io.EOF) && len(buf) > 0:
-			return buf, false, nil
-		default:
-			return nil, false, err
 		}
+		text := bytes.TrimSuffix(chunk, []byte("\n"))
+		if l.n+len(text) > l.max {
+			return l.refuse(ended, errcode.Errorf(errcode.InvalidInput,
+				"request: longer than the limit of %d bytes (a delegation's input is at most %d KiB: name large context in files[], read on the worker)",
+				l.max, client.MaxStartBytes>>10))
+		}
+		if ended && l.n == 0 {
+			// The common case: the whole line is in the reader's buffer.
+			l.end()
+			return text, nil, nil
+		}
+		if !l.hold(text) {
+			return l.refuse(ended, errcode.Errorf(errcode.ServiceUnavailable,
+				"request: the service holds %s of request lines being read, its limit: try again", sizeText(l.budget.size)))
+		}
+		if ended {
+			line = l.join()
+			l.end()
+			return line, nil, nil
+		}
+	}
+}
+
+// unanswered is the head of the line being read, unless it was refused
+// already.
+func (l *lineReader) unanswered() []byte {
+	if l.skip {
+		return nil
+	}
+	return l.head
+}
+
+// begin starts a line's clock.
+func (l *lineReader) begin() {
+	l.started = true
+	if l.conn != nil {
+		_ = l.conn.SetReadDeadline(time.Now().Add(l.timeout))
+	}
+}
+
+// end ends a line: what it held goes back, and the clock stops.
+func (l *lineReader) end() {
+	l.drop()
+	l.started, l.skip, l.head = false, false, l.head[:0]
+	if l.conn != nil {
+		_ = l.conn.SetReadDeadline(time.Time{})
+	}
+}
+
+// refuse gives up the current line with why, skipping its rest unless it
+// ended; its head stays for the caller to find its ID.
+func (l *lineReader) refuse(ended bool, why error) ([]byte, error, error) {
+	l.drop()
+	head := bytes.Clone(l.head)
+	if ended {
+		l.end()
+	} else {
+		l.skip = true
+	}
+	return head, why, nil
+}
+
+// hold keeps p as the line's next bytes, in chunks the budget allows.
+func (l *lineReader) hold(p []byte) bool {
+	for len(p) > 0 {
+		at := l.n % lineChunk
+		if at == 0 {
+			if !l.budget.take(lineChunk) {
+				return false
+			}
+			l.chunks = append(l.chunks, chunkPool.Get().(*[lineChunk]byte))
+		}
+		k := copy(l.chunks[len(l.chunks)-1][at:], p)
+		l.n += k
+		p = p[k:]
+	}
+	return true
+}
+
+// join is the held line in one piece.
+func (l *lineReader) join() []byte {
+	line := make([]byte, 0, l.n)
+	for i, c := range l.chunks {
+		line = append(line, c[:min(lineChunk, l.n-i*lineChunk)]...)
+	}
+	return line
+}
+
+// drop gives the held chunks back to the pool and the budget.
+func (l *lineReader) drop() {
+	for _, c := range l.chunks {
+		chunkPool.Put(c)
+	}
+	l.budget.give(len(l.chunks) * lineChunk)
+	l.chunks, l.n = l.chunks[:0], 0
+}
+
+// sizeText says n bytes in the unit a limit is given in.
+func sizeText(n int) string {
+	if n >= 1<<20 && n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d KiB", n>>10)
+}
+
+// readBudget is the bytes that the connections of one socket may hold in
+// lines being read, all together.
+type readBudget struct {
+	size int
+	left atomic.Int64
+}
+
+func newReadBudget(size int) *readBudget {
+	b := &readBudget{size: size}
+	b.left.Store(int64(size))
+	return b
+}
+
+// take reserves n bytes, if there is room; a nil budget always has room.
+func (b *readBudget) take(n int) bool {
+	if b == nil {
+		return true
+	}
+	for {
+		left := b.left.Load()
+		if left < int64(n) {
+			return false
+		}
+		if b.left.CompareAndSwap(left, left-int64(n)) {
+			return true
+		}
+	}
+}
+
+func (b *readBudget) give(n int) {
+	if b != nil && n > 0 {
+		b.left.Add(int64(n))
 	}
 }
 
