@@ -182,7 +182,7 @@ func TestDevStartupErrors(t *testing.T) {
 		{"database is a folder", []string{"--port", strconv.Itoa(freePort()), "--headless", "--db-filename", dataDir}, nil, "is a folder, not a database file"},
 		{"pi missing", []string{"--port", strconv.Itoa(freePort()), "--headless", "--pi", filepath.Join(dataDir, "no-pi")}, nil, "pi (--pi): "},
 		{"pi that does not run", []string{"--port", strconv.Itoa(freePort()), "--headless"}, []string{"SUBAGENTS_PI=/bin/false"}, "does not run"},
-		{"http api off loopback", []string{"--ip", "0.0.0.0", "--port", strconv.Itoa(freePort()), "--headless", "--http-port", strconv.Itoa(freePort())}, nil, "--http-port serves Temporal's HTTP API without authorization"},
+		{"http api off loopback", []string{"--ip", "0.0.0.0", "--port", strconv.Itoa(freePort()), "--headless", "--http-port", strconv.Itoa(freePort())}, nil, "--http-port serves Temporal's HTTP API in plain HTTP"},
 		{"http port in use", []string{"--port", strconv.Itoa(freePort()), "--headless", "--http-port", busyPort}, nil, "--http-port: cannot listen on 127.0.0.1:" + busyPort},
 		{"ui ip not an address", []string{"--port", strconv.Itoa(freePort()), "--ui-ip", "localhost"}, nil, `--ui-ip "localhost" is not an IP address`},
 		{"bad flag", []string{"--no-such-flag"}, nil, "flag provided but not defined"},

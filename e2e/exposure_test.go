@@ -18,6 +18,7 @@ import (
 
 	"github.com/durable-pi/subagents/activities"
 	"github.com/durable-pi/subagents/api"
+	"github.com/durable-pi/subagents/connection"
 	"github.com/durable-pi/subagents/internal/errcode"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
 )
@@ -118,7 +119,12 @@ func TestDevHTTPAPIOffByDefault(t *testing.T) {
 			continue
 		}
 		id := "probe-" + uuid.NewString()
-		if status, ok := postStartWorkflow(t, port, id, e.taskQueue); ok && status < 500 {
+		// Two ports answer HTTP and refuse: the UI server behind the UI's
+		// front (403: it calls the frontend with the key only for the
+		// front's requests) and the internal TLS listeners (400: plain
+		// HTTP to a TLS server).
+		status, ok := postStartWorkflow(t, port, id, e.taskQueue, "")
+		if ok && status < 500 && status != http.StatusForbidden && status != http.StatusBadRequest {
 			t.Errorf("port %d answered Temporal's HTTP API with %d", port, status)
 		}
 		if _, err := shared.client.DescribeWorkflowExecution(context.Background(), id, ""); err == nil {
@@ -130,15 +136,23 @@ func TestDevHTTPAPIOffByDefault(t *testing.T) {
 	}
 	t.Logf("probed ports %v (UI %d)", ports, uiPort)
 
-	// Control: with --http-port, the same request starts a Session, and the
-	// worker refuses its hand-made powers.
+	// Control: with --http-port, the same request is refused for want of
+	// the API key; with the key it starts a Session, and the worker refuses
+	// its hand-made powers.
 	httpPort := freePort()
 	e2 := newEnv(t)
 	_, c2, _ := e2.devCLI("--headless", "--http-port", strconv.Itoa(httpPort))
 	id := "probe-" + uuid.NewString()
-	status, ok := postStartWorkflow(t, httpPort, id, e2.taskQueue)
+	if status, ok := postStartWorkflow(t, httpPort, id, e2.taskQueue, ""); !ok || status != http.StatusForbidden {
+		t.Fatalf("with --http-port the probe without the key got %d (answered %v), want 403", status, ok)
+	}
+	key, err := connection.ReadKey(e2.dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, ok := postStartWorkflow(t, httpPort, id, e2.taskQueue, key)
 	if !ok || status != http.StatusOK {
-		t.Fatalf("with --http-port the probe got %d (answered %v): the probe does not test what it should", status, ok)
+		t.Fatalf("with --http-port and the key the probe got %d (answered %v): the probe does not test what it should", status, ok)
 	}
 	code, out, stderr := c2.run("", "wait", "--json", id)
 	if code != errcode.ExitFailed || !strings.Contains(out, `"code": "PERMISSION_DENIED"`) {
@@ -152,8 +166,9 @@ func TestDevHTTPAPIOffByDefault(t *testing.T) {
 // postStartWorkflow sends what a web page could send without a CORS
 // preflight: a text/plain POST from a foreign origin, asking Temporal's HTTP
 // API to start a Session with a shell tool, an extension of the sender's
-// choice and cwd /. ok is false when the port answered no HTTP at all.
-func postStartWorkflow(t *testing.T, port int, id, taskQueue string) (status int, ok bool) {
+// choice and cwd /; with key, as the key's holder would. ok is false when the
+// port answered no HTTP at all.
+func postStartWorkflow(t *testing.T, port int, id, taskQueue, key string) (status int, ok bool) {
 	t.Helper()
 	body := fmt.Sprintf(`{"workflowType":{"name":%q},"taskQueue":{"name":%q},"input":[{"sessionId":%q,"cwd":"/","prompt":"run this",`+
 		`"idleTtlSeconds":-1,"child":{"extensions":["/tmp/evil.ts"],"extraArgs":["--tools","bash"]}}]}`,
@@ -165,6 +180,9 @@ func postStartWorkflow(t *testing.T, port int, id, taskQueue string) (status int
 	}
 	req.Header.Set("Content-Type", "text/plain")
 	req.Header.Set("Origin", "http://evil.example")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
 	// Ports that do not speak HTTP/1.1 (gRPC, membership) hang up or stay
 	// silent; two seconds is plenty for a local answer.
 	client := &http.Client{Timeout: 2 * time.Second}

@@ -37,7 +37,7 @@ func (o *devOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&opts.IP, "ip", "127.0.0.1", "IP address the Temporal frontend (gRPC) listens on")
 	fs.IntVar(&opts.Port, "port", 7233, "port of the Temporal frontend (gRPC)")
 	fs.IntVar(&opts.HTTPPort, "http-port", 0,
-		"port of Temporal's HTTP API on --ip, which must be loopback (default off: it has no authorization, and any web page can post to it)")
+		"port of Temporal's HTTP API on --ip, which must be loopback (default off: plain HTTP, which any web page can post to; it wants the API key as a bearer token)")
 	fs.StringVar(&opts.UIIP, "ui-ip", "127.0.0.1", "IP address the Temporal UI listens on")
 	fs.IntVar(&opts.UIPort, "ui-port", 0, "port of the Temporal UI (default --port + 1000)")
 	fs.BoolVar(&o.headless, "headless", false, "do not start the Temporal UI")
@@ -119,7 +119,7 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
 	}
 	_, _ = fmt.Fprintf(stdout, "Temporal frontend: %s (namespace %q)\n", srv.FrontendAddress(), srv.Namespace())
 	if addr := srv.HTTPAddress(); addr != "" {
-		_, _ = fmt.Fprintf(stdout, "Temporal HTTP API: http://%s (no authorization: loopback only)\n", addr)
+		_, _ = fmt.Fprintf(stdout, "Temporal HTTP API: http://%s (loopback only; Authorization: Bearer <the API key>)\n", addr)
 	}
 	if url := srv.UIURL(); url != "" {
 		_, _ = fmt.Fprintf(stdout, "Temporal UI:       %s/namespaces/%s/workflows\n", url, srv.Namespace())

@@ -49,9 +49,10 @@ type Options struct {
 	Port int
 	// HTTPPort, when set, turns on the frontend's HTTP API (grpc-gateway)
 	// on IP, which must then be a loopback address. Off by default, as in
-	// `temporal server start-dev`: that API has no authorization here, and
-	// a web page may POST to it without a CORS preflight (text/plain), so
-	// any page a user opens could start workflows with inputs it chooses.
+	// `temporal server start-dev`: a web page may POST to it without a CORS
+	// preflight (text/plain), and it speaks plain HTTP; with APIKey it
+	// wants the key (an Authorization header a page cannot guess), without
+	// one any page a user opens could start workflows.
 	HTTPPort int
 	// UIIP the Temporal UI listens on (default 127.0.0.1, whatever IP is:
 	// opening the frontend to workers on other machines does not publish
@@ -163,7 +164,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if opts.HTTPPort != 0 {
 		if !net.ParseIP(opts.IP).IsLoopback() {
 			return nil, errcode.Errorf(errcode.InvalidInput,
-				"--http-port serves Temporal's HTTP API without authorization: it is allowed only when --ip is a loopback address, not %s", opts.IP)
+				"--http-port serves Temporal's HTTP API in plain HTTP: it is allowed only when --ip is a loopback address, not %s", opts.IP)
 		}
 		if err := checkPortFree(opts.IP, opts.HTTPPort, "--http-port"); err != nil {
 			return nil, err
