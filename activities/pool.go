@@ -176,7 +176,7 @@ func (p *pool) spawner() {
 		case req := <-p.spawn:
 			slot := p.a.newSlot()
 			args := append([]string{"--session", slot}, req.spec.args...)
-			child, err := startProc(p.a.cfg.Pi, args, req.spec.dir, req.spec.env, p.a.cfg.MaxStreamBytes, p.a.reaper.mark())
+			child, err := startProc(p.a.reaper, p.a.cfg.Pi, args, req.spec.dir, req.spec.env, p.a.cfg.MaxStreamBytes)
 			if err != nil {
 				p.log.Warn("warm pool: pi did not start", "error", err)
 				child = nil

@@ -3,7 +3,9 @@ package activities
 import (
 	"errors"
 	"io"
+	"os"
 	"os/exec"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -14,8 +16,9 @@ import (
 // stderr, and its end. A cold run starts one with the task's arguments; a
 // warm one was started by the pool in RPC mode before the task came.
 type proc struct {
-	cmd *exec.Cmd
-	pid int
+	// child is pi as the reaper started it (reaper.go).
+	child *child
+	pid   int
 	// mark is its ProcMarkEnv value, inherited by all it starts.
 	mark string
 	// toolsRan is set once pi started a tool: only then may processes
@@ -24,6 +27,9 @@ type proc struct {
 	// stdin is a warm child's RPC command channel; a cold run in JSON mode
 	// writes its prompt there and closes it (pi reads the prompt to EOF).
 	stdin io.WriteCloser
+	// outPipe and errPipe are the read ends of pi's output, closed once
+	// read to the end and pi reaped.
+	outPipe, errPipe *os.File
 	// slot is a warm child's own session file; linked, the task's session
 	// file made a link to it (slot.go), settled once pi exited.
 	slot, linked string
@@ -42,42 +48,43 @@ type proc struct {
 	exited   chan struct{} // closed once pi was reaped
 	readErr  error
 	waitErr  error
+	// status is how pi ended, once reaped; known is false when the
+	// reaper died before it told.
+	status syscall.WaitStatus
+	known  bool
 }
 
-// startProc starts pi with args in dir, its own process group, SIGTERM when
-// the thread that started it ends (the caller keeps it locked while pi
-// runs), and mark in its environment. Its stdin is a pipe: a cold run
-// writes its prompt there, a warm child reads RPC commands from it.
-func startProc(pi string, args []string, dir string, env []string, limit int64, mark string) (*proc, error) {
+// startProc starts pi with args in dir through the worker's reaper: its
+// own process group, a mark in its environment, and SIGTERM should the
+// reaper die. Its stdin is a pipe: a cold run writes its prompt there, a
+// warm child reads RPC commands from it.
+func startProc(r *reaper, pi string, args []string, dir string, env []string, limit int64) (*proc, error) {
+	mark := r.mark()
+	// exec.Cmd only resolves pi on PATH and builds the environment (the
+	// last of a duplicated variable wins), as it would to start it.
 	cmd := exec.Command(pi, args...)
 	cmd.Dir = dir
 	cmd.Env = append(env[:len(env):len(env)], ProcMarkEnv+"="+mark)
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		// Its own process group, so that a kill reaches what pi started.
-		Setpgid: true,
-		// If the worker dies (SIGKILL, OOM), pi must not run on beside the
-		// attempt that retries it on the same session file. SIGTERM, not
-		// SIGKILL, so that pi still ends the tools it started.
-		Pdeathsig: syscall.SIGTERM,
+	var ends [6]*os.File // stdin's, stdout's and stderr's read and write ends
+	for i := 0; i < len(ends); i += 2 {
+		var err error
+		if ends[i], ends[i+1], err = os.Pipe(); err != nil {
+			closeAll(ends[:i])
+			return nil, err
+		}
 	}
-	p := &proc{cmd: cmd, mark: mark, lines: make(chan []byte, 64), readDone: make(chan error, 1), errDone: make(chan struct{}),
+	c, err := r.spawn(cmd, mark, [3]*os.File{ends[0], ends[3], ends[5]})
+	// pi holds its ends now (or never will).
+	closeAll([]*os.File{ends[0], ends[3], ends[5]})
+	if err != nil {
+		closeAll([]*os.File{ends[1], ends[2], ends[4]})
+		return nil, err
+	}
+	p := &proc{child: c, mark: mark, stdin: ends[1], outPipe: ends[2], errPipe: ends[4],
+		lines: make(chan []byte, 64), readDone: make(chan error, 1), errDone: make(chan struct{}),
 		overflow: make(chan struct{}), exited: make(chan struct{})}
-	var err error
-	if p.stdin, err = cmd.StdinPipe(); err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	p.pid = cmd.Process.Pid
+	stdout, stderr := p.outPipe, p.errPipe
+	p.pid = c.pid
 	count := func(n int) bool {
 		if p.streamed.Add(int64(n)) > limit {
 			p.overOnce.Do(func() { close(p.overflow) })
@@ -117,13 +124,20 @@ func startProc(pi string, args []string, dir string, env []string, limit int64, 
 }
 
 // reap waits for pi once its output is read to the end, then kills what is
-// left in its process group and, if it ran tools, what they started
-// (detached from pi, they may outlive it). Safe to call more than once.
+// left in its process group; if it ran tools, the reaper then ends what they
+// left below it (detached from pi, they may outlive it). Safe to call more
+// than once.
 func (p *proc) reap() error {
 	p.reapOnce.Do(func() {
 		p.readErr = <-p.readDone
 		<-p.errDone
-		p.waitErr = p.cmd.Wait()
+		p.status, p.waitErr = p.child.wait(p.toolsRan.Load())
+		p.known = p.waitErr == nil
+		if p.known && (!p.status.Exited() || p.status.ExitStatus() != 0) {
+			p.waitErr = exitError(p.status)
+		}
+		closeAll([]*os.File{p.outPipe, p.errPipe})
+		_ = p.stdin.Close()
 		if p.linked != "" {
 			// Before exited closes: the session's lock is released
 			// after it, and the next run finds an ordinary file.
@@ -131,13 +145,19 @@ func (p *proc) reap() error {
 		}
 		close(p.exited)
 		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
-		if p.toolsRan.Load() {
-			// A sweep of /proc costs a few milliseconds: off the
-			// result's path.
-			go killMarked(markEntry(p.mark))
-		}
 	})
 	return p.waitErr
+}
+
+// exitError is how os/exec reports a child that did not exit 0.
+type exitError syscall.WaitStatus
+
+func (e exitError) Error() string {
+	ws := syscall.WaitStatus(e)
+	if ws.Signaled() {
+		return "signal: " + ws.Signal().String()
+	}
+	return "exit status " + strconv.Itoa(ws.ExitStatus())
 }
 
 // exitInBackground lets a child whose run settled exit on its own (pi in
@@ -180,8 +200,20 @@ func (p *proc) ended() bool {
 	}
 }
 
-// exitCode is pi's exit code once reaped (-1 when a signal ended it).
-func (p *proc) exitCode() int { return p.cmd.ProcessState.ExitCode() }
+// exitCode is pi's exit code once reaped (-1 when a signal ended it, or
+// its status was lost with the reaper).
+func (p *proc) exitCode() int {
+	if p.known && p.status.Exited() {
+		return p.status.ExitStatus()
+	}
+	return -1
+}
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		_ = f.Close()
+	}
+}
 
 // lockedTail is a tailBuffer written by the stderr reader while a run or
 // the pool may read it.

@@ -1,59 +1,289 @@
 package activities
 
 import (
+	"bufio"
+	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// TestReaper: once the worker's end of the pipe closes (as it does when the
-// worker dies), the reaper ends every process marked as that worker's
-// child, even one in a session of its own, as pi's bash tool starts them,
-// and leaves a process marked for another worker alone.
-func TestReaper(t *testing.T) {
+// testReaper is a reaper of the test's own, closed when the test ends.
+func testReaper(t *testing.T) *reaper {
+	t.Helper()
 	r := newReaper()
-	mine, other := r.mark(), "other-worker.1"
-	if r.w == nil {
-		t.Fatal("the reaper did not start")
+	t.Cleanup(r.close)
+	return r
+}
+
+// spawnShell starts script under sh through r, marked as r's next child,
+// and returns the child and the pids the script prints, one a line, until
+// it printed want of them.
+func spawnShell(t *testing.T, r *reaper, script string, want int) (*child, []int) {
+	t.Helper()
+	out, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
 	}
-	start := func(mark string) int {
-		// setsid: the tool's shell is out of pi's process group and
-		// session, as pi's bash tool runs it.
-		cmd := exec.Command("setsid", "/bin/sh", "-c", "sleep 300 & echo $!; wait")
-		cmd.Env = []string{"PATH=/usr/bin:/bin", ProcMarkEnv + "=" + mark}
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		buf := make([]byte, 32)
-		n, _ := out.Read(buf)
-		pid, err := strconv.Atoi(string(buf[:n-1]))
-		if err != nil {
-			t.Fatalf("no pid: %q", buf[:n])
-		}
-		t.Cleanup(func() {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		})
-		return pid
+	defer out.Close()
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
 	}
-	tool, foreign := start(mine), start(other)
+	defer null.Close()
+	mark := r.mark()
+	cmd := exec.Command("/bin/sh", "-c", script)
+	cmd.Env = []string{"PATH=/usr/bin:/bin", ProcMarkEnv + "=" + mark}
+	c, err := r.spawn(cmd, mark, [3]*os.File{null, w, null})
+	_ = w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	sc := bufio.NewScanner(out)
+	for len(pids) < want && sc.Scan() {
+		pid, err := strconv.Atoi(strings.TrimSpace(sc.Text()))
+		if err != nil {
+			t.Fatalf("not a pid: %q", sc.Text())
+		}
+		pids = append(pids, pid)
+	}
+	if len(pids) < want {
+		t.Fatalf("the script printed %d pids, want %d", len(pids), want)
+	}
+	for _, pid := range pids {
+		t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	}
+	t.Cleanup(func() { _ = syscall.Kill(c.pid, syscall.SIGKILL) })
+	return c, pids
+}
+
+// Scripts of tools as pi's bash tool runs them: a command detached in a
+// session of its own, and one that also clears its mark; each leaves its
+// shell (a subshell that exits at once), so that the sleep is an orphan.
+const (
+	detachedTool = `(setsid sleep 300 >/dev/null 2>&1 & echo $!)`
+	unmarkedTool = `(env -u ` + ProcMarkEnv + ` setsid sleep 300 >/dev/null 2>&1 & echo $!)`
+)
+
+// startOutside starts a sleep that is not below the reaper: the test's own
+// child, in a session of its own, with mark in its environment.
+func startOutside(t *testing.T, mark string) (pid int, died <-chan struct{}) {
+	t.Helper()
+	cmd := exec.Command("sleep", "300")
+	cmd.Env = []string{ProcMarkEnv + "=" + mark}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
+	return cmd.Process.Pid, done
+}
+
+// TestReaperOnWorkerDeath: once the worker's end of the socket closes (as it
+// does when the worker dies), the reaper ends every process below it, a
+// child and its tools, detached or not, marked or not; a process outside its
+// tree that carries the worker's own mark lives on.
+func TestReaperOnWorkerDeath(t *testing.T) {
+	r := testReaper(t)
+	c, pids := spawnShell(t, r, detachedTool+"; "+unmarkedTool+"; sleep 300 & echo $!; wait", 3)
+	_, died := startOutside(t, r.id+".999")
 	r.close()
-	deadline := time.Now().Add(10 * time.Second)
-	for alive(tool) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the tool (pid %d) outlived its worker's reaper", tool)
-		}
-		time.Sleep(20 * time.Millisecond)
+	for _, pid := range append(pids, c.pid) {
+		waitDead(t, pid)
 	}
-	if !alive(foreign) {
-		t.Fatal("the reaper killed another worker's child")
+	select {
+	case <-died:
+		t.Fatal("the reaper killed a process outside its tree that carried the worker's mark")
+	case <-time.After(time.Second):
+	}
+}
+
+// TestReaperSweepsWhenAChildIsReaped: when the worker reaps a child that ran
+// tools, the reaper ends the loose processes its tree holds that no running
+// child claims (the reaped child's, and those that cleared their mark), and
+// keeps the ones a running child's mark claims until that child is reaped
+// in turn. A process outside its tree, even marked as the reaped child, is
+// never touched.
+func TestReaperSweepsWhenAChildIsReaped(t *testing.T) {
+	r := testReaper(t)
+	ended, endedTools := spawnShell(t, r, detachedTool, 1)
+	running, runningTools := spawnShell(t, r, detachedTool+"; "+unmarkedTool+"; exec sleep 300", 2)
+	outsidePid, died := startOutside(t, r.id+".1")
+	// Loose once their subshells exited: the reaper's own children.
+	l, err := r.current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range append(endedTools, runningTools...) {
+		for deadline := time.Now().Add(10 * time.Second); statFields("/proc/" + strconv.Itoa(pid))[1] != strconv.Itoa(l.cmd.Process.Pid); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("pid %d never came to the reaper", pid)
+			}
+		}
+	}
+
+	if ws, err := ended.wait(true); err != nil || ws.ExitStatus() != 0 {
+		t.Fatalf("wait: %v %v", ws, err)
+	}
+	waitDead(t, endedTools[0])
+	waitDead(t, runningTools[1]) // cleared its mark: no running child claims it
+	time.Sleep(300 * time.Millisecond)
+	if !alive(runningTools[0]) {
+		t.Fatal("the reaper killed a loose process of a child still running")
+	}
+	select {
+	case <-died:
+		t.Fatalf("the reaper killed a process outside its tree (pid %d)", outsidePid)
+	default:
+	}
+
+	_ = syscall.Kill(running.pid, syscall.SIGTERM)
+	ws, err := running.wait(true)
+	if err != nil || !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
+		t.Fatalf("wait: %v %v", ws, err)
+	}
+	waitDead(t, runningTools[0])
+}
+
+// TestReaperHoldsTheZombie: a child that exited keeps its pid (a zombie)
+// until the worker waits for it, as a child of the worker's own would.
+func TestReaperHoldsTheZombie(t *testing.T) {
+	r := testReaper(t)
+	c, _ := spawnShell(t, r, "echo $$; exit 3", 1)
+	deadline := time.Now().Add(10 * time.Second)
+	for statFields("/proc/" + strconv.Itoa(c.pid))[0] != "Z" {
+		if time.Now().After(deadline) {
+			t.Fatal("the child did not exit")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if f := statFields("/proc/" + strconv.Itoa(c.pid)); len(f) == 0 || f[0] != "Z" {
+		t.Fatalf("the exited child was reaped before the worker waited: %v", f)
+	}
+	ws, err := c.wait(false)
+	if err != nil || ws.ExitStatus() != 3 {
+		t.Fatalf("wait: %v %v", ws, err)
+	}
+	if _, err := os.Stat("/proc/" + strconv.Itoa(c.pid)); err == nil {
+		t.Fatal("still there after the wait")
+	}
+}
+
+// TestReaperSpawnErrors: what cannot start fails as os/exec says it, and a
+// reaper that died is started again for the next child.
+func TestReaperSpawnErrors(t *testing.T) {
+	r := testReaper(t)
+	null, _ := os.Open(os.DevNull)
+	defer null.Close()
+	files := [3]*os.File{null, null, null}
+	cmd := exec.Command("/nonexistent/pi")
+	if _, err := r.spawn(cmd, r.mark(), files); err == nil || err.Error() != "fork/exec /nonexistent/pi: no such file or directory" {
+		t.Fatalf("spawn error %v", err)
+	}
+	if _, err := r.spawn(exec.Command("no-such-command-here"), r.mark(), files); err == nil || !strings.Contains(err.Error(), "executable file not found") {
+		t.Fatalf("spawn error %v", err)
+	}
+
+	l, err := r.current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := spawnShell(t, r, "echo $$; exec sleep 300", 1)
+	_ = l.cmd.Process.Kill()
+	// Its children got SIGTERM (Pdeathsig); their status went with it.
+	waitDead(t, c.pid)
+	if _, err := c.wait(false); err == nil {
+		t.Fatal("a wait on a dead reaper's child succeeded")
+	}
+	c, _ = spawnShell(t, r, "echo $$", 1)
+	if ws, err := c.wait(false); err != nil || ws.ExitStatus() != 0 {
+		t.Fatalf("a child of the new reaper: %v %v", ws, err)
+	}
+}
+
+// TestDescendantsProof: the tree below a process, each member proven and
+// held by a pidfd that signals it and, once it was reaped, nothing.
+func TestDescendantsProof(t *testing.T) {
+	cmd := exec.Command("/bin/sh", "-c", "sleep 300 & sleep 300 & echo ready; wait")
+	// A group of its own, which the cleanup kills whole.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
+	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	var below []member
+	for _, m := range descendants(os.Getpid()) {
+		if m.top == cmd.Process.Pid {
+			below = append(below, m)
+		} else {
+			m.close()
+		}
+	}
+	if len(below) != 3 || below[0].pid != cmd.Process.Pid || below[1].ppid != cmd.Process.Pid || below[2].ppid != cmd.Process.Pid {
+		t.Fatalf("below the shell: %+v", below)
+	}
+	for _, m := range below {
+		if m.fd < 0 {
+			t.Fatalf("no pidfd for %d (kernel before 5.3?)", m.pid)
+		}
+	}
+	sleep := below[1]
+	if !sleep.signal(syscall.SIGKILL) {
+		t.Fatal("no signal through the pidfd")
+	}
+	// The shell reaps it: its pid is free, and the pidfd signals nothing.
+	waitDead(t, sleep.pid)
+	for deadline := time.Now().Add(5 * time.Second); sleep.alive(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the pidfd of a reaped process still signals")
+		}
+	}
+	for _, m := range below {
+		m.close()
+	}
+	// A process is proven only below the parent it names.
+	if _, ok := prove(below[2].pid, member{pid: os.Getpid(), fd: -1}, os.Getpid()); ok {
+		t.Fatal("a grandchild was proven as a child")
+	}
+}
+
+// TestExitError: a child that did not exit 0 reads as os/exec reports it.
+func TestExitError(t *testing.T) {
+	for _, tc := range []struct {
+		status syscall.WaitStatus
+		want   string
+	}{
+		{3 << 8, "exit status 3"},
+		{syscall.WaitStatus(syscall.SIGKILL), "signal: killed"},
+		{syscall.WaitStatus(syscall.SIGTERM), "signal: terminated"},
+	} {
+		if got := exitError(tc.status).Error(); got != tc.want {
+			t.Errorf("%#x: %q, want %q", int(tc.status), got, tc.want)
+		}
+	}
+}
+
+// waitDead waits until pid no longer runs (gone, or a zombie).
+func waitDead(t *testing.T, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); alive(pid); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d still runs", pid)
+		}
 	}
 }
 

@@ -520,7 +520,7 @@ func (r *childRun) run(ctx context.Context, args []string, spec warmSpec, sessio
 	}
 	if p == nil {
 		var err error
-		if p, err = startProc(r.a.cfg.Pi, args, r.in.Cwd, r.env, r.a.cfg.MaxStreamBytes, r.a.reaper.mark()); err != nil {
+		if p, err = startProc(r.a.reaper, r.a.cfg.Pi, args, r.in.Cwd, r.env, r.a.cfg.MaxStreamBytes); err != nil {
 			return outcome{spawnErr: err, exitCode: -1}
 		}
 		// The prompt goes in on stdin, which pi in JSON mode takes as its

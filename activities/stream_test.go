@@ -285,7 +285,7 @@ func TestReadLinesBound(t *testing.T) {
 // at the stream's limit (the overflow signal that stops it) rather than read
 // into memory.
 func TestProcStopsAnEndlessLine(t *testing.T) {
-	p, err := startProc("/bin/sh", []string{"-c", "head -c 50000000 /dev/zero | tr '\\0' x; sleep 30"}, t.TempDir(), nil, 1<<20, "test.1")
+	p, err := startProc(testReaper(t), "/bin/sh", []string{"-c", "head -c 50000000 /dev/zero | tr '\\0' x; sleep 30"}, t.TempDir(), nil, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
