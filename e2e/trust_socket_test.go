@@ -33,45 +33,76 @@ const answerWithin = 30 * time.Second
 
 // TestSocketSurvivesADescriptorBurst: `subagents dev` under a 256-file limit
 // (set on the running service with prlimit, as a user's `ulimit -n 256`
-// would be), 300 connections to its socket at once, then all closed. The
-// next call on the socket gets its answer, and the service's log says what
-// happened. Before, the accept loop ended at the first "too many open
-// files": every later call hung, nothing was logged, and the process stayed
-// up holding dev.lock.
+// would be), 300 connections to its socket at once: the ones past its limit
+// of connections are told so, and once all are closed the next call on the
+// socket gets its answer. Then the same with the limit a few descriptors
+// above what the service holds, so that accepting itself fails: the next
+// call gets its answer all the same, and the log says what happened.
+// Before, the accept loop ended at the first "too many open files": every
+// later call hung, nothing was logged, and the process stayed up holding
+// dev.lock.
 func TestSocketSurvivesADescriptorBurst(t *testing.T) {
 	e := newEnv(t)
 	e.dataDir = filepath.Join(t.TempDir(), "d")
 	p, _, _ := e.devCLI("--headless")
 	sock := filepath.Join(e.dataDir, connection.SocketName)
 	pid := servicePID(t, sock)
-	if out, err := exec.Command("prlimit", "--pid", strconv.Itoa(pid), "--nofile=256:256").CombinedOutput(); err != nil {
-		t.Fatalf("prlimit: %v\n%s", err, out)
-	}
-
-	var burst []net.Conn
-	for i := range 300 {
-		c, err := net.DialTimeout("unix", sock, 5*time.Second)
-		if err != nil {
-			t.Fatalf("connection %d of the burst: %v", i, err)
+	limit := func(n int) {
+		t.Helper()
+		if out, err := exec.Command("prlimit", "--pid", strconv.Itoa(pid), fmt.Sprintf("--nofile=%d:%d", n, n)).CombinedOutput(); err != nil {
+			t.Fatalf("prlimit: %v\n%s", err, out)
 		}
-		burst = append(burst, c)
 	}
-	// Held for a moment, so that the service accepts all it can and meets
-	// the limit, then all let go at once.
-	time.Sleep(time.Second)
-	for _, c := range burst {
-		_ = c.Close()
+	// burst opens 300 connections and holds them for a moment, so that the
+	// service accepts all it can and meets its limits; the last one's first
+	// line is returned, read within a few seconds; then all are closed.
+	burst := func() (string, error) {
+		t.Helper()
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				_ = c.Close()
+			}
+		}()
+		for i := range 300 {
+			c, err := net.DialTimeout("unix", sock, 5*time.Second)
+			if err != nil {
+				t.Fatalf("connection %d of the burst: %v", i, err)
+			}
+			conns = append(conns, c)
+		}
+		last := conns[len(conns)-1]
+		_ = last.SetReadDeadline(time.Now().Add(5 * time.Second))
+		return bufio.NewReader(last).ReadString('\n')
+	}
+	afterwards := func(what string) {
+		t.Helper()
+		lines, exit, err := callWithin(sock, `{"id":1,"args":["list","--json"]}`, 1, answerWithin)
+		if err != nil || exit != 0 || len(lines) == 0 || !strings.Contains(lines[0], `"op":"list"`) {
+			t.Fatalf("a call after %s: exit %d, %v\n%q\nservice log:\n%s", what, exit, err, lines, p.stderr)
+		}
 	}
 
-	lines, exit, err := callWithin(sock, `{"id":1,"args":["list","--json"]}`, 1, answerWithin)
-	if err != nil || exit != 0 || len(lines) == 0 || !strings.Contains(lines[0], `"op":"list"`) {
-		t.Fatalf("a call after the burst: exit %d, %v\n%q\nservice log:\n%s", exit, err, lines, p.stderr)
+	limit(256)
+	refusal, err := burst()
+	if err != nil || !strings.Contains(refusal, `SERVICE_UNAVAILABLE`) || !strings.Contains(refusal, "at its limit of") {
+		t.Errorf("the 300th connection of the burst: %v %q, want a SERVICE_UNAVAILABLE line", err, refusal)
 	}
-	// The service met its limits (the descriptors, or its own cap on
-	// connections below them) and said so.
+	afterwards("300 connections under a 256-file limit")
+
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit(len(fds) + 16)
+	_, _ = burst()
+	afterwards("300 connections with 16 descriptors free")
+
 	log := p.stderr.String()
-	if !strings.Contains(log, "too many open files") && !strings.Contains(log, "at its limit of") {
-		t.Fatalf("nothing in the service's log about the burst:\n%s", log)
+	for _, want := range []string{"at its limit of", "too many open files", "accepting again"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the service's log does not say %q:\n%s", want, log)
+		}
 	}
 	for _, line := range strings.Split(log, "\n") {
 		if strings.Contains(line, "socket:") {
