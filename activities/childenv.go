@@ -20,7 +20,8 @@ import (
 //     KUBECONFIG;
 //   - a value that carries a secret: credentials in a URL
 //     (scheme://user:pass@host, scheme://:pass@host, ?password=...), or a
-//     token of a known shape (a private key, ghp_..., sk_live_...).
+//     token of a known shape (a private key, ghp_..., sk_live_...); but a
+//     variable of folders (PATH, *PATH, HOME, *DIR) keeps its value.
 //
 // A provider credential is kept by its exact name: the variables pi 0.87.1
 // reads for its model providers (pi-ai's env-api-keys and providers.md),
@@ -116,7 +117,7 @@ func (p EnvPolicy) passes(name, value, provider string, configured map[string]bo
 		return false
 	case providerEnv[upper], configured[upper], bedrockEnv[upper] && provider == bedrockProvider:
 		return true
-	case secretEnvName(name), secretValue(value):
+	case secretEnvName(name), secretValue(value) && !folderEnv(upper):
 		return false
 	case p.Strict:
 		return matchAny(baseEnv, name)
@@ -129,6 +130,18 @@ func (p EnvPolicy) passes(name, value, provider string, configured map[string]bo
 // configuration kubectl reads.
 func secretEnvName(name string) bool {
 	return secretName(name) || strings.Contains(strings.ToUpper(name), "KUBECONFIG")
+}
+
+// folderEnv names a variable that holds folders (PATH, GOPATH, HOME,
+// TMPDIR, PWD): its value is no secret even where a folder's name looks
+// like a token (/opt/sk-learn-examples-and-notebooks/bin), and a child
+// without its PATH runs nothing.
+func folderEnv(upper string) bool {
+	switch upper {
+	case "PWD", "OLDPWD", "SHELL":
+		return true
+	}
+	return strings.HasSuffix(upper, "PATH") || upper == "HOME" || strings.HasSuffix(upper, "_HOME") || strings.HasSuffix(upper, "DIR")
 }
 
 func matchAny(patterns []string, name string) bool {

@@ -36,7 +36,7 @@ var issueSecrets = []string{
 
 // neededEnv are variables a child needs: all pass by default.
 var neededEnv = []string{
-	"PATH=/usr/bin:/bin", "HOME=/home/u", "PWD=/home/u/src", "OLDPWD=/home/u", "LANG=C.UTF-8", "LC_ALL=C.UTF-8",
+	"PATH=/opt/sk-learn-examples-and-notebooks/bin:/usr/bin", "HOME=/home/u", "PWD=/home/u/src", "OLDPWD=/home/u", "LANG=C.UTF-8", "LC_ALL=C.UTF-8",
 	"PI_CODING_AGENT_DIR=/a", "PI_OFFLINE=1", "EDITOR=vi", "TERM=xterm", "XDG_DATA_PATH=/x", "PATTERN=a*",
 	"HTTP_PROXY=http://proxy:3128", "https_proxy=http://proxy:3128", "NO_PROXY=localhost",
 	"GIT_AUTHOR_NAME=u", "SITE_URL=https://example.com/a@b", "MY_TOOL_SETTING=1",

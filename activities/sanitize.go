@@ -190,12 +190,18 @@ func maskValues(s string) string {
 	var b strings.Builder
 	done := 0 // s[:done] is in b
 	for pos := 0; pos < len(s); {
-		m := assignment.FindStringSubmatchIndex(s[pos:])
+		// Where the next assignment lies first, then its parts within it:
+		// the parts cost more to find, so only in a few bytes.
+		loc := assignment.FindStringIndex(s[pos:])
+		if loc == nil {
+			break
+		}
+		m := assignment.FindStringSubmatchIndex(s[pos+loc[0] : pos+loc[1]])
 		if m == nil {
 			break
 		}
 		for i := range m {
-			m[i] += pos
+			m[i] += pos + loc[0]
 		}
 		nameStart, nameEnd, sepStart, end := m[4], m[5], m[8], m[1]
 		name, sep := s[nameStart:nameEnd], strings.TrimSpace(s[sepStart:end])
@@ -211,8 +217,14 @@ func maskValues(s string) string {
 			pos = max(end, nameEnd+1)
 			continue
 		}
+		// A JSON key's bare value (a number) becomes a string: the JSON
+		// stays valid.
+		mask := "[REDACTED]"
+		if q := s[m[2]:m[3]]; vStart == end && sep == ":" && strings.HasSuffix(q, `"`) && s[m[6]:m[7]] == q {
+			mask = q + mask + q
+		}
 		b.WriteString(s[done:vStart])
-		b.WriteString("[REDACTED]")
+		b.WriteString(mask)
 		done, pos = vEnd, vEnd
 	}
 	if done == 0 {

@@ -58,6 +58,8 @@ func TestSanitize(t *testing.T) {
 		{"-p stays", "psql -p 5432 --no-password", "psql -p 5432 --no-password"},
 		{"private key cut before its END", "key:\n-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\nQm9v", "key:\n[REDACTED private key]"},
 		{"whole value to the line's end", "password: correct horse battery staple\nnext", "password: [REDACTED]\nnext"},
+		{"JSON stays JSON", `{"pin_password": 1234, "x": "\"token\": 5"}`, `{"pin_password": "[REDACTED]", "x": "\"token\": \"[REDACTED]\""}`},
+		{"a quoted assignment keeps its quotes", `echo "DB_PASS=x" 'SMTP_PASS=y'`, `echo "DB_PASS=[REDACTED]" 'SMTP_PASS=[REDACTED]'`},
 		{"Go struct", "{Password:abc User:bob}", "{Password:[REDACTED] User:bob}"},
 		{"settings stay", `GIT_AUTHOR_NAME=bob authSource=admin "private": true bypass: on PWD=/src`, `GIT_AUTHOR_NAME=bob authSource=admin "private": true bypass: on PWD=/src`},
 		{"home path", "see /home/alice/src/app.go and /home/alice", "see ~/src/app.go and ~"},
