@@ -190,8 +190,8 @@ func entryKinds(t *testing.T, path string) []string {
 }
 
 // warmChildren are the pi processes of this test (its pi config dir in
-// their environment) whose parent is this test process: the pool's
-// children, idle or running. pi renames itself ("pi") once started, so its
+// their environment) that this test process started (startedHere): the
+// pool's children, idle or running. pi renames itself ("pi") once started, so its
 // command line does not say RPC mode.
 func warmChildren(t *testing.T, e *env) []int {
 	t.Helper()
@@ -201,7 +201,7 @@ func warmChildren(t *testing.T, e *env) []int {
 		if err != nil {
 			continue
 		}
-		if _, fields := statFields(stat); len(fields) > 1 && fields[1] == strconv.Itoa(os.Getpid()) {
+		if _, fields := statFields(stat); len(fields) > 1 && startedHere(fields[1]) {
 			pids = append(pids, pid)
 		}
 	}

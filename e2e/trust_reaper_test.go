@@ -167,3 +167,17 @@ func fileText(t *testing.T, path string) string {
 	}
 	return string(b)
 }
+
+// startedHere is whether a process whose parent is ppid was started by this
+// process: by itself, or by the reaper of one of its workers, which starts
+// every child pi (activities/reaper.go).
+func startedHere(ppid string) bool {
+	self := strconv.Itoa(os.Getpid())
+	if ppid == self {
+		return true
+	}
+	cmdline, _ := os.ReadFile("/proc/" + ppid + "/cmdline")
+	stat, _ := os.ReadFile("/proc/" + ppid + "/stat")
+	_, fields := statFields(stat)
+	return strings.TrimRight(string(cmdline), "\x00") == activities.ReaperName && len(fields) > 1 && fields[1] == self
+}
