@@ -44,6 +44,10 @@ var secretRules = []secretRule{
 	{regexp.MustCompile(`\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})`), "[REDACTED github token]"},
 	{regexp.MustCompile(`\bxox[abprs]-[A-Za-z0-9-]{10,}`), "[REDACTED slack token]"},
 	{regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}`), "[REDACTED jwt]"},
+	// A token's start where a preview was cut ("…", a tool row's
+	// arguments and error are cut before they are sanitized): too short
+	// for its shape above, but most of the secret.
+	{regexp.MustCompile(`\b(?:sk-|(?:sk|rk)_(?:live|test)_|whsec_|gl(?:pat|dt|rt|ptt|ft|cbt|oas|soat|imt|agent)-|npm_|hf_|AIza|AKIA|ASIA|gh[pousr]_|github_pat_|xox[abprs]-|eyJ)[A-Za-z0-9_./+=-]*…`), "[REDACTED cut token]…"},
 	// Credentials in a URL: scheme://user:password@host keeps the user,
 	// with or without one. The password runs to the last "@" before the
 	// query, so one holding "@" or "/" is masked whole (a path holding "@"

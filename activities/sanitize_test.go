@@ -60,6 +60,7 @@ func TestSanitize(t *testing.T) {
 		{"whole value to the line's end", "password: correct horse battery staple\nnext", "password: [REDACTED]\nnext"},
 		{"JSON stays JSON", `{"pin_password": 1234, "x": "\"token\": 5"}`, `{"pin_password": "[REDACTED]", "x": "\"token\": \"[REDACTED]\""}`},
 		{"a quoted assignment keeps its quotes", `echo "DB_PASS=x" 'SMTP_PASS=y'`, `echo "DB_PASS=[REDACTED]" 'SMTP_PASS=[REDACTED]'`},
+		{"a token cut by a preview", `{"command":"echo ghp_abcdefghijklmnopqrstuvwxyz0…`, `{"command":"echo [REDACTED cut token]…`},
 		{"Go struct", "{Password:abc User:bob}", "{Password:[REDACTED] User:bob}"},
 		{"settings stay", `GIT_AUTHOR_NAME=bob authSource=admin "private": true bypass: on PWD=/src`, `GIT_AUTHOR_NAME=bob authSource=admin "private": true bypass: on PWD=/src`},
 		{"home path", "see /home/alice/src/app.go and /home/alice", "see ~/src/app.go and ~"},
@@ -71,6 +72,24 @@ func TestSanitize(t *testing.T) {
 				t.Fatalf("Sanitize(%q) = %q, want %q", tt.in, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestSanitizeCutPreview: a tool row's arguments are cut to a preview
+// before they are sanitized (stream.go); wherever the cut falls in a token,
+// what is left of the token is masked.
+func TestSanitizeCutPreview(t *testing.T) {
+	z := NewSanitizer("")
+	for _, token := range []string{"ghp_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789", "sk_live_51H8yZkA2eZvKYlo2CuSeTp7x",
+		"glpat-AbCdEfGhIjKlMnOpQrSt", "npm_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8", "sk-proj-abcdefghijklmnop1234"} {
+		for pad := 60; pad < argsPreviewChars; pad++ {
+			args, _ := json.Marshal(map[string]string{"command": strings.Repeat("x", pad) + " " + token})
+			row := z.Sanitize(preview(args))
+			// The token's first characters past its prefix.
+			if secret := token[8:12]; strings.Contains(row, secret) {
+				t.Fatalf("%q survives in %q", secret, row)
+			}
+		}
 	}
 }
 
