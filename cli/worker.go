@@ -267,6 +267,8 @@ func ServeSocket(ctx context.Context, c *client.Client, cfg worker.Config) (stop
 		return nil, err
 	}
 	service := NewServer(c)
+	// The socket's trouble goes to the service's log, in its format and level.
+	service.Logger = cfg.Logger
 	service.Info = &ServiceInfo{
 		ContractVersion: client.ContractVersion, Op: "service", Address: c.Address, Namespace: c.Namespace,
 		TaskQueue: c.TaskQueue, PID: os.Getpid(), DataDir: cfg.DataDir, Protocol: ProtocolVersion,
