@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -49,8 +48,6 @@ const ContinuationPrompt = "Your previous run of this task was interrupted befor
 const ContinuationPromptNoFinalize = "Your previous run of this task was interrupted before it finished (the process running it stopped). " +
 	"Continue the same task from where you left off; do not start over, and end with your complete answer."
 
-var namePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
-
 // SessionFile is where a session's pi transcript lives: the sessions contract's layout,
 // <data dir>/sessions/<cwd-hash>/<agent>_<sessionId>.jsonl.
 func SessionFile(dataDir, cwd, agent, sessionID string) string {
@@ -61,14 +58,16 @@ func SessionFile(dataDir, cwd, agent, sessionID string) string {
 // validateInput checks a run's input on the worker that runs it: its cwd must
 // be a folder here.
 func validateInput(in api.RunPiInput) error {
-	if !namePattern.MatchString(in.SessionID) {
-		return errcode.Errorf(errcode.InvalidInput, "session ID %q is not valid", in.SessionID)
+	if err := api.ValidateName("session ID", in.SessionID); err != nil {
+		return err
 	}
 	if strings.TrimSpace(in.Prompt) == "" {
 		return errcode.New(errcode.InvalidInput, "prompt must not be empty")
 	}
-	if in.Agent != "" && !namePattern.MatchString(in.Agent) {
-		return errcode.Errorf(errcode.InvalidInput, "agent name %q is not valid", in.Agent)
+	if in.Agent != "" {
+		if err := api.ValidateName("agent", in.Agent); err != nil {
+			return err
+		}
 	}
 	if err := api.ValidateCwd(in.Cwd); err != nil {
 		return err

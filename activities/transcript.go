@@ -39,9 +39,11 @@ func (a *Activities) ReadSession(_ context.Context, req api.ReadRequest) (api.Re
 	if err := api.ValidateCwd(req.Cwd); err != nil {
 		return api.ReadResult{}, temporal.NewNonRetryableApplicationError(err.Error(), string(errcode.InvalidInput), err)
 	}
-	if !namePattern.MatchString(req.SessionID) {
-		msg := fmt.Sprintf("session ID %q must be 1 to 128 letters, digits, '-' or '_'", req.SessionID)
-		return api.ReadResult{}, temporal.NewNonRetryableApplicationError(msg, string(errcode.InvalidInput), nil)
+	// Both name the session file: neither may climb out of the data dir.
+	for _, n := range [][2]string{{"session ID", req.SessionID}, {"agent", api.AgentName(req.Agent)}} {
+		if err := api.ValidateName(n[0], n[1]); err != nil {
+			return api.ReadResult{}, temporal.NewNonRetryableApplicationError(err.Error(), string(errcode.InvalidInput), err)
+		}
 	}
 	file := SessionFile(a.cfg.DataDir, req.Cwd, req.Agent, req.SessionID)
 	var text string

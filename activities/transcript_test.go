@@ -113,7 +113,8 @@ func TestReadSession(t *testing.T) {
 		{name: "no artifact for that turn", req: api.ReadRequest{SessionID: "sess-1", Agent: "scout", Cwd: cwd, What: api.ReadOutput, Turn: 1}},
 		{name: "no session file on this worker", req: api.ReadRequest{SessionID: "other", Agent: "scout", Cwd: cwd, What: api.ReadTranscript}},
 		{name: "relative cwd", req: api.ReadRequest{SessionID: "sess-1", Cwd: "rel", What: api.ReadTranscript}, wantErr: "cwd must be an absolute path"},
-		{name: "session ID with a slash", req: api.ReadRequest{SessionID: "../x", Cwd: cwd, What: api.ReadTranscript}, wantErr: "must be 1 to 128"},
+		{name: "session ID with a slash", req: api.ReadRequest{SessionID: "../x", Cwd: cwd, What: api.ReadTranscript}, wantErr: "is not valid"},
+		{name: "agent that climbs out of the data dir", req: api.ReadRequest{SessionID: "sess-1", Agent: "../../../../tmp/x/notes", Cwd: cwd, What: api.ReadTranscript}, wantErr: `agent "../../../../tmp/x/notes" is not valid`},
 		{name: "unknown kind", req: api.ReadRequest{SessionID: "sess-1", Cwd: cwd, What: "both"}, wantErr: `not "both"`},
 	}
 	for _, tc := range tests {

@@ -192,12 +192,18 @@ func ValidateDelegation(in DelegationInput) error {
 	case !ValidHost(in.Host):
 		return errcode.Errorf(errcode.InvalidInput, "host %q cannot name a task queue (no '@', '/' or spaces)", in.Host)
 	}
+	if err := validateOptionalNames([2]string{"profile", in.Profile}); err != nil {
+		return err
+	}
 	seen := map[string]bool{}
 	for i, t := range in.Tasks {
 		if t.Rejected != nil {
 			continue
 		}
 		if err := ValidateTask(i, t); err != nil {
+			return err
+		}
+		if err := ValidateName("session ID", in.SessionIDs[i]); err != nil {
 			return err
 		}
 		switch {
@@ -229,6 +235,9 @@ func ValidateTask(i int, t TaskSpec) error {
 	}
 	if err := ValidateCwd(t.Cwd); err != nil {
 		return errcode.Errorf(errcode.InvalidInput, "tasks[%d] (%s): %s", i, t.Name, err.Error())
+	}
+	if err := validateOptionalNames([2]string{"agent", t.Agent}, [2]string{"profile", t.Profile}, [2]string{"resume: session ID", t.Resume}); err != nil {
+		return errcode.Wrap(errcode.InvalidInput, err, fmt.Sprintf("tasks[%d] (%s): %s", i, t.Name, err.Error()))
 	}
 	for _, f := range t.Files {
 		if err := f.Validate(); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/internal/errcode"
 )
 
@@ -39,8 +40,6 @@ var AllTools = []string{"read", "bash", "edit", "write", "grep", "find", "ls"}
 // DelegationTools are the parent-side tools of this project and of the
 // contracts; a child never gets one, whatever its profile says, so depth holds.
 var DelegationTools = []string{"subagent", "task", "delegate_to_subagents", "get_subagent_output", "get_subagent_session", "list_subagent_profiles"}
-
-var namePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
 
 // Profile is one loaded profile. A malformed file is a Profile with Err set:
 // it is listed, and using it fails with that error.
@@ -252,8 +251,8 @@ func (p *Profile) validate() error {
 	if p.Name == "" {
 		return fmt.Errorf("name is required")
 	}
-	if !namePattern.MatchString(p.Name) {
-		return fmt.Errorf("name %q must match ^[a-zA-Z0-9_-]+$", p.Name)
+	if !api.ValidName(p.Name) {
+		return fmt.Errorf("name %q must be %s", p.Name, api.NameRule)
 	}
 	if p.Thinking != "" && !slices.Contains(ThinkingLevels, p.Thinking) {
 		return fmt.Errorf("thinkingLevel %q must be one of %s", p.Thinking, strings.Join(ThinkingLevels, ", "))

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/internal/errcode"
 )
 
@@ -73,7 +74,7 @@ func TestParseErrors(t *testing.T) {
 		name, src, want string
 	}{
 		{"no name", "---\ndescription: x\n---\n", "name is required"},
-		{"bad name", "---\nname: a b\n---\n", "must match ^[a-zA-Z0-9_-]+$"},
+		{"bad name", "---\nname: a b\n---\n", "must be 1 to 128 letters"},
 		{"whitelist and blacklist", "---\nname: a\napproved_tools: [read]\ndenied_tools: [bash]\n---\n", "whitelist) and denied_tools (blacklist) are both set"},
 		{"tools and excludeTools", "---\nname: a\ntools: read\nexcludeTools: bash\n---\n", `has both "tools" and "excludeTools" set. These are mutually exclusive`},
 		{"bad thinking", "---\nname: a\nthinkingLevel: extreme\n---\n", `thinkingLevel "extreme" must be one of off, minimal, low, medium, high, xhigh`},
@@ -274,7 +275,7 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		if !namePattern.MatchString(p.Name) {
+		if !api.ValidName(p.Name) {
 			t.Fatalf("accepted name %q", p.Name)
 		}
 		_ = p.GrantedTools()

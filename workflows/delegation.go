@@ -43,7 +43,7 @@ type delegation struct {
 }
 
 func newDelegation(ctx workflow.Context, in api.DelegationInput) (*delegation, error) {
-	if err := api.ValidateDelegation(in); err != nil {
+	if err := api.ValidateDelegation(in); refuses(ctx, err) {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), string(errcode.CodeOf(err)), err)
 	}
 	d := &delegation{in: in, id: workflow.GetInfo(ctx).WorkflowExecution.ID, limit: in.MaxConcurrency}

@@ -68,6 +68,9 @@ func newSession(ctx workflow.Context, in api.SessionInput) (*session, error) {
 	if in.Prompt == "" && in.Carry == nil {
 		return nil, temporal.NewNonRetryableApplicationError("prompt must not be empty", string(errcode.InvalidInput), nil)
 	}
+	if err := api.ValidateSession(in); refuses(ctx, err) {
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), string(errcode.InvalidInput), err)
+	}
 	s := &session{in: in, maxRetries: api.DefaultMaxFinalizeRetries, idleTTL: api.DefaultIdleTTL, state: api.StateQueued}
 	if in.MaxFinalizeRetries != nil {
 		s.maxRetries = max(*in.MaxFinalizeRetries, 0)

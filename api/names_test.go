@@ -1,0 +1,85 @@
+package api
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/durable-pi/subagents/internal/errcode"
+)
+
+func TestValidName(t *testing.T) {
+	tests := []struct {
+		name string
+		want bool
+	}{
+		{"scout", true},
+		{"code-reviewer_2", true},
+		{"019a3b2c-7d4e-7f00-8a1b-2c3d4e5f6a7b", true},
+		{strings.Repeat("a", 128), true},
+		{"", false},
+		{strings.Repeat("a", 129), false},
+		{"../../../../tmp/x/notes", false},
+		{"a/b", false},
+		{"a.b", false},
+		{"..", false},
+		{"code reviewer", false},
+		{"a\x00b", false},
+		{"é", false},
+	}
+	for _, tt := range tests {
+		if got := ValidName(tt.name); got != tt.want {
+			t.Errorf("ValidName(%q) = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestNameErrors: every input a path is built from refuses a bad name with
+// INVALID_INPUT, and the error says which field and wraps ErrInvalidName.
+func TestNameErrors(t *testing.T) {
+	const bad = "../../../../tmp/x/notes"
+	task := TaskSpec{Name: "t", Prompt: "p", Cwd: "/w"}
+	delegation := func(edit func(*DelegationInput)) error {
+		in := DelegationInput{Tasks: []TaskSpec{task}, SessionIDs: []string{"s-1"}}
+		edit(&in)
+		return ValidateDelegation(in)
+	}
+	session := func(edit func(*SessionInput)) error {
+		in := SessionInput{SessionID: "s-1", Cwd: "/w", Prompt: "p"}
+		edit(&in)
+		return ValidateSession(in)
+	}
+	tests := []struct {
+		name string
+		err  error
+		want string // "" for no error
+	}{
+		{"a valid delegation", delegation(func(*DelegationInput) {}), ""},
+		{"task agent", delegation(func(in *DelegationInput) { in.Tasks[0].Agent = bad }), `tasks[0] (t): agent "` + bad},
+		{"task profile", delegation(func(in *DelegationInput) { in.Tasks[0].Profile = "a b" }), `profile "a b"`},
+		{"task resume", delegation(func(in *DelegationInput) { in.Tasks[0].Resume = "../s" }), `session ID "../s"`},
+		{"default profile", delegation(func(in *DelegationInput) { in.Profile = bad }), `profile "` + bad},
+		{"session ID", delegation(func(in *DelegationInput) { in.SessionIDs[0] = "../s" }), `session ID "../s"`},
+		{"a rejected task is not looked at", delegation(func(in *DelegationInput) {
+			in.Tasks[0].Agent, in.Tasks[0].Rejected = bad, errcode.NewInfo(errcode.InvalidInput, "no")
+		}), ""},
+		{"a valid session", session(func(*SessionInput) {}), ""},
+		{"session agent", session(func(in *SessionInput) { in.Agent = bad }), `agent "` + bad},
+		{"session's child profile", session(func(in *SessionInput) { in.Child.Profile = bad }), `profile "` + bad},
+		{"session ID of a session", session(func(in *SessionInput) { in.SessionID = "" }), `session ID ""`},
+		{"the one-task delegation's profile", session(func(in *SessionInput) { in.Delegation = &DelegationRole{Task: TaskSpec{Profile: bad}} }), `profile "` + bad},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.want == "" {
+				if tt.err != nil {
+					t.Fatalf("err = %v, want none", tt.err)
+				}
+				return
+			}
+			if tt.err == nil || !strings.Contains(tt.err.Error(), tt.want) || errcode.CodeOf(tt.err) != errcode.InvalidInput || !errors.Is(tt.err, ErrInvalidName) {
+				t.Fatalf("err = %v (code %s), want INVALID_INPUT naming %s", tt.err, errcode.CodeOf(tt.err), tt.want)
+			}
+		})
+	}
+}
