@@ -101,6 +101,9 @@ func (a *Activities) resolve(cfg Config, cfgErr error, t ResolveTask) (ResolvedT
 	if err != nil {
 		return ResolvedTask{}, nil, err
 	}
+	if err := newTrustPolicy(cfg, a.AgentDir).checkLoads(t.Cwd, p, r); err != nil {
+		return ResolvedTask{}, nil, err
+	}
 	if t.Profile == "" {
 		// No profile: pi's defaults, still under the finalize contract.
 		r.Child.Profile = ""

@@ -53,6 +53,9 @@ type TaskOverrides struct {
 type Resolved struct {
 	Child              api.RunPiInput
 	MaxFinalizeRetries *int
+	// ReadFiles are the skill files whose text is in the child's prompt
+	// (loadSkills), for the trust check.
+	ReadFiles []string
 }
 
 // Resolve turns a profile, the config's model override and the task's
@@ -62,7 +65,7 @@ func (p *Profile) Resolve(opts Options, cfg Config, task TaskOverrides) (Resolve
 	if err := cfg.Allowed(p.Name); err != nil {
 		return Resolved{}, err
 	}
-	skills, loaded, err := resolveSkills(opts, p)
+	skills, loaded, read, err := resolveSkills(opts, p)
 	if err != nil {
 		return Resolved{}, err
 	}
@@ -110,7 +113,7 @@ func (p *Profile) Resolve(opts Options, cfg Config, task TaskOverrides) (Resolve
 	if task.TimeoutSeconds > 0 {
 		child.TimeoutSeconds = task.TimeoutSeconds
 	}
-	return Resolved{Child: child, MaxFinalizeRetries: p.MaxFinalizeRetries}, nil
+	return Resolved{Child: child, MaxFinalizeRetries: p.MaxFinalizeRetries, ReadFiles: read}, nil
 }
 
 // skillDirs are where skills live: pi's global skills folder, then the
@@ -155,10 +158,11 @@ func fileExists(p string) bool {
 }
 
 // resolveSkills turns suggestedSkills into --skill paths and loadSkills into
-// system prompt text; an unknown name fails the task with the delegate contract's message.
-func resolveSkills(opts Options, p *Profile) (paths, loaded []string, err error) {
+// system prompt text (read from the files read); an unknown name fails the
+// task with the delegate contract's message.
+func resolveSkills(opts Options, p *Profile) (paths, loaded, read []string, err error) {
 	if len(p.SuggestedSkills) == 0 && len(p.LoadSkills) == 0 {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	found := discoverSkills(opts)
 	var unknown []string
@@ -177,7 +181,7 @@ func resolveSkills(opts Options, p *Profile) (paths, loaded []string, err error)
 		if list == "" {
 			list = "(none)"
 		}
-		return nil, nil, errcode.New(errcode.InvalidInput, fmt.Sprintf("Unknown skills: %s. Available skills: %s", strings.Join(unknown, ", "), list))
+		return nil, nil, nil, errcode.New(errcode.InvalidInput, fmt.Sprintf("Unknown skills: %s. Available skills: %s", strings.Join(unknown, ", "), list))
 	}
 	for _, name := range p.SuggestedSkills {
 		paths = append(paths, found[name])
@@ -185,9 +189,10 @@ func resolveSkills(opts Options, p *Profile) (paths, loaded []string, err error)
 	for _, name := range p.LoadSkills {
 		data, err := os.ReadFile(found[name])
 		if err != nil {
-			return nil, nil, errcode.Errorf(errcode.InvalidInput, "skill %s: %v", name, err)
+			return nil, nil, nil, errcode.Errorf(errcode.InvalidInput, "skill %s: %v", name, err)
 		}
 		loaded = append(loaded, strings.TrimSpace(string(data)))
+		read = append(read, found[name])
 	}
-	return paths, loaded, nil
+	return paths, loaded, read, nil
 }

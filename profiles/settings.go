@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"math"
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -54,6 +55,10 @@ type Config struct {
 	// AllowWrite lets the subagent tool (the SingleResult contract) run a profile that
 	// can edit or write files; without it that tool runs read-only ones.
 	AllowWrite bool
+	// TrustGroup names a group whose members may write the profiles,
+	// extensions, skills and prompt files a child loads (a team's shared
+	// project); without it only the service's user (and root) may.
+	TrustGroup string
 }
 
 // A setting: its key under "subagents", its variable, and whether a
@@ -121,6 +126,17 @@ var settings = []setting{
 			err = errcode.Errorf(errcode.InvalidInput, "%s: maxDepth must be 1 (a child has no tool to delegate with), not %d", from, n)
 		}
 		return err
+	}},
+	{"trustGroup", "SUBAGENTS_TRUST_GROUP", "", false, func(c *Config, v any, from string) error {
+		name, ok := v.(string)
+		if !ok || strings.TrimSpace(name) == "" {
+			return errcode.Errorf(errcode.InvalidInput, "%s: trustGroup must be a group's name, not %s", from, quoted(v))
+		}
+		if _, err := user.LookupGroup(name); err != nil {
+			return errcode.Errorf(errcode.InvalidInput, "%s: trustGroup: no group %q on this machine", from, name)
+		}
+		c.TrustGroup = name
+		return nil
 	}},
 	{"taskMaxEvents", "SUBAGENTS_TASK_MAX_EVENTS", "OHM_SUBAGENTS_TASK_MAX_EVENTS", true, func(c *Config, v any, from string) error {
 		n, err := asInt("taskMaxEvents", v, from, 0, api.MaxEventsCeiling)
