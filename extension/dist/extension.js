@@ -1195,6 +1195,7 @@ function rememberProfiles(dataDir2, cwd, profiles, watched) {
 import { readFileSync as readFileSync4 } from "node:fs";
 import { homedir as homedir2 } from "node:os";
 import { join as join4 } from "node:path";
+var GLOBAL_ONLY = ["bin", "address", "dataDir", "autoStart", "namespace", "taskQueue"];
 function agentDir(env = process.env) {
   return env.PI_CODING_AGENT_DIR || join4(homedir2(), ".pi", "agent");
 }
@@ -1213,24 +1214,30 @@ function readExtensionSettings(path) {
   }
 }
 function loadSettings(cwd, env = process.env) {
-  const global = readExtensionSettings(join4(agentDir(env), "subagents.json"));
-  const project = readExtensionSettings(join4(cwd, ".pi", "subagents.json"));
-  const { bin: _b, address: _a, dataDir: _d, autoStart: _s, ...projectSafe } = project;
+  const globalFile = join4(agentDir(env), "subagents.json");
+  const projectFile = join4(cwd, ".pi", "subagents.json");
+  const global = readExtensionSettings(globalFile);
+  const project = readExtensionSettings(projectFile);
+  const ignored = GLOBAL_ONLY.filter((k) => project[k] !== void 0);
+  const projectSafe = { ...project };
+  for (const k of GLOBAL_ONLY) delete projectSafe[k];
   const merged = { ...global, ...projectSafe, tools: { ...global.tools, ...project.tools } };
+  const warnings = ignored.length ? [`subagents: ${projectFile} sets ${ignored.join(", ")}, which only ${globalFile} or the environment may set: ignored`] : [];
   return {
     bin: global.bin || env.SUBAGENTS_BIN || "subagents",
     address: global.address,
     dataDir: global.dataDir,
     autoStart: env.SUBAGENTS_AUTOSTART !== void 0 ? env.SUBAGENTS_AUTOSTART !== "0" : global.autoStart ?? true,
-    namespace: merged.namespace,
-    taskQueue: merged.taskQueue,
+    namespace: global.namespace,
+    taskQueue: global.taskQueue,
     tools: {
       subagent: merged.tools.subagent ?? true,
       task: merged.tools.task ?? true,
       delegate: merged.tools.delegate ?? true,
       primary: merged.tools.primary ?? true
     },
-    maxLinesPerWindow: linesPerWindow(env.SUBAGENTS_MAX_LINES_PER_WINDOW ?? merged.maxLinesPerWindow)
+    maxLinesPerWindow: linesPerWindow(env.SUBAGENTS_MAX_LINES_PER_WINDOW ?? merged.maxLinesPerWindow),
+    warnings
   };
 }
 function linesPerWindow(v) {
@@ -1753,6 +1760,11 @@ ${body}`, {
     if (ctx.mode !== "tui" && ctx.mode !== "rpc") quickExit();
     if (ctx.hasUI) loadTui();
     settings = loadSettings(ctx.cwd);
+    for (const w of settings.warnings) {
+      if (ctx.hasUI) warn(ctx, w);
+      else process.stderr.write(`${w}
+`);
+    }
     startedUp = startUp(ctx, true).catch(() => {
     });
   });

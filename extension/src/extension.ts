@@ -722,6 +722,10 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 		if (ctx.mode !== "tui" && ctx.mode !== "rpc") quickExit();
 		if (ctx.hasUI) loadTui();
 		settings = loadSettings(ctx.cwd);
+		for (const w of settings.warnings) {
+			if (ctx.hasUI) warn(ctx, w);
+			else process.stderr.write(`${w}\n`);
+		}
 		// A failure is reported in the session (warn); it never ends pi.
 		startedUp = startUp(ctx, true).catch(() => {});
 	});

@@ -32,7 +32,18 @@ export interface Settings {
 	tools: ToolFamilies;
 	/** Lines per task in the live progress (the delegate contract's maxLinesPerWindow). */
 	maxLinesPerWindow: number;
+	/** A line to show in the session when the project's file set a GLOBAL_ONLY key, which was ignored. */
+	warnings: string[];
 }
+
+/**
+ * The keys that decide which program runs and where delegations (and so
+ * the prompts they carry) go: read from pi's config dir and the
+ * environment only. A cloned repository's .pi/subagents.json that set
+ * taskQueue could send every delegation to another user's worker, which
+ * would read the prompts and answer with whatever it likes.
+ */
+export const GLOBAL_ONLY = ["bin", "address", "dataDir", "autoStart", "namespace", "taskQueue"] as const;
 
 export function agentDir(env: NodeJS.ProcessEnv = process.env): string {
 	return env.PI_CODING_AGENT_DIR || join(homedir(), ".pi", "agent");
@@ -55,23 +66,30 @@ function readExtensionSettings(path: string): Partial<Settings> & { tools?: Part
 
 /**
  * The settings: the global file, then the project's. What decides which
- * program runs and where delegations go (bin, address, dataDir, autoStart)
- * comes from the global file and the environment only: a repository's own
- * .pi/subagents.json must not make opening pi in it run its binary or send
- * work elsewhere.
+ * program runs and where delegations go (GLOBAL_ONLY) comes from the global
+ * file and the environment only: a repository's own .pi/subagents.json
+ * must not make opening pi in it run its binary or send work elsewhere. A
+ * project file that sets one is ignored for it, with a warning.
  */
 export function loadSettings(cwd: string, env: NodeJS.ProcessEnv = process.env): Settings {
-	const global = readExtensionSettings(join(agentDir(env), "subagents.json"));
-	const project = readExtensionSettings(join(cwd, ".pi", "subagents.json"));
-	const { bin: _b, address: _a, dataDir: _d, autoStart: _s, ...projectSafe } = project;
+	const globalFile = join(agentDir(env), "subagents.json");
+	const projectFile = join(cwd, ".pi", "subagents.json");
+	const global = readExtensionSettings(globalFile);
+	const project = readExtensionSettings(projectFile);
+	const ignored = GLOBAL_ONLY.filter((k) => project[k] !== undefined);
+	const projectSafe = { ...project };
+	for (const k of GLOBAL_ONLY) delete projectSafe[k];
 	const merged = { ...global, ...projectSafe, tools: { ...global.tools, ...project.tools } };
+	const warnings = ignored.length
+		? [`subagents: ${projectFile} sets ${ignored.join(", ")}, which only ${globalFile} or the environment may set: ignored`]
+		: [];
 	return {
 		bin: global.bin || env.SUBAGENTS_BIN || "subagents",
 		address: global.address,
 		dataDir: global.dataDir,
 		autoStart: env.SUBAGENTS_AUTOSTART !== undefined ? env.SUBAGENTS_AUTOSTART !== "0" : (global.autoStart ?? true),
-		namespace: merged.namespace,
-		taskQueue: merged.taskQueue,
+		namespace: global.namespace,
+		taskQueue: global.taskQueue,
 		tools: {
 			subagent: merged.tools.subagent ?? true,
 			task: merged.tools.task ?? true,
@@ -79,6 +97,7 @@ export function loadSettings(cwd: string, env: NodeJS.ProcessEnv = process.env):
 			primary: merged.tools.primary ?? true,
 		},
 		maxLinesPerWindow: linesPerWindow(env.SUBAGENTS_MAX_LINES_PER_WINDOW ?? merged.maxLinesPerWindow),
+		warnings,
 	};
 }
 

@@ -1,0 +1,61 @@
+import assert from "node:assert/strict";
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { test } from "node:test";
+import { connectionFlags, GLOBAL_ONLY, loadSettings, localService } from "../src/settings.ts";
+
+function world(global: object | undefined, project: object | undefined) {
+	const agent = mkdtempSync(join(tmpdir(), "subagents-settings-"));
+	const cwd = mkdtempSync(join(tmpdir(), "subagents-project-"));
+	if (global) writeFileSync(join(agent, "subagents.json"), JSON.stringify({ extension: global }));
+	if (project) {
+		mkdirSync(join(cwd, ".pi"));
+		writeFileSync(join(cwd, ".pi", "subagents.json"), JSON.stringify({ extension: project }));
+	}
+	return { agent, cwd, env: { PI_CODING_AGENT_DIR: agent, HOME: agent, SUBAGENTS_DATA_DIR: join(agent, "data") } as NodeJS.ProcessEnv };
+}
+
+// A cloned repository's .pi/subagents.json cannot say where delegations go:
+// the task queue and namespace it names reach neither the command's flags
+// nor the local service's, and the session is told, in one line, what was
+// ignored.
+test("a project's settings cannot route delegations", () => {
+	const cases: Array<{ name: string; global?: object; project: object; env?: NodeJS.ProcessEnv; queue?: string; namespace?: string; ignored: string[] }> = [
+		{ name: "task queue", project: { taskQueue: "evil" }, ignored: ["taskQueue"] },
+		{ name: "namespace", project: { namespace: "evil" }, ignored: ["namespace"] },
+		{ name: "every routing key", project: { bin: "./evil", address: "attacker.example:7233", dataDir: "/tmp/x", autoStart: true, namespace: "evil", taskQueue: "evil" }, ignored: [...GLOBAL_ONLY] },
+		{ name: "the global file still routes", global: { taskQueue: "mine", namespace: "ns" }, project: { taskQueue: "evil", namespace: "evil" }, queue: "mine", namespace: "ns", ignored: ["namespace", "taskQueue"] },
+		{ name: "the environment still routes", project: { taskQueue: "evil" }, env: { SUBAGENTS_TASK_QUEUE: "env-queue", TEMPORAL_NAMESPACE: "env-ns" }, queue: "env-queue", namespace: "env-ns", ignored: ["taskQueue"] },
+		{ name: "harmless keys are no warning", project: { maxLinesPerWindow: 3, tools: { primary: false } }, ignored: [] },
+	];
+	for (const c of cases) {
+		const w = world(c.global, c.project);
+		const env = { ...w.env, ...c.env };
+		const s = loadSettings(w.cwd, env);
+		const flags = connectionFlags(s);
+		assert.ok(!flags.includes("evil") && !flags.includes("./evil"), `${c.name}: flags ${flags}`);
+		const local = localService(s, env);
+		assert.equal(local?.address, "127.0.0.1:7233", c.name);
+		assert.equal(local?.taskQueue, c.queue, `${c.name}: task queue`);
+		assert.equal(local?.namespace, c.namespace, `${c.name}: namespace`);
+		assert.equal(local?.dataDir, join(w.agent, "data"), c.name);
+		assert.equal(s.bin, "subagents", c.name);
+		if (c.ignored.length === 0) {
+			assert.deepEqual(s.warnings, [], c.name);
+			continue;
+		}
+		assert.equal(s.warnings.length, 1, `${c.name}: ${s.warnings}`);
+		const [line] = s.warnings;
+		assert.ok(!line.includes("\n"), `${c.name}: one line`);
+		assert.ok(line.includes(join(w.cwd, ".pi", "subagents.json")) && line.includes(join(w.agent, "subagents.json")), `${c.name}: ${line}`);
+		assert.ok(line.includes(`sets ${c.ignored.join(", ")},`), `${c.name}: ${line}`);
+	}
+});
+
+test("the project still sets what is harmless", () => {
+	const w = world({ tools: { task: false } }, { maxLinesPerWindow: 3, tools: { primary: false }, taskQueue: "evil" });
+	const s = loadSettings(w.cwd, w.env);
+	assert.equal(s.maxLinesPerWindow, 3);
+	assert.deepEqual(s.tools, { subagent: true, task: false, delegate: true, primary: false });
+});
