@@ -101,9 +101,11 @@ func readProcs() procs {
 		}
 		ppid, _ := strconv.Atoi(f[1])
 		comm := s[:strings.LastIndexByte(s, ')')]
-		// A reaper of this process's own workers (the bench's harness,
-		// not the run measured): left out, as the services are.
+		// A reaper of this process's own workers: its own memory and CPU
+		// left out, as the services' are, but not the children it starts
+		// for the workers (every child pi and its tools are below it).
 		if strings.HasSuffix(comm, "(exe") && isReaper(d.Name()) {
+			ps.children[ppid] = append(ps.children[ppid], p)
 			continue
 		}
 		// A child of this process between its fork and its exec still has
