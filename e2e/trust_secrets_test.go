@@ -49,9 +49,9 @@ func leakedValue(name string) string {
 	return leakedEnv[name]
 }
 
-// providerKey is a model provider's key pi reads (OPENAI_API_KEY): a child
+// childProviderKey is a model provider's key pi reads (OPENAI_API_KEY): a child
 // needs it.
-const providerKey = "sk-e2eProviderKey7QxAbCdEfGhIjKl"
+const childProviderKey = "sk-e2eProviderKey7QxAbCdEfGhIjKl"
 
 // finalizedSecrets are the shapes issue 29 saw reach the history as written
 // or half-masked, as a child's finalize result carries them: each secret
@@ -84,7 +84,7 @@ func TestChildEnvHoldsNoSecretsAndHistoryMasksThem(t *testing.T) {
 	for name, value := range leakedEnv {
 		t.Setenv(name, value)
 	}
-	t.Setenv("OPENAI_API_KEY", providerKey)
+	t.Setenv("OPENAI_API_KEY", childProviderKey)
 	t.Setenv("ZZ_E2E_USER_SETTING", "kept-7Qx")
 
 	var result []string
@@ -130,7 +130,7 @@ func TestChildEnvHoldsNoSecretsAndHistoryMasksThem(t *testing.T) {
 			t.Errorf("the child's environment holds %s", name)
 		}
 	}
-	for _, kept := range []string{"OPENAI_API_KEY=" + providerKey, "ZZ_E2E_USER_SETTING=kept-7Qx", "HOME=", "PI_CODING_AGENT_DIR="} {
+	for _, kept := range []string{"OPENAI_API_KEY=" + childProviderKey, "ZZ_E2E_USER_SETTING=kept-7Qx", "HOME=", "PI_CODING_AGENT_DIR="} {
 		if !strings.Contains(printed, kept) {
 			t.Errorf("the child's environment lacks %s", kept)
 		}
@@ -138,7 +138,7 @@ func TestChildEnvHoldsNoSecretsAndHistoryMasksThem(t *testing.T) {
 
 	// The finalize result as the caller gets it: every secret masked whole.
 	for _, s := range finalizedSecrets {
-		if strings.Contains(turn.Output, s.secret) || strings.Contains(turn.Output, tail(s.secret)) {
+		if strings.Contains(turn.Output, s.secret) || strings.Contains(turn.Output, secretTail(s.secret)) {
 			t.Errorf("the result keeps %q (or its tail):\n%s", s.secret, turn.Output)
 		}
 	}
@@ -156,9 +156,9 @@ func TestChildEnvHoldsNoSecretsAndHistoryMasksThem(t *testing.T) {
 		secrets = append(secrets, leakedValue(name))
 	}
 	for _, s := range finalizedSecrets {
-		secrets = append(secrets, s.secret, tail(s.secret))
+		secrets = append(secrets, s.secret, secretTail(s.secret))
 	}
-	secrets = append(secrets, providerKey)
+	secrets = append(secrets, childProviderKey)
 	for _, p := range payloads {
 		for _, secret := range secrets {
 			if strings.Contains(p, secret) {
@@ -168,7 +168,7 @@ func TestChildEnvHoldsNoSecretsAndHistoryMasksThem(t *testing.T) {
 	}
 }
 
-// tail is the end of a secret a half mask would leave.
-func tail(secret string) string {
+// secretTail is the end of a secret a half mask would leave.
+func secretTail(secret string) string {
 	return secret[len(secret)-8:]
 }
