@@ -307,7 +307,7 @@ func (a *Activities) observe(in api.RunPiInput, res api.RunPiResult, out outcome
 // runSpec is a run's child environment and, with a pool, the warm spec a
 // child must have been started with to serve it.
 func (a *Activities) runSpec(in api.RunPiInput, admission api.Admission) ([]string, warmSpec) {
-	env := a.childEnv(in.Depth, apiKeyEnv(in.Model, admission.APIKey))
+	env := a.childEnv(in.Depth, in.Model, apiKeyEnv(in.Model, admission.APIKey))
 	if a.pool == nil {
 		return env, warmSpec{}
 	}
@@ -417,10 +417,11 @@ var providerKeyVars = map[string]string{
 // childEnv is the worker's environment, the configured additions, the
 // markers that tell our extension it runs in a child and at which depth,
 // Node 22 first on PATH, and extra (an apiKey).
-func (a *Activities) childEnv(depth int, extra []string) []string {
-	// The worker's own environment goes through the policy; what the
-	// worker's configuration names for children (Env) is meant for them.
-	env := append(a.cfg.ChildEnvPolicy.Filter(os.Environ()), a.cfg.Env...)
+func (a *Activities) childEnv(depth int, model string, extra []string) []string {
+	// The worker's own environment goes through the policy, for this
+	// child's model (a Bedrock child alone gets the static AWS keys); what
+	// the worker's configuration names for children (Env) is meant for them.
+	env := append(a.cfg.ChildEnvPolicy.FilterFor(model, os.Environ()), a.cfg.Env...)
 	env = append(env, extra...)
 	env = append(env, "PI_SUBAGENT_CHILD=1", "PI_SUBAGENT_DEPTH="+strconv.Itoa(max(depth, 1)))
 	if a.cfg.PathPrefix != "" {
