@@ -87,6 +87,14 @@ const bedrockProvider = "amazon-bedrock"
 var baseEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_*", "TERM", "TZ", "TMPDIR",
 	"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "EDITOR", "VISUAL", "PI_*", "XDG_*"}
 
+// ProviderCredential is whether a child may be given variable name as a
+// model provider's credential: a name pi reads for its providers, or one
+// the user's models.json or auth.json (in env's PI_CODING_AGENT_DIR, else
+// ~/.pi/agent) reads for a provider of their own.
+func ProviderCredential(name string, env []string) bool {
+	return providerEnv[name] || configuredEnvNames(env)[name]
+}
+
 // Filter returns the variables of env (KEY=value) a child gets, whatever
 // its model (the Bedrock-only credentials are dropped).
 func (p EnvPolicy) Filter(env []string) []string {

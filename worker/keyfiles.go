@@ -6,11 +6,15 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/durable-pi/subagents/activities"
 	"github.com/durable-pi/subagents/internal/errcode"
 )
 
-// KeyFileEnv turns NAME_FILE variables of environ whose NAME ends in
-// _API_KEY into NAME=<the file's content>, for the children's environment:
+// KeyFileEnv turns NAME_FILE variables of environ whose NAME is a model
+// provider's key (activities.ProviderCredential: one pi or the user's
+// models.json reads) into NAME=<the file's content>, for the children's
+// environment, which no filter sees again (a SENDGRID_API_KEY_FILE stays the
+// worker's):
 // the convention of compose and Kubernetes secrets (and of the postgres
 // image's POSTGRES_PASSWORD_FILE), so a model key can live in a mounted
 // file instead of the worker's environment or command line. An empty file is
@@ -25,7 +29,7 @@ func KeyFileEnv(environ []string) ([]string, error) {
 	for _, kv := range environ {
 		fileVar, path, _ := strings.Cut(kv, "=")
 		name, ok := strings.CutSuffix(fileVar, "_FILE")
-		if !ok || !strings.HasSuffix(name, "_API_KEY") || set[name] || path == "" {
+		if !ok || !strings.HasSuffix(name, "_API_KEY") || set[name] || path == "" || !activities.ProviderCredential(name, environ) {
 			continue
 		}
 		b, err := os.ReadFile(path)

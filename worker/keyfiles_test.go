@@ -28,6 +28,7 @@ func TestKeyFileEnv(t *testing.T) {
 	}{
 		{"a key file", []string{"ANTHROPIC_API_KEY_FILE=" + anthropic}, []string{"ANTHROPIC_API_KEY=sk-ant-123"}, ""},
 		{"an empty file is no key", []string{"OPENAI_API_KEY_FILE=" + empty}, nil, ""},
+		{"a key of a service that is no model provider stays the worker's", []string{"SENDGRID_API_KEY_FILE=" + anthropic}, nil, ""},
 		{"the variable itself wins", []string{"ANTHROPIC_API_KEY=env", "ANTHROPIC_API_KEY_FILE=" + anthropic}, nil, ""},
 		{"other _FILE variables are not read", []string{"POSTGRES_PASSWORD_FILE=" + anthropic, "DB_FILE=" + anthropic}, nil, ""},
 		{"a missing file fails", []string{"ANTHROPIC_API_KEY_FILE=" + filepath.Join(dir, "nope")}, nil, errcode.InvalidInput},
