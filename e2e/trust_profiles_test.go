@@ -18,10 +18,10 @@ import (
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
 )
 
-// nobody is the second local user these tests play: its files are chowned
+// otherUser (nobody) is the second local user these tests play: its files are chowned
 // to uid and gid 65534 (the tests run as root, which may chown). The worker
 // runs as root here, so "the service's user" is root.
-const nobody = 65534
+const otherUser = 65534
 
 // trustProject is a project folder: a profile pwn in .pi/agents naming
 // ./ext.ts, an extension that writes marker when pi loads it (at pi's
@@ -48,8 +48,8 @@ func newTrustProject(t *testing.T, root, marker string) trustProject {
 	return p
 }
 
-// chownAll gives root and everything under it to uid:gid.
-func chownAll(t *testing.T, root string, uid, gid int) {
+// trustChownAll gives root and everything under it to uid:gid.
+func trustChownAll(t *testing.T, root string, uid, gid int) {
 	t.Helper()
 	err := filepath.Walk(root, func(path string, _ os.FileInfo, err error) error {
 		if err != nil {
@@ -110,7 +110,7 @@ func TestProjectProfileMustBeTheServiceUsers(t *testing.T) {
 		}
 		if id := env.Items[0].TaskID; id == "" {
 			t.Fatalf("%s: no task ID: %s", label, out)
-		} else if f := activities.SessionFile(e.dataDir, p.dir, "pwn", id); exists(f) {
+		} else if f := activities.SessionFile(e.dataDir, p.dir, "pwn", id); trustFileExists(f) {
 			t.Fatalf("%s: a refused run wrote its session file %s", label, f)
 		}
 		t.Logf("%s: refused: %s", label, msg)
@@ -121,31 +121,31 @@ func TestProjectProfileMustBeTheServiceUsers(t *testing.T) {
 
 	// Another user's project: its folder, profile and extension are theirs.
 	other := project("other")
-	chownAll(t, filepath.Dir(other.dir), nobody, nobody)
+	trustChownAll(t, filepath.Dir(other.dir), otherUser, otherUser)
 	refused("other", other, other.profile, "uid 65534", "chown")
 
 	// The user's own profile that any user may change.
 	p := project("mode")
-	chmod(t, p.profile, 0o646)
+	trustChmod(t, p.profile, 0o646)
 	refused("mode", p, p.profile, "0646", "chmod o-w")
 
 	// The user's own profile that another group may change.
 	p = project("group")
-	if err := os.Lchown(p.profile, 0, nobody); err != nil {
+	if err := os.Lchown(p.profile, 0, otherUser); err != nil {
 		t.Fatal(err)
 	}
-	chmod(t, p.profile, 0o664)
+	trustChmod(t, p.profile, 0o664)
 	refused("group", p, p.profile, "0664", "chmod g-w", "trustGroup")
 
 	// The user's own profile in a folder any user may change: they could
 	// swap the file.
 	p = project("folder")
-	chmod(t, filepath.Dir(p.profile), 0o777)
+	trustChmod(t, filepath.Dir(p.profile), 0o777)
 	refused("folder", p, filepath.Dir(p.profile), "0777", "chmod o-w")
 
 	// The user's own profile naming another user's extension.
 	p = project("ext")
-	if err := os.Lchown(p.ext, nobody, nobody); err != nil {
+	if err := os.Lchown(p.ext, otherUser, otherUser); err != nil {
 		t.Fatal(err)
 	}
 	refused("ext", p, p.ext, `extension "./ext.ts"`, "uid 65534", "chown")
@@ -162,14 +162,14 @@ func TestProjectProfileMustBeTheServiceUsers(t *testing.T) {
 	}
 }
 
-func chmod(t *testing.T, path string, mode os.FileMode) {
+func trustChmod(t *testing.T, path string, mode os.FileMode) {
 	t.Helper()
 	if err := os.Chmod(path, mode); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func exists(path string) bool {
+func trustFileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
 }
