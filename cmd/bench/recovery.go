@@ -15,9 +15,9 @@ import (
 
 	"go.temporal.io/api/enums/v1"
 	sdkclient "go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/durable-pi/subagents/api"
+	"github.com/durable-pi/subagents/connection"
 	"github.com/durable-pi/subagents/client"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
 	"github.com/durable-pi/subagents/internal/syncbuf"
@@ -187,7 +187,8 @@ func (b *bench) devRestart(reps int) (string, error) {
 		return cmd, out, nil
 	}
 	dial := func() (sdkclient.Client, error) {
-		return sdkclient.Dial(sdkclient.Options{HostPort: address, Logger: sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))})
+		// With the service's API key, from its data dir, as its clients dial.
+		return connection.Settings{Address: address, DataDir: filepath.Join(dir, "data")}.Dial(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	}
 	var ready, resumed, done []time.Duration
 	for range reps {
