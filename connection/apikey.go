@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	sdkclient "go.temporal.io/sdk/client"
+	"google.golang.org/grpc"
 
 	"github.com/durable-pi/subagents/internal/errcode"
 )
@@ -143,11 +144,13 @@ func withLocalKey(opts *sdkclient.Options, dataDir string) error {
 	if err != nil {
 		return err
 	}
+	// Checked before the dial, for a clear refusal, and again on every
+	// connection gRPC makes (ownedDialer), as a reconnect after the
+	// service restarts may find a stranger on its port.
 	if uid, found := listenerOwner(opts.HostPort); found && uid != os.Getuid() {
-		return errcode.Errorf(errcode.PermissionDenied,
-			"the Temporal listening on %s belongs to user %d, not to this user (%d): not sending it this user's API key; stop it, or start the local service on another --port",
-			opts.HostPort, uid, os.Getuid())
+		return strangerError(opts.HostPort, uid)
 	}
+	opts.ConnectionOptions.DialOptions = append(opts.ConnectionOptions.DialOptions, grpc.WithContextDialer(ownedDialer))
 	opts.Credentials = sdkclient.NewAPIKeyStaticCredentials(key)
 	opts.ConnectionOptions.TLSDisabled = true
 	return nil

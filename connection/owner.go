@@ -2,11 +2,14 @@ package connection
 
 import (
 	"bufio"
+	"context"
 	"encoding/hex"
 	"net"
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/durable-pi/subagents/internal/errcode"
 )
 
 // A key must never go to a frontend another account runs: with the local
@@ -40,10 +43,69 @@ func listenerOwner(hostPort string) (uid int, found bool) {
 	return 0, false
 }
 
-// tcpListen is the state of a listening socket in /proc/net/tcp.
-const tcpListen = "0A"
+// tcpListen and tcpEstablished are socket states in /proc/net/tcp.
+const (
+	tcpListen      = "0A"
+	tcpEstablished = "01"
+)
+
+// peerOwner is the uid that owns the server's end of conn, a TCP connection
+// on this machine, and whether it was found: the proof, taken after the
+// connection is made, that no one took the port between a check and a dial.
+func peerOwner(conn net.Conn) (uid int, found bool) {
+	local, ok1 := conn.LocalAddr().(*net.TCPAddr)
+	remote, ok2 := conn.RemoteAddr().(*net.TCPAddr)
+	if !ok1 || !ok2 {
+		return 0, false
+	}
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		if uid, ok := scanTable(table, func(state string, l, r net.IP, lport, rport int) bool {
+			return state == tcpEstablished && lport == remote.Port && rport == local.Port && l.Equal(remote.IP) && r.Equal(local.IP)
+		}); ok {
+			return uid, true
+		}
+	}
+	return 0, false
+}
+
+// ownedDialer dials addr and proves the server's end belongs to this user
+// (on Linux): gRPC dials again after every lost connection, and each new
+// one carries the key.
+func ownedDialer(ctx context.Context, addr string) (net.Conn, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if uid, found := peerOwner(conn); found && uid != os.Getuid() {
+		_ = conn.Close()
+		return nil, strangerError(addr, uid)
+	}
+	return conn, nil
+}
+
+func strangerError(addr string, uid int) error {
+	return errcode.Errorf(errcode.PermissionDenied,
+		"the Temporal listening on %s belongs to user %d, not to this user (%d): not sending it this user's API key; stop it, or start the local service on another --port",
+		addr, uid, os.Getuid())
+}
 
 func ownerIn(table string, want []net.IP, port int) (int, bool) {
+	return scanTable(table, func(state string, ip, _ net.IP, p, _ int) bool {
+		if state != tcpListen || p != port {
+			return false
+		}
+		match := ip.IsUnspecified()
+		for _, w := range want {
+			match = match || ip.Equal(w)
+		}
+		return match
+	})
+}
+
+// scanTable is the uid of the first socket of a /proc/net/tcp table that
+// match takes: its state, local and remote addresses and ports.
+func scanTable(table string, match func(state string, local, remote net.IP, lport, rport int) bool) (int, bool) {
 	f, err := os.Open(table)
 	if err != nil {
 		return 0, false
@@ -53,18 +115,12 @@ func ownerIn(table string, want []net.IP, port int) (int, bool) {
 	lines.Scan() // the header
 	for lines.Scan() {
 		fields := strings.Fields(lines.Text())
-		if len(fields) < 8 || fields[3] != tcpListen {
+		if len(fields) < 8 {
 			continue
 		}
-		ip, p, ok := parseProcAddr(fields[1])
-		if !ok || p != port {
-			continue
-		}
-		match := ip.IsUnspecified()
-		for _, w := range want {
-			match = match || ip.Equal(w)
-		}
-		if !match {
+		local, lport, ok1 := parseProcAddr(fields[1])
+		remote, rport, ok2 := parseProcAddr(fields[2])
+		if !ok1 || !ok2 || !match(fields[3], local, remote, lport, rport) {
 			continue
 		}
 		uid, err := strconv.Atoi(fields[7])

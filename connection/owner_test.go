@@ -1,6 +1,7 @@
 package connection
 
 import (
+	"context"
 	"net"
 	"os"
 	"strconv"
@@ -50,5 +51,33 @@ func TestListenerOwner(t *testing.T) {
 	ln.Close()
 	if _, found := listenerOwner(net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); found {
 		t.Fatal("found a listener after it closed")
+	}
+}
+
+// TestPeerOwner finds the server's end of a connection to this process's
+// own listener as this user's, and the dialer lets it through.
+func TestPeerOwner(t *testing.T) {
+	if _, err := os.Stat("/proc/net/tcp"); err != nil {
+		t.Log("no /proc/net/tcp: the check finds nothing here, by design")
+		return
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			defer c.Close()
+			_, _ = c.Read(make([]byte, 1))
+		}
+	}()
+	conn, err := ownedDialer(context.Background(), ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if uid, found := peerOwner(conn); !found || uid != os.Getuid() {
+		t.Fatalf("peer owner %d found %v, want %d", uid, found, os.Getuid())
 	}
 }
