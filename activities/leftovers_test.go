@@ -1,7 +1,9 @@
 package activities
 
 import (
+	"os"
 	"os/exec"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -52,5 +54,46 @@ func TestKillLeftovers(t *testing.T) {
 	}
 	if killLeftovers(runRecord{}) != 0 || killLeftovers(runRecord{Pgid: syscall.Getpgrp()}) != 0 {
 		t.Fatal("no group, or the worker's own, is never killed")
+	}
+}
+
+// TestKillMarkedSparesOtherUsers: a worker run as root ends the leftovers of
+// a dead attempt by their mark, and never another user's process that
+// carries the same mark (uid 65534 by setpriv; as any other user the kernel
+// keeps those environments unreadable, which the check repeats).
+func TestKillMarkedSparesOtherUsers(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Log("not root: another user's environment is unreadable here, so there is nothing to spare")
+		return
+	}
+	mark := "spare-test." + strconv.Itoa(os.Getpid())
+	other := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sleep", "30")
+	other.Env = append(os.Environ(), ProcMarkEnv+"="+mark)
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = other.Process.Kill(); _ = other.Wait() }()
+	mine := exec.Command("sleep", "30")
+	mine.Env = append(os.Environ(), ProcMarkEnv+"="+mark)
+	if err := mine.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = mine.Process.Kill(); _ = mine.Wait() }()
+	// setpriv execs sleep: wait until the other user's process runs as it.
+	deadline := time.Now().Add(5 * time.Second)
+	for !ownedBy("/proc/"+strconv.Itoa(other.Process.Pid), 65534) {
+		if time.Now().After(deadline) {
+			t.Fatal("the other user's process did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := killMarked(markEntry(mark)); n != 1 {
+		t.Fatalf("killMarked found %d processes, want 1 (this user's)", n)
+	}
+	if err := mine.Wait(); err == nil {
+		t.Fatal("this user's marked process was not killed")
+	}
+	if err := other.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Fatalf("the other user's marked process was killed: %v", err)
 	}
 }

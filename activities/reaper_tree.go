@@ -152,13 +152,14 @@ func markOf(m member) (string, bool) {
 // markEntry) and returns how many it found: what a retry ends of a dead
 // attempt whose reaper could not (see killLeftovers). Each is held by a
 // pidfd before its environment is read, and signalled through it only if
-// still alive after, so a pid reused meanwhile is spared. Processes of other
-// users cannot be read and are left alone.
+// still alive after, so a pid reused meanwhile is spared. Only this user's
+// processes are looked at: a worker run as root must not kill another
+// user's process that carries a mark (an ordinary user cannot read them).
 func killMarked(entry []byte) int {
-	self := os.Getpid()
+	self, uid := os.Getpid(), os.Getuid()
 	n := 0
 	eachProc(func(pid int, dir string) {
-		if pid == self {
+		if pid == self || !ownedBy(dir, uid) {
 			return
 		}
 		m := member{pid: pid, fd: -1}
@@ -199,4 +200,14 @@ func eachProc(fn func(pid int, dir string)) {
 			fn(pid, "/proc/"+e.Name())
 		}
 	}
+}
+
+// ownedBy is whether the process of /proc folder dir runs as uid.
+func ownedBy(dir string, uid int) bool {
+	info, err := os.Stat(dir)
+	if err != nil {
+		return false
+	}
+	st, ok := info.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == uid
 }
