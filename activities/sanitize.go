@@ -91,8 +91,10 @@ func secretValue(v string) bool {
 // key after another word (STRIPE_API_KEY, AccessKey; not "key" alone, a
 // map's key).
 func secretName(name string) bool {
-	switch strings.ToLower(strings.Trim(name, `-"'\`)) {
-	case "pwd", "oldpwd":
+	// PWD and OLDPWD, as the shell names them, are folders; a key "pwd"
+	// in a config or JSON is a password.
+	switch strings.Trim(name, `-"'\`) {
+	case "PWD", "OLDPWD":
 		return false
 	}
 	words := nameWords(name)
@@ -278,6 +280,17 @@ func valueSpan(s string, i int, sep string, query bool) (int, int) {
 			}
 		}
 		return i + 1, len(s)
+	}
+	// A connection string (Password=my secret;Database=d): a value given
+	// with "=" runs to the ";" before the next name, blanks and all.
+	if sep == "=" && !query {
+		line := s[i:]
+		if k := strings.IndexAny(line, "\n\r"); k >= 0 {
+			line = line[:k]
+		}
+		if k := strings.IndexByte(line, ';'); k > 0 && !strings.ContainsAny(line[:k], "=\"'") && nextName.MatchString(line[k:]) {
+			return i, i + k
+		}
 	}
 	j := i
 	for ; j < len(s); j++ {
