@@ -94,8 +94,14 @@ func privateGroup(u *user.User) (uint32, bool) {
 func (p trustPolicy) check(what, path string) error {
 	path = filepath.Clean(path)
 	chains := [][]string{ancestors(path)}
-	if real, err := filepath.EvalSymlinks(path); err == nil && real != path {
+	real, err := filepath.EvalSymlinks(path)
+	if err == nil && real != path {
 		chains = append(chains, ancestors(real))
+	}
+	// A link whose target is missing passes no check of that target, and
+	// another user could create it (in /tmp, say) before pi opens it.
+	if li, lerr := os.Lstat(path); lerr == nil && li.Mode()&fs.ModeSymlink != 0 && err != nil {
+		return errcode.Errorf(errcode.PermissionDenied, "Permission denied: %s: %s is a link whose target cannot be resolved (%v): refusing to load it", what, path, err)
 	}
 	for _, chain := range chains {
 		below := false // whether the entry below the one looked at exists

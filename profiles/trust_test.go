@@ -104,6 +104,16 @@ func TestTrustCheck(t *testing.T) {
 			p := asOther(t, own, filepath.Dir(target))
 			return link, p
 		}, []string{"is owned by uid"}},
+		{"a link whose target does not exist yet", func(t *testing.T, root string) (string, trustPolicy) {
+			link := filepath.Join(root, "a", "x.ts")
+			if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(filepath.Join(root, "nobody-yet", "x.ts"), link); err != nil {
+				t.Fatal(err)
+			}
+			return link, own
+		}, []string{"is a link whose target cannot be resolved"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
