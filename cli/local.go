@@ -12,7 +12,6 @@ import (
 
 	"github.com/durable-pi/subagents/connection"
 	"github.com/durable-pi/subagents/internal/errcode"
-	"github.com/durable-pi/subagents/worker"
 )
 
 // A client verb run as a process of its own hands its call to the local
@@ -47,7 +46,7 @@ func (cmd *command) localService() *localConn {
 	if err != nil || opts.ConnectionOptions.TLS != nil || opts.Credentials != nil || !connection.IsLoopback(opts.HostPort) {
 		return nil
 	}
-	dir, err := worker.DefaultDataDir()
+	dir, err := connection.DefaultDataDir()
 	if err != nil {
 		return nil
 	}
@@ -166,7 +165,6 @@ func exitError(code int, msg string) error {
 	}
 }
 
-// loopback reports whether hostPort is on this machine's loopback.
 // sameLoopback reports whether two loopback addresses are the same port.
 func sameLoopback(a, b string) bool {
 	_, pa, errA := net.SplitHostPort(a)

@@ -3,9 +3,11 @@ package cli
 import (
 	"cmp"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 
 	"github.com/durable-pi/subagents/connection"
@@ -43,7 +45,7 @@ func uiMain(_ context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	key, err := connection.ReadKey(dir)
-	if os.IsNotExist(err) {
+	if errors.Is(err, fs.ErrNotExist) {
 		return errcode.Errorf(errcode.ServiceUnavailable,
 			"no API key in %s: start the local service first (`make run` or `subagents dev`)", dir)
 	}

@@ -123,18 +123,13 @@ func sameSecret(got, want string) bool {
 	return subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
 }
 
-// loopbackHost is whether a request's Host names this machine's loopback.
-func loopbackHost(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
+// loopbackHost is whether a request's Host (with or without a port) names
+// this machine's loopback.
+func loopbackHost(host string) bool {
+	if _, _, err := net.SplitHostPort(host); err != nil {
+		host = net.JoinHostPort(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"), "0")
 	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return connection.IsLoopback(strings.ToLower(host))
 }
 
 // startUI starts the UI server on a private port, the front on the UI's
@@ -175,7 +170,6 @@ func (s *Server) startUI(ctx context.Context) error {
 
 	target := &url.URL{Scheme: "http", Host: net.JoinHostPort(defaultIP, strconv.Itoa(inner))}
 	front.proxy = httputil.NewSingleHostReverseProxy(target)
-	front.proxy.ErrorLog = nil
 	ln, err := net.Listen("tcp", net.JoinHostPort(s.opts.UIIP, strconv.Itoa(s.opts.UIPort)))
 	if err != nil {
 		return errcode.Wrap(errcode.InvalidInput, err, "--ui-port: "+err.Error())
