@@ -214,6 +214,10 @@ var Channel = class {
       return;
     }
     this.answered = true;
+    if (r.id === 0 && typeof r.exit === "number") {
+      this.end(new SubagentsError("SERVICE_UNAVAILABLE", r.error || "the subagents service refused this connection"));
+      return;
+    }
     const p = r.id === void 0 ? void 0 : this.pending.get(r.id);
     if (!p) return;
     if (typeof r.line === "string") p.onLine(r.line);
@@ -316,7 +320,9 @@ var SubagentsCli = class {
     return [verb, "--json", ...verb === "profiles" ? [] : connection, ...flags, ...positional.length ? ["--", ...positional] : []];
   }
   get env() {
-    return this.options.env ?? process.env;
+    const env = this.options.env ?? process.env;
+    const dir = this.options.local?.dataDir;
+    return dir && env.SUBAGENTS_DATA_DIR !== dir ? { ...env, SUBAGENTS_DATA_DIR: dir } : env;
   }
   /** The executable, found; SERVICE_UNAVAILABLE naming how to get it when it is missing. */
   binary() {
@@ -374,7 +380,7 @@ var SubagentsCli = class {
       return { spawn: true, connection };
     }
     if (s && !s.ended) return { channel: s, connection };
-    const fresh = new ServeProcess(this.binary(), connection, this.options.env, this.options.cwd);
+    const fresh = new ServeProcess(this.binary(), connection, this.env, this.options.cwd);
     channels.set(key, fresh);
     return { channel: fresh, connection };
   }

@@ -112,13 +112,20 @@ abstract class Channel {
 	}
 
 	protected reply(line: string): void {
-		let r: { id?: number; line?: string; exit?: number };
+		let r: { id?: number; line?: string; exit?: number; error?: string };
 		try {
 			r = JSON.parse(line);
 		} catch {
 			return;
 		}
 		this.answered = true;
+		// ID 0 answers no call: the service says why it ends this connection
+		// (at its limit of connections, say), and every call waiting on it
+		// fails with that reason rather than "closed the connection".
+		if (r.id === 0 && typeof r.exit === "number") {
+			this.end(new SubagentsError("SERVICE_UNAVAILABLE", r.error || "the subagents service refused this connection"));
+			return;
+		}
 		const p = r.id === undefined ? undefined : this.pending.get(r.id);
 		if (!p) return;
 		if (typeof r.line === "string") p.onLine(r.line);
@@ -261,7 +268,11 @@ export class SubagentsCli {
 	}
 
 	private get env(): NodeJS.ProcessEnv {
-		return this.options.env ?? process.env;
+		const env = this.options.env ?? process.env;
+		// A command this pi runs finds the local service's API key in its
+		// data dir, which the settings may name apart from the environment.
+		const dir = this.options.local?.dataDir;
+		return dir && env.SUBAGENTS_DATA_DIR !== dir ? { ...env, SUBAGENTS_DATA_DIR: dir } : env;
 	}
 
 	/** The executable, found; SERVICE_UNAVAILABLE naming how to get it when it is missing. */
@@ -326,7 +337,7 @@ export class SubagentsCli {
 			return { spawn: true, connection };
 		}
 		if (s && !s.ended) return { channel: s, connection };
-		const fresh = new ServeProcess(this.binary(), connection, this.options.env, this.options.cwd);
+		const fresh = new ServeProcess(this.binary(), connection, this.env, this.options.cwd);
 		channels.set(key, fresh);
 		return { channel: fresh, connection };
 	}
