@@ -441,7 +441,8 @@ func (p *pool) startWarm(spec warmSpec) *proc {
 		return nil
 	}
 	if err := command(child, "ready", map[string]any{"type": "get_state"}); err != nil {
-		p.log.Warn("warm pool: pi did not answer", "error", err, "stderr", lastLine(child.stderr.String()))
+		// pi's stderr may echo what it was given: masked like all it says.
+		p.log.Warn("warm pool: pi did not answer", "error", err, "stderr", p.a.sanitizer.Sanitize(lastLine(child.stderr.String())))
 		child.discard()
 		return nil
 	}
