@@ -17,8 +17,8 @@ import (
 	sdkclient "go.temporal.io/sdk/client"
 
 	"github.com/durable-pi/subagents/api"
-	"github.com/durable-pi/subagents/connection"
 	"github.com/durable-pi/subagents/client"
+	"github.com/durable-pi/subagents/connection"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
 	"github.com/durable-pi/subagents/internal/syncbuf"
 )
