@@ -90,11 +90,48 @@ func (e *env) startDev(args ...string) *devProcess {
 		// The process is ours: end it by its pid if the test did not.
 		_ = cmd.Process.Kill()
 		<-p.done
+		// Its reaper ends the children a moment after it dies: wait, or a
+		// child still closing its session file races the test's removal
+		// of the data dir.
+		waitTreeGone(e.t, cmd.Process.Pid)
 		if e.t.Failed() {
 			e.t.Logf("subagents dev stdout:\n%s\nstderr:\n%s", p.stdout, p.stderr)
 		}
 	})
 	return p
+}
+
+// waitTreeGone waits until no process of the worker of pid is left: its
+// reaper and what it started carry the worker's pid in their environment.
+func waitTreeGone(t *testing.T, pid int) {
+	t.Helper()
+	marks := [][]byte{
+		[]byte("\x00PI_SUBAGENT_PROC=" + strconv.Itoa(pid) + "-"),
+		[]byte("\x00SUBAGENTS_REAPER=" + strconv.Itoa(pid) + "-"),
+	}
+	// The reaper sweeps a few times a tenth of a second apart; ten seconds
+	// is far beyond that on a loaded machine.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var left []int
+		eachProcess("environ", func(p int, env []byte) {
+			env = append([]byte{0}, env...)
+			for _, m := range marks {
+				if bytes.Contains(env, m) {
+					left = append(left, p)
+					return
+				}
+			}
+		})
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("processes of the worker %d still run: %v", pid, left)
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // waitReady waits for the banner line that says the worker polls.
