@@ -52,6 +52,7 @@ func (e *env) startWorkerProcessAt(addr string, extra ...string) *exec.Cmd {
 	e.t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		<-done
+		waitTreeGone(e.t, cmd.Process.Pid)
 		if e.t.Failed() {
 			e.t.Logf("worker output:\n%s", out)
 		}
