@@ -23,7 +23,8 @@ const root = "../.."
 // within them.
 const firstScreen = 60
 
-// docs reads README.md and every docs/*.md, by path from the root.
+// docs reads README.md, BENCHMARKS.md (which make bench writes, and the
+// docs link into) and every docs/*.md, by path from the root.
 func docs(t *testing.T) map[string]*Doc {
 	t.Helper()
 	paths, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
@@ -31,7 +32,7 @@ func docs(t *testing.T) map[string]*Doc {
 		t.Fatal(err)
 	}
 	out := map[string]*Doc{}
-	for _, p := range append([]string{filepath.Join(root, "README.md")}, paths...) {
+	for _, p := range append([]string{filepath.Join(root, "README.md"), filepath.Join(root, "BENCHMARKS.md")}, paths...) {
 		rel, _ := filepath.Rel(root, p)
 		out[filepath.ToSlash(rel)] = read(t, rel)
 	}
@@ -57,9 +58,10 @@ var (
 	lineAnchor = regexp.MustCompile(`^L\d+(-L\d+)?$`)
 )
 
-// TestRelativeLinksResolve: every relative link in the README and docs/
-// reaches a file or folder of the repository, and a #fragment on a
-// markdown file names one of its headings as GitHub anchors them.
+// TestRelativeLinksResolve: every relative link in the README,
+// BENCHMARKS.md and docs/ reaches a file or folder of the repository, and a
+// #fragment on a markdown file names one of its headings as GitHub anchors
+// them.
 func TestRelativeLinksResolve(t *testing.T) {
 	all := docs(t)
 	anchors := map[string]map[string]bool{} // by path from the root
