@@ -82,8 +82,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, server ma
 		if slices.Contains(Verbs, args[0]) || WantsJSON(args[1:]) {
 			return clientMain(ctx, args, IO{In: os.Stdin, Out: stdout, Err: stderr})
 		}
-		_, _ = fmt.Fprint(stderr, Usage)
-		return errcode.Errorf(errcode.InvalidInput, "unknown command %q", args[0])
+		// One line, as for a mistyped flag: the whole usage would bury it.
+		return unknownCommand(args[0])
 	}
 }
 

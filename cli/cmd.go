@@ -151,7 +151,7 @@ func parse(name string, args []string, stdio IO) (*command, verb, error) {
 	if !ok {
 		// A program that asked for an envelope gets one, with the code.
 		cmd.asJSON = WantsJSON(args)
-		return cmd, nil, errcode.Errorf(errcode.InvalidInput, "unknown command %q", name)
+		return cmd, nil, unknownCommand(name)
 	}
 	v := mk()
 	fs, err := ParseFlags(name, args, stdio.Err, cmd.common, v.register)
@@ -167,15 +167,23 @@ func parse(name string, args []string, stdio IO) (*command, verb, error) {
 // INVALID_INPUT, -h is flag.ErrHelp.
 func ParseFlags(verb string, args []string, stderr io.Writer, register ...func(*flag.FlagSet)) (*flag.FlagSet, error) {
 	fs := flag.NewFlagSet("subagents "+verb, flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	for _, r := range register {
 		r(fs)
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return fs, err
-		}
-		return fs, errcode.Wrap(errcode.InvalidInput, err, err.Error())
+	plainUsages(fs)
+	// The flag package prints its error and the verb's whole usage on a
+	// bad flag: the error comes back as one line instead (flagError), and
+	// the usage is printed for -h only.
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.SetOutput(stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		_, _ = fmt.Fprintf(stderr, "Usage of %s:\n", fs.Name())
+		fs.PrintDefaults()
+		return fs, err
+	case err != nil:
+		return fs, errcode.Wrap(errcode.InvalidInput, err, flagError(verb, fs, err))
 	}
 	return fs, nil
 }

@@ -1,0 +1,115 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/durable-pi/subagents/internal/errcode"
+)
+
+// What a user sees when a verb's flags are wrong or asked for: one line for
+// a mistake (the flag package's error, a close flag's name, where the flags
+// are listed) instead of the 40 to 51 lines of a verb's whole usage; the
+// usage itself only for -h, with a placeholder after a flag that is a kind
+// of value, never a phrase lifted from its description.
+
+// metavariable is a back-quoted word that the flag package may show as a
+// flag's placeholder: a value's name in capitals (`FILE`, `DIR`).
+var metavariable = regexp.MustCompile("^[A-Z][A-Z0-9_]*$")
+
+// plainUsages keeps the flag package from taking a back-quoted command in
+// a usage (as `subagents dev` serves it) for the flag's placeholder, which
+// printed "-ui-url subagents dev": such back-quotes print as plain quotes.
+// Usages quote commands the way the README does, so this holds for every
+// verb's flags, those registered elsewhere too.
+func plainUsages(fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		i := strings.IndexByte(f.Usage, '`')
+		if i < 0 {
+			return
+		}
+		j := strings.IndexByte(f.Usage[i+1:], '`')
+		if j >= 0 && metavariable.MatchString(f.Usage[i+1:i+1+j]) {
+			return
+		}
+		f.Usage = strings.ReplaceAll(f.Usage, "`", "'")
+	})
+}
+
+// flagError is the one line that says what was wrong with a verb's flags:
+// the flag package's error, a close flag when the one given is unknown, and
+// where the verb's flags are listed.
+func flagError(verb string, fs *flag.FlagSet, err error) string {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		var names []string
+		fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+		if s := closest(name, names); s != "" {
+			msg += "; did you mean --" + s + "?"
+		}
+	}
+	return fmt.Sprintf("%s (`subagents %s -h` lists its flags)", msg, verb)
+}
+
+// commands are the words `subagents` takes first, for a mistyped one.
+var commands = append([]string{"dev", "worker", "setup", "ui", "demo", "help"}, Verbs...)
+
+// unknownCommand is the error for a first word that is no command: one
+// line, with a close command when there is one.
+func unknownCommand(name string) error {
+	msg := fmt.Sprintf("unknown command %q", name)
+	if s := closest(name, commands); s != "" {
+		msg += "; did you mean " + s + "?"
+	}
+	return errcode.New(errcode.InvalidInput, msg+" (`subagents -h` lists the commands)")
+}
+
+// closest is the candidate a mistyped name most likely meant, or "": one
+// the name starts (three letters at least, so that "-t" names no flag of
+// its own), or one a few edits away (a third of the name's length, at least
+// one: "tiemout" is timeout, "jsno" json).
+func closest(name string, candidates []string) string {
+	name = strings.ToLower(name)
+	best, bestDist := "", -1
+	for _, c := range candidates {
+		d := editDistance(name, strings.ToLower(c))
+		limit := max(1, len([]rune(name))/3)
+		if d > limit && !(len(name) >= 3 && strings.HasPrefix(strings.ToLower(c), name)) {
+			continue
+		}
+		if bestDist < 0 || d < bestDist {
+			best, bestDist = c, d
+		}
+	}
+	return best
+}
+
+// editDistance counts the insertions, deletions, substitutions and swaps of
+// two neighbours that turn a into b (optimal string alignment): a swap is
+// the commonest slip of a typist, and counts once.
+func editDistance(a, b string) int {
+	s, t := []rune(a), []rune(b)
+	d := make([][]int, len(s)+1)
+	for i := range d {
+		d[i] = make([]int, len(t)+1)
+		d[i][0] = i
+	}
+	for j := range t {
+		d[0][j+1] = j + 1
+	}
+	for i := 1; i <= len(s); i++ {
+		for j := 1; j <= len(t); j++ {
+			cost := 1
+			if s[i-1] == t[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && s[i-1] == t[j-2] && s[i-2] == t[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(s)][len(t)]
+}
