@@ -27,6 +27,7 @@ commands:
   dev         run an embedded Temporal (SQLite file), its UI and a worker
   worker      run a worker against an external Temporal (TEMPORAL_* settings)
   setup       create the namespace and register the search attributes on an external Temporal
+  stop        stop the local service (subagents dev) of the data dir
   ui          the link that logs a browser into the local service's Temporal UI
   demo        the whole stack with a scripted model: a delegation survives a worker kill
   run         start tasks and wait, with live progress: run [--agent NAME] PROMPT
@@ -73,6 +74,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, server ma
 		return setupMain(ctx, args[1:], stdout, stderr)
 	case "ui":
 		return uiMain(ctx, args[1:], stdout, stderr)
+	case "stop":
+		return stopMain(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		_, _ = fmt.Fprint(stdout, Usage)
 		return nil

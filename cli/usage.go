@@ -54,7 +54,7 @@ func flagError(verb string, fs *flag.FlagSet, err error) string {
 }
 
 // commands are the words `subagents` takes first, for a mistyped one.
-var commands = append([]string{"dev", "worker", "setup", "ui", "demo", "help"}, Verbs...)
+var commands = append([]string{"dev", "worker", "setup", "ui", "demo", "stop", "help"}, Verbs...)
 
 // unknownCommand is the error for a first word that is no command: one
 // line, with a close command when there is one.

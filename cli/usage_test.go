@@ -43,7 +43,7 @@ func checkPlaceholders(t *testing.T, verb, usage string) int {
 // back-quoted command in the usage became the placeholder), and `worker -h`
 // "-setup subagents setup". dev and demo are checked in cli/dev.
 func TestEveryVerbsUsageShowsValuePlaceholders(t *testing.T) {
-	verbs := append([]string{"worker", "setup", "ui"}, Verbs...)
+	verbs := append([]string{"worker", "setup", "ui", "stop"}, Verbs...)
 	for _, verb := range verbs {
 		t.Run(verb, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
@@ -94,6 +94,7 @@ func TestMistypedFlag(t *testing.T) {
 		{[]string{"wait", "--Timeout", "5", "id"}, "did you mean --timeout?"},
 		{[]string{"send", "--wiat", "id", "p"}, "did you mean --wait?"},
 		{[]string{"worker", "--warm-pol", "2"}, "did you mean --warm-pool?"},
+		{[]string{"stop", "--data-dri", "/x"}, "did you mean --data-dir?"},
 		{[]string{"output", "--xyzzy", "id"}, ""},
 	}
 	for _, tt := range tests {

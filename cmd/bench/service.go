@@ -183,7 +183,7 @@ func (b *bench) localService(n int) (string, error) {
 		if err != nil {
 			// The service the parent started outlives it: stop it here, or
 			// it runs on after the bench.
-			_ = stopByLock(dir)
+			_ = b.stopByLock(dir)
 			return "", err
 		}
 		pr, cr := b.model.RequestsFor(parent), b.model.RequestsFor(child)
@@ -192,7 +192,7 @@ func (b *bench) localService(n int) (string, error) {
 		}
 		sinceCall = append(sinceCall, cr[0].Time.Sub(pr[0].Time))
 		sinceStart = append(sinceStart, cr[0].Time.Sub(t0))
-		if err := stopByLock(dir); err != nil {
+		if err := b.stopByLock(dir); err != nil {
 			return "", err
 		}
 	}
@@ -242,26 +242,15 @@ func (b *bench) localService(n int) (string, error) {
 	return r.String(), nil
 }
 
-// stopByLock ends the service that holds dir's lock, by the pid it wrote.
-func stopByLock(dir string) error {
-	b, err := os.ReadFile(filepath.Join(dir, "dev.lock"))
+// stopByLock ends the service of data dir dir as a user does, with
+// `subagents stop`: it signals the process that holds dir's lock and waits
+// for it to exit.
+func (b *bench) stopByLock(dir string) error {
+	out, err := exec.Command(b.bin, "stop", "--data-dir", dir).CombinedOutput()
 	if err != nil {
-		return err
+		return fmt.Errorf("subagents stop --data-dir %s: %v\n%s", dir, err, out)
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		return fmt.Errorf("dev.lock: %q", b)
-	}
-	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
-		return err
-	}
-	for range 600 {
-		if syscall.Kill(pid, 0) != nil {
-			return nil
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return fmt.Errorf("the service (pid %d) did not stop", pid)
+	return nil
 }
 
 // peerVersion is the npm peer the bench runs beside this project: the best
