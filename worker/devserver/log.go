@@ -28,7 +28,36 @@ func newServerLogger(l *slog.Logger, level *slog.LevelVar) serverLogger {
 // and a user of the dev server has no Nexus endpoints to miss.
 var expectedWarnings = []string{"HTTP API port has not been set"}
 
+// routineWarnings are the server's warnings about what a user of the dev
+// server does every minute, logged at debug instead: each UI page that
+// shows a history asks for a page larger than the frontend's threshold
+// (the frontend caps it and answers), and an update that waits for its
+// result (the `wait` and `send` updates the client and the extension call)
+// is held open until the session's turn ends, which the slow-request
+// logger, exempting only long polls by name, takes for a slow call.
+var routineWarnings = map[string]func(tags []tag.Tag) bool{
+	"GetHistory page size is larger than threshold": func([]tag.Tag) bool { return true },
+	"Slow gRPC call": func(tags []tag.Tag) bool {
+		for _, t := range tags {
+			if t.Key() == "method" {
+				m, _ := t.Value().(string)
+				return waitingMethods[m[strings.LastIndexByte(m, '/')+1:]]
+			}
+		}
+		return false
+	},
+}
+
+// waitingMethods are the frontend's calls that wait for a workflow by
+// design: an update (alone or with a start) answers when its handler
+// returns. The long polls themselves (PollWorkflowExecutionUpdate, a
+// history read that waits for a new event) the server never reports.
+var waitingMethods = map[string]bool{"UpdateWorkflowExecution": true, "ExecuteMultiOperation": true}
+
 func (l serverLogger) emit(level slog.Level, msg string, tags []tag.Tag) {
+	if routine, ok := routineWarnings[msg]; ok && level == slog.LevelWarn && routine(tags) {
+		level = slog.LevelDebug
+	}
 	if level < l.level.Level() {
 		return
 	}
