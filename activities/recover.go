@@ -14,7 +14,8 @@ func replayRun(msgs []SessionMessage) Stream {
 	for _, m := range msgs {
 		switch m.Role {
 		case "assistant":
-			s.assistantEnded(&message{Role: m.Role, Content: m.Content, StopReason: m.StopReason, ErrorMessage: m.ErrorMessage, Usage: m.Usage})
+			s.assistantEnded(&message{Role: m.Role, Content: m.Content, StopReason: m.StopReason, ErrorMessage: m.ErrorMessage, Usage: m.Usage,
+				Provider: m.Provider, Model: m.Model})
 			for _, b := range contentBlocks(m.Content) {
 				if b.Type == "toolCall" {
 					s.toolStarted(b.ID, b.Name, b.Arguments)

@@ -737,6 +737,7 @@ func (r *childRun) progress(elapsed time.Duration) api.Progress {
 		ToolCalls:      r.stream.ToolCallCount(),
 		EventCount:     r.stream.Captured,
 		Usage:          r.stream.Usage,
+		Model:          r.stream.Model,
 		LastText:       string(last),
 		ElapsedMS:      elapsed.Milliseconds(),
 		TimeoutSeconds: int(r.timeout / time.Second),
@@ -800,6 +801,7 @@ func (a *Activities) fill(res *api.RunPiResult, r *childRun, out outcome) {
 	z := a.sanitizer
 	res.ExitCode = out.exitCode
 	res.StopReason = st.StopReason
+	res.Model = st.Model
 	res.AutoRetries = st.AutoRetries
 	res.Usage = r.prior.Add(st.Usage)
 	res.ToolCalls = st.ToolCallCount()

@@ -25,8 +25,11 @@ type Stream struct {
 	// StopReason and ErrorMessage are those of the last assistant message.
 	StopReason   string
 	ErrorMessage string
-	Usage        api.Usage
-	ToolRows     []api.ToolRow
+	// Model is the provider/id of the model that wrote the last assistant
+	// message: what the child really ran, pi's default included.
+	Model    string
+	Usage    api.Usage
+	ToolRows []api.ToolRow
 	// Finalize is the first successful subagent_finalize, or nil.
 	Finalize *api.Finalize
 	// Settled is true once agent_settled arrived: pi has no work left.
@@ -79,6 +82,9 @@ type message struct {
 	StopReason   string          `json:"stopReason"`
 	ErrorMessage string          `json:"errorMessage"`
 	Usage        *messageUsage   `json:"usage"`
+	// Provider and Model are the model that answered (assistant messages).
+	Provider string `json:"provider"`
+	Model    string `json:"model"`
 }
 
 // messageUsage is an assistant message's usage, as pi writes it in both the
@@ -205,6 +211,9 @@ func (s *Stream) assistantEnded(m *message) {
 	s.FinalText = m.text()
 	s.StopReason = m.StopReason
 	s.ErrorMessage = m.ErrorMessage
+	if m.Provider != "" && m.Model != "" {
+		s.Model = m.Provider + "/" + m.Model
+	}
 	if m.Usage != nil {
 		s.Usage = s.Usage.Add(m.Usage.usage())
 	}

@@ -131,6 +131,8 @@ type SessionMessage struct {
 	StopReason   string          `json:"stopReason,omitempty"`
 	ErrorMessage string          `json:"errorMessage,omitempty"`
 	Usage        *messageUsage   `json:"usage,omitempty"`
+	Provider     string          `json:"provider,omitempty"`
+	Model        string          `json:"model,omitempty"`
 }
 
 // readMessages returns the user, assistant and tool result messages of a

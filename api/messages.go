@@ -65,7 +65,13 @@ const (
 //
 // Version 3: a delegation of one new task is one workflow, its session
 // (SessionInput.Delegation), where it was a delegation and its session.
-const CurrentVersion = 3
+//
+// Version 4: a session records how each turn ended (completed, failed, ...)
+// where it recorded waiting_for_input, so the status attribute never hides
+// a failure; a session or delegation cancelled through Temporal records
+// cancelled before it closes; a resume target is busy only while a turn
+// runs or waits to.
+const CurrentVersion = 4
 
 // AckRequest is the payload of AckUpdate.
 type AckRequest struct {
@@ -111,27 +117,4 @@ type CancelResult struct {
 type WaitRequest struct {
 	// Turn to wait for; 0 means the latest turn that was accepted.
 	Turn int `json:"turn,omitempty"`
-}
-
-// State is where a session or task stands.
-type State string
-
-// States, as `status` and the SubagentStatus search attribute report them.
-const (
-	StateQueued          State = "queued"
-	StateRunning         State = "running"
-	StateWaitingForInput State = "waiting_for_input"
-	StateCompleted       State = "completed"
-	StateFailed          State = "failed"
-	StateCancelled       State = "cancelled"
-	StateTimedOut        State = "timed_out"
-)
-
-// Terminal reports whether a turn in this state has ended.
-func (s State) Terminal() bool {
-	switch s {
-	case StateCompleted, StateFailed, StateCancelled, StateTimedOut:
-		return true
-	}
-	return false
 }

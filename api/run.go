@@ -89,14 +89,17 @@ type RunPiResult struct {
 	ToolCalls           int       `json:"toolCalls"`
 	// EventCount is how many structured events the run captured; Timeline
 	// the latest of them (RunPiInput.MaxEvents).
-	EventCount   int             `json:"eventCount,omitempty"`
-	Timeline     []TimelineEvent `json:"timeline,omitempty"`
-	StopReason   string          `json:"stopReason,omitempty"`
-	AutoRetries  int             `json:"autoRetries,omitempty"`
-	Error        *errcode.Info   `json:"error,omitempty"`
-	SessionFile  string          `json:"sessionFile"`
-	ArtifactFile string          `json:"artifactFile,omitempty"`
-	Attempt      int32           `json:"attempt"`
+	EventCount int             `json:"eventCount,omitempty"`
+	Timeline   []TimelineEvent `json:"timeline,omitempty"`
+	StopReason string          `json:"stopReason,omitempty"`
+	// Model is the provider/id the child really ran (its last assistant
+	// message's), where RunPiInput.Model may be empty for pi's default.
+	Model        string        `json:"model,omitempty"`
+	AutoRetries  int           `json:"autoRetries,omitempty"`
+	Error        *errcode.Info `json:"error,omitempty"`
+	SessionFile  string        `json:"sessionFile"`
+	ArtifactFile string        `json:"artifactFile,omitempty"`
+	Attempt      int32         `json:"attempt"`
 	// Continued is true when this attempt continued the session file an
 	// interrupted attempt left, instead of running the prompt again.
 	Continued bool `json:"continued,omitempty"`
@@ -120,14 +123,16 @@ type RunPiResult struct {
 
 // Progress is a running child's heartbeat: what `status` and the UI show.
 type Progress struct {
-	ToolRows       []ToolRow `json:"toolRows,omitempty"`
-	ToolCalls      int       `json:"toolCalls"`
-	EventCount     int       `json:"eventCount,omitempty"`
-	Usage          Usage     `json:"usage"`
-	LastText       string    `json:"lastText,omitempty"`
-	ElapsedMS      int64     `json:"elapsedMs"`
-	TimeoutSeconds int       `json:"timeoutSeconds"`
-	Attempt        int32     `json:"attempt"`
+	ToolRows   []ToolRow `json:"toolRows,omitempty"`
+	ToolCalls  int       `json:"toolCalls"`
+	EventCount int       `json:"eventCount,omitempty"`
+	Usage      Usage     `json:"usage"`
+	// Model is the provider/id the child runs, once it has answered.
+	Model          string `json:"model,omitempty"`
+	LastText       string `json:"lastText,omitempty"`
+	ElapsedMS      int64  `json:"elapsedMs"`
+	TimeoutSeconds int    `json:"timeoutSeconds"`
+	Attempt        int32  `json:"attempt"`
 	// PriorUsage is what earlier, interrupted attempts of this turn spent;
 	// it is carried so the turn's total counts every attempt once.
 	PriorUsage Usage `json:"priorUsage"`

@@ -225,11 +225,19 @@ func (cmd *command) printList(env client.Envelope) {
 		_, _ = fmt.Fprintln(cmd.io.Out, "no delegations or sessions match")
 		return
 	}
+	// Open: the workflow still runs (a session between turns takes a
+	// send); the order is Temporal's: open runs first, then closed ones.
+	const row = "%-10s %-47s %-10s %-6s %-12s %-16s  %s\n"
+	_, _ = fmt.Fprintf(cmd.io.Out, row, "KIND", "ID", "STATUS", "OPEN", "AGENT", "STARTED", "NAME")
 	for _, r := range env.Runs {
 		name := r.Name
 		if name == "" {
 			name = "-"
 		}
-		_, _ = fmt.Fprintf(cmd.io.Out, "%-10s %-47s %-18s %-12s %s  %s\n", r.Kind, r.ID, r.Status, r.Agent, r.Started.Local().Format("2006-01-02 15:04"), oneLine(name, 60))
+		open := "-"
+		if r.Open {
+			open = "open"
+		}
+		_, _ = fmt.Fprintf(cmd.io.Out, row, r.Kind, r.ID, r.Status, open, r.Agent, r.Started.Local().Format("2006-01-02 15:04"), oneLine(name, 60))
 	}
 }

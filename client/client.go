@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -574,12 +575,19 @@ func (c *Client) status(ctx context.Context, op, id string) (Envelope, error) {
 			return Envelope{}, err
 		}
 		if !open && !st.Done {
-			// It closed before its tasks ended: it failed (a resume target
-			// was missing or running) or was terminated. That is the answer.
-			if err := c.Temporal.GetWorkflow(ctx, id, "").Get(ctx, nil); err != nil {
-				return Envelope{}, c.temporalError(err, id)
+			exec := desc.GetWorkflowExecutionInfo().GetStatus()
+			if ended := api.ClosedAs(exec, ""); ended != "" && ended != api.StateFailed {
+				// Terminated, cancelled or timed out by Temporal before its
+				// tasks ended: that is its state, and its open tasks'.
+				endedByTemporal(&st, ended)
+			} else {
+				// It failed before its tasks ended (a resume target was
+				// missing or running): its error is the answer.
+				if err := c.Temporal.GetWorkflow(ctx, id, "").Get(ctx, nil); err != nil {
+					return Envelope{}, c.temporalError(err, id)
+				}
+				st.Done = true
 			}
-			st.Done = true
 		}
 		live := map[string]*liveSession{}
 		for _, t := range st.Tasks {
@@ -600,7 +608,11 @@ func (c *Client) status(ctx context.Context, op, id string) (Envelope, error) {
 	if open {
 		l = liveFrom(desc)
 	}
-	return c.sessionEnvelope(op, st, l, open, memoString(desc.GetWorkflowExecutionInfo(), "name")), nil
+	env := c.sessionEnvelope(op, st, l, open, memoString(desc.GetWorkflowExecutionInfo(), "name"))
+	if !open {
+		sessionEndedByTemporal(&env, desc.GetWorkflowExecutionInfo().GetStatus())
+	}
+	return env, nil
 }
 
 // oneTaskStatus is the status of the one-task delegation whose session desc
@@ -613,6 +625,17 @@ func (c *Client) oneTaskStatus(ctx context.Context, desc *workflowservice.Descri
 		return api.DelegationStatus{}, err
 	}
 	st.SessionID = sid
+	if ended := api.ClosedAs(info.GetStatus(), ""); ended != "" && ended != api.StateFailed && (st.Delegation == nil || st.Delegation.FirstTurn == nil) {
+		// Terminated, cancelled or timed out by Temporal before its task
+		// ended: that is its task's state.
+		if st.Delegation == nil {
+			st.Delegation = &api.DelegationView{ID: id, ParentSessionID: searchAttr(info, api.ParentSessionKey.GetName())}
+		}
+		st.Name = cmp.Or(st.Name, memoString(info, "name"))
+		out := st.AsDelegation()
+		endedByTemporal(&out, ended)
+		return out, nil
+	}
 	if st.Delegation == nil || st.Delegation.FirstTurn == nil {
 		if info.GetCloseTime() != nil {
 			// It closed before its task ended (terminated, or its profile
@@ -1064,8 +1087,14 @@ func listQuery(f ListFilter) (string, error) {
 	default:
 		return "", errcode.Errorf(errcode.InvalidInput, "kind must be session or delegation, not %q", f.Kind)
 	}
+	if f.Status != "" {
+		st, err := api.ParseState(f.Status)
+		if err != nil {
+			return "", errcode.Wrap(errcode.InvalidInput, err, err.Error())
+		}
+		clauses = append(clauses, api.StateClause(st))
+	}
 	for _, kv := range []struct{ attr, value string }{
-		{api.StatusKey.GetName(), f.Status},
 		{api.AgentKey.GetName(), f.Agent},
 		{api.ParentSessionKey.GetName(), f.ParentSessionID},
 		{api.CwdKey.GetName(), f.Cwd},
@@ -1089,8 +1118,9 @@ func (c *Client) listItem(info *workflowpb.WorkflowExecutionInfo) ListItem {
 	it := ListItem{
 		ID: id, Kind: string(kindSession), Name: memoString(info, "name"), Description: memoString(info, "description"),
 		Delegation: memoString(info, "delegation"),
-		Agent:      searchAttr(info, api.AgentKey.GetName()), Status: searchAttr(info, api.StatusKey.GetName()),
-		Cwd: searchAttr(info, api.CwdKey.GetName()), ParentSessionID: searchAttr(info, api.ParentSessionKey.GetName()),
+		Agent:      searchAttr(info, api.AgentKey.GetName()),
+		Status:     string(api.ClosedAs(info.GetStatus(), api.State(searchAttr(info, api.StatusKey.GetName())))),
+		Cwd:        searchAttr(info, api.CwdKey.GetName()), ParentSessionID: searchAttr(info, api.ParentSessionKey.GetName()),
 		Open: info.GetCloseTime() == nil, Started: info.GetStartTime().AsTime(), UIURL: c.uiLink(id),
 		ExecutionStatus: strings.ToLower(strings.TrimPrefix(info.GetStatus().String(), "WORKFLOW_EXECUTION_STATUS_")),
 	}

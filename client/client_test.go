@@ -27,7 +27,10 @@ func TestListQuery(t *testing.T) {
 		{name: "delegations, one-task ones closed too", f: ListFilter{Kind: "delegation"},
 			want: "(WorkflowType = 'Delegation' OR SubagentDelegation IN ('open', 'closed'))"},
 		{name: "sessions by state, agent and folder", f: ListFilter{Kind: "session", Status: "failed", Agent: "scout", Cwd: "/w"},
-			want: "WorkflowType = 'Session' AND SubagentStatus = 'failed' AND SubagentAgent = 'scout' AND SubagentCwd = '/w'"},
+			want: "WorkflowType = 'Session' AND ((SubagentStatus = 'failed' AND ExecutionStatus IN ('Running', 'Completed', 'ContinuedAsNew')) OR ExecutionStatus = 'Failed') AND SubagentAgent = 'scout' AND SubagentCwd = '/w'"},
+		{name: "terminated: Temporal's record only", f: ListFilter{Status: "terminated"},
+			want: "(WorkflowType = 'Session' OR WorkflowType = 'Delegation') AND ExecutionStatus = 'Terminated'"},
+		{name: "an unknown state", f: ListFilter{Status: "done"}, wantErr: `unknown status "done"`},
 		{name: "a quote cannot escape the value", f: ListFilter{Agent: "x' OR 'a'='a"}, wantErr: "must not hold quotes"},
 		{name: "unknown kind", f: ListFilter{Kind: "reader"}, wantErr: "kind must be session or delegation"},
 	}

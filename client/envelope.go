@@ -169,13 +169,18 @@ func (c *Client) delegationEnvelope(op string, st api.DelegationStatus, live map
 			TaskID: t.SessionID, Index: t.Index, Name: t.Name, Agent: api.AgentName(t.Profile),
 			Status: string(t.State), Done: t.State.Terminal(), Error: t.Error, UIURL: c.uiLink(t.SessionID),
 		}
-		it.Provider, it.Model = splitModel(t.Model)
+		ran := ""
 		if t.Turn != nil {
 			fillTurn(&it, t.Turn)
+			ran = t.Turn.Result.Model
 		}
 		if l := live[t.SessionID]; l != nil && !it.Done {
 			fillLive(&it, l, time.Time{}, c.CurrentTime())
+			if p := l.progress; p != nil && ran == "" {
+				ran = p.Model
+			}
 		}
+		it.Provider, it.Model = splitModel(cmp.Or(t.Model, ran))
 		env.Items = append(env.Items, it)
 	}
 	if len(env.Items) == 1 {
@@ -190,8 +195,8 @@ func (c *Client) sessionEnvelope(op string, st api.SessionStatus, l *liveSession
 		SessionState: string(st.State), Turn: st.Turn, Attempts: st.ChildRun, Thinking: st.Thinking,
 		TimeoutSeconds: st.TimeoutSeconds, UIURL: c.uiLink(st.SessionID),
 	}
-	it.Provider, it.Model = splitModel(st.Model)
 	it.Done = sessionDone(st, open)
+	model := st.Model
 	switch {
 	case !it.Done:
 		it.Status = string(api.StateRunning)
@@ -203,6 +208,9 @@ func (c *Client) sessionEnvelope(op string, st api.SessionStatus, l *liveSession
 		}
 		if st.Turn > 0 && st.State == api.StateRunning {
 			fillLive(&it, l, st.TurnStarted, c.CurrentTime())
+			if p := l.progress; p != nil {
+				model = cmp.Or(model, p.Model)
+			}
 		}
 	case st.LastTurn != nil:
 		fillTurn(&it, st.LastTurn)
@@ -211,6 +219,7 @@ func (c *Client) sessionEnvelope(op string, st api.SessionStatus, l *liveSession
 		it.Status = string(st.State)
 		it.Error = st.Error
 	}
+	it.Provider, it.Model = splitModel(model)
 	usage := st.Usage
 	return Envelope{
 		ContractVersion: ContractVersion, Op: op, Backend: Backend, TaskID: st.SessionID, Status: it.Status,
@@ -258,7 +267,9 @@ func fillLive(it *Item, l *liveSession, started, now time.Time) {
 	}
 }
 
-// splitModel splits "provider/id"; pi's own default is "default".
+// splitModel splits "provider/id": the task's model, else the one its child
+// reported; "default" while neither is known (pi's default, before the
+// child has answered).
 func splitModel(ref string) (provider, model string) {
 	if ref == "" {
 		return "default", "default"

@@ -465,7 +465,7 @@ func TestOneTaskDelegationByItsID(t *testing.T) {
 	}
 	// The session stays for a send (sticky), as a delegation's session does.
 	session, out := c.json(0, "", "status", task)
-	if session.Items[0].Status != "cancelled" && session.Items[0].Status != "waiting_for_input" {
+	if session.Items[0].Status != "cancelled" {
 		t.Fatalf("the session after its delegation: %s", out)
 	}
 	all, out := c.json(0, "", "list", "--kind", "delegation", "--parent-session", "parent-one")

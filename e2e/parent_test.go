@@ -450,7 +450,7 @@ func TestParentAbortCancelsTheDelegation(t *testing.T) {
 	deadline := time.Now().Add(testTimeout)
 	for {
 		list, _ := e.cli().json(0, "", "list", "--parent-session", parentID, "--kind", "session")
-		if len(list.Runs) == 1 && list.Runs[0].Status == "cancelled" || len(list.Runs) == 1 && list.Runs[0].Status == "waiting_for_input" {
+		if len(list.Runs) == 1 && list.Runs[0].Status == "cancelled" {
 			sessions = append(sessions, list.Runs[0].ID)
 			break
 		}

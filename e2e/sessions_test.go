@@ -75,7 +75,7 @@ func TestStickySessionSendsShareContext(t *testing.T) {
 		}
 		return st
 	}
-	if st := wait(1); st.State != api.StateWaitingForInput || st.LastTurn.Result.Output != "noted 7" {
+	if st := wait(1); st.State != api.StateCompleted || st.LastTurn.Result.Output != "noted 7" {
 		t.Fatalf("after turn 1: %+v", st)
 	}
 	h, err := shared.client.UpdateWorkflow(e.ctx(), sdkclient.UpdateWorkflowOptions{

@@ -218,6 +218,7 @@ func (d *delegation) run(ctx workflow.Context) (api.DelegationStatus, error) {
 		workflow.Go(ctx, func(ctx workflow.Context) { d.runTask(ctx, i, resolved[i]) })
 	}
 	if err := workflow.Await(ctx, d.allDone); err != nil {
+		d.cancelledByTemporal(ctx)
 		return d.status(), err
 	}
 	st := d.status()
@@ -232,6 +233,28 @@ func (d *delegation) run(ctx workflow.Context) (api.DelegationStatus, error) {
 		return st, err
 	}
 	return st, nil
+}
+
+// busy reports whether a resume target in state st (open) runs a turn: a
+// session of a version before 4 recorded waiting_for_input between turns,
+// later ones record how the turn ended.
+func (d *delegation) busy(st api.State) bool {
+	if d.in.Version < 4 {
+		return st != api.StateWaitingForInput
+	}
+	return st == api.StateRunning || st == api.StateQueued
+}
+
+// cancelledByTemporal, from version 4 on, passes a cancel of the
+// delegation's own workflow (`temporal workflow cancel`, the UI) to its
+// running sessions, as the cancel update does, and records cancelled.
+func (d *delegation) cancelledByTemporal(ctx workflow.Context) {
+	if d.in.Version < 4 || !temporal.IsCanceledError(ctx.Err()) {
+		return
+	}
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	d.cancelAll(dctx)
+	_ = workflow.UpsertTypedSearchAttributes(dctx, api.StatusKey.ValueSet(string(api.StateCancelled)))
 }
 
 // checkResumes validates every resume target before anything runs (the delegate
@@ -266,7 +289,7 @@ func (d *delegation) checkResumes(ctx workflow.Context) error {
 		case !l.Found:
 			msg := fmt.Sprintf("Cannot resume: session %q not found. The session may have expired or the ID is incorrect.", l.SessionID)
 			return temporal.NewNonRetryableApplicationError(msg, string(errcode.SessionNotFound), nil)
-		case l.Open && l.State != string(api.StateWaitingForInput):
+		case l.Open && d.busy(api.State(l.State)):
 			msg := fmt.Sprintf("Cannot resume: session %q is still running. Wait for it to complete before resuming.", l.SessionID)
 			return temporal.NewNonRetryableApplicationError(msg, string(errcode.SessionRunning), nil)
 		}

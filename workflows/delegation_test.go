@@ -371,3 +371,29 @@ func TestDelegationWaitsForDeliveryAck(t *testing.T) {
 		})
 	}
 }
+
+// TestResumeTargetBusy: an open resume target is busy while a turn runs or
+// waits to; between turns a session of version 4 records how its last turn
+// ended, one of an earlier version waiting_for_input.
+func TestResumeTargetBusy(t *testing.T) {
+	tests := []struct {
+		version int
+		state   api.State
+		want    bool
+	}{
+		{4, api.StateRunning, true},
+		{4, api.StateQueued, true},
+		{4, api.StateCompleted, false},
+		{4, api.StateFailed, false},
+		{4, api.StateWaitingForInput, false},
+		{3, api.StateWaitingForInput, false},
+		{3, api.StateRunning, true},
+		{3, api.StateCompleted, true},
+	}
+	for _, tc := range tests {
+		d := &delegation{in: api.DelegationInput{Version: tc.version}}
+		if got := d.busy(tc.state); got != tc.want {
+			t.Errorf("version %d, %s: busy %v, want %v", tc.version, tc.state, got, tc.want)
+		}
+	}
+}

@@ -247,7 +247,7 @@ func (s *session) cancel() bool {
 
 func (s *session) status() api.SessionStatus {
 	st := api.SessionStatus{
-		SessionID: s.in.SessionID, Agent: s.in.Agent, State: s.state,
+		SessionID: s.in.SessionID, Agent: s.in.Agent, State: s.reportedState(),
 		Turn: s.turn, Accepted: s.Accepted, ChildRun: s.childRun, Usage: s.Usage, LastTurn: s.LastTurn,
 		TurnStarted: s.started, TimeoutSeconds: s.timeoutSeconds(),
 		Model: s.in.Child.Model, Thinking: s.in.Child.Thinking, Cwd: s.in.Cwd, Name: s.in.Name, Host: s.in.Host,
@@ -255,9 +255,23 @@ func (s *session) status() api.SessionStatus {
 	}
 	if s.LastTurn != nil {
 		st.Error = s.LastTurn.Error
+		if st.Model == "" {
+			// pi's default: the model its last child run reported.
+			st.Model = s.LastTurn.Result.Model
+		}
 	}
 	st.Delegation = s.delegationView()
 	return st
+}
+
+// reportedState is the state status and the result report: the recorded
+// one, except that a session of a version before 4 waiting for input
+// reports how its last turn ended, as later versions record it.
+func (s *session) reportedState() api.State {
+	if s.state == api.StateWaitingForInput && s.LastTurn != nil {
+		return s.LastTurn.State
+	}
+	return s.state
 }
 
 // delegationView is what status and result report of the one-task
@@ -279,7 +293,7 @@ func (s *session) timeoutSeconds() int {
 }
 
 func (s *session) result() api.SessionResult {
-	return api.SessionResult{SessionID: s.in.SessionID, State: s.state, Turns: s.Ended, Usage: s.Usage, LastTurn: s.LastTurn,
+	return api.SessionResult{SessionID: s.in.SessionID, State: s.reportedState(), Turns: s.Ended, Usage: s.Usage, LastTurn: s.LastTurn,
 		Delegation: s.delegationView()}
 }
 
@@ -296,7 +310,7 @@ func (s *session) run(ctx workflow.Context) (api.SessionResult, error) {
 				// Not sticky: done as soon as its turns are.
 				return s.finish(ctx)
 			}
-			if s.LastTurn != nil {
+			if s.LastTurn != nil && s.in.Version < 4 {
 				s.setState(ctx, api.StateWaitingForInput)
 			}
 			if s.turnsRun >= maxTurnsPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
@@ -304,6 +318,7 @@ func (s *session) run(ctx workflow.Context) (api.SessionResult, error) {
 			}
 			got, err := workflow.AwaitWithTimeout(ctx, s.idleTTL, func() bool { return len(s.Pending) > 0 })
 			if err != nil {
+				s.recordCancelled(ctx)
 				return s.result(), err
 			}
 			if !got {
@@ -315,6 +330,7 @@ func (s *session) run(ctx workflow.Context) (api.SessionResult, error) {
 		s.runTurn(ctx, req)
 		if ctx.Err() != nil {
 			// The workflow itself was cancelled (e.g. from the UI).
+			s.recordCancelled(ctx)
 			return s.result(), temporal.NewCanceledError(s.result())
 		}
 	}
@@ -438,7 +454,7 @@ func (s *session) runTurn(ctx workflow.Context, req api.SendRequest) {
 			closed = append(closed, api.DelegationKey.ValueSet(api.DelegationClosed))
 		}
 	}
-	if s.in.Version >= 2 && len(s.Pending) == 0 && s.idleTTL > 0 {
+	if s.in.Version >= 2 && s.in.Version < 4 && len(s.Pending) == 0 && s.idleTTL > 0 {
 		// Nothing queued: the session now waits for a send. One upsert says
 		// so; the turn's own state is in its result.
 		s.setState(ctx, api.StateWaitingForInput, closed...)
@@ -569,6 +585,16 @@ func (s *session) setState(ctx workflow.Context, st api.State, also ...temporal.
 	}
 	s.state = st
 	_ = workflow.UpsertTypedSearchAttributes(ctx, also...)
+}
+
+// recordCancelled records, from version 4 on, that the workflow itself was
+// cancelled (`temporal workflow cancel`, the UI): its status says cancelled
+// before it closes, whatever its last turn's was.
+func (s *session) recordCancelled(ctx workflow.Context) {
+	if s.in.Version < 4 || !temporal.IsCanceledError(ctx.Err()) {
+		return
+	}
+	s.setState(ctx, api.StateCancelled)
 }
 
 // resolve reads the profile of the one-task delegation the session stands

@@ -3,10 +3,12 @@ package workflows
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
@@ -144,7 +146,9 @@ func TestSessionSticky(t *testing.T) {
 
 	env.RegisterDelayedCallback(func() {
 		st := queryStatus(t, env)
-		if st.State != api.StateWaitingForInput || st.Turn != 1 || st.LastTurn.Result.Output != "first" {
+		// A session of version 0 records waiting_for_input; status reports
+		// how the turn ended, as later versions record it.
+		if st.State != api.StateCompleted || st.Turn != 1 || st.LastTurn.Result.Output != "first" {
 			t.Errorf("after turn 1: %+v", st)
 		}
 		env.SignalWorkflow(api.SendSignal, api.SendRequest{Prompt: "Turn two."})
@@ -456,5 +460,47 @@ func TestOneTaskDelegationCancelledBeforeItsChild(t *testing.T) {
 	st := api.SessionStatus{SessionID: res.SessionID, State: res.State, Delegation: res.Delegation}.AsDelegation()
 	if !answer.CancelApplied || st.State != api.StateCancelled || st.Tasks[0].Error == nil || st.Tasks[0].Error.Code != errcode.Cancelled || len(child.inputs) != 0 {
 		t.Fatalf("cancel %+v, delegation %+v, %d children", answer, st, len(child.inputs))
+	}
+}
+
+// TestSessionRecordsHowTurnsEnd: from version 4 on, the status attribute
+// says how each turn ended (a failure is never hidden as waiting for
+// input) and a cancel of the workflow itself is recorded before it closes;
+// version 3 records what it recorded then, for replay.
+func TestSessionRecordsHowTurnsEnd(t *testing.T) {
+	failed := api.RunPiResult{Output: "no", Error: errcode.NewInfo(errcode.Failed, "the model failed"), Usage: usage(5)}
+	tests := []struct {
+		version int
+		want    []string
+	}{
+		{4, []string{"queued", "running", "failed", "cancelled"}},
+		{3, []string{"queued", "running", "waiting_for_input"}},
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprintf("version %d", tc.version), func(t *testing.T) {
+			child := &fakeChild{results: []api.RunPiResult{failed}}
+			env := newTestEnv(t, child.run)
+			var recorded []string
+			env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
+				if v, ok := args.Get(0).(temporal.SearchAttributes).GetKeyword(api.StatusKey); ok {
+					recorded = append(recorded, v)
+				}
+			}).Return(nil)
+			in := oneTurn("Find the answer.")
+			in.IdleTTLSeconds, in.Version = 3600, tc.version
+			env.RegisterDelayedCallback(func() {
+				if st := queryStatus(t, env); st.State != api.StateFailed || st.Error == nil || st.Error.Code != errcode.Failed {
+					t.Errorf("status after the failed turn: %s %+v", st.State, st.Error)
+				}
+				env.CancelWorkflow()
+			}, time.Minute)
+			env.ExecuteWorkflow(api.SessionWorkflowName, in)
+			if err := env.GetWorkflowError(); !temporal.IsCanceledError(err) {
+				t.Fatalf("workflow error %v, want cancelled", err)
+			}
+			if strings.Join(recorded, ",") != strings.Join(tc.want, ",") {
+				t.Fatalf("recorded %q, want %q", recorded, tc.want)
+			}
+		})
 	}
 }
