@@ -16,14 +16,35 @@ PI_STAMP := extension/node_modules/.package-lock.json
 # Arguments for `make run`, e.g. make run ARGS="--port 17233".
 ARGS ?=
 
-.PHONY: all build extension ext-check run demo chaos browser postgres cluster-tools test test-ext test-docker test-go lint vet fmt staticcheck workflowcheck bench deps pi tools clean
+.PHONY: all build pi-extension extension ext-check run demo chaos browser postgres cluster-tools test test-ext test-docker test-go testprogress lint vet fmt staticcheck workflowcheck bench deps pi tools clean
 
 all: deps build
 
-## build: compile bin/subagents (client verbs, serve, worker), bin/subagents-dev (dev and demo: the embedded server) and the pi extension
-build: extension
+## build: compile bin/subagents (client verbs, serve, worker), bin/subagents-dev (dev and demo: the embedded server), bin/scripted-model (docs/walkthrough.md), the pi extension, and write bin/pi
+build: extension bin/pi
 	$(GO) build -o bin/subagents ./cmd/subagents
 	$(GO) build -o bin/subagents-dev ./cmd/subagents-dev
+	$(GO) build -o bin/scripted-model ./cmd/scripted-model
+
+## pi-extension: for the pi user: build, then install the extension in your pi (pi install records it in ~/.pi/agent/settings.json, or in $PI_CODING_AGENT_DIR)
+# A local path is loaded from where it is, not copied: a later `make build`
+# is what pi loads next. pi install needs no network for it.
+pi-extension: build
+	PI_OFFLINE=1 bin/pi install "$(CURDIR)/extension"
+	@echo 'Start pi with bin/pi (or put $(CURDIR)/bin first on PATH and run pi).'
+
+# bin/pi runs the lockfile's pi, from any folder, on the Node 22 npm ci put
+# beside it: pi needs Node >= 22.19 and the machine's node may be older.
+bin/pi: Makefile
+	@mkdir -p bin
+	@printf '%s\n' '#!/bin/sh' \
+		'# pi from extension/package-lock.json on the Node 22 npm ci installed beside it' \
+		'# (pi needs Node >= 22.19). Written by make build; see docs/walkthrough.md.' \
+		'tree=$$(dirname "$$(dirname "$$(readlink -f "$$0")")")' \
+		'bin="$$tree/extension/node_modules/.bin"' \
+		'if [ ! -x "$$bin/pi" ]; then echo "pi is not installed in $$tree/extension: run make pi-extension there" >&2; exit 127; fi' \
+		'PATH="$$bin:$$PATH" exec "$$bin/pi" "$$@"' >$@.tmp
+	@chmod +x $@.tmp && mv $@.tmp $@
 
 ## deps: Go modules and pi (with Node 22) from the lockfile
 deps: pi
@@ -32,8 +53,12 @@ deps: pi
 
 pi: $(PI_STAMP)
 
+# npm ci through cmd/npmci: on a machine whose node is older than 22, every
+# package of pi warns EBADENGINE (45 lines); npmci says in one line why that is
+# harmless (pi runs on the Node 22 installed beside it) and keeps the rest.
 $(PI_STAMP): extension/package.json extension/package-lock.json
-	cd extension && $(NPM) ci --no-audit --no-fund
+	$(GO) build -o $(GOBIN)/npmci ./cmd/npmci
+	$(GOBIN)/npmci -dir extension -- $(NPM) ci --no-audit --no-fund
 	@touch $(PI_STAMP)
 
 # Node 22 and the tools npm ci put beside pi.
@@ -57,8 +82,8 @@ run: deps build
 test: deps browser postgres lint test-ext test-docker test-go
 
 # docker/ is a module of its own: its parsers stay out of the service's build.
-test-docker:
-	cd docker && $(GO) test ./...
+test-docker: testprogress
+	cd docker && $(GOBIN)/testprogress -- $(GO) test -json ./...
 
 # The extension's pure parts, with the Node 22 that npm ci put beside pi.
 test-ext: pi
@@ -67,9 +92,15 @@ test-ext: pi
 # The e2e package runs for minutes (real pi, a PostgreSQL cluster it builds
 # the Temporal server for): beyond go test's default 10 minute limit on a
 # cold CI cache.
-test-go:
-	$(GO) test -race ./activities/... ./workflows/...
-	$(GO) test -timeout 30m ./...
+test-go: testprogress
+	$(GOBIN)/testprogress -- $(GO) test -json -race ./activities/... ./workflows/...
+	$(GOBIN)/testprogress -- $(GO) test -json -timeout 30m ./...
+
+# go test through cmd/testprogress: each test's name as it passes (the e2e
+# package is silent for minutes otherwise), a failing test's whole output,
+# and go test's exit code. Built each time: a no-op when nothing changed.
+testprogress:
+	$(GO) build -o $(GOBIN)/testprogress ./cmd/testprogress
 
 ## browser: Debian's chromium for the UI test (installed when missing; needs root or sudo)
 browser:

@@ -13,18 +13,21 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	sdkclient "go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
+	"github.com/durable-pi/subagents/activities"
 	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/cli"
 	"github.com/durable-pi/subagents/client"
 	"github.com/durable-pi/subagents/connection"
 	"github.com/durable-pi/subagents/internal/errcode"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
+	"github.com/durable-pi/subagents/profiles"
 	"github.com/durable-pi/subagents/worker"
 	"github.com/durable-pi/subagents/worker/devserver"
 )
@@ -36,13 +39,33 @@ const taskQueue = "subagents-demo"
 // long enough that the worker is killed while all three run.
 const childDelay = 3 * time.Second
 
-// tasks of the demo delegation: name, prompt, and the scripted answers.
-var tasks = []struct {
+// demoTask is one task of the demo delegation: name, prompt, and the
+// scripted answer.
+type demoTask struct {
 	name, prompt, result string
-}{
-	{"map-layout", "Map the layout of this repository.", "workflows/, activities/, worker/, client/ and extension/ hold the service; e2e/ tests it end to end."},
-	{"find-heartbeat", "Find where the child run's heartbeat interval is set.", "activities/activities.go: DefaultHeartbeatInterval = 2 s."},
-	{"list-profiles", "Name the built-in agent profiles.", "scout, explorer, researcher, reviewer, planner, librarian, oracle, finder, tester, implementer, task."},
+}
+
+// demoTasks are the demo delegation's tasks. The scripted answers are
+// taken from the code they speak of (the heartbeat constant, the built-in
+// profiles), so they stay true when it changes; demo_test.go checks the
+// rest against the source tree.
+func demoTasks() ([]demoTask, error) {
+	// No project and no pi config dir of the user: the built-in profiles.
+	empty, err := os.MkdirTemp("", "subagents-demo-profiles-")
+	if err != nil {
+		return nil, errcode.Wrap(errcode.InvalidInput, err, err.Error())
+	}
+	defer func() { _ = os.RemoveAll(empty) }()
+	builtin, err := profiles.Load(profiles.Options{Cwd: empty, AgentDir: empty})
+	if err != nil {
+		return nil, err
+	}
+	return []demoTask{
+		{"map-layout", "Map the layout of this repository.", "workflows/, activities/, worker/, client/ and extension/ hold the service; e2e/ tests it end to end."},
+		{"find-heartbeat", "Find where the child run's heartbeat interval is set.",
+			fmt.Sprintf("activities/activities.go: DefaultHeartbeatInterval = %s.", activities.DefaultHeartbeatInterval)},
+		{"list-profiles", "Name the built-in agent profiles.", strings.Join(builtin.Names(false), ", ") + "."},
+	}, nil
 }
 
 // DemoMain runs the demo until ctx ends (Ctrl-C) or, with --stay=false, until it
@@ -92,6 +115,10 @@ func (o *demoOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
 	say("scripted model server, not from a real LLM: no API key is used and nothing leaves this machine.")
 	say("")
 
+	tasks, err := demoTasks()
+	if err != nil {
+		return err
+	}
 	model, err := scriptedmodel.Start()
 	if err != nil {
 		return err

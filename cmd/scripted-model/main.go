@@ -52,7 +52,9 @@ func run(addr, agentDir, scripts string) error {
 	}
 	fmt.Printf("scripted model at %s (model %s)\n", s.URL(), scriptedmodel.ModelRef)
 	if agentDir != "" {
-		fmt.Printf("pi config dir: %s (export PI_CODING_AGENT_DIR=%s)\n", agentDir, agentDir)
+		// PI_OFFLINE: the pi that talks to this server needs no network
+		// either (no model catalog refresh, no version check).
+		fmt.Printf("pi config dir: %s (for pi: export PI_CODING_AGENT_DIR=%s PI_OFFLINE=1)\n", agentDir, agentDir)
 	}
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, os.Interrupt, syscall.SIGTERM)
