@@ -152,3 +152,46 @@ func containsLine(text, prefix string) bool {
 	}
 	return false
 }
+
+// TestDelegationCancelledThroughTemporal: `temporal workflow cancel` of a
+// delegation of several tasks cancels its running tasks, as `subagents
+// cancel` does, and every surface says cancelled.
+func TestDelegationCancelledThroughTemporal(t *testing.T) {
+	e := newEnv(t)
+	e.model.Script("dc-a", scriptedmodel.Step{Hang: true})
+	e.model.Script("dc-b", scriptedmodel.Step{Hang: true})
+	e.startWorker(shared.client)
+	c := e.cli()
+	req := fmt.Sprintf(`{"tasks":[{"name":"a","prompt":"[[script:dc-a]] Think.","cwd":%q},{"name":"b","prompt":"[[script:dc-b]] Think.","cwd":%q}]}`, e.workDir, e.workDir)
+	started, out := c.json(0, req, "start", "--input", "-")
+	if len(started.Items) != 2 {
+		t.Fatalf("start: %s", out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	for _, script := range []string{"dc-a", "dc-b"} {
+		if _, err := e.model.WaitForRequests(ctx, 1, func(r scriptedmodel.Request) bool { return r.Script == script }); err != nil {
+			t.Fatalf("%s never asked the model: %v", script, err)
+		}
+	}
+	if err := shared.client.CancelWorkflow(ctx, started.DelegationID, ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range started.Items {
+		// Its sessions are cancelled with it (the cancel reaches them
+		// before the delegation closes): their turns end cancelled.
+		waited, out := c.json(1, "", "wait", "--timeout", "60s", it.TaskID)
+		if waited.Status != "cancelled" || waited.Items[0].Error == nil || waited.Items[0].Error.Code != "CANCELLED" {
+			t.Fatalf("task %s after the delegation's cancel: %s", it.Name, out)
+		}
+	}
+	st, out := c.json(0, "", "status", started.DelegationID)
+	if st.Status != "cancelled" || !st.Done {
+		t.Fatalf("status of the cancelled delegation: %s", out)
+	}
+	list, out := c.json(0, "", "list", "--kind", "delegation", "--status", "cancelled")
+	if !slices.ContainsFunc(list.Runs, func(it client.ListItem) bool { return it.ID == started.DelegationID && it.Status == "cancelled" }) {
+		t.Fatalf("list --status cancelled: %s", out)
+	}
+	recordHistory(t, shared.client, started.DelegationID, "delegation-cancelled-v4")
+}

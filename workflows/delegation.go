@@ -253,7 +253,22 @@ func (d *delegation) cancelledByTemporal(ctx workflow.Context) {
 		return
 	}
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	d.cancelAll(dctx)
+	var sent []workflow.Future
+	d.cancel = true
+	for i := range d.tasks {
+		switch {
+		case d.tasks[i].State.Terminal():
+		case d.started[i]:
+			sent = append(sent, workflow.SignalExternalWorkflow(dctx, d.tasks[i].SessionID, "", api.CancelSignal, api.CancelRequest{Reason: "delegation cancelled"}))
+		default:
+			d.finish(i, api.StateCancelled, nil, cancelledError())
+		}
+	}
+	// The server drops what a workflow that has closed asked of others:
+	// the delegation stays open until its sessions have the cancel.
+	for _, f := range sent {
+		_ = f.Get(dctx, nil)
+	}
 	_ = workflow.UpsertTypedSearchAttributes(dctx, api.StatusKey.ValueSet(string(api.StateCancelled)))
 }
 

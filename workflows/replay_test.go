@@ -19,8 +19,8 @@ func TestReplayRecordedHistories(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) < 14 {
-		t.Fatalf("found %d recorded histories, want the 14 the e2e tests have recorded", len(files))
+	if len(files) < 15 {
+		t.Fatalf("found %d recorded histories, want the 15 the e2e tests have recorded", len(files))
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
