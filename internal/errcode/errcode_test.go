@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"strings"
 	"testing"
 )
 
@@ -104,26 +102,5 @@ func TestParse(t *testing.T) {
 		if ok != tt.ok || (ok && got != tt.want) {
 			t.Errorf("Parse(%q) = %q, %v", tt.in, got, ok)
 		}
-	}
-}
-
-// TestReadmeListsEveryCode: the README's table is where users look a code
-// up; each code is there, in order, with its category.
-func TestReadmeListsEveryCode(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	text, last := string(readme), 0
-	for _, c := range All() {
-		row := fmt.Sprintf("\n| `%s` | %s |", c, c.Category())
-		i := strings.Index(text, row)
-		if i < 0 {
-			t.Fatalf("README has no row %q", row)
-		}
-		if i < last {
-			t.Fatalf("README lists %s out of order", c)
-		}
-		last = i
 	}
 }
