@@ -546,8 +546,8 @@ function notFound(bin, e) {
 }
 
 // src/delivery.ts
-import { existsSync as existsSync2, mkdirSync as mkdirSync2, readFileSync as readFileSync2, statSync, unlinkSync, writeFileSync } from "node:fs";
-import { dirname as dirname2, join as join2 } from "node:path";
+import { existsSync as existsSync2, mkdirSync as mkdirSync2, readFileSync as readFileSync3, unlinkSync as unlinkSync2 } from "node:fs";
+import { join as join3 } from "node:path";
 
 // src/format.ts
 var ZERO_USAGE = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, cost: 0, turns: 0 };
@@ -557,10 +557,35 @@ function items(env) {
 function succeeded(it) {
   return it.status === "completed" && it.finalize?.status !== "ERROR";
 }
+function cancelled(it) {
+  return it.status === "cancelled";
+}
+function heldDelegations(env) {
+  return env.delegation_id && env.done ? [env.delegation_id] : [];
+}
+function ended(it) {
+  return it.done && !succeeded(it);
+}
+function failedResult(env) {
+  return items(env).some(ended) || env.wait_status === "timeout" || env.wait_status === "aborted";
+}
+function modelParts(provider, model) {
+  const p = provider && provider !== "default" ? provider : "";
+  const m = model && model !== "default" ? model : "";
+  if (!m) return {};
+  if (p && !m.startsWith(`${p}/`)) return { provider: p, model: m, label: `${p}/${m}` };
+  const cut = m.indexOf("/");
+  return cut > 0 ? { provider: m.slice(0, cut), model: m.slice(cut + 1), label: m } : { model: m, label: m };
+}
+function modelLabel(it) {
+  return modelParts(it.provider, it.model).label;
+}
 function itemText(it) {
   if (succeeded(it)) return it.output || "(no text output from sub-agent)";
   const parts = [];
-  if (it.error) parts.push(`Error (${it.error.code}): ${it.error.message}`);
+  if (cancelled(it)) parts.push(`Task cancelled${it.error?.message ? ` (${it.error.message})` : ""}: it was stopped before it finished.`);
+  else if (it.error) parts.push(`Error (${it.error.code}): ${it.error.message}`);
+  else if (!it.done) parts.push(`Task still ${it.status} when this call returned.`);
   else parts.push(`Task ended with status ${it.status}.`);
   if (it.output) parts.push(`Partial output:
 ${it.output}`);
@@ -615,21 +640,24 @@ function subagentResult(env, agent, task) {
     error: error?.message,
     sessionFile: it.session_file,
     output: it.output,
-    displayItems: displayItems(it)
+    displayItems: displayItems(it),
+    model: modelLabel(it)
   };
   const details = {
     mode: "single",
+    // The task's own state (the status vocabulary): completed, failed, cancelled, timed_out, ...
+    status: it.status,
     runId: runId(env),
     results: unknown ? [] : [result],
     error,
     sessionId: it.task_id,
-    delegationIds: env.delegation_id ? [env.delegation_id] : [],
+    delegationIds: heldDelegations(env),
     finalized: it.finalize ? { status: it.finalize.status, result: it.finalize.result ?? it.finalize.error ?? "" } : void 0,
     uiUrl: it.ui_url
   };
   if (unknown && error) return { text: error.message, details };
   const body = ok ? it.output || "(no text output from sub-agent)" : itemText(it);
-  const text2 = `**Status:** ${ok ? "SUCCESS" : "ERROR"}
+  const text2 = `**Status:** ${ok ? "SUCCESS" : cancelled(it) ? "CANCELLED" : "ERROR"}
 **Session ID:** \`${it.task_id}\`
 
 ---
@@ -641,6 +669,7 @@ function summaryLine(it) {
   if (!it.done) return `\u2026 ${it.name ?? it.task_id}: ${it.status} (session: ${it.task_id})`;
   if (it.status === "completed" && it.finalize?.status !== "ERROR") return `\u2713 ${it.name ?? it.task_id}: completed (session: ${it.task_id})`;
   const msg = it.error?.message ?? it.finalize?.error ?? it.status;
+  if (cancelled(it)) return `\u2298 ${it.name ?? it.task_id}: cancelled \u2014 ${msg} (session: ${it.task_id})`;
   return `\u2717 ${it.name ?? it.task_id}: error \u2014 ${msg} (session: ${it.task_id})`;
 }
 function statusHeader(list) {
@@ -648,18 +677,17 @@ function statusHeader(list) {
 }
 function statusLine(statuses) {
   const n = (s) => statuses.filter((x) => x === s).length;
-  return `Sub-agents: ${n("running")} running, ${n("done")} done, ${n("error")} error`;
+  return `Sub-agents: ${n("running")} running, ${n("done")} done, ${n("error")} error${n("cancelled") ? `, ${n("cancelled")} cancelled` : ""}`;
 }
 function windowStatus(it) {
-  return !it.done ? "running" : succeeded(it) ? "done" : "error";
+  return !it.done ? "running" : succeeded(it) ? "done" : cancelled(it) ? "cancelled" : "error";
 }
 function windowOf(it) {
   return {
     name: it.name ?? it.task_id,
     sessionId: it.task_id,
     profile: it.agent,
-    provider: it.provider,
-    model: it.model,
+    ...modelFields(it),
     thinking: it.thinking,
     status: windowStatus(it),
     toolCount: it.tool_count,
@@ -668,11 +696,23 @@ function windowOf(it) {
     error: it.error?.message
   };
 }
+function modelFields(it) {
+  const m = modelParts(it.provider, it.model);
+  return { provider: m.provider ?? "", model: m.model ?? "" };
+}
+var WINDOW_ICONS = {
+  running: ["warning", "\u23F3"],
+  done: ["success", "\u2713"],
+  error: ["error", "\u2717"],
+  cancelled: ["warning", "\u2298"]
+};
 function windowTitle(w, style) {
-  const icon = w.status === "running" ? style.fg("warning", "\u23F3") : w.status === "done" ? style.fg("success", "\u2713") : style.fg("error", "\u2717");
-  const model = `${w.provider}/${w.model}${w.thinking ? ` ${w.thinking}` : ""}`;
+  const [color, glyph] = WINDOW_ICONS[w.status];
+  const icon = style.fg(color, glyph);
+  const label = modelParts(w.provider, w.model).label;
+  const model = label ? ` (${label}${w.thinking ? ` ${w.thinking}` : ""})` : w.thinking ? ` (thinking ${w.thinking})` : "";
   const time = w.timeout ? `${seconds(w.elapsedMs)}s/${w.timeout}s` : `${seconds(w.elapsedMs)}s`;
-  return [`${icon} ${style.bold(w.name)}`, `${w.profile} (${model})`, `${w.toolCount} tools`, time].join(" \u2022 ");
+  return [`${icon} ${style.bold(w.name)}`, `${w.profile}${model}`, `${w.toolCount} tools`, time].join(" \u2022 ");
 }
 var plain = { fg: (_color, text2) => text2, bold: (text2) => text2 };
 function seconds(ms) {
@@ -724,13 +764,13 @@ function delegateResult(env, maxLines = 10) {
     maxLinesPerWindow: maxLines,
     status: env.done ? "done" : "running",
     sessionIds: list.map((it) => it.task_id),
-    delegationIds: env.delegation_id ? [env.delegation_id] : [],
+    delegationIds: heldDelegations(env),
     uiUrl: env.ui_url
   };
   return { text: text2, details };
 }
 function taskTree(it, prompt) {
-  const icon = !it.done ? "\u280B" : succeeded(it) ? "\u2713" : "\u2715";
+  const icon = !it.done ? "\u280B" : succeeded(it) ? "\u2713" : cancelled(it) ? "\u2298" : "\u2715";
   const title = `${capitalize(it.agent)} \xB7 ${it.description ?? it.name ?? it.task_id}`;
   const lines = [`${icon} ${title} [task_id: ${it.task_id}]`];
   const rows = [];
@@ -739,6 +779,7 @@ function taskTree(it, prompt) {
   let last;
   if (!it.done) last = it.last_text ? oneLine(it.last_text, 100) : "Working...";
   else if (succeeded(it)) last = it.output || "(no text output from sub-agent)";
+  else if (cancelled(it)) last = `Task cancelled: ${it.error?.message ?? "stopped before it finished"}`;
   else last = `Task failed: ${it.error?.message ?? it.status}`;
   for (const r of rows) lines.push(`  \u251C\u2500\u2500 ${r}`);
   lines.push(`  \u2570\u2500\u2500 ${last}`);
@@ -766,8 +807,8 @@ function taskItem(it, invocation) {
     timeline: it.timeline,
     assistant_text: it.last_text ?? (it.done ? it.output : ""),
     usage: it.usage,
-    provider: it.provider,
-    model: it.model,
+    provider: modelParts(it.provider, it.model).provider,
+    model: modelParts(it.provider, it.model).model,
     runtime: "pi-cli",
     route: "temporal",
     backend: "temporal",
@@ -800,8 +841,8 @@ function taskDetails(op, env, invocation) {
     runtime: "pi-cli",
     route: "temporal",
     invocation,
-    provider: first?.provider,
-    model: first?.model,
+    provider: first && modelParts(first.provider, first.model).provider,
+    model: first && modelParts(first.provider, first.model).model,
     task_id: list.length === 1 ? first.task_id : void 0,
     status: list.length === 1 ? first.status : env.status,
     subagent_type: list.length === 1 ? first.agent : void 0,
@@ -820,7 +861,7 @@ function taskDetails(op, env, invocation) {
     output_total_chars: list.length === 1 ? first.output_total_chars : void 0,
     output_returned_chars: list.length === 1 ? first.output_returned_chars : void 0,
     items: list.map((it) => taskItem(it, invocation)),
-    delegationIds: env.delegation_id ? [env.delegation_id] : [],
+    delegationIds: heldDelegations(env),
     ui_url: env.ui_url
   };
 }
@@ -833,6 +874,28 @@ function deliveryText(env) {
     if (body) lines.push(body);
   }
   return lines.join("\n");
+}
+function shortTime(iso, now = /* @__PURE__ */ new Date()) {
+  if (!iso) return void 0;
+  const t = new Date(iso);
+  if (Number.isNaN(t.getTime())) return void 0;
+  const pad = (n) => String(n).padStart(2, "0");
+  const hm = `${pad(t.getHours())}:${pad(t.getMinutes())}`;
+  const day = `${t.getFullYear()}-${pad(t.getMonth() + 1)}-${pad(t.getDate())}`;
+  const today = `${now.getFullYear()}-${pad(now.getMonth() + 1)}-${pad(now.getDate())}`;
+  return day === today ? `today ${hm}` : `${day} ${hm}`;
+}
+function strayHint(r, now = /* @__PURE__ */ new Date()) {
+  const n = r.open;
+  const s = r.sessions.length;
+  const when = shortTime(r.latest, now);
+  const facts = [when && `the latest started ${when}`, r.running > 0 && `${r.running} still running`].filter(Boolean).join(", ");
+  return `subagents: ${n} delegation${n === 1 ? "" : "s"} of ${s === 1 ? "an earlier pi session" : `${s} earlier pi sessions`} in this folder wait${n === 1 ? "s" : ""} for nobody${facts ? ` (${facts})` : ""}: /subagents-adopt takes ${n === 1 ? "its result" : "their results"} into this session`;
+}
+function adoptedLine(taken, running, from) {
+  if (taken === 0) return "subagents: nothing to take: no earlier pi session of this folder has results that nobody waits for";
+  const still = running > 0 ? `; ${running} still running, ${running === 1 ? "its result comes" : "their results come"} when done` : "";
+  return `subagents: took ${taken} delegation${taken === 1 ? "" : "s"} of ${from.join(", ")} into this session${still}`;
 }
 var NO_PROFILES_TEXT = "No subagent profiles found. Add .md files to ~/.pi/agent/agent-profiles/ or .pi/agent-profiles/.";
 function sessionNotFound(id) {
@@ -875,14 +938,118 @@ function renderTruncated(text2, opts, style) {
   return [...lines.slice(0, opts.maxLines), style.fg("dim", `... (${lines.length - opts.maxLines} more lines)`)].join("\n");
 }
 
-// src/delivery.ts
-var STARTED_AT = Date.now() - process.uptime() * 1e3;
-function markedBefore(path, t) {
+// src/liveness.ts
+import { closeSync as closeSync2, openSync as openSync2, readdirSync, readFileSync as readFileSync2, renameSync, unlinkSync, writeFileSync, writeSync } from "node:fs";
+import { join as join2 } from "node:path";
+function pendingDir(dataDir2) {
+  return join2(dataDir2, "pending");
+}
+function markName(s) {
+  return /^[A-Za-z0-9_-]+$/.test(s);
+}
+function processStart(pid) {
   try {
-    return statSync(path).mtimeMs < t;
+    const stat = readFileSync2(`/proc/${pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return fields[19] || void 0;
   } catch {
+    return void 0;
+  }
+}
+var self;
+function thisProcess() {
+  self ??= { pid: process.pid, start: processStart(process.pid) };
+  return self;
+}
+function isThisProcess(h) {
+  const me = thisProcess();
+  return h !== void 0 && h.pid === me.pid && (h.start ?? "") === (me.start ?? "");
+}
+function alive(h) {
+  if (!h || !Number.isInteger(h.pid) || h.pid <= 0) return false;
+  try {
+    process.kill(h.pid, 0);
+  } catch (e) {
     return false;
   }
+  if (!h.start) return true;
+  const now = processStart(h.pid);
+  return now === void 0 || now === h.start;
+}
+function readMark(path) {
+  let text2;
+  try {
+    text2 = readFileSync2(path, "utf8");
+  } catch {
+    return {};
+  }
+  try {
+    const m = JSON.parse(text2);
+    return m && typeof m === "object" ? m : {};
+  } catch {
+    return {};
+  }
+}
+function writeMark(path, mark) {
+  const tmp = `${path}.${process.pid}.tmp`;
+  writeFileSync(tmp, JSON.stringify(mark), { mode: 384 });
+  renameSync(tmp, path);
+}
+function withMarkLock(path, fn) {
+  const lock = `${path}.lock`;
+  for (let tries = 0; tries < 2; tries++) {
+    let fd;
+    try {
+      fd = openSync2(lock, "wx", 384);
+    } catch (e) {
+      if (e.code !== "EEXIST") throw e;
+      let owner;
+      try {
+        owner = JSON.parse(readFileSync2(lock, "utf8"));
+      } catch {
+      }
+      if (owner && alive(owner)) return void 0;
+      try {
+        unlinkSync(lock);
+      } catch {
+      }
+      continue;
+    }
+    try {
+      writeSync(fd, JSON.stringify(thisProcess()));
+      closeSync2(fd);
+      return fn();
+    } finally {
+      try {
+        unlinkSync(lock);
+      } catch {
+      }
+    }
+  }
+  return void 0;
+}
+function strays(dataDir2, cwd, except) {
+  const dir = pendingDir(dataDir2);
+  let names;
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return [];
+  }
+  const out = [];
+  for (const id of names) {
+    if (id === except || !markName(id)) continue;
+    const path = join2(dir, id);
+    const mark = readMark(path);
+    if (mark.cwd !== cwd || alive(mark.holder)) continue;
+    out.push({ id, path, mark });
+  }
+  return out;
+}
+
+// src/delivery.ts
+function startsTurn(origin, interactive2) {
+  return origin === "own" || origin === "earlier" && interactive2;
 }
 var RESULT_MESSAGE_TYPE = "subagents-result";
 function deliveredIds(entries) {
@@ -896,13 +1063,16 @@ function deliveredIds(entries) {
   }
   return ids;
 }
-function deliveryDraft(env) {
+function deliveryDraft(env, adoptedFrom) {
+  const text2 = deliveryText(env);
   return {
     type: "custom_message",
     customType: RESULT_MESSAGE_TYPE,
-    content: deliveryText(env),
+    content: adoptedFrom ? `${text2}
+
+(Taken with /subagents-adopt from the earlier pi session ${adoptedFrom}, where nobody waited for it.)` : text2,
     display: true,
-    details: { delegationId: env.delegation_id, envelope: env }
+    details: { delegationId: env.delegation_id, envelope: env, ...adoptedFrom && { adoptedFrom } }
   };
 }
 var Delivery = class {
@@ -912,8 +1082,16 @@ var Delivery = class {
   acked = /* @__PURE__ */ new Set();
   /** Background delegations this process waits for, by ID. */
   watchers = /* @__PURE__ */ new Map();
-  /** Finished results not yet in the session. */
+  /** Finished results not yet in the session, with where they come from. */
   ready = /* @__PURE__ */ new Map();
+  /** Where each watched delegation comes from. */
+  origins = /* @__PURE__ */ new Map();
+  /** Adopted delegations: the session each came from. */
+  adoptedFrom = /* @__PURE__ */ new Map();
+  /** Sessions whose marks this process wrote by delegating: such a mark stays until its work is acknowledged. */
+  delegatedHere = /* @__PURE__ */ new Set();
+  /** The sessions whose marks this process holds: its own, and those whose results it adopted. */
+  held = /* @__PURE__ */ new Set();
   /** Results handed to pi (drafts or messages) and not yet seen persisted. */
   handed = /* @__PURE__ */ new Set();
   /**
@@ -953,8 +1131,10 @@ var Delivery = class {
     const marker = this.marker(id);
     if (marker) {
       try {
-        mkdirSync2(dirname2(marker), { recursive: true, mode: 448 });
-        writeFileSync(marker, "");
+        mkdirSync2(pendingDir(this.dataDir()), { recursive: true, mode: 448 });
+        writeMark(marker, { holder: thisProcess(), cwd: ctx.cwd, session: ctx.sessionManager.getSessionFile(), at: Date.now() });
+        this.delegatedHere.add(id);
+        this.held.add(id);
       } catch (e) {
         throw new SubagentsError("SERVICE_UNAVAILABLE", `cannot mark ${marker} (where a restarted pi looks for results): ${e.message}`);
       }
@@ -968,10 +1148,41 @@ var Delivery = class {
   }
   marker(parentId) {
     const dir = this.dataDir();
-    return dir && /^[A-Za-z0-9_-]+$/.test(parentId) ? join2(dir, "pending", parentId) : void 0;
+    return dir && markName(parentId) ? join3(pendingDir(dir), parentId) : void 0;
+  }
+  /**
+   * Takes the session's mark for this process, unless another live pi
+   * holds it (the same session open in two pis, or its results adopted
+   * by a pi in its folder): then that pi gets them, and this one must not
+   * deliver them a second time. An empty mark (an older extension's) is
+   * filled in.
+   */
+  claim(marker, ctx) {
+    const taken = withMarkLock(marker, () => {
+      if (!existsSync2(marker)) return true;
+      const m = readMark(marker);
+      if (m.holder && !isThisProcess(m.holder) && alive(m.holder)) return false;
+      writeMark(marker, { ...m, holder: thisProcess(), cwd: m.cwd ?? ctx.cwd, session: m.session ?? ctx.sessionManager.getSessionFile() });
+      return true;
+    });
+    if (taken === true) this.held.add(this.parent(ctx));
+    return taken === true;
   }
   running() {
     return [...this.watchers.keys()];
+  }
+  /** How many delegations of origin are still waited for. */
+  waitingFor(origin) {
+    return [...this.watchers.keys()].filter((id) => this.origins.get(id) === origin).length;
+  }
+  /** Waits until no delegation of origin is waited for any more (each has arrived, or its wait broke). */
+  async settled(origin, signal) {
+    while (this.waitingFor(origin) > 0 && !signal?.aborted) {
+      await new Promise((resolve2) => {
+        this.waiters.push(resolve2);
+        signal?.addEventListener("abort", () => resolve2(), { once: true });
+      });
+    }
   }
   /**
    * Marks the delegation a start or send of this process returns as its
@@ -1012,6 +1223,8 @@ var Delivery = class {
     for (const id of delivered) this.acked.add(id);
     const local = this.dataDir() !== void 0;
     if (local && !this.mayHavePending(ctx)) return;
+    const own = this.marker(this.parentId);
+    if (own && !this.claim(own, ctx)) return;
     let open;
     try {
       open = await this.openDelegations(passive && !local);
@@ -1022,8 +1235,11 @@ var Delivery = class {
     await Promise.allSettled([...this.starting]);
     if (this.closed) return;
     const marker = this.marker(this.parentId);
-    if (marker && (open.runs ?? []).length === 0 && markedBefore(marker, STARTED_AT)) {
-      unlinkSync(marker);
+    if (marker && (open.runs ?? []).length === 0 && !this.delegatedHere.has(this.parentId)) {
+      try {
+        unlinkSync2(marker);
+      } catch {
+      }
     }
     const toAck = [];
     for (const run of open.runs ?? []) {
@@ -1038,28 +1254,107 @@ var Delivery = class {
       } catch {
       }
       if (this.closed) return;
-      if (env?.done) this.arrive(env);
-      else this.watch(run.id);
+      if (env?.done) this.arrive(env, "earlier");
+      else this.watch(run.id, "earlier");
     }
     if (toAck.length) await this.ack(toAck);
     if (!this.closed) this.flushIdle(ctx);
   }
-  /** Waits in the background for a delegation this parent started. */
-  watch(id) {
+  /**
+   * Takes the results of another session of this folder that no pi
+   * waits for (liveness.ts: strays) into this one: its mark is held by
+   * this process from now on (another pi, or that session resumed, leaves
+   * them), finished results are delivered at once, running ones when they
+   * end. Each is acknowledged once it is written here, which closes it
+   * for its own session too. Returns how many were taken and how many of
+   * them still run; undefined when another live pi holds the session now.
+   */
+  async adopt(ctx, from) {
+    this.ctx ??= ctx;
+    this.parentId ||= this.parent(ctx);
+    const took = withMarkLock(from.path, () => {
+      if (!existsSync2(from.path)) return false;
+      const m = readMark(from.path);
+      if (alive(m.holder) && !isThisProcess(m.holder)) return false;
+      writeMark(from.path, { ...m, holder: thisProcess() });
+      return true;
+    });
+    if (took !== true) return void 0;
+    this.held.add(from.id);
+    const open = await this.cli().call("list", ["--kind", "delegation", "--open", "--parent-session", from.id]);
+    let taken = 0;
+    let running = 0;
+    for (const run of open.runs ?? []) {
+      if (this.acked.has(run.id) || this.adoptedFrom.has(run.id)) continue;
+      this.adoptedFrom.set(run.id, from.id);
+      taken++;
+      let env;
+      try {
+        env = await this.cli().call("status", [], [run.id]);
+      } catch {
+      }
+      if (this.closed) break;
+      if (env?.done) this.arrive(env, "adopted");
+      else {
+        running++;
+        this.watch(run.id, "adopted");
+      }
+    }
+    if (taken === 0) this.dropMark(from.id, from.path);
+    this.flushIdle(ctx);
+    return { taken, running };
+  }
+  /**
+   * Counts what the sessions of strays still hold open: what waits for
+   * nobody. A stray whose delegations are all closed has its mark
+   * removed (nothing of it is left to find).
+   */
+  async strayReport(strays2) {
+    const report = { sessions: [], open: 0, running: 0 };
+    for (const s of strays2) {
+      const open = await this.cli().call("list", ["--kind", "delegation", "--open", "--parent-session", s.id]);
+      const runs = open.runs ?? [];
+      if (runs.length === 0) {
+        this.dropMark(s.id, s.path);
+        continue;
+      }
+      const running = runs.filter((r) => r.status === "running" || r.status === "queued").length;
+      report.sessions.push({ id: s.id, session: s.mark.session, open: runs.length, running });
+      report.open += runs.length;
+      report.running += running;
+      for (const r of runs) if (!report.latest || r.started > report.latest) report.latest = r.started;
+    }
+    return report;
+  }
+  /** Removes a session's mark unless a live pi (other than this one) holds it. */
+  dropMark(id, path) {
+    withMarkLock(path, () => {
+      const m = readMark(path);
+      if (alive(m.holder) && !isThisProcess(m.holder)) return;
+      try {
+        unlinkSync2(path);
+      } catch {
+      }
+    });
+    this.held.delete(id);
+  }
+  /** Waits in the background for a delegation this parent started (own) or that waits for it. */
+  watch(id, origin = "own") {
     if (this.closed || this.watchers.has(id) || this.ready.has(id) || this.handed.has(id) || this.acked.has(id)) return;
+    this.origins.set(id, origin);
     const abort = new AbortController();
     const done = this.cli().follow(id, () => {
-    }, abort.signal).then((env) => this.arrive(env)).catch(() => {
+    }, abort.signal).then((env) => this.arrive(env, origin)).catch(() => {
     }).finally(() => {
       this.watchers.delete(id);
       this.wake();
     });
     this.watchers.set(id, { abort, done });
   }
-  arrive(env) {
+  arrive(env, origin) {
     const id = env.delegation_id;
     if (!id || this.acked.has(id) || this.handed.has(id)) return;
-    this.ready.set(id, env);
+    this.ready.set(id, { env, origin });
     this.wake();
     if (this.ctx) this.flushIdle(this.ctx);
   }
@@ -1072,32 +1367,46 @@ var Delivery = class {
    */
   flushIdle(ctx) {
     if (!ctx.isIdle() || this.ready.size === 0) return;
-    const interactive = ctx.mode === "tui" || ctx.mode === "rpc";
-    for (const [id, env] of this.ready) {
+    const interactive2 = ctx.mode === "tui" || ctx.mode === "rpc";
+    for (const [id, { env, origin }] of this.ready) {
       this.ready.delete(id);
       this.handed.add(id);
-      const d = deliveryDraft(env);
-      this.pi.sendMessage({ customType: d.customType, content: d.content, display: d.display, details: d.details }, { triggerTurn: interactive });
+      const d = deliveryDraft(env, this.adoptedFrom.get(id));
+      this.pi.sendMessage({ customType: d.customType, content: d.content, display: d.display, details: d.details }, { triggerTurn: startsTurn(origin, interactive2) });
     }
     void this.ackPersisted(ctx);
   }
-  /** Finished results as boundary drafts (turn_end, agent_before_settle). */
-  takeDrafts() {
-    const drafts = [...this.ready.values()].map(deliveryDraft);
-    for (const id of this.ready.keys()) this.handed.add(id);
-    this.ready.clear();
-    return drafts;
+  /**
+   * Finished results as boundary drafts (turn_end, agent_before_settle),
+   * and whether one of them starts a turn (startsTurn): the others ride
+   * with the next model call if there is one, and are in the session
+   * either way.
+   */
+  takeDrafts(interactive2, only) {
+    const entries = [];
+    let turn = false;
+    for (const [id, { env, origin }] of this.ready) {
+      if (only && origin !== only) continue;
+      entries.push(deliveryDraft(env, this.adoptedFrom.get(id)));
+      turn ||= startsTurn(origin, interactive2);
+      this.ready.delete(id);
+      this.handed.add(id);
+    }
+    return { entries, turn };
   }
   /**
-   * In print and JSON modes pi exits when the agent settles: wait for the
-   * next background result so it reaches the parent in a later turn.
+   * Waits until a result of origin is ready or none of origin is waited
+   * for any more (a print or JSON run, which pi ends when its agent
+   * settles, waits so for the background work its model started).
    */
-  async nextResult(signal) {
-    if (this.ready.size > 0 || this.watchers.size === 0) return;
-    await new Promise((resolve2) => {
-      this.waiters.push(resolve2);
-      signal?.addEventListener("abort", () => resolve2(), { once: true });
-    });
+  async nextResult(signal, origin = "own") {
+    const ready = () => [...this.ready.values()].some((r) => r.origin === origin);
+    while (!ready() && this.waitingFor(origin) && !signal?.aborted) {
+      await new Promise((resolve2) => {
+        this.waiters.push(resolve2);
+        signal?.addEventListener("abort", () => resolve2(), { once: true });
+      });
+    }
   }
   /** Acknowledges every delivered result that is written in the session file. */
   ackPersisted(ctx) {
@@ -1111,7 +1420,7 @@ var Delivery = class {
     const file = ctx.sessionManager.getSessionFile();
     let onDisk = "";
     try {
-      onDisk = file ? readFileSync2(file, "utf8") : "";
+      onDisk = file ? readFileSync3(file, "utf8") : "";
     } catch {
       return;
     }
@@ -1129,6 +1438,19 @@ var Delivery = class {
       return;
     }
     await this.clearMarkIfDone();
+    for (const from of new Set(ids.map((id) => this.adoptedFrom.get(id)).filter((f) => f !== void 0))) {
+      await this.clearAdoptedIfDone(from);
+    }
+  }
+  async clearAdoptedIfDone(from) {
+    const marker = this.marker(from);
+    if (!marker || !this.held.has(from)) return;
+    if ([...this.watchers.keys()].some((id) => this.adoptedFrom.get(id) === from)) return;
+    try {
+      const open = await this.cli().call("list", ["--kind", "delegation", "--open", "--parent-session", from]);
+      if ((open.runs ?? []).every((r) => this.acked.has(r.id))) this.dropMark(from, marker);
+    } catch {
+    }
   }
   /** This session's delegations that are still open (not acknowledged). */
   openDelegations(passive = false) {
@@ -1137,32 +1459,55 @@ var Delivery = class {
   /** Removes the session's waiting mark once none of its delegations is open. */
   async clearMarkIfDone() {
     const marker = this.marker(this.parentId);
-    if (!marker || !existsSync2(marker) || this.watchers.size > 0) return;
+    if (!marker || !existsSync2(marker) || [...this.watchers.keys()].some((id) => !this.adoptedFrom.has(id))) return;
     try {
       const open = await this.openDelegations();
-      if ((open.runs ?? []).every((r) => this.acked.has(r.id))) unlinkSync(marker);
+      if ((open.runs ?? []).every((r) => this.acked.has(r.id))) {
+        unlinkSync2(marker);
+        this.delegatedHere.delete(this.parentId);
+      }
     } catch {
     }
   }
-  /** Stops waiting (the work goes on, and is found again on the next start). */
+  /**
+   * Stops waiting (the work goes on, and is found again on the next
+   * start), and lets go of the marks this process holds: what is still
+   * open waits for nobody now, and a pi started later in the folder
+   * offers it (a process killed lets go the same way: it is no longer
+   * alive).
+   */
   shutdown() {
     this.closed = true;
     for (const w of this.watchers.values()) w.abort.abort();
     this.watchers.clear();
     this.wake();
+    for (const id of this.held) {
+      const marker = this.marker(id);
+      if (!marker) continue;
+      try {
+        withMarkLock(marker, () => {
+          if (!existsSync2(marker)) return;
+          const m = readMark(marker);
+          if (!isThisProcess(m.holder)) return;
+          const { holder: _released, ...rest } = m;
+          writeMark(marker, rest);
+        });
+      } catch {
+      }
+    }
   }
 };
 
 // src/profile-cache.ts
-import { mkdirSync as mkdirSync3, readFileSync as readFileSync3, renameSync, statSync as statSync2, writeFileSync as writeFileSync2 } from "node:fs";
-import { join as join3 } from "node:path";
+import { mkdirSync as mkdirSync3, readFileSync as readFileSync4, renameSync as renameSync2, statSync, writeFileSync as writeFileSync2 } from "node:fs";
+import { join as join4 } from "node:path";
 var MAX_FOLDERS = 64;
 function cachePath(dataDir2) {
-  return join3(dataDir2, "cache", "profiles.json");
+  return join4(dataDir2, "cache", "profiles.json");
 }
 function read(dataDir2) {
   try {
-    const c = JSON.parse(readFileSync3(cachePath(dataDir2), "utf8"));
+    const c = JSON.parse(readFileSync4(cachePath(dataDir2), "utf8"));
     return c && typeof c === "object" ? c : {};
   } catch {
     return {};
@@ -1171,7 +1516,7 @@ function read(dataDir2) {
 function unchanged(watched) {
   if (!watched?.length) return false;
   for (const w of watched) {
-    const st = statSync2(w.path, { throwIfNoEntry: false });
+    const st = statSync(w.path, { throwIfNoEntry: false });
     if (!st) {
       if (w.mtime_ms !== 0) return false;
       continue;
@@ -1190,25 +1535,25 @@ function rememberProfiles(dataDir2, cwd, profiles, watched) {
     cache[cwd] = { at: Date.now(), profiles, ...watched?.length ? { watched } : {} };
     const keep = Object.entries(cache).sort((a, b) => b[1].at - a[1].at).slice(0, MAX_FOLDERS);
     const path = cachePath(dataDir2);
-    mkdirSync3(join3(dataDir2, "cache"), { recursive: true, mode: 448 });
+    mkdirSync3(join4(dataDir2, "cache"), { recursive: true, mode: 448 });
     writeFileSync2(path + ".tmp", JSON.stringify(Object.fromEntries(keep)), { mode: 384 });
-    renameSync(path + ".tmp", path);
+    renameSync2(path + ".tmp", path);
   } catch {
   }
 }
 
 // src/settings.ts
-import { readFileSync as readFileSync4 } from "node:fs";
+import { readFileSync as readFileSync5 } from "node:fs";
 import { homedir as homedir2 } from "node:os";
-import { join as join4 } from "node:path";
+import { join as join5 } from "node:path";
 var GLOBAL_ONLY = ["bin", "address", "dataDir", "autoStart", "namespace", "taskQueue"];
 function agentDir(env = process.env) {
-  return env.PI_CODING_AGENT_DIR || join4(homedir2(), ".pi", "agent");
+  return env.PI_CODING_AGENT_DIR || join5(homedir2(), ".pi", "agent");
 }
 function readExtensionSettings(path) {
   let raw;
   try {
-    raw = readFileSync4(path, "utf8");
+    raw = readFileSync5(path, "utf8");
   } catch {
     return {};
   }
@@ -1220,8 +1565,8 @@ function readExtensionSettings(path) {
   }
 }
 function loadSettings(cwd, env = process.env) {
-  const globalFile = join4(agentDir(env), "subagents.json");
-  const projectFile = join4(cwd, ".pi", "subagents.json");
+  const globalFile = join5(agentDir(env), "subagents.json");
+  const projectFile = join5(cwd, ".pi", "subagents.json");
   const global = readExtensionSettings(globalFile);
   const project = readExtensionSettings(projectFile);
   const ignored = GLOBAL_ONLY.filter((k) => project[k] !== void 0);
@@ -1280,6 +1625,9 @@ function quickExit() {
     setFlagsFromString("--liftoff-only");
   } catch {
   }
+}
+function interactive(ctx) {
+  return ctx.mode === "tui" || ctx.mode === "rpc";
 }
 function StringEnum(Type, values, options) {
   return Type.Unsafe({ type: "string", enum: [...values], ...options?.description && { description: options.description } });
@@ -1340,6 +1688,7 @@ function schemas(Type) {
   const SessionParams = Type.Object({ sessionId: Type.String({ description: "The session ID returned by delegate_to_subagents" }) });
   return { SubagentParams, TaskParams, DelegateParams, SessionParams };
 }
+var CANCEL_WAIT_MS = 1e4;
 var BUILTIN_TOOLS = ["read", "bash", "edit", "write", "grep", "find", "ls"];
 function text(s, details) {
   return { content: [{ type: "text", text: s }], details };
@@ -1367,6 +1716,14 @@ function activate(pi, host) {
   const cli = (passive = false) => new SubagentsCli({ bin: settings.bin, connection: connectionFlags(settings), local: localService(settings), passive, onStatus: status });
   const delivery = new Delivery(pi, cli, () => localService(settings)?.dataDir);
   const registered = new Set(BUILTIN_TOOLS);
+  const failedCalls = /* @__PURE__ */ new Set();
+  function failed(toolCallId, result) {
+    failedCalls.add(toolCallId);
+    return result;
+  }
+  pi.on("tool_result", (event) => {
+    if (failedCalls.delete(event.toolCallId)) return { isError: true };
+  });
   let startedUp = Promise.resolve();
   async function startUpDone() {
     let seen;
@@ -1389,33 +1746,47 @@ function activate(pi, host) {
       if (started.delegation_id) delivery.watch(started.delegation_id);
       return started;
     }
-    const onAbort = () => void cancelAndAck(id);
-    opts.signal?.addEventListener("abort", onAbort, { once: true });
+    let cancelling;
+    const onAbort = () => cancelling ??= cancelAndFollow(id);
+    if (opts.signal?.aborted) onAbort();
+    else opts.signal?.addEventListener("abort", onAbort, { once: true });
     try {
-      return await cli().follow(
+      const env = await cli().follow(
         id,
-        (env) => {
+        (env2) => {
           if (opts.onUpdate && opts.progress) {
-            const p = opts.progress(env);
+            const p = opts.progress(env2);
             opts.onUpdate(text(p.text, p.details));
           }
         },
         opts.signal
       );
+      if (cancelling) return await cancelling ?? env;
+      if (!env.done && started.delegation_id) delivery.watch(started.delegation_id);
+      return env;
     } catch (e) {
+      if (cancelling) {
+        const after = await cancelling;
+        if (after) return after;
+      }
       if (started.delegation_id && !opts.signal?.aborted) delivery.watch(started.delegation_id);
       throw e;
     } finally {
       opts.signal?.removeEventListener("abort", onAbort);
     }
   }
-  async function cancelAndAck(id) {
+  async function cancelAndFollow(id) {
     try {
       await cli().call("cancel", [], [id]);
       const env = await cli().follow(id, () => {
-      }, void 0, 6e4);
-      if (env.delegation_id) await cli().call("ack", ["--by", "aborted"], [env.delegation_id]);
+      }, void 0, CANCEL_WAIT_MS);
+      if (env.done) return env;
+      void cli().follow(id, () => {
+      }, void 0, 6e4).then((end) => end.delegation_id && end.done ? cli().call("ack", ["--by", "aborted"], [end.delegation_id]) : void 0).catch(() => {
+      });
+      return env;
     } catch {
+      return void 0;
     }
   }
   const progressOf = (env) => ({ text: progressText(env, 3), details: { streaming: true, envelope: env } });
@@ -1425,7 +1796,7 @@ function activate(pi, host) {
       label: "Subagent",
       description: "Delegate a focused task to a named agent profile, run as a durable child pi session. Returns the agent's finalized result with its session ID; pass sessionId to continue that session with its context.",
       parameters: SubagentParams,
-      async execute(_id, params, signal, onUpdate, ctx) {
+      async execute(callId, params, signal, onUpdate, ctx) {
         try {
           const started = params.sessionId ? await begin(ctx, "send", { task_id: params.sessionId, prompt: params.task, agent: params.agent }) : await begin(ctx, "start", {
             tasks: [{ name: params.agent, prompt: params.task, profile: params.agent, cwd: ctx.cwd }],
@@ -1435,16 +1806,16 @@ function activate(pi, host) {
           });
           const env = await follow(started, { signal, onUpdate, progress: progressOf });
           const r = subagentResult(env, params.agent, params.task);
-          return text(r.text, r.details);
+          return failedResult(env) || items(env).length === 0 ? failed(callId, text(r.text, r.details)) : text(r.text, r.details);
         } catch (e) {
           const err = codeOf(e);
-          return text(err.message, { mode: "single", results: [], error: { code: err.code, message: err.message } });
+          return failed(callId, text(err.message, { mode: "single", results: [], error: { code: err.code, message: err.message } }));
         }
       }
     });
     registered.add("subagent");
   }
-  async function runTask(op, params, invocation, signal, onUpdate, ctx) {
+  async function runTask(op, params, invocation, callId, signal, onUpdate, ctx) {
     await startUpDone();
     const progress = (env2) => ({ text: items(env2).map((it) => taskTree(it)).join("\n"), details: taskDetails(op, env2, invocation) });
     const ids = params.ids?.length ? params.ids : params.id ? [params.id] : [];
@@ -1490,6 +1861,8 @@ function activate(pi, host) {
       default:
         throw new SubagentsError("INVALID_INPUT", `unknown op ${op}`);
     }
+    const isFailure = (op === "start" || op === "send" || op === "wait") && failedResult(env);
+    const done = (r) => isFailure ? failed(callId, r) : r;
     const details = taskDetails(op === "result" ? "status" : op, env, invocation);
     let body = items(env).map((it) => taskTree(it, op === "start" ? params.prompt : void 0)).join("\n\n");
     if (op === "start" && params.async) {
@@ -1498,26 +1871,29 @@ function activate(pi, host) {
     if (op === "wait" && (env.wait_status === "timeout" || env.wait_status === "aborted")) {
       const code = env.wait_status === "timeout" ? "task_wait_timeout" : "task_wait_aborted";
       const message = env.wait_status === "timeout" ? 'the task is still running: wait again, or look with op "status"' : "waiting was aborted (the task goes on)";
-      return text(`Error (${code}): ${message}
+      return failed(callId, text(`Error (${code}): ${message}
 ${body}`, {
         ...details,
         error: { code, message, unified_code: env.wait_status === "timeout" ? "SUBAGENT_TIMEOUT" : "CANCELLED" },
         error_category: env.wait_status === "timeout" ? "timeout" : "runtime"
-      });
+      }));
     }
-    return text(body, details);
+    return done(text(body, details));
   }
-  function taskError(op, e, signal) {
+  function taskError(callId, op, e, signal) {
     let err = codeOf(e);
     if (op === "wait" && signal?.aborted) err = { code: "CANCELLED", message: "waiting was aborted (the task goes on)", category: "runtime" };
     const seed = taskErrorCode(op, err.code);
-    return text(`Error (${seed.code}): ${err.message}`, {
-      contract_version: "task.v1",
-      op,
-      backend: "temporal",
-      error: { code: seed.code, message: err.message, unified_code: err.code },
-      error_category: seed.category ?? err.category
-    });
+    return failed(
+      callId,
+      text(`Error (${seed.code}): ${err.message}`, {
+        contract_version: "task.v1",
+        op,
+        backend: "temporal",
+        error: { code: seed.code, message: err.message, unified_code: err.code },
+        error_category: seed.category ?? err.category
+      })
+    );
   }
   if (settings.tools.task) {
     pi.registerTool({
@@ -1525,12 +1901,12 @@ ${body}`, {
       label: "Task",
       description: 'Run subagent tasks as durable Temporal workflows. op "start" runs one task (subagent_type, description, prompt) or tasks[] (parallel: true to run them at once) and waits for the result; async: true returns at once and delivers the result into this session later. op "status"/"wait"/"cancel" take id or ids (wait: timeout_ms); op "send" sends a follow-up prompt to a task.',
       parameters: TaskParams,
-      async execute(_id, params, signal, onUpdate, ctx) {
+      async execute(callId, params, signal, onUpdate, ctx) {
         const op = params.op ?? "start";
         try {
-          return await runTask(op, params, "task-routed", signal, onUpdate, ctx);
+          return await runTask(op, params, "task-routed", callId, signal, onUpdate, ctx);
         } catch (e) {
-          return taskError(op, e, signal);
+          return taskError(callId, op, e, signal);
         }
       }
     });
@@ -1586,7 +1962,7 @@ ${body}`, {
         label: p.name,
         description: `${p.description || `The ${p.name} subagent`} (runs as a durable subagent; same result envelope as task).`,
         parameters: Type.Object(fields),
-        async execute(_id, params, signal, onUpdate, c) {
+        async execute(callId, params, signal, onUpdate, c) {
           const ask = String(params.query ?? params.task ?? "");
           const prompt = primaryPrompt(ask, params.context, params.files);
           try {
@@ -1594,12 +1970,13 @@ ${body}`, {
               "start",
               { subagent_type: p.name, description: params.description, prompt, async: params.async },
               "primary-tool",
+              callId,
               signal,
               onUpdate,
               c
             );
           } catch (e) {
-            return taskError("start", e);
+            return taskError(callId, "start", e, signal);
           }
         }
       });
@@ -1611,14 +1988,14 @@ ${body}`, {
       label: "Delegate to subagents",
       description: "Spawn one or more parallel sub-agents (1-16 tasks, at most 4 at once) as durable Temporal workflows. Returns a summary line with the session ID of each task; read results with get_subagent_output or get_subagent_session.",
       parameters: DelegateParams,
-      async execute(_id, params, signal, onUpdate, ctx) {
+      async execute(callId, params, signal, onUpdate, ctx) {
         const env = await delegate(
           ctx,
           { tasks: params.tasks.map((t) => ({ ...t, cwd: t.cwd || ctx.cwd })), profile: params.profile },
           { signal, onUpdate, progress: (e) => ({ text: progressText(e, settings.maxLinesPerWindow), details: delegateResult(e, settings.maxLinesPerWindow).details }) }
         );
         const r = delegateResult(env, settings.maxLinesPerWindow);
-        return text(r.text, r.details);
+        return failedResult(env) ? failed(callId, text(r.text, r.details)) : text(r.text, r.details);
       },
       renderCall(args, theme) {
         const profiles = [...new Set(args.tasks.map((t) => t.profile).filter(Boolean))];
@@ -1681,7 +2058,7 @@ ${body}`, {
           taskName: it?.name,
           messageCount: env.message_count ?? 0,
           exitCode: it?.exit_code ?? 0,
-          model: it ? `${it.provider}/${it.model}` : void 0,
+          model: it ? modelLabel(it) : void 0,
           runCount: env.run_count ?? 1,
           maxLines: settings.maxLinesPerWindow
         });
@@ -1734,6 +2111,34 @@ ${body}`, {
       }
     }
   });
+  pi.registerCommand("subagents-adopt", {
+    description: "Take into this session the results of earlier pi sessions of this folder that nobody waits for: /subagents-adopt [session ID]",
+    handler: async (args, ctx) => {
+      const local = localService(settings);
+      if (!local) {
+        say(ctx, "subagents: /subagents-adopt needs the local service (a remote Temporal keeps no marks of who waits): continue the earlier session with pi --session FILE", "warning");
+        return;
+      }
+      try {
+        await startUpDone();
+        const want = args.trim();
+        const found = strays(local.dataDir, ctx.cwd, delivery.parent(ctx)).filter((s) => !want || s.id.startsWith(want));
+        let taken = 0;
+        let running = 0;
+        const from = [];
+        for (const s of found) {
+          const r = await delivery.adopt(ctx, s);
+          if (!r || r.taken === 0) continue;
+          taken += r.taken;
+          running += r.running;
+          from.push(s.id);
+        }
+        say(ctx, adoptedLine(taken, running, from));
+      } catch (e) {
+        say(ctx, `subagents: /subagents-adopt: ${codeOf(e).message}`, "error");
+      }
+    }
+  });
   async function startUp(ctx, passive) {
     try {
       await registerPrimaryTools(ctx, passive);
@@ -1749,9 +2154,31 @@ ${body}`, {
     } catch (e) {
       warn(ctx, `subagents: could not look for earlier delegations: ${codeOf(e).message}`);
     }
+    if (current !== ctx) return;
+    try {
+      await lookForStrays(ctx);
+    } catch (e) {
+      warn(ctx, `subagents: could not look for results of earlier sessions: ${codeOf(e).message}`);
+    }
   }
   function warn(ctx, message) {
     if (current === ctx && ctx.hasUI) ctx.ui.notify(message, "warning");
+  }
+  function say(ctx, line, level = "info") {
+    if (ctx.hasUI) ctx.ui.notify(line, level);
+    else process.stderr.write(`${line}
+`);
+  }
+  let strayLookOf;
+  async function lookForStrays(ctx) {
+    const local = localService(settings);
+    const me = delivery.parent(ctx);
+    if (!local || strayLookOf === me) return;
+    strayLookOf = me;
+    const found = strays(local.dataDir, ctx.cwd, me);
+    if (found.length === 0) return;
+    const report = await delivery.strayReport(found);
+    if (report.open > 0 && current === ctx) say(ctx, strayHint(report));
   }
   onServiceStarted(() => {
     if (current) {
@@ -1774,20 +2201,35 @@ ${body}`, {
     startedUp = startUp(ctx, true).catch(() => {
     });
   });
+  pi.on("before_agent_start", async (_event, ctx) => {
+    if (interactive(ctx) || !delivery.mayHavePending(ctx)) return;
+    await startUpDone();
+    const waiting = delivery.waitingFor("earlier");
+    if (waiting > 0) {
+      say(ctx, `subagents: waiting for ${waiting} delegation${waiting === 1 ? "" : "s"} of an earlier run of this session before the prompt goes to the model (Ctrl-C leaves them for a later start)`);
+      await delivery.settled("earlier", ctx.signal);
+    }
+    for (const d of delivery.takeDrafts(false, "earlier").entries) {
+      pi.sendMessage({ customType: d.customType, content: d.content, display: d.display, details: d.details }, { deliverAs: "nextTurn" });
+    }
+  });
   pi.on("turn_end", async (_event, ctx) => {
     void delivery.ackPersisted(ctx);
-    const entries = delivery.takeDrafts();
-    if (entries.length) return { entries, continue: true };
+    const { entries, turn } = delivery.takeDrafts(interactive(ctx));
+    if (entries.length) return turn ? { entries, continue: true } : { entries };
   });
   pi.on("agent_before_settle", async (_event, ctx) => {
-    const endsWithRun = ctx.mode !== "tui" && ctx.mode !== "rpc";
+    const endsWithRun = !interactive(ctx);
     if (endsWithRun) await startUpDone();
-    let entries = delivery.takeDrafts();
-    if (entries.length === 0 && endsWithRun) {
-      await delivery.nextResult(ctx.signal);
-      entries = delivery.takeDrafts();
+    const { entries, turn } = delivery.takeDrafts(!endsWithRun);
+    let starts = turn;
+    while (endsWithRun && !starts && delivery.waitingFor("own") > 0 && !ctx.signal?.aborted) {
+      await delivery.nextResult(ctx.signal, "own");
+      const more = delivery.takeDrafts(false);
+      entries.push(...more.entries);
+      starts = more.turn;
     }
-    if (entries.length) return { entries, continue: true };
+    if (entries.length) return starts ? { entries, continue: true } : { entries };
   });
   pi.on("agent_settled", async (_event, ctx) => {
     await delivery.ackPersisted(ctx);

@@ -8,21 +8,31 @@
 // acknowledged, so a parent killed at any point gets each result on its
 // next start, and never twice.
 
-import { existsSync, mkdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { existsSync, mkdirSync, readFileSync, unlinkSync } from "node:fs";
+import { join } from "node:path";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { SubagentsError, type SubagentsCli } from "./cli.ts";
-import { deliveryText, type Envelope } from "./format.ts";
+import { deliveryText, type Envelope, type StrayReport } from "./format.ts";
+import { alive, isThisProcess, type Mark, markName, pendingDir, readMark, thisProcess, withMarkLock, writeMark } from "./liveness.ts";
 
-/** When this pi started: marks it wrote are newer. */
-const STARTED_AT = Date.now() - process.uptime() * 1000;
+/**
+ * Where a result comes from, which says whether it starts a model turn:
+ * own, background work this process started (its model asked for it and
+ * waits); earlier, work of this session started by an earlier run (a run
+ * that was killed or ended first); adopted, work of another session that
+ * nobody waited for, taken with /subagents-adopt.
+ */
+export type Origin = "own" | "earlier" | "adopted";
 
-function markedBefore(path: string, t: number): boolean {
-	try {
-		return statSync(path).mtimeMs < t;
-	} catch {
-		return false;
-	}
+/**
+ * Whether a result of origin starts a model turn of its own: in the
+ * terminal and RPC every result of this session does (the user sees it
+ * come); in a print or JSON run only what this run's model started, since
+ * anything else would be a turn nobody asked for after the run's answer.
+ * An adopted result never does: the user took it to read it, and asks.
+ */
+export function startsTurn(origin: Origin, interactive: boolean): boolean {
+	return origin === "own" || (origin === "earlier" && interactive);
 }
 
 /** customType of the delivery messages in the parent session. */
@@ -48,16 +58,18 @@ export function deliveredIds(entries: Entry[]): Set<string> {
 	return ids;
 }
 
-/** The draft of a delivery message, for turn boundaries. */
-export function deliveryDraft(env: Envelope) {
+/** The draft of a delivery message, for turn boundaries; adoptedFrom names the session whose result it was. */
+export function deliveryDraft(env: Envelope, adoptedFrom?: string) {
+	const text = deliveryText(env);
 	return {
 		type: "custom_message" as const,
 		customType: RESULT_MESSAGE_TYPE,
-		content: deliveryText(env),
+		content: adoptedFrom ? `${text}\n\n(Taken with /subagents-adopt from the earlier pi session ${adoptedFrom}, where nobody waited for it.)` : text,
 		display: true,
-		details: { delegationId: env.delegation_id, envelope: env },
+		details: { delegationId: env.delegation_id, envelope: env, ...(adoptedFrom && { adoptedFrom }) },
 	};
 }
+
 
 export class Delivery {
 	private readonly pi: ExtensionAPI;
@@ -66,8 +78,16 @@ export class Delivery {
 	private readonly acked = new Set<string>();
 	/** Background delegations this process waits for, by ID. */
 	private readonly watchers = new Map<string, { abort: AbortController; done: Promise<void> }>();
-	/** Finished results not yet in the session. */
-	private readonly ready = new Map<string, Envelope>();
+	/** Finished results not yet in the session, with where they come from. */
+	private readonly ready = new Map<string, { env: Envelope; origin: Origin }>();
+	/** Where each watched delegation comes from. */
+	private readonly origins = new Map<string, Origin>();
+	/** Adopted delegations: the session each came from. */
+	private readonly adoptedFrom = new Map<string, string>();
+	/** Sessions whose marks this process wrote by delegating: such a mark stays until its work is acknowledged. */
+	private readonly delegatedHere = new Set<string>();
+	/** The sessions whose marks this process holds: its own, and those whose results it adopted. */
+	private readonly held = new Set<string>();
 	/** Results handed to pi (drafts or messages) and not yet seen persisted. */
 	private readonly handed = new Set<string>();
 	/**
@@ -111,8 +131,12 @@ export class Delivery {
 		const marker = this.marker(id);
 		if (marker) {
 			try {
-				mkdirSync(dirname(marker), { recursive: true, mode: 0o700 });
-				writeFileSync(marker, "");
+				mkdirSync(pendingDir(this.dataDir() as string), { recursive: true, mode: 0o700 });
+				// This process holds the session's results from now on; a pi
+				// that starts later in the folder sees it alive (liveness.ts).
+				writeMark(marker, { holder: thisProcess(), cwd: ctx.cwd, session: ctx.sessionManager.getSessionFile(), at: Date.now() });
+				this.delegatedHere.add(id);
+				this.held.add(id);
 			} catch (e) {
 				// Without the mark a restart would not look for the results:
 				// start nothing that could be lost.
@@ -130,11 +154,45 @@ export class Delivery {
 
 	private marker(parentId: string): string | undefined {
 		const dir = this.dataDir();
-		return dir && /^[A-Za-z0-9_-]+$/.test(parentId) ? join(dir, "pending", parentId) : undefined;
+		return dir && markName(parentId) ? join(pendingDir(dir), parentId) : undefined;
+	}
+
+	/**
+	 * Takes the session's mark for this process, unless another live pi
+	 * holds it (the same session open in two pis, or its results adopted
+	 * by a pi in its folder): then that pi gets them, and this one must not
+	 * deliver them a second time. An empty mark (an older extension's) is
+	 * filled in.
+	 */
+	private claim(marker: string, ctx: ExtensionContext): boolean {
+		const taken = withMarkLock(marker, () => {
+			if (!existsSync(marker)) return true;
+			const m = readMark(marker);
+			if (m.holder && !isThisProcess(m.holder) && alive(m.holder)) return false;
+			writeMark(marker, { ...m, holder: thisProcess(), cwd: m.cwd ?? ctx.cwd, session: m.session ?? ctx.sessionManager.getSessionFile() });
+			return true;
+		});
+		if (taken === true) this.held.add(this.parent(ctx));
+		return taken === true;
 	}
 
 	running(): string[] {
 		return [...this.watchers.keys()];
+	}
+
+	/** How many delegations of origin are still waited for. */
+	waitingFor(origin: Origin): number {
+		return [...this.watchers.keys()].filter((id) => this.origins.get(id) === origin).length;
+	}
+
+	/** Waits until no delegation of origin is waited for any more (each has arrived, or its wait broke). */
+	async settled(origin: Origin, signal?: AbortSignal): Promise<void> {
+		while (this.waitingFor(origin) > 0 && !signal?.aborted) {
+			await new Promise<void>((resolve) => {
+				this.waiters.push(resolve);
+				signal?.addEventListener("abort", () => resolve(), { once: true });
+			});
+		}
 	}
 
 	/**
@@ -180,6 +238,9 @@ export class Delivery {
 		for (const id of delivered) this.acked.add(id);
 		const local = this.dataDir() !== undefined;
 		if (local && !this.mayHavePending(ctx)) return;
+		// Another live pi holds this session's results: they are its to deliver.
+		const own = this.marker(this.parentId);
+		if (own && !this.claim(own, ctx)) return;
 		let open: Envelope;
 		try {
 			open = await this.openDelegations(passive && !local);
@@ -194,10 +255,14 @@ export class Delivery {
 		await Promise.allSettled([...this.starting]);
 		if (this.closed) return;
 		const marker = this.marker(this.parentId);
-		if (marker && (open.runs ?? []).length === 0 && markedBefore(marker, STARTED_AT)) {
+		if (marker && (open.runs ?? []).length === 0 && !this.delegatedHere.has(this.parentId)) {
 			// Nothing waits for this session any more. A mark this process
 			// wrote stays: its delegation may not have started yet.
-			unlinkSync(marker);
+			try {
+				unlinkSync(marker);
+			} catch {
+				/* gone already */
+			}
 		}
 		const toAck: string[] = [];
 		for (const run of open.runs ?? []) {
@@ -215,20 +280,105 @@ export class Delivery {
 				// not polled yet.
 			}
 			if (this.closed) return;
-			if (env?.done) this.arrive(env);
-			else this.watch(run.id);
+			if (env?.done) this.arrive(env, "earlier");
+			else this.watch(run.id, "earlier");
 		}
 		if (toAck.length) await this.ack(toAck);
 		if (!this.closed) this.flushIdle(ctx);
 	}
 
-	/** Waits in the background for a delegation this parent started. */
-	watch(id: string): void {
+	/**
+	 * Takes the results of another session of this folder that no pi
+	 * waits for (liveness.ts: strays) into this one: its mark is held by
+	 * this process from now on (another pi, or that session resumed, leaves
+	 * them), finished results are delivered at once, running ones when they
+	 * end. Each is acknowledged once it is written here, which closes it
+	 * for its own session too. Returns how many were taken and how many of
+	 * them still run; undefined when another live pi holds the session now.
+	 */
+	async adopt(ctx: ExtensionContext, from: { id: string; path: string }): Promise<{ taken: number; running: number } | undefined> {
+		// The session's own context (start-up's) stays the one results go to.
+		this.ctx ??= ctx;
+		this.parentId ||= this.parent(ctx);
+		const took = withMarkLock(from.path, () => {
+			if (!existsSync(from.path)) return false;
+			const m = readMark(from.path);
+			if (alive(m.holder) && !isThisProcess(m.holder)) return false;
+			writeMark(from.path, { ...m, holder: thisProcess() });
+			return true;
+		});
+		if (took !== true) return undefined;
+		this.held.add(from.id);
+		const open = await this.cli().call("list", ["--kind", "delegation", "--open", "--parent-session", from.id]);
+		let taken = 0;
+		let running = 0;
+		for (const run of open.runs ?? []) {
+			if (this.acked.has(run.id) || this.adoptedFrom.has(run.id)) continue;
+			this.adoptedFrom.set(run.id, from.id);
+			taken++;
+			let env: Envelope | undefined;
+			try {
+				env = await this.cli().call("status", [], [run.id]);
+			} catch {
+				/* the wait below asks again */
+			}
+			if (this.closed) break;
+			if (env?.done) this.arrive(env, "adopted");
+			else {
+				running++;
+				this.watch(run.id, "adopted");
+			}
+		}
+		if (taken === 0) this.dropMark(from.id, from.path);
+		this.flushIdle(ctx);
+		return { taken, running };
+	}
+
+	/**
+	 * Counts what the sessions of strays still hold open: what waits for
+	 * nobody. A stray whose delegations are all closed has its mark
+	 * removed (nothing of it is left to find).
+	 */
+	async strayReport(strays: Array<{ id: string; path: string; mark: Mark }>): Promise<StrayReport> {
+		const report: StrayReport = { sessions: [], open: 0, running: 0 };
+		for (const s of strays) {
+			const open = await this.cli().call("list", ["--kind", "delegation", "--open", "--parent-session", s.id]);
+			const runs = open.runs ?? [];
+			if (runs.length === 0) {
+				this.dropMark(s.id, s.path);
+				continue;
+			}
+			const running = runs.filter((r) => r.status === "running" || r.status === "queued").length;
+			report.sessions.push({ id: s.id, session: s.mark.session, open: runs.length, running });
+			report.open += runs.length;
+			report.running += running;
+			for (const r of runs) if (!report.latest || r.started > report.latest) report.latest = r.started;
+		}
+		return report;
+	}
+
+	/** Removes a session's mark unless a live pi (other than this one) holds it. */
+	private dropMark(id: string, path: string): void {
+		withMarkLock(path, () => {
+			const m = readMark(path);
+			if (alive(m.holder) && !isThisProcess(m.holder)) return;
+			try {
+				unlinkSync(path);
+			} catch {
+				/* gone already */
+			}
+		});
+		this.held.delete(id);
+	}
+
+	/** Waits in the background for a delegation this parent started (own) or that waits for it. */
+	watch(id: string, origin: Origin = "own"): void {
 		if (this.closed || this.watchers.has(id) || this.ready.has(id) || this.handed.has(id) || this.acked.has(id)) return;
+		this.origins.set(id, origin);
 		const abort = new AbortController();
 		const done = this.cli()
 			.follow(id, () => {}, abort.signal)
-			.then((env) => this.arrive(env))
+			.then((env) => this.arrive(env, origin))
 			.catch(() => {
 				/* stopped or unreachable: the next start of the parent finds it again */
 			})
@@ -239,10 +389,10 @@ export class Delivery {
 		this.watchers.set(id, { abort, done });
 	}
 
-	private arrive(env: Envelope): void {
+	private arrive(env: Envelope, origin: Origin): void {
 		const id = env.delegation_id;
 		if (!id || this.acked.has(id) || this.handed.has(id)) return;
-		this.ready.set(id, env);
+		this.ready.set(id, { env, origin });
 		this.wake();
 		if (this.ctx) this.flushIdle(this.ctx);
 	}
@@ -258,33 +408,47 @@ export class Delivery {
 	flushIdle(ctx: ExtensionContext): void {
 		if (!ctx.isIdle() || this.ready.size === 0) return;
 		const interactive = ctx.mode === "tui" || ctx.mode === "rpc";
-		for (const [id, env] of this.ready) {
+		for (const [id, { env, origin }] of this.ready) {
 			this.ready.delete(id);
 			this.handed.add(id);
-			const d = deliveryDraft(env);
-			this.pi.sendMessage({ customType: d.customType, content: d.content, display: d.display, details: d.details }, { triggerTurn: interactive });
+			const d = deliveryDraft(env, this.adoptedFrom.get(id));
+			this.pi.sendMessage({ customType: d.customType, content: d.content, display: d.display, details: d.details }, { triggerTurn: startsTurn(origin, interactive) });
 		}
 		void this.ackPersisted(ctx);
 	}
 
-	/** Finished results as boundary drafts (turn_end, agent_before_settle). */
-	takeDrafts() {
-		const drafts = [...this.ready.values()].map(deliveryDraft);
-		for (const id of this.ready.keys()) this.handed.add(id);
-		this.ready.clear();
-		return drafts;
+	/**
+	 * Finished results as boundary drafts (turn_end, agent_before_settle),
+	 * and whether one of them starts a turn (startsTurn): the others ride
+	 * with the next model call if there is one, and are in the session
+	 * either way.
+	 */
+	takeDrafts(interactive: boolean, only?: Origin) {
+		const entries: Array<ReturnType<typeof deliveryDraft>> = [];
+		let turn = false;
+		for (const [id, { env, origin }] of this.ready) {
+			if (only && origin !== only) continue;
+			entries.push(deliveryDraft(env, this.adoptedFrom.get(id)));
+			turn ||= startsTurn(origin, interactive);
+			this.ready.delete(id);
+			this.handed.add(id);
+		}
+		return { entries, turn };
 	}
 
 	/**
-	 * In print and JSON modes pi exits when the agent settles: wait for the
-	 * next background result so it reaches the parent in a later turn.
+	 * Waits until a result of origin is ready or none of origin is waited
+	 * for any more (a print or JSON run, which pi ends when its agent
+	 * settles, waits so for the background work its model started).
 	 */
-	async nextResult(signal?: AbortSignal): Promise<void> {
-		if (this.ready.size > 0 || this.watchers.size === 0) return;
-		await new Promise<void>((resolve) => {
-			this.waiters.push(resolve);
-			signal?.addEventListener("abort", () => resolve(), { once: true });
-		});
+	async nextResult(signal?: AbortSignal, origin: Origin = "own"): Promise<void> {
+		const ready = () => [...this.ready.values()].some((r) => r.origin === origin);
+		while (!ready() && this.waitingFor(origin) && !signal?.aborted) {
+			await new Promise<void>((resolve) => {
+				this.waiters.push(resolve);
+				signal?.addEventListener("abort", () => resolve(), { once: true });
+			});
+		}
 	}
 
 	/** Acknowledges every delivered result that is written in the session file. */
@@ -326,6 +490,22 @@ export class Delivery {
 			return;
 		}
 		await this.clearMarkIfDone();
+		// An adopted session whose last open delegation this acknowledged has nothing left to find.
+		for (const from of new Set(ids.map((id) => this.adoptedFrom.get(id)).filter((f) => f !== undefined))) {
+			await this.clearAdoptedIfDone(from);
+		}
+	}
+
+	private async clearAdoptedIfDone(from: string): Promise<void> {
+		const marker = this.marker(from);
+		if (!marker || !this.held.has(from)) return;
+		if ([...this.watchers.keys()].some((id) => this.adoptedFrom.get(id) === from)) return;
+		try {
+			const open = await this.cli().call("list", ["--kind", "delegation", "--open", "--parent-session", from]);
+			if ((open.runs ?? []).every((r) => this.acked.has(r.id))) this.dropMark(from, marker);
+		} catch {
+			/* kept: a later look finds what is left */
+		}
 	}
 
 	/** This session's delegations that are still open (not acknowledged). */
@@ -336,22 +516,46 @@ export class Delivery {
 	/** Removes the session's waiting mark once none of its delegations is open. */
 	private async clearMarkIfDone(): Promise<void> {
 		const marker = this.marker(this.parentId);
-		if (!marker || !existsSync(marker) || this.watchers.size > 0) return;
+		if (!marker || !existsSync(marker) || [...this.watchers.keys()].some((id) => !this.adoptedFrom.has(id))) return;
 		try {
 			const open = await this.openDelegations();
 			// One this process acknowledged closes a moment later (the ack
 			// is a signal): it waits for nothing more.
-			if ((open.runs ?? []).every((r) => this.acked.has(r.id))) unlinkSync(marker);
+			if ((open.runs ?? []).every((r) => this.acked.has(r.id))) {
+				unlinkSync(marker);
+				this.delegatedHere.delete(this.parentId);
+			}
 		} catch {
 			/* kept: the next start looks once more */
 		}
 	}
 
-	/** Stops waiting (the work goes on, and is found again on the next start). */
+	/**
+	 * Stops waiting (the work goes on, and is found again on the next
+	 * start), and lets go of the marks this process holds: what is still
+	 * open waits for nobody now, and a pi started later in the folder
+	 * offers it (a process killed lets go the same way: it is no longer
+	 * alive).
+	 */
 	shutdown(): void {
 		this.closed = true;
 		for (const w of this.watchers.values()) w.abort.abort();
 		this.watchers.clear();
 		this.wake();
+		for (const id of this.held) {
+			const marker = this.marker(id);
+			if (!marker) continue;
+			try {
+				withMarkLock(marker, () => {
+					if (!existsSync(marker)) return;
+					const m = readMark(marker);
+					if (!isThisProcess(m.holder)) return;
+					const { holder: _released, ...rest } = m;
+					writeMark(marker, rest);
+				});
+			} catch {
+				/* the mark stays held by a process that is gone: the same to a later pi */
+			}
+		}
 	}
 }

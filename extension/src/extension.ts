@@ -16,8 +16,10 @@ import { Delivery } from "./delivery.ts";
 import {
 	delegateResult,
 	type Envelope,
+	failedResult,
 	items,
 	listLine,
+	modelLabel,
 	NO_PROFILES_TEXT,
 	primaryPrompt,
 	primaryToolName,
@@ -28,12 +30,15 @@ import {
 	resultText,
 	sessionNotFound,
 	type Style,
+	strayHint,
+	adoptedLine,
 	subagentResult,
 	succeeded,
 	taskDetails,
 	taskErrorCode,
 	taskTree,
 } from "./format.ts";
+import { strays } from "./liveness.ts";
 import { rememberedProfiles, rememberProfiles, unchanged, type Watch } from "./profile-cache.ts";
 import { connectionFlags, loadSettings, localService, type Settings } from "./settings.ts";
 
@@ -56,6 +61,11 @@ function quickExit() {
 	} catch {
 		/* a Node without the flag keeps its defaults */
 	}
+}
+
+/** Whether ctx's session shows results as they come (terminal, RPC): print and JSON runs end with their answer. */
+function interactive(ctx: ExtensionContext): boolean {
+	return ctx.mode === "tui" || ctx.mode === "rpc";
 }
 
 /** What the entry hands over from pi's own modules (see ../index.ts). */
@@ -138,6 +148,11 @@ function schemas(Type: TypeBuilder) {
 	return { SubagentParams, TaskParams, DelegateParams, SessionParams };
 }
 
+// How long an aborted call waits for its cancel to land: a child gets
+// SIGTERM and its workflow records the cancel within a second or two here;
+// ten seconds covers a loaded machine while Escape still answers soon.
+const CANCEL_WAIT_MS = 10_000;
+
 // Tools every pi has; a primary profile's tool must not shadow one.
 const BUILTIN_TOOLS = ["read", "bash", "edit", "write", "grep", "find", "ls"];
 
@@ -180,6 +195,20 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 		new SubagentsCli({ bin: settings.bin, connection: connectionFlags(settings), local: localService(settings), passive, onStatus: status });
 	const delivery = new Delivery(pi, cli, () => localService(settings)?.dataDir);
 	const registered = new Set<string>(BUILTIN_TOOLS);
+	/**
+	 * The tool calls whose result is a failure or refusal. A tool returns its
+	 * result with details (the contracts' error fields); pi marks a result as
+	 * an error only when execute throws, which drops them. The tool_result
+	 * handler below sets isError for these calls instead.
+	 */
+	const failedCalls = new Set<string>();
+	function failed<R>(toolCallId: string, result: R): R {
+		failedCalls.add(toolCallId);
+		return result;
+	}
+	pi.on("tool_result", (event) => {
+		if (failedCalls.delete(event.toolCallId)) return { isError: true };
+	});
 	/**
 	 * The session's start-up work (the primary profiles' listing, results
 	 * waiting from an earlier run). pi's start does not wait for it: the
@@ -229,10 +258,15 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 			if (started.delegation_id) delivery.watch(started.delegation_id);
 			return started;
 		}
-		const onAbort = () => void cancelAndAck(id);
-		opts.signal?.addEventListener("abort", onAbort, { once: true });
+		// The parent's abort (Escape) cancels the work; the call then answers
+		// with the work's state after the cancel (cancelled, or the answers
+		// of tasks that had finished), not with a wait that stopped midway.
+		let cancelling: Promise<Envelope | undefined> | undefined;
+		const onAbort = () => (cancelling ??= cancelAndFollow(id));
+		if (opts.signal?.aborted) onAbort();
+		else opts.signal?.addEventListener("abort", onAbort, { once: true });
 		try {
-			return await cli().follow(
+			const env = await cli().follow(
 				id,
 				(env) => {
 					if (opts.onUpdate && opts.progress) {
@@ -242,7 +276,16 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 				},
 				opts.signal,
 			);
+			if (cancelling) return (await cancelling) ?? env;
+			// The wait ended before the work without our asking (the service
+			// went away): the result comes back into this session when it can.
+			if (!env.done && started.delegation_id) delivery.watch(started.delegation_id);
+			return env;
 		} catch (e) {
+			if (cancelling) {
+				const after = await cancelling;
+				if (after) return after;
+			}
 			// The wait broke (the service went away) while the work goes on:
 			// its result comes back into this session when it can.
 			if (started.delegation_id && !opts.signal?.aborted) delivery.watch(started.delegation_id);
@@ -252,14 +295,28 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 		}
 	}
 
-	/** The parent gave up: stop the work, and mark its result as received. */
-	async function cancelAndAck(id: string): Promise<void> {
+	/**
+	 * The parent gave up: stop the work and wait for its state after the
+	 * cancel, which the call returns (and which is acknowledged once that
+	 * result is in the session). A cancel that has not landed within
+	 * CANCEL_WAIT_MS leaves the call with what it has; the end is then
+	 * followed in the background and acknowledged as aborted.
+	 */
+	async function cancelAndFollow(id: string): Promise<Envelope | undefined> {
 		try {
 			await cli().call("cancel", [], [id]);
-			const env = await cli().follow(id, () => {}, undefined, 60_000);
-			if (env.delegation_id) await cli().call("ack", ["--by", "aborted"], [env.delegation_id]);
+			const env = await cli().follow(id, () => {}, undefined, CANCEL_WAIT_MS);
+			if (env.done) return env;
+			void cli()
+				.follow(id, () => {}, undefined, 60_000)
+				.then((end) => (end.delegation_id && end.done ? cli().call("ack", ["--by", "aborted"], [end.delegation_id]) : undefined))
+				.catch(() => {
+					/* a restart of the parent finds it and delivers the cancelled result */
+				});
+			return env;
 		} catch {
 			/* a restart of the parent finds it and delivers the cancelled result */
+			return undefined;
 		}
 	}
 
@@ -273,7 +330,7 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 			description:
 				"Delegate a focused task to a named agent profile, run as a durable child pi session. Returns the agent's finalized result with its session ID; pass sessionId to continue that session with its context.",
 			parameters: SubagentParams,
-			async execute(_id, params, signal, onUpdate, ctx) {
+			async execute(callId, params, signal, onUpdate, ctx) {
 				try {
 					// A session goes on only with its own agent (the sessions contract):
 					// another is refused with a message naming the right one.
@@ -287,11 +344,11 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 							});
 					const env = await follow(started, { signal, onUpdate, progress: progressOf });
 					const r = subagentResult(env, params.agent, params.task);
-					return text(r.text, r.details);
+					return failedResult(env) || items(env).length === 0 ? failed(callId, text(r.text, r.details)) : text(r.text, r.details);
 				} catch (e) {
 					// The SingleResult contract: failures come back as a result with details.error.
 					const err = codeOf(e);
-					return text(err.message, { mode: "single", results: [], error: { code: err.code, message: err.message } });
+					return failed(callId, text(err.message, { mode: "single", results: [], error: { code: err.code, message: err.message } }));
 				}
 			},
 		});
@@ -314,6 +371,7 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 			timeout_ms?: number;
 		},
 		invocation: string,
+		callId: string,
 		signal: AbortSignal | undefined,
 		onUpdate: Update,
 		ctx: ExtensionContext,
@@ -370,6 +428,11 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 			default:
 				throw new SubagentsError("INVALID_INPUT", `unknown op ${op}`);
 		}
+		// A start, send or wait answers with the work's end: a task in it that
+		// failed, was refused, timed out or was cancelled makes the result an
+		// error. A status or cancel answers its question, whatever the state.
+		const isFailure = (op === "start" || op === "send" || op === "wait") && failedResult(env);
+		const done = <R>(r: R) => (isFailure ? failed(callId, r) : r);
 		const details = taskDetails(op === "result" ? "status" : op, env, invocation);
 		let body = items(env).map((it) => taskTree(it, op === "start" ? params.prompt : undefined)).join("\n\n");
 		if (op === "start" && params.async) {
@@ -380,28 +443,31 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 			// tasks' state is in the details all the same.
 			const code = env.wait_status === "timeout" ? "task_wait_timeout" : "task_wait_aborted";
 			const message = env.wait_status === "timeout" ? "the task is still running: wait again, or look with op \"status\"" : "waiting was aborted (the task goes on)";
-			return text(`Error (${code}): ${message}\n${body}`, {
+			return failed(callId, text(`Error (${code}): ${message}\n${body}`, {
 				...details,
 				error: { code, message, unified_code: env.wait_status === "timeout" ? "SUBAGENT_TIMEOUT" : "CANCELLED" },
 				error_category: env.wait_status === "timeout" ? "timeout" : "runtime",
-			});
+			}));
 		}
-		return text(body, details);
+		return done(text(body, details));
 	}
 
-	function taskError(op: string, e: unknown, signal?: AbortSignal) {
+	function taskError(callId: string, op: string, e: unknown, signal?: AbortSignal) {
 		let err = codeOf(e);
 		// A wait the caller's turn aborted is the task contract's task_wait_aborted,
 		// whatever the connection said on its way down.
 		if (op === "wait" && signal?.aborted) err = { code: "CANCELLED", message: "waiting was aborted (the task goes on)", category: "runtime" };
 		const seed = taskErrorCode(op, err.code);
-		return text(`Error (${seed.code}): ${err.message}`, {
-			contract_version: "task.v1",
-			op,
-			backend: "temporal",
-			error: { code: seed.code, message: err.message, unified_code: err.code },
-			error_category: seed.category ?? err.category,
-		});
+		return failed(
+			callId,
+			text(`Error (${seed.code}): ${err.message}`, {
+				contract_version: "task.v1",
+				op,
+				backend: "temporal",
+				error: { code: seed.code, message: err.message, unified_code: err.code },
+				error_category: seed.category ?? err.category,
+			}),
+		);
 	}
 
 	if (settings.tools.task) {
@@ -411,12 +477,12 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 			description:
 				'Run subagent tasks as durable Temporal workflows. op "start" runs one task (subagent_type, description, prompt) or tasks[] (parallel: true to run them at once) and waits for the result; async: true returns at once and delivers the result into this session later. op "status"/"wait"/"cancel" take id or ids (wait: timeout_ms); op "send" sends a follow-up prompt to a task.',
 			parameters: TaskParams,
-			async execute(_id, params, signal, onUpdate, ctx) {
+			async execute(callId, params, signal, onUpdate, ctx) {
 				const op = params.op ?? "start";
 				try {
-					return await runTask(op, params, "task-routed", signal, onUpdate, ctx);
+					return await runTask(op, params, "task-routed", callId, signal, onUpdate, ctx);
 				} catch (e) {
-					return taskError(op, e, signal);
+					return taskError(callId, op, e, signal);
 				}
 			},
 		});
@@ -495,7 +561,7 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 				label: p.name,
 				description: `${p.description || `The ${p.name} subagent`} (runs as a durable subagent; same result envelope as task).`,
 				parameters: Type.Object(fields),
-				async execute(_id, params: Record<string, unknown>, signal, onUpdate, c) {
+				async execute(callId, params: Record<string, unknown>, signal, onUpdate, c) {
 					const ask = String(params.query ?? params.task ?? "");
 					const prompt = primaryPrompt(ask, params.context as string | undefined, params.files as string[] | undefined);
 					try {
@@ -503,12 +569,13 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 							"start",
 							{ subagent_type: p.name, description: params.description as string | undefined, prompt, async: params.async as boolean | undefined },
 							"primary-tool",
+							callId,
 							signal,
 							onUpdate,
 							c,
 						);
 					} catch (e) {
-						return taskError("start", e);
+						return taskError(callId, "start", e, signal);
 					}
 				},
 			});
@@ -523,14 +590,14 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 			description:
 				"Spawn one or more parallel sub-agents (1-16 tasks, at most 4 at once) as durable Temporal workflows. Returns a summary line with the session ID of each task; read results with get_subagent_output or get_subagent_session.",
 			parameters: DelegateParams,
-			async execute(_id, params, signal, onUpdate, ctx) {
+			async execute(callId, params, signal, onUpdate, ctx) {
 				const env = await delegate(
 					ctx,
 					{ tasks: params.tasks.map((t) => ({ ...t, cwd: t.cwd || ctx.cwd })), profile: params.profile },
 					{ signal, onUpdate, progress: (e) => ({ text: progressText(e, settings.maxLinesPerWindow), details: delegateResult(e, settings.maxLinesPerWindow).details }) },
 				);
 				const r = delegateResult(env, settings.maxLinesPerWindow);
-				return text(r.text, r.details);
+				return failedResult(env) ? failed(callId, text(r.text, r.details)) : text(r.text, r.details);
 			},
 			renderCall(args, theme) {
 				const profiles = [...new Set(args.tasks.map((t) => t.profile).filter(Boolean))];
@@ -603,7 +670,7 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 					taskName: it?.name,
 					messageCount: env.message_count ?? 0,
 					exitCode: it?.exit_code ?? 0,
-					model: it ? `${it.provider}/${it.model}` : undefined,
+					model: it ? modelLabel(it) : undefined,
 					runCount: env.run_count ?? 1,
 					maxLines: settings.maxLinesPerWindow,
 				});
@@ -666,6 +733,35 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 		},
 	});
 
+	pi.registerCommand("subagents-adopt", {
+		description: "Take into this session the results of earlier pi sessions of this folder that nobody waits for: /subagents-adopt [session ID]",
+		handler: async (args, ctx) => {
+			const local = localService(settings);
+			if (!local) {
+				say(ctx, "subagents: /subagents-adopt needs the local service (a remote Temporal keeps no marks of who waits): continue the earlier session with pi --session FILE", "warning");
+				return;
+			}
+			try {
+				await startUpDone();
+				const want = args.trim();
+				const found = strays(local.dataDir, ctx.cwd, delivery.parent(ctx)).filter((s) => !want || s.id.startsWith(want));
+				let taken = 0;
+				let running = 0;
+				const from: string[] = [];
+				for (const s of found) {
+					const r = await delivery.adopt(ctx, s);
+					if (!r || r.taken === 0) continue;
+					taken += r.taken;
+					running += r.running;
+					from.push(s.id);
+				}
+				say(ctx, adoptedLine(taken, running, from));
+			} catch (e) {
+				say(ctx, `subagents: /subagents-adopt: ${codeOf(e).message}`, "error");
+			}
+		},
+	});
+
 	// --- lifecycle: delivery of results, acknowledgements ---
 	/**
 	 * What a session does once the service answers: register the primary
@@ -691,6 +787,12 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 		} catch (e) {
 			warn(ctx, `subagents: could not look for earlier delegations: ${codeOf(e).message}`);
 		}
+		if (current !== ctx) return;
+		try {
+			await lookForStrays(ctx);
+		} catch (e) {
+			warn(ctx, `subagents: could not look for results of earlier sessions: ${codeOf(e).message}`);
+		}
 	}
 
 	/**
@@ -701,6 +803,35 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 	 */
 	function warn(ctx: ExtensionContext, message: string) {
 		if (current === ctx && ctx.hasUI) ctx.ui.notify(message, "warning");
+	}
+
+	/** One line to the user: a notification where there is a UI, else stderr (print and JSON runs). */
+	function say(ctx: ExtensionContext, line: string, level: "info" | "warning" | "error" = "info") {
+		if (ctx.hasUI) ctx.ui.notify(line, level);
+		else process.stderr.write(`${line}\n`);
+	}
+
+	/** The session whose start looked for results of other sessions: once per start. */
+	let strayLookOf: string | undefined;
+
+	/**
+	 * Says at a session's start, in one line, that results of other
+	 * sessions of this folder wait for nobody (their pi was killed, or
+	 * closed with work running) and how to take them. It reads the marks'
+	 * folder; only when a mark of this folder has no live pi does it ask
+	 * the service what is still open (starting it if it must, as a
+	 * session's own mark does).
+	 */
+	async function lookForStrays(ctx: ExtensionContext) {
+		const local = localService(settings);
+		const me = delivery.parent(ctx);
+		if (!local || strayLookOf === me) return;
+		strayLookOf = me;
+		const found = strays(local.dataDir, ctx.cwd, me);
+		if (found.length === 0) return;
+		const report = await delivery.strayReport(found);
+		// Not to a session pi has shut down meanwhile (it refuses every use of it).
+		if (report.open > 0 && current === ctx) say(ctx, strayHint(report));
 	}
 
 	onServiceStarted(() => {
@@ -730,27 +861,51 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 		startedUp = startUp(ctx, true).catch(() => {});
 	});
 
+	pi.on("before_agent_start", async (_event, ctx) => {
+		// A print or JSON run of a session that waits for results of an
+		// earlier run (one killed, or stopped with Ctrl-C, before they came)
+		// takes them before its prompt goes to the model: the model answers
+		// the prompt with them in hand, and no turn of theirs follows the
+		// answer (which -p prints). An interactive session gets them as they
+		// come. A session that waits for nothing asks nothing here.
+		if (interactive(ctx) || !delivery.mayHavePending(ctx)) return;
+		await startUpDone();
+		const waiting = delivery.waitingFor("earlier");
+		if (waiting > 0) {
+			say(ctx, `subagents: waiting for ${waiting} delegation${waiting === 1 ? "" : "s"} of an earlier run of this session before the prompt goes to the model (Ctrl-C leaves them for a later start)`);
+			await delivery.settled("earlier", ctx.signal);
+		}
+		for (const d of delivery.takeDrafts(false, "earlier").entries) {
+			pi.sendMessage({ customType: d.customType, content: d.content, display: d.display, details: d.details }, { deliverAs: "nextTurn" });
+		}
+	});
+
 	pi.on("turn_end", async (_event, ctx) => {
 		// The delivered results are in the session file: acknowledging them
 		// goes on beside the next model call (agent_settled waits for it).
 		void delivery.ackPersisted(ctx);
-		const entries = delivery.takeDrafts();
-		if (entries.length) return { entries, continue: true };
+		const { entries, turn } = delivery.takeDrafts(interactive(ctx));
+		if (entries.length) return turn ? { entries, continue: true } : { entries };
 	});
 
 	pi.on("agent_before_settle", async (_event, ctx) => {
 		// Print and JSON modes end with the run: they wait here for the
-		// results of an earlier run (looked for at start-up) and for
-		// background work this pi started, so that they come back in this
-		// run. An interactive session gets them as messages when they come.
-		const endsWithRun = ctx.mode !== "tui" && ctx.mode !== "rpc";
+		// background work this run's model started (async), so that its
+		// results come back in this run, with a turn to read them. Results
+		// of earlier runs came before the prompt (before_agent_start); any
+		// that arrived since go into the session without a turn of their
+		// own. An interactive session gets them as messages when they come.
+		const endsWithRun = !interactive(ctx);
 		if (endsWithRun) await startUpDone();
-		let entries = delivery.takeDrafts();
-		if (entries.length === 0 && endsWithRun) {
-			await delivery.nextResult(ctx.signal);
-			entries = delivery.takeDrafts();
+		const { entries, turn } = delivery.takeDrafts(!endsWithRun);
+		let starts = turn;
+		while (endsWithRun && !starts && delivery.waitingFor("own") > 0 && !ctx.signal?.aborted) {
+			await delivery.nextResult(ctx.signal, "own");
+			const more = delivery.takeDrafts(false);
+			entries.push(...more.entries);
+			starts = more.turn;
 		}
-		if (entries.length) return { entries, continue: true };
+		if (entries.length) return starts ? { entries, continue: true } : { entries };
 	});
 
 	pi.on("agent_settled", async (_event, ctx) => {

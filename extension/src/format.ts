@@ -135,11 +135,62 @@ export function succeeded(it: Item): boolean {
 	return it.status === "completed" && it.finalize?.status !== "ERROR";
 }
 
+/** A task stopped by a cancel (the parent's Escape, `cancel`, Temporal's cancel). */
+export function cancelled(it: Item): boolean {
+	return it.status === "cancelled";
+}
+
+/**
+ * The delegations whose final result a tool result holds (details.delegationIds):
+ * env's once it is done. A result of work still running (an async start, a
+ * wait that broke) holds none: its result is still to be delivered, and a
+ * later start of the session must not take it for received (delivery.ts).
+ */
+export function heldDelegations(env: Envelope): string[] {
+	return env.delegation_id && env.done ? [env.delegation_id] : [];
+}
+
+/** A task that ended without its answer: failed, refused, timed out, cancelled, terminated. */
+export function ended(it: Item): boolean {
+	return it.done && !succeeded(it);
+}
+
+/**
+ * Whether a tool result holding env is an error for pi (isError): a task
+ * in it ended without its answer, or a wait gave up before the work did.
+ */
+export function failedResult(env: Envelope): boolean {
+	return items(env).some(ended) || env.wait_status === "timeout" || env.wait_status === "aborted";
+}
+
+/**
+ * The model a task ran, as provider/id; undefined while nobody knows it.
+ * An envelope names no model as "default" (the profile left it to pi,
+ * and the child has not said which it took yet): that is never shown as
+ * a model. The service may give the whole reference in model, the
+ * provider beside it or not.
+ */
+export function modelParts(provider?: string, model?: string): { provider?: string; model?: string; label?: string } {
+	const p = provider && provider !== "default" ? provider : "";
+	const m = model && model !== "default" ? model : "";
+	if (!m) return {};
+	if (p && !m.startsWith(`${p}/`)) return { provider: p, model: m, label: `${p}/${m}` };
+	const cut = m.indexOf("/");
+	return cut > 0 ? { provider: m.slice(0, cut), model: m.slice(cut + 1), label: m } : { model: m, label: m };
+}
+
+/** The model label of a task: provider/id, or undefined when no model is known. */
+export function modelLabel(it: Pick<Item, "provider" | "model">): string | undefined {
+	return modelParts(it.provider, it.model).label;
+}
+
 /** The text a task returns: its answer, or what went wrong and what it had. */
 export function itemText(it: Item): string {
 	if (succeeded(it)) return it.output || "(no text output from sub-agent)";
 	const parts: string[] = [];
-	if (it.error) parts.push(`Error (${it.error.code}): ${it.error.message}`);
+	if (cancelled(it)) parts.push(`Task cancelled${it.error?.message ? ` (${it.error.message})` : ""}: it was stopped before it finished.`);
+	else if (it.error) parts.push(`Error (${it.error.code}): ${it.error.message}`);
+	else if (!it.done) parts.push(`Task still ${it.status} when this call returned.`);
 	else parts.push(`Task ended with status ${it.status}.`);
 	if (it.output) parts.push(`Partial output:\n${it.output}`);
 	if (it.session_file) parts.push(`Session file: ${it.session_file}`);
@@ -209,20 +260,23 @@ export function subagentResult(env: Envelope, agent: string, task: string) {
 		sessionFile: it.session_file,
 		output: it.output,
 		displayItems: displayItems(it),
+		model: modelLabel(it),
 	};
 	const details = {
 		mode: "single" as const,
+		// The task's own state (the status vocabulary): completed, failed, cancelled, timed_out, ...
+		status: it.status,
 		runId: runId(env),
 		results: unknown ? [] : [result],
 		error,
 		sessionId: it.task_id,
-		delegationIds: env.delegation_id ? [env.delegation_id] : [],
+		delegationIds: heldDelegations(env),
 		finalized: it.finalize ? { status: it.finalize.status, result: it.finalize.result ?? it.finalize.error ?? "" } : undefined,
 		uiUrl: it.ui_url,
 	};
 	if (unknown && error) return { text: error.message, details };
 	const body = ok ? it.output || "(no text output from sub-agent)" : itemText(it);
-	const text = `**Status:** ${ok ? "SUCCESS" : "ERROR"}\n**Session ID:** \`${it.task_id}\`\n\n---\n\n${body}`;
+	const text = `**Status:** ${ok ? "SUCCESS" : cancelled(it) ? "CANCELLED" : "ERROR"}\n**Session ID:** \`${it.task_id}\`\n\n---\n\n${body}`;
 	return { text, details };
 }
 
@@ -231,6 +285,7 @@ export function summaryLine(it: Item): string {
 	if (!it.done) return `… ${it.name ?? it.task_id}: ${it.status} (session: ${it.task_id})`;
 	if (it.status === "completed" && it.finalize?.status !== "ERROR") return `✓ ${it.name ?? it.task_id}: completed (session: ${it.task_id})`;
 	const msg = it.error?.message ?? it.finalize?.error ?? it.status;
+	if (cancelled(it)) return `⊘ ${it.name ?? it.task_id}: cancelled — ${msg} (session: ${it.task_id})`;
 	return `✗ ${it.name ?? it.task_id}: error — ${msg} (session: ${it.task_id})`;
 }
 
@@ -241,11 +296,12 @@ export function statusHeader(list: Item[]): string {
 
 function statusLine(statuses: Window["status"][]): string {
 	const n = (s: Window["status"]) => statuses.filter((x) => x === s).length;
-	return `Sub-agents: ${n("running")} running, ${n("done")} done, ${n("error")} error`;
+	// The delegate contract's three counts; cancelled ones are named only when there are some.
+	return `Sub-agents: ${n("running")} running, ${n("done")} done, ${n("error")} error${n("cancelled") ? `, ${n("cancelled")} cancelled` : ""}`;
 }
 
 function windowStatus(it: Item): Window["status"] {
-	return !it.done ? "running" : succeeded(it) ? "done" : "error";
+	return !it.done ? "running" : succeeded(it) ? "done" : cancelled(it) ? "cancelled" : "error";
 }
 
 /** A task as its window shows it (its lines aside). */
@@ -254,8 +310,7 @@ function windowOf(it: Item): Window {
 		name: it.name ?? it.task_id,
 		sessionId: it.task_id,
 		profile: it.agent,
-		provider: it.provider,
-		model: it.model,
+		...modelFields(it),
 		thinking: it.thinking,
 		status: windowStatus(it),
 		toolCount: it.tool_count,
@@ -265,12 +320,28 @@ function windowOf(it: Item): Window {
 	};
 }
 
+/** provider and model of a task as its details carry them: the known model, else empty. */
+function modelFields(it: Item): { provider: string; model: string } {
+	const m = modelParts(it.provider, it.model);
+	return { provider: m.provider ?? "", model: m.model ?? "" };
+}
+
+const WINDOW_ICONS: Record<Window["status"], [Parameters<Style["fg"]>[0], string]> = {
+	running: ["warning", "⏳"],
+	done: ["success", "✓"],
+	error: ["error", "✗"],
+	cancelled: ["warning", "⊘"],
+};
+
 /** A window's condensed header, in style. */
 function windowTitle(w: Window, style: Style): string {
-	const icon = w.status === "running" ? style.fg("warning", "⏳") : w.status === "done" ? style.fg("success", "✓") : style.fg("error", "✗");
-	const model = `${w.provider}/${w.model}${w.thinking ? ` ${w.thinking}` : ""}`;
+	const [color, glyph] = WINDOW_ICONS[w.status];
+	const icon = style.fg(color, glyph);
+	// The model the task ran; none shown while nobody knows it (never "default/default").
+	const label = modelParts(w.provider, w.model).label;
+	const model = label ? ` (${label}${w.thinking ? ` ${w.thinking}` : ""})` : w.thinking ? ` (thinking ${w.thinking})` : "";
 	const time = w.timeout ? `${seconds(w.elapsedMs)}s/${w.timeout}s` : `${seconds(w.elapsedMs)}s`;
-	return [`${icon} ${style.bold(w.name)}`, `${w.profile} (${model})`, `${w.toolCount} tools`, time].join(" • ");
+	return [`${icon} ${style.bold(w.name)}`, `${w.profile}${model}`, `${w.toolCount} tools`, time].join(" • ");
 }
 
 /** Text without styles, for what is not drawn in the terminal. */
@@ -335,7 +406,7 @@ export function delegateResult(env: Envelope, maxLines = 10) {
 		maxLinesPerWindow: maxLines,
 		status: env.done ? ("done" as const) : ("running" as const),
 		sessionIds: list.map((it) => it.task_id),
-		delegationIds: env.delegation_id ? [env.delegation_id] : [],
+		delegationIds: heldDelegations(env),
 		uiUrl: env.ui_url,
 	};
 	return { text, details };
@@ -343,7 +414,7 @@ export function delegateResult(env: Envelope, maxLines = 10) {
 
 /** The task contract's task tree of one task, as the task tool prints it. */
 export function taskTree(it: Item, prompt?: string): string {
-	const icon = !it.done ? "⠋" : succeeded(it) ? "✓" : "✕";
+	const icon = !it.done ? "⠋" : succeeded(it) ? "✓" : cancelled(it) ? "⊘" : "✕";
 	const title = `${capitalize(it.agent)} · ${it.description ?? it.name ?? it.task_id}`;
 	// The model needs the ID for status, wait, send and cancel.
 	const lines = [`${icon} ${title} [task_id: ${it.task_id}]`];
@@ -353,6 +424,7 @@ export function taskTree(it: Item, prompt?: string): string {
 	let last: string;
 	if (!it.done) last = it.last_text ? oneLine(it.last_text, 100) : "Working...";
 	else if (succeeded(it)) last = it.output || "(no text output from sub-agent)";
+	else if (cancelled(it)) last = `Task cancelled: ${it.error?.message ?? "stopped before it finished"}`;
 	else last = `Task failed: ${it.error?.message ?? it.status}`;
 	for (const r of rows) lines.push(`  ├── ${r}`);
 	lines.push(`  ╰── ${last}`);
@@ -383,8 +455,8 @@ export function taskItem(it: Item, invocation: string) {
 		timeline: it.timeline,
 		assistant_text: it.last_text ?? (it.done ? it.output : ""),
 		usage: it.usage,
-		provider: it.provider,
-		model: it.model,
+		provider: modelParts(it.provider, it.model).provider,
+		model: modelParts(it.provider, it.model).model,
 		runtime: "pi-cli",
 		route: "temporal",
 		backend: "temporal",
@@ -424,8 +496,8 @@ export function taskDetails(op: string, env: Envelope, invocation: string) {
 		runtime: "pi-cli",
 		route: "temporal",
 		invocation,
-		provider: first?.provider,
-		model: first?.model,
+		provider: first && modelParts(first.provider, first.model).provider,
+		model: first && modelParts(first.provider, first.model).model,
 		task_id: list.length === 1 ? first.task_id : undefined,
 		status: list.length === 1 ? first.status : env.status,
 		subagent_type: list.length === 1 ? first.agent : undefined,
@@ -444,7 +516,7 @@ export function taskDetails(op: string, env: Envelope, invocation: string) {
 		output_total_chars: list.length === 1 ? first.output_total_chars : undefined,
 		output_returned_chars: list.length === 1 ? first.output_returned_chars : undefined,
 		items: list.map((it) => taskItem(it, invocation)),
-		delegationIds: env.delegation_id ? [env.delegation_id] : [],
+		delegationIds: heldDelegations(env),
 		ui_url: env.ui_url,
 	};
 }
@@ -459,6 +531,46 @@ export function deliveryText(env: Envelope): string {
 		if (body) lines.push(body);
 	}
 	return lines.join("\n");
+}
+
+/** What a look for results of other sessions found: sessions, their delegations still open, the newest start. */
+export interface StrayReport {
+	sessions: Array<{ id: string; session?: string; open: number; running: number }>;
+	open: number;
+	running: number;
+	/** When the newest of their open delegations started (the list's started). */
+	latest?: string;
+}
+
+/** A time as the hint shows it: local, to the minute. */
+export function shortTime(iso: string | undefined, now = new Date()): string | undefined {
+	if (!iso) return undefined;
+	const t = new Date(iso);
+	if (Number.isNaN(t.getTime())) return undefined;
+	const pad = (n: number) => String(n).padStart(2, "0");
+	const hm = `${pad(t.getHours())}:${pad(t.getMinutes())}`;
+	const day = `${t.getFullYear()}-${pad(t.getMonth() + 1)}-${pad(t.getDate())}`;
+	const today = `${now.getFullYear()}-${pad(now.getMonth() + 1)}-${pad(now.getDate())}`;
+	return day === today ? `today ${hm}` : `${day} ${hm}`;
+}
+
+/**
+ * The one line a session's start says when results of other sessions of
+ * its folder wait for nobody: how many, from when, how to take them.
+ */
+export function strayHint(r: StrayReport, now = new Date()): string {
+	const n = r.open;
+	const s = r.sessions.length;
+	const when = shortTime(r.latest, now);
+	const facts = [when && `the latest started ${when}`, r.running > 0 && `${r.running} still running`].filter(Boolean).join(", ");
+	return `subagents: ${n} delegation${n === 1 ? "" : "s"} of ${s === 1 ? "an earlier pi session" : `${s} earlier pi sessions`} in this folder wait${n === 1 ? "s" : ""} for nobody${facts ? ` (${facts})` : ""}: /subagents-adopt takes ${n === 1 ? "its result" : "their results"} into this session`;
+}
+
+/** What /subagents-adopt answers. */
+export function adoptedLine(taken: number, running: number, from: string[]): string {
+	if (taken === 0) return "subagents: nothing to take: no earlier pi session of this folder has results that nobody waits for";
+	const still = running > 0 ? `; ${running} still running, ${running === 1 ? "its result comes" : "their results come"} when done` : "";
+	return `subagents: took ${taken} delegation${taken === 1 ? "" : "s"} of ${from.join(", ")} into this session${still}`;
 }
 
 /** The delegate contract's empty profile list text. */
@@ -512,7 +624,7 @@ export interface Window {
 	provider: string;
 	model: string;
 	thinking?: string;
-	status: "running" | "done" | "error";
+	status: "running" | "done" | "error" | "cancelled";
 	toolCount: number;
 	elapsedMs: number;
 	/** The task's own timeout: shown as given, also after an extension. */

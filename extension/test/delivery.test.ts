@@ -1,11 +1,13 @@
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import test from "node:test";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { SubagentsError, type SubagentsCli } from "../src/cli.ts";
-import { Delivery } from "../src/delivery.ts";
+import { Delivery, startsTurn } from "../src/delivery.ts";
+import { isThisProcess, readMark, writeMark } from "../src/liveness.ts";
 
 /** A fake command that records what the delivery asks. */
 function recorder(answer: (verb: string) => unknown = () => ({ runs: [] })) {
@@ -22,8 +24,14 @@ function recorder(answer: (verb: string) => unknown = () => ({ runs: [] })) {
 	return { calls, cli };
 }
 
-function session(id: string): ExtensionContext {
-	return { sessionManager: { getSessionId: () => id, getBranch: () => [] }, hasUI: false, isIdle: () => true, mode: "json" } as unknown as ExtensionContext;
+function session(id: string, over: Partial<{ mode: string; cwd: string; file: string; idle: boolean }> = {}): ExtensionContext {
+	return {
+		sessionManager: { getSessionId: () => id, getBranch: () => [], getSessionFile: () => over.file },
+		hasUI: false,
+		isIdle: () => over.idle ?? true,
+		mode: over.mode ?? "json",
+		cwd: over.cwd ?? "/work/project",
+	} as unknown as ExtensionContext;
 }
 
 const pi = { sendMessage: () => {} } as unknown as ExtensionAPI;
@@ -141,4 +149,146 @@ test("looks for earlier results run one after another, and a status that fails f
 	assert.equal(most, 1, "two looks never ask at the same time");
 	assert.deepEqual(d.running(), ["delegation-1"], "the delegation is waited for once, though its status could not be read");
 	d.shutdown();
+});
+
+test("a result starts a turn of its own only where someone waits for it", () => {
+	// The terminal and RPC show every result of the session as it comes; a
+	// print run's answer is its last message, so only what its own model
+	// started gets a turn; a result taken with /subagents-adopt never does.
+	assert.equal(startsTurn("own", false), true);
+	assert.equal(startsTurn("earlier", false), false, "no turn after a print run's answer for an earlier run's result");
+	assert.equal(startsTurn("earlier", true), true);
+	assert.equal(startsTurn("adopted", true), false);
+	assert.equal(startsTurn("adopted", false), false);
+});
+
+/** A fake command whose follow answers each watched delegation when the test says. */
+function service(runs: Array<{ id: string; status?: string; started?: string }>, done: Set<string>) {
+	const calls: string[][] = [];
+	const follows = new Map<string, (env: unknown) => void>();
+	const env = (id: string) => ({ delegation_id: id, done: done.has(id), items: [{ task_id: `t-${id}`, name: id, status: done.has(id) ? "completed" : "running", done: done.has(id), output: `answer of ${id}` }] });
+	const cli = () =>
+		({
+			call: async (verb: string, flags: string[] = [], ids: string[] = []) => {
+				calls.push([verb, ...flags, ...ids]);
+				if (verb === "list") return { runs };
+				if (verb === "status") return env(ids[0]);
+				return {};
+			},
+			follow: (id: string) => new Promise((resolve) => follows.set(id, resolve)),
+		}) as unknown as SubagentsCli;
+	return { calls, cli, finish: (id: string) => (done.add(id), follows.get(id)?.(env(id))) };
+}
+
+function sent() {
+	const messages: Array<{ details: { delegationId?: string; adoptedFrom?: string }; content: string; triggerTurn?: boolean }> = [];
+	const api = {
+		sendMessage: (m: { details: { delegationId?: string }; content: string }, o?: { triggerTurn?: boolean }) => messages.push({ ...m, triggerTurn: o?.triggerTurn }),
+	} as unknown as ExtensionAPI;
+	return { messages, api };
+}
+
+function deadPid(): number {
+	return Number(spawnSync(process.execPath, ["-e", "process.stdout.write(String(process.pid))"], { encoding: "utf8" }).stdout);
+}
+
+test("/subagents-adopt takes a dead session's results: finished ones at once, running ones when they end, never with a turn", async () => {
+	const dir = mkdtempSync(join(tmpdir(), "subagents-delivery-"));
+	mkdirSync(join(dir, "pending"));
+	const path = join(dir, "pending", "crashed");
+	writeMark(path, { holder: { pid: deadPid() }, cwd: "/work/project", session: "/s/crashed.jsonl" });
+	const svc = service([{ id: "delegation-a" }, { id: "delegation-b" }], new Set(["delegation-a"]));
+	const out = sent();
+	const d = new Delivery(out.api, svc.cli, () => dir);
+	const r = await d.adopt(session("adopter", { mode: "rpc" }), { id: "crashed", path });
+	assert.deepEqual(r, { taken: 2, running: 1 });
+	assert.ok(isThisProcess(readMark(path).holder), "the adopter holds the crashed session's mark now");
+	assert.deepEqual(
+		out.messages.map((m) => [m.details.delegationId, m.details.adoptedFrom, m.triggerTurn]),
+		[["delegation-a", "crashed", false]],
+		"the finished result is delivered at once, named for its session, without a turn",
+	);
+	assert.match(out.messages[0].content, /answer of delegation-a[\s\S]*\/subagents-adopt from the earlier pi session crashed/);
+	assert.deepEqual(d.running(), ["delegation-b"]);
+	svc.finish("delegation-b");
+	await new Promise((r) => setTimeout(r, 10));
+	assert.deepEqual(
+		out.messages.map((m) => [m.details.delegationId, m.triggerTurn]),
+		[
+			["delegation-a", false],
+			["delegation-b", false],
+		],
+	);
+
+	// A second adopter (or the crashed session resumed) leaves them to the live one.
+	const other = new Delivery(sent().api, svc.cli, () => dir);
+	writeMark(path, { holder: { pid: process.ppid }, cwd: "/work/project" });
+	assert.equal(await other.adopt(session("late", { mode: "rpc" }), { id: "crashed", path }), undefined);
+	d.shutdown();
+});
+
+test("a session resumed while another live pi holds its results leaves them to it", async () => {
+	const dir = mkdtempSync(join(tmpdir(), "subagents-delivery-"));
+	mkdirSync(join(dir, "pending"));
+	writeMark(join(dir, "pending", "s"), { holder: { pid: process.ppid }, cwd: "/work/project" });
+	const r = recorder();
+	const d = new Delivery(pi, r.cli, () => dir);
+	await d.resume(session("s"), true);
+	assert.deepEqual(r.calls, [], "nothing asked, nothing delivered a second time");
+
+	// Its pi gone, the session takes them back and holds the mark.
+	writeMark(join(dir, "pending", "s"), { holder: { pid: deadPid() }, cwd: "/work/project" });
+	await d.resume(session("s"), true);
+	assert.deepEqual(r.calls, [{ verb: "list", passive: false }]);
+});
+
+test("a closed session lets its mark go: what is still open waits for nobody", () => {
+	const dir = mkdtempSync(join(tmpdir(), "subagents-delivery-"));
+	const d = new Delivery(pi, recorder().cli, () => dir);
+	d.delivering(session("s", { file: "/sessions/s.jsonl" }));
+	const path = join(dir, "pending", "s");
+	const m = readMark(path);
+	assert.ok(isThisProcess(m.holder));
+	assert.equal(m.cwd, "/work/project");
+	assert.equal(m.session, "/sessions/s.jsonl");
+	d.shutdown();
+	assert.deepEqual(Object.keys(readMark(path)).sort(), ["at", "cwd", "session"], "no holder after the shutdown");
+});
+
+test("print runs: an earlier run's result rides along without a turn, the run's own background result gets one", async () => {
+	const svc = service([{ id: "delegation-old" }], new Set());
+	const d = new Delivery(sent().api, svc.cli, () => undefined);
+	// A run under way: results wait for its turn boundaries.
+	await d.resume(session("s", { idle: false }), false);
+	assert.equal(d.waitingFor("earlier"), 1);
+	d.watch("delegation-mine");
+	assert.equal(d.waitingFor("own"), 1);
+	svc.finish("delegation-old");
+	await d.settled("earlier");
+	const early = d.takeDrafts(false);
+	assert.deepEqual(
+		early.entries.map((e) => e.details.delegationId),
+		["delegation-old"],
+	);
+	assert.equal(early.turn, false, "an earlier run's result starts no turn in a print run");
+	const waited = d.nextResult(undefined, "own");
+	svc.finish("delegation-mine");
+	await waited;
+	const mine = d.takeDrafts(false);
+	assert.deepEqual(
+		mine.entries.map((e) => e.details.delegationId),
+		["delegation-mine"],
+	);
+	assert.equal(mine.turn, true);
+	d.shutdown();
+});
+
+test("a mark this process wrote by delegating stays while its delegation may not be listed yet", async () => {
+	const dir = mkdtempSync(join(tmpdir(), "subagents-delivery-"));
+	const r = recorder();
+	const d = new Delivery(pi, r.cli, () => dir);
+	d.delivering(session("s"));
+	await d.resume(session("s"), true);
+	assert.deepEqual(r.calls, [{ verb: "list", passive: false }]);
+	assert.ok(existsSync(join(dir, "pending", "s")), "the delegation this process is starting may not be listed yet");
 });

@@ -4,9 +4,13 @@ import { deliveredIds, RESULT_MESSAGE_TYPE } from "../src/delivery.ts";
 import {
 	agentErrorMessage,
 	listLine,
+	adoptedLine,
 	delegateResult,
 	type Envelope,
+	failedResult,
 	type Item,
+	modelLabel,
+	modelParts,
 	primaryPrompt,
 	primaryToolName,
 	progressText,
@@ -14,9 +18,11 @@ import {
 	renderTruncated,
 	resultText,
 	runId,
+	strayHint,
 	subagentResult,
 	summaryLine,
 	taskDetails,
+	taskTree,
 	taskErrorCode,
 	ZERO_USAGE,
 } from "../src/format.ts";
@@ -266,4 +272,96 @@ test("/subagents lines: a one-task delegation reads as its delegation and its se
 	);
 	assert.equal(listLine({ ...base, id: "abc", kind: "session", delegation_id: "delegation-xyz" }), "session abc · running · stuck");
 	assert.equal(listLine({ ...base, id: "delegation-xyz", kind: "delegation" }), "delegation delegation-xyz · running · stuck");
+});
+
+test("the model shown is the one the task ran, as provider/id; an unknown one is never default/default", () => {
+	assert.deepEqual(modelParts("scripted", "scripted-1"), { provider: "scripted", model: "scripted-1", label: "scripted/scripted-1" });
+	assert.deepEqual(modelParts("default", "scripted/scripted-1"), { provider: "scripted", model: "scripted-1", label: "scripted/scripted-1" }, "the whole reference in model");
+	assert.deepEqual(modelParts("scripted", "scripted/scripted-1"), { provider: "scripted", model: "scripted-1", label: "scripted/scripted-1" });
+	assert.deepEqual(modelParts("openrouter", "meta/llama-4"), { provider: "openrouter", model: "meta/llama-4", label: "openrouter/meta/llama-4" });
+	assert.deepEqual(modelParts("default", "gpt-5"), { model: "gpt-5", label: "gpt-5" });
+	assert.deepEqual(modelParts("default", "default"), {});
+	assert.deepEqual(modelParts("", ""), {});
+	assert.equal(modelLabel(item({ provider: "default", model: "default" })), undefined);
+
+	const unknown = envelope([item({ provider: "default", model: "default", done: false, status: "running" })], { done: false });
+	assert.equal(progressText(unknown).split("\n")[1], "⏳ scan • scout • 1 tools • 12s/600s", "no model named while nobody knows it");
+	assert.doesNotMatch(JSON.stringify(delegateResult(unknown).details), /default\/default|"default"/);
+	assert.equal(taskDetails("start", unknown, "task").model, undefined);
+	const ran = envelope([item({ provider: "default", model: "scripted/scripted-1" })]);
+	assert.equal(progressText(ran).split("\n")[1], "✓ scan • scout (scripted/scripted-1) • 1 tools • 12s/600s");
+	assert.equal(taskDetails("start", ran, "task").provider, "scripted");
+	assert.equal(taskDetails("start", ran, "task").model, "scripted-1");
+	assert.equal(subagentResult(ran, "scout", "x").details.results[0].model, "scripted/scripted-1");
+});
+
+test("a cancelled task reads as cancelled everywhere, never as an error of a running task", () => {
+	const cancelledItem = item({ status: "cancelled", output: "", error: { code: "CANCELLED", message: "Cancelled while running", category: "runtime" } });
+	const env = envelope([cancelledItem]);
+	const r = subagentResult(env, "scout", "find");
+	assert.match(r.text, /^\*\*Status:\*\* CANCELLED\n/);
+	assert.match(r.text, /Task cancelled \(Cancelled while running\)/);
+	assert.doesNotMatch(r.text, /status running|ERROR/);
+	assert.equal(r.details.status, "cancelled");
+	assert.equal(r.details.error?.code, "CANCELLED");
+	assert.equal(summaryLine(cancelledItem), "⊘ scan: cancelled — Cancelled while running (session: 5b1c0f4e-0000-4000-8000-000000000001)");
+	assert.equal(progressText(env).split("\n")[0], "Sub-agents: 0 running, 0 done, 0 error, 1 cancelled");
+	assert.equal(delegateResult(env).details.windows[0].status, "cancelled");
+	assert.match(taskTree(cancelledItem), /^⊘ Scout · scan .*\n  ╰── Task cancelled: Cancelled while running$/);
+	assert.equal(taskDetails("start", env, "task").status, "cancelled");
+	assert.match(
+		renderDelegation(delegateResult(env).details.windows, { expanded: false, maxLines: 3, done: true }, tagged),
+		/<warning>⊘<\/warning> <b>scan<\/b>/,
+	);
+});
+
+test("a result is an error for pi when a task in it ended without its answer, or a wait gave up", () => {
+	assert.equal(failedResult(envelope([item({})])), false);
+	assert.equal(failedResult(envelope([item({}), item({ status: "failed", error: { code: "UNKNOWN_AGENT", message: "Unknown profile" } })])), true);
+	assert.equal(failedResult(envelope([item({ status: "timed_out" })])), true);
+	assert.equal(failedResult(envelope([item({ status: "cancelled" })])), true);
+	assert.equal(failedResult(envelope([item({ status: "terminated" })])), true);
+	assert.equal(failedResult(envelope([item({ finalize: { status: "ERROR", error: "could not" } })])), true, "a child that finalized with ERROR");
+	assert.equal(failedResult(envelope([item({ done: false, status: "running" })], { done: false })), false, "an async start is no failure");
+	assert.equal(failedResult(envelope([item({ done: false, status: "running" })], { done: false, wait_status: "timeout" })), true);
+});
+
+test("the start's hint about results of other sessions: how many, from when, how to take them", () => {
+	const now = new Date(2026, 10, 26, 9, 0);
+	const at = new Date(2026, 10, 26, 4, 12).toISOString();
+	assert.equal(
+		strayHint({ sessions: [{ id: "s1", open: 1, running: 0 }], open: 1, running: 0, latest: at }, now),
+		"subagents: 1 delegation of an earlier pi session in this folder waits for nobody (the latest started today 04:12): /subagents-adopt takes its result into this session",
+	);
+	assert.equal(
+		strayHint(
+			{
+				sessions: [
+					{ id: "s1", open: 2, running: 1 },
+					{ id: "s2", open: 1, running: 0 },
+				],
+				open: 3,
+				running: 1,
+				latest: new Date(2026, 10, 24, 18, 5).toISOString(),
+			},
+			now,
+		),
+		"subagents: 3 delegations of 2 earlier pi sessions in this folder wait for nobody (the latest started 2026-11-24 18:05, 1 still running): /subagents-adopt takes their results into this session",
+	);
+	assert.equal(adoptedLine(2, 1, ["s1"]), "subagents: took 2 delegations of s1 into this session; 1 still running, its result comes when done");
+	assert.match(adoptedLine(0, 0, []), /^subagents: nothing to take/);
+});
+
+test("a tool result holds a delegation as received only once its work is done", () => {
+	// An async start, or a wait that broke when the service went away,
+	// returns work still running: a later start of the session must still
+	// deliver its result (it is not in the session yet).
+	const running = envelope([item({ done: false, status: "running" })], { done: false });
+	assert.deepEqual(taskDetails("start", running, "task").delegationIds, []);
+	assert.deepEqual(delegateResult(running).details.delegationIds, []);
+	assert.deepEqual(subagentResult(running, "scout", "x").details.delegationIds, []);
+	const done = envelope([item({})]);
+	assert.deepEqual(taskDetails("start", done, "task").delegationIds, ["delegation-1a2b3c4d-ffff"]);
+	assert.deepEqual(delegateResult(done).details.delegationIds, ["delegation-1a2b3c4d-ffff"]);
+	assert.deepEqual(subagentResult(done, "scout", "x").details.delegationIds, ["delegation-1a2b3c4d-ffff"]);
 });
