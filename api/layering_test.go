@@ -9,7 +9,7 @@ import (
 
 const module = "github.com/durable-pi/subagents/"
 
-// TestLayering keeps the import graph README "The packages" describes: the
+// TestLayering keeps the import graph docs/design.md "The packages" describes: the
 // vocabulary imports nothing of the project but its error codes, the
 // packages that only speak it do not reach into the child run, the worker
 // does not reach into the command or the client library, and only the two

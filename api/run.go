@@ -8,7 +8,7 @@ import (
 	"github.com/durable-pi/subagents/internal/errcode"
 )
 
-// A child run's limits and their defaults (README "Settings"); the ranges
+// A child run's limits and their defaults (docs/settings.md); the ranges
 // are checked where the settings are read.
 const (
 	DefaultTimeoutSeconds        = 600

@@ -110,7 +110,7 @@ type TurnResult struct {
 	Turn  int   `json:"turn"`
 	State State `json:"state"`
 	// ChildRuns is the number of child runs of this turn: 1 plus the
-	// finalize retries it needed (README's glossary; "attempts" on the wire).
+	// finalize retries it needed (docs/design.md, "Delegations and sessions in Temporal"; "attempts" on the wire).
 	ChildRuns int           `json:"attempts"`
 	Usage     Usage         `json:"usage"`
 	Result    RunPiResult   `json:"result"`

@@ -159,7 +159,7 @@ func statusUID(path string) int {
 
 // isServiceCommand is whether argv is `subagents dev`: the light build
 // replaces itself with subagents-dev, so argv[0] is that build's path
-// (README: "The two commands").
+// (docs/command.md).
 func isServiceCommand(argv []string) bool {
 	return len(argv) >= 2 && strings.HasPrefix(filepath.Base(argv[0]), "subagents") && argv[1] == "dev"
 }

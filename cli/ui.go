@@ -28,7 +28,7 @@ func (o *uiOptions) register(fs *flag.FlagSet) {
 }
 
 // uiMain is `subagents ui`: the link that logs a browser into the local
-// service's UI, made from its API key (README, "Security").
+// service's UI, made from its API key (docs/security.md).
 func uiMain(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	var o uiOptions
 	if _, err := ParseFlags("ui", args, stderr, o.register); err != nil {

@@ -23,7 +23,7 @@ import (
 // whoever can start a workflow there can run code as that user. The key is
 // a file only that user can read, in the data dir beside the socket; this
 // project's own callers (worker, command, extension, socket) find it there,
-// and an operator passes it to Temporal's own CLI (README, "Security").
+// and an operator passes it to Temporal's own CLI (docs/security.md).
 
 // KeyName is the API key's file in the data dir.
 const KeyName = "frontend.key"

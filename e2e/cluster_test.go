@@ -111,7 +111,7 @@ func TestCluster(t *testing.T) {
 	for _, it := range done.Items {
 		attempts = append(attempts, fmt.Sprintf("%d", it.RunAttempt))
 	}
-	reportChaos(t, fmt.Sprintf("### Temporal cluster down mid-delegation\n\n`make chaos` (%s): a Temporal cluster on PostgreSQL (four service processes, the server built from the module, as README \"A cluster on PostgreSQL\" sets it up) with two `subagents worker` hosts. "+
+	reportChaos(t, fmt.Sprintf("### Temporal cluster down mid-delegation\n\n`make chaos` (%s): a Temporal cluster on PostgreSQL (four service processes, the server built from the module, as docs/cluster.md \"A cluster on PostgreSQL\" sets it up) with two `subagents worker` hosts. "+
 		"A %d-task delegation of real pi children (each calls bash for 1.5 s, then finalizes) had every Temporal service SIGKILLed 1 s after its start and started again %s later; the workers stayed up. "+
 		"All %d tasks completed once with their own result (one completed RunPi per session, one subagent_finalize per session file, one task-done signal each), in %s from the start. "+
 		"Model calls repeated: %d; children restarted: 0 (every task's pi made its two scripted calls once; the attempts that reported each turn: %s). "+

@@ -121,7 +121,7 @@ const (
 	printedKey    = "sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
 )
 
-// operatorColumns is the workflow list's column set README "Operations"
+// operatorColumns is the workflow list's column set docs/monitoring.md "The Temporal UI"
 // describes, as the UI stores it for the default namespace.
 const operatorColumns = `{"default":[{"label":"Status"},{"label":"SubagentAgent"},{"label":"SubagentStatus"},{"label":"SubagentCwd"},{"label":"Workflow ID"},{"label":"Type"},{"label":"Start"}]}`
 
@@ -168,7 +168,7 @@ func TestUIInARealBrowser(t *testing.T) {
 	if !strings.Contains(list, "Delegation") || !strings.Contains(list, "Session") {
 		t.Fatalf("the list does not show the workflow types:\n%.3000s", list)
 	}
-	// The list as README "Operations" sets it up (its columns button): our
+	// The list as docs/monitoring.md "The Temporal UI" sets it up (its columns button): our
 	// search attributes as columns, so each row reads as a task: its
 	// agent, state and folder. The UI keeps the columns in local storage.
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[any](fmt.Sprintf(`localStorage.setItem("namespace-workflow-table-columns", %q)`, operatorColumns))); err != nil {

@@ -64,7 +64,7 @@ var treePi = filepath.Join("extension", "node_modules", ".bin", "pi")
 // second here; twenty covers a loaded CI machine without hanging start-up.
 const versionTimeout = 20 * time.Second
 
-// FindPi finds pi in the order the README gives and proves that it runs. The
+// FindPi finds pi in the order docs/command.md ("Where pi comes from") gives and proves that it runs. The
 // error says what is missing and how to install it.
 func FindPi(ctx context.Context, l PiLookup) (Pi, error) {
 	candidate, source := "", ""

@@ -280,7 +280,7 @@ func (p *delegationPhases) report() string {
 		"that call to the child's model call (the tool call, the service, the warm child's switch to its session and prompt) %s; "+
 		"the child's call to the parent's next one (the child's answer, its finalize, back to the parent's tool result) %s; "+
 		"the parent's last call to its exit %s. A pi that made a second model call, as a parent does, would wait at exit for V8's background tier-up "+
-		"of the HTTP parser's WebAssembly (undici's llhttp), 70-100 ms here; the extension sets `--liftoff-only` in a print or JSON pi (README \"Warm children\"), "+
+		"of the HTTP parser's WebAssembly (undici's llhttp), 70-100 ms here; the extension sets `--liftoff-only` in a print or JSON pi (docs/design.md \"Warm children\"), "+
 		"which the floor's plain runs, one model call each, do not need.\n",
 		ms(pct(p.start, 0.5)), ms(pct(p.handOff, 0.5)), ms(pct(p.answer, 0.5)), ms(pct(p.end, 0.5)))
 }

@@ -183,7 +183,7 @@ func (b *bench) load() (string, error) {
 	fmt.Fprintf(&r, "A delegation of 16 tasks at concurrency 16 against one of 1 task, %d times each, the stub child (`internal/stubpi`) answering at once: ", reps)
 	fmt.Fprintf(&r, "1 task p50 %s, 16 tasks p50 %s, ratio %.2f×.\n", ms(pct(one, 0.5)), ms(pct(sixteen, 0.5)), float64(pct(sixteen, 0.5))/float64(pct(one, 0.5)))
 
-	// The same work on a Temporal cluster on PostgreSQL (README, "A
+	// The same work on a Temporal cluster on PostgreSQL (docs/cluster.md, "A
 	// cluster on PostgreSQL"), side by side: each concurrency on one
 	// server, then on the other.
 	cluster, stopCluster, clusterErr := b.stubCluster()

@@ -259,7 +259,7 @@ func (b *bench) report(n int, runs [][]time.Duration, sessionEvents []int) strin
 	r.WriteString("Then the same two through a worker with a warm pool (`--warm-pool 4`, as `subagents dev` runs): its child was started in RPC mode before the task came, and is pointed at the task's session file.\n\n")
 	r.WriteString("Those workers run in the bench's process, beside the embedded server, and `subagents run` dials it. The last three rows are `subagents run` as a user runs it: " +
 		"beside a `subagents dev` service (`--warm-pool 0`, which starts children early, and the default pool of 4), whose socket takes the command's call " +
-		"(README \"The `subagents` command\"): the service's client starts the workflow eagerly on its own worker; the first of them dials the same service's frontend instead " +
+		"(docs/command.md): the service's client starts the workflow eagerly on its own worker; the first of them dials the same service's frontend instead " +
 		"(`SUBAGENTS_SOCKET=0`), as the command did before. The targets are theirs.\n\n")
 	r.WriteString("| run | p50 | p99 | added p50 | ratio p50 | target |\n| --- | --- | --- | --- | --- | --- |\n")
 	rows := []struct{ name, target string }{{"pi alone", ""},

@@ -1,5 +1,5 @@
 // Package errcode holds the one error type every layer of the service returns:
-// a stable code from the README's error code table, its category, and a
+// a stable code from the error code table of docs/errors.md, its category, and a
 // message meant for people.
 //
 // Codes are part of the public contract (tool results, --json envelopes, exit
@@ -14,7 +14,7 @@ import (
 // Code is a stable, machine-readable error code.
 type Code string
 
-// The codes of the contracts (README "The contracts"), then ours. Keep in step with the README.
+// The codes of the contracts (docs/pi.md "The contracts"), then ours. Keep in step with docs/errors.md.
 const (
 	InvalidInput       Code = "INVALID_INPUT"
 	SubagentsDisabled  Code = "SUBAGENTS_DISABLED"
@@ -36,7 +36,7 @@ const (
 // Category groups codes the way callers branch on them.
 type Category string
 
-// Categories, as the README lists them.
+// Categories, as docs/errors.md lists them.
 const (
 	CategoryInvalidInput Category = "invalid_input"
 	CategoryNotFound     Category = "not_found"
@@ -64,7 +64,7 @@ var categories = map[Code]Category{
 	ServiceUnavailable: CategoryUnavailable,
 }
 
-// All lists every code, in the order the README gives them.
+// All lists every code, in the order docs/errors.md gives them.
 func All() []Code {
 	return []Code{
 		InvalidInput, SubagentsDisabled, SubagentDisabled, UnknownAgent, DepthExceeded, Timeout,

@@ -1,5 +1,5 @@
 // Package pgcluster runs a Temporal cluster on PostgreSQL on this machine,
-// the way the README's "A cluster on PostgreSQL" tells an operator to: a
+// the way docs/cluster.md's "A cluster on PostgreSQL" tells an operator to: a
 // PostgreSQL server, the schema set up by Temporal's SQL tool, and each of
 // Temporal's four services as a process of its own, configured through the
 // environment variables of Temporal's server image. The cluster test and
