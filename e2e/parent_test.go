@@ -478,7 +478,7 @@ func TestParentAbortCancelsTheDelegation(t *testing.T) {
 	}
 	p.send(t, map[string]any{"type": "prompt", "message": "/subagent " + sessions[0]})
 	one := p.waitEvent(t, `"method":"notify"`, "stuck [task_id: "+sessions[0])
-	if !strings.Contains(one, "Task failed: Cancelled while running") || !strings.Contains(one, "/workflows/"+sessions[0]) {
+	if !strings.Contains(one, "Task cancelled: Cancelled while running") || !strings.Contains(one, "/workflows/"+sessions[0]) {
 		t.Fatalf("/subagent showed: %s", one)
 	}
 }
