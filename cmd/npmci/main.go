@@ -103,9 +103,8 @@ type filter struct {
 //	npm warn EBADENGINE   current: { node: 'v20.20.2', npm: '11.19.1' }
 //	npm warn EBADENGINE }
 type engineWarning struct {
-	lines             []string
-	pkg, required     string
-	current, npmPrint string
+	lines                  []string
+	pkg, required, current string
 }
 
 const enginePrefix = "npm warn EBADENGINE"
