@@ -198,7 +198,7 @@ var (
 	walkUUIDPattern     = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
 	walkTimePattern     = regexp.MustCompile(`\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?Z?`)
 	walkPortPattern     = regexp.MustCompile(`(127\.0\.0\.1|localhost):\d+`)
-	walkDurationPattern = regexp.MustCompile(`\b\d+(\.\d+)?(ms|s)\b`)
+	walkDurationPattern = regexp.MustCompile(`\b(\d+h)?(\d+m)?\d+(\.\d+)?(ms|s)\b`)
 	walkPidPattern      = regexp.MustCompile(`\bpid \d+`)
 	walkSpacePattern    = regexp.MustCompile(`[ \t]+`)
 )
