@@ -61,6 +61,8 @@ func TestFirstHourPiExtension(t *testing.T) {
 	}
 
 	prompt := e.scriptDelegation("firsthour", "answered through the installed extension")
+	// pi's start, the service's first start (a new database: seconds) and
+	// two turns of the parent: twice the harness's bound of one test's wait.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*testTimeout)
 	defer cancel()
 	pi := exec.CommandContext(ctx, filepath.Join(root, "bin", "pi"), "-p", prompt)

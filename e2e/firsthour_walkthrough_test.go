@@ -62,6 +62,9 @@ func TestFirstHourWalkthrough(t *testing.T) {
 			}
 			continue
 		}
+		// A command of the page is quick, or starts the service and pi
+		// (twice the harness's bound of one wait); make may build the
+		// Temporal server.
 		timeout := 2 * testTimeout
 		if strings.HasPrefix(text, "make ") {
 			timeout = firstHourMakeTimeout
