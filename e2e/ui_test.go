@@ -181,10 +181,9 @@ func TestUIInARealBrowser(t *testing.T) {
 	if strings.Contains(byAgent, plain.TaskID) || strings.Contains(byAgent, started.DelegationID) {
 		t.Fatalf("SubagentAgent=\"keyed\" shows other workflows:\n%.3000s", byAgent)
 	}
-	byStatus := pageText(t, ctx, ui+"?query="+url.QueryEscape(`SubagentStatus="completed"`), started.DelegationID)
-	if strings.Contains(byStatus, retrying.TaskID) {
-		t.Fatalf("SubagentStatus=\"completed\" shows a session that waits for input:\n%.3000s", byStatus)
-	}
+	// A session between turns shows how its last turn ended (the README's
+	// statuses): the UI's status filter finds it with the delegation.
+	pageText(t, ctx, ui+"?query="+url.QueryEscape(`SubagentStatus="completed"`), started.DelegationID, retrying.TaskID)
 
 	tc := e.dialAddress(fmt.Sprintf("127.0.0.1:%d", port))
 	defer tc.Close()
