@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/durable-pi/subagents/connection"
@@ -155,6 +156,11 @@ func exitError(code int, msg string) error {
 	case errcode.ExitOK:
 		return nil
 	case errcode.ExitPending:
+		// The service's message already ends with what ErrPending says.
+		msg = strings.TrimSuffix(strings.TrimSuffix(msg, errcode.ErrPending.Error()), ": ")
+		if msg == "" {
+			return errcode.ErrPending
+		}
 		return fmt.Errorf("%s: %w", msg, errcode.ErrPending)
 	case errcode.ExitBadInput:
 		return errcode.New(errcode.InvalidInput, msg)

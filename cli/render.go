@@ -81,6 +81,10 @@ func treeLines(b *strings.Builder, env client.Envelope, live bool, frame int) {
 		switch {
 		case it.Status == string(api.StateCompleted):
 			icon = "✓"
+		case it.Done && (it.Status == string(api.StateCancelled) || it.Status == string(api.StateTerminated)):
+			// Stopped on purpose, not failed: the delegate contract's mark
+			// for an aborted window.
+			icon = "⊘"
 		case it.Done:
 			icon = "✕"
 		case !live:
@@ -110,18 +114,25 @@ func treeLines(b *strings.Builder, env client.Envelope, live bool, frame int) {
 
 // statusHeader is the delegate contract's global status line.
 func statusHeader(items []client.Item) string {
-	running, done, failed := 0, 0, 0
+	running, done, failed, cancelled := 0, 0, 0, 0
 	for _, it := range items {
 		switch {
 		case !it.Done:
 			running++
 		case it.Status == string(api.StateCompleted):
 			done++
+		case it.Status == string(api.StateCancelled) || it.Status == string(api.StateTerminated):
+			cancelled++
 		default:
 			failed++
 		}
 	}
-	return fmt.Sprintf("Sub-agents: %d running, %d done, %d error", running, done, failed)
+	header := fmt.Sprintf("Sub-agents: %d running, %d done, %d error", running, done, failed)
+	if cancelled > 0 {
+		// As the extension's header says it: stopped on purpose is no error.
+		header += fmt.Sprintf(", %d cancelled", cancelled)
+	}
+	return header
 }
 
 func taskTitle(it client.Item) string {
@@ -158,11 +169,25 @@ func finalRow(it client.Item) string {
 		}
 		return text + suffix
 	case it.Error != nil && it.Status != string(api.StateCompleted):
-		return "Task failed: " + oneLine(it.Error.Message, 200) + suffix
+		return endedAs(it.Status) + oneLine(it.Error.Message, 200) + suffix
 	case it.Output != "":
 		return oneLine(it.Output, 200) + suffix
 	}
 	return it.Status + suffix
+}
+
+// endedAs heads the last row of a task that did not complete with the
+// state it ended in (README, "Statuses").
+func endedAs(status string) string {
+	switch api.State(status) {
+	case api.StateCancelled:
+		return "Task cancelled: "
+	case api.StateTerminated:
+		return "Task terminated: "
+	case api.StateTimedOut:
+		return "Task timed out: "
+	}
+	return "Task failed: "
 }
 
 func usageLine(u api.Usage) string {
@@ -207,15 +232,27 @@ func (cmd *command) printStarted(env client.Envelope) {
 	}
 }
 
+// printCancel says per task what the cancel did. A task whose cancel was
+// applied is still stopping when the answer comes (its child gets SIGTERM,
+// then the turn ends): it is shown as cancelling, not with the state it had.
 func (cmd *command) printCancel(env client.Envelope) {
 	for _, it := range env.Items {
+		applied, prior := it.CancelApplied, it.PriorStatus
+		if applied == nil && len(env.Items) == 1 {
+			applied, prior = env.CancelApplied, env.PriorStatus
+		}
 		line := fmt.Sprintf("%s: %s", it.TaskID, it.Status)
-		if it.CancelApplied != nil {
-			line += fmt.Sprintf(" (cancel applied: %v, was %s)", *it.CancelApplied, it.PriorStatus)
+		switch {
+		case applied != nil && *applied && !it.Done:
+			line = fmt.Sprintf("%s: cancelling (was %s; subagents wait %s shows its end)", it.TaskID, prior, it.TaskID)
+		case applied != nil && *applied:
+			line += fmt.Sprintf(" (cancel applied, was %s)", prior)
+		case applied != nil:
+			line += " (nothing to cancel)"
 		}
 		_, _ = fmt.Fprintln(cmd.io.Out, line)
 	}
-	if env.CancelApplied != nil && env.PriorStatus != "" {
+	if len(env.Items) != 1 && env.CancelApplied != nil && env.PriorStatus != "" {
 		_, _ = fmt.Fprintf(cmd.io.Out, "cancel applied: %v (was %s)\n", *env.CancelApplied, env.PriorStatus)
 	}
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -33,10 +34,16 @@ func TestTreeLines(t *testing.T) {
 			ToolCount: 1, ElapsedMS: 3000, TimeoutSeconds: 600},
 		{TaskID: "s-c", Name: "c", Agent: "oracle", Status: "timed_out", Done: true,
 			Error: &errcode.Info{Message: "Timed out after 600s. Consider resuming with a longer timeout."}},
+		{TaskID: "s-d", Name: "d", Agent: "scout", Status: "cancelled", Done: true,
+			Error: &errcode.Info{Message: "Cancelled while running"}},
+		{TaskID: "s-e", Name: "e", Agent: "scout", Status: "terminated", Done: true,
+			Error: &errcode.Info{Message: "The workflow was terminated through Temporal"}},
+		{TaskID: "s-f", Name: "f", Agent: "scoot", Status: "failed", Done: true,
+			Error: &errcode.Info{Message: "Unknown profile"}},
 	}}
 	var b strings.Builder
 	treeLines(&b, env, true, 0)
-	want := `Sub-agents: 1 running, 1 done, 1 error · delegation-1
+	want := `Sub-agents: 1 running, 1 done, 2 error, 2 cancelled · delegation-1
   ✓ finder · Auth flow scan
     ├── ✓ read {"path":"src"}
     ├── ✓ grep {"pattern":"auth"}
@@ -45,7 +52,13 @@ func TestTreeLines(t *testing.T) {
     ├── · bash {"command":"go test"}
     ╰── Working... (3s/600s · 1 tools)
   ✕ oracle · c
-    ╰── Task failed: Timed out after 600s. Consider resuming with a longer timeout.
+    ╰── Task timed out: Timed out after 600s. Consider resuming with a longer timeout.
+  ⊘ scout · d
+    ╰── Task cancelled: Cancelled while running
+  ⊘ scout · e
+    ╰── Task terminated: The workflow was terminated through Temporal
+  ✕ scoot · f
+    ╰── Task failed: Unknown profile
 `
 	if b.String() != want {
 		t.Fatalf("tree:\n%s\nwant:\n%s", b.String(), want)
@@ -133,5 +146,17 @@ func TestHeaderAndCombine(t *testing.T) {
 	both := combine("wait", []client.Envelope{env, {Done: true, WaitStatus: "completed", Items: []client.Item{{TaskID: "s-d", Done: true, Status: "completed"}}}})
 	if both.Done || len(both.Items) != 4 || both.Status != "running" || both.TotalCount == nil || *both.TotalCount != 4 {
 		t.Fatalf("combined %+v", both)
+	}
+}
+
+// TestExitErrorSaysPendingOnce: a service's answer that already says the
+// work is still running is not told so twice (wait --timeout through the
+// local service printed "wait timeout: still running: still running").
+func TestExitErrorSaysPendingOnce(t *testing.T) {
+	for _, msg := range []string{"wait timeout: still running", "wait timeout"} {
+		err := exitError(errcode.ExitPending, msg)
+		if !errors.Is(err, errcode.ErrPending) || err.Error() != "wait timeout: still running" {
+			t.Errorf("exitError(pending, %q) = %q", msg, err)
+		}
 	}
 }
