@@ -19,7 +19,7 @@ func endedMessage(st api.State) *errcode.Info {
 	case api.StateFailed:
 		return errcode.NewInfo(errcode.Failed, "The workflow failed before the task ended.")
 	}
-	return errcode.NewInfo(errcode.Failed, "The workflow was terminated through Temporal (temporal workflow terminate) before the task ended; its child run did not report a result.")
+	return errcode.NewInfo(errcode.Terminated, "The workflow was terminated through Temporal (temporal workflow terminate) before the task ended; its child run did not report a result.")
 }
 
 // endedByTemporal makes st, a delegation whose workflow Temporal ended as

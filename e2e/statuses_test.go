@@ -78,10 +78,11 @@ func TestStatusesMatchWhatHappened(t *testing.T) {
 		recipe string
 		code   string
 	}{
-		{"unknown profile", failed, api.StateFailed, true, `SubagentStatus="failed"`, "UNKNOWN_AGENT"},
+		// Refused before any child ran: no session to send to, so closed.
+		{"unknown profile", failed, api.StateFailed, false, `SubagentStatus="failed"`, "UNKNOWN_AGENT"},
 		{"completed", done, api.StateCompleted, true, `SubagentStatus="completed"`, ""},
 		{"temporal workflow cancel", cancelled, api.StateCancelled, false, `SubagentStatus="cancelled"`, "CANCELLED"},
-		{"temporal workflow terminate", terminated, api.StateTerminated, false, `ExecutionStatus="Terminated"`, "SUBAGENT_FAILED"},
+		{"temporal workflow terminate", terminated, api.StateTerminated, false, `ExecutionStatus="Terminated"`, "TERMINATED"},
 	}
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {

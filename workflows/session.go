@@ -310,6 +310,11 @@ func (s *session) run(ctx workflow.Context) (api.SessionResult, error) {
 				// Not sticky: done as soon as its turns are.
 				return s.finish(ctx)
 			}
+			if s.in.Version >= 4 && s.refused != nil {
+				// Its task was refused before any child ran (its profile
+				// could not be used): there is no session to send to.
+				return s.finish(ctx)
+			}
 			if s.LastTurn != nil && s.in.Version < 4 {
 				s.setState(ctx, api.StateWaitingForInput)
 			}

@@ -31,6 +31,9 @@ const (
 	Cancelled          Code = "CANCELLED"
 	PermissionDenied   Code = "PERMISSION_DENIED"
 	ServiceUnavailable Code = "SERVICE_UNAVAILABLE"
+	// Terminated: an operator terminated the task's workflow (`temporal
+	// workflow terminate`); its child run reported no result.
+	Terminated Code = "TERMINATED"
 )
 
 // Category groups codes the way callers branch on them.
@@ -62,6 +65,7 @@ var categories = map[Code]Category{
 	Cancelled:          CategoryRuntime,
 	PermissionDenied:   CategoryPermission,
 	ServiceUnavailable: CategoryUnavailable,
+	Terminated:         CategoryRuntime,
 }
 
 // All lists every code, in the order docs/errors.md gives them.
@@ -69,7 +73,7 @@ func All() []Code {
 	return []Code{
 		InvalidInput, SubagentsDisabled, SubagentDisabled, UnknownAgent, DepthExceeded, Timeout,
 		Failed, OutputTruncated, SessionNotFound, SessionRunning, FinalizeMissing,
-		LoopDetected, Cancelled, PermissionDenied, ServiceUnavailable,
+		LoopDetected, Cancelled, PermissionDenied, ServiceUnavailable, Terminated,
 	}
 }
 
