@@ -87,7 +87,8 @@ test-docker: testprogress
 
 # The extension's pure parts, with the Node 22 that npm ci put beside pi.
 test-ext: pi
-	cd extension && $(NODE_PATH_ENV) node --test test/*.test.ts
+	@echo "extension tests (a dot per passing test; failures in full at the end)"
+	cd extension && $(NODE_PATH_ENV) node --test --test-reporter=dot test/*.test.ts
 
 # The e2e package runs for minutes (real pi, a PostgreSQL cluster it builds
 # the Temporal server for): beyond go test's default 10 minute limit on a
