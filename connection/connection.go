@@ -15,7 +15,6 @@ import (
 
 	sdkclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
-	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/durable-pi/subagents/internal/errcode"
 )
@@ -130,7 +129,7 @@ func (c Settings) Dial(ctx context.Context, logger *slog.Logger) (sdkclient.Clie
 		return nil, err
 	}
 	if logger != nil {
-		opts.Logger = sdklog.NewStructuredLogger(logger)
+		opts.Logger = NewSDKLogger(logger)
 	}
 	if c.Metrics != nil {
 		opts.MetricsHandler = c.Metrics

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	sdkclient "go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/durable-pi/subagents/activities"
 	"github.com/durable-pi/subagents/api"
@@ -147,7 +146,7 @@ func (o *demoOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer srv.Stop()
-	tc, err := sdkclient.DialContext(ctx, srv.ClientOptions(sdkclient.Options{Logger: sdklog.NewStructuredLogger(logger)}))
+	tc, err := sdkclient.DialContext(ctx, srv.ClientOptions(sdkclient.Options{Logger: connection.NewSDKLogger(logger)}))
 	if err != nil {
 		return connection.Unavailable(srv.FrontendAddress(), err)
 	}

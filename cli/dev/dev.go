@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 
 	sdkclient "go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/cli"
@@ -103,7 +102,7 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
 	}
 	defer srv.Stop()
 
-	copts := srv.ClientOptions(sdkclient.Options{Logger: sdklog.NewStructuredLogger(logger.With("component", "sdk"))})
+	copts := srv.ClientOptions(sdkclient.Options{Logger: connection.NewSDKLogger(logger.With("component", "sdk"))})
 	if cfg.Metrics != nil {
 		copts.MetricsHandler = cfg.Metrics.Handler
 	}
