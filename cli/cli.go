@@ -36,7 +36,7 @@ commands:
   wait        wait until they end: wait [--timeout 30s] ID...
   send        a follow-up prompt for a session: send ID PROMPT
   cancel      stop running work; finished tasks keep their results: cancel ID...
-  list        delegations and sessions (--status --agent --parent-session --cwd)
+  list        delegations and sessions (--status --agent --parent-session --cwd --kind --open --limit)
   output      a session's final text (--full for all of it): output ID
   transcript  a session's whole conversation: transcript ID
   ack         a parent received a delegation's results: ack ID
