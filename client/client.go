@@ -92,6 +92,11 @@ type SendRequest struct {
 	// only with its own (the sessions contract scopes a session by cwd, agent and ID), so
 	// another is refused with a message saying which to use.
 	Agent string `json:"agent,omitempty"`
+	// Sticky names the session as the sessions contract does: by Cwd, Agent
+	// and TaskID, an ID nobody used yet starting that session (the
+	// `subagent` tool's sessionId; client/sticky.go).
+	Sticky bool   `json:"sticky,omitempty"`
+	Cwd    string `json:"cwd,omitempty"`
 }
 
 // ListFilter narrows `list`; empty fields match everything.
@@ -891,6 +896,16 @@ func (c *Client) Send(ctx context.Context, req SendRequest) (Envelope, error) {
 		if err := f.Validate(); err != nil {
 			return Envelope{}, errcode.Errorf(errcode.InvalidInput, "files: %s", err.Error())
 		}
+	}
+	if req.Sticky {
+		id, exists, err := c.stickySession(ctx, req)
+		if err != nil {
+			return Envelope{}, err
+		}
+		if !exists {
+			return c.startSticky(ctx, req, id)
+		}
+		req.TaskID = id
 	}
 	desc, k, err := c.describe(ctx, req.TaskID)
 	if err != nil {

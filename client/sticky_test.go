@@ -1,0 +1,32 @@
+package client
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/durable-pi/subagents/api"
+)
+
+// TestStickyWorkflowID: the same folder, agent and ID give the same
+// workflow ID; another agent or folder another one; every one is a valid
+// name (it becomes part of the session file's name).
+func TestStickyWorkflowID(t *testing.T) {
+	a := stickyWorkflowID("s1", "scout", "/repo")
+	if a != stickyWorkflowID("s1", "scout", "/repo") {
+		t.Fatal("not deterministic")
+	}
+	for _, other := range []string{stickyWorkflowID("s1", "planner", "/repo"), stickyWorkflowID("s1", "scout", "/other"), stickyWorkflowID("s2", "scout", "/repo")} {
+		if other == a {
+			t.Fatalf("%s names two sessions", a)
+		}
+	}
+	long := stickyWorkflowID(strings.Repeat("x", 128), "scout", "/repo")
+	for _, id := range []string{a, long} {
+		if !api.ValidName(id) {
+			t.Fatalf("%q is not a valid session ID", id)
+		}
+	}
+	if !strings.HasPrefix(a, "s1-") {
+		t.Fatalf("%q does not start with the caller's ID", a)
+	}
+}
