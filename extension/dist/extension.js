@@ -580,15 +580,15 @@ function modelParts(provider, model) {
 function modelLabel(it) {
   return modelParts(it.provider, it.model).label;
 }
-function itemText(it) {
-  if (succeeded(it)) return it.output || "(no text output from sub-agent)";
+function itemText(it, output = it.output) {
+  if (succeeded(it)) return output || "(no text output from sub-agent)";
   const parts = [];
   if (cancelled(it)) parts.push(`Task cancelled${it.error?.message ? ` (${it.error.message})` : ""}: it was stopped before it finished.`);
   else if (it.error) parts.push(`Error (${it.error.code}): ${it.error.message}`);
   else if (!it.done) parts.push(`Task still ${it.status} when this call returned.`);
   else parts.push(`Task ended with status ${it.status}.`);
-  if (it.output) parts.push(`Partial output:
-${it.output}`);
+  if (output) parts.push(`Partial output:
+${output}`);
   if (it.session_file) parts.push(`Session file: ${it.session_file}`);
   return parts.join("\n\n");
 }
@@ -602,8 +602,74 @@ function listLine(r) {
   ${r.ui_url}` : ""}`;
 }
 function runId(env) {
-  const id = env.delegation_id?.replace(/^delegation-/, "");
-  return id ? id.slice(0, 8) : void 0;
+  const it = items(env)[0];
+  const key = env.delegation_id ?? (it && `${it.task_id}#${it.turn ?? 0}`);
+  if (!key) return void 0;
+  return (/[0-9a-f]{8}$/i.exec(key)?.[0] ?? fnv1a(key)).toLowerCase();
+}
+function fnv1a(s) {
+  let h = 2166136261;
+  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 16777619);
+  return (h >>> 0).toString(16).padStart(8, "0");
+}
+var SINGLE_RESULT_CODES = /* @__PURE__ */ new Set([
+  "INVALID_INPUT",
+  "SUBAGENTS_DISABLED",
+  "UNKNOWN_AGENT",
+  "SUBAGENT_DISABLED",
+  "SUBAGENT_DEPTH_EXCEEDED",
+  "SUBAGENT_TIMEOUT",
+  "SUBAGENT_FAILED",
+  "SUBAGENT_OUTPUT_TRUNCATED"
+]);
+function subagentErrorCode(code) {
+  if (SINGLE_RESULT_CODES.has(code)) return code;
+  switch (code) {
+    case "SESSION_NOT_FOUND":
+    case "SESSION_RUNNING":
+      return "INVALID_INPUT";
+    case "PERMISSION_DENIED":
+      return "SUBAGENT_DISABLED";
+    default:
+      return "SUBAGENT_FAILED";
+  }
+}
+function subagentError(code, message) {
+  return { code: subagentErrorCode(code), message, unified_code: code };
+}
+function sizeText(bytes) {
+  if (bytes < 1024) return `${bytes}B`;
+  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)}KB`;
+  return `${(bytes / (1024 * 1024)).toFixed(1)}MB`;
+}
+function cutAtBoundary(text2, max, cut = false) {
+  const chars = Array.from(text2);
+  if (chars.length <= max && !cut) return text2;
+  const kept = chars.slice(0, max).join("");
+  const half = Math.floor(kept.length / 2);
+  const line = kept.lastIndexOf("\n");
+  const space = Math.max(kept.lastIndexOf(" "), kept.lastIndexOf("	"));
+  const end = line >= half ? line : space >= half ? space : kept.length;
+  return kept.slice(0, end).trimEnd();
+}
+function truncatedOutput(it, full) {
+  if (!it.output_truncated) return it.output;
+  const source = full ?? it.output;
+  const max = it.output_returned_chars || Array.from(it.output).length;
+  const shown = cutAtBoundary(source, max, full === void 0);
+  if (full !== void 0 && shown === full) return full;
+  const marker = full !== void 0 ? `[TRUNCATED: showing first ${shown.split("\n").length} of ${full.split("\n").length} lines, ${sizeText(Buffer.byteLength(shown))} of ${sizeText(Buffer.byteLength(full))}]` : `[TRUNCATED: showing first ${Array.from(shown).length} of ${it.output_total_chars} characters]`;
+  return `${shown}
+${marker}`;
+}
+function childRan(it) {
+  return (it.attempts ?? 0) > 0 || !!it.session_file || !it.done;
+}
+function finalizedOf(it, full) {
+  const f = it.finalize;
+  if (!f) return void 0;
+  if (f.status === "ERROR") return { status: f.status, error: f.error ?? "", ...f.result ? { result: f.result } : {} };
+  return { status: f.status, result: it.output_truncated && full || f.result || "" };
 }
 function displayItems(it) {
   const out = [];
@@ -620,16 +686,18 @@ function displayItems(it) {
   if (it.output) out.push({ type: "text", text: it.output });
   return out;
 }
-function subagentResult(env, agent, task) {
+function subagentResult(env, agent, task, full) {
   const it = items(env)[0];
   if (!it) {
     const message = env.error ? agentErrorMessage(env.error.message) : "The delegation ended without a task.";
-    const error2 = { code: env.error?.code ?? "SUBAGENT_FAILED", message };
+    const error2 = subagentError(env.error?.code ?? "SUBAGENT_FAILED", message);
     return { text: message, details: { mode: "single", results: [], error: error2 } };
   }
   const ok = succeeded(it);
   const unknown = it.error?.code === "UNKNOWN_AGENT";
-  const error = it.error ? { code: it.error.code, message: unknown ? agentErrorMessage(it.error.message) : it.error.message } : void 0;
+  const error = it.error ? subagentError(it.error.code, unknown ? agentErrorMessage(it.error.message) : it.error.message) : void 0;
+  const ran = childRan(it) && !unknown;
+  const output = full ?? it.output;
   const result = {
     agent,
     task,
@@ -637,9 +705,11 @@ function subagentResult(env, agent, task) {
     // itself exited 0 (a provider error).
     exitCode: ok ? it.exit_code : it.exit_code || 1,
     usage: { ...ZERO_USAGE, ...it.usage },
-    error: error?.message,
+    // Set on a failed execution only (a cut output is no failure: details.error says so).
+    error: ok ? void 0 : error?.message,
     sessionFile: it.session_file,
-    output: it.output,
+    // The whole sanitized output: the contract cuts only content[0].text.
+    output,
     displayItems: displayItems(it),
     model: modelLabel(it)
   };
@@ -647,16 +717,16 @@ function subagentResult(env, agent, task) {
     mode: "single",
     // The task's own state (the status vocabulary): completed, failed, cancelled, timed_out, ...
     status: it.status,
-    runId: runId(env),
-    results: unknown ? [] : [result],
+    runId: ran ? runId(env) : void 0,
+    results: ran ? [result] : [],
     error,
     sessionId: it.task_id,
     delegationIds: heldDelegations(env),
-    finalized: it.finalize ? { status: it.finalize.status, result: it.finalize.result ?? it.finalize.error ?? "" } : void 0,
+    finalized: finalizedOf(it, full),
     uiUrl: it.ui_url
   };
   if (unknown && error) return { text: error.message, details };
-  const body = ok ? it.output || "(no text output from sub-agent)" : itemText(it);
+  const body = itemText(it, truncatedOutput(it, full));
   const text2 = `**Status:** ${ok ? "SUCCESS" : cancelled(it) ? "CANCELLED" : "ERROR"}
 **Session ID:** \`${it.task_id}\`
 
@@ -666,11 +736,19 @@ ${body}`;
   return { text: text2, details };
 }
 function summaryLine(it) {
-  if (!it.done) return `\u2026 ${it.name ?? it.task_id}: ${it.status} (session: ${it.task_id})`;
-  if (it.status === "completed" && it.finalize?.status !== "ERROR") return `\u2713 ${it.name ?? it.task_id}: completed (session: ${it.task_id})`;
+  const name = it.name ?? it.task_id;
+  const session = `(session: ${it.task_id})${profileInfo(it)}`;
+  if (!it.done) return `\u2026 ${name}: ${it.status} ${session}`;
+  if (it.status === "completed" && it.finalize?.status !== "ERROR") return `\u2713 ${name}: completed ${session}`;
   const msg = it.error?.message ?? it.finalize?.error ?? it.status;
-  if (cancelled(it)) return `\u2298 ${it.name ?? it.task_id}: cancelled \u2014 ${msg} (session: ${it.task_id})`;
-  return `\u2717 ${it.name ?? it.task_id}: error \u2014 ${msg} (session: ${it.task_id})`;
+  if (cancelled(it)) return `\u2298 ${name}: cancelled \u2014 ${msg} ${session}`;
+  return `\u2717 ${name}: error \u2014 ${msg} ${session}`;
+}
+function profileInfo(it) {
+  if (!it.agent || it.agent === "default") return "";
+  const label = modelLabel(it);
+  const model = label ? `, model: ${label}${it.thinking ? `:${it.thinking}` : ""}` : "";
+  return ` (profile: ${it.agent}${model})`;
 }
 function statusHeader(list) {
   return statusLine(list.map(windowStatus));
@@ -1790,6 +1868,16 @@ function activate(pi, host) {
     }
   }
   const progressOf = (env) => ({ text: progressText(env, 3), details: { streaming: true, envelope: env } });
+  async function fullOutput(env) {
+    const it = items(env)[0];
+    if (!it?.output_truncated || !it.done) return void 0;
+    try {
+      const out = await cli().call("output", ["--full", "--from", "0"], [it.task_id]);
+      return out.text && out.text !== it.output ? out.text : void 0;
+    } catch {
+      return void 0;
+    }
+  }
   if (settings.tools.subagent) {
     pi.registerTool({
       name: "subagent",
@@ -1805,11 +1893,11 @@ function activate(pi, host) {
             tool: "subagent"
           });
           const env = await follow(started, { signal, onUpdate, progress: progressOf });
-          const r = subagentResult(env, params.agent, params.task);
+          const r = subagentResult(env, params.agent, params.task, await fullOutput(env));
           return failedResult(env) || items(env).length === 0 ? failed(callId, text(r.text, r.details)) : text(r.text, r.details);
         } catch (e) {
           const err = codeOf(e);
-          return failed(callId, text(err.message, { mode: "single", results: [], error: { code: err.code, message: err.message } }));
+          return failed(callId, text(err.message, { mode: "single", results: [], error: subagentError(err.code, err.message) }));
         }
       }
     });

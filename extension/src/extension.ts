@@ -32,6 +32,7 @@ import {
 	type Style,
 	strayHint,
 	adoptedLine,
+	subagentError,
 	subagentResult,
 	succeeded,
 	taskDetails,
@@ -322,6 +323,25 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 
 	const progressOf = (env: Envelope) => ({ text: progressText(env, 3), details: { streaming: true, envelope: env } });
 
+	/**
+	 * The whole output of env's task when the service cut the envelope's
+	 * (the SingleResult contract cuts only the text): read with `output --full`
+	 * from its start, as much as one read of the service holds (1 MiB).
+	 * Undefined when nothing was cut, or the read failed (the cut output
+	 * serves then).
+	 */
+	async function fullOutput(env: Envelope): Promise<string | undefined> {
+		const it = items(env)[0];
+		if (!it?.output_truncated || !it.done) return undefined;
+		try {
+			const out = await cli().call("output", ["--full", "--from", "0"], [it.task_id]);
+			// A turn whose full output is gone (its artifact file) answers with the cut one.
+			return out.text && out.text !== it.output ? out.text : undefined;
+		} catch {
+			return undefined;
+		}
+	}
+
 	// --- subagent (the sessions and SingleResult contracts) ---
 	if (settings.tools.subagent) {
 		pi.registerTool({
@@ -343,12 +363,12 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 								tool: "subagent",
 							});
 					const env = await follow(started, { signal, onUpdate, progress: progressOf });
-					const r = subagentResult(env, params.agent, params.task);
+					const r = subagentResult(env, params.agent, params.task, await fullOutput(env));
 					return failedResult(env) || items(env).length === 0 ? failed(callId, text(r.text, r.details)) : text(r.text, r.details);
 				} catch (e) {
 					// The SingleResult contract: failures come back as a result with details.error.
 					const err = codeOf(e);
-					return failed(callId, text(err.message, { mode: "single", results: [], error: { code: err.code, message: err.message } }));
+					return failed(callId, text(err.message, { mode: "single", results: [], error: subagentError(err.code, err.message) }));
 				}
 			},
 		});

@@ -184,15 +184,18 @@ export function modelLabel(it: Pick<Item, "provider" | "model">): string | undef
 	return modelParts(it.provider, it.model).label;
 }
 
-/** The text a task returns: its answer, or what went wrong and what it had. */
-export function itemText(it: Item): string {
-	if (succeeded(it)) return it.output || "(no text output from sub-agent)";
+/**
+ * The text a task returns: its answer, or what went wrong and what it had.
+ * output is what to show of its output (the SingleResult contract's cut text).
+ */
+export function itemText(it: Item, output = it.output): string {
+	if (succeeded(it)) return output || "(no text output from sub-agent)";
 	const parts: string[] = [];
 	if (cancelled(it)) parts.push(`Task cancelled${it.error?.message ? ` (${it.error.message})` : ""}: it was stopped before it finished.`);
 	else if (it.error) parts.push(`Error (${it.error.code}): ${it.error.message}`);
 	else if (!it.done) parts.push(`Task still ${it.status} when this call returned.`);
 	else parts.push(`Task ended with status ${it.status}.`);
-	if (it.output) parts.push(`Partial output:\n${it.output}`);
+	if (output) parts.push(`Partial output:\n${output}`);
 	if (it.session_file) parts.push(`Session file: ${it.session_file}`);
 	return parts.join("\n\n");
 }
@@ -215,10 +218,121 @@ export function listLine(r: ListItem): string {
 	return `${kind} ${r.id} · ${r.status ?? r.execution_status}${r.name ? ` · ${r.name}` : ""}${r.ui_url ? `\n  ${r.ui_url}` : ""}`;
 }
 
-/** details.runId: the SingleResult contract's 8-character id prefix, of the delegation. */
+/**
+ * details.runId: the SingleResult contract's 8-character ID of one execution.
+ * A delegation's ID is a UUIDv7, whose leading digits are its start time
+ * (shared by every run of the same minute) and whose last ones are random:
+ * its last 8 hex digits name that run, and find it among `subagents list`'s
+ * delegations. A turn with no delegation of its own (queued behind a running
+ * turn) is named by its session and turn, hashed to the same form.
+ */
 export function runId(env: Envelope): string | undefined {
-	const id = env.delegation_id?.replace(/^delegation-/, "");
-	return id ? id.slice(0, 8) : undefined;
+	const it = items(env)[0];
+	const key = env.delegation_id ?? (it && `${it.task_id}#${it.turn ?? 0}`);
+	if (!key) return undefined;
+	return (/[0-9a-f]{8}$/i.exec(key)?.[0] ?? fnv1a(key)).toLowerCase();
+}
+
+/** FNV-1a's 32 bits of s, as 8 hex digits: a name of s, not a secret (no crypto module is loaded for it). */
+function fnv1a(s: string): string {
+	let h = 0x811c9dc5;
+	for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
+	return (h >>> 0).toString(16).padStart(8, "0");
+}
+
+/** The SingleResult contract's error codes: the only ones its details.error.code holds. */
+const SINGLE_RESULT_CODES = new Set([
+	"INVALID_INPUT",
+	"SUBAGENTS_DISABLED",
+	"UNKNOWN_AGENT",
+	"SUBAGENT_DISABLED",
+	"SUBAGENT_DEPTH_EXCEEDED",
+	"SUBAGENT_TIMEOUT",
+	"SUBAGENT_FAILED",
+	"SUBAGENT_OUTPUT_TRUNCATED",
+]);
+
+/**
+ * The SingleResult contract's code closest to one of ours (docs/errors.md):
+ * a session the request names that is missing or busy is bad input, a
+ * profile the permission policy denies is that agent disabled, and every
+ * other way a run ends without its answer (no finalize, a loop, a cancel,
+ * a terminate, the service out of reach) is the contract's SUBAGENT_FAILED.
+ */
+export function subagentErrorCode(code: string): string {
+	if (SINGLE_RESULT_CODES.has(code)) return code;
+	switch (code) {
+		case "SESSION_NOT_FOUND":
+		case "SESSION_RUNNING":
+			return "INVALID_INPUT";
+		case "PERMISSION_DENIED":
+			return "SUBAGENT_DISABLED";
+		default:
+			return "SUBAGENT_FAILED";
+	}
+}
+
+/** The subagent tool's details.error: the contract's code, ours beside it (as the task tool's unified_code). */
+export function subagentError(code: string, message: string): { code: string; message: string; unified_code: string } {
+	return { code: subagentErrorCode(code), message, unified_code: code };
+}
+
+/** A size as the SingleResult contract's truncation marker gives it. */
+function sizeText(bytes: number): string {
+	if (bytes < 1024) return `${bytes}B`;
+	if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)}KB`;
+	return `${(bytes / (1024 * 1024)).toFixed(1)}MB`;
+}
+
+/**
+ * The first max characters (code points, as the service counts them) of
+ * text, ending where a line or word ends: the last line break in the kept
+ * half, else the last space there, else (one token longer than half the
+ * cap) at max itself. A text that is already a cut (cut) ends mid-word, so
+ * it is cut back too.
+ */
+export function cutAtBoundary(text: string, max: number, cut = false): string {
+	const chars = Array.from(text);
+	if (chars.length <= max && !cut) return text;
+	const kept = chars.slice(0, max).join("");
+	const half = Math.floor(kept.length / 2);
+	const line = kept.lastIndexOf("\n");
+	const space = Math.max(kept.lastIndexOf(" "), kept.lastIndexOf("\t"));
+	const end = line >= half ? line : space >= half ? space : kept.length;
+	return kept.slice(0, end).trimEnd();
+}
+
+/**
+ * content[0].text's output when the service cut it (the SingleResult contract cuts
+ * only the text): the output cut to the service's cap where a line or word
+ * ends, then the contract's truncation marker. full is the whole output the
+ * service has; without it the counts are of characters.
+ */
+export function truncatedOutput(it: Item, full?: string): string {
+	if (!it.output_truncated) return it.output;
+	const source = full ?? it.output;
+	const max = it.output_returned_chars || Array.from(it.output).length;
+	const shown = cutAtBoundary(source, max, full === undefined);
+	if (full !== undefined && shown === full) return full;
+	const marker =
+		full !== undefined
+			? `[TRUNCATED: showing first ${shown.split("\n").length} of ${full.split("\n").length} lines, ${sizeText(Buffer.byteLength(shown))} of ${sizeText(Buffer.byteLength(full))}]`
+			: `[TRUNCATED: showing first ${Array.from(shown).length} of ${it.output_total_chars} characters]`;
+	return `${shown}\n${marker}`;
+}
+
+/** Whether a task's child ever ran: a refused task (unknown or denied profile, cancelled first) has none. */
+export function childRan(it: Item): boolean {
+	return (it.attempts ?? 0) > 0 || !!it.session_file || !it.done;
+}
+
+/** The sessions contract's finalized metadata: the child's status, its result, and an ERROR's error. */
+export function finalizedOf(it: Item, full?: string) {
+	const f = it.finalize;
+	if (!f) return undefined;
+	if (f.status === "ERROR") return { status: f.status, error: f.error ?? "", ...(f.result ? { result: f.result } : {}) };
+	// A SUCCESS's output is its result: whole, when the service cut it.
+	return { status: f.status, result: (it.output_truncated && full) || f.result || "" };
 }
 
 /** displayItems of the SingleResult contract: the tool calls, then the answer. */
@@ -238,17 +352,24 @@ export function displayItems(it: Item): Array<{ type: "text"; text: string } | {
 	return out;
 }
 
-/** The `subagent` tool's result (the sessions and SingleResult contracts). */
-export function subagentResult(env: Envelope, agent: string, task: string) {
+/**
+ * The `subagent` tool's result (the sessions and SingleResult contracts).
+ * full is the whole output the service has, read when it cut the envelope's.
+ */
+export function subagentResult(env: Envelope, agent: string, task: string, full?: string) {
 	const it = items(env)[0];
 	if (!it) {
 		const message = env.error ? agentErrorMessage(env.error.message) : "The delegation ended without a task.";
-		const error = { code: env.error?.code ?? "SUBAGENT_FAILED", message };
+		const error = subagentError(env.error?.code ?? "SUBAGENT_FAILED", message);
 		return { text: message, details: { mode: "single" as const, results: [], error } };
 	}
 	const ok = succeeded(it);
 	const unknown = it.error?.code === "UNKNOWN_AGENT";
-	const error = it.error ? { code: it.error.code, message: unknown ? agentErrorMessage(it.error.message) : it.error.message } : undefined;
+	const error = it.error ? subagentError(it.error.code, unknown ? agentErrorMessage(it.error.message) : it.error.message) : undefined;
+	// The SingleResult contract: a task that never ran (an unknown agent, any other refusal) has no
+	// result and no run ID.
+	const ran = childRan(it) && !unknown;
+	const output = full ?? it.output;
 	const result = {
 		agent,
 		task,
@@ -256,9 +377,11 @@ export function subagentResult(env: Envelope, agent: string, task: string) {
 		// itself exited 0 (a provider error).
 		exitCode: ok ? it.exit_code : it.exit_code || 1,
 		usage: { ...ZERO_USAGE, ...it.usage },
-		error: error?.message,
+		// Set on a failed execution only (a cut output is no failure: details.error says so).
+		error: ok ? undefined : error?.message,
 		sessionFile: it.session_file,
-		output: it.output,
+		// The whole sanitized output: the contract cuts only content[0].text.
+		output,
 		displayItems: displayItems(it),
 		model: modelLabel(it),
 	};
@@ -266,27 +389,41 @@ export function subagentResult(env: Envelope, agent: string, task: string) {
 		mode: "single" as const,
 		// The task's own state (the status vocabulary): completed, failed, cancelled, timed_out, ...
 		status: it.status,
-		runId: runId(env),
-		results: unknown ? [] : [result],
+		runId: ran ? runId(env) : undefined,
+		results: ran ? [result] : [],
 		error,
 		sessionId: it.task_id,
 		delegationIds: heldDelegations(env),
-		finalized: it.finalize ? { status: it.finalize.status, result: it.finalize.result ?? it.finalize.error ?? "" } : undefined,
+		finalized: finalizedOf(it, full),
 		uiUrl: it.ui_url,
 	};
 	if (unknown && error) return { text: error.message, details };
-	const body = ok ? it.output || "(no text output from sub-agent)" : itemText(it);
+	const body = itemText(it, truncatedOutput(it, full));
 	const text = `**Status:** ${ok ? "SUCCESS" : cancelled(it) ? "CANCELLED" : "ERROR"}\n**Session ID:** \`${it.task_id}\`\n\n---\n\n${body}`;
 	return { text, details };
 }
 
-/** The delegate contract's summary line of one task. */
+/**
+ * The delegate contract's summary line of one task: its status, name, error
+ * and session, then the profile it ran with (named, not pi's default) and
+ * the model the child ran.
+ */
 export function summaryLine(it: Item): string {
-	if (!it.done) return `… ${it.name ?? it.task_id}: ${it.status} (session: ${it.task_id})`;
-	if (it.status === "completed" && it.finalize?.status !== "ERROR") return `✓ ${it.name ?? it.task_id}: completed (session: ${it.task_id})`;
+	const name = it.name ?? it.task_id;
+	const session = `(session: ${it.task_id})${profileInfo(it)}`;
+	if (!it.done) return `… ${name}: ${it.status} ${session}`;
+	if (it.status === "completed" && it.finalize?.status !== "ERROR") return `✓ ${name}: completed ${session}`;
 	const msg = it.error?.message ?? it.finalize?.error ?? it.status;
-	if (cancelled(it)) return `⊘ ${it.name ?? it.task_id}: cancelled — ${msg} (session: ${it.task_id})`;
-	return `✗ ${it.name ?? it.task_id}: error — ${msg} (session: ${it.task_id})`;
+	if (cancelled(it)) return `⊘ ${name}: cancelled — ${msg} ${session}`;
+	return `✗ ${name}: error — ${msg} ${session}`;
+}
+
+/** A summary line's profile info: " (profile: P, model: provider/id:thinking)", nothing for pi's default profile. */
+function profileInfo(it: Item): string {
+	if (!it.agent || it.agent === "default") return "";
+	const label = modelLabel(it);
+	const model = label ? `, model: ${label}${it.thinking ? `:${it.thinking}` : ""}` : "";
+	return ` (profile: ${it.agent}${model})`;
 }
 
 /** The delegate contract's global status header. */

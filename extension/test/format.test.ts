@@ -3,6 +3,8 @@ import { test } from "node:test";
 import { deliveredIds, RESULT_MESSAGE_TYPE } from "../src/delivery.ts";
 import {
 	agentErrorMessage,
+	childRan,
+	cutAtBoundary,
 	listLine,
 	adoptedLine,
 	delegateResult,
@@ -19,11 +21,13 @@ import {
 	resultText,
 	runId,
 	strayHint,
+	subagentErrorCode,
 	subagentResult,
 	summaryLine,
 	taskDetails,
 	taskTree,
 	taskErrorCode,
+	truncatedOutput,
 	ZERO_USAGE,
 } from "../src/format.ts";
 
@@ -42,6 +46,7 @@ function item(over: Partial<Item>): Item {
 		output_returned_chars: 8,
 		usage: { ...ZERO_USAGE, input: 100, output: 20, cost: 0.0001, turns: 1 },
 		exit_code: 0,
+		attempts: 1,
 		provider: "scripted",
 		model: "scripted-1",
 		tool_count: 1,
@@ -52,7 +57,7 @@ function item(over: Partial<Item>): Item {
 }
 
 function envelope(items: Item[], over: Partial<Envelope> = {}): Envelope {
-	return { contract_version: "subagents.v1", op: "wait", backend: "temporal", delegation_id: "delegation-1a2b3c4d-ffff", done: true, items, ...over };
+	return { contract_version: "subagents.v1", op: "wait", backend: "temporal", delegation_id: "delegation-019ac0de-5f00-7abc-8def-0c1d1a2b3c4d", done: true, items, ...over };
 }
 
 test("subagent result: the sessions contract header and the SingleResult contract details", () => {
@@ -66,7 +71,7 @@ test("subagent result: the sessions contract header and the SingleResult contrac
 		{ type: "text", text: "found it" },
 	]);
 	assert.deepEqual(r.details.finalized, { status: "SUCCESS", result: "found it" });
-	assert.deepEqual(r.details.delegationIds, ["delegation-1a2b3c4d-ffff"]);
+	assert.deepEqual(r.details.delegationIds, ["delegation-019ac0de-5f00-7abc-8def-0c1d1a2b3c4d"]);
 });
 
 test("subagent result: failures keep the header, an unknown agent is the SingleResult contract's text", () => {
@@ -93,8 +98,8 @@ test("subagent result: failures keep the header, an unknown agent is the SingleR
 
 test("delegate summary lines (the delegate contract)", () => {
 	const env = envelope([
-		item({ name: "build-assets", task_id: "a3f7" }),
-		item({ name: "run-tests", task_id: "f4e1", status: "timed_out", error: { code: "SUBAGENT_TIMEOUT", message: "Timed out after 300s. Consider resuming with a longer timeout." } }),
+		item({ name: "build-assets", task_id: "a3f7", agent: "default" }),
+		item({ name: "run-tests", task_id: "f4e1", agent: "default", status: "timed_out", error: { code: "SUBAGENT_TIMEOUT", message: "Timed out after 300s. Consider resuming with a longer timeout." } }),
 	]);
 	const r = delegateResult(env);
 	assert.equal(
@@ -103,7 +108,7 @@ test("delegate summary lines (the delegate contract)", () => {
 	);
 	assert.deepEqual(r.details.sessionIds, ["a3f7", "f4e1"]);
 	assert.equal(r.details.status, "done");
-	assert.equal(summaryLine(item({ done: false, status: "running" })), "… scan: running (session: 5b1c0f4e-0000-4000-8000-000000000001)");
+	assert.equal(summaryLine(item({ done: false, status: "running", agent: "default" })), "… scan: running (session: 5b1c0f4e-0000-4000-8000-000000000001)");
 });
 
 test("progress text: status header and condensed windows", () => {
@@ -303,8 +308,8 @@ test("a cancelled task reads as cancelled everywhere, never as an error of a run
 	assert.match(r.text, /Task cancelled \(Cancelled while running\)/);
 	assert.doesNotMatch(r.text, /status running|ERROR/);
 	assert.equal(r.details.status, "cancelled");
-	assert.equal(r.details.error?.code, "CANCELLED");
-	assert.equal(summaryLine(cancelledItem), "⊘ scan: cancelled — Cancelled while running (session: 5b1c0f4e-0000-4000-8000-000000000001)");
+	assert.deepEqual(r.details.error, { code: "SUBAGENT_FAILED", message: "Cancelled while running", unified_code: "CANCELLED" });
+	assert.equal(summaryLine(cancelledItem), "⊘ scan: cancelled — Cancelled while running (session: 5b1c0f4e-0000-4000-8000-000000000001) (profile: scout, model: scripted/scripted-1)");
 	assert.equal(progressText(env).split("\n")[0], "Sub-agents: 0 running, 0 done, 0 error, 1 cancelled");
 	assert.equal(delegateResult(env).details.windows[0].status, "cancelled");
 	assert.match(taskTree(cancelledItem), /^⊘ Scout · scan .*\n  ╰── Task cancelled: Cancelled while running$/);
@@ -361,7 +366,96 @@ test("a tool result holds a delegation as received only once its work is done", 
 	assert.deepEqual(delegateResult(running).details.delegationIds, []);
 	assert.deepEqual(subagentResult(running, "scout", "x").details.delegationIds, []);
 	const done = envelope([item({})]);
-	assert.deepEqual(taskDetails("start", done, "task").delegationIds, ["delegation-1a2b3c4d-ffff"]);
-	assert.deepEqual(delegateResult(done).details.delegationIds, ["delegation-1a2b3c4d-ffff"]);
-	assert.deepEqual(subagentResult(done, "scout", "x").details.delegationIds, ["delegation-1a2b3c4d-ffff"]);
+	assert.deepEqual(taskDetails("start", done, "task").delegationIds, ["delegation-019ac0de-5f00-7abc-8def-0c1d1a2b3c4d"]);
+	assert.deepEqual(delegateResult(done).details.delegationIds, ["delegation-019ac0de-5f00-7abc-8def-0c1d1a2b3c4d"]);
+	assert.deepEqual(subagentResult(done, "scout", "x").details.delegationIds, ["delegation-019ac0de-5f00-7abc-8def-0c1d1a2b3c4d"]);
+});
+
+test("runId names one execution: runs of the same minute differ, as the SingleResult contract's 8-character ID", () => {
+	// Three delegations started within the same millisecond: a UUIDv7 begins with its time.
+	const ids = ["019ac0de-5f00-7abc-8def-0c1d1a2b3c4d", "019ac0de-5f00-7abd-9123-45670f0e0d0c", "019ac0de-5f00-7abe-a9b8-c7d6e5f4a3b2"];
+	const runs = ids.map((id) => runId(envelope([item({})], { delegation_id: `delegation-${id}` })));
+	assert.deepEqual(runs, ["1a2b3c4d", "0f0e0d0c", "e5f4a3b2"]);
+	// A turn queued behind a running one has no delegation: its session and turn name it.
+	const queued = (turn: number) => runId(envelope([item({ turn })], { delegation_id: undefined, task_id: "5b1c" }));
+	assert.match(queued(2) ?? "", /^[0-9a-f]{8}$/);
+	assert.notEqual(queued(2), queued(3));
+	assert.equal(queued(2), queued(2));
+	assert.equal(runId(envelope([], { delegation_id: undefined })), undefined);
+	assert.equal(subagentResult(envelope([item({})], { delegation_id: `delegation-${ids[1]}` }), "scout", "x").details.runId, "0f0e0d0c");
+});
+
+test("the subagent tool's details.error.code is always one of the SingleResult contract's codes, ours beside it", () => {
+	const contract = ["INVALID_INPUT", "SUBAGENTS_DISABLED", "UNKNOWN_AGENT", "SUBAGENT_DISABLED", "SUBAGENT_DEPTH_EXCEEDED", "SUBAGENT_TIMEOUT", "SUBAGENT_FAILED", "SUBAGENT_OUTPUT_TRUNCATED"];
+	for (const c of contract) assert.equal(subagentErrorCode(c), c, `${c} is the contract's own`);
+	const ours: Array<[string, string]> = [
+		["SESSION_NOT_FOUND", "INVALID_INPUT"],
+		["SESSION_RUNNING", "INVALID_INPUT"],
+		["FINALIZE_MISSING", "SUBAGENT_FAILED"],
+		["LOOP_DETECTED", "SUBAGENT_FAILED"],
+		["CANCELLED", "SUBAGENT_FAILED"],
+		["PERMISSION_DENIED", "SUBAGENT_DISABLED"],
+		["SERVICE_UNAVAILABLE", "SUBAGENT_FAILED"],
+		["TERMINATED", "SUBAGENT_FAILED"],
+		["A_CODE_FROM_A_NEWER_SERVICE", "SUBAGENT_FAILED"],
+	];
+	for (const [code, want] of ours) assert.equal(subagentErrorCode(code), want, code);
+	const missing = item({ status: "failed", output: "half", error: { code: "FINALIZE_MISSING", message: "no finalize", category: "runtime" } });
+	const r = subagentResult(envelope([missing]), "scout", "x");
+	assert.deepEqual(r.details.error, { code: "SUBAGENT_FAILED", message: "no finalize", unified_code: "FINALIZE_MISSING" });
+	assert.match(r.text, /Error \(FINALIZE_MISSING\): no finalize/, "the text keeps our code for the model");
+	const refused = subagentResult(envelope([], { error: { code: "SESSION_NOT_FOUND", message: "no session x" } }), "scout", "x");
+	assert.deepEqual(refused.details.error, { code: "INVALID_INPUT", message: "no session x", unified_code: "SESSION_NOT_FOUND" });
+});
+
+test("a cut output: the text is cut where a word ends, with the contract's marker; results[0].output is whole", () => {
+	const full = `${"alpha beta gamma\n".repeat(5)}delta epsilonzeta`;
+	// The service kept 40 characters: "...\nalpha beta gamma\nalpha be" (mid-word).
+	const cut = Array.from(full).slice(0, 40).join("");
+	const it = item({ output: cut, output_truncated: true, output_total_chars: full.length, output_returned_chars: 40, finalize: { status: "SUCCESS", result: cut }, error: { code: "SUBAGENT_OUTPUT_TRUNCATED", message: "Output truncated to 40 of 102 characters" } });
+	const r = subagentResult(envelope([it]), "scout", "x", full);
+	assert.equal(r.details.results[0].output, full, "the whole sanitized output");
+	assert.equal(r.details.finalized?.result, full);
+	const body = r.text.split("---\n\n")[1];
+	assert.equal(body, "alpha beta gamma\nalpha beta gamma\n[TRUNCATED: showing first 2 of 6 lines, 33B of 102B]");
+	assert.equal(r.details.error?.code, "SUBAGENT_OUTPUT_TRUNCATED", "the contract's truncation indicator");
+	assert.equal(r.details.results[0].error, undefined, "a cut output is no failed execution");
+	assert.equal(r.details.results[0].exitCode, 0);
+	// Without the full output (its file gone): the cut one, at a word's end, counted in characters.
+	assert.equal(truncatedOutput(it), "alpha beta gamma\nalpha beta gamma\n[TRUNCATED: showing first 33 of 102 characters]");
+	assert.equal(truncatedOutput(item({ output: "short" })), "short", "an output the service did not cut is shown whole");
+	// A line break in the kept half wins; else a space; one long token is cut at the cap.
+	assert.equal(cutAtBoundary("one two three four", 12), "one two");
+	assert.equal(cutAtBoundary("x".repeat(30), 10), "x".repeat(10));
+	assert.equal(cutAtBoundary("héllo wörld ünïcode", 13), "héllo wörld", "code points, as the service counts them");
+	assert.equal(cutAtBoundary("fits", 10), "fits");
+});
+
+test("an ERROR finalize keeps its error in finalized; a task that never ran has no SingleResult", () => {
+	const failed = item({ status: "failed", output: "could not\n\npartial", finalize: { status: "ERROR", error: "could not", result: "partial" }, error: { code: "SUBAGENT_FAILED", message: "could not" } });
+	assert.deepEqual(subagentResult(envelope([failed]), "scout", "x").details.finalized, { status: "ERROR", error: "could not", result: "partial" });
+	const bare = item({ status: "failed", finalize: { status: "ERROR", error: "no access" }, error: { code: "SUBAGENT_FAILED", message: "no access" } });
+	assert.deepEqual(subagentResult(envelope([bare]), "scout", "x").details.finalized, { status: "ERROR", error: "no access" });
+	assert.deepEqual(subagentResult(envelope([item({ finalize: { status: "SUCCESS", result: "found it" } })]), "scout", "x").details.finalized, { status: "SUCCESS", result: "found it" });
+
+	// A profile the policy denies: refused before any child ran.
+	const denied = item({ status: "failed", output: "", attempts: undefined, session_file: undefined, usage: { ...ZERO_USAGE }, error: { code: "PERMISSION_DENIED", message: "Permission denied: subagent \"scout\"", category: "permission" } });
+	assert.equal(childRan(denied), false);
+	const r = subagentResult(envelope([denied]), "scout", "x");
+	assert.deepEqual(r.details.results, [], "no execution, so no exitCode");
+	assert.equal(r.details.runId, undefined);
+	assert.deepEqual(r.details.error, { code: "SUBAGENT_DISABLED", message: 'Permission denied: subagent "scout"', unified_code: "PERMISSION_DENIED" });
+	const ran = subagentResult(envelope([item({ status: "failed", exit_code: 0, error: { code: "SUBAGENT_FAILED", message: "400" } })]), "scout", "x");
+	assert.equal(ran.details.results[0].exitCode, 1, "a child that ran and failed has a non-zero exitCode");
+	assert.equal(childRan(item({ done: false, status: "running", attempts: undefined })), true);
+});
+
+test("delegate summary lines carry the profile info: the profile named and the model it ran", () => {
+	assert.equal(summaryLine(item({ name: "map", task_id: "a3f7" })), "✓ map: completed (session: a3f7) (profile: scout, model: scripted/scripted-1)");
+	assert.equal(summaryLine(item({ name: "map", task_id: "a3f7", thinking: "high" })), "✓ map: completed (session: a3f7) (profile: scout, model: scripted/scripted-1:high)");
+	assert.equal(
+		summaryLine(item({ name: "ghost", task_id: "b", agent: "nope", provider: "default", model: "default", status: "failed", error: { code: "UNKNOWN_AGENT", message: 'Unknown profile: "nope". Available profiles: scout' } })),
+		'✗ ghost: error — Unknown profile: "nope". Available profiles: scout (session: b) (profile: nope)',
+	);
+	assert.equal(summaryLine(item({ name: "map", task_id: "a3f7", agent: "default" })), "✓ map: completed (session: a3f7)", "no profile named: the contract's plain line");
 });
