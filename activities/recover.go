@@ -8,9 +8,10 @@ import (
 
 // replayRun folds the messages a run wrote to its session file into a
 // Stream, as if they had been read from pi's stdout: a retried attempt
-// learns from it what the interrupted ones did and spent.
-func replayRun(msgs []SessionMessage) Stream {
-	var s Stream
+// learns from it what the interrupted ones did and spent. z sanitizes its
+// tool rows as a live run's.
+func replayRun(msgs []SessionMessage, z *Sanitizer) Stream {
+	s := Stream{Sanitizer: z}
 	for _, m := range msgs {
 		switch m.Role {
 		case "assistant":

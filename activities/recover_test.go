@@ -58,7 +58,7 @@ func TestReplayRunFromSessionFile(t *testing.T) {
 			if len(msgs) != tt.wantMessage {
 				t.Fatalf("%d messages, want %d", len(msgs), tt.wantMessage)
 			}
-			s := replayRun(msgs[min(tt.from, len(msgs)):])
+			s := replayRun(msgs[min(tt.from, len(msgs)):], nil)
 			if got := runEnded(s, tt.noFinalize); got != tt.ended {
 				t.Fatalf("runEnded = %v, want %v (stream %+v)", got, tt.ended, s)
 			}
@@ -90,7 +90,7 @@ func FuzzReplaySessionFile(f *testing.F) {
 		}
 		msgs, _ := readMessages(path)
 		for _, noFinalize := range []bool{false, true} {
-			s := replayRun(msgs)
+			s := replayRun(msgs, nil)
 			_ = runEnded(s, noFinalize)
 		}
 	})

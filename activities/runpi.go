@@ -2,6 +2,7 @@ package activities
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -176,7 +177,7 @@ func (a *Activities) RunPi(ctx context.Context, in api.RunPiInput) (api.RunPiRes
 	if err := lock.write(rec); err != nil {
 		return res, fmt.Errorf("session lock: %w", err)
 	}
-	earlier := replayRun(msgs[res.MessagesBefore:])
+	earlier := replayRun(msgs[res.MessagesBefore:], a.sanitizer)
 	if info.Attempt > 1 && runEnded(earlier, in.NoFinalize) {
 		return a.recovered(ctx, in, res, earlier), nil
 	}
@@ -219,6 +220,7 @@ func (a *Activities) RunPi(ctx context.Context, in api.RunPiInput) (api.RunPiRes
 		},
 	}
 	run.stream.MaxTimeline = clampInt(in.MaxEvents, api.DefaultMaxEvents, 0, api.MaxEventsCeiling)
+	run.stream.Sanitizer = a.sanitizer
 	var spec warmSpec
 	run.env, spec = a.runSpec(in, admission)
 	log := activity.GetLogger(ctx)
@@ -722,13 +724,10 @@ func (r *childRun) progress(elapsed time.Duration) api.Progress {
 	if len(rows) > heartbeatToolRows {
 		rows = rows[len(rows)-heartbeatToolRows:]
 	}
-	z := r.a.sanitizer
-	clean := make([]api.ToolRow, len(rows))
-	for i, row := range rows {
-		row.Args, row.Error = z.Sanitize(row.Args), z.Sanitize(row.Error)
-		clean[i] = row
-	}
-	last := []rune(z.Sanitize(r.stream.FinalText))
+	// The rows were sanitized before their previews were cut (Stream);
+	// the last text is sanitized whole, then its tail kept.
+	clean := append([]api.ToolRow(nil), rows...)
+	last := []rune(r.a.sanitizer.Sanitize(r.stream.FinalText))
 	if len(last) > lastTextChars {
 		last = last[len(last)-lastTextChars:]
 	}
@@ -811,10 +810,8 @@ func (a *Activities) fill(res *api.RunPiResult, r *childRun, out outcome) {
 	if len(rows) > resultToolRows {
 		rows = rows[len(rows)-resultToolRows:]
 	}
-	for _, row := range rows {
-		row.Args, row.Error = z.Sanitize(row.Args), z.Sanitize(row.Error)
-		res.ToolRows = append(res.ToolRows, row)
-	}
+	// Sanitized before their previews were cut (Stream).
+	res.ToolRows = append(res.ToolRows, rows...)
 
 	full := z.Sanitize(st.FinalText)
 	if f := st.Finalize; f != nil {
@@ -943,14 +940,29 @@ func lastLine(s string) string {
 const stderrTailBytes = 8 << 10
 
 // tailBuffer keeps the last stderrTailBytes written to it.
-type tailBuffer struct{ buf []byte }
+type tailBuffer struct {
+	buf []byte
+	cut bool // bytes before buf were dropped
+}
 
 func (t *tailBuffer) Write(p []byte) (int, error) {
 	t.buf = append(t.buf, p...)
 	if over := len(t.buf) - stderrTailBytes; over > 0 {
 		t.buf = append(t.buf[:0], t.buf[over:]...)
+		t.cut = true
 	}
 	return len(p), nil
 }
 
-func (t *tailBuffer) String() string { return string(t.buf) }
+// String is what the buffer kept, from its first whole word: the word the
+// cut went through may be the end of a token, which without its start has
+// no shape the sanitizer knows.
+func (t *tailBuffer) String() string {
+	if !t.cut {
+		return string(t.buf)
+	}
+	if i := bytes.IndexAny(t.buf, " \t\r\n"); i >= 0 {
+		return string(t.buf[i:])
+	}
+	return ""
+}

@@ -32,27 +32,36 @@ type secretRule struct {
 var secretRules = []secretRule{
 	{regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?:[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----|[\s\S]*)`), "[REDACTED private key]"},
 	{regexp.MustCompile(`(?i)(authorization\s*[:=]\s*["']?)(?:bearer\s+|basic\s+|token\s+)?[^\s"',;]+`), "${1}[REDACTED]"},
-	{regexp.MustCompile(`(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{8,}`), "Bearer [REDACTED]"},
-	{regexp.MustCompile(`\bsk-ant-[A-Za-z0-9_-]{16,}`), "[REDACTED anthropic key]"},
-	{regexp.MustCompile(`\bsk-[A-Za-z0-9_-]{16,}`), "[REDACTED api key]"},
-	{regexp.MustCompile(`\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}|\bwhsec_[A-Za-z0-9]{20,}`), "[REDACTED stripe key]"},
-	{regexp.MustCompile(`\bgl(?:pat|dt|rt|ptt|ft|cbt|oas|soat|imt|agent)-[A-Za-z0-9_-]{20,}`), "[REDACTED gitlab token]"},
-	{regexp.MustCompile(`\bnpm_[A-Za-z0-9]{30,}`), "[REDACTED npm token]"},
-	{regexp.MustCompile(`\bhf_[A-Za-z0-9]{30,}`), "[REDACTED hugging face token]"},
-	{regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{30,}`), "[REDACTED google key]"},
-	{regexp.MustCompile(`\b(?:AKIA|ASIA)[0-9A-Z]{16}\b`), "[REDACTED aws key id]"},
-	{regexp.MustCompile(`\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})`), "[REDACTED github token]"},
-	{regexp.MustCompile(`\bxox[abprs]-[A-Za-z0-9-]{10,}`), "[REDACTED slack token]"},
-	{regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}`), "[REDACTED jwt]"},
-	// A token's start where a preview was cut ("…", a tool row's
-	// arguments and error are cut before they are sanitized): too short
-	// for its shape above, but most of the secret.
-	{regexp.MustCompile(`\b(?:sk-|(?:sk|rk)_(?:live|test)_|whsec_|gl(?:pat|dt|rt|ptt|ft|cbt|oas|soat|imt|agent)-|npm_|hf_|AIza|AKIA|ASIA|gh[pousr]_|github_pat_|xox[abprs]-|eyJ)[A-Za-z0-9_./+=-]*…`), "[REDACTED cut token]…"},
+	tokenRule(`(?i)bearer\s+[A-Za-z0-9._~+/=-]{8,}`, "Bearer [REDACTED]"),
+	tokenRule(`sk-ant-[A-Za-z0-9_-]{16,}`, "[REDACTED anthropic key]"),
+	tokenRule(`sk-[A-Za-z0-9_-]{16,}`, "[REDACTED api key]"),
+	tokenRule(`(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}|whsec_[A-Za-z0-9]{20,}`, "[REDACTED stripe key]"),
+	tokenRule(`gl(?:pat|dt|rt|ptt|ft|cbt|oas|soat|imt|agent)-[A-Za-z0-9_-]{20,}`, "[REDACTED gitlab token]"),
+	tokenRule(`npm_[A-Za-z0-9]{30,}`, "[REDACTED npm token]"),
+	tokenRule(`hf_[A-Za-z0-9]{30,}`, "[REDACTED hugging face token]"),
+	tokenRule(`AIza[0-9A-Za-z_-]{30,}`, "[REDACTED google key]"),
+	tokenRule(`(?:AKIA|ASIA)[0-9A-Z]{16}\b`, "[REDACTED aws key id]"),
+	tokenRule(`gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}`, "[REDACTED github token]"),
+	tokenRule(`xox[abprs]-[A-Za-z0-9-]{10,}`, "[REDACTED slack token]"),
+	tokenRule(`eyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}`, "[REDACTED jwt]"),
+	// A token's start where a preview was cut ("…"). Every preview of this
+	// package is cut after it is sanitized (issue 31); a text cut by
+	// someone else before it reached the sanitizer still loses the start
+	// of its token here, which is most of the secret.
+	tokenRule(`(?:sk-|(?:sk|rk)_(?:live|test)_|whsec_|gl(?:pat|dt|rt|ptt|ft|cbt|oas|soat|imt|agent)-|npm_|hf_|AIza|AKIA|ASIA|gh[pousr]_|github_pat_|xox[abprs]-|eyJ)[A-Za-z0-9_./+=-]*…`, "[REDACTED cut token]…"),
 	// Credentials in a URL: scheme://user:password@host keeps the user,
 	// with or without one. The password runs to the last "@" before the
 	// query, so one holding "@" or "/" is masked whole (a path holding "@"
 	// after it is masked too: safer than a tail of the password).
 	{urlCredentials, "${1}:[REDACTED]@"},
+}
+
+// tokenRule is the rule for a token of a known shape: it starts a word, or
+// follows an escape as JSON text writes it ("echo hi\nghp_…" in a tool
+// call's arguments, where "\n" leaves no word boundary before the token);
+// the escape stays, the token is masked.
+func tokenRule(shape, label string) secretRule {
+	return secretRule{regexp.MustCompile(`(?:\b|(\\[nrtfv]|\\u[0-9A-Fa-f]{4}))(?:` + shape + `)`), "${1}" + label}
 }
 
 // urlCredentials is a password in a URL's authority.
@@ -330,12 +339,16 @@ const maxStackFrames = 8
 // Sanitize returns s with the home path shortened, secrets masked and
 // over-long stack traces cut. The home path goes first, so that no mask
 // makes a new secret shape of what surrounds it; sanitizing twice gives
-// what sanitizing once gave.
+// what sanitizing once gave. A nil Sanitizer masks secrets and knows no
+// home.
+//
+// Sanitize the whole text, then cut it (preview, tail, cap): a cut token
+// no longer has its shape, and what is left of it would pass.
 func (z *Sanitizer) Sanitize(s string) string {
 	if s == "" {
 		return s
 	}
-	if z.home != "" && z.home != "/" {
+	if z != nil && z.home != "" && z.home != "/" {
 		s = strings.ReplaceAll(s, z.home+"/", "~/")
 		s = strings.ReplaceAll(s, z.home, "~")
 	}

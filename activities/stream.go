@@ -55,6 +55,9 @@ type Stream struct {
 	Timeline    []api.TimelineEvent
 	MaxTimeline int
 	Started     time.Time
+	// Sanitizer masks a tool row's arguments and error before they are cut
+	// to their previews (nil: secrets only, no home path).
+	Sanitizer *Sanitizer
 
 	lastSignature string
 	argsByCall    map[string]json.RawMessage
@@ -231,7 +234,7 @@ func (s *Stream) toolStarted(id, name string, args json.RawMessage) {
 	} else {
 		s.lastSignature, s.SameCallRun = signature, 1
 	}
-	s.ToolRows = append(s.ToolRows, api.ToolRow{ID: id, Name: name, Args: preview(args), Status: "running"})
+	s.ToolRows = append(s.ToolRows, api.ToolRow{ID: id, Name: name, Args: preview(s.Sanitizer, args), Status: "running"})
 }
 
 // toolEnded folds in the end of a tool call; the first successful
@@ -241,7 +244,7 @@ func (s *Stream) toolEnded(id, name string, isError bool, result *message) {
 	if isError {
 		status = "error"
 		if result != nil {
-			errText = clip(result.text(), toolErrorChars)
+			errText = clip(s.Sanitizer.Sanitize(result.text()), toolErrorChars)
 		}
 	}
 	for i := len(s.ToolRows) - 1; i >= 0; i-- {
@@ -286,8 +289,11 @@ func trimCR(b []byte) []byte {
 	return b
 }
 
-func preview(raw json.RawMessage) string {
-	return clip(strings.Join(strings.Fields(string(raw)), " "), argsPreviewChars)
+// preview is a tool call's arguments on one line, sanitized whole before
+// they are cut: a token the cut went through would keep most of itself
+// and lose the shape that masks it.
+func preview(z *Sanitizer, raw json.RawMessage) string {
+	return clip(strings.Join(strings.Fields(z.Sanitize(string(raw))), " "), argsPreviewChars)
 }
 
 // clip cuts s to n runes, the last one an ellipsis when it cut.

@@ -58,7 +58,7 @@ func (a *Activities) ReadSession(_ context.Context, req api.ReadRequest) (api.Re
 			return res, err
 		}
 		res.Found, res.MessageCount = true, len(msgs)
-		text = FormatTranscript(msgs, req.Runs)
+		text = FormatTranscript(msgs, req.Runs, a.sanitizer)
 	case api.ReadOutput:
 		b, err := os.ReadFile(artifactFile(file, req.Turn))
 		if errors.Is(err, fs.ErrNotExist) {
@@ -72,6 +72,7 @@ func (a *Activities) ReadSession(_ context.Context, req api.ReadRequest) (api.Re
 		msg := fmt.Sprintf("what must be %q or %q, not %q", api.ReadTranscript, api.ReadOutput, req.What)
 		return res, temporal.NewNonRetryableApplicationError(msg, string(errcode.InvalidInput), nil)
 	}
+	// Whole, before a page or the kept end cuts it.
 	text = a.sanitizer.Sanitize(text)
 	r := []rune(text)
 	res.TotalChars = len(r)
@@ -167,8 +168,10 @@ func readMessages(path string) ([]SessionMessage, error) {
 // FormatTranscript renders messages as the delegate contract's get_subagent_session
 // does: text verbatim, `→ tool: args` for calls, `[tool result]: text` for
 // results, `[Error: ...]` for failed responses; runs separated by `---`, each
-// under a `=== Run i/n (state) ===` header when there are several.
-func FormatTranscript(msgs []SessionMessage, runs []api.RunMark) string {
+// under a `=== Run i/n (state) ===` header when there are several. z
+// sanitizes each preview before it is cut (the text as a whole is the
+// caller's to sanitize).
+func FormatTranscript(msgs []SessionMessage, runs []api.RunMark, z *Sanitizer) string {
 	if len(runs) == 0 {
 		runs = []api.RunMark{{Turn: 1}}
 	}
@@ -187,7 +190,7 @@ func FormatTranscript(msgs []SessionMessage, runs []api.RunMark) string {
 			fmt.Fprintf(&b, "=== Run %d/%d (%s) ===\n", i+1, len(runs), state)
 		}
 		for _, m := range msgs[start:end] {
-			for _, line := range formatMessage(m) {
+			for _, line := range formatMessage(m, z) {
 				b.WriteString(line)
 				b.WriteByte('\n')
 			}
@@ -197,7 +200,7 @@ func FormatTranscript(msgs []SessionMessage, runs []api.RunMark) string {
 	return strings.Join(parts, "\n---\n")
 }
 
-func formatMessage(m SessionMessage) []string {
+func formatMessage(m SessionMessage, z *Sanitizer) []string {
 	blocks := contentBlocks(m.Content)
 	var out []string
 	if m.Role == "toolResult" {
@@ -207,7 +210,7 @@ func formatMessage(m SessionMessage) []string {
 				text = append(text, b.Text)
 			}
 		}
-		return []string{"[tool result]: " + cutWithDots(strings.Join(text, "\n"), toolResultPreviewChars)}
+		return []string{"[tool result]: " + cutWithDots(z.Sanitize(strings.Join(text, "\n")), toolResultPreviewChars)}
 	}
 	for _, b := range blocks {
 		switch b.Type {
@@ -216,7 +219,7 @@ func formatMessage(m SessionMessage) []string {
 				out = append(out, b.Text)
 			}
 		case "toolCall":
-			out = append(out, "→ "+b.Name+": "+cutWithDots(compactJSON(b.Arguments), toolArgsPreviewChars))
+			out = append(out, "→ "+b.Name+": "+cutWithDots(z.Sanitize(compactJSON(b.Arguments)), toolArgsPreviewChars))
 		}
 	}
 	if m.Role == "assistant" && (m.StopReason == "error" || m.ErrorMessage != "") {

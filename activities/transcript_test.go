@@ -69,7 +69,7 @@ func TestFormatTranscript(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := FormatTranscript(msgs, tc.runs)
+			got := FormatTranscript(msgs, tc.runs, nil)
 			for _, w := range tc.want {
 				if !strings.Contains(got, w) {
 					t.Errorf("transcript lacks %q:\n%s", w, got)
