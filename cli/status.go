@@ -4,7 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"slices"
 
+	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/client"
 	"github.com/durable-pi/subagents/internal/errcode"
 )
@@ -41,11 +43,49 @@ func (o *idsOptions) run(ctx context.Context, cmd *command, c *client.Client) er
 		if err != nil {
 			return err
 		}
+		if cmd.verb == "cancel" {
+			env.PriorStatus = taskPrior(env)
+		}
 		envs = append(envs, env)
 	}
 	env := combine(cmd.verb, envs)
 	if cmd.verb == "cancel" {
+		if len(envs) > 1 {
+			env.PriorStatus = collectionPrior(envs)
+		}
 		return cmd.finishQuiet(env, cmd.printCancel)
 	}
 	return cmd.finishQuiet(env, func(env client.Envelope) { printTree(cmd.io.Out, env, false) })
+}
+
+// taskPrior is the prior_status of one ID's cancel as a task status (the
+// task contract's field; README, "Statuses"). A session of a code version
+// before 4 records waiting_for_input between turns, which is no task
+// status: its task was then in the state its last turn ended in, which the
+// answer's status still says (a cancel between turns changes nothing).
+func taskPrior(env client.Envelope) string {
+	if env.PriorStatus == "" || slices.Contains(api.States, api.State(env.PriorStatus)) {
+		return env.PriorStatus
+	}
+	return env.Status
+}
+
+// collectionPrior is the top-level prior_status of a cancel of several IDs:
+// the status `status` gave the same IDs just before, by the rule that
+// gives a collection's status (combine): running while any of them ran
+// (or waited to), completed when all had completed, failed otherwise. Each
+// ID's own prior_status is on its items.
+func collectionPrior(envs []client.Envelope) string {
+	prior := api.StateCompleted
+	for _, e := range envs {
+		switch st := api.State(e.PriorStatus); {
+		case st == "":
+			// No answer of its own to count (none is left without one).
+		case !st.Terminal():
+			return string(api.StateRunning)
+		case st != api.StateCompleted:
+			prior = api.StateFailed
+		}
+	}
+	return string(prior)
 }
