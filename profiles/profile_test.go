@@ -183,7 +183,7 @@ func TestLoadScopesAndLookup(t *testing.T) {
 	}
 
 	_, err = set.Lookup("code-reviewer", false)
-	want := `Unknown profile: "code-reviewer". Available profiles: broken, explorer, finder, implementer, librarian, oracle, planner, researcher, reviewer, scout, seed-zero, task, tester, writer`
+	want := `Unknown profile: "code-reviewer". Available profiles: broken, explorer, finder, implementer, librarian, oracle, painter, planner, researcher, reviewer, scout, seed-zero, task, tester, writer`
 	if !errcode.Is(err, errcode.UnknownAgent) || err.Error() != want {
 		t.Fatalf("err = %v\nwant %s", err, want)
 	}
@@ -223,6 +223,8 @@ func TestBuiltins(t *testing.T) {
 		"reviewer": {readonly: true}, "planner": {readonly: true}, "librarian": {readonly: true},
 		"oracle": {readonly: true}, "finder": {readonly: true},
 		"implementer": {write: true, bash: true}, "task": {write: true, bash: true}, "tester": {bash: true},
+		// The task contract's scaffolded image helper: it writes image files.
+		"painter": {write: true, bash: true},
 	}
 	list := builtins()
 	if len(list) != len(want) {
