@@ -18,6 +18,7 @@ import (
 	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/extension"
 	"github.com/durable-pi/subagents/internal/errcode"
+	"github.com/durable-pi/subagents/profiles"
 )
 
 // Defaults of the limits a Config leaves at zero.
@@ -67,9 +68,9 @@ type Config struct {
 	// extension, tool or flag, so the worker checks it against the profiles
 	// it reads itself (profiles.Activities.Admit). It also returns the
 	// profile's apiKey, read at run time so that a key never travels through
-	// a workflow history. Nil admits every run with no key: this package's
-	// own tests only; the worker always sets it.
-	Admit          func(api.RunPiInput) (api.Admission, error)
+	// a workflow history, and the task's output cap. Nil admits every run
+	// with no key: this package's own tests only; the worker always sets it.
+	Admit          func(api.RunPiInput) (profiles.Admission, error)
 	MaxStreamBytes int64
 	KillGrace      time.Duration
 	// Observer, when set, is told about every child run (metrics).
@@ -166,7 +167,7 @@ func (a *Activities) StartEarly(runs []api.RunPiInput) {
 	specs := map[string]warmSpec{}
 	count := map[string]int{}
 	for _, in := range runs {
-		var admission api.Admission
+		var admission profiles.Admission
 		if a.cfg.Admit != nil {
 			var err error
 			if admission, err = a.cfg.Admit(in); err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/internal/errcode"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
+	"github.com/durable-pi/subagents/profiles"
 )
 
 // warmUp teaches the harness's pool the kind of task h.input makes, with a
@@ -328,8 +329,8 @@ func TestEarlyStart(t *testing.T) {
 
 	// A run the worker refuses gets no child.
 	started := h.acts.PoolStats().EarlyStarted
-	h.acts.cfg.Admit = func(api.RunPiInput) (api.Admission, error) {
-		return api.Admission{}, errcode.New(errcode.DepthExceeded, "too deep")
+	h.acts.cfg.Admit = func(api.RunPiInput) (profiles.Admission, error) {
+		return profiles.Admission{}, errcode.New(errcode.DepthExceeded, "too deep")
 	}
 	h.acts.StartEarly([]api.RunPiInput{h.input("[[script:early]] go")})
 	time.Sleep(200 * time.Millisecond)

@@ -24,6 +24,7 @@ import (
 
 	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/internal/errcode"
+	"github.com/durable-pi/subagents/profiles"
 )
 
 // Limits of the delegate contract, with their defaults and ranges.
@@ -106,7 +107,7 @@ func (a *Activities) RunPi(ctx context.Context, in api.RunPiInput) (api.RunPiRes
 	if err := validateInput(in); err != nil {
 		return api.RunPiResult{}, temporal.NewNonRetryableApplicationError(err.Error(), string(errcode.CodeOf(err)), err)
 	}
-	var admission api.Admission
+	var admission profiles.Admission
 	if a.cfg.Admit != nil {
 		var err error
 		if admission, err = a.cfg.Admit(in); err != nil {
@@ -179,14 +180,14 @@ func (a *Activities) RunPi(ctx context.Context, in api.RunPiInput) (api.RunPiRes
 	}
 	earlier := replayRun(msgs[res.MessagesBefore:], a.sanitizer)
 	if info.Attempt > 1 && runEnded(earlier, in.NoFinalize) {
-		return a.recovered(ctx, in, res, earlier), nil
+		return a.recovered(ctx, in, res, earlier, admission.OutputMaxChars), nil
 	}
 	// The turn's time runs from its first attempt: a retry (the worker died,
 	// or hung past Temporal's own timeout) after the ceiling ends the turn
 	// with SUBAGENT_TIMEOUT instead of starting the model again.
 	left := in.Ceiling() - time.Since(info.ScheduledTime)
 	if info.Attempt > 1 && left <= 0 {
-		return a.expired(ctx, in, res, earlier), nil
+		return a.expired(ctx, in, res, earlier, admission.OutputMaxChars), nil
 	}
 
 	prompt := in.Prompt
@@ -212,6 +213,8 @@ func (a *Activities) RunPi(ctx context.Context, in api.RunPiInput) (api.RunPiRes
 		attempt:  info.Attempt,
 		before:   res.MessagesBefore,
 		ceiling:  left,
+		// The task's own cap, where its settings give one.
+		outputMax: admission.OutputMaxChars,
 		// Where a retry finds this run's process group, should the worker
 		// die with it.
 		started: func(p *proc) {
@@ -262,9 +265,9 @@ func (a *Activities) RunPi(ctx context.Context, in api.RunPiInput) (api.RunPiRes
 
 // recovered is the result of a run whose interrupted attempt had already
 // ended it (see runEnded): read from the session file, not run again.
-func (a *Activities) recovered(ctx context.Context, in api.RunPiInput, res api.RunPiResult, earlier Stream) api.RunPiResult {
+func (a *Activities) recovered(ctx context.Context, in api.RunPiInput, res api.RunPiResult, earlier Stream, outputMax int) api.RunPiResult {
 	res.Recovered = true
-	res = a.notRunAgain(in, res, earlier, outcome{})
+	res = a.notRunAgain(in, res, earlier, outcome{}, outputMax)
 	activity.GetLogger(ctx).Info("child run recovered from its session file", "session", in.SessionID, "agent", api.AgentName(in.Agent),
 		"turn", in.Turn, "attempt", res.Attempt, "finalized", res.Finalize != nil)
 	return res
@@ -272,17 +275,17 @@ func (a *Activities) recovered(ctx context.Context, in api.RunPiInput, res api.R
 
 // expired is the result of a retry that came after the turn's ceiling:
 // what the interrupted attempts wrote, and SUBAGENT_TIMEOUT.
-func (a *Activities) expired(ctx context.Context, in api.RunPiInput, res api.RunPiResult, earlier Stream) api.RunPiResult {
-	res = a.notRunAgain(in, res, earlier, outcome{stop: stopTimeout})
+func (a *Activities) expired(ctx context.Context, in api.RunPiInput, res api.RunPiResult, earlier Stream, outputMax int) api.RunPiResult {
+	res = a.notRunAgain(in, res, earlier, outcome{stop: stopTimeout}, outputMax)
 	activity.GetLogger(ctx).Info("child run past its ceiling: not run again", "session", in.SessionID, "turn", in.Turn, "attempt", res.Attempt)
 	return res
 }
 
 // notRunAgain fills the result of an attempt that does not start pi from
 // what the interrupted attempts wrote in the session file, ended as out
-// says.
-func (a *Activities) notRunAgain(in api.RunPiInput, res api.RunPiResult, earlier Stream, out outcome) api.RunPiResult {
-	run := &childRun{a: a, in: in, timeout: in.Timeout(), stream: earlier}
+// says, its output cut to outputMax (0: the worker's cap).
+func (a *Activities) notRunAgain(in api.RunPiInput, res api.RunPiResult, earlier Stream, out outcome, outputMax int) api.RunPiResult {
+	run := &childRun{a: a, in: in, timeout: in.Timeout(), stream: earlier, outputMax: outputMax}
 	a.fill(&res, run, out)
 	a.observe(in, res, out, earlier.Usage)
 	return res
@@ -308,7 +311,7 @@ func (a *Activities) observe(in api.RunPiInput, res api.RunPiResult, out outcome
 
 // runSpec is a run's child environment and, with a pool, the warm spec a
 // child must have been started with to serve it.
-func (a *Activities) runSpec(in api.RunPiInput, admission api.Admission) ([]string, warmSpec) {
+func (a *Activities) runSpec(in api.RunPiInput, admission profiles.Admission) ([]string, warmSpec) {
 	env := a.childEnv(in.Depth, in.Model, apiKeyEnv(in.Model, admission.APIKey))
 	if a.pool == nil {
 		return env, warmSpec{}
@@ -481,6 +484,9 @@ type childRun struct {
 	before  int
 	env     []string
 	stream  Stream
+	// outputMax caps the output in the result (the task's settings); 0:
+	// the worker's Config.OutputMaxChars.
+	outputMax int
 }
 
 // run runs the child to its end: a warm child of the pool when one
@@ -824,12 +830,17 @@ func (a *Activities) fill(res *api.RunPiResult, r *childRun, out outcome) {
 			}
 		}
 	}
-	cut := Truncate(full, a.cfg.OutputMaxChars)
+	outputMax := a.cfg.OutputMaxChars
+	if r.outputMax > 0 {
+		outputMax = r.outputMax
+	}
+	// Cut once sanitized (above): a cut token would keep its tail.
+	cut := Truncate(full, outputMax)
 	res.Output = cut.Text
 	res.OutputTruncated, res.OutputTotalChars, res.OutputReturnedChars = cut.Truncated, cut.TotalChars, cut.ReturnedChars
 	if res.Finalize != nil {
-		res.Finalize.Result = Truncate(res.Finalize.Result, a.cfg.OutputMaxChars).Text
-		res.Finalize.Error = Truncate(res.Finalize.Error, a.cfg.OutputMaxChars).Text
+		res.Finalize.Result = Truncate(res.Finalize.Result, outputMax).Text
+		res.Finalize.Error = Truncate(res.Finalize.Error, outputMax).Text
 	}
 	if full != "" {
 		res.ArtifactFile = artifactFile(res.SessionFile, r.in.Turn)

@@ -19,6 +19,7 @@ import (
 	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/internal/errcode"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
+	"github.com/durable-pi/subagents/profiles"
 )
 
 // These tests run the real pi from the lockfile against the scripted model,
@@ -334,6 +335,24 @@ func TestRunPiOutputLimits(t *testing.T) {
 			t.Fatalf("artifact does not hold the full output: %v (%d bytes)", err, len(full))
 		}
 	})
+	t.Run("task cap", func(t *testing.T) {
+		// Issue 31, item 5: the task's settings (outputMaxChars,
+		// OHM_SUBAGENTS_OUTPUT_MAX_CHARS), which Admit reads, beat the
+		// worker's cap, smaller or larger.
+		for _, cap := range []int{40, 150} {
+			h := newHarness(t, func(c *Config) {
+				c.OutputMaxChars = 100
+				c.Admit = func(api.RunPiInput) (profiles.Admission, error) { return profiles.Admission{OutputMaxChars: cap}, nil }
+			})
+			long := strings.Repeat("x", 327)
+			h.model.Script("own", scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{finalizeCall(`{"status":"SUCCESS","result":"` + long + `"}`)}})
+			r := h.mustRun(h.input("[[script:own]] go"))
+			if !r.OutputTruncated || r.OutputTotalChars != 327 || r.OutputReturnedChars != cap || len(r.Output) != cap || len(r.Finalize.Result) != cap {
+				t.Fatalf("cap %d: truncated %v total %d returned %d output %d finalize %d", cap, r.OutputTruncated, r.OutputTotalChars,
+					r.OutputReturnedChars, len(r.Output), len(r.Finalize.Result))
+			}
+		}
+	})
 	t.Run("stream hard cap", func(t *testing.T) {
 		h := newHarness(t, func(c *Config) { c.MaxStreamBytes = 64 << 10 })
 		h.model.Script("flood", scriptedmodel.Step{Text: strings.Repeat("flood ", 40<<10)})
@@ -556,11 +575,11 @@ func TestRunPiAPIKeyOnlyInEnvironment(t *testing.T) {
 		script := "#!/bin/sh\nprintf '%s\\n' \"$@\" > " + argvFile + "\nexec " + c.Pi + " \"$@\"\n"
 		must(t, os.WriteFile(wrapper, []byte(script), 0o755))
 		c.Pi = wrapper
-		c.Admit = func(in api.RunPiInput) (api.Admission, error) {
+		c.Admit = func(in api.RunPiInput) (profiles.Admission, error) {
 			if in.Profile != "keyed" {
 				t.Errorf("asked for the key of %q", in.Profile)
 			}
-			return api.Admission{APIKey: key}, nil
+			return profiles.Admission{APIKey: key}, nil
 		}
 	})
 	h.model.Script("key", scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "bash",
@@ -594,8 +613,8 @@ func TestRunPiRefusedByAdmit(t *testing.T) {
 		wrapper := filepath.Join(t.TempDir(), "pi-wrapper")
 		must(t, os.WriteFile(wrapper, []byte("#!/bin/sh\ntouch "+started+"\nexec "+c.Pi+" \"$@\"\n"), 0o755))
 		c.Pi = wrapper
-		c.Admit = func(in api.RunPiInput) (api.Admission, error) {
-			return api.Admission{}, errcode.New(errcode.PermissionDenied, "extension /tmp/evil.ts is not granted")
+		c.Admit = func(in api.RunPiInput) (profiles.Admission, error) {
+			return profiles.Admission{}, errcode.New(errcode.PermissionDenied, "extension /tmp/evil.ts is not granted")
 		}
 	})
 	in := h.input("[[script:none]] go")

@@ -124,28 +124,41 @@ func (a *Activities) resolve(cfg Config, cfgErr error, t ResolveTask) (ResolvedT
 	return ResolvedTask{Child: r.Child, MaxFinalizeRetries: r.MaxFinalizeRetries}, p, nil
 }
 
+// Admission is what Admit gives a run it lets start.
+type Admission struct {
+	// APIKey is the profile's apiKey, for the child's environment only:
+	// read when the run starts, so that a key never travels through a
+	// workflow history.
+	APIKey string
+	// OutputMaxChars caps the run's output in its result (the settings'
+	// outputMaxChars, the task contract's OHM_SUBAGENTS_OUTPUT_MAX_CHARS);
+	// 0 leaves the worker's cap.
+	OutputMaxChars int
+}
+
 // Admit is the worker's check of one child run before pi starts
 // (activities.Config.Admit). A workflow input may have been written by hand,
 // so the run's profile is resolved again here, from the files this worker
 // reads, and the run may ask for nothing that profile does not grant: no
 // other extension, skill or extra argument, no tool beyond its allowlist, no
 // skills or context files it turns off, and no depth beyond MaxDepth. The
-// permission policy is applied again too. It returns the profile's apiKey.
-func (a *Activities) Admit(in api.RunPiInput) (api.Admission, error) {
+// permission policy is applied again too. It returns the profile's apiKey
+// and the output cap of the task's settings.
+func (a *Activities) Admit(in api.RunPiInput) (Admission, error) {
 	maxDepth := cmp.Or(a.MaxDepth, DefaultMaxDepth)
 	if in.Depth > maxDepth {
-		return api.Admission{}, errcode.Errorf(errcode.DepthExceeded,
+		return Admission{}, errcode.Errorf(errcode.DepthExceeded,
 			"Subagent depth %d is beyond this worker's limit of %d: a subagent cannot delegate further", in.Depth, maxDepth)
 	}
 	cfg, cfgErr := a.config(in.Cwd)
 	r, p, err := a.resolve(cfg, cfgErr, ResolveTask{Profile: in.Profile, Cwd: in.Cwd})
 	if err != nil {
-		return api.Admission{}, err
+		return Admission{}, err
 	}
 	if err := grants(r.Child, in); err != nil {
-		return api.Admission{}, err
+		return Admission{}, err
 	}
-	return api.Admission{APIKey: p.APIKey}, nil
+	return Admission{APIKey: p.APIKey, OutputMaxChars: cfg.OutputMaxChars}, nil
 }
 
 // WriteTools are the tools of a child that write files: those of tools,

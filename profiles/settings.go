@@ -29,7 +29,7 @@ const ConfigFile = "subagents.json"
 //	               "permissions": {"default": "allow", "subagents": {"finder": "deny"},
 //	                               "allowInternalRouting": false},
 //	               "disabled": false, "extend_timeout_debounce": 30, "looping_tool_count": 5,
-//	               "taskMaxConcurrency": 3}}
+//	               "taskMaxConcurrency": 3, "taskMaxEvents": 120, "outputMaxChars": 8000}}
 type Config struct {
 	Models               map[string]string
 	DefaultPermission    string
@@ -49,6 +49,11 @@ type Config struct {
 	// TaskMaxEvents caps a task's event timeline (the task contract); nil leaves
 	// the run's default.
 	TaskMaxEvents *int
+	// OutputMaxChars caps a task's output in its results (the task
+	// contract's terminal output payload cap); 0 leaves the worker's
+	// (--output-max-chars, SUBAGENTS_OUTPUT_MAX_CHARS, default 8000). Read
+	// when each child run starts (Admit), as the worker checks the run.
+	OutputMaxChars int
 	// MaxRuntime is the hard ceiling of a turn in seconds, extensions
 	// included (nil: the timeout plus ten minutes).
 	MaxRuntime *int
@@ -81,6 +86,11 @@ const (
 	// MaxTaskConcurrency is the most tasks a batch runs at once (the
 	// delegation's own bound).
 	MaxTaskConcurrency = 16
+	// MaxOutputChars bounds outputMaxChars: a result carries the output and
+	// the finalize result, each cut to the cap, and Temporal refuses a
+	// payload over 2 MB; 100,000 characters (up to 400 KB each) stay far
+	// below it, and far above what a parent's context wants back.
+	MaxOutputChars = 100_000
 )
 
 var settings = []setting{
@@ -141,6 +151,14 @@ var settings = []setting{
 	{"taskMaxEvents", "SUBAGENTS_TASK_MAX_EVENTS", "OHM_SUBAGENTS_TASK_MAX_EVENTS", true, func(c *Config, v any, from string) error {
 		n, err := asInt("taskMaxEvents", v, from, 0, api.MaxEventsCeiling)
 		c.TaskMaxEvents = &n
+		return err
+	}},
+	// Only the contract's variable: SUBAGENTS_OUTPUT_MAX_CHARS is the
+	// worker's own default (--output-max-chars), which this one overrides
+	// for a task.
+	{"outputMaxChars", "", "OHM_SUBAGENTS_OUTPUT_MAX_CHARS", true, func(c *Config, v any, from string) error {
+		n, err := asInt("outputMaxChars", v, from, 1, MaxOutputChars)
+		c.OutputMaxChars = n
 		return err
 	}},
 }

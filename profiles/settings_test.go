@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/internal/errcode"
 )
 
@@ -51,6 +52,25 @@ func TestSettingsPrecedence(t *testing.T) {
 				t.Fatalf("taskMaxEvents %d", *c.TaskMaxEvents)
 			}
 		}},
+		{name: "outputMaxChars: the project's, the task contract's variable over it", global: `{"subagents":{"outputMaxChars":4000}}`,
+			project: `{"subagents":{"outputMaxChars":500}}`, env: map[string]string{"OHM_SUBAGENTS_OUTPUT_MAX_CHARS": "100"}, check: func(t *testing.T, c Config) {
+				if c.OutputMaxChars != 100 {
+					t.Fatalf("outputMaxChars %d", c.OutputMaxChars)
+				}
+			}},
+		{name: "outputMaxChars: SUBAGENTS_OUTPUT_MAX_CHARS stays the worker's", project: `{"subagents":{"outputMaxChars":500}}`,
+			env: map[string]string{"SUBAGENTS_OUTPUT_MAX_CHARS": "100"}, check: func(t *testing.T, c Config) {
+				if c.OutputMaxChars != 500 {
+					t.Fatalf("outputMaxChars %d", c.OutputMaxChars)
+				}
+			}},
+		{name: "outputMaxChars unset", check: func(t *testing.T, c Config) {
+			if c.OutputMaxChars != 0 {
+				t.Fatalf("outputMaxChars %d", c.OutputMaxChars)
+			}
+		}},
+		{name: "outputMaxChars out of range", env: map[string]string{"OHM_SUBAGENTS_OUTPUT_MAX_CHARS": "0"},
+			err: "OHM_SUBAGENTS_OUTPUT_MAX_CHARS: outputMaxChars must be 1 to 100000, not 0"},
 		{name: "the delegate contract clamps its limits", global: `{"subagents":{"extend_timeout_debounce":900,"looping_tool_count":-4}}`, check: func(t *testing.T, c Config) {
 			if *c.ExtendTimeoutDebounce != 300 || *c.LoopingToolCount != 0 {
 				t.Fatalf("debounce %d, looping %d", *c.ExtendTimeoutDebounce, *c.LoopingToolCount)
@@ -133,6 +153,28 @@ func TestResolveAppliesSettings(t *testing.T) {
 	out, err = a.ResolveTasks(t.Context(), ResolveRequest{Tasks: []ResolveTask{{Profile: "scout", Cwd: cwd}}})
 	if err != nil || out[0].Error == nil || out[0].Error.Code != errcode.SubagentsDisabled {
 		t.Fatalf("disabled: %v %+v", err, out[0].Error)
+	}
+}
+
+// TestAdmitGivesTheTasksOutputCap (issue 31, item 5): Admit, the worker's
+// check as a child run starts, gives the run the output cap of its task's
+// settings (the project's file, the task contract's variable), none when
+// the settings say nothing.
+func TestAdmitGivesTheTasksOutputCap(t *testing.T) {
+	agent, cwd := t.TempDir(), t.TempDir()
+	a := &Activities{AgentDir: agent}
+	in := api.RunPiInput{SessionID: "s", Prompt: "p", Cwd: cwd, Depth: 1}
+	if got, err := a.Admit(in); err != nil || got.OutputMaxChars != 0 {
+		t.Fatalf("no setting: %+v, %v", got, err)
+	}
+	must(t, os.MkdirAll(filepath.Join(cwd, ".pi"), 0o755))
+	must(t, os.WriteFile(filepath.Join(cwd, ".pi", ConfigFile), []byte(`{"subagents":{"outputMaxChars":300}}`), 0o600))
+	if got, err := a.Admit(in); err != nil || got.OutputMaxChars != 300 {
+		t.Fatalf("the project's file: %+v, %v", got, err)
+	}
+	a.Getenv = func(k string) string { return map[string]string{"OHM_SUBAGENTS_OUTPUT_MAX_CHARS": "100"}[k] }
+	if got, err := a.Admit(in); err != nil || got.OutputMaxChars != 100 {
+		t.Fatalf("OHM_SUBAGENTS_OUTPUT_MAX_CHARS: %+v, %v", got, err)
 	}
 }
 
