@@ -1666,8 +1666,29 @@ function loadSettings(cwd, env = process.env) {
       primary: merged.tools.primary ?? true
     },
     maxLinesPerWindow: linesPerWindow(env.SUBAGENTS_MAX_LINES_PER_WINDOW ?? merged.maxLinesPerWindow),
+    onUpdateThrottleMs: wholeMs("onUpdateThrottleMs", knob(env, "ONUPDATE_THROTTLE_MS") ?? merged.onUpdateThrottleMs, 0, MAX_THROTTLE_MS) ?? DEFAULT_THROTTLE_MS,
+    taskRetentionMs: wholeMs("taskRetentionMs", knob(env, "TASK_RETENTION_MS") ?? merged.taskRetentionMs, 1, MAX_RETENTION_MS),
     warnings
   };
+}
+var DEFAULT_THROTTLE_MS = 120;
+var MAX_THROTTLE_MS = 6e4;
+var MAX_RETENTION_MS = 30 * 24 * 3600 * 1e3;
+function knob(env, name) {
+  const v = env[`SUBAGENTS_${name}`] || env[`OHM_SUBAGENTS_${name}`];
+  return v === void 0 || v === "" ? void 0 : v;
+}
+function wholeMs(key, v, lo, hi) {
+  if (v === void 0 || v === "") return void 0;
+  const n = typeof v === "string" ? Number(v) : v;
+  if (typeof n !== "number" || !Number.isInteger(n) || n < lo || n > hi) {
+    const name = key === "taskRetentionMs" ? "TASK_RETENTION_MS" : "ONUPDATE_THROTTLE_MS";
+    throw new SubagentsError(
+      "INVALID_INPUT",
+      `${key} must be a whole number of milliseconds, ${lo} to ${hi}, not ${JSON.stringify(v)} (subagents.json "extension", SUBAGENTS_${name} or OHM_SUBAGENTS_${name})`
+    );
+  }
+  return n;
 }
 function linesPerWindow(v) {
   if (v === void 0 || v === "") return 10;

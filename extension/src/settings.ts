@@ -32,6 +32,20 @@ export interface Settings {
 	tools: ToolFamilies;
 	/** Lines per task in the live progress (the delegate contract's maxLinesPerWindow). */
 	maxLinesPerWindow: number;
+	/**
+	 * Least time in ms between two progress updates (onUpdate) of one running
+	 * tool call: the task contract's OHM_SUBAGENTS_ONUPDATE_THROTTLE_MS,
+	 * default 120; an update that repeats the last one is never sent. The
+	 * last state of a call is its result, never held back.
+	 */
+	onUpdateThrottleMs: number;
+	/**
+	 * How long in ms a finished task waits for a `send` before its session
+	 * closes (the start request's idle_ttl_seconds): the task contract's
+	 * OHM_SUBAGENTS_TASK_RETENTION_MS; undefined leaves the service's (an
+	 * hour). Its result stays readable while Temporal keeps the closed run.
+	 */
+	taskRetentionMs?: number;
 	/** A line to show in the session when the project's file set a GLOBAL_ONLY key, which was ignored. */
 	warnings: string[];
 }
@@ -97,8 +111,49 @@ export function loadSettings(cwd: string, env: NodeJS.ProcessEnv = process.env):
 			primary: merged.tools.primary ?? true,
 		},
 		maxLinesPerWindow: linesPerWindow(env.SUBAGENTS_MAX_LINES_PER_WINDOW ?? merged.maxLinesPerWindow),
+		onUpdateThrottleMs:
+			wholeMs("onUpdateThrottleMs", knob(env, "ONUPDATE_THROTTLE_MS") ?? merged.onUpdateThrottleMs, 0, MAX_THROTTLE_MS) ?? DEFAULT_THROTTLE_MS,
+		taskRetentionMs: wholeMs("taskRetentionMs", knob(env, "TASK_RETENTION_MS") ?? merged.taskRetentionMs, 1, MAX_RETENTION_MS),
 		warnings,
 	};
+}
+
+/** The task contract's onUpdate throttle default, in ms. */
+export const DEFAULT_THROTTLE_MS = 120;
+/** A minute: a slower update no longer shows a task's progress. */
+const MAX_THROTTLE_MS = 60_000;
+/** Thirty days: a session idle longer is better resumed than kept open. */
+const MAX_RETENTION_MS = 30 * 24 * 3600 * 1000;
+
+/**
+ * A knob's variable: SUBAGENTS_<name>, else the task contract's own
+ * OHM_SUBAGENTS_<name>, which a user migrating from it already sets.
+ */
+function knob(env: NodeJS.ProcessEnv, name: string): string | undefined {
+	const v = env[`SUBAGENTS_${name}`] || env[`OHM_SUBAGENTS_${name}`];
+	return v === undefined || v === "" ? undefined : v;
+}
+
+/** A whole number of ms from lo to hi, or undefined when unset. */
+function wholeMs(key: string, v: unknown, lo: number, hi: number): number | undefined {
+	if (v === undefined || v === "") return undefined;
+	const n = typeof v === "string" ? Number(v) : v;
+	if (typeof n !== "number" || !Number.isInteger(n) || n < lo || n > hi) {
+		const name = key === "taskRetentionMs" ? "TASK_RETENTION_MS" : "ONUPDATE_THROTTLE_MS";
+		throw new SubagentsError(
+			"INVALID_INPUT",
+			`${key} must be a whole number of milliseconds, ${lo} to ${hi}, not ${JSON.stringify(v)} (subagents.json "extension", SUBAGENTS_${name} or OHM_SUBAGENTS_${name})`,
+		);
+	}
+	return n;
+}
+
+/**
+ * The start request's idle_ttl_seconds for taskRetentionMs (whole seconds,
+ * at least one), or undefined to leave the service's.
+ */
+export function idleTtlSeconds(s: Settings): number | undefined {
+	return s.taskRetentionMs === undefined ? undefined : Math.max(1, Math.ceil(s.taskRetentionMs / 1000));
 }
 
 /** The delegate contract's maxLinesPerWindow: 10 unless set, a whole number 1 to 1000. */
