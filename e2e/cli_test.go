@@ -397,7 +397,7 @@ func TestProfilesOnAFreshMachine(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &env); err != nil {
 		t.Fatal(err)
 	}
-	if env.ContractVersion != "subagents.v1" || env.Count != 11 {
+	if env.ContractVersion != "subagents.v1" || env.Count != 12 {
 		t.Fatalf("envelope %+v", env)
 	}
 	for _, p := range env.Profiles {
