@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -161,6 +162,11 @@ func (a *Activities) RunPi(ctx context.Context, in api.RunPiInput) (api.RunPiRes
 		if err := a.settleStaleSlot(res.SessionFile); err != nil {
 			return res, fmt.Errorf("session file: %w", err)
 		}
+	}
+	if from, err := importLegacySession(a.cfg.LegacySessionsDir, in.Cwd, in.Agent, in.SessionID, res.SessionFile); err != nil {
+		activity.GetLogger(ctx).Warn("could not import a session file of the sessions contract's extension", "session", in.SessionID, "error", err)
+	} else if from != "" {
+		activity.GetLogger(ctx).Info("imported a session file", "session", in.SessionID, "from", from)
 	}
 	msgs, _ := readMessages(res.SessionFile)
 	res.MessagesBefore = -1
@@ -502,6 +508,10 @@ func (r *childRun) run(ctx context.Context, args []string, spec warmSpec, sessio
 	}
 	out := outcome{}
 	var p *proc
+	// Until the loop below heartbeats, waiting for a child started early
+	// (seconds on a loaded machine: several pis starting at once) or for a
+	// warm child to take the task must not pass the heartbeat timeout.
+	stopBeat := r.beatWhileStarting(ctx, start)
 	pool := r.a.pool
 	if pool != nil && spec.key != "" {
 		// The corrective run of a child that did not finalize goes on in the
@@ -529,6 +539,7 @@ func (r *childRun) run(ctx context.Context, args []string, spec warmSpec, sessio
 	if p == nil {
 		var err error
 		if p, err = startProc(r.a.reaper, r.a.cfg.Pi, args, r.in.Cwd, r.env, r.a.cfg.MaxStreamBytes); err != nil {
+			stopBeat()
 			return outcome{spawnErr: err, exitCode: -1}
 		}
 		// The prompt goes in on stdin, which pi in JSON mode takes as its
@@ -540,6 +551,7 @@ func (r *childRun) run(ctx context.Context, args []string, spec warmSpec, sessio
 			_ = w.Close()
 		}(p.stdin)
 	}
+	stopBeat()
 	pid := p.pid
 	if r.started != nil {
 		r.started(p)
@@ -976,4 +988,36 @@ func (t *tailBuffer) String() string {
 		return string(t.buf[i:])
 	}
 	return ""
+}
+
+// beatWhileStarting heartbeats every interval until stop is called (it
+// waits for the last heartbeat to be done, so the run's stream is the
+// caller's again) or ctx ends: the heartbeats of a run whose child is not
+// yet reading its events. stop may be called more than once.
+func (r *childRun) beatWhileStarting(ctx context.Context, start time.Time) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(r.a.cfg.HeartbeatInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx, r.progress(time.Since(start)))
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(done)
+			wg.Wait()
+		})
+	}
 }
