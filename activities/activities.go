@@ -55,7 +55,11 @@ type Config struct {
 	Env []string
 	// Home is replaced by "~" in everything a run returns (default: the
 	// worker user's home folder).
-	Home              string
+	Home string
+	// LegacySessionsDir is where the sessions contract's own extension kept
+	// its sticky sessions (default: Home's LegacySessionsDir): a session of
+	// it is imported, once, the first time its ID is resumed here.
+	LegacySessionsDir string
 	HeartbeatInterval time.Duration
 	// Heartbeat records a heartbeat by task token (the client's
 	// RecordActivityHeartbeat): how a child that runs on through a server
@@ -129,6 +133,9 @@ func New(cfg Config) (*Activities, error) {
 	}
 	if cfg.Home == "" {
 		cfg.Home, _ = os.UserHomeDir()
+	}
+	if cfg.LegacySessionsDir == "" && cfg.Home != "" {
+		cfg.LegacySessionsDir = filepath.Join(cfg.Home, LegacySessionsDir)
 	}
 	path, err := writeFinalizeExtension(cfg.DataDir)
 	if err != nil {

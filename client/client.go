@@ -425,7 +425,8 @@ func oneTaskSession(id string) string {
 	if !ok {
 		return ""
 	}
-	if _, err := uuid.Parse(rest); err != nil {
+	// A session ID: a UUID, or one a sticky session's caller chose.
+	if !api.ValidName(rest) {
 		return ""
 	}
 	return rest

@@ -272,7 +272,10 @@ func TestOneTaskSession(t *testing.T) {
 	tests := []struct{ id, want string }{
 		{api.OneTaskDelegationID(sid), sid},
 		{sid, ""},
-		{"delegation-not-a-uuid", ""},
+		// A sticky session's own ID (client/sticky.go).
+		{"delegation-notes-1", "notes-1"},
+		{"delegation-../etc", ""},
+		{"delegation-", ""},
 		{"session-" + sid, ""},
 	}
 	for _, tc := range tests {

@@ -299,6 +299,7 @@ func testParentUsesEveryTool(t *testing.T, e *env) {
 	e.model.Script("c-task", finalizeStep("probe: all green"))
 	e.model.Script("c-finder", finalizeStep("auth lives in auth/mw.go"))
 	e.model.Script("c-resume", finalizeStep("resumed with context"))
+	e.model.Script("c-other", finalizeStep("a session of its own"))
 	sessionRe := "one: completed .session: ([0-9a-f-]+)"
 	e.model.Script("parent",
 		call("subagent", map[string]string{"agent": "scout", "task": "[[script:c-sub]] Find the config loader."}),
@@ -313,7 +314,7 @@ func testParentUsesEveryTool(t *testing.T, e *env) {
 		call("task", map[string]string{"op": "status", "id": "{{match:task_id: ([0-9a-f-]+)}}"}),
 		call("finder", map[string]string{"query": "[[script:c-finder]] Where is auth checked?"}),
 		call("subagent", map[string]string{"agent": "scout", "task": "[[script:c-resume]] Go on.", "sessionId": "{{match:Session ID:.. .([0-9a-f-]+)}}"}),
-		call("subagent", map[string]string{"agent": "explorer", "task": "Go on.", "sessionId": "{{match:Session ID:.. .([0-9a-f-]+)}}"}),
+		call("subagent", map[string]string{"agent": "explorer", "task": "[[script:c-other]] Go on.", "sessionId": "{{match:Session ID:.. .([0-9a-f-]+)}}"}),
 		call("get_subagent_output", map[string]string{"sessionId": "no-such-session"}),
 		scriptedmodel.Step{Text: "All done."},
 	)
@@ -369,10 +370,13 @@ func testParentUsesEveryTool(t *testing.T, e *env) {
 	if len(childReqs) == 0 || !strings.Contains(fmt.Sprint(userTexts(childReqs[0])), "Find the config loader.") {
 		t.Fatalf("the resumed child did not get its earlier context")
 	}
-	// A session goes on only with its own agent (the sessions contract): the model is
-	// told which one to use.
-	if other := toolResultText(t, reqs, 10); !strings.Contains(other, `belongs to agent "scout", not "explorer": continue it with agent "scout"`) {
+	// The sessions contract names a session by folder, agent and ID: another
+	// agent's sessionId is a session of its own, without the scout's context.
+	if other := toolResultText(t, reqs, 10); !strings.Contains(other, "**Status:** SUCCESS") || !strings.Contains(other, "a session of its own") {
 		t.Fatalf("subagent with another agent's sessionId:\n%s", other)
+	}
+	if r := e.model.RequestsFor("c-other"); len(r) == 0 || strings.Contains(fmt.Sprint(userTexts(r[0])), "Find the config loader.") {
+		t.Fatalf("another agent's session with the same ID saw the scout's context")
 	}
 	if nf := toolResultText(t, reqs, 11); !strings.Contains(nf, `Session "no-such-session" not found. The session may have expired or the ID is incorrect.`) {
 		t.Fatalf("get_subagent_output of an unknown session:\n%s", nf)

@@ -36,7 +36,11 @@ type Config struct {
 	TaskQueue string
 	// DataDir holds session files and artifacts (default DefaultDataDir()).
 	DataDir string
-	Pi      Pi
+	// LegacySessionsDir is where the sessions contract's own extension kept
+	// its sessions (default ~/.pi/subagent-sessions): they are imported
+	// when resumed here (activities.Config.LegacySessionsDir).
+	LegacySessionsDir string
+	Pi                Pi
 	// ChildEnv is added to every child pi's environment.
 	ChildEnv []string
 	// ChildEnvPolicy decides which of the worker's own variables a child
@@ -117,19 +121,20 @@ func New(c client.Client, cfg Config) (*Worker, error) {
 	}
 	profs := &profiles.Activities{AgentDir: agentDir(cfg.ChildEnv), PromptDirs: profiles.DefaultPromptDirs(), MaxDepth: cfg.MaxDepth, Getenv: os.Getenv}
 	acts, err := activities.New(activities.Config{
-		Pi:             cfg.Pi.Path,
-		PathPrefix:     cfg.Pi.PathPrefix,
-		DataDir:        cfg.DataDir,
-		Env:            cfg.ChildEnv,
-		ChildEnvPolicy: cfg.ChildEnvPolicy,
-		OutputMaxChars: cfg.OutputMaxChars,
-		Admit:          profs.Admit,
-		Observer:       observer(cfg.Metrics),
-		WarmPool:       cfg.WarmPool,
-		WarmTTL:        cfg.WarmTTL,
-		EarlyStart:     cfg.EarlyStart,
-		Logger:         cfg.Logger,
-		Heartbeat:      c.RecordActivityHeartbeat,
+		Pi:                cfg.Pi.Path,
+		PathPrefix:        cfg.Pi.PathPrefix,
+		DataDir:           cfg.DataDir,
+		LegacySessionsDir: cfg.LegacySessionsDir,
+		Env:               cfg.ChildEnv,
+		ChildEnvPolicy:    cfg.ChildEnvPolicy,
+		OutputMaxChars:    cfg.OutputMaxChars,
+		Admit:             profs.Admit,
+		Observer:          observer(cfg.Metrics),
+		WarmPool:          cfg.WarmPool,
+		WarmTTL:           cfg.WarmTTL,
+		EarlyStart:        cfg.EarlyStart,
+		Logger:            cfg.Logger,
+		Heartbeat:         c.RecordActivityHeartbeat,
 	})
 	if err != nil {
 		return nil, err

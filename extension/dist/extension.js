@@ -1690,6 +1690,9 @@ function wholeMs(key, v, lo, hi) {
   }
   return n;
 }
+function idleTtlSeconds(s) {
+  return s.taskRetentionMs === void 0 ? void 0 : Math.max(1, Math.ceil(s.taskRetentionMs / 1e3));
+}
 function linesPerWindow(v) {
   if (v === void 0 || v === "") return 10;
   const n = typeof v === "string" ? Number(v) : v;
@@ -1833,7 +1836,10 @@ function activate(pi, host) {
   }
   async function begin(ctx, verb, request) {
     await startUpDone();
-    return delivery.own(cli().call(verb, [], [], { ...request, parent_session_id: delivery.delivering(ctx), deliver: true }));
+    const ttl = verb === "start" ? idleTtlSeconds(settings) : void 0;
+    return delivery.own(
+      cli().call(verb, [], [], { ...request, parent_session_id: delivery.delivering(ctx), deliver: true, ...ttl !== void 0 ? { idle_ttl_seconds: ttl } : {} })
+    );
   }
   async function delegate(ctx, request, opts) {
     return follow(await begin(ctx, "start", request), opts);
@@ -1849,12 +1855,19 @@ function activate(pi, host) {
     const onAbort = () => cancelling ??= cancelAndFollow(id);
     if (opts.signal?.aborted) onAbort();
     else opts.signal?.addEventListener("abort", onAbort, { once: true });
+    let lastAt = 0;
+    let lastFrame = "";
     try {
       const env = await cli().follow(
         id,
         (env2) => {
           if (opts.onUpdate && opts.progress) {
             const p = opts.progress(env2);
+            const frame = JSON.stringify([p.text, p.details]);
+            const now = Date.now();
+            if (frame === lastFrame || lastAt > 0 && now - lastAt < settings.onUpdateThrottleMs) return;
+            lastAt = now;
+            lastFrame = frame;
             opts.onUpdate(text(p.text, p.details));
           }
         },
@@ -1907,7 +1920,7 @@ function activate(pi, host) {
       parameters: SubagentParams,
       async execute(callId, params, signal, onUpdate, ctx) {
         try {
-          const started = params.sessionId ? await begin(ctx, "send", { task_id: params.sessionId, prompt: params.task, agent: params.agent }) : await begin(ctx, "start", {
+          const started = params.sessionId ? await begin(ctx, "send", { task_id: params.sessionId, prompt: params.task, agent: params.agent, sticky: true, cwd: ctx.cwd }) : await begin(ctx, "start", {
             tasks: [{ name: params.agent, prompt: params.task, profile: params.agent, cwd: ctx.cwd }],
             // The SingleResult contract: this tool runs read-only agents unless
             // subagents.allowWrite is set.

@@ -41,7 +41,7 @@ import {
 } from "./format.ts";
 import { strays } from "./liveness.ts";
 import { rememberedProfiles, rememberProfiles, unchanged, type Watch } from "./profile-cache.ts";
-import { connectionFlags, loadSettings, localService, type Settings } from "./settings.ts";
+import { connectionFlags, idleTtlSeconds, loadSettings, localService, type Settings } from "./settings.ts";
 
 type TypeBuilder = typeof TypeBuilder;
 
@@ -233,7 +233,12 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 	 */
 	async function begin(ctx: ExtensionContext, verb: "start" | "send", request: Record<string, unknown>): Promise<Envelope> {
 		await startUpDone();
-		return delivery.own(cli().call(verb, [], [], { ...request, parent_session_id: delivery.delivering(ctx), deliver: true }));
+		// The task contract's task retention: how long a finished session
+		// stays for a send (taskRetentionMs; the service's default without).
+		const ttl = verb === "start" ? idleTtlSeconds(settings) : undefined;
+		return delivery.own(
+			cli().call(verb, [], [], { ...request, parent_session_id: delivery.delivering(ctx), deliver: true, ...(ttl !== undefined ? { idle_ttl_seconds: ttl } : {}) }),
+		);
 	}
 
 	/**
@@ -266,12 +271,22 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 		const onAbort = () => (cancelling ??= cancelAndFollow(id));
 		if (opts.signal?.aborted) onAbort();
 		else opts.signal?.addEventListener("abort", onAbort, { once: true });
+		// The task contract's onUpdate throttle: at most one update per
+		// onUpdateThrottleMs, none that repeats the last; the answer itself
+		// is never held back.
+		let lastAt = 0;
+		let lastFrame = "";
 		try {
 			const env = await cli().follow(
 				id,
 				(env) => {
 					if (opts.onUpdate && opts.progress) {
 						const p = opts.progress(env);
+						const frame = JSON.stringify([p.text, p.details]);
+						const now = Date.now();
+						if (frame === lastFrame || (lastAt > 0 && now - lastAt < settings.onUpdateThrottleMs)) return;
+						lastAt = now;
+						lastFrame = frame;
 						opts.onUpdate(text(p.text, p.details));
 					}
 				},
@@ -352,10 +367,11 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 			parameters: SubagentParams,
 			async execute(callId, params, signal, onUpdate, ctx) {
 				try {
-					// A session goes on only with its own agent (the sessions contract):
-					// another is refused with a message naming the right one.
+					// The sessions contract names a session by folder, agent and ID:
+					// the same three continue it, an ID nobody used yet starts it,
+					// another agent or folder is another session (client/sticky.go).
 					const started = params.sessionId
-						? await begin(ctx, "send", { task_id: params.sessionId, prompt: params.task, agent: params.agent })
+						? await begin(ctx, "send", { task_id: params.sessionId, prompt: params.task, agent: params.agent, sticky: true, cwd: ctx.cwd })
 						: await begin(ctx, "start", {
 								tasks: [{ name: params.agent, prompt: params.task, profile: params.agent, cwd: ctx.cwd }],
 								// The SingleResult contract: this tool runs read-only agents unless
