@@ -94,6 +94,9 @@ type SendRequest struct {
 	// NotifyIndex) when this turn ends: how a resumed task reports back.
 	NotifyWorkflowID string `json:"notifyWorkflowId,omitempty"`
 	NotifyIndex      int    `json:"notifyIndex,omitempty"`
+	// Name is the task's name when a delegation resumes the session with
+	// a task of its own: the turn's (TurnResult.Name).
+	Name string `json:"name,omitempty"`
 }
 
 // SendAccepted answers SendUpdate.

@@ -107,8 +107,12 @@ type SessionCarry struct {
 // TurnResult is one turn of a session: its last child run's result, and
 // the usage of all its child runs.
 type TurnResult struct {
-	Turn  int   `json:"turn"`
-	State State `json:"state"`
+	Turn int `json:"turn"`
+	// Name is the name of the task that ran this turn, when a delegation
+	// resumed the session with one (the latest run's name, for the
+	// delegate contract's get_subagent_session); empty: the session's.
+	Name  string `json:"name,omitempty"`
+	State State  `json:"state"`
 	// ChildRuns is the number of child runs of this turn: 1 plus the
 	// finalize retries it needed (docs/design.md, "Delegations and sessions in Temporal"; "attempts" on the wire).
 	ChildRuns int           `json:"attempts"`

@@ -190,8 +190,13 @@ func (c *Client) delegationEnvelope(op string, st api.DelegationStatus, live map
 }
 
 func (c *Client) sessionEnvelope(op string, st api.SessionStatus, l *liveSession, open bool, name string) Envelope {
+	name = cmp.Or(st.Name, name)
+	if st.LastTurn != nil && st.LastTurn.Name != "" {
+		// The latest run's: a task that resumed the session names it.
+		name = st.LastTurn.Name
+	}
 	it := Item{
-		TaskID: st.SessionID, Name: cmp.Or(st.Name, name), Agent: api.AgentName(st.Agent),
+		TaskID: st.SessionID, Name: name, Agent: api.AgentName(st.Agent),
 		SessionState: string(st.State), Turn: st.Turn, Attempts: st.ChildRun, Thinking: st.Thinking,
 		TimeoutSeconds: st.TimeoutSeconds, UIURL: c.uiLink(st.SessionID),
 	}

@@ -381,7 +381,7 @@ func (d *delegation) runTask(ctx workflow.Context, i int, r profiles.ResolvedTas
 	lookup, resuming := d.resumes[i]
 	if resuming && lookup.Open {
 		// The session waits for input: its next turn is this task.
-		req := api.SendRequest{Prompt: t.Prompt, Files: t.Files, NotifyWorkflowID: d.id, NotifyIndex: i}
+		req := api.SendRequest{Prompt: t.Prompt, Files: t.Files, NotifyWorkflowID: d.id, NotifyIndex: i, Name: t.Name}
 		if err := workflow.SignalExternalWorkflow(ctx, lookup.SessionID, "", api.SendSignal, req).Get(ctx, nil); err == nil {
 			d.started[i] = true
 			_ = workflow.Await(ctx, func() bool { return d.tasks[i].State.Terminal() })

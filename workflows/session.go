@@ -383,7 +383,7 @@ func (s *session) runTurn(ctx workflow.Context, req api.SendRequest) {
 	countTurn(ctx, TasksStartedMetric, map[string]string{"agent": agent})
 	log := workflow.GetLogger(ctx)
 	log.Info("turn started", "session", s.in.SessionID, "agent", agent, "turn", s.turn)
-	turn := &api.TurnResult{Turn: s.turn}
+	turn := &api.TurnResult{Turn: s.turn, Name: req.Name}
 	prompt, files := req.Prompt, req.Files
 	s.Runs = append(s.Runs, api.RunMark{Turn: s.turn, State: string(api.StateRunning)})
 	if len(s.Runs) > maxRunMarks {
