@@ -187,12 +187,6 @@ func AgentName(agent string) string {
 	return agent
 }
 
-// Admission is what Config.Admit grants a run beyond its input.
-type Admission struct {
-	// APIKey is the profile's apiKey, for the child's environment only.
-	APIKey string
-}
-
 // PoolStats are the warm pool's counters since the worker started.
 type PoolStats struct {
 	Warm int `json:"warm"`

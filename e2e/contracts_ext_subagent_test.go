@@ -33,6 +33,8 @@ func TestContractsExtSubagentDetails(t *testing.T) {
 	e.model.Script("c-nofin", scriptedmodel.Step{Text: "I looked around and stopped.", Repeat: true})
 	e.model.Script("parent-sub",
 		call("subagent", map[string]string{"agent": "scout", "task": "[[script:c-long]] Describe the loader."}),
+		// The delegate contract gives the model the whole output.
+		call("get_subagent_output", map[string]string{"sessionId": "{{match:Session ID:.. .([0-9a-f-]+)}}"}),
 		call("subagent", map[string]string{"agent": "scout", "task": "[[script:c-err]] Read the settings."}),
 		call("subagent", map[string]string{"agent": "scout", "task": "[[script:c-nofin]] Look around."}),
 		// A writing agent: refused before any child runs (the SingleResult contract's read-only default).
@@ -46,6 +48,9 @@ func TestContractsExtSubagentDetails(t *testing.T) {
 		t.Fatalf("%d subagent results, want 4", len(ends))
 	}
 	cut, failedFinalize, noFinalize, refused := ends[0], ends[1], ends[2], ends[3]
+	if out := toolEnds(p, "get_subagent_output"); len(out) != 1 || out[0].Text != long {
+		t.Errorf("get_subagent_output of a cut answer = %+v, want the whole output (%d characters)", out, len(long))
+	}
 
 	// Item 4: the whole output in details, the text cut where a line ends, with the marker.
 	if out := firstResult(t, cut.Details)["output"]; out != long {

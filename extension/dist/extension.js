@@ -2150,7 +2150,7 @@ ${body}`, {
       description: "Retrieve the final output of a sub-agent session (its latest run).",
       parameters: SessionParams,
       async execute(_id, params) {
-        const env = await cli().call("output", [], [params.sessionId]).catch((e) => {
+        const env = await cli().call("output", ["--full", "--from", "0"], [params.sessionId]).catch((e) => {
           throw codeOf(e).code === "SESSION_NOT_FOUND" ? new Error(sessionNotFound(params.sessionId)) : e;
         });
         const it = items(env)[0];

@@ -671,8 +671,10 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 			description: "Retrieve the final output of a sub-agent session (its latest run).",
 			parameters: SessionParams,
 			async execute(_id, params) {
+				// The delegate contract gives the model the whole text (the renderer
+				// shows maxLinesPerWindow lines): as much as one read holds (1 MiB).
 				const env = await cli()
-					.call("output", [], [params.sessionId])
+					.call("output", ["--full", "--from", "0"], [params.sessionId])
 					.catch((e) => {
 						throw codeOf(e).code === "SESSION_NOT_FOUND" ? new Error(sessionNotFound(params.sessionId)) : e;
 					});
