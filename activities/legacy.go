@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 
 	"github.com/durable-pi/subagents/api"
 )
@@ -31,10 +32,12 @@ func importLegacySession(dir, cwd, agent, sessionID, dst string) (string, error)
 	if _, err := os.Lstat(dst); err == nil || !os.IsNotExist(err) {
 		return "", nil
 	}
-	name := api.AgentName(agent) + "_" + sessionID + ".jsonl"
-	matches, err := filepath.Glob(filepath.Join(dir, "*", name))
-	if err != nil {
-		return "", nil
+	var matches []string
+	for _, id := range legacyIDs(sessionID) {
+		found, err := filepath.Glob(filepath.Join(dir, "*", api.AgentName(agent)+"_"+id+".jsonl"))
+		if err == nil {
+			matches = append(matches, found...)
+		}
 	}
 	for _, src := range matches {
 		if headerCwd(src) != cwd {
@@ -46,6 +49,21 @@ func importLegacySession(dir, cwd, agent, sessionID, dst string) (string, error)
 		return src, nil
 	}
 	return "", nil
+}
+
+// stickySuffix is the suffix client/sticky.go gives a sticky session's ID
+// when that ID names another session already (another agent's, or
+// another folder's): "-" and 12 hex digits.
+var stickySuffix = regexp.MustCompile(`-[0-9a-f]{12}$`)
+
+// legacyIDs are the IDs a session's file may have had in the contract's
+// folder: its own, and the caller's ID a sticky suffix was added to.
+func legacyIDs(sessionID string) []string {
+	ids := []string{sessionID}
+	if loc := stickySuffix.FindStringIndex(sessionID); loc != nil && loc[0] > 0 {
+		ids = append(ids, sessionID[:loc[0]])
+	}
+	return ids
 }
 
 // headerCwd is the folder a pi session file's header names ("" if none):

@@ -37,6 +37,9 @@ func TestImportLegacySession(t *testing.T) {
 		{"no such folder", "/nowhere", "scout", "s1", ""},
 		{"no such agent", "/repo", "oracle", "s1", ""},
 		{"a path in the ID", "/repo", "scout", "../s1", ""},
+		// The ID was another session's here: the sticky session's ID has
+		// the folder-and-agent suffix, its file in the contract's folder not.
+		{"a suffixed ID", "/repo", "scout", "s1-0123456789ab", mine},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 
 	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/internal/errcode"
@@ -37,6 +38,11 @@ func stickyWorkflowID(id, agent, cwd string) string {
 func (c *Client) stickySession(ctx context.Context, req SendRequest) (string, bool, error) {
 	if err := api.ValidateName("session ID", req.TaskID); err != nil {
 		return "", false, err
+	}
+	if strings.HasPrefix(req.TaskID, api.DelegationIDPrefix) {
+		// That names a one-task delegation (its session's workflow): a
+		// session of that ID could never be addressed as a session.
+		return "", false, errcode.Errorf(errcode.InvalidInput, "session ID %q names a delegation, not a session: pass the task's session ID (task_id), or choose an ID that does not start with %q", req.TaskID, api.DelegationIDPrefix)
 	}
 	if req.Cwd == "" || req.Agent == "" {
 		return "", false, errcode.New(errcode.InvalidInput, "a sticky session needs its agent and folder (cwd)")

@@ -1,10 +1,12 @@
 package client
 
 import (
+	"context"
 	"strings"
 	"testing"
 
 	"github.com/durable-pi/subagents/api"
+	"github.com/durable-pi/subagents/internal/errcode"
 )
 
 // TestStickyWorkflowID: the same folder, agent and ID give the same
@@ -28,5 +30,17 @@ func TestStickyWorkflowID(t *testing.T) {
 	}
 	if !strings.HasPrefix(a, "s1-") {
 		t.Fatalf("%q does not start with the caller's ID", a)
+	}
+}
+
+// TestStickyIDsAreSessionIDs: an ID that names a one-task delegation (or
+// is no name) is refused before anything is asked of Temporal: a session of
+// that ID could never be addressed as one.
+func TestStickyIDsAreSessionIDs(t *testing.T) {
+	for _, id := range []string{"delegation-notes-1", "../x", ""} {
+		_, _, err := (&Client{}).stickySession(context.Background(), SendRequest{TaskID: id, Agent: "scout", Cwd: "/repo", Sticky: true})
+		if errcode.CodeOf(err) != errcode.InvalidInput {
+			t.Errorf("sticky ID %q: %v, want INVALID_INPUT", id, err)
+		}
 	}
 }

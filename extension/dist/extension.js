@@ -1681,7 +1681,8 @@ function knob(env, name) {
 function wholeMs(key, v, lo, hi) {
   if (v === void 0 || v === "") return void 0;
   const n = typeof v === "string" ? Number(v) : v;
-  if (typeof n !== "number" || !Number.isInteger(n) || n < lo || n > hi) {
+  if (typeof n === "number" && Number.isInteger(n) && n > hi) return hi;
+  if (typeof n !== "number" || !Number.isInteger(n) || n < lo) {
     const name = key === "taskRetentionMs" ? "TASK_RETENTION_MS" : "ONUPDATE_THROTTLE_MS";
     throw new SubagentsError(
       "INVALID_INPUT",
@@ -1841,6 +1842,19 @@ function activate(pi, host) {
       cli().call(verb, [], [], { ...request, parent_session_id: delivery.delivering(ctx), deliver: true, ...ttl !== void 0 ? { idle_ttl_seconds: ttl } : {} })
     );
   }
+  function throttled(onUpdate) {
+    let lastAt = 0;
+    let lastFrame = "";
+    return (t, details) => {
+      if (!onUpdate) return;
+      const frame = JSON.stringify([t, details]);
+      const now = Date.now();
+      if (frame === lastFrame || lastAt > 0 && now - lastAt < settings.onUpdateThrottleMs) return;
+      lastAt = now;
+      lastFrame = frame;
+      onUpdate(text(t, details));
+    };
+  }
   async function delegate(ctx, request, opts) {
     return follow(await begin(ctx, "start", request), opts);
   }
@@ -1855,20 +1869,14 @@ function activate(pi, host) {
     const onAbort = () => cancelling ??= cancelAndFollow(id);
     if (opts.signal?.aborted) onAbort();
     else opts.signal?.addEventListener("abort", onAbort, { once: true });
-    let lastAt = 0;
-    let lastFrame = "";
+    const update = throttled(opts.onUpdate);
     try {
       const env = await cli().follow(
         id,
         (env2) => {
-          if (opts.onUpdate && opts.progress) {
+          if (opts.progress) {
             const p = opts.progress(env2);
-            const frame = JSON.stringify([p.text, p.details]);
-            const now = Date.now();
-            if (frame === lastFrame || lastAt > 0 && now - lastAt < settings.onUpdateThrottleMs) return;
-            lastAt = now;
-            lastFrame = frame;
-            opts.onUpdate(text(p.text, p.details));
+            update(p.text, p.details);
           }
         },
         opts.signal
@@ -1966,10 +1974,20 @@ function activate(pi, host) {
         if (!ids.length) throw new SubagentsError("INVALID_INPUT", `${op} needs id or ids`);
         env = await cli().call("status", [], ids);
         break;
-      case "wait":
+      case "wait": {
         if (!ids.length) throw new SubagentsError("INVALID_INPUT", "wait needs id or ids");
-        env = ids.length === 1 ? await cli().follow(ids[0], (e) => onUpdate?.(text(progress(e).text, progress(e).details)), signal, params.timeout_ms) : await cli().call("wait", params.timeout_ms ? ["--timeout-ms", String(params.timeout_ms)] : [], ids, void 0, signal);
+        const update = throttled(onUpdate);
+        env = ids.length === 1 ? await cli().follow(
+          ids[0],
+          (e) => {
+            const p = progress(e);
+            update(p.text, p.details);
+          },
+          signal,
+          params.timeout_ms
+        ) : await cli().call("wait", params.timeout_ms ? ["--timeout-ms", String(params.timeout_ms)] : [], ids, void 0, signal);
         break;
+      }
       case "send": {
         if (!params.id || !params.prompt?.trim()) throw new SubagentsError("INVALID_INPUT", "send needs id and prompt");
         const sent = await begin(ctx, "send", { task_id: params.id, prompt: params.prompt });

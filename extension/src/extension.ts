@@ -242,6 +242,25 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 	}
 
 	/**
+	 * The task contract's onUpdate throttle: at most one update per
+	 * onUpdateThrottleMs, none that repeats the last; the answer itself is
+	 * never held back (it is the tool's result, not an update).
+	 */
+	function throttled(onUpdate: Update | undefined): (t: string, details: unknown) => void {
+		let lastAt = 0;
+		let lastFrame = "";
+		return (t, details) => {
+			if (!onUpdate) return;
+			const frame = JSON.stringify([t, details]);
+			const now = Date.now();
+			if (frame === lastFrame || (lastAt > 0 && now - lastAt < settings.onUpdateThrottleMs)) return;
+			lastAt = now;
+			lastFrame = frame;
+			onUpdate(text(t, details));
+		};
+	}
+
+	/**
 	 * Starts a delegation for this parent and waits for it with live
 	 * progress; the parent's abort cancels it. With async, returns at once
 	 * and the result is delivered later.
@@ -271,23 +290,14 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 		const onAbort = () => (cancelling ??= cancelAndFollow(id));
 		if (opts.signal?.aborted) onAbort();
 		else opts.signal?.addEventListener("abort", onAbort, { once: true });
-		// The task contract's onUpdate throttle: at most one update per
-		// onUpdateThrottleMs, none that repeats the last; the answer itself
-		// is never held back.
-		let lastAt = 0;
-		let lastFrame = "";
+		const update = throttled(opts.onUpdate);
 		try {
 			const env = await cli().follow(
 				id,
 				(env) => {
-					if (opts.onUpdate && opts.progress) {
+					if (opts.progress) {
 						const p = opts.progress(env);
-						const frame = JSON.stringify([p.text, p.details]);
-						const now = Date.now();
-						if (frame === lastFrame || (lastAt > 0 && now - lastAt < settings.onUpdateThrottleMs)) return;
-						lastAt = now;
-						lastFrame = frame;
-						opts.onUpdate(text(p.text, p.details));
+						update(p.text, p.details);
 					}
 				},
 				opts.signal,
@@ -444,13 +454,23 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 				if (!ids.length) throw new SubagentsError("INVALID_INPUT", `${op} needs id or ids`);
 				env = await cli().call("status", [], ids);
 				break;
-			case "wait":
+			case "wait": {
 				if (!ids.length) throw new SubagentsError("INVALID_INPUT", "wait needs id or ids");
+				const update = throttled(onUpdate);
 				env =
 					ids.length === 1
-						? await cli().follow(ids[0], (e) => onUpdate?.(text(progress(e).text, progress(e).details)), signal, params.timeout_ms)
+						? await cli().follow(
+								ids[0],
+								(e) => {
+									const p = progress(e);
+									update(p.text, p.details);
+								},
+								signal,
+								params.timeout_ms,
+							)
 						: await cli().call("wait", params.timeout_ms ? ["--timeout-ms", String(params.timeout_ms)] : [], ids, undefined, signal);
 				break;
+			}
 			case "send": {
 				if (!params.id || !params.prompt?.trim()) throw new SubagentsError("INVALID_INPUT", "send needs id and prompt");
 				const sent = await begin(ctx, "send", { task_id: params.id, prompt: params.prompt });

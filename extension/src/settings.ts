@@ -134,11 +134,16 @@ function knob(env: NodeJS.ProcessEnv, name: string): string | undefined {
 	return v === undefined || v === "" ? undefined : v;
 }
 
-/** A whole number of ms from lo to hi, or undefined when unset. */
+/**
+ * A whole number of ms from lo, or undefined when unset; one above hi is hi
+ * (the task contract sets no upper bound, so a value its users kept is not
+ * refused for being long).
+ */
 function wholeMs(key: string, v: unknown, lo: number, hi: number): number | undefined {
 	if (v === undefined || v === "") return undefined;
 	const n = typeof v === "string" ? Number(v) : v;
-	if (typeof n !== "number" || !Number.isInteger(n) || n < lo || n > hi) {
+	if (typeof n === "number" && Number.isInteger(n) && n > hi) return hi;
+	if (typeof n !== "number" || !Number.isInteger(n) || n < lo) {
 		const name = key === "taskRetentionMs" ? "TASK_RETENTION_MS" : "ONUPDATE_THROTTLE_MS";
 		throw new SubagentsError(
 			"INVALID_INPUT",

@@ -59,3 +59,28 @@ test("the project still sets what is harmless", () => {
 	assert.equal(s.maxLinesPerWindow, 3);
 	assert.deepEqual(s.tools, { subagent: true, task: false, delegate: true, primary: false });
 });
+
+// The task contract's knobs: its own variables work, ours win over them, a
+// value its users kept above our bound is taken at the bound (the contract
+// sets none), and a value that is no whole number is refused.
+test("the task contract's throttle and retention knobs", () => {
+	const cases: Array<{ name: string; env: NodeJS.ProcessEnv; throttle?: number; retention?: number; error?: RegExp }> = [
+		{ name: "defaults", env: {}, throttle: 120, retention: undefined },
+		{ name: "the contract's variables", env: { OHM_SUBAGENTS_ONUPDATE_THROTTLE_MS: "500", OHM_SUBAGENTS_TASK_RETENTION_MS: "1500" }, throttle: 500, retention: 1500 },
+		{ name: "ours win", env: { OHM_SUBAGENTS_ONUPDATE_THROTTLE_MS: "500", SUBAGENTS_ONUPDATE_THROTTLE_MS: "50" }, throttle: 50 },
+		{ name: "above our bound", env: { OHM_SUBAGENTS_ONUPDATE_THROTTLE_MS: "90000", OHM_SUBAGENTS_TASK_RETENTION_MS: String(90 * 24 * 3600 * 1000) }, throttle: 60000, retention: 30 * 24 * 3600 * 1000 },
+		{ name: "not a number", env: { OHM_SUBAGENTS_ONUPDATE_THROTTLE_MS: "fast" }, error: /onUpdateThrottleMs must be a whole number/ },
+		{ name: "below the bound", env: { OHM_SUBAGENTS_TASK_RETENTION_MS: "0" }, error: /taskRetentionMs must be a whole number/ },
+	];
+	for (const c of cases) {
+		const w = world(undefined, undefined);
+		const env = { ...w.env, ...c.env };
+		if (c.error) {
+			assert.throws(() => loadSettings(w.cwd, env), c.error, c.name);
+			continue;
+		}
+		const s = loadSettings(w.cwd, env);
+		assert.equal(s.onUpdateThrottleMs, c.throttle ?? 120, `${c.name}: throttle`);
+		assert.equal(s.taskRetentionMs, c.retention, `${c.name}: retention`);
+	}
+});
