@@ -942,10 +942,16 @@ func (c *Client) Send(ctx context.Context, req SendRequest) (Envelope, error) {
 		return env, nil
 	}
 	name := memoString(info, "name")
-	env, err := c.Start(ctx, StartRequest{
+	start := StartRequest{
 		Tasks:           []api.TaskSpec{{Name: name, Prompt: req.Prompt, Files: req.Files, Resume: req.TaskID, Cwd: searchAttr(info, api.CwdKey.GetName())}},
 		ParentSessionID: req.ParentSessionID, Deliver: req.Deliver, Host: memoString(info, "host"),
-	})
+	}
+	if req.Sticky {
+		// The subagent tool's: its rules (read-only agents unless
+		// allowWrite) hold for a session it continues as for one it starts.
+		start.Tool = "subagent"
+	}
+	env, err := c.Start(ctx, start)
 	if err != nil {
 		return Envelope{}, err
 	}

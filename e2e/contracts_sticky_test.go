@@ -116,3 +116,32 @@ func (e *env) startWorkerWith(c sdkclient.Client, cfg worker.Config) {
 	}
 	e.t.Cleanup(w.Stop)
 }
+
+// TestSubagentToolContinuesOnlyReadOnlyAgents: a writing agent's session
+// that the task tool started cannot be continued through the subagent
+// tool, which runs read-only agents unless allowWrite is set (the
+// SingleResult contract): its rules hold for a session it continues as for
+// one it starts.
+func TestSubagentToolContinuesOnlyReadOnlyAgents(t *testing.T) {
+	e := newEnv(t)
+	e.startWorker(shared.client)
+	e.model.Script("w-1", finalizeStep("wrote it"))
+	e.model.Script("w-2", finalizeStep("wrote more"))
+	e.model.Script("parent-write",
+		call("task", map[string]string{"op": "start", "subagent_type": "implementer", "description": "write", "prompt": "[[script:w-1]] Write it."}),
+		call("subagent", map[string]string{"agent": "implementer", "task": "[[script:w-2]] Write more.", "sessionId": "{{match:task_id: ([0-9a-f-]+)}}"}),
+		scriptedmodel.Step{Text: "Done."},
+	)
+	p := e.startParent("json", filepath.Join(t.TempDir(), "parent.jsonl"), "[[script:parent-write]] Write.")
+	p.wait(t)
+	ends := toolEnds(p, "subagent")
+	if len(ends) != 1 {
+		t.Fatalf("%d subagent results, want 1", len(ends))
+	}
+	if code, unified := detailErr(t, ends[0].Details); code != "SUBAGENT_DISABLED" || unified != "PERMISSION_DENIED" {
+		t.Fatalf("continuing a writing agent through subagent: details.error %q/%q, want SUBAGENT_DISABLED/PERMISSION_DENIED:\n%s", code, unified, ends[0].Text)
+	}
+	if r := e.model.RequestsFor("w-2"); len(r) != 0 {
+		t.Fatal("the writing agent ran again through the subagent tool")
+	}
+}
