@@ -156,9 +156,12 @@ var settings = []setting{
 	// Only the contract's variable: SUBAGENTS_OUTPUT_MAX_CHARS is the
 	// worker's own default (--output-max-chars), which this one overrides
 	// for a task.
+	// A value above MaxOutputChars is taken at it, as the delegate
+	// contract clamps its limits: the task contract sets no upper bound, and
+	// a value its users kept must not refuse every task.
 	{"outputMaxChars", "", "OHM_SUBAGENTS_OUTPUT_MAX_CHARS", true, func(c *Config, v any, from string) error {
-		n, err := asInt("outputMaxChars", v, from, 1, MaxOutputChars)
-		c.OutputMaxChars = n
+		n, err := asInt("outputMaxChars", v, from, 1, math.MaxInt32)
+		c.OutputMaxChars = min(n, MaxOutputChars)
 		return err
 	}},
 }

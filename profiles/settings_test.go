@@ -70,7 +70,12 @@ func TestSettingsPrecedence(t *testing.T) {
 			}
 		}},
 		{name: "outputMaxChars out of range", env: map[string]string{"OHM_SUBAGENTS_OUTPUT_MAX_CHARS": "0"},
-			err: "OHM_SUBAGENTS_OUTPUT_MAX_CHARS: outputMaxChars must be 1 to 100000, not 0"},
+			err: "OHM_SUBAGENTS_OUTPUT_MAX_CHARS: outputMaxChars must be 1 to 2147483647, not 0"},
+		{name: "outputMaxChars above the bound is the bound", env: map[string]string{"OHM_SUBAGENTS_OUTPUT_MAX_CHARS": "200000"}, check: func(t *testing.T, c Config) {
+			if c.OutputMaxChars != MaxOutputChars {
+				t.Fatalf("outputMaxChars %d, want %d", c.OutputMaxChars, MaxOutputChars)
+			}
+		}},
 		{name: "the delegate contract clamps its limits", global: `{"subagents":{"extend_timeout_debounce":900,"looping_tool_count":-4}}`, check: func(t *testing.T, c Config) {
 			if *c.ExtendTimeoutDebounce != 300 || *c.LoopingToolCount != 0 {
 				t.Fatalf("debounce %d, looping %d", *c.ExtendTimeoutDebounce, *c.LoopingToolCount)
