@@ -942,8 +942,15 @@ func (c *Client) Send(ctx context.Context, req SendRequest) (Envelope, error) {
 		return env, nil
 	}
 	name := memoString(info, "name")
+	// The session goes on with its own profile (its tools, model and
+	// prompt), not pi's defaults: the agent it was started with.
+	profile := searchAttr(info, api.AgentKey.GetName())
+	if profile == api.AgentName("") {
+		profile = ""
+	}
 	start := StartRequest{
-		Tasks:           []api.TaskSpec{{Name: name, Prompt: req.Prompt, Files: req.Files, Resume: req.TaskID, Cwd: searchAttr(info, api.CwdKey.GetName())}},
+		Tasks: []api.TaskSpec{{Name: name, Prompt: req.Prompt, Files: req.Files, Resume: req.TaskID, Cwd: searchAttr(info, api.CwdKey.GetName()),
+			Profile: profile}},
 		ParentSessionID: req.ParentSessionID, Deliver: req.Deliver, Host: memoString(info, "host"),
 	}
 	if req.Sticky {
