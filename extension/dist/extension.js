@@ -2344,6 +2344,8 @@ ${body}`, {
   pi.on("before_agent_start", async (_event, ctx) => {
     if (interactive(ctx) || !delivery.mayHavePending(ctx)) return;
     await startUpDone();
+    await delivery.resume(ctx).catch(() => {
+    });
     const waiting = delivery.waitingFor("earlier");
     if (waiting > 0) {
       say(ctx, `subagents: waiting for ${waiting} delegation${waiting === 1 ? "" : "s"} of an earlier run of this session before the prompt goes to the model (Ctrl-C leaves them for a later start)`);

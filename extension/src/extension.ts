@@ -928,6 +928,13 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 		// come. A session that waits for nothing asks nothing here.
 		if (interactive(ctx) || !delivery.mayHavePending(ctx)) return;
 		await startUpDone();
+		// Once more, with the service up: a look that ran while it was still
+		// starting found nothing, and the results it missed would come
+		// after the answer with no turn to read them (a look finds each
+		// delegation once: arrive and watch keep one of each).
+		await delivery.resume(ctx).catch(() => {
+			/* no service: nothing can have finished */
+		});
 		const waiting = delivery.waitingFor("earlier");
 		if (waiting > 0) {
 			say(ctx, `subagents: waiting for ${waiting} delegation${waiting === 1 ? "" : "s"} of an earlier run of this session before the prompt goes to the model (Ctrl-C leaves them for a later start)`);
