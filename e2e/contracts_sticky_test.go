@@ -8,11 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	sdkclient "go.temporal.io/sdk/client"
-
 	"github.com/durable-pi/subagents/activities"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
-	"github.com/durable-pi/subagents/worker"
 )
 
 // TestStickySessionsAsTheContractNamesThem: through a real parent pi, the
@@ -102,19 +99,6 @@ func TestStickySessionsAsTheContractNamesThem(t *testing.T) {
 	if _, err := os.Stat(activities.SessionFile(e.dataDir, e.workDir, "scout", "old-1")); err != nil {
 		t.Fatalf("no session file of old-1 here: %v", err)
 	}
-}
-
-// startWorkerWith runs a worker with cfg on c until the test ends.
-func (e *env) startWorkerWith(c sdkclient.Client, cfg worker.Config) {
-	e.t.Helper()
-	w, err := worker.New(c, cfg)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := w.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(w.Stop)
 }
 
 // TestSubagentToolContinuesOnlyReadOnlyAgents: a writing agent's session

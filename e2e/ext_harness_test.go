@@ -1,13 +1,10 @@
 package e2e
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -34,35 +31,8 @@ func (e *env) startExt(args []string, prompt string) *extPi {
 	if !rpc && prompt != "" {
 		all = append(all, prompt)
 	}
-	cmd := exec.Command(e.pi.Path, all...)
-	cmd.Env = append(append(os.Environ(), e.parentEnv()...), e.parentEnvExtra...)
-	cmd.Dir = e.workDir
-	// Its own process group, as a terminal gives a foreground job: a
-	// signal to the group reaches what the extension started too.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	p := &extPi{parentPi: &parentPi{cmd: cmd, events: &eventLog{}, done: make(chan struct{})}, stderr: &syncBuffer{}}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	p.stdin, err = cmd.StdinPipe()
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	cmd.Stderr = p.stderr
-	if err := cmd.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	scanned := make(chan struct{})
-	go func() {
-		defer close(scanned)
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 1<<20), 64<<20)
-		for sc.Scan() {
-			p.events.add(sc.Text())
-		}
-	}()
-	go func() { <-scanned; p.err = cmd.Wait(); close(p.done) }()
+	stderr := &syncBuffer{}
+	p := &extPi{parentPi: e.spawnPi(all, stderr), stderr: stderr}
 	if !rpc {
 		_ = p.stdin.Close()
 	} else if prompt != "" {

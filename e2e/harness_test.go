@@ -181,7 +181,14 @@ func (e *env) workerConfig() worker.Config {
 // startWorker runs a worker on c until the test ends or stop is called.
 func (e *env) startWorker(c sdkclient.Client) (stop func()) {
 	e.t.Helper()
-	w, err := worker.New(c, e.workerConfig())
+	return e.startWorkerWith(c, e.workerConfig())
+}
+
+// startWorkerWith runs a worker with cfg on c until the test ends or stop
+// is called.
+func (e *env) startWorkerWith(c sdkclient.Client, cfg worker.Config) (stop func()) {
+	e.t.Helper()
+	w, err := worker.New(c, cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
-	"github.com/durable-pi/subagents/worker"
 )
 
 // devCLI starts `subagents dev` (in memory, no UI unless asked) with extra
@@ -188,14 +187,7 @@ func TestPlacementByHost(t *testing.T) {
 		cfg := e.workerConfig()
 		cfg.Host, cfg.DataDir = host, filepath.Join(t.TempDir(), host)
 		dataDirs[host] = cfg.DataDir
-		w, err := worker.New(shared.client, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(w.Stop)
+		e.startWorkerWith(shared.client, cfg)
 	}
 	c := e.cli()
 	for _, host := range []string{"alpha", "beta", "alpha"} {

@@ -108,16 +108,38 @@ func parentExtension(t *testing.T) string {
 // prompt is the one prompt, in rpc mode it is sent as the first command.
 func (e *env) startParent(mode, sessionFile, prompt string) *parentPi {
 	e.t.Helper()
-	ext := parentExtension(e.t)
-	args := []string{"--mode", mode, "--session", sessionFile, "-e", ext}
+	args := []string{"--mode", mode, "--session", sessionFile, "-e", parentExtension(e.t)}
 	if mode == "json" {
 		args = append(args, prompt)
 	}
+	var stderr syncBuffer
+	p := e.spawnPi(args, &stderr)
+	if mode == "json" {
+		_ = p.stdin.Close()
+	} else {
+		p.send(e.t, map[string]any{"type": "prompt", "message": prompt})
+	}
+	e.t.Cleanup(func() {
+		p.kill()
+		<-p.done
+		if e.t.Failed() {
+			e.t.Logf("parent pi events:\n%.20000s\nstderr:\n%s", p.events, stderr.String())
+		}
+	})
+	return p
+}
+
+// spawnPi starts pi with args in the test's folder, with the parent's
+// environment, its events read into the parentPi as they come and its
+// stderr into stderr; stdin stays open for the caller.
+func (e *env) spawnPi(args []string, stderr *syncBuffer) *parentPi {
+	e.t.Helper()
 	cmd := exec.Command(e.pi.Path, args...)
 	cmd.Env = append(append(os.Environ(), e.parentEnv()...), e.parentEnvExtra...)
 	cmd.Dir = e.workDir
-	// Its own process group: a kill reaches the subagents commands the
-	// extension runs, as it would when a terminal closes.
+	// Its own process group, as a terminal gives a foreground job: a kill
+	// or signal to the group reaches the subagents commands the extension
+	// started too.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	p := &parentPi{cmd: cmd, events: &eventLog{}, done: make(chan struct{})}
 	stdout, err := cmd.StdoutPipe()
@@ -128,8 +150,7 @@ func (e *env) startParent(mode, sessionFile, prompt string) *parentPi {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)
 	}
@@ -143,18 +164,6 @@ func (e *env) startParent(mode, sessionFile, prompt string) *parentPi {
 		}
 	}()
 	go func() { <-scanned; p.err = cmd.Wait(); close(p.done) }()
-	if mode == "json" {
-		_ = p.stdin.Close()
-	} else {
-		p.send(e.t, map[string]any{"type": "prompt", "message": prompt})
-	}
-	e.t.Cleanup(func() {
-		p.kill()
-		<-p.done
-		if e.t.Failed() {
-			e.t.Logf("parent pi events:\n%.20000s\nstderr:\n%s", p.events, stderr.String())
-		}
-	})
 	return p
 }
 
