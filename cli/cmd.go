@@ -450,13 +450,32 @@ func combine(op string, envs []client.Envelope) client.Envelope {
 	}
 	out.Usage = &usage
 	out.TotalCount = new(len(out.Items))
-	out.Status = string(api.StateCompleted)
-	for _, it := range out.Items {
-		switch {
+	states := make([]api.State, len(out.Items))
+	for i, it := range out.Items {
+		switch states[i] = api.State(it.Status); {
 		case !it.Done:
-			out.Status = string(api.StateRunning)
-		case it.Status != string(api.StateCompleted) && out.Status == string(api.StateCompleted):
-			out.Status = string(api.StateFailed)
+			states[i] = api.StateRunning
+		case !states[i].Terminal():
+			// Done without an ending state of its own: not completed.
+			states[i] = api.StateFailed
+		}
+	}
+	out.Status = string(collectionState(states))
+	return out
+}
+
+// collectionState is the state of several tasks together: running while
+// any has not ended (or waits to start), completed when all completed,
+// failed otherwise. An empty state (no answer of its own) does not count.
+func collectionState(states []api.State) api.State {
+	out := api.StateCompleted
+	for _, st := range states {
+		switch {
+		case st == "":
+		case !st.Terminal():
+			return api.StateRunning
+		case st != api.StateCompleted:
+			out = api.StateFailed
 		}
 	}
 	return out

@@ -72,20 +72,12 @@ func taskPrior(env client.Envelope) string {
 
 // collectionPrior is the top-level prior_status of a cancel of several IDs:
 // the status `status` gave the same IDs just before, by the rule that
-// gives a collection's status (combine): running while any of them ran
-// (or waited to), completed when all had completed, failed otherwise. Each
-// ID's own prior_status is on its items.
+// gives a collection's status (combine, collectionState). Each ID's own
+// prior_status is on its items.
 func collectionPrior(envs []client.Envelope) string {
-	prior := api.StateCompleted
-	for _, e := range envs {
-		switch st := api.State(e.PriorStatus); {
-		case st == "":
-			// No answer of its own to count (none is left without one).
-		case !st.Terminal():
-			return string(api.StateRunning)
-		case st != api.StateCompleted:
-			prior = api.StateFailed
-		}
+	states := make([]api.State, len(envs))
+	for i, e := range envs {
+		states[i] = api.State(e.PriorStatus)
 	}
-	return string(prior)
+	return string(collectionState(states))
 }
