@@ -39,6 +39,10 @@ type TaskSpec struct {
 	// Description is the task contract's short label of the task, kept in the
 	// session's memo for the UI and `list`.
 	Description string `json:"description,omitempty"`
+	// Context "fork" starts the task from a copy of the parent's
+	// conversation (DelegationInput.ParentSessionFile); "" or "fresh" from
+	// an empty session.
+	Context string `json:"context,omitempty"`
 	// Rejected is why the caller refused this item of a batch on its own
 	// (the task contract: the other items run); it never runs.
 	Rejected *errcode.Info `json:"rejected,omitempty"`
@@ -60,6 +64,9 @@ type DelegationInput struct {
 	SessionIDs      []string `json:"sessionIds"`
 	MaxConcurrency  int      `json:"maxConcurrency,omitempty"`
 	ParentSessionID string   `json:"parentSessionId,omitempty"`
+	// ParentSessionFile is the parent pi's session file, for tasks whose
+	// context is fork.
+	ParentSessionFile string `json:"parentSessionFile,omitempty"`
 	// Depth is the caller's depth: 0 for a top-level pi.
 	Depth    int `json:"depth,omitempty"`
 	MaxDepth int `json:"maxDepth,omitempty"`
@@ -113,6 +120,9 @@ type DelegationStatus struct {
 	Delivered bool `json:"delivered,omitempty"`
 	// ParentSessionID is the pi session that started the delegation.
 	ParentSessionID string `json:"parentSessionId,omitempty"`
+	// Plan is a plan's own part (a plan answers as a delegation whose
+	// tasks are its task steps, in document order).
+	Plan *PlanView `json:"plan,omitempty"`
 }
 
 // Summarize fills in what st's tasks and Done imply: the counts, the

@@ -11,11 +11,13 @@ const (
 	DelegationWorkflowName  = "Delegation"
 	SessionWorkflowName     = "Session"
 	ReadSessionWorkflowName = "ReadSession"
+	PlanWorkflowName        = "Plan"
 
 	RunPiActivityName          = "RunPi"
 	ResolveTasksActivityName   = "ResolveTasks"
 	LookupSessionsActivityName = "LookupSessions"
 	ReadSessionActivityName    = "ReadSession"
+	RunGateActivityName        = "RunGate"
 )
 
 // Names of the signals, queries and updates, in one place: they are part of

@@ -71,6 +71,25 @@ type RunPiInput struct {
 	// MaxRuntimeSeconds is the turn's hard ceiling (Ceiling); nil: the
 	// timeout plus DefaultMaxExtension.
 	MaxRuntimeSeconds *int `json:"maxRuntimeSeconds,omitempty"`
+	// Budget caps the run's tool calls, tokens and cost: past it the
+	// child is stopped and the run ends with BUDGET_EXCEEDED (a plan
+	// step's budget).
+	Budget *Budget `json:"budget,omitempty"`
+	// FallbackModels (a profile's) are tried in order, on the same pi
+	// session, when the model fails with a provider error worth another
+	// model (rate limit, overload); the result records each.
+	FallbackModels []string `json:"fallbackModels,omitempty"`
+	// ForkFrom is the parent's pi session file: the session's first turn
+	// starts from a copy of its conversation (context: fork) instead of an
+	// empty session.
+	ForkFrom string `json:"forkFrom,omitempty"`
+}
+
+// Fallback is one model a run gave up on for the next of its
+// FallbackModels, and why.
+type Fallback struct {
+	Model string `json:"model"`
+	Error string `json:"error"`
 }
 
 // RunPiResult is what one child run produced: the raw material of the SingleResult contract's
@@ -94,8 +113,10 @@ type RunPiResult struct {
 	StopReason string          `json:"stopReason,omitempty"`
 	// Model is the provider/id the child really ran (its last assistant
 	// message's), where RunPiInput.Model may be empty for pi's default.
-	Model        string        `json:"model,omitempty"`
-	AutoRetries  int           `json:"autoRetries,omitempty"`
+	Model       string `json:"model,omitempty"`
+	AutoRetries int    `json:"autoRetries,omitempty"`
+	// Fallbacks are the models that failed before Model ran (RunPiInput.FallbackModels).
+	Fallbacks    []Fallback    `json:"fallbacks,omitempty"`
 	Error        *errcode.Info `json:"error,omitempty"`
 	SessionFile  string        `json:"sessionFile"`
 	ArtifactFile string        `json:"artifactFile,omitempty"`

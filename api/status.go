@@ -32,6 +32,10 @@ const (
 	// record the turn's own state. `list --status waiting_for_input`
 	// finds open sessions between turns, of any version.
 	StateWaitingForInput State = "waiting_for_input"
+	// StateSkipped is a plan step's only: it never ran, because an earlier
+	// step of its lane failed or the plan stopped. No workflow records it,
+	// so it is not among States (a filter).
+	StateSkipped State = "skipped"
 )
 
 // States is the vocabulary in the order the README's glossary gives it.
@@ -40,7 +44,7 @@ var States = []State{StateQueued, StateRunning, StateCompleted, StateFailed, Sta
 // Terminal reports whether a turn, task or workflow in this state has ended.
 func (s State) Terminal() bool {
 	switch s {
-	case StateCompleted, StateFailed, StateCancelled, StateTimedOut, StateTerminated:
+	case StateCompleted, StateFailed, StateCancelled, StateTimedOut, StateTerminated, StateSkipped:
 		return true
 	}
 	return false

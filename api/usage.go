@@ -11,6 +11,10 @@ type Usage struct {
 	Turns      int     `json:"turns"`
 }
 
+// Tokens is every token u counts (pi's totalTokens): what a budget's
+// tokens cap.
+func (u Usage) Tokens() int64 { return u.Input + u.Output + u.CacheRead + u.CacheWrite }
+
 // Add returns the sum of u and v.
 func (u Usage) Add(v Usage) Usage {
 	return Usage{
@@ -38,6 +42,9 @@ type Finalize struct {
 	Status string `json:"status"`
 	Result string `json:"result,omitempty"`
 	Error  string `json:"error,omitempty"`
+	// Verdict is the child's one-word verdict, where its task asked for
+	// one (a plan step's verdicts, read by a loop's until).
+	Verdict string `json:"verdict,omitempty"`
 }
 
 // FinalizeToolName is the tool a child calls to hand back its result.

@@ -34,6 +34,18 @@ const (
 	// Terminated: an operator terminated the task's workflow (`temporal
 	// workflow terminate`); its child run reported no result.
 	Terminated Code = "TERMINATED"
+	// BudgetExceeded: a step or a plan spent the tool calls, tokens or cost
+	// its budget allows; nothing further starts.
+	BudgetExceeded Code = "BUDGET_EXCEEDED"
+	// GateFailed: a plan step's verification command still failed after
+	// its corrective rounds.
+	GateFailed Code = "GATE_FAILED"
+	// LoopExhausted: a plan's loop ran its most rounds without its exit
+	// condition being met.
+	LoopExhausted Code = "LOOP_EXHAUSTED"
+	// Skipped: a plan step did not run because an earlier step of its lane
+	// failed, or the plan stopped.
+	Skipped Code = "SKIPPED"
 )
 
 // Category groups codes the way callers branch on them.
@@ -66,6 +78,10 @@ var categories = map[Code]Category{
 	PermissionDenied:   CategoryPermission,
 	ServiceUnavailable: CategoryUnavailable,
 	Terminated:         CategoryRuntime,
+	BudgetExceeded:     CategoryRuntime,
+	GateFailed:         CategoryRuntime,
+	LoopExhausted:      CategoryRuntime,
+	Skipped:            CategoryRuntime,
 }
 
 // All lists every code, in the order docs/errors.md gives them.
@@ -74,6 +90,7 @@ func All() []Code {
 		InvalidInput, SubagentsDisabled, SubagentDisabled, UnknownAgent, DepthExceeded, Timeout,
 		Failed, OutputTruncated, SessionNotFound, SessionRunning, FinalizeMissing,
 		LoopDetected, Cancelled, PermissionDenied, ServiceUnavailable, Terminated,
+		BudgetExceeded, GateFailed, LoopExhausted, Skipped,
 	}
 }
 
