@@ -29,7 +29,8 @@ const ConfigFile = "subagents.json"
 //	               "permissions": {"default": "allow", "subagents": {"finder": "deny"},
 //	                               "allowInternalRouting": false},
 //	               "disabled": false, "extend_timeout_debounce": 30, "looping_tool_count": 5,
-//	               "taskMaxConcurrency": 3, "taskMaxEvents": 120, "outputMaxChars": 8000}}
+//	               "taskMaxConcurrency": 3, "taskMaxEvents": 120, "outputMaxChars": 8000,
+//	               "trustedProjects": ["~/src/mine"]}}
 type Config struct {
 	Models               map[string]string
 	DefaultPermission    string
@@ -64,6 +65,11 @@ type Config struct {
 	// extensions, skills and prompt files a child loads (a team's shared
 	// project); without it only the service's user (and root) may.
 	TrustGroup string
+	// TrustedProjects are the project folders (absolute, cleaned) whose
+	// saved plans may run gate commands: a plan file in a cloned
+	// repository runs its commands only where the user said so
+	// (TrustsProject).
+	TrustedProjects []string
 }
 
 // A setting: its key under "subagents", its variable, and whether a
@@ -147,6 +153,12 @@ var settings = []setting{
 		}
 		c.TrustGroup = name
 		return nil
+	}},
+	// Global only: a repository must not be able to vouch for itself.
+	{"trustedProjects", "SUBAGENTS_TRUSTED_PROJECTS", "", false, func(c *Config, v any, from string) error {
+		dirs, err := asFolders("trustedProjects", v, from)
+		c.TrustedProjects = dirs
+		return err
 	}},
 	{"taskMaxEvents", "SUBAGENTS_TASK_MAX_EVENTS", "OHM_SUBAGENTS_TASK_MAX_EVENTS", true, func(c *Config, v any, from string) error {
 		n, err := asInt("taskMaxEvents", v, from, 0, api.MaxEventsCeiling)
@@ -336,6 +348,75 @@ func asInt(key string, v any, from string, lo, hi int) (int, error) {
 		return 0, errcode.Errorf(errcode.InvalidInput, "%s: %s must be %d to %d, not %d", from, key, lo, hi, n)
 	}
 	return n, nil
+}
+
+// asFolders reads a list of absolute folders: a JSON array of strings, or
+// a variable's colon-separated list. "~" and "~/..." are the home folder;
+// a relative folder is refused, as it would mean a different one in every
+// cwd.
+func asFolders(key string, v any, from string) ([]string, error) {
+	var items []any
+	switch x := v.(type) {
+	case []any:
+		items = x
+	case string:
+		for _, d := range filepath.SplitList(x) {
+			items = append(items, d)
+		}
+	default:
+		return nil, errcode.Errorf(errcode.InvalidInput, "%s: %s must be a list of absolute folders, not %s", from, key, quoted(v))
+	}
+	var out []string
+	for _, item := range items {
+		d, ok := item.(string)
+		if !ok {
+			return nil, errcode.Errorf(errcode.InvalidInput, "%s: %s must be a list of absolute folders, not %s", from, key, quoted(v))
+		}
+		d = strings.TrimSpace(d)
+		if d == "" {
+			continue
+		}
+		if d == "~" || strings.HasPrefix(d, "~/") {
+			home, err := os.UserHomeDir()
+			if err != nil {
+				return nil, errcode.Errorf(errcode.InvalidInput, "%s: %s: %q: no home folder to expand ~ to: %v", from, key, d, err)
+			}
+			d = filepath.Join(home, strings.TrimPrefix(d, "~"))
+		}
+		if !filepath.IsAbs(d) {
+			return nil, errcode.Errorf(errcode.InvalidInput, "%s: %s: %q is not an absolute folder (a relative one would name a different folder from every cwd)", from, key, d)
+		}
+		out = append(out, filepath.Clean(d))
+	}
+	return out, nil
+}
+
+// TrustsProject reports whether the settings trust the project whose root
+// is root: it is one of TrustedProjects or inside one (a folder of
+// clones the user trusts as a whole). Both sides are compared as named
+// and with their links resolved, so /tmp/x and its real path agree.
+func (c Config) TrustsProject(root string) bool {
+	if root == "" || !filepath.IsAbs(root) {
+		return false
+	}
+	forms := func(p string) []string {
+		p = filepath.Clean(p)
+		out := []string{p}
+		if real, err := filepath.EvalSymlinks(p); err == nil && real != p {
+			out = append(out, real)
+		}
+		return out
+	}
+	for _, trusted := range c.TrustedProjects {
+		for _, t := range forms(trusted) {
+			for _, r := range forms(root) {
+				if r == t || strings.HasPrefix(r, t+string(filepath.Separator)) || t == string(filepath.Separator) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 func quoted(v any) string {

@@ -109,6 +109,30 @@ func TestSettingsPrecedence(t *testing.T) {
 		{name: "not a switch", global: `{"subagents":{"disabled":"sometimes"}}`, err: `disabled must be true or false, not "sometimes"`},
 		{name: "bad variable", env: map[string]string{"SUBAGENTS_TASK_MAX_CONCURRENCY": "0"}, err: "SUBAGENTS_TASK_MAX_CONCURRENCY: taskMaxConcurrency must be 1 to 16, not 0"},
 		{name: "not an entry", global: `{"subagents":{"finder":"fast"}}`, err: "subagents.finder"},
+		{name: "trustedProjects: pi's config dir, ~ expanded", global: `{"subagents":{"trustedProjects":["/src/a/","~/b","~"]}}`, check: func(t *testing.T, c Config) {
+			home, _ := os.UserHomeDir()
+			want := []string{"/src/a", filepath.Join(home, "b"), home}
+			if strings.Join(c.TrustedProjects, "|") != strings.Join(want, "|") {
+				t.Fatalf("trustedProjects %q, want %q", c.TrustedProjects, want)
+			}
+		}},
+		{name: "trustedProjects: a project cannot trust itself", project: `{"subagents":{"trustedProjects":["/"]}}`, check: func(t *testing.T, c Config) {
+			if len(c.TrustedProjects) != 0 || c.TrustsProject("/anything") {
+				t.Fatalf("a project's trustedProjects counted: %q", c.TrustedProjects)
+			}
+		}},
+		{name: "trustedProjects: the variable, colon-separated, wins", global: `{"subagents":{"trustedProjects":["/src/a"]}}`,
+			env: map[string]string{"SUBAGENTS_TRUSTED_PROJECTS": "/src/b:/src/c"}, check: func(t *testing.T, c Config) {
+				if strings.Join(c.TrustedProjects, "|") != "/src/b|/src/c" {
+					t.Fatalf("trustedProjects %q", c.TrustedProjects)
+				}
+			}},
+		{name: "trustedProjects: a relative folder", global: `{"subagents":{"trustedProjects":["src/a"]}}`,
+			err: `subagents.trustedProjects: trustedProjects: "src/a" is not an absolute folder`},
+		{name: "trustedProjects: not a list", global: `{"subagents":{"trustedProjects":true}}`,
+			err: `trustedProjects must be a list of absolute folders, not true`},
+		{name: "trustedProjects: a relative folder in the variable", env: map[string]string{"SUBAGENTS_TRUSTED_PROJECTS": "/src/a:rel"},
+			err: `SUBAGENTS_TRUSTED_PROJECTS: trustedProjects: "rel" is not an absolute folder`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -225,3 +249,36 @@ func TestSubagentToolRunsReadOnlyAgents(t *testing.T) {
 }
 
 type activitiesErr struct{ code, msg string }
+
+// TestTrustsProject: a project is trusted when its root is a folder the
+// settings list or is inside one, also through a link; a neighbour whose
+// name merely starts the same is not.
+func TestTrustsProject(t *testing.T) {
+	base := t.TempDir()
+	real := filepath.Join(base, "real")
+	must(t, os.MkdirAll(filepath.Join(real, "repo"), 0o755))
+	link := filepath.Join(base, "link")
+	must(t, os.Symlink(real, link))
+	tests := []struct {
+		name    string
+		trusted []string
+		root    string
+		want    bool
+	}{
+		{"nothing trusted", nil, "/src/a", false},
+		{"the folder itself", []string{"/src/a"}, "/src/a", true},
+		{"a project inside a trusted folder", []string{"/src"}, "/src/a", true},
+		{"a neighbour with the same start", []string{"/src/a"}, "/src/ab", false},
+		{"a folder above the trusted one", []string{"/src/a"}, "/src", false},
+		{"trusted through a link", []string{link}, filepath.Join(real, "repo"), true},
+		{"a project reached through a link", []string{real}, filepath.Join(link, "repo"), true},
+		{"no root", []string{"/"}, "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := (Config{TrustedProjects: tt.trusted}).TrustsProject(tt.root); got != tt.want {
+				t.Fatalf("TrustsProject(%q) with %q = %v, want %v", tt.root, tt.trusted, got, tt.want)
+			}
+		})
+	}
+}
