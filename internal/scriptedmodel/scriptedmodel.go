@@ -15,6 +15,7 @@
 package scriptedmodel
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -38,6 +39,20 @@ const (
 	ModelID      = "scripted-1"
 	ModelRef     = ProviderName + "/" + ModelID
 )
+
+// SecondModelID and ThirdModelID are the same server under other model
+// names: a run that falls back from one model to another (a profile's
+// fallbackModels) stays on the script, and Step.ModelStatus can fail one
+// of them alone.
+const (
+	SecondModelID  = "scripted-2"
+	SecondModelRef = ProviderName + "/" + SecondModelID
+	ThirdModelID   = "scripted-3"
+	ThirdModelRef  = ProviderName + "/" + ThirdModelID
+)
+
+// modelIDs are the models WritePiAgentDir declares.
+var modelIDs = []string{ModelID, SecondModelID, ThirdModelID}
 
 // ToolCall is one tool call the model makes.
 type ToolCall struct {
@@ -65,9 +80,16 @@ type Step struct {
 	Usage *Usage `json:"usage,omitempty"`
 	// FinishReason defaults to "tool_calls" when there are tool calls, else "stop".
 	FinishReason string `json:"finish_reason,omitempty"`
-	// Status, when non-zero, answers with this HTTP status and Body instead.
+	// Status, when non-zero, answers with this HTTP status and Body instead
+	// (an empty Body: a JSON error whose message is the status's text).
 	Status int    `json:"status,omitempty"`
 	Body   string `json:"body,omitempty"`
+	// ModelStatus answers a request for one of its model IDs (the request's
+	// "model", e.g. SecondModelID) with that HTTP status and Body instead:
+	// a provider error only some models have, such as a rate limit (429) or
+	// an overload (529), so that a run which then falls back to another
+	// model gets the step's own answer. Status, when set, wins.
+	ModelStatus map[string]int `json:"model_status,omitempty"`
 	// DelayMS waits before answering (headers included).
 	DelayMS int `json:"delay_ms,omitempty"`
 	// Hang never answers; the request ends only when the client goes away
@@ -362,9 +384,19 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	if step.Status != 0 {
+	status := step.Status
+	if status == 0 {
+		status = step.ModelStatus[rec.Parsed.Model]
+	}
+	if status != 0 {
+		if step.Body == "" {
+			// 529 (an overload, as one provider says it) has no text of
+			// its own in net/http.
+			writeError(w, status, cmp.Or(http.StatusText(status), fmt.Sprintf("HTTP %d", status)))
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(step.Status)
+		w.WriteHeader(status)
 		_, _ = w.Write([]byte(step.Body))
 		return
 	}
@@ -510,21 +542,29 @@ func (s *Server) WritePiAgentDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("scripted model: pi agent dir: %w", err)
 	}
+	declared := make([]any, 0, len(modelIDs))
+	for i, id := range modelIDs {
+		name := "Scripted test model"
+		if i > 0 {
+			name = fmt.Sprintf("Scripted test model %d", i+1)
+		}
+		declared = append(declared, map[string]any{
+			"id":            id,
+			"name":          name,
+			"reasoning":     false,
+			"input":         []string{"text"},
+			"contextWindow": 128000,
+			"maxTokens":     16384,
+			"cost":          map[string]any{"input": 1, "output": 2, "cacheRead": 0, "cacheWrite": 0},
+		})
+	}
 	models := map[string]any{
 		"providers": map[string]any{
 			ProviderName: map[string]any{
 				"baseUrl": s.URL(),
 				"api":     "openai-completions",
 				"apiKey":  "scripted-model-key",
-				"models": []any{map[string]any{
-					"id":            ModelID,
-					"name":          "Scripted test model",
-					"reasoning":     false,
-					"input":         []string{"text"},
-					"contextWindow": 128000,
-					"maxTokens":     16384,
-					"cost":          map[string]any{"input": 1, "output": 2, "cacheRead": 0, "cacheWrite": 0},
-				}},
+				"models":  declared,
 			},
 		},
 	}

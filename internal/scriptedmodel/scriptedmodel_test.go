@@ -29,7 +29,13 @@ type streamResult struct {
 
 func post(t *testing.T, s *Server, messages []map[string]any) streamResult {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"model": ModelID, "stream": true, "messages": messages})
+	return postAs(t, s, ModelID, messages)
+}
+
+// postAs posts messages as a request for model.
+func postAs(t *testing.T, s *Server, model string, messages []map[string]any) streamResult {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"model": model, "stream": true, "messages": messages})
 	req, _ := http.NewRequest(http.MethodPost, s.URL()+"/chat/completions", strings.NewReader(string(body)))
 	req.Header.Set("Authorization", "Bearer scripted-model-key")
 	resp, err := http.DefaultClient.Do(req)
@@ -212,6 +218,39 @@ func TestScriptedAnswers(t *testing.T) {
 	}
 }
 
+// TestModelStatus: a step answers the models its ModelStatus names with
+// their HTTP error, every other model with the step itself; Status wins,
+// and a status without a body gets a JSON error of the status's text.
+func TestModelStatus(t *testing.T) {
+	s, err := Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	s.Script("limited", Step{Text: "answered", ModelStatus: map[string]int{ModelID: 429, SecondModelID: 529}})
+	s.Script("both", Step{Status: 503, Text: "never", ModelStatus: map[string]int{ModelID: 429}})
+	s.Script("bodied", Step{Body: `{"error":{"message":"slow down"}}`, ModelStatus: map[string]int{ModelID: 429}})
+	tests := []struct {
+		script, model string
+		status        int
+		body, text    string
+	}{
+		{"limited", ModelID, 429, `{"error":{"message":"Too Many Requests","type":"scripted_model_error"}}`, ""},
+		{"limited", SecondModelID, 529, `{"error":{"message":"HTTP 529","type":"scripted_model_error"}}`, ""},
+		{"limited", ThirdModelID, 200, "", "answered"},
+		{"both", ThirdModelID, 503, `{"error":{"message":"Service Unavailable","type":"scripted_model_error"}}`, ""},
+		{"bodied", ModelID, 429, `{"error":{"message":"slow down"}}`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.script+"-"+tt.model, func(t *testing.T) {
+			r := postAs(t, s, tt.model, []map[string]any{user("[[script:" + tt.script + "]] go")})
+			if r.Status != tt.status || r.Body != tt.body || r.Text != tt.text {
+				t.Fatalf("status %d body %q text %q, want %d %q %q", r.Status, r.Body, r.Text, tt.status, tt.body, tt.text)
+			}
+		})
+	}
+}
+
 func TestDelayAndHang(t *testing.T) {
 	s, err := Start()
 	if err != nil {
@@ -284,7 +323,8 @@ func TestWritePiAgentDir(t *testing.T) {
 	}
 	readJSON(t, filepath.Join(dir, "models.json"), &models)
 	p := models.Providers[ProviderName]
-	if p.BaseURL != s.URL() || p.API != "openai-completions" || len(p.Models) != 1 || p.Models[0].ID != ModelID {
+	if p.BaseURL != s.URL() || p.API != "openai-completions" || len(p.Models) != 3 ||
+		p.Models[0].ID != ModelID || p.Models[1].ID != SecondModelID || p.Models[2].ID != ThirdModelID {
 		t.Fatalf("models.json = %+v", models)
 	}
 	var settings struct {
