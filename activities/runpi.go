@@ -42,6 +42,11 @@ const (
 	lastTextChars     = 500
 )
 
+// verdictChars bounds a finalize's verdict in a result: it is one word (a
+// plan's verdicts are at most 32 characters), and one the model made long
+// must not grow a history.
+const verdictChars = 64
+
 // ContinuationPrompt is sent when an attempt resumes a session file that an
 // interrupted attempt (a worker crash) left behind.
 const ContinuationPrompt = "Your previous run of this task was interrupted before it finished (the process running it stopped). " +
@@ -833,7 +838,8 @@ func (a *Activities) fill(res *api.RunPiResult, r *childRun, out outcome) {
 
 	full := z.Sanitize(st.FinalText)
 	if f := st.Finalize; f != nil {
-		res.Finalize = &api.Finalize{Status: f.Status, Result: z.Sanitize(f.Result), Error: z.Sanitize(f.Error)}
+		res.Finalize = &api.Finalize{Status: f.Status, Result: z.Sanitize(f.Result), Error: z.Sanitize(f.Error),
+			Verdict: clip(z.Sanitize(f.Verdict), verdictChars)}
 		full = res.Finalize.Result
 		if f.Status == "ERROR" {
 			full = res.Finalize.Error

@@ -142,6 +142,11 @@ func TestRunPiFinalize(t *testing.T) {
 		scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "bash", Arguments: `{"command":"echo after"}`}}},
 		scriptedmodel.Step{Text: "done"},
 	)
+	h.model.Script("verdict", scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{finalizeCall(`{"status":"SUCCESS","result":"No findings.","verdict":"clean"}`)}})
+	h.model.Script("verdict-of-two-words",
+		scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{finalizeCall(`{"status":"SUCCESS","result":"Two issues.","verdict":"needs changes"}`)}},
+		scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{finalizeCall(`{"status":"SUCCESS","result":"Two issues.","verdict":"changes"}`)}},
+	)
 	if err := os.WriteFile(filepath.Join(h.cwd, "notes.txt"), []byte("some notes\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -166,6 +171,13 @@ func TestRunPiFinalize(t *testing.T) {
 			}
 			if !strings.Contains(lastToolText(reqs[1]), `requires a non-empty "result"`) {
 				t.Fatalf("the model did not see why its first finalize failed: %q", lastToolText(reqs[1]))
+			}
+		}},
+		{"verdict", &api.Finalize{Status: "SUCCESS", Result: "No findings.", Verdict: "clean"}, "No findings.", "", nil},
+		{"verdict-of-two-words", &api.Finalize{Status: "SUCCESS", Result: "Two issues.", Verdict: "changes"}, "Two issues.", "", func(t *testing.T, r api.RunPiResult) {
+			reqs := h.model.RequestsFor("verdict-of-two-words")
+			if len(reqs) != 2 || !strings.Contains(lastToolText(reqs[1]), `"verdict" must be one word`) {
+				t.Fatalf("the model was not told the verdict is one word: %d requests, %q", len(reqs), lastToolText(reqs[len(reqs)-1]))
 			}
 		}},
 		{"mixed-batch", &api.Finalize{Status: "SUCCESS", Result: "from a mixed batch"}, "from a mixed batch", "", func(t *testing.T, r api.RunPiResult) {

@@ -256,6 +256,9 @@ func (s *Stream) toolEnded(id, name string, isError bool, result *message) {
 	if name == api.FinalizeToolName && !isError && s.Finalize == nil {
 		var f api.Finalize
 		if json.Unmarshal(s.argsByCall[id], &f) == nil {
+			// A one-word verdict, as the tool checked; whatever space
+			// the model put around it is not part of the word.
+			f.Verdict = strings.TrimSpace(f.Verdict)
 			s.Finalize = &f
 		}
 	}

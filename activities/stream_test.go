@@ -81,7 +81,7 @@ func TestStreamFinalizeAndEdgeCases(t *testing.T) {
 		`{"type":"some_future_event","payload":{}}` + "\n",
 		`{"type":"tool_execution_start","toolCallId":"c1","toolName":"subagent_finalize","args":{"status":"SUCCESS"}}` + "\n",
 		`{"type":"tool_execution_end","toolCallId":"c1","toolName":"subagent_finalize","result":{},"isError":true}` + "\n",
-		`{"type":"tool_execution_start","toolCallId":"c2","toolName":"subagent_finalize","args":{"status":"SUCCESS","result":"the answer"}}` + "\n",
+		`{"type":"tool_execution_start","toolCallId":"c2","toolName":"subagent_finalize","args":{"status":"SUCCESS","result":"the answer","verdict":" clean\n"}}` + "\n",
 		`{"type":"tool_execution_end","toolCallId":"c2","toolName":"subagent_finalize","result":{},"isError":false}` + "\n",
 		`{"type":"tool_execution_start","toolCallId":"c3","toolName":"subagent_finalize","args":{"status":"ERROR","error":"late"}}` + "\n",
 		`{"type":"tool_execution_end","toolCallId":"c3","toolName":"subagent_finalize","result":{},"isError":false}` + "\n",
@@ -106,7 +106,7 @@ func TestStreamFinalizeAndEdgeCases(t *testing.T) {
 	if s.CommandError != "prompt: Model not found" {
 		t.Fatalf("command error %q", s.CommandError)
 	}
-	if s.Finalize == nil || *s.Finalize != (api.Finalize{Status: "SUCCESS", Result: "the answer"}) {
+	if s.Finalize == nil || *s.Finalize != (api.Finalize{Status: "SUCCESS", Result: "the answer", Verdict: "clean"}) {
 		t.Fatalf("finalize = %+v: want the first successful call", s.Finalize)
 	}
 	if len(s.ToolRows) != 3 || s.ToolRows[0].Status != "error" || s.ToolRows[1].Status != "ok" {

@@ -6,6 +6,7 @@
  * Contract (the sessions contract):
  * - status SUCCESS requires a non-empty `result`;
  * - status ERROR requires a non-empty `error` (`result` may hold partial findings);
+ * - `verdict`, optional, is one word (a plan step that asks for one reads it);
  * - a violation is a tool error the model sees, so it can correct the call;
  * - after a valid call the run ends (terminate) and every further tool call is refused.
  */
@@ -45,6 +46,7 @@ export default function subagentFinalize(pi: ExtensionAPI) {
 			}),
 			result: Type.Optional(Type.String({ description: "The final answer (required for SUCCESS)" })),
 			error: Type.Optional(Type.String({ description: "What went wrong (required for ERROR)" })),
+			verdict: Type.Optional(Type.String({ description: "One word, if the task asks for a verdict" })),
 		}),
 		async execute(_toolCallId, params) {
 			if (finalized) {
@@ -58,6 +60,11 @@ export default function subagentFinalize(pi: ExtensionAPI) {
 			if (params.status === "ERROR" && !params.error?.trim()) {
 				throw new Error(
 					`${FINALIZE_TOOL}: status "ERROR" requires a non-empty "error". Call ${FINALIZE_TOOL} again saying what went wrong in "error".`,
+				);
+			}
+			if (params.verdict !== undefined && /\s/.test(params.verdict.trim())) {
+				throw new Error(
+					`${FINALIZE_TOOL}: "verdict" must be one word. Call ${FINALIZE_TOOL} again with a one-word "verdict".`,
 				);
 			}
 			finalized = true;
