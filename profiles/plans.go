@@ -179,9 +179,12 @@ func PlansWatched(opts Options) ([]Watch, error) {
 // ShadowedBy). A file that cannot be used is listed with its error; only a
 // folder that cannot be read fails the listing.
 func ListPlans(opts Options) ([]PlanInfo, error) {
+	// Settings that do not read (FindPlan fails with their error) must not
+	// hide the listing: it is judged by none, the strictest (no trusted
+	// group or project).
 	cfg, err := LoadConfig(opts.AgentDir, "", os.Getenv)
 	if err != nil {
-		return nil, err
+		cfg = Config{}
 	}
 	return listPlans(opts, cfg, newTrustPolicy(cfg, opts.AgentDir))
 }

@@ -353,6 +353,16 @@ func TestListPlans(t *testing.T) {
 		t.Fatalf("a trusted project's gates: %+v, %v", got[1], err)
 	}
 
+	// Settings that do not read hide no plan from the listing; FindPlan
+	// says what is wrong with them.
+	tr.settings(t, `{"subagents":{"trustedProjects":"relative"}}`)
+	if got, err = ListPlans(tr.opts()); err != nil || len(got) != 4 || !got[1].GatesRefused {
+		t.Fatalf("with broken settings: %+v, %v", got, err)
+	}
+	if _, _, err := FindPlan(tr.opts(), "review"); !errcode.Is(err, errcode.InvalidInput) || !strings.Contains(err.Error(), ConfigFile+": subagents.trustedProjects") {
+		t.Fatalf("FindPlan with broken settings: %v", err)
+	}
+
 	watched, err := PlansWatched(tr.opts())
 	if err != nil {
 		t.Fatal(err)
