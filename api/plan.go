@@ -443,7 +443,7 @@ func checkReferences(p Plan) error {
 	for i, s := range steps {
 		byKey[s.Key] = i
 	}
-	before := runsBefore(p, steps)
+	before := RunsBefore(p)
 	deps := make([][]string, len(steps))
 	for i, s := range steps {
 		for _, m := range refRule.FindAllStringSubmatch(s.Task, -1) {
@@ -531,11 +531,12 @@ func findCycle(steps []PlanStep, deps [][]string, byKey map[string]int, from, to
 	return nil
 }
 
-// runsBefore says, for each pair of task steps (i, j), whether j has
-// always ended before i starts: j is in an earlier member of a sequence
-// that holds i (a parallel group orders nothing among its members).
-func runsBefore(p Plan, steps []PlanStep) [][]bool {
-	n := len(steps)
+// RunsBefore says, for each pair of task steps (i, j) by TaskSteps index,
+// whether j has always ended before i starts: j is in an earlier member of
+// a sequence that holds i (a parallel group orders nothing among its
+// members).
+func RunsBefore(p Plan) [][]bool {
+	n := len(TaskSteps(p))
 	out := make([][]bool, n)
 	for i := range out {
 		out[i] = make([]bool, n)
@@ -712,4 +713,51 @@ func PlanStepSessionID(planID, key string, round, attempt int) string {
 		id += fmt.Sprintf("-A%d", attempt)
 	}
 	return id
+}
+
+// ReusableSteps are the steps of prior (an earlier attempt's) that a
+// resumed plan keeps: completed, defined the same in the old and the new
+// document, and run after no step whose definition changed (whose result
+// they may have used).
+func ReusableSteps(old, updated Plan, prior []StepState) []StepState {
+	defs := map[string]string{}
+	for _, s := range TaskSteps(old) {
+		defs[s.Key] = stepDef(s)
+	}
+	steps := TaskSteps(updated)
+	changed := make([]bool, len(steps))
+	for i, s := range steps {
+		d, ok := defs[s.Key]
+		changed[i] = !ok || d != stepDef(s)
+	}
+	done := map[string]StepState{}
+	for _, s := range prior {
+		if s.State == StateCompleted {
+			done[s.Key] = s
+		}
+	}
+	before := RunsBefore(updated)
+	var out []StepState
+	for i, s := range steps {
+		st, ok := done[s.Key]
+		if !ok || changed[i] {
+			continue
+		}
+		keep := true
+		for j := range steps {
+			if before[i][j] && changed[j] {
+				keep = false
+			}
+		}
+		if keep {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// stepDef is a task step's definition, to compare two documents by.
+func stepDef(s PlanStep) string {
+	b, _ := json.Marshal(s.Step)
+	return string(b) + "|" + strings.Join(s.Path, "/") + "|" + s.Loop
 }

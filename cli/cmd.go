@@ -23,7 +23,7 @@ import (
 )
 
 // Verbs lists the client verbs of the subagents command.
-var Verbs = []string{"run", "start", "status", "wait", "send", "cancel", "list", "output", "transcript", "ack", "profiles", "serve"}
+var Verbs = []string{"run", "start", "status", "wait", "send", "cancel", "resume", "list", "output", "transcript", "ack", "profiles", "serve"}
 
 // IO is what a verb reads and writes, and the environment it sees.
 type IO struct {
@@ -139,6 +139,7 @@ var verbs = map[string]func() verb{
 	"list":       func() verb { return &listOptions{} },
 	"output":     func() verb { return &outputOptions{} },
 	"ack":        func() verb { return &ackOptions{} },
+	"resume":     func() verb { return &resumeOptions{} },
 }
 
 // parse reads a client verb's arguments: the common flags into the

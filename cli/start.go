@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"strings"
 	"time"
@@ -20,6 +22,7 @@ type startOptions struct {
 	deliver                                                            bool
 	files                                                              fileFlags
 	timeout, waitTimeout                                               time.Duration
+	plans                                                              planOptions
 }
 
 func (o *startOptions) register(fs *flag.FlagSet) {
@@ -36,16 +39,37 @@ func (o *startOptions) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.maxConcurrency, "max-concurrency", 0, "tasks run at once (default 4, at most 16)")
 	fs.Var(&o.files, "file", "file to put before the prompt, relative to --cwd (repeatable)")
 	fs.Var(seconds{&o.waitTimeout}, "wait-timeout", "run: stop waiting after this long (the tasks go on): seconds or a duration like 10m")
+	o.plans.register(fs)
 }
 
 func (o *startOptions) run(ctx context.Context, cmd *command, c *client.Client) error {
 	if o.timeout%time.Second != 0 {
 		return errcode.Errorf(errcode.InvalidInput, "--timeout %s: a turn's timeout is whole seconds", o.timeout)
 	}
+	if o.plans.plan != "" {
+		req, err := o.plans.planRequest(cmd, o)
+		if err != nil {
+			return err
+		}
+		return runPlan(ctx, cmd, c, req, o)
+	}
 	var req client.StartRequest
 	if o.input != "" {
-		if err := cmd.readJSON(o.input, &req); err != nil {
+		var raw json.RawMessage
+		if err := cmd.readJSON(o.input, &raw); err != nil {
 			return err
+		}
+		plan, err := planInput(raw)
+		if err != nil {
+			return err
+		}
+		if plan != nil {
+			return runPlan(ctx, cmd, c, *plan, o)
+		}
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			return errcode.Wrap(errcode.InvalidInput, err, "request: "+err.Error())
 		}
 	} else {
 		prompt := strings.TrimSpace(strings.Join(cmd.args, " "))

@@ -464,7 +464,8 @@ func (c *Client) describe(ctx context.Context, id string) (*workflowservice.Desc
 	switch name := desc.GetWorkflowExecutionInfo().GetType().GetName(); name {
 	case api.SessionWorkflowName:
 		return desc, kindSession, nil
-	case api.DelegationWorkflowName:
+	case api.DelegationWorkflowName, api.PlanWorkflowName:
+		// A plan answers as a delegation whose tasks are its task steps.
 		return desc, kindDelegation, nil
 	default:
 		return nil, "", errcode.Errorf(errcode.SessionNotFound, "%q is a %s workflow, not a subagent session or delegation", id, name)
@@ -846,7 +847,7 @@ func (c *Client) waitUpdate(ctx context.Context, op, id string) (Envelope, error
 	if err != nil {
 		return Envelope{}, err
 	}
-	if strings.HasPrefix(id, api.DelegationIDPrefix) {
+	if strings.HasPrefix(id, api.DelegationIDPrefix) || strings.HasPrefix(id, api.PlanIDPrefix) {
 		var st api.DelegationStatus
 		if err := h.Get(ctx, &st); err != nil {
 			return Envelope{}, err
@@ -1100,7 +1101,7 @@ func listQuery(f ListFilter) (string, error) {
 	var clauses []string
 	switch f.Kind {
 	case "":
-		clauses = append(clauses, fmt.Sprintf("(WorkflowType = '%s' OR WorkflowType = '%s')", api.SessionWorkflowName, api.DelegationWorkflowName))
+		clauses = append(clauses, fmt.Sprintf("(WorkflowType = '%s' OR WorkflowType = '%s' OR WorkflowType = '%s')", api.SessionWorkflowName, api.DelegationWorkflowName, api.PlanWorkflowName))
 	case string(kindSession):
 		clauses = append(clauses, fmt.Sprintf("WorkflowType = '%s'", api.SessionWorkflowName))
 	case string(kindDelegation):
@@ -1108,9 +1109,9 @@ func listQuery(f ListFilter) (string, error) {
 		// delegations; open: those not yet ended and acknowledged (a
 		// session stays open after its delegation, waiting for a send).
 		if f.Open {
-			clauses = append(clauses, fmt.Sprintf("(WorkflowType = '%s' OR %s = '%s')", api.DelegationWorkflowName, api.DelegationKey.GetName(), api.DelegationOpen))
+			clauses = append(clauses, fmt.Sprintf("(WorkflowType IN ('%s', '%s') OR %s = '%s')", api.DelegationWorkflowName, api.PlanWorkflowName, api.DelegationKey.GetName(), api.DelegationOpen))
 		} else {
-			clauses = append(clauses, fmt.Sprintf("(WorkflowType = '%s' OR %s IN ('%s', '%s'))", api.DelegationWorkflowName,
+			clauses = append(clauses, fmt.Sprintf("(WorkflowType IN ('%s', '%s') OR %s IN ('%s', '%s'))", api.DelegationWorkflowName, api.PlanWorkflowName,
 				api.DelegationKey.GetName(), api.DelegationOpen, api.DelegationClosed))
 		}
 	default:
@@ -1153,7 +1154,7 @@ func (c *Client) listItem(info *workflowpb.WorkflowExecutionInfo) ListItem {
 		Open: info.GetCloseTime() == nil, Started: info.GetStartTime().AsTime(), UIURL: c.uiLink(id),
 		ExecutionStatus: strings.ToLower(strings.TrimPrefix(info.GetStatus().String(), "WORKFLOW_EXECUTION_STATUS_")),
 	}
-	if info.GetType().GetName() == api.DelegationWorkflowName {
+	if n := info.GetType().GetName(); n == api.DelegationWorkflowName || n == api.PlanWorkflowName {
 		it.Kind = string(kindDelegation)
 	}
 	if ct := info.GetCloseTime(); ct != nil {

@@ -61,6 +61,10 @@ type Envelope struct {
 	MessageCount int    `json:"message_count,omitempty"`
 	RunCount     int    `json:"run_count,omitempty"`
 	UIURL        string `json:"ui_url,omitempty"`
+	// Plan is a plan's own part: its steps with their state, rounds and
+	// gate runs (each step's result is its item), its budget and what
+	// stopped it.
+	Plan *api.PlanView `json:"plan,omitempty"`
 	// Error is why the call itself failed (bad input, not found,
 	// unavailable); a task's own failure is in its item.
 	Error *errcode.Info `json:"error,omitempty"`
@@ -183,8 +187,18 @@ func (c *Client) delegationEnvelope(op string, st api.DelegationStatus, live map
 		it.Provider, it.Model = splitModel(cmp.Or(t.Model, ran))
 		env.Items = append(env.Items, it)
 	}
-	if len(env.Items) == 1 {
+	if len(env.Items) == 1 && st.Plan == nil {
 		env.TaskID = env.Items[0].TaskID
+	}
+	if st.Plan != nil {
+		// The steps' results are the items: the view keeps the rest.
+		view := *st.Plan
+		view.Steps = make([]api.StepState, len(st.Plan.Steps))
+		for i, s := range st.Plan.Steps {
+			s.Turn = nil
+			view.Steps[i] = s
+		}
+		env.Plan = &view
 	}
 	return env
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/durable-pi/subagents/activities"
 	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/connection"
+	"github.com/durable-pi/subagents/gates"
 	"github.com/durable-pi/subagents/internal/errcode"
 	"github.com/durable-pi/subagents/internal/metrics"
 	"github.com/durable-pi/subagents/profiles"
@@ -246,6 +247,8 @@ func Register(r sdkworker.Registry, acts *activities.Activities, profs *profiles
 	r.RegisterWorkflowWithOptions(workflows.Session, workflow.RegisterOptions{Name: api.SessionWorkflowName})
 	r.RegisterWorkflowWithOptions(workflows.Delegation, workflow.RegisterOptions{Name: api.DelegationWorkflowName})
 	r.RegisterWorkflowWithOptions(workflows.ReadSession, workflow.RegisterOptions{Name: api.ReadSessionWorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.Plan, workflow.RegisterOptions{Name: api.PlanWorkflowName})
+	r.RegisterActivityWithOptions((&gates.Activities{}).RunGate, activity.RegisterOptions{Name: api.RunGateActivityName})
 	r.RegisterActivityWithOptions(acts.ReadSession, activity.RegisterOptions{Name: api.ReadSessionActivityName})
 	r.RegisterActivityWithOptions(acts.RunPi, activity.RegisterOptions{Name: api.RunPiActivityName})
 	r.RegisterActivityWithOptions(res.ResolveTasks, activity.RegisterOptions{Name: api.ResolveTasksActivityName})
@@ -257,6 +260,7 @@ func Register(r sdkworker.Registry, acts *activities.Activities, profs *profiles
 func registerHostActivities(r sdkworker.Registry, acts *activities.Activities, profs *profiles.Activities) {
 	r.RegisterActivityWithOptions(acts.RunPi, activity.RegisterOptions{Name: api.RunPiActivityName})
 	r.RegisterActivityWithOptions(acts.ReadSession, activity.RegisterOptions{Name: api.ReadSessionActivityName})
+	r.RegisterActivityWithOptions((&gates.Activities{}).RunGate, activity.RegisterOptions{Name: api.RunGateActivityName})
 	r.RegisterActivityWithOptions(resolver{profs: profs, acts: acts}.ResolveTasks, activity.RegisterOptions{Name: api.ResolveTasksActivityName})
 }
 

@@ -1,0 +1,185 @@
+package api
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/durable-pi/subagents/internal/errcode"
+)
+
+func task(key, agent, text string) Step { return Step{Key: key, Agent: agent, Task: text} }
+
+func TestValidatePlan(t *testing.T) {
+	many := make([]Step, MaxPlanSteps+1)
+	for i := range many {
+		many[i] = task(fmt.Sprintf("s%d", i), "scout", "x")
+	}
+	loop := func(max int, until Until, steps ...Step) Step {
+		return Step{Key: "fixes", Loop: &Loop{Max: max, Until: until}, Steps: steps}
+	}
+	for _, tc := range []struct {
+		name string
+		plan Plan
+		want string // "" valid, else a fragment of the error
+	}{
+		{"a sequence using an earlier step", Plan{Steps: []Step{task("scout", "scout", "map"), task("impl", "implementer", "do {steps.scout.output}")}}, ""},
+		{"keys may be left out", Plan{Steps: []Step{{Agent: "scout", Task: "a"}, {Agent: "scout", Task: "b {steps.step1.output}"}}}, ""},
+		{"parallel then a merge", Plan{Steps: []Step{{Parallel: []Step{task("a", "reviewer", "x"), task("b", "reviewer", "y")}}, task("merge", "reviewer", "{steps.a.output} {steps.b.output}")}}, ""},
+		{"lanes", Plan{Steps: []Step{{Parallel: []Step{
+			{Key: "api", Steps: []Step{task("api-writer", "implementer", "w"), task("api-review", "reviewer", "{steps.api-writer.output}")}},
+			{Key: "ui", Steps: []Step{task("ui-writer", "implementer", "w"), task("ui-review", "reviewer", "{steps.ui-writer.output}")}},
+		}}}}, ""},
+		{"a review loop", Plan{Steps: []Step{task("impl", "implementer", "x"), loop(3, Until{Step: "review", Verdict: "clean"},
+			Step{Key: "review", Agent: "reviewer", Task: "round {round}: {steps.impl.output}", Verdicts: []string{"clean", "changes"}},
+			Step{Key: "fix", Continue: "impl", Task: "fix {steps.review.output}"})}}, ""},
+		{"no steps", Plan{}, "at least one step"},
+		{"a reference to a missing step", Plan{Steps: []Step{task("a", "scout", "{steps.nope.output}")}}, `refers to step "nope", which the plan does not have`},
+		{"a cycle", Plan{Steps: []Step{{Parallel: []Step{task("a", "scout", "{steps.b.output}"), task("b", "scout", "{steps.a.output}")}}}}, "a cycle: a → b → a"},
+		{"a forward reference", Plan{Steps: []Step{task("a", "scout", "{steps.b.output}"), task("b", "scout", "x")}}, "does not run before it"},
+		{"a sibling in parallel", Plan{Steps: []Step{{Parallel: []Step{task("a", "scout", "x"), task("b", "scout", "{steps.a.output}")}}}}, "does not run before it"},
+		{"too many steps", Plan{Steps: many}, "a plan holds at most 64"},
+		{"duplicate keys", Plan{Steps: []Step{task("a", "scout", "x"), task("a", "scout", "y")}}, "two steps have this key"},
+		{"a bad key", Plan{Steps: []Step{task("Scout", "scout", "x")}}, "lower-case"},
+		{"an empty task", Plan{Steps: []Step{{Key: "a", Agent: "scout"}}}, "task must not be empty"},
+		{"a group with task fields", Plan{Steps: []Step{{Key: "g", Model: "x/y", Steps: []Step{task("a", "scout", "x")}}}}, "a group takes no task fields"},
+		{"both steps and parallel", Plan{Steps: []Step{{Key: "g", Steps: []Step{task("a", "scout", "x")}, Parallel: []Step{task("b", "scout", "x")}}}}, "not both"},
+		{"a loop without until", Plan{Steps: []Step{loop(3, Until{}, task("a", "scout", "x"))}}, "a loop needs until"},
+		{"a loop whose until is outside", Plan{Steps: []Step{task("b", "scout", "x"), loop(3, Until{Step: "b", Verdict: "ok"}, task("a", "scout", "x"))}}, "not among the loop's own steps"},
+		{"a loop too long", Plan{Steps: []Step{loop(MaxLoopRounds+1, Until{Step: "a", Verdict: "ok"}, task("a", "scout", "x"))}}, "loop max must be"},
+		{"round outside a loop", Plan{Steps: []Step{task("a", "scout", "round {round}")}}, "in no loop"},
+		{"a bad context", Plan{Steps: []Step{{Key: "a", Agent: "scout", Task: "x", Context: "parent"}}}, "context must be fresh or fork"},
+		{"an empty gate", Plan{Steps: []Step{{Key: "a", Agent: "scout", Task: "x", Gate: &Gate{}}}}, "gate command must not be empty"},
+		{"a negative budget", Plan{Budget: &Budget{Tokens: -1}, Steps: []Step{task("a", "scout", "x")}}, "must not be negative"},
+		{"a continue of another agent", Plan{Steps: []Step{task("a", "scout", "x"), {Key: "b", Agent: "reviewer", Continue: "a", Task: "y"}}}, "keeps its agent"},
+		{"a verdict of two words", Plan{Steps: []Step{{Key: "a", Agent: "scout", Task: "x", Verdicts: []string{"all good"}}}}, "one word"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := ValidatePlan(tc.plan)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want != "" && err == nil:
+				t.Fatalf("accepted, want an error with %q", tc.want)
+			case tc.want != "" && !strings.Contains(err.Error(), tc.want):
+				t.Fatalf("error %q lacks %q", err, tc.want)
+			case tc.want != "" && errcode.CodeOf(err) != errcode.InvalidInput:
+				t.Fatalf("code %s, want INVALID_INPUT", errcode.CodeOf(err))
+			}
+		})
+	}
+}
+
+func TestParsePlanRefusesUnknownFields(t *testing.T) {
+	_, err := ParsePlan([]byte(`{"steps":[{"paralel":[{"agent":"a","task":"x"}]}]}`))
+	if err == nil || !strings.Contains(err.Error(), "paralel") {
+		t.Fatalf("err = %v, want one naming the unknown field", err)
+	}
+}
+
+func TestExpandTask(t *testing.T) {
+	views := map[string]StepView{"scout": {Output: "found 3 files", Status: "completed", Verdict: "", Session: "plan-1-scout"}}
+	got := ExpandTask("Use {steps.scout.output} ({steps.scout.status}, {steps.scout.session}) in round {round}; keep {other} and {steps.x.y}", 2,
+		func(k string) (StepView, bool) { v, ok := views[k]; return v, ok })
+	want := "Use found 3 files (completed, plan-1-scout) in round 2; keep {other} and {steps.x.y}"
+	if got != want {
+		t.Fatalf("got  %q\nwant %q", got, want)
+	}
+}
+
+func TestBindPlanArgs(t *testing.T) {
+	p := Plan{Name: "review", Args: map[string]PlanArg{"target": {Required: true, Description: "what to review"}, "depth": {Default: "quick"}},
+		Steps: []Step{{Key: "a", Agent: "reviewer", Task: "Review {args.target} ({args.depth}) using {steps.x.output}", Gate: &Gate{Command: "test -e {args.target}"}}}}
+	bound, err := BindPlanArgs(p, map[string]string{"target": "api/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := bound.Steps[0].Task; got != "Review api/ (quick) using {steps.x.output}" {
+		t.Fatalf("task %q", got)
+	}
+	if got := bound.Steps[0].Gate.Command; got != "test -e api/" {
+		t.Fatalf("gate %q", got)
+	}
+	if p.Steps[0].Gate.Command != "test -e {args.target}" {
+		t.Fatal("binding changed the original plan")
+	}
+	for _, tc := range []struct {
+		args map[string]string
+		want string
+	}{
+		{nil, `argument "target" is required`},
+		{map[string]string{"target": "x", "nope": "y"}, `takes no argument "nope"`},
+	} {
+		if _, err := BindPlanArgs(p, tc.args); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("args %v: err %v, want %q", tc.args, err, tc.want)
+		}
+	}
+	if _, err := BindPlanArgs(Plan{Steps: []Step{task("a", "s", "{args.x}")}}, nil); err == nil || !strings.Contains(err.Error(), "does not declare") {
+		t.Fatalf("undeclared arg: %v", err)
+	}
+}
+
+func TestReusableSteps(t *testing.T) {
+	old := Plan{Steps: []Step{task("scout", "scout", "map"), task("impl", "implementer", "do {steps.scout.output}"), task("review", "reviewer", "check")}}
+	done := func(keys ...string) []StepState {
+		var out []StepState
+		for _, k := range keys {
+			out = append(out, StepState{Key: k, State: StateCompleted})
+		}
+		return out
+	}
+	prior := append(done("scout", "impl"), StepState{Key: "review", State: StateCancelled})
+	changed := old
+	changed.Steps = []Step{old.Steps[0], task("impl", "implementer", "do it better {steps.scout.output}"), old.Steps[2]}
+	for _, tc := range []struct {
+		name    string
+		updated Plan
+		want    []string
+	}{
+		{"the same plan keeps what completed", old, []string{"scout", "impl"}},
+		{"a changed step and what follows run again", changed, []string{"scout"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, s := range ReusableSteps(old, tc.updated, prior) {
+				got = append(got, s.Key)
+			}
+			if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Fatalf("kept %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPlanStepSessionID(t *testing.T) {
+	for _, tc := range []struct {
+		round, attempt int
+		want           string
+	}{{1, 1, "plan-x-review"}, {2, 1, "plan-x-review-R2"}, {1, 3, "plan-x-review-A3"}, {3, 2, "plan-x-review-R3-A2"}} {
+		if got := PlanStepSessionID("plan-x", "review", tc.round, tc.attempt); got != tc.want || !ValidName(got) {
+			t.Fatalf("round %d attempt %d: %q, want %q (a valid session ID)", tc.round, tc.attempt, got, tc.want)
+		}
+	}
+}
+
+func TestBudgetExceeded(t *testing.T) {
+	b := &Budget{ToolCalls: 3, Tokens: 1000, Cost: 0.5}
+	for _, tc := range []struct {
+		calls int
+		u     Usage
+		want  string
+	}{
+		{2, Usage{Input: 10}, ""},
+		{3, Usage{}, "3 tool calls of a budget of 3"},
+		{0, Usage{Input: 600, Output: 400}, "1000 tokens"},
+		{0, Usage{Cost: 0.6}, "$0.6000"},
+	} {
+		if got := b.Exceeded(tc.calls, tc.u); !strings.Contains(got, tc.want) || (tc.want == "") != (got == "") {
+			t.Fatalf("%d calls %+v: %q, want %q", tc.calls, tc.u, got, tc.want)
+		}
+	}
+	var none *Budget
+	if none.Exceeded(100, Usage{Cost: 9}) != "" {
+		t.Fatal("no budget is never exceeded")
+	}
+}

@@ -1,0 +1,282 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	sdkclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/durable-pi/subagents/api"
+	"github.com/durable-pi/subagents/internal/errcode"
+	"github.com/durable-pi/subagents/profiles"
+)
+
+// PlanRequest starts a plan: a document given inline (Plan), or a saved
+// plan by Name, with its Args.
+type PlanRequest struct {
+	Plan *api.Plan         `json:"plan,omitempty"`
+	Name string            `json:"name,omitempty"`
+	Args map[string]string `json:"args,omitempty"`
+	// Cwd is the steps' folder unless a step names its own; Profile their
+	// agent unless a step names one.
+	Cwd     string `json:"cwd"`
+	Profile string `json:"profile,omitempty"`
+	// ParentSessionID and ParentSessionFile: the pi session that starts
+	// the plan; its file is what steps with context fork start from.
+	ParentSessionID   string `json:"parent_session_id,omitempty"`
+	ParentSessionFile string `json:"parent_session_file,omitempty"`
+	Deliver           bool   `json:"deliver,omitempty"`
+	MaxConcurrency    int    `json:"max_concurrency,omitempty"`
+	Tool              string `json:"tool,omitempty"`
+	IdleTTLSeconds    int    `json:"idle_ttl_seconds,omitempty"`
+	Host              string `json:"host,omitempty"`
+	Depth             int    `json:"-"`
+}
+
+// StartPlan checks a plan whole and starts it; the answer is the plan's
+// status after its first workflow task, so a step whose agent does not
+// resolve refuses the plan here, before any child starts.
+func (c *Client) StartPlan(ctx context.Context, req PlanRequest) (Envelope, error) {
+	in, err := c.planInput(req)
+	if err != nil {
+		return Envelope{}, err
+	}
+	return c.startPlan(ctx, api.PlanIDPrefix+c.id(), in, enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE)
+}
+
+// planInput binds the plan's arguments and checks it.
+func (c *Client) planInput(req PlanRequest) (api.PlanInput, error) {
+	in := api.PlanInput{
+		Cwd: req.Cwd, Profile: req.Profile, ParentSessionID: req.ParentSessionID, ParentSessionFile: req.ParentSessionFile,
+		Depth: req.Depth, Host: req.Host, Tool: req.Tool, Deliver: req.Deliver, IdleTTLSeconds: req.IdleTTLSeconds,
+		MaxConcurrency: req.MaxConcurrency, Attempt: 1, Version: api.PlanVersion,
+	}
+	if !filepath.IsAbs(in.Cwd) {
+		return in, errcode.Errorf(errcode.InvalidInput, "cwd must be an absolute path, not %q", in.Cwd)
+	}
+	switch {
+	case req.Plan != nil && req.Name != "":
+		return in, errcode.New(errcode.InvalidInput, "give a plan or the name of a saved plan, not both")
+	case req.Plan != nil:
+		in.Plan = *req.Plan
+	case req.Name != "":
+		p, src, err := findPlan(req.Cwd, req.Name)
+		if err != nil {
+			return in, err
+		}
+		in.Plan, in.Source = p, &src
+	default:
+		return in, errcode.New(errcode.InvalidInput, "a plan (steps) or the name of a saved plan is required")
+	}
+	p, err := api.BindPlanArgs(in.Plan, req.Args)
+	if err != nil {
+		return in, err
+	}
+	in.Plan = p
+	if err := api.ValidatePlan(in.Plan); err != nil {
+		return in, err
+	}
+	for _, s := range api.TaskSteps(in.Plan) {
+		if s.Context == "fork" && in.ParentSessionFile == "" {
+			return in, errcode.Errorf(errcode.InvalidInput, "step %q: context fork starts from the parent's conversation, and this call names no parent session file", s.Key)
+		}
+	}
+	if b, err := json.Marshal(in); err == nil && len(b) > MaxStartBytes {
+		return in, errcode.Errorf(errcode.InvalidInput, "the plan's input is %d KiB; Temporal takes at most %d KiB", len(b)>>10, MaxStartBytes>>10)
+	}
+	return in, nil
+}
+
+// startPlan starts plan in under id and waits (briefly) for its first
+// workflow task: the plan as it stands after its agents resolved.
+func (c *Client) startPlan(ctx context.Context, id string, in api.PlanInput, reuse enumspb.WorkflowIdReusePolicy) (Envelope, error) {
+	steps := api.TaskSteps(in.Plan)
+	keys := make([]string, len(steps))
+	for i, s := range steps {
+		keys[i] = s.Key
+	}
+	name := in.Plan.Name
+	if name == "" {
+		name = "plan"
+	}
+	attrs := []temporal.SearchAttributeUpdate{
+		api.AgentKey.ValueSet("plan"),
+		api.StatusKey.ValueSet(string(api.StateRunning)),
+		api.CwdKey.ValueSet(in.Cwd),
+	}
+	if in.ParentSessionID != "" {
+		attrs = append(attrs, api.ParentSessionKey.ValueSet(in.ParentSessionID))
+	}
+	_, err := c.Temporal.ExecuteWorkflow(ctx, sdkclient.StartWorkflowOptions{
+		ID:                    id,
+		TaskQueue:             c.TaskQueue,
+		TypedSearchAttributes: temporal.NewSearchAttributes(attrs...),
+		Memo:                  map[string]any{"name": name, "description": in.Plan.Description},
+		StaticSummary:         fmt.Sprintf("%s: %d step(s): %s", name, len(keys), strings.Join(keys, ", ")),
+		StaticDetails:         planDetails(in),
+		WorkflowIDReusePolicy: reuse,
+		// As for a delegation (startDelegation): the first workflow task
+		// comes back in the start's answer where a worker shares the process.
+		EnableEagerStart: true,
+	}, api.PlanWorkflowName, in)
+	if err != nil {
+		return Envelope{}, c.temporalError(err, id)
+	}
+	st := c.firstPlanStatus(ctx, id, in)
+	return c.delegationEnvelope("start", st, nil), nil
+}
+
+// firstPlanStatus is the plan's status after its first workflow task
+// (its agents resolved); bounded, so that with no worker the start
+// still answers, with every step queued.
+func (c *Client) firstPlanStatus(ctx context.Context, id string, in api.PlanInput) api.DelegationStatus {
+	qctx, cancel := context.WithTimeout(ctx, startStatusTimeout)
+	defer cancel()
+	for qctx.Err() == nil {
+		var now api.DelegationStatus
+		v, err := c.Temporal.QueryWorkflow(qctx, id, "", api.StatusQuery)
+		if err == nil && v.Get(&now) == nil && (now.Done || anyStarted(now)) {
+			return now
+		}
+		select {
+		case <-qctx.Done():
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	st := api.DelegationStatus{DelegationID: id, State: api.StateQueued, ParentSessionID: in.ParentSessionID, Deliver: in.Deliver,
+		Plan: &api.PlanView{Name: in.Plan.Name, Attempt: in.Attempt, Budget: in.Plan.Budget}}
+	for i, s := range api.TaskSteps(in.Plan) {
+		st.Tasks = append(st.Tasks, api.TaskResult{Index: i, Name: s.Key, Profile: s.Agent, State: api.StateQueued})
+		st.Plan.Steps = append(st.Plan.Steps, api.StepState{Key: s.Key, Path: s.Path, Agent: s.Agent, State: api.StateQueued})
+	}
+	st.Summarize(false)
+	return st
+}
+
+func anyStarted(st api.DelegationStatus) bool {
+	for _, t := range st.Tasks {
+		if t.State != api.StateQueued {
+			return true
+		}
+	}
+	return false
+}
+
+// planDetails lists a plan's steps for the Temporal UI.
+func planDetails(in api.PlanInput) string {
+	var b strings.Builder
+	if in.Plan.Description != "" {
+		b.WriteString(in.Plan.Description + "\n\n")
+	}
+	for _, s := range api.TaskSteps(in.Plan) {
+		first, _, _ := strings.Cut(strings.TrimSpace(s.Task), "\n")
+		if r := []rune(first); len(r) > 120 {
+			first = string(r[:120]) + "…"
+		}
+		where := strings.Join(s.Path, "/")
+		if where != "" {
+			where += "/"
+		}
+		fmt.Fprintf(&b, "- **%s%s** (%s): %s\n", where, s.Key, api.AgentName(s.Agent), first)
+	}
+	if in.Source != nil {
+		fmt.Fprintf(&b, "\nfrom %s (%s)\n", in.Source.File, in.Source.Scope)
+	}
+	return b.String()
+}
+
+// ResumePlan runs a plan that ended failed or cancelled again under its
+// ID: the steps it completed keep their results and do not run again;
+// the rest run, as new sessions. With plan, that document replaces the
+// old one: a step whose definition changed runs again, and so does every
+// step after it.
+func (c *Client) ResumePlan(ctx context.Context, id string, plan *api.Plan) (Envelope, error) {
+	desc, err := c.Temporal.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		return Envelope{}, c.temporalError(err, id)
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	if info.GetType().GetName() != api.PlanWorkflowName {
+		return Envelope{}, errcode.Errorf(errcode.InvalidInput, "%s is not a plan: resume a task's session with send", id)
+	}
+	if info.GetCloseTime() == nil {
+		var st api.DelegationStatus
+		if err := c.query(ctx, id, true, &st); err != nil {
+			return Envelope{}, err
+		}
+		if !st.Done {
+			return Envelope{}, errcode.Errorf(errcode.SessionRunning, "plan %s is still running: cancel it, or wait for it to end, before resuming it", id)
+		}
+		if st.State == api.StateCompleted {
+			return Envelope{}, errcode.Errorf(errcode.InvalidInput, "plan %s completed: there is nothing to resume", id)
+		}
+		// It waits for its parent's ack: the parent has seen it end, the
+		// new run delivers again.
+		_ = c.Temporal.SignalWorkflow(ctx, id, "", api.AckSignal, api.AckRequest{By: "resume"})
+		if err := c.Temporal.GetWorkflow(ctx, id, "").Get(ctx, nil); err != nil && !temporal.IsCanceledError(err) {
+			return Envelope{}, c.temporalError(err, id)
+		}
+	}
+	old, err := c.planRunInput(ctx, id)
+	if err != nil {
+		return Envelope{}, err
+	}
+	var last api.DelegationStatus
+	if err := c.query(ctx, id, false, &last); err != nil {
+		return Envelope{}, err
+	}
+	if last.State == api.StateCompleted {
+		return Envelope{}, errcode.Errorf(errcode.InvalidInput, "plan %s completed: there is nothing to resume", id)
+	}
+	in := old
+	if plan != nil {
+		in.Plan = *plan
+		if err := api.ValidatePlan(in.Plan); err != nil {
+			return Envelope{}, err
+		}
+	}
+	var prior []api.StepState
+	if last.Plan != nil {
+		prior = api.ReusableSteps(old.Plan, in.Plan, last.Plan.Steps)
+	}
+	in.Prior, in.Attempt = prior, old.Attempt+1
+	if in.Attempt == 1 {
+		in.Attempt = 2
+	}
+	return c.startPlan(ctx, id, in, enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE)
+}
+
+// planRunInput is the input the plan's latest run started with (its
+// history's first event).
+func (c *Client) planRunInput(ctx context.Context, id string) (api.PlanInput, error) {
+	var in api.PlanInput
+	iter := c.Temporal.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	if !iter.HasNext() {
+		return in, errcode.Errorf(errcode.SessionNotFound, "plan %s has no history", id)
+	}
+	ev, err := iter.Next()
+	if err != nil {
+		return in, c.temporalError(err, id)
+	}
+	attrs := ev.GetWorkflowExecutionStartedEventAttributes()
+	if attrs == nil || len(attrs.GetInput().GetPayloads()) == 0 {
+		return in, errcode.Errorf(errcode.Failed, "plan %s: its history does not start with its input", id)
+	}
+	if err := converter.GetDefaultDataConverter().FromPayload(attrs.GetInput().GetPayloads()[0], &in); err != nil {
+		return in, errcode.Wrap(errcode.Failed, err, fmt.Sprintf("plan %s: cannot read its input: %v", id, err))
+	}
+	return in, nil
+}
+
+// findPlan reads a saved plan by name, as the service's user sees the
+// plan files from cwd.
+func findPlan(cwd, name string) (api.Plan, api.PlanSource, error) {
+	return profiles.FindPlan(profiles.Options{Cwd: cwd, AgentDir: profiles.DefaultAgentDir(), PromptDirs: profiles.DefaultPromptDirs()}, name)
+}
