@@ -310,7 +310,10 @@ func loadPlanFile(f planFile, trust trustPolicy) (api.Plan, api.PlanSource, erro
 // .json file): its fields are the JSON names of api.Plan and no others,
 // its name is the file's base name (a name: field that differs is an
 // error), and it passes api.ValidatePlan. Errors are INVALID_INPUT naming
-// the file and, where the parser knows it, the line.
+// the file and, where the parser knows it, the line. The rules are those
+// of a saved plan also for a file given by its path, so that a file reads
+// the same whether it is named or given. Who may have written it is not
+// checked here (FindPlan does, for a saved plan).
 func ReadPlanFile(path string) (api.Plan, error) {
 	name := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
 	fail := func(line int, err error, msg string) (api.Plan, error) {
