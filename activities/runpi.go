@@ -215,15 +215,16 @@ func (a *Activities) RunPi(ctx context.Context, in api.RunPiInput) (api.RunPiRes
 	}
 
 	run := &childRun{
-		a:        a,
-		in:       in,
-		timeout:  in.Timeout(),
-		debounce: time.Duration(clampInt(in.ExtendDebounceSeconds, api.DefaultExtendDebounceSeconds, 0, maxExtendDebounceSeconds)) * time.Second,
-		loopMax:  clampInt(in.LoopingToolCount, api.DefaultLoopingToolCount, 0, maxLoopingToolCount),
-		prior:    earlier.Usage,
-		attempt:  info.Attempt,
-		before:   res.MessagesBefore,
-		ceiling:  left,
+		a:          a,
+		in:         in,
+		timeout:    in.Timeout(),
+		debounce:   time.Duration(clampInt(in.ExtendDebounceSeconds, api.DefaultExtendDebounceSeconds, 0, maxExtendDebounceSeconds)) * time.Second,
+		loopMax:    clampInt(in.LoopingToolCount, api.DefaultLoopingToolCount, 0, maxLoopingToolCount),
+		prior:      earlier.Usage,
+		priorCalls: earlier.WorkCalls(),
+		attempt:    info.Attempt,
+		before:     res.MessagesBefore,
+		ceiling:    left,
 		// The task's own cap, where its settings give one.
 		outputMax: admission.OutputMaxChars,
 		// Where a retry finds this run's process group, should the worker
@@ -458,6 +459,7 @@ const (
 	stopNone      stopReason = iota
 	stopTimeout              // the timeout and its extension ran out
 	stopLoop                 // the same tool call repeated
+	stopBudget               // the run's budget is spent
 	stopOverflow             // stdout and stderr passed MaxStreamBytes
 	stopCancelled            // the activity was cancelled
 	stopWorker               // the worker is stopping
@@ -477,6 +479,8 @@ type outcome struct {
 	// exiting, when set, closes once pi has exited: the run settled and
 	// returned without waiting for it (see childRun.run).
 	exiting <-chan struct{}
+	// budget says what of the run's budget was spent (stopBudget).
+	budget string
 }
 
 // childRun is one pi process and what was read from it.
@@ -491,10 +495,13 @@ type childRun struct {
 	// started, when set, is told pi's process once it runs.
 	started func(p *proc)
 	prior   api.Usage
-	attempt int32
-	before  int
-	env     []string
-	stream  Stream
+	// priorCalls are the tool calls of the interrupted attempts that a
+	// budget counts (Stream.WorkCalls).
+	priorCalls int
+	attempt    int32
+	before     int
+	env        []string
+	stream     Stream
 	// outputMax caps the output in the result (the task's settings); 0:
 	// the worker's Config.OutputMaxChars.
 	outputMax int
@@ -642,6 +649,10 @@ func (r *childRun) run(ctx context.Context, args []string, spec warmSpec, sessio
 				if r.loopMax > 0 && r.stream.SameCallRun >= r.loopMax {
 					stop(stopLoop)
 				}
+			}
+			if spent := r.budgetStop(typ); spent != "" && out.stop == stopNone {
+				out.budget = spent
+				stop(stopBudget)
 			}
 		case <-heartbeat.C:
 			if !detached {
@@ -875,6 +886,8 @@ func (a *Activities) fill(res *api.RunPiResult, r *childRun, out outcome) {
 		res.Error = errcode.NewInfo(errcode.Timeout, timeoutMsg)
 	case out.stop == stopLoop:
 		res.Error = errcode.NewInfo(errcode.LoopDetected, "Loop detected: sub-agent is repeating the same tool calls")
+	case out.stop == stopBudget:
+		res.Error = budgetError(out.budget)
 	case errors.Is(out.readErr, errLineTooLong):
 		res.Error = errcode.NewInfo(errcode.OutputTruncated, fmt.Sprintf(
 			"A line of sub-agent output exceeded the %s limit; the child was stopped", sizeText(min(a.cfg.MaxStreamBytes, maxLineBytes))))

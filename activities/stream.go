@@ -27,9 +27,12 @@ type Stream struct {
 	ErrorMessage string
 	// Model is the provider/id of the model that wrote the last assistant
 	// message: what the child really ran, pi's default included.
-	Model    string
-	Usage    api.Usage
-	ToolRows []api.ToolRow
+	Model string
+	// PendingCalls are the tools the message that just ended asks for, in
+	// order: an assistant message's, until the next message ends.
+	PendingCalls []string
+	Usage        api.Usage
+	ToolRows     []api.ToolRow
 	// Finalize is the first successful subagent_finalize, or nil.
 	Finalize *api.Finalize
 	// Settled is true once agent_settled arrived: pi has no work left.
@@ -176,6 +179,7 @@ func (s *Stream) Apply(line []byte) string {
 	case "session":
 		s.SessionID = ev.ID
 	case "message_end":
+		s.PendingCalls = s.PendingCalls[:0]
 		if ev.Message != nil && ev.Message.Role == "assistant" {
 			s.assistantEnded(ev.Message)
 		}
@@ -212,6 +216,12 @@ func (s *Stream) capture(ev event) {
 // assistantEnded folds in a complete assistant message.
 func (s *Stream) assistantEnded(m *message) {
 	s.FinalText = m.text()
+	s.PendingCalls = s.PendingCalls[:0]
+	for _, b := range contentBlocks(m.Content) {
+		if b.Type == "toolCall" {
+			s.PendingCalls = append(s.PendingCalls, b.Name)
+		}
+	}
 	s.StopReason = m.StopReason
 	s.ErrorMessage = m.ErrorMessage
 	if m.Provider != "" && m.Model != "" {
@@ -275,6 +285,19 @@ func compactJSON(raw json.RawMessage) string {
 
 // ToolCallCount is the number of tool calls started so far.
 func (s *Stream) ToolCallCount() int { return len(s.ToolRows) }
+
+// WorkCalls is the number of tool calls started so far but
+// subagent_finalize, which hands back the work and is none of it: what a
+// budget's tool calls count.
+func (s *Stream) WorkCalls() int {
+	n := 0
+	for _, row := range s.ToolRows {
+		if row.Name != api.FinalizeToolName {
+			n++
+		}
+	}
+	return n
+}
 
 // Failed reports whether the run's last assistant message ended in a provider
 // error or an abort. pi exits 0 in that case, so the exit code cannot tell.
