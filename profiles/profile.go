@@ -57,6 +57,10 @@ type Profile struct {
 	Provider string `json:"provider,omitempty"`
 	Model    string `json:"model,omitempty"`
 	Thinking string `json:"thinking,omitempty"`
+	// FallbackModels are tried in order, each `provider/id[:thinking]`,
+	// when the model fails with a provider error another model may not
+	// have (a rate limit, an overload): see docs/profiles.md.
+	FallbackModels []string `json:"fallbackModels,omitempty"`
 
 	// Tools is an allowlist (the delegate contract tools, the sessions contract approved/allowed);
 	// ExcludeTools a blacklist (excludeTools, denied_tools).
@@ -132,6 +136,7 @@ type frontmatter struct {
 	DeniedTools        stringList `yaml:"denied_tools"`
 	Provider           string     `yaml:"provider"`
 	Model              string     `yaml:"model"`
+	FallbackModels     stringList `yaml:"fallbackModels"`
 	ThinkingLevel      string     `yaml:"thinkingLevel"`
 	Tools              stringList `yaml:"tools"`
 	ExcludeTools       stringList `yaml:"excludeTools"`
@@ -185,6 +190,13 @@ func Parse(src []byte, path string, scope Scope) (*Profile, error) {
 	}
 	if err := p.setModel(fm.Model); err != nil {
 		return nil, errcode.Errorf(errcode.InvalidInput, "profile %s: %v", path, err)
+	}
+	for _, ref := range fm.FallbackModels {
+		provider, model, thinking, err := ParseModelOverride(ref)
+		if err != nil {
+			return nil, errcode.Errorf(errcode.InvalidInput, "profile %s: fallbackModels: %v", path, err)
+		}
+		p.FallbackModels = append(p.FallbackModels, ModelRef(provider, model, thinking))
 	}
 	whitelist := append(append([]string(nil), fm.ApprovedTools...), fm.AllowedTools...)
 	if len(whitelist) > 0 && len(fm.DeniedTools) > 0 {

@@ -55,6 +55,12 @@ func TestParseFields(t *testing.T) {
 		{"apiKey is kept but never listed", "---\nname: k\napiKey: sk-secret-value\n---\n", func(p *Profile) bool { return p.APIKey == "sk-secret-value" }},
 		{"CRLF and BOM", "\ufeff---\r\nname: w\r\n---\r\nBody\r\n", func(p *Profile) bool { return p.Name == "w" && p.SystemPrompt == "Body" }},
 		{"extraArgs allowed without tool restriction", "---\nname: x\nextraArgs: [--tools=read]\n---\n", func(p *Profile) bool { return len(p.ExtraArgs) == 1 }},
+		{"fallbackModels as a comma string", "---\nname: f\nmodel: openai/gpt-5\nfallbackModels: Anthropic/claude-sonnet-4-5:high, openai/gpt-4o\n---\n", func(p *Profile) bool {
+			return reflect.DeepEqual(p.FallbackModels, []string{"anthropic/claude-sonnet-4-5:high", "openai/gpt-4o"})
+		}},
+		{"fallbackModels as a list", "---\nname: f\nfallbackModels:\n  - openai/gpt-4o:low\n  - google/gemini-2.5-pro\n---\n", func(p *Profile) bool {
+			return reflect.DeepEqual(p.FallbackModels, []string{"openai/gpt-4o:low", "google/gemini-2.5-pro"})
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -92,6 +98,9 @@ func TestParseErrors(t *testing.T) {
 		{"bad yaml", "---\nname: [a\n---\n", "frontmatter"},
 		{"bad model", "---\nname: a\nmodel: /x\n---\n", "want <provider>/<model>"},
 		{"bad retries", "---\nname: a\nmaxFinalizeRetries: 99\n---\n", "between 0 and 10"},
+		{"fallback without a provider", "---\nname: a\nfallbackModels: gpt-4o\n---\n", `fallbackModels: model "gpt-4o": want <provider>/<model>[:<thinking>]`},
+		{"fallback with a bad thinking level", "---\nname: a\nfallbackModels: [openai/gpt-4o:extreme]\n---\n", `fallbackModels: thinking "extreme" must be one of`},
+		{"fallbacks neither a list nor a string", "---\nname: a\nfallbackModels: {a: b}\n---\n", "want a list or a comma-separated string"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

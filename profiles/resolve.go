@@ -29,6 +29,35 @@ func ParseModelOverride(s string) (provider, model, thinking string, err error) 
 	return strings.ToLower(provider), model, thinking, nil
 }
 
+// ModelRef writes a model as `provider/id[:thinking]`.
+func ModelRef(provider, model, thinking string) string {
+	ref := provider + "/" + model
+	if thinking != "" {
+		ref += ":" + thinking
+	}
+	return ref
+}
+
+// fallbacks are a profile's fallback models for a child that runs model
+// first: each provider/id once, never the model itself (a model that
+// failed with a rate limit fails again at once).
+func fallbacks(list []string, model string) []string {
+	seen := map[string]bool{model: true}
+	var out []string
+	for _, ref := range list {
+		// Parse checked them: a reference it did not write is kept whole.
+		id := ref
+		if provider, name, thinking, err := ParseModelOverride(ref); err == nil {
+			id, ref = provider+"/"+name, ModelRef(provider, name, thinking)
+		}
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, ref)
+		}
+	}
+	return out
+}
+
 // Allowed applies the permission policy: PERMISSION_DENIED when the profile
 // may not run.
 func (c Config) Allowed(name string) error {
@@ -105,6 +134,7 @@ func (p *Profile) Resolve(opts Options, cfg Config, task TaskOverrides) (Resolve
 			child.Thinking = thinking
 		}
 	}
+	child.FallbackModels = fallbacks(p.FallbackModels, child.Model)
 	if tools := p.GrantedTools(); len(tools) == 0 {
 		child.NoTools = true
 	} else {

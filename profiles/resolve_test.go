@@ -48,6 +48,33 @@ func TestResolveModelPrecedence(t *testing.T) {
 	}
 }
 
+func TestResolveFallbackModels(t *testing.T) {
+	p := mustParse(t, "---\nname: f\nmodel: anthropic/claude-sonnet-4-5\nfallbackModels: openai/gpt-5:high, anthropic/claude-sonnet-4-5:low, openai/gpt-5, google/gemini-2.5-pro\n---\n")
+	tests := []struct {
+		name string
+		task TaskOverrides
+		want []string
+	}{
+		// The model itself, and a model named twice, are tried once.
+		{"after the profile's model", TaskOverrides{}, []string{"openai/gpt-5:high", "google/gemini-2.5-pro"}},
+		{"after the task's model", TaskOverrides{Model: "openai/gpt-5"}, []string{"anthropic/claude-sonnet-4-5:low", "google/gemini-2.5-pro"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := p.Resolve(Options{}, Config{}, tt.task)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(r.Child.FallbackModels, tt.want) {
+				t.Fatalf("fallbacks %q, want %q", r.Child.FallbackModels, tt.want)
+			}
+		})
+	}
+	if r, _ := mustParse(t, "---\nname: n\n---\n").Resolve(Options{}, Config{}, TaskOverrides{}); r.Child.FallbackModels != nil {
+		t.Fatalf("fallbacks of a profile without any: %q", r.Child.FallbackModels)
+	}
+}
+
 func TestResolveChildSettings(t *testing.T) {
 	p := mustParse(t, "---\nname: w\ntools: read,bash\nnoSkills: true\nnoContextFiles: true\nappendSystemPrompt: Be brief.\nextensions: /x.ts\nextraArgs: --verbose\ntimeout: 90\nmaxFinalizeRetries: 1\nfinalize: false\n---\nYou write.")
 	p.ReplaceSystemPrompt = true
