@@ -93,7 +93,9 @@ func newPlanRun(ctx workflow.Context, in api.PlanInput) (*planRun, error) {
 	p.state = make([]api.StepState, len(p.steps))
 	for i, s := range p.steps {
 		p.byKey[s.Key] = i
-		p.state[i] = api.StepState{Key: s.Key, Path: s.Path, Agent: api.AgentName(cmp(s.Agent, in.Profile)), State: api.StateQueued}
+	}
+	for i, s := range p.steps {
+		p.state[i] = api.StepState{Key: s.Key, Path: s.Path, Agent: api.AgentName(p.agentOf(i)), State: api.StateQueued}
 	}
 	next := 0
 	p.root = buildNodes(in.Plan.Steps, &next)
