@@ -88,7 +88,7 @@ func validateInput(in api.RunPiInput) error {
 			return err
 		}
 	}
-	return nil
+	return validateFallbacks(in.FallbackModels)
 }
 
 func clampInt(v *int, def, lo, hi int) int {
@@ -236,12 +236,10 @@ func (a *Activities) RunPi(ctx context.Context, in api.RunPiInput) (api.RunPiRes
 	}
 	run.stream.MaxTimeline = clampInt(in.MaxEvents, api.DefaultMaxEvents, 0, api.MaxEventsCeiling)
 	run.stream.Sanitizer = a.sanitizer
-	var spec warmSpec
-	run.env, spec = a.runSpec(in, admission)
 	log := activity.GetLogger(ctx)
 	log.Info("child run started", "session", in.SessionID, "agent", api.AgentName(in.Agent), "turn", in.Turn,
 		"attempt", info.Attempt, "continued", res.Continued, "model", in.Model)
-	outcome := run.run(ctx, a.args(in, res.SessionFile), spec, res.SessionFile, prompt)
+	outcome := a.runModels(ctx, run, &res, admission, prompt)
 	if outcome.exiting != nil {
 		unlock = func() {
 			go func() {
@@ -252,12 +250,20 @@ func (a *Activities) RunPi(ctx context.Context, in api.RunPiInput) (api.RunPiRes
 	}
 	res.Warm, res.Early = outcome.warm && !outcome.early, outcome.early
 	a.fill(&res, run, outcome)
+	if res.Model == "" && len(res.Fallbacks) > 0 {
+		// The last fallback model never answered (pi did not start it):
+		// it is still the one that ran last.
+		res.Model = run.in.Model
+	}
 	a.observe(in, res, outcome, run.stream.Usage)
 	ended := []any{"session", in.SessionID, "agent", api.AgentName(in.Agent), "turn", in.Turn, "attempt", info.Attempt,
 		"exitCode", res.ExitCode, "elapsedMs", res.DurationMS, "warm", res.Warm, "early", res.Early, "toolCalls", res.ToolCalls,
 		"inputTokens", run.stream.Usage.Input, "outputTokens", run.stream.Usage.Output, "finalized", res.Finalize != nil}
 	if res.Error != nil {
 		ended = append(ended, "error", res.Error.Code)
+	}
+	if len(res.Fallbacks) > 0 {
+		ended = append(ended, "fallbacks", len(res.Fallbacks), "model", res.Model)
 	}
 	log.Info("child run ended", ended...)
 
@@ -492,6 +498,9 @@ type childRun struct {
 	loopMax  int
 	// ceiling is what is left of the turn's hard limit (Ceiling).
 	ceiling time.Duration
+	// spent is how long the attempt's earlier runs on other models took
+	// (runModels): the timeout and the ceiling count them.
+	spent time.Duration
 	// started, when set, is told pi's process once it runs.
 	started func(p *proc)
 	prior   api.Usage
@@ -519,6 +528,9 @@ func (r *childRun) run(ctx context.Context, args []string, spec warmSpec, sessio
 		r.stream.Started = start
 	}
 	out := outcome{}
+	// What the stream counted before this run: an earlier run on another
+	// model (runModels) shares it.
+	eventsBefore := r.stream.Events
 	var p *proc
 	// Until the loop below heartbeats, waiting for a child started early
 	// (seconds on a loaded machine: several pis starting at once) or for a
@@ -574,12 +586,12 @@ func (r *childRun) run(ctx context.Context, args []string, spec warmSpec, sessio
 
 	heartbeat := time.NewTicker(r.a.cfg.HeartbeatInterval)
 	defer heartbeat.Stop()
-	deadline := time.NewTimer(r.timeout)
+	deadline := time.NewTimer(r.timeout - r.spent)
 	defer deadline.Stop()
 	// The extension rules never run past the ceiling.
 	var hardC <-chan time.Time
 	if r.ceiling > 0 {
-		hard := time.NewTimer(r.ceiling)
+		hard := time.NewTimer(r.ceiling - r.spent)
 		defer hard.Stop()
 		hardC = hard.C
 	}
@@ -709,7 +721,7 @@ func (r *childRun) run(ctx context.Context, args []string, spec warmSpec, sessio
 		out.readErr = p.readErr
 		out.exitCode = p.exitCode()
 	}
-	if out.warm && !kept && out.stop == stopNone && r.stream.Events == 0 && r.stream.CommandError == "" {
+	if out.warm && !kept && out.stop == stopNone && r.stream.Events == eventsBefore && r.stream.CommandError == "" {
 		// The warm child died before the task reached it (killed while
 		// idle, its death not yet seen when the pool handed it out, so
 		// the prompt went into its pipe): nothing of the run happened and

@@ -283,6 +283,16 @@ func compactJSON(raw json.RawMessage) string {
 	return b.String()
 }
 
+// nextRun readies the stream for another run of the same task on the same
+// session (a fallback model, runModels): how that run ends replaces how the
+// last one ended, while the counts, usage, tool rows and timeline go on.
+func (s *Stream) nextRun() {
+	s.FinalText, s.StopReason, s.ErrorMessage, s.Model = "", "", "", ""
+	s.PendingCalls = s.PendingCalls[:0]
+	s.Settled = false
+	s.CommandError = ""
+}
+
 // ToolCallCount is the number of tool calls started so far.
 func (s *Stream) ToolCallCount() int { return len(s.ToolRows) }
 
