@@ -134,22 +134,40 @@ func (cmd *command) abs(path string) string {
 	return absPath(path)
 }
 
-// resumeOptions are `resume PLAN_ID [--plan FILE] [--wait]`.
+// resumeOptions are `resume PLAN_ID [--plan FILE | --input FILE] [--wait]`.
 type resumeOptions struct {
-	plan string
-	wait bool
+	plan, input string
+	wait        bool
 }
 
 func (o *resumeOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.plan, "plan", "", "a plan file whose steps replace the plan's (a changed step runs again, and so does every step after it)")
+	fs.StringVar(&o.input, "input", "", `read {"plan": {...}} as JSON from this file, or - for stdin (what --plan gives)`)
 	fs.BoolVar(&o.wait, "wait", false, "follow the plan until it ends, as run does")
 }
+
+func (o *resumeOptions) readsStdin() bool { return o.input == "-" }
 
 func (o *resumeOptions) run(ctx context.Context, cmd *command, c *client.Client) error {
 	if len(cmd.args) != 1 {
 		return errcode.New(errcode.InvalidInput, "resume takes one plan ID: subagents resume PLAN_ID [--plan FILE]")
 	}
 	var plan *api.Plan
+	if o.input != "" {
+		var req struct {
+			Plan json.RawMessage `json:"plan"`
+		}
+		if err := cmd.readJSON(o.input, &req); err != nil {
+			return err
+		}
+		if len(req.Plan) > 0 && string(req.Plan) != "null" {
+			p, err := api.ParsePlan(req.Plan)
+			if err != nil {
+				return err
+			}
+			plan = &p
+		}
+	}
 	if o.plan != "" {
 		p, err := profiles.ReadPlanFile(cmd.abs(o.plan))
 		if err != nil {

@@ -237,7 +237,9 @@ func (c *Client) ResumePlan(ctx context.Context, id string, plan *api.Plan) (Env
 	}
 	in := old
 	if plan != nil {
-		in.Plan = *plan
+		// The caller's own document: not the saved file it replaces (whose
+		// project trust rules no longer apply to it).
+		in.Plan, in.Source = *plan, nil
 		if err := api.ValidatePlan(in.Plan); err != nil {
 			return Envelope{}, err
 		}

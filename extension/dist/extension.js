@@ -550,6 +550,23 @@ import { existsSync as existsSync2, mkdirSync as mkdirSync2, readFileSync as rea
 import { join as join3 } from "node:path";
 
 // src/format.ts
+function planHeader(env) {
+  const plan = env.plan;
+  if (!plan) return "";
+  const done = plan.steps.filter((s) => s.state === "completed").length;
+  const counts = ["running", "failed", "skipped", "cancelled"].map((st) => [st, plan.steps.filter((s) => s.state === st).length]).filter(([, n]) => n > 0).map(([st, n]) => `${n} ${st}`);
+  const head = `Plan ${plan.name || ""}${plan.name ? " " : ""}[plan_id: ${env.delegation_id}] \xB7 ${done}/${plan.steps.length} steps done${counts.length ? ` (${counts.join(", ")})` : ""}${plan.attempt > 1 ? ` \xB7 attempt ${plan.attempt}` : ""}`;
+  const notes = plan.steps.filter((s) => (s.round ?? 0) > 1 || (s.gateRuns ?? 0) > 0 || s.verdict || s.reused).map((s) => {
+    const bits = [];
+    if ((s.round ?? 0) > 0) bits.push(`round ${s.round}`);
+    if (s.verdict) bits.push(`verdict ${s.verdict}`);
+    if (s.gateRuns) bits.push(`gate ran ${s.gateRuns}\xD7`);
+    if (s.reused) bits.push("kept from an earlier attempt");
+    return `  \xB7 ${[...s.path ?? [], s.key].join("/")}: ${bits.join(", ")}`;
+  });
+  const stopped = plan.stopped ? [`  \u2715 ${plan.stopped.code}: ${plan.stopped.message}`] : [];
+  return [head, ...notes, ...stopped].join("\n") + "\n\n";
+}
 var ZERO_USAGE = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, cost: 0, turns: 0 };
 function items(env) {
   return env.items ?? [];
@@ -940,7 +957,8 @@ function taskDetails(op, env, invocation) {
     output_returned_chars: list.length === 1 ? first.output_returned_chars : void 0,
     items: list.map((it) => taskItem(it, invocation)),
     delegationIds: heldDelegations(env),
-    ui_url: env.ui_url
+    ui_url: env.ui_url,
+    plan: env.plan
   };
 }
 function deliveryText(env) {
@@ -1761,7 +1779,7 @@ function schemas(Type) {
     cwd: Type.Optional(Type.String({ description: "Absolute folder to run in (default: this session's)" }))
   });
   const TaskParams = Type.Object({
-    op: Type.Optional(StringEnum(Type, ["start", "status", "wait", "send", "cancel", "result"], { description: "Operation (default start)" })),
+    op: Type.Optional(StringEnum(Type, ["start", "status", "wait", "send", "cancel", "result", "resume"], { description: "Operation (default start)" })),
     subagent_type: Type.Optional(Type.String({ description: "start: profile to run the task with" })),
     description: Type.Optional(Type.String({ description: "start: short label of the task" })),
     prompt: Type.Optional(Type.String({ description: "start: the task; send: the follow-up message" })),
@@ -1771,7 +1789,9 @@ function schemas(Type) {
     async: Type.Optional(Type.Boolean({ description: "start/send: return at once; the result is delivered into this session when it is done" })),
     id: Type.Optional(Type.String({ description: "status/wait/send/cancel: a task_id" })),
     ids: Type.Optional(Type.Array(Type.String(), { description: "status/wait/cancel: several task_ids" })),
-    timeout_ms: Type.Optional(Type.Integer({ minimum: 1, description: "wait: give up waiting after this long (the task goes on)" }))
+    timeout_ms: Type.Optional(Type.Integer({ minimum: 1, description: "wait: give up waiting after this long (the task goes on)" })),
+    plan: Type.Optional(Type.Unknown({ description: PLAN_HELP })),
+    args: Type.Optional(Type.Record(Type.String(), Type.String(), { description: "start: the saved plan's arguments" }))
   });
   const DelegateParams = Type.Object({
     tasks: Type.Array(
@@ -1791,6 +1811,7 @@ function schemas(Type) {
   const SessionParams = Type.Object({ sessionId: Type.String({ description: "The session ID returned by delegate_to_subagents" }) });
   return { SubagentParams, TaskParams, DelegateParams, SessionParams };
 }
+var PLAN_HELP = `start: run a plan instead of one task: a saved plan's name, or {steps:[...]} whose steps are durable subagents. A step is a task {key, agent, task, cwd?, continue?: KEY (next turn of that step's session), context?: "fork", verdicts?: [words], gate?: {command}, budget?: {toolCalls?, tokens?, cost?}} or a group: {steps:[...]} in sequence, {parallel:[...]} at once (a failure skips the rest of its group only), {loop: {max, until: {step, verdict}}, steps:[...]}. In a task, {steps.KEY.output} (or .verdict) is an earlier step's result, {args.NAME} an argument, {round} the loop's round. resume: id of a failed plan, plan to change steps.`;
 var CANCEL_WAIT_MS = 1e4;
 var BUILTIN_TOOLS = ["read", "bash", "edit", "write", "grep", "find", "ls"];
 function text(s, details) {
@@ -1947,11 +1968,15 @@ function activate(pi, host) {
   }
   async function runTask(op, params, invocation, callId, signal, onUpdate, ctx) {
     await startUpDone();
-    const progress = (env2) => ({ text: items(env2).map((it) => taskTree(it)).join("\n"), details: taskDetails(op, env2, invocation) });
+    const progress = (env2) => ({ text: planHeader(env2) + items(env2).map((it) => taskTree(it)).join("\n"), details: taskDetails(op, env2, invocation) });
     const ids = params.ids?.length ? params.ids : params.id ? [params.id] : [];
     let env;
     switch (op) {
       case "start": {
+        if (params.plan !== void 0 && params.plan !== null) {
+          env = await delegate(ctx, planRequest(ctx, params.plan, params.args, params.cwd), { signal, onUpdate, async: params.async, progress });
+          break;
+        }
         const list = params.tasks?.length ? params.tasks : [{ subagent_type: params.subagent_type ?? "", description: params.description, prompt: params.prompt ?? "", cwd: params.cwd }];
         for (const t of list) {
           if (!t.subagent_type || list.length === 1 && !t.prompt?.trim()) {
@@ -1998,13 +2023,20 @@ function activate(pi, host) {
         if (!ids.length) throw new SubagentsError("INVALID_INPUT", "cancel needs id or ids");
         env = await cli().call("cancel", [], ids);
         break;
+      case "resume": {
+        if (!params.id) throw new SubagentsError("INVALID_INPUT", "resume needs the plan's id");
+        const plan = typeof params.plan === "object" && params.plan !== null ? { plan: params.plan } : void 0;
+        const resumed = await delivery.own(cli().call("resume", [], [params.id], plan));
+        env = await follow(resumed, { signal, onUpdate, async: params.async, progress });
+        break;
+      }
       default:
         throw new SubagentsError("INVALID_INPUT", `unknown op ${op}`);
     }
     const isFailure = (op === "start" || op === "send" || op === "wait") && failedResult(env);
     const done = (r) => isFailure ? failed(callId, r) : r;
     const details = taskDetails(op === "result" ? "status" : op, env, invocation);
-    let body = items(env).map((it) => taskTree(it, op === "start" ? params.prompt : void 0)).join("\n\n");
+    let body = planHeader(env) + items(env).map((it) => taskTree(it, op === "start" ? params.prompt : void 0)).join("\n\n");
     if (op === "start" && params.async) {
       body = `Started ${items(env).length} task(s) in the background: ${items(env).map((it) => it.task_id).join(", ")}. Their results are delivered into this session when they finish; task op:"status" or op:"wait" with a task_id looks at them now.`;
     }
@@ -2019,6 +2051,18 @@ ${body}`, {
       }));
     }
     return done(text(body, details));
+  }
+  function planRequest(ctx, plan, args, cwd) {
+    let doc = plan;
+    if (typeof plan === "string" && plan.trim().startsWith("{")) {
+      try {
+        doc = JSON.parse(plan);
+      } catch {
+        throw new SubagentsError("INVALID_INPUT", "plan is neither a saved plan's name nor a JSON plan document");
+      }
+    }
+    const where = { cwd: cwd || ctx.cwd, args, tool: "task", parent_session_file: ctx.sessionManager.getSessionFile() };
+    return typeof doc === "string" ? { name: doc, ...where } : { plan: doc, ...where };
   }
   function taskError(callId, op, e, signal) {
     let err = codeOf(e);

@@ -38,6 +38,7 @@ import {
 	taskDetails,
 	taskErrorCode,
 	taskTree,
+	planHeader,
 } from "./format.ts";
 import { strays } from "./liveness.ts";
 import { rememberedProfiles, rememberProfiles, unchanged, type Watch } from "./profile-cache.ts";
@@ -116,7 +117,7 @@ function schemas(Type: TypeBuilder) {
 	});
 
 	const TaskParams = Type.Object({
-		op: Type.Optional(StringEnum(Type, ["start", "status", "wait", "send", "cancel", "result"] as const, { description: "Operation (default start)" })),
+		op: Type.Optional(StringEnum(Type, ["start", "status", "wait", "send", "cancel", "result", "resume"] as const, { description: "Operation (default start)" })),
 		subagent_type: Type.Optional(Type.String({ description: "start: profile to run the task with" })),
 		description: Type.Optional(Type.String({ description: "start: short label of the task" })),
 		prompt: Type.Optional(Type.String({ description: "start: the task; send: the follow-up message" })),
@@ -127,6 +128,8 @@ function schemas(Type: TypeBuilder) {
 		id: Type.Optional(Type.String({ description: "status/wait/send/cancel: a task_id" })),
 		ids: Type.Optional(Type.Array(Type.String(), { description: "status/wait/cancel: several task_ids" })),
 		timeout_ms: Type.Optional(Type.Integer({ minimum: 1, description: "wait: give up waiting after this long (the task goes on)" })),
+		plan: Type.Optional(Type.Unknown({ description: PLAN_HELP })),
+		args: Type.Optional(Type.Record(Type.String(), Type.String(), { description: "start: the saved plan's arguments" })),
 	});
 
 	const DelegateParams = Type.Object({
@@ -148,6 +151,17 @@ function schemas(Type: TypeBuilder) {
 	const SessionParams = Type.Object({ sessionId: Type.String({ description: "The session ID returned by delegate_to_subagents" }) });
 	return { SubagentParams, TaskParams, DelegateParams, SessionParams };
 }
+
+// The plan surface's whole help: every request of the parent carries it,
+// so it says the form in the fewest words a model needs to write one
+// (docs/plans.md has the rest).
+const PLAN_HELP =
+	"start: run a plan instead of one task: a saved plan's name, or {steps:[...]} whose steps are durable subagents. " +
+	"A step is a task {key, agent, task, cwd?, continue?: KEY (next turn of that step's session), context?: \"fork\", verdicts?: [words], " +
+	"gate?: {command}, budget?: {toolCalls?, tokens?, cost?}} or a group: {steps:[...]} in sequence, {parallel:[...]} at once " +
+	"(a failure skips the rest of its group only), {loop: {max, until: {step, verdict}}, steps:[...]}. " +
+	"In a task, {steps.KEY.output} (or .verdict) is an earlier step's result, {args.NAME} an argument, {round} the loop's round. " +
+	"resume: id of a failed plan, plan to change steps.";
 
 // How long an aborted call waits for its cancel to land: a child gets
 // SIGTERM and its workflow records the cancel within a second or two here;
@@ -415,6 +429,8 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 			id?: string;
 			ids?: string[];
 			timeout_ms?: number;
+			plan?: unknown;
+			args?: Record<string, string>;
 		},
 		invocation: string,
 		callId: string,
@@ -423,11 +439,15 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 		ctx: ExtensionContext,
 	) {
 		await startUpDone();
-		const progress = (env: Envelope) => ({ text: items(env).map((it) => taskTree(it)).join("\n"), details: taskDetails(op, env, invocation) });
+		const progress = (env: Envelope) => ({ text: planHeader(env) + items(env).map((it) => taskTree(it)).join("\n"), details: taskDetails(op, env, invocation) });
 		const ids = params.ids?.length ? params.ids : params.id ? [params.id] : [];
 		let env: Envelope;
 		switch (op) {
 			case "start": {
+				if (params.plan !== undefined && params.plan !== null) {
+					env = await delegate(ctx, planRequest(ctx, params.plan, params.args, params.cwd), { signal, onUpdate, async: params.async, progress });
+					break;
+				}
 				const list = params.tasks?.length
 					? params.tasks
 					: [{ subagent_type: params.subagent_type ?? "", description: params.description, prompt: params.prompt ?? "", cwd: params.cwd }];
@@ -481,6 +501,13 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 				if (!ids.length) throw new SubagentsError("INVALID_INPUT", "cancel needs id or ids");
 				env = await cli().call("cancel", [], ids);
 				break;
+			case "resume": {
+				if (!params.id) throw new SubagentsError("INVALID_INPUT", "resume needs the plan's id");
+				const plan = typeof params.plan === "object" && params.plan !== null ? { plan: params.plan } : undefined;
+				const resumed = await delivery.own(cli().call("resume", [], [params.id], plan));
+				env = await follow(resumed, { signal, onUpdate, async: params.async, progress });
+				break;
+			}
 			default:
 				throw new SubagentsError("INVALID_INPUT", `unknown op ${op}`);
 		}
@@ -490,7 +517,7 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 		const isFailure = (op === "start" || op === "send" || op === "wait") && failedResult(env);
 		const done = <R>(r: R) => (isFailure ? failed(callId, r) : r);
 		const details = taskDetails(op === "result" ? "status" : op, env, invocation);
-		let body = items(env).map((it) => taskTree(it, op === "start" ? params.prompt : undefined)).join("\n\n");
+		let body = planHeader(env) + items(env).map((it) => taskTree(it, op === "start" ? params.prompt : undefined)).join("\n\n");
 		if (op === "start" && params.async) {
 			body = `Started ${items(env).length} task(s) in the background: ${items(env).map((it) => it.task_id).join(", ")}. Their results are delivered into this session when they finish; task op:"status" or op:"wait" with a task_id looks at them now.`;
 		}
@@ -506,6 +533,25 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 			}));
 		}
 		return done(text(body, details));
+	}
+
+	/**
+	 * A plan's start request: a saved plan by name or a document, run in
+	 * cwd; the parent's session file is what steps with context fork start
+	 * from. It goes through `start --input` as a task start does.
+	 */
+	function planRequest(ctx: ExtensionContext, plan: unknown, args: Record<string, string> | undefined, cwd: string | undefined) {
+		let doc = plan;
+		if (typeof plan === "string" && plan.trim().startsWith("{")) {
+			// A model that wrote the document as a JSON string.
+			try {
+				doc = JSON.parse(plan);
+			} catch {
+				throw new SubagentsError("INVALID_INPUT", "plan is neither a saved plan's name nor a JSON plan document");
+			}
+		}
+		const where = { cwd: cwd || ctx.cwd, args, tool: "task", parent_session_file: ctx.sessionManager.getSessionFile() };
+		return typeof doc === "string" ? { name: doc, ...where } : { plan: doc, ...where };
 	}
 
 	function taskError(callId: string, op: string, e: unknown, signal?: AbortSignal) {

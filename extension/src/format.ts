@@ -111,6 +111,60 @@ export interface Envelope {
 	run_count?: number;
 	ui_url?: string;
 	error?: ErrorInfo;
+	/** A plan's own part: its steps as they stand (each step's result is its item). */
+	plan?: PlanView;
+}
+
+/** A plan's view (client.Envelope.Plan, api.PlanView). */
+export interface PlanView {
+	name?: string;
+	attempt: number;
+	steps: StepState[];
+	spentToolCalls: number;
+	stopped?: ErrorInfo;
+}
+
+/** One task step of a plan (api.StepState). */
+export interface StepState {
+	key: string;
+	path?: string[];
+	agent?: string;
+	state: string;
+	sessionId?: string;
+	round?: number;
+	runs: number;
+	gateRuns?: number;
+	verdict?: string;
+	reused?: boolean;
+	error?: ErrorInfo;
+}
+
+/**
+ * A plan's first lines in the task tool's text: its ID (status, wait,
+ * cancel and resume take it), how far it is, and what stopped it; "" for
+ * anything else.
+ */
+export function planHeader(env: Envelope): string {
+	const plan = env.plan;
+	if (!plan) return "";
+	const done = plan.steps.filter((s) => s.state === "completed").length;
+	const counts = ["running", "failed", "skipped", "cancelled"]
+		.map((st) => [st, plan.steps.filter((s) => s.state === st).length] as const)
+		.filter(([, n]) => n > 0)
+		.map(([st, n]) => `${n} ${st}`);
+	const head = `Plan ${plan.name || ""}${plan.name ? " " : ""}[plan_id: ${env.delegation_id}] · ${done}/${plan.steps.length} steps done${counts.length ? ` (${counts.join(", ")})` : ""}${plan.attempt > 1 ? ` · attempt ${plan.attempt}` : ""}`;
+	const notes = plan.steps
+		.filter((s) => (s.round ?? 0) > 1 || (s.gateRuns ?? 0) > 0 || s.verdict || s.reused)
+		.map((s) => {
+			const bits = [];
+			if ((s.round ?? 0) > 0) bits.push(`round ${s.round}`);
+			if (s.verdict) bits.push(`verdict ${s.verdict}`);
+			if (s.gateRuns) bits.push(`gate ran ${s.gateRuns}×`);
+			if (s.reused) bits.push("kept from an earlier attempt");
+			return `  · ${[...(s.path ?? []), s.key].join("/")}: ${bits.join(", ")}`;
+		});
+	const stopped = plan.stopped ? [`  ✕ ${plan.stopped.code}: ${plan.stopped.message}`] : [];
+	return [head, ...notes, ...stopped].join("\n") + "\n\n";
 }
 
 export interface ProfileSummary {
@@ -655,6 +709,7 @@ export function taskDetails(op: string, env: Envelope, invocation: string) {
 		items: list.map((it) => taskItem(it, invocation)),
 		delegationIds: heldDelegations(env),
 		ui_url: env.ui_url,
+		plan: env.plan,
 	};
 }
 
