@@ -173,6 +173,19 @@ func (a *Activities) RunPi(ctx context.Context, in api.RunPiInput) (api.RunPiRes
 	} else if from != "" {
 		activity.GetLogger(ctx).Info("imported a session file", "session", in.SessionID, "from", from)
 	}
+	if in.ForkFrom != "" {
+		if forked, err := a.fork(ctx, in, res.SessionFile); err != nil {
+			if !errcode.Is(err, errcode.InvalidInput) {
+				return res, fmt.Errorf("session file: %w", err)
+			}
+			// The parent's file is the caller's mistake, not the worker's:
+			// a result, not run again.
+			res.Error = errcode.NewInfo(errcode.InvalidInput, a.sanitizer.Sanitize(err.Error()))
+			return res, nil
+		} else if forked {
+			activity.GetLogger(ctx).Info("child session forked from its parent's", "session", in.SessionID, "parent", a.sanitizer.Sanitize(in.ForkFrom))
+		}
+	}
 	msgs, _ := readMessages(res.SessionFile)
 	res.MessagesBefore = -1
 	if info.Attempt > 1 {
