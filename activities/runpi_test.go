@@ -555,6 +555,7 @@ func TestRunPiBadInput(t *testing.T) {
 		{"empty prompt", func(in *api.RunPiInput) { in.Prompt = "  " }, "prompt must not be empty"},
 		{"bad session id", func(in *api.RunPiInput) { in.SessionID = "../etc" }, "is not valid"},
 		{"bad file spec", func(in *api.RunPiInput) { in.Files = []api.FileSpec{{Path: "a", Head: 1, Tail: 1}} }, "use one of start/end, head or tail"},
+		{"bad fallback model", func(in *api.RunPiInput) { in.FallbackModels = []string{"scripted/scripted-2", "gpt-4o"} }, `fallback model: model "gpt-4o": want <provider>/<model>[:<thinking>]`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
