@@ -130,21 +130,21 @@ func forkLines(entries []entry, parent, cwd string, now time.Time) ([][]byte, er
 	header.set("parentSession", parent)
 
 	dropped := map[string]bool{}  // delegation calls left out, by call ID
-	replaced := map[string]bool{} // entries left out, by entry ID
+	leftOut := map[string]bool{} // entries left out, by entry ID
 	var kept []entry
 	for _, e := range path {
 		if e.str("id") == "" {
 			e.set("id", newEntryID())
 		}
 		keep := forkEntry(e, dropped)
-		if keep != nil && keep.str("type") == "context_edit" && replaced[keep.str("targetId")] {
+		if keep != nil && keep.str("type") == "context_edit" && leftOut[keep.str("targetId")] {
 			// It edits what is left out.
 			keep = nil
 		}
 		if keep != nil {
 			kept = append(kept, keep)
 		} else {
-			replaced[e.str("id")] = true
+			leftOut[e.str("id")] = true
 		}
 	}
 	// An entry left out that a compaction kept from (firstKeptEntryId)
@@ -170,7 +170,7 @@ func forkLines(entries []entry, parent, cwd string, now time.Time) ([][]byte, er
 	lines = append(lines, b)
 	var parentID any
 	for _, e := range kept {
-		if first := e.str("firstKeptEntryId"); e.str("type") == "compaction" && replaced[first] {
+		if first := e.str("firstKeptEntryId"); e.str("type") == "compaction" && leftOut[first] {
 			e.set("firstKeptEntryId", next[first])
 		}
 		e.set("parentId", parentID)
@@ -326,7 +326,7 @@ func writeNew(file string, lines [][]byte) error {
 		return err
 	}
 	// A link, not a rename: a file that appeared meanwhile is not
-	// replaced.
+	// leftOut.
 	if err := os.Link(tmp.Name(), file); err != nil {
 		_ = os.Remove(tmp.Name())
 		return err
