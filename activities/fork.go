@@ -129,7 +129,7 @@ func forkLines(entries []entry, parent, cwd string, now time.Time) ([][]byte, er
 	header.set("cwd", cwd)
 	header.set("parentSession", parent)
 
-	dropped := map[string]bool{}  // delegation calls left out, by call ID
+	dropped := map[string]bool{} // delegation calls left out, by call ID
 	leftOut := map[string]bool{} // entries left out, by entry ID
 	var kept []entry
 	for _, e := range path {
@@ -326,7 +326,7 @@ func writeNew(file string, lines [][]byte) error {
 		return err
 	}
 	// A link, not a rename: a file that appeared meanwhile is not
-	// leftOut.
+	// replaced.
 	if err := os.Link(tmp.Name(), file); err != nil {
 		_ = os.Remove(tmp.Name())
 		return err
