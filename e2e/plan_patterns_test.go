@@ -137,6 +137,7 @@ func TestPlanLanes(t *testing.T) {
 	if st := planStep(t, env, "ui-review"); strings.Join(st.Path, "/") != "ui" {
 		t.Fatalf("ui review path %v", st.Path)
 	}
+	recordHistory(t, shared.client, env.DelegationID, "plan-lanes-failed-v1")
 }
 
 // TestPlanReviewLoop is pattern 4 (docs/plans/review-loop.yaml): the first
@@ -185,6 +186,7 @@ func TestPlanReviewLoop(t *testing.T) {
 	if !strings.Contains(userText(e.model.RequestsFor("loop-review1")[0]), "verdict to one of: clean, changes") {
 		t.Fatal("the reviewer was not told which verdicts to give")
 	}
+	recordHistory(t, shared.client, env.DelegationID, "plan-review-loop-v1")
 }
 
 // TestPlanGate is pattern 5 (docs/plans/gated-writer.yaml): the writer's
@@ -224,4 +226,5 @@ func TestPlanGate(t *testing.T) {
 	if n := completedActivities(historyOf(t, shared.client, env.DelegationID), api.RunGateActivityName); n != 2 {
 		t.Fatalf("%d gate activities in history, want 2", n)
 	}
+	recordHistory(t, shared.client, env.DelegationID, "plan-gate-v1")
 }
