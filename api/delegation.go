@@ -242,6 +242,10 @@ func ValidateTask(i int, t TaskSpec) error {
 		return errcode.Errorf(errcode.InvalidInput, "tasks[%d] (%s): timeout must be at least 1 second", i, t.Name)
 	case t.Profile != "" && t.Agent != "" && t.Profile != t.Agent:
 		return errcode.Errorf(errcode.InvalidInput, "tasks[%d] (%s): agent %q and profile %q disagree", i, t.Name, t.Agent, t.Profile)
+	case t.Context != "" && t.Context != "fresh" && t.Context != "fork":
+		return errcode.Errorf(errcode.InvalidInput, "tasks[%d] (%s): context must be fresh or fork, not %q", i, t.Name, t.Context)
+	case t.Context == "fork" && t.Resume != "":
+		return errcode.Errorf(errcode.InvalidInput, "tasks[%d] (%s): a resumed session already has its context: drop context fork", i, t.Name)
 	}
 	if err := ValidateCwd(t.Cwd); err != nil {
 		return errcode.Errorf(errcode.InvalidInput, "tasks[%d] (%s): %s", i, t.Name, err.Error())

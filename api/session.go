@@ -70,6 +70,9 @@ type DelegationRole struct {
 	// Deliver and AckTTLSeconds are DelegationInput's.
 	Deliver       bool `json:"deliver,omitempty"`
 	AckTTLSeconds int  `json:"ackTtlSeconds,omitempty"`
+	// ForkFrom is the parent's pi session file when the task's context is
+	// fork (RunPiInput.ForkFrom).
+	ForkFrom string `json:"forkFrom,omitempty"`
 }
 
 // DelegationView is what a session that is its own one-task delegation

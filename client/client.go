@@ -79,6 +79,9 @@ type StartRequest struct {
 	// Depth is the caller's own subagent depth (PI_SUBAGENT_DEPTH); the
 	// command fills it in from its environment.
 	Depth int `json:"-"`
+	// ParentSessionFile is the parent pi's session file: tasks whose
+	// context is fork start from a copy of its conversation.
+	ParentSessionFile string `json:"parent_session_file,omitempty"`
 }
 
 // SendRequest is what `send` reads: a follow-up prompt for a session.
@@ -179,7 +182,7 @@ func (c *Client) delegationInput(req StartRequest) (api.DelegationInput, error) 
 	in := api.DelegationInput{
 		Tasks: req.Tasks, Profile: req.Profile, ParentSessionID: req.ParentSessionID, Deliver: req.Deliver,
 		MaxConcurrency: req.MaxConcurrency, IdleTTLSeconds: req.IdleTTLSeconds, Depth: req.Depth, Host: req.Host,
-		Version: api.CurrentVersion, Tool: req.Tool,
+		Version: api.CurrentVersion, Tool: req.Tool, ParentSessionFile: req.ParentSessionFile,
 	}
 	for i := range in.Tasks {
 		t := &in.Tasks[i]
@@ -192,6 +195,13 @@ func (c *Client) delegationInput(req StartRequest) (api.DelegationInput, error) 
 			if err := api.ValidateTask(i, *t); err != nil {
 				t.Rejected = errcode.InfoOf(err)
 			}
+		}
+		if t.Context == "fork" && in.ParentSessionFile == "" && t.Rejected == nil {
+			err := errcode.Errorf(errcode.InvalidInput, "tasks[%d] (%s): context fork starts from the parent's conversation, and this call names no parent session file", i, t.Name)
+			if len(in.Tasks) == 1 {
+				return in, err
+			}
+			t.Rejected = errcode.InfoOf(err)
 		}
 		id := t.Resume
 		if id == "" {
@@ -345,6 +355,9 @@ func (c *Client) startOneTask(ctx context.Context, in api.DelegationInput) (Enve
 			// session's own.
 			Task: api.TaskSpec{Name: t.Name, Profile: profile, Model: t.Model, TimeoutSeconds: t.TimeoutSeconds, Cwd: t.Cwd, Description: t.Description},
 		},
+	}
+	if t.Context == "fork" {
+		sin.Delegation.ForkFrom = in.ParentSessionFile
 	}
 	_, err := c.Temporal.ExecuteWorkflow(ctx, sdkclient.StartWorkflowOptions{
 		ID:        sid,

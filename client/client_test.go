@@ -21,15 +21,15 @@ func TestListQuery(t *testing.T) {
 		want    string
 		wantErr string
 	}{
-		{name: "everything", want: "(WorkflowType = 'Session' OR WorkflowType = 'Delegation')"},
+		{name: "everything", want: "(WorkflowType = 'Session' OR WorkflowType = 'Delegation' OR WorkflowType = 'Plan')"},
 		{name: "a parent's open delegations", f: ListFilter{Kind: "delegation", ParentSessionID: "p-1", Open: true},
-			want: "(WorkflowType = 'Delegation' OR SubagentDelegation = 'open') AND SubagentParentSession = 'p-1' AND ExecutionStatus = 'Running'"},
+			want: "(WorkflowType IN ('Delegation', 'Plan') OR SubagentDelegation = 'open') AND SubagentParentSession = 'p-1' AND ExecutionStatus = 'Running'"},
 		{name: "delegations, one-task ones closed too", f: ListFilter{Kind: "delegation"},
-			want: "(WorkflowType = 'Delegation' OR SubagentDelegation IN ('open', 'closed'))"},
+			want: "(WorkflowType IN ('Delegation', 'Plan') OR SubagentDelegation IN ('open', 'closed'))"},
 		{name: "sessions by state, agent and folder", f: ListFilter{Kind: "session", Status: "failed", Agent: "scout", Cwd: "/w"},
 			want: "WorkflowType = 'Session' AND ((SubagentStatus = 'failed' AND ExecutionStatus IN ('Running', 'Completed', 'ContinuedAsNew')) OR ExecutionStatus = 'Failed') AND SubagentAgent = 'scout' AND SubagentCwd = '/w'"},
 		{name: "terminated: Temporal's record only", f: ListFilter{Status: "terminated"},
-			want: "(WorkflowType = 'Session' OR WorkflowType = 'Delegation') AND ExecutionStatus = 'Terminated'"},
+			want: "(WorkflowType = 'Session' OR WorkflowType = 'Delegation' OR WorkflowType = 'Plan') AND ExecutionStatus = 'Terminated'"},
 		{name: "an unknown state", f: ListFilter{Status: "done"}, wantErr: `unknown status "done"`},
 		{name: "a quote cannot escape the value", f: ListFilter{Agent: "x' OR 'a'='a"}, wantErr: "must not hold quotes"},
 		{name: "unknown kind", f: ListFilter{Kind: "reader"}, wantErr: "kind must be session or delegation"},

@@ -95,23 +95,26 @@ type Item struct {
 	PriorStatus   string `json:"prior_status,omitempty"`
 	// Warm is true when the last child run took a warm child of the
 	// worker's pool instead of starting pi.
-	Warm                bool          `json:"warm,omitempty"`
-	Output              string        `json:"output"`
-	OutputAvailable     bool          `json:"output_available"`
-	OutputTruncated     bool          `json:"output_truncated"`
-	OutputTotalChars    int           `json:"output_total_chars"`
-	OutputReturnedChars int           `json:"output_returned_chars"`
-	Finalize            *api.Finalize `json:"finalize,omitempty"`
-	Error               *errcode.Info `json:"error,omitempty"`
-	Usage               api.Usage     `json:"usage"`
-	ExitCode            int           `json:"exit_code"`
-	SessionFile         string        `json:"session_file,omitempty"`
-	ArtifactFile        string        `json:"artifact_file,omitempty"`
-	Provider            string        `json:"provider"`
-	Model               string        `json:"model"`
-	Thinking            string        `json:"thinking,omitempty"`
-	ToolRows            []api.ToolRow `json:"tool_rows,omitempty"`
-	ToolCount           int           `json:"tool_count"`
+	Warm bool `json:"warm,omitempty"`
+	// Fallbacks are the models the last child run gave up on, and why,
+	// before Model (a profile's fallbackModels).
+	Fallbacks           []api.Fallback `json:"fallbacks,omitempty"`
+	Output              string         `json:"output"`
+	OutputAvailable     bool           `json:"output_available"`
+	OutputTruncated     bool           `json:"output_truncated"`
+	OutputTotalChars    int            `json:"output_total_chars"`
+	OutputReturnedChars int            `json:"output_returned_chars"`
+	Finalize            *api.Finalize  `json:"finalize,omitempty"`
+	Error               *errcode.Info  `json:"error,omitempty"`
+	Usage               api.Usage      `json:"usage"`
+	ExitCode            int            `json:"exit_code"`
+	SessionFile         string         `json:"session_file,omitempty"`
+	ArtifactFile        string         `json:"artifact_file,omitempty"`
+	Provider            string         `json:"provider"`
+	Model               string         `json:"model"`
+	Thinking            string         `json:"thinking,omitempty"`
+	ToolRows            []api.ToolRow  `json:"tool_rows,omitempty"`
+	ToolCount           int            `json:"tool_count"`
 	// EventCount is the task contract's event_count: the structured events captured
 	// for the task's latest run; Timeline the latest of them (settings
 	// taskMaxEvents, default 120).
@@ -184,7 +187,12 @@ func (c *Client) delegationEnvelope(op string, st api.DelegationStatus, live map
 				ran = p.Model
 			}
 		}
-		it.Provider, it.Model = splitModel(cmp.Or(t.Model, ran))
+		want := t.Model
+		if len(it.Fallbacks) > 0 {
+			// Another model than the one asked for ran: say which.
+			want = ""
+		}
+		it.Provider, it.Model = splitModel(cmp.Or(want, ran))
 		env.Items = append(env.Items, it)
 	}
 	if len(env.Items) == 1 && st.Plan == nil {
@@ -267,6 +275,7 @@ func fillTurn(it *Item, t *api.TurnResult) {
 	it.ToolRows, it.ToolCount, it.ElapsedMS = r.ToolRows, r.ToolCalls, r.DurationMS
 	it.EventCount, it.Timeline = r.EventCount, r.Timeline
 	it.RunAttempt, it.Continued, it.Warm = r.Attempt, r.Continued, r.Warm
+	it.Fallbacks = r.Fallbacks
 	if t.Error != nil {
 		it.Error = t.Error
 	}

@@ -162,7 +162,7 @@ func TestPlanBudgetStopsThePlan(t *testing.T) {
 	}}
 	env := e.runPlan(1, writePlan(t, e, "budget", plan))
 	if env.Status != "failed" || env.Plan.Stopped == nil || env.Plan.Stopped.Code != errcode.BudgetExceeded ||
-		!strings.Contains(env.Plan.Stopped.Message, "3 tool calls of a budget of 2") {
+		!strings.Contains(env.Plan.Stopped.Message, "2 tool calls of a budget of 2") {
 		t.Fatalf("plan %s stopped %+v", env.Status, env.Plan.Stopped)
 	}
 	if a := planItem(t, env, "a"); a.Status != "completed" || a.Output != "a: looked twice" {

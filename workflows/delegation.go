@@ -391,6 +391,9 @@ func (d *delegation) runTask(ctx workflow.Context, i int, r profiles.ResolvedTas
 	}
 	child := r.Child
 	child.Depth = d.in.Depth + 1
+	if t.Context == "fork" && !resuming {
+		child.ForkFrom = d.in.ParentSessionFile
+	}
 	d.tasks[i].Model = child.Model
 	if d.tasks[i].Model == "" {
 		d.tasks[i].Model = t.Model

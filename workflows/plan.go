@@ -541,7 +541,7 @@ func (p *planRun) step(ctx workflow.Context, i, round int) bool {
 			st.State, st.Error = api.StateCancelled, errcode.NewInfo(errcode.Cancelled, "the plan was cancelled")
 			return false
 		}
-		p.spentCalls += turn.Result.ToolCalls
+		p.spentCalls += workCalls(turn.Result)
 		p.spent = p.spent.Add(turn.Usage)
 		st.Turn = turn
 		if f := turn.Result.Finalize; f != nil {
@@ -588,6 +588,48 @@ func (p *planRun) step(ctx workflow.Context, i, round int) bool {
 		st.State = api.StateCompleted
 		return true
 	}
+}
+
+// workCalls are a run's tool calls but its finalize, which a budget does
+// not count (the child's own budget does not either).
+func workCalls(r api.RunPiResult) int {
+	if r.Finalize != nil && r.ToolCalls > 0 {
+		return r.ToolCalls - 1
+	}
+	return r.ToolCalls
+}
+
+// childBudget is what step i's child may spend: its own budget, within
+// what the plan's budget has left (at least one of each, as a step only
+// starts while the plan has some left).
+func (p *planRun) childBudget(i int) *api.Budget {
+	own, plan := p.steps[i].Budget, p.in.Plan.Budget
+	if plan == nil {
+		return own
+	}
+	b := api.Budget{}
+	if own != nil {
+		b = *own
+	}
+	tighter := func(cur, left int) int {
+		left = max(left, 1)
+		if cur == 0 || left < cur {
+			return left
+		}
+		return cur
+	}
+	if plan.ToolCalls > 0 {
+		b.ToolCalls = tighter(b.ToolCalls, plan.ToolCalls-p.spentCalls)
+	}
+	if plan.Tokens > 0 {
+		b.Tokens = tighter(b.Tokens, plan.Tokens-int(p.spent.Tokens()))
+	}
+	if plan.Cost > 0 {
+		if left := plan.Cost - p.spent.Cost; b.Cost == 0 || left < b.Cost {
+			b.Cost = max(left, 0.0001)
+		}
+	}
+	return &b
 }
 
 func containsFold(list []string, s string) bool {
@@ -722,7 +764,7 @@ func (p *planRun) startSession(ctx workflow.Context, i, n int, prompt string, fi
 	sid := p.state[i].SessionID
 	child := r.Child
 	child.Depth = p.in.Depth + 1
-	child.Budget = s.Budget
+	child.Budget = p.childBudget(i)
 	if s.Context == "fork" {
 		child.ForkFrom = p.in.ParentSessionFile
 	}

@@ -622,6 +622,7 @@ func (s *session) resolve(ctx workflow.Context) error {
 	}
 	s.in.Child = out[0].Child
 	s.in.Child.Depth = r.Depth + 1
+	s.in.Child.ForkFrom = r.ForkFrom
 	if m := out[0].MaxFinalizeRetries; m != nil {
 		s.in.MaxFinalizeRetries, s.maxRetries = m, max(*m, 0)
 	}

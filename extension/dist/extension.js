@@ -1790,6 +1790,7 @@ function schemas(Type) {
     id: Type.Optional(Type.String({ description: "status/wait/send/cancel: a task_id" })),
     ids: Type.Optional(Type.Array(Type.String(), { description: "status/wait/cancel: several task_ids" })),
     timeout_ms: Type.Optional(Type.Integer({ minimum: 1, description: "wait: give up waiting after this long (the task goes on)" })),
+    context: Type.Optional(StringEnum(Type, ["fresh", "fork"], { description: "start: fork starts the child from a copy of this conversation" })),
     plan: Type.Optional(Type.Unknown({ description: PLAN_HELP })),
     args: Type.Optional(Type.Record(Type.String(), Type.String(), { description: "start: the saved plan's arguments" }))
   });
@@ -1986,9 +1987,17 @@ function activate(pi, host) {
         env = await delegate(
           ctx,
           {
-            tasks: list.map((t) => ({ name: t.description || t.subagent_type, description: t.description, prompt: t.prompt, profile: t.subagent_type, cwd: t.cwd || ctx.cwd })),
+            tasks: list.map((t) => ({
+              name: t.description || t.subagent_type,
+              description: t.description,
+              prompt: t.prompt,
+              profile: t.subagent_type,
+              cwd: t.cwd || ctx.cwd,
+              context: params.context
+            })),
             max_concurrency: list.length > 1 && !params.parallel ? 1 : void 0,
-            tool: "task"
+            tool: "task",
+            parent_session_file: params.context === "fork" ? ctx.sessionManager.getSessionFile() : void 0
           },
           { signal, onUpdate, async: params.async, progress }
         );

@@ -128,6 +128,7 @@ function schemas(Type: TypeBuilder) {
 		id: Type.Optional(Type.String({ description: "status/wait/send/cancel: a task_id" })),
 		ids: Type.Optional(Type.Array(Type.String(), { description: "status/wait/cancel: several task_ids" })),
 		timeout_ms: Type.Optional(Type.Integer({ minimum: 1, description: "wait: give up waiting after this long (the task goes on)" })),
+		context: Type.Optional(StringEnum(Type, ["fresh", "fork"] as const, { description: "start: fork starts the child from a copy of this conversation" })),
 		plan: Type.Optional(Type.Unknown({ description: PLAN_HELP })),
 		args: Type.Optional(Type.Record(Type.String(), Type.String(), { description: "start: the saved plan's arguments" })),
 	});
@@ -431,6 +432,7 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 			timeout_ms?: number;
 			plan?: unknown;
 			args?: Record<string, string>;
+			context?: "fresh" | "fork";
 		},
 		invocation: string,
 		callId: string,
@@ -461,9 +463,17 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 				env = await delegate(
 					ctx,
 					{
-						tasks: list.map((t) => ({ name: t.description || t.subagent_type, description: t.description, prompt: t.prompt, profile: t.subagent_type, cwd: t.cwd || ctx.cwd })),
+						tasks: list.map((t) => ({
+							name: t.description || t.subagent_type,
+							description: t.description,
+							prompt: t.prompt,
+							profile: t.subagent_type,
+							cwd: t.cwd || ctx.cwd,
+							context: params.context,
+						})),
 						max_concurrency: list.length > 1 && !params.parallel ? 1 : undefined,
 						tool: "task",
+						parent_session_file: params.context === "fork" ? ctx.sessionManager.getSessionFile() : undefined,
 					},
 					{ signal, onUpdate, async: params.async, progress },
 				);
