@@ -98,6 +98,10 @@ type GateInput struct {
 	TimeoutSeconds int `json:"timeoutSeconds"`
 	// Step names the step, for logs.
 	Step string `json:"step"`
+	// Source is where the plan was read from: a project's saved plan runs
+	// its gates only in a project the worker's user trusts, checked again
+	// where the command runs.
+	Source *PlanSource `json:"source,omitempty"`
 }
 
 // GateResult is how the command ended: Output is the end of its combined

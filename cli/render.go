@@ -73,12 +73,29 @@ func printTree(w io.Writer, env client.Envelope, live bool) {
 // name), its prompt line, tool rows, and a final row with the result or the
 // progress: elapsed against the timeout, tools, usage and cost.
 func treeLines(b *strings.Builder, env client.Envelope, live bool, frame int) {
-	if env.DelegationID != "" && len(env.Items) > 1 {
+	switch {
+	case env.Plan != nil:
+		b.WriteString(planHeader(env))
+	case env.DelegationID != "" && len(env.Items) > 1:
 		fmt.Fprintf(b, "%s · %s\n", statusHeader(env.Items), env.DelegationID)
 	}
-	for _, it := range env.Items {
+	for i, it := range env.Items {
 		icon := spinner[frame%len(spinner)]
+		if env.Plan != nil && i < len(env.Plan.Steps) {
+			// A step is named by where it sits: its lane or loop, its key.
+			st := env.Plan.Steps[i]
+			it.Name = strings.Join(append(append([]string(nil), st.Path...), st.Key), "/") + stepNotes(st)
+		}
 		switch {
+		case it.Status == string(api.StateQueued) && env.Plan != nil:
+			fmt.Fprintf(b, "  · %s\n", taskTitle(it))
+			continue
+		case it.Status == string(api.StateSkipped):
+			fmt.Fprintf(b, "  – %s\n", taskTitle(it))
+			if it.Error != nil {
+				fmt.Fprintf(b, "    ╰── Skipped: %s\n", oneLine(it.Error.Message, 200))
+			}
+			continue
 		case it.Status == string(api.StateCompleted):
 			icon = "✓"
 		case it.Done && (it.Status == string(api.StateCancelled) || it.Status == string(api.StateTerminated)):
@@ -110,6 +127,64 @@ func treeLines(b *strings.Builder, env client.Envelope, live bool, frame int) {
 			fmt.Fprintf(b, "        %s\n", it.UIURL)
 		}
 	}
+}
+
+// planHeader is a plan's first line: its name and ID, how far it is, and
+// what stopped it.
+func planHeader(env client.Envelope) string {
+	p := env.Plan
+	done := 0
+	counts := map[api.State]int{}
+	for _, st := range p.Steps {
+		counts[st.State]++
+		if st.State == api.StateCompleted {
+			done++
+		}
+	}
+	var more []string
+	for _, st := range []api.State{api.StateRunning, api.StateFailed, api.StateSkipped, api.StateCancelled} {
+		if counts[st] > 0 {
+			more = append(more, fmt.Sprintf("%d %s", counts[st], st))
+		}
+	}
+	name := "Plan"
+	if p.Name != "" {
+		name += " " + p.Name
+	}
+	head := fmt.Sprintf("%s · %s · %d/%d steps done", name, env.DelegationID, done, len(p.Steps))
+	if len(more) > 0 {
+		head += " (" + strings.Join(more, ", ") + ")"
+	}
+	if p.Attempt > 1 {
+		head += fmt.Sprintf(" · attempt %d", p.Attempt)
+	}
+	head += "\n"
+	if p.Stopped != nil {
+		head += fmt.Sprintf("  ✕ %s: %s\n", p.Stopped.Code, oneLine(p.Stopped.Message, 200))
+	}
+	return head
+}
+
+// stepNotes says what else a step did: its loop round, verdict, gate runs,
+// and whether an earlier attempt's result was kept.
+func stepNotes(st api.StepState) string {
+	var notes []string
+	if st.Round > 1 {
+		notes = append(notes, fmt.Sprintf("round %d", st.Round))
+	}
+	if st.Verdict != "" {
+		notes = append(notes, "verdict "+st.Verdict)
+	}
+	if st.GateRuns > 0 {
+		notes = append(notes, fmt.Sprintf("gate ran %d×", st.GateRuns))
+	}
+	if st.Reused {
+		notes = append(notes, "kept from an earlier attempt")
+	}
+	if len(notes) == 0 {
+		return ""
+	}
+	return " [" + strings.Join(notes, ", ") + "]"
 }
 
 // statusHeader is the delegate contract's global status line.

@@ -160,3 +160,35 @@ func TestExitErrorSaysPendingOnce(t *testing.T) {
 		}
 	}
 }
+
+func TestTreeLinesOfAPlan(t *testing.T) {
+	env := client.Envelope{DelegationID: "plan-1", Plan: &api.PlanView{Name: "lanes", Attempt: 2, Steps: []api.StepState{
+		{Key: "api-writer", Path: []string{"api"}, State: api.StateFailed},
+		{Key: "api-review", Path: []string{"api"}, State: api.StateSkipped},
+		{Key: "ui-writer", Path: []string{"ui"}, State: api.StateCompleted, GateRuns: 2, Reused: true},
+		{Key: "review", Path: []string{"rounds"}, State: api.StateCompleted, Round: 2, Verdict: "clean"},
+		{Key: "merge", State: api.StateQueued},
+	}}, Items: []client.Item{
+		{TaskID: "plan-1-api-writer", Name: "api-writer", Agent: "implementer", Status: "failed", Done: true, Error: &errcode.Info{Message: "the schema is missing"}},
+		{Name: "api-review", Agent: "reviewer", Status: "skipped", Done: true, Error: &errcode.Info{Code: errcode.Skipped, Message: `not started: step "api-writer" ended failed`}},
+		{TaskID: "plan-1-ui-writer", Name: "ui-writer", Agent: "implementer", Status: "completed", Done: true, Output: "added the button"},
+		{TaskID: "plan-1-review-R2", Name: "review", Agent: "reviewer", Status: "completed", Done: true, Output: "all good"},
+		{Name: "merge", Agent: "reviewer", Status: "queued"},
+	}}
+	var b strings.Builder
+	treeLines(&b, env, false, 0)
+	want := `Plan lanes · plan-1 · 2/5 steps done (1 failed, 1 skipped) · attempt 2
+  ✕ implementer · api/api-writer
+    ╰── Task failed: the schema is missing
+  – reviewer · api/api-review
+    ╰── Skipped: not started: step "api-writer" ended failed
+  ✓ implementer · ui/ui-writer [gate ran 2×, kept from an earlier attempt]
+    ╰── added the button
+  ✓ reviewer · rounds/review [round 2, verdict clean]
+    ╰── all good
+  · reviewer · merge
+`
+	if got := b.String(); got != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", got, want)
+	}
+}

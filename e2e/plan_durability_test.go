@@ -233,3 +233,28 @@ func writePlan(t *testing.T, e *env, name string, plan api.Plan) string {
 	}
 	return path
 }
+
+// TestPlanStepBudgetStopsItsChild: a step whose child asks for more tool
+// calls than its budget is stopped by the worker and fails with
+// BUDGET_EXCEEDED; its lane's next step is skipped, nothing else runs it.
+func TestPlanStepBudgetStopsItsChild(t *testing.T) {
+	e := newEnv(t)
+	e.model.Script("sb-a", bashStep("ls"), bashStep("ls -a"), bashStep("ls -l"), finalizeStep("never reached"))
+	e.model.Script("sb-b", finalizeStep("never"))
+	e.startWorker(shared.client)
+	plan := api.Plan{Steps: []api.Step{
+		{Key: "a", Agent: "implementer", Task: "[[script:sb-a]] Look around.", Budget: &api.Budget{ToolCalls: 2}},
+		{Key: "b", Agent: "scout", Task: "[[script:sb-b]] Then this."},
+	}}
+	env := e.runPlan(1, writePlan(t, e, "step-budget", plan))
+	a := planItem(t, env, "a")
+	if a.Status != "failed" || a.Error == nil || a.Error.Code != errcode.BudgetExceeded || !strings.Contains(a.Error.Message, "of a budget of 2") {
+		t.Fatalf("a %+v", a)
+	}
+	if b := planItem(t, env, "b"); b.Status != string(api.StateSkipped) {
+		t.Fatalf("b %+v", b)
+	}
+	if calls := e.calls("sb-a", "sb-b"); calls["sb-a"] != 3 || calls["sb-b"] != 0 {
+		t.Fatalf("model calls %v: the child was not stopped at its budget", calls)
+	}
+}

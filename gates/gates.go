@@ -15,15 +15,21 @@ import (
 	"unicode/utf8"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/internal/errcode"
+	"github.com/durable-pi/subagents/profiles"
 )
 
 // Activities holds the gate activity. Shell is the shell that runs a
 // command (default /bin/sh): a gate is a line a person would type.
+// AgentDir and Getenv are where the worker reads the user's settings
+// (trustedProjects), as profiles.Activities does.
 type Activities struct {
-	Shell string
+	Shell    string
+	AgentDir string
+	Getenv   func(string) string
 }
 
 // heartbeatEvery is how often a running gate reports: the activity's
@@ -44,6 +50,9 @@ const keepBytes = 64 << 10
 // ended. A command that fails is a result (ExitCode, Output), not an
 // error: only a command that cannot start at all is one.
 func (a *Activities) RunGate(ctx context.Context, in api.GateInput) (api.GateResult, error) {
+	if err := a.trusted(in); err != nil {
+		return api.GateResult{}, temporal.NewNonRetryableApplicationError(err.Error(), string(errcode.CodeOf(err)), err)
+	}
 	shell := a.Shell
 	if shell == "" {
 		shell = "/bin/sh"
@@ -103,6 +112,25 @@ func (a *Activities) RunGate(ctx context.Context, in api.GateInput) (api.GateRes
 	}
 	res.Output = lastChars(out.String(), api.GateOutputChars)
 	return res, nil
+}
+
+// trusted checks again, where the command would run, that a project's
+// saved plan may run gates (profiles.CheckPlanGates): the client checked
+// when it read the plan, but a workflow's input can be written by hand.
+func (a *Activities) trusted(in api.GateInput) error {
+	if in.Source == nil || in.Source.Scope != string(profiles.ScopeProject) {
+		return nil
+	}
+	getenv := a.Getenv
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	cfg, err := profiles.LoadConfig(a.AgentDir, "", getenv)
+	if err != nil {
+		return err
+	}
+	plan := api.Plan{Steps: []api.Step{{Key: in.Step, Task: "gate", Gate: &api.Gate{Command: in.Command}}}}
+	return profiles.CheckPlanGates(cfg, a.AgentDir, plan, in.Source)
 }
 
 // endGroup ends the command's process group: SIGTERM, then SIGKILL after

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -56,5 +57,45 @@ func TestRunGateMissingFolder(t *testing.T) {
 	_, err := a.RunGate(context.Background(), api.GateInput{Command: "true", Cwd: "/nonexistent/folder", TimeoutSeconds: 5, Step: "s"})
 	if err == nil || !strings.Contains(err.Error(), "/nonexistent/folder") {
 		t.Fatalf("err = %v, want one naming the folder", err)
+	}
+}
+
+// TestRunGateTrust: a project's saved plan runs its gate only where the
+// worker's user trusts the project; the user's own plans always do.
+func TestRunGateTrust(t *testing.T) {
+	root, agentDir := t.TempDir(), t.TempDir()
+	project := &api.PlanSource{Name: "check", File: filepath.Join(root, ".pi", "plans", "check.yaml"), Scope: "project"}
+	global := &api.PlanSource{Name: "check", File: filepath.Join(agentDir, "plans", "check.yaml"), Scope: "global"}
+	trust := func() {
+		b := `{"subagents": {"trustedProjects": [` + strconv.Quote(root) + `]}}`
+		if err := os.WriteFile(filepath.Join(agentDir, "subagents.json"), []byte(b), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		source *api.PlanSource
+		setup  func()
+		denied bool
+	}{
+		{"an inline plan", nil, func() {}, false},
+		{"the user's own saved plan", global, func() {}, false},
+		{"an untrusted project's plan", project, func() {}, true},
+		{"a trusted project's plan", project, trust, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.setup()
+			a := &Activities{AgentDir: agentDir}
+			res, err := a.RunGate(context.Background(), api.GateInput{Command: "echo ran", Cwd: root, TimeoutSeconds: 5, Step: "s", Source: tc.source})
+			if tc.denied {
+				if err == nil || !strings.Contains(err.Error(), "trustedProjects") || !strings.Contains(err.Error(), "PERMISSION_DENIED") && !strings.Contains(err.Error(), "Permission denied") {
+					t.Fatalf("err = %v, want PERMISSION_DENIED naming trustedProjects", err)
+				}
+				return
+			}
+			if err != nil || !strings.Contains(res.Output, "ran") {
+				t.Fatalf("res %+v err %v", res, err)
+			}
+		})
 	}
 }

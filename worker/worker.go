@@ -248,7 +248,7 @@ func Register(r sdkworker.Registry, acts *activities.Activities, profs *profiles
 	r.RegisterWorkflowWithOptions(workflows.Delegation, workflow.RegisterOptions{Name: api.DelegationWorkflowName})
 	r.RegisterWorkflowWithOptions(workflows.ReadSession, workflow.RegisterOptions{Name: api.ReadSessionWorkflowName})
 	r.RegisterWorkflowWithOptions(workflows.Plan, workflow.RegisterOptions{Name: api.PlanWorkflowName})
-	r.RegisterActivityWithOptions((&gates.Activities{}).RunGate, activity.RegisterOptions{Name: api.RunGateActivityName})
+	r.RegisterActivityWithOptions(gatesOf(profs).RunGate, activity.RegisterOptions{Name: api.RunGateActivityName})
 	r.RegisterActivityWithOptions(acts.ReadSession, activity.RegisterOptions{Name: api.ReadSessionActivityName})
 	r.RegisterActivityWithOptions(acts.RunPi, activity.RegisterOptions{Name: api.RunPiActivityName})
 	r.RegisterActivityWithOptions(res.ResolveTasks, activity.RegisterOptions{Name: api.ResolveTasksActivityName})
@@ -260,8 +260,13 @@ func Register(r sdkworker.Registry, acts *activities.Activities, profs *profiles
 func registerHostActivities(r sdkworker.Registry, acts *activities.Activities, profs *profiles.Activities) {
 	r.RegisterActivityWithOptions(acts.RunPi, activity.RegisterOptions{Name: api.RunPiActivityName})
 	r.RegisterActivityWithOptions(acts.ReadSession, activity.RegisterOptions{Name: api.ReadSessionActivityName})
-	r.RegisterActivityWithOptions((&gates.Activities{}).RunGate, activity.RegisterOptions{Name: api.RunGateActivityName})
+	r.RegisterActivityWithOptions(gatesOf(profs).RunGate, activity.RegisterOptions{Name: api.RunGateActivityName})
 	r.RegisterActivityWithOptions(resolver{profs: profs, acts: acts}.ResolveTasks, activity.RegisterOptions{Name: api.ResolveTasksActivityName})
+}
+
+// gatesOf is the gate activity, reading the settings where profs does.
+func gatesOf(profs *profiles.Activities) *gates.Activities {
+	return &gates.Activities{AgentDir: profs.AgentDir, Getenv: profs.Getenv}
 }
 
 // resolver is the ResolveTasks activity: the tasks' profiles, after which

@@ -677,7 +677,7 @@ func (p *planRun) gate(ctx workflow.Context, i int) (api.GateResult, error) {
 	})
 	var res api.GateResult
 	err := workflow.ExecuteActivity(actx, api.RunGateActivityName,
-		api.GateInput{Command: g.Command, Cwd: p.cwdOf(i), TimeoutSeconds: g.GateTimeout(), Step: p.steps[i].Key}).Get(ctx, &res)
+		api.GateInput{Command: g.Command, Cwd: p.cwdOf(i), TimeoutSeconds: g.GateTimeout(), Step: p.steps[i].Key, Source: p.in.Source}).Get(ctx, &res)
 	return res, err
 }
 
