@@ -35,6 +35,7 @@ func TestPlanFromPi(t *testing.T) {
 		call("task", map[string]any{"plan": plan}),
 		call("task", map[string]any{"plan": "look", "args": map[string]string{"where": "api/"}}),
 		call("task", map[string]any{"plan": map[string]any{"steps": []any{map[string]any{"key": "x", "agent": "scout", "task": "{steps.nope.output}"}}}}),
+		call("list_subagent_profiles", map[string]any{}),
 		scriptedmodel.Step{Text: "Both plans ran."},
 	)
 	p := e.startParent("json", filepath.Join(t.TempDir(), "parent.jsonl"), "[[script:parent-plan]] Run the plans.")
@@ -58,6 +59,9 @@ func TestPlanFromPi(t *testing.T) {
 	}
 	if byName := ends[1]; byName.IsError || !strings.Contains(byName.Text, "saved plan ran on api/") || !strings.Contains(userText(e.model.RequestsFor("pi-saved")[0]), "Look in api/") {
 		t.Fatalf("the saved plan's result:\n%s", byName.Text)
+	}
+	if list := toolEnds(p, "list_subagent_profiles"); len(list) != 1 || !strings.Contains(list[0].Text, "Saved plans") || !strings.Contains(list[0].Text, "look") {
+		t.Fatalf("the profiles listing does not name the saved plan: %+v", list)
 	}
 	if bad := ends[2]; !bad.IsError || !strings.Contains(bad.Text, `refers to step "nope"`) || errorCode(bad.Details) != "INVALID_INPUT" {
 		t.Fatalf("an invalid plan: isError %v:\n%s\n%v", bad.IsError, bad.Text, bad.Details)

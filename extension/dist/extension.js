@@ -2266,10 +2266,16 @@ ${body}`, {
       async execute(_id, _params, _signal, _onUpdate, ctx) {
         const list = await cli().call("profiles", ["--cwd", ctx.cwd]);
         const profiles = list.profiles ?? [];
-        if (profiles.length === 0) return text(NO_PROFILES_TEXT, { count: 0 });
-        return text(profiles.map((p) => p.summary).join("\n"), {
+        const plans = list.plans ?? [];
+        const planText = plans.length ? `
+
+Saved plans (task tool: plan: NAME, args):
+${plans.map((p) => p.summary).join("\n")}` : "";
+        if (profiles.length === 0) return text(NO_PROFILES_TEXT + planText, { count: 0 });
+        return text(profiles.map((p) => p.summary).join("\n") + planText, {
           count: profiles.length,
-          profiles: Object.fromEntries(profiles.map((p) => [p.name, p.summary]))
+          profiles: Object.fromEntries(profiles.map((p) => [p.name, p.summary])),
+          ...plans.length ? { plans: Object.fromEntries(plans.map((p) => [p.name, p.summary])) } : {}
         });
       }
     });

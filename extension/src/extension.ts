@@ -798,12 +798,17 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 			description: "List the named sub-agent profiles delegate_to_subagents can use.",
 			parameters: Type.Object({}),
 			async execute(_id, _params, _signal, _onUpdate, ctx) {
-				const list = await cli().call<{ profiles: ProfileSummary[] }>("profiles", ["--cwd", ctx.cwd]);
+				const list = await cli().call<{ profiles: ProfileSummary[]; plans?: Array<{ name: string; summary: string }> }>("profiles", ["--cwd", ctx.cwd]);
 				const profiles = list.profiles ?? [];
-				if (profiles.length === 0) return text(NO_PROFILES_TEXT, { count: 0 });
-				return text(profiles.map((p) => p.summary).join("\n"), {
+				// Saved plans are listed with the profiles: the task tool runs
+				// one by name (plan: NAME, args).
+				const plans = list.plans ?? [];
+				const planText = plans.length ? `\n\nSaved plans (task tool: plan: NAME, args):\n${plans.map((p) => p.summary).join("\n")}` : "";
+				if (profiles.length === 0) return text(NO_PROFILES_TEXT + planText, { count: 0 });
+				return text(profiles.map((p) => p.summary).join("\n") + planText, {
 					count: profiles.length,
 					profiles: Object.fromEntries(profiles.map((p) => [p.name, p.summary])),
+					...(plans.length ? { plans: Object.fromEntries(plans.map((p) => [p.name, p.summary])) } : {}),
 				});
 			},
 		});
