@@ -39,7 +39,7 @@ func main() {
 	idle := flag.Int("idle", 10000, "idle sticky sessions to hold")
 	out := flag.String("out", "BENCHMARKS.md", "file to write the figures to")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
-	only := flag.String("only", "", "comma-separated sections to run (overhead, pi, start, hosts, service, load, solo, idle, recovery, timeline); default all but start (the pi section's start rows alone) and solo (one-task delegations against version 2's delegation and session, side by side)")
+	only := flag.String("only", "", "comma-separated sections to run (overhead, pi, plans, start, hosts, service, load, solo, idle, recovery, timeline); default all but start (the pi section's start rows alone) and solo (one-task delegations against version 2's delegation and session, side by side)")
 	flag.Parse()
 	sections = map[string]bool{}
 	for _, s := range strings.Split(*only, ",") {
@@ -90,6 +90,10 @@ type bench struct {
 	warmPool func() api.PoolStats
 	stub     *client.Client
 	tc       sdkclient.Client
+	// The npm peer, installed once (installPeer).
+	peerOnce sync.Once
+	peer     *peer
+	peerErr  error
 }
 
 func run(n int, outPath string) error {
@@ -229,6 +233,7 @@ func run(n int, outPath string) error {
 			return b.overhead(n)
 		}},
 		{"pi", func() (string, error) { return b.fromPi(max(n/2, 3), false) }},
+		{"plans", func() (string, error) { return b.plans(max(n/2, 3)) }},
 		// The start rows alone, for a closer look at them; not part of a
 		// whole run, whose pi section has them.
 		{"start", func() (string, error) {

@@ -129,6 +129,12 @@ func (b *bench) parentPi(svc *service, ext, prompt string) (time.Duration, int64
 }
 
 func (b *bench) parentPiAt(address, dataDir, ext, prompt string, started func()) (time.Duration, int64, int64, error) {
+	return b.parentPiChecked(address, dataDir, ext, prompt, started, nil)
+}
+
+// parentPiChecked is parentPiAt whose run also fails when check, given the
+// parent's stdout (pi's JSON events), says what went wrong.
+func (b *bench) parentPiChecked(address, dataDir, ext, prompt string, started func(), check func(stdout string) error) (time.Duration, int64, int64, error) {
 	session := filepath.Join(b.dataDir, "parents", uuid.NewString()+".jsonl")
 	args := []string{"--mode", "json", "--session", session, "--model", scriptedmodel.ModelRef}
 	if ext != "" {
@@ -153,6 +159,11 @@ func (b *bench) parentPiAt(address, dataDir, ext, prompt string, started func())
 			// The end of each says what went wrong: pi's last events, its
 			// stderr.
 			return fmt.Errorf("parent pi (%s): %v\nstdout (end): %s\nstderr (end): %s", strings.Join(args, " "), err, tail(out.String(), 3000), tail(errOut.String(), 3000))
+		}
+		if check != nil {
+			if err := check(out.String()); err != nil {
+				return fmt.Errorf("parent pi (%s): %w\nstderr (end): %s", strings.Join(args, " "), err, tail(errOut.String(), 3000))
+			}
 		}
 		return nil
 	})
@@ -265,8 +276,14 @@ type peer struct {
 	ext, agentDir string
 }
 
-// installPeer installs the peer with npm into the bench's scratch dir.
+// installPeer installs the peer with npm into the bench's scratch dir,
+// once a bench run: the pi and plans sections share it.
 func (b *bench) installPeer() (*peer, error) {
+	b.peerOnce.Do(func() { b.peer, b.peerErr = b.npmInstallPeer() })
+	return b.peer, b.peerErr
+}
+
+func (b *bench) npmInstallPeer() (*peer, error) {
 	dir := filepath.Join(b.root, "peer")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -292,6 +309,12 @@ func (b *bench) installPeer() (*peer, error) {
 
 // run is a parent pi with the peer loaded, its model asking for prompt.
 func (p *peer) run(b *bench, prompt string) (time.Duration, int64, error) {
+	return p.runChecked(b, prompt, nil)
+}
+
+// runChecked is run whose run also fails when check, given the parent's
+// output (pi's JSON events, then its stderr), says what went wrong.
+func (p *peer) runChecked(b *bench, prompt string, check func(out string) error) (time.Duration, int64, error) {
 	session := filepath.Join(b.dataDir, "peer-parents", uuid.NewString()+".jsonl")
 	cmd := exec.Command(b.pi.Path, "--mode", "json", "--session", session, "--model", scriptedmodel.ModelRef, "-e", p.ext, prompt)
 	cmd.Dir = b.workDir
@@ -302,6 +325,11 @@ func (p *peer) run(b *bench, prompt string) (time.Duration, int64, error) {
 		err := cmd.Run()
 		if err != nil || !strings.Contains(out.String(), `"agent_settled"`) || strings.Count(out.String(), `done`) < 2 {
 			return fmt.Errorf("peer parent pi: %v\n%.3000s", err, out)
+		}
+		if check != nil {
+			if err := check(out.String()); err != nil {
+				return fmt.Errorf("peer parent pi: %w", err)
+			}
 		}
 		return nil
 	})
