@@ -43,6 +43,11 @@ type TaskSpec struct {
 	// conversation (DelegationInput.ParentSessionFile); "" or "fresh" from
 	// an empty session.
 	Context string `json:"context,omitempty"`
+	// Worktree runs the task in a git worktree of Cwd made for it, from a
+	// clean BaseRef (default HEAD); its change comes back as a patch and a
+	// branch (RunPiResult.Change) instead of edits in Cwd.
+	Worktree bool   `json:"worktree,omitempty"`
+	BaseRef  string `json:"baseRef,omitempty"`
 	// Rejected is why the caller refused this item of a batch on its own
 	// (the task contract: the other items run); it never runs.
 	Rejected *errcode.Info `json:"rejected,omitempty"`

@@ -133,6 +133,10 @@ type Step struct {
 	// Verdicts are the words the child must finalize with as its
 	// verdict (a loop's until reads it): e.g. clean, changes.
 	Verdicts []string `json:"verdicts,omitempty"`
+	// Worktree and BaseRef isolate the step's child in a git worktree, as
+	// a task's (TaskSpec.Worktree).
+	Worktree bool   `json:"worktree,omitempty"`
+	BaseRef  string `json:"baseRef,omitempty"`
 
 	// A group.
 	Steps    []Step `json:"steps,omitempty"`

@@ -79,6 +79,11 @@ type RunPiInput struct {
 	// session, when the model fails with a provider error worth another
 	// model (rate limit, overload); the result records each.
 	FallbackModels []string `json:"fallbackModels,omitempty"`
+	// Worktree, when set, runs the child in a git worktree of Cwd made
+	// for the session from a clean base; the turn's change is captured as
+	// a patch file and a branch (RunPiResult.Change) and the worktree
+	// removed.
+	Worktree *WorktreeSpec `json:"worktree,omitempty"`
 	// ForkFrom is the parent's pi session file: the session's first turn
 	// starts from a copy of its conversation (context: fork) instead of an
 	// empty session.
@@ -115,6 +120,8 @@ type RunPiResult struct {
 	// message's), where RunPiInput.Model may be empty for pi's default.
 	Model       string `json:"model,omitempty"`
 	AutoRetries int    `json:"autoRetries,omitempty"`
+	// Change is what a child in a worktree changed (RunPiInput.Worktree).
+	Change *Change `json:"change,omitempty"`
 	// Fallbacks are the models that failed before Model ran (RunPiInput.FallbackModels).
 	Fallbacks    []Fallback    `json:"fallbacks,omitempty"`
 	Error        *errcode.Info `json:"error,omitempty"`

@@ -1,0 +1,21 @@
+package api
+
+// WorktreeSpec isolates a child in a git worktree (RunPiInput.Worktree).
+type WorktreeSpec struct {
+	// BaseRef is the commit the worktree starts from: HEAD (default) or a
+	// named ref; it is resolved to a commit when the worktree is made.
+	BaseRef string `json:"baseRef,omitempty"`
+}
+
+// Change is what a child in a worktree changed: a branch holding its
+// commit on top of Base, and the same change as a patch file (the worker's
+// data dir), with the files it touches. Empty is true when the child
+// changed nothing.
+type Change struct {
+	Repo      string   `json:"repo"`
+	Base      string   `json:"base"`
+	Branch    string   `json:"branch"`
+	PatchFile string   `json:"patchFile"`
+	Files     []string `json:"files,omitempty"`
+	Empty     bool     `json:"empty,omitempty"`
+}
