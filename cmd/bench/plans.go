@@ -357,7 +357,14 @@ func (b *bench) plans(n int) (string, error) {
 	row3("parent pi, `task` with a plan of 2 parallel lanes of 2 steps, warm pool", lanesWarm)
 	row3("npm peer "+peerVersion+", `subagent` with a `workflowScript` of `runs.lanes`, its agent configured as ours (below)", peerSame)
 	row3("npm peer "+peerVersion+", the same `runs.lanes` with its default agents `worker` and `reviewer` (below)", peerDefault)
-	r.WriteString(paragraph(lanesCalls[0].report("pool off"), lanesCalls[1].report("warm pool"), tallies[2].report("pool off"), tallies[3].report("warm pool")))
+	var why string
+	if tallies[3].misses > 0 {
+		// From the pool's rules (activities/pool.go): what a plan whose
+		// steps follow each other at once meets.
+		why = fmt.Sprintf("The warm pool keeps one child more than the most of a kind that ran at once, and refills 200 ms after a run ends; a lane's reviewer starts within that delay of its writer's end, so %d of the warm runs' %d children found no warm child and started cold, beside the refills of those taken: the last of the model calls above.",
+			tallies[3].misses, tallies[3].children)
+	}
+	r.WriteString(paragraph(lanesCalls[0].report("pool off"), lanesCalls[1].report("warm pool"), tallies[2].report("pool off"), tallies[3].report("warm pool"), why))
 	if peerErr != nil {
 		fmt.Fprintf(&r, "\nThe npm peer %s was not measured: %s\n", peerVersion, firstLine(peerErr.Error()))
 	} else {
@@ -641,7 +648,7 @@ func (t *poolTally) report(kind string) string {
 	if t.children == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%s: of %d children, %d took a warm child, %d one started early for its task, %d started cold (the service's pool counters).",
+	return fmt.Sprintf("%s: of %d children, %d took a warm child, %d took one started early for it, %d started cold (the service's pool counters).",
 		strings.ToUpper(kind[:1])+kind[1:], t.children, t.hits, t.early, t.misses)
 }
 
