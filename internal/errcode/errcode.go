@@ -46,6 +46,13 @@ const (
 	// Skipped: a plan step did not run because an earlier step of its lane
 	// failed, or the plan stopped.
 	Skipped Code = "SKIPPED"
+	// WorktreeDirty: a task asked for a worktree (worktree: true) but its
+	// folder's checkout has uncommitted changes or untracked files, which
+	// the worktree, made from a commit, would not hold.
+	WorktreeDirty Code = "WORKTREE_DIRTY"
+	// ApplyConflict: a task's change does not apply to the user's checkout
+	// as it is now; nothing of it was applied.
+	ApplyConflict Code = "APPLY_CONFLICT"
 )
 
 // Category groups codes the way callers branch on them.
@@ -82,6 +89,8 @@ var categories = map[Code]Category{
 	GateFailed:         CategoryRuntime,
 	LoopExhausted:      CategoryRuntime,
 	Skipped:            CategoryRuntime,
+	WorktreeDirty:      CategoryInvalidInput,
+	ApplyConflict:      CategoryInvalidInput,
 }
 
 // All lists every code, in the order docs/errors.md gives them.
@@ -90,7 +99,7 @@ func All() []Code {
 		InvalidInput, SubagentsDisabled, SubagentDisabled, UnknownAgent, DepthExceeded, Timeout,
 		Failed, OutputTruncated, SessionNotFound, SessionRunning, FinalizeMissing,
 		LoopDetected, Cancelled, PermissionDenied, ServiceUnavailable, Terminated,
-		BudgetExceeded, GateFailed, LoopExhausted, Skipped,
+		BudgetExceeded, GateFailed, LoopExhausted, Skipped, WorktreeDirty, ApplyConflict,
 	}
 }
 
