@@ -53,6 +53,10 @@ const (
 	// ApplyConflict: a task's change does not apply to the user's checkout
 	// as it is now; nothing of it was applied.
 	ApplyConflict Code = "APPLY_CONFLICT"
+	// QuestionTimeout: a child's question to its supervisor
+	// (contact_supervisor) was not answered within the session's question
+	// timeout; the child is told so and goes on without the answer.
+	QuestionTimeout Code = "QUESTION_TIMEOUT"
 )
 
 // Category groups codes the way callers branch on them.
@@ -91,6 +95,7 @@ var categories = map[Code]Category{
 	Skipped:            CategoryRuntime,
 	WorktreeDirty:      CategoryInvalidInput,
 	ApplyConflict:      CategoryInvalidInput,
+	QuestionTimeout:    CategoryTimeout,
 }
 
 // All lists every code, in the order docs/errors.md gives them.
@@ -100,6 +105,7 @@ func All() []Code {
 		Failed, OutputTruncated, SessionNotFound, SessionRunning, FinalizeMissing,
 		LoopDetected, Cancelled, PermissionDenied, ServiceUnavailable, Terminated,
 		BudgetExceeded, GateFailed, LoopExhausted, Skipped, WorktreeDirty, ApplyConflict,
+		QuestionTimeout,
 	}
 }
 
