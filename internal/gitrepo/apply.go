@@ -1,0 +1,368 @@
+package gitrepo
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Conflict is a file of a change that does not apply to a checkout as it
+// is, and why.
+type Conflict struct {
+	Path string `json:"path"`
+	Why  string `json:"why"`
+}
+
+// Modes of a diff's sides (git's object modes).
+const (
+	modeAbsent  = "000000"
+	modeFile    = "100644"
+	modeExec    = "100755"
+	modeLink    = "120000"
+	modeGitlink = "160000"
+)
+
+// rawChange is one file of `git diff --raw`.
+type rawChange struct {
+	path             string
+	oldMode, newMode string
+	oldBlob, newBlob string
+}
+
+// fileOp is what applying a change does to one file.
+type fileOp struct {
+	path   string
+	remove bool
+	// write, when not remove: the content, and whether it is a link (its
+	// target) or a file of mode.
+	content []byte
+	link    bool
+	mode    os.FileMode
+}
+
+// ApplyChange applies the change from base to tip (commits of the
+// repository at top) to the files of its working tree, file by file as a
+// three-way merge would: a file the checkout left as base had it takes
+// tip's content, one that already has tip's is left, and one changed on
+// both sides is merged line by line (git merge-file) when both are text.
+// Any file that cannot be merged cleanly is a conflict, and then nothing
+// is written: it returns the conflicts and no error. Else it writes every
+// file (not staged, as `git apply` leaves them) and returns their paths.
+func ApplyChange(ctx context.Context, top, base, tip string) (applied []string, conflicts []Conflict, err error) {
+	changes, err := rawDiff(ctx, top, base, tip)
+	if err != nil {
+		return nil, nil, err
+	}
+	var shas []string
+	for _, c := range changes {
+		shas = append(shas, c.oldBlob, c.newBlob)
+	}
+	blobs, err := readBlobs(ctx, top, shas)
+	if err != nil {
+		return nil, nil, err
+	}
+	var ops []fileOp
+	for _, c := range changes {
+		op, skip, why, err := plan(ctx, top, c, blobs)
+		if err != nil {
+			return nil, nil, err
+		}
+		switch {
+		case why != "":
+			conflicts = append(conflicts, Conflict{Path: c.path, Why: why})
+		case !skip:
+			ops = append(ops, op)
+		}
+	}
+	if len(conflicts) > 0 {
+		return nil, conflicts, nil
+	}
+	for _, op := range ops {
+		if err := write(top, op); err != nil {
+			return applied, nil, fmt.Errorf("%s: %w", op.path, err)
+		}
+		applied = append(applied, op.path)
+	}
+	return applied, nil, nil
+}
+
+// rawDiff lists the files that differ between base and tip, with their
+// modes and blobs.
+func rawDiff(ctx context.Context, top, base, tip string) ([]rawChange, error) {
+	out, err := run(ctx, top, nil, "diff", "--raw", "-z", "--no-renames", "--no-abbrev", base, tip, "--")
+	if err != nil {
+		return nil, err
+	}
+	fields := bytes.Split(out, []byte{0})
+	var changes []rawChange
+	for i := 0; i+1 < len(fields); i += 2 {
+		head := strings.Fields(strings.TrimPrefix(string(fields[i]), ":"))
+		if len(head) < 5 {
+			return nil, fmt.Errorf("git diff --raw: unexpected line %q", fields[i])
+		}
+		changes = append(changes, rawChange{path: string(fields[i+1]), oldMode: head[0], newMode: head[1], oldBlob: head[2], newBlob: head[3]})
+	}
+	return changes, nil
+}
+
+// zeroBlob is the ID of an absent side.
+func zeroBlob(sha string) bool { return strings.Trim(sha, "0") == "" }
+
+// readBlobs reads the blobs of shas (absent ones skipped) in one
+// `git cat-file --batch`.
+func readBlobs(ctx context.Context, top string, shas []string) (map[string][]byte, error) {
+	var in bytes.Buffer
+	want := map[string]bool{}
+	for _, s := range shas {
+		if !zeroBlob(s) && !want[s] {
+			want[s] = true
+			in.WriteString(s + "\n")
+		}
+	}
+	blobs := map[string][]byte{}
+	if len(want) == 0 {
+		return blobs, nil
+	}
+	out, err := run(ctx, top, &in, "cat-file", "--batch")
+	if err != nil {
+		return nil, err
+	}
+	r := bufio.NewReader(bytes.NewReader(out))
+	for range len(want) {
+		header, err := r.ReadString('\n')
+		if err != nil {
+			return nil, fmt.Errorf("git cat-file: %w", err)
+		}
+		f := strings.Fields(header)
+		if len(f) != 3 {
+			return nil, fmt.Errorf("git cat-file: %q", strings.TrimSpace(header))
+		}
+		size, err := strconv.Atoi(f[2])
+		if err != nil {
+			return nil, fmt.Errorf("git cat-file: %q", strings.TrimSpace(header))
+		}
+		content := make([]byte, size+1) // and its newline
+		if _, err := io.ReadFull(r, content); err != nil {
+			return nil, fmt.Errorf("git cat-file: %w", err)
+		}
+		blobs[f[0]] = content[:size]
+	}
+	return blobs, nil
+}
+
+// current is a file of the working tree as applying sees it.
+type current struct {
+	exists, link, dir bool
+	content           []byte
+	mode              os.FileMode
+}
+
+func readCurrent(path string) (current, error) {
+	info, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return current{}, nil
+	}
+	if err != nil {
+		return current{}, err
+	}
+	switch {
+	case info.IsDir():
+		return current{exists: true, dir: true}, nil
+	case info.Mode()&fs.ModeSymlink != 0:
+		target, err := os.Readlink(path)
+		return current{exists: true, link: true, content: []byte(target)}, err
+	}
+	b, err := os.ReadFile(path)
+	return current{exists: true, content: b, mode: info.Mode().Perm()}, err
+}
+
+// same reports whether the working tree's file is the side of mode and
+// content: the same kind (a link or a file), for a file the same
+// executable bit, and the same content.
+func (c current) same(mode string, content []byte) bool {
+	if !c.exists || c.dir || c.link != (mode == modeLink) {
+		return false
+	}
+	if !c.link && (c.mode&0o100 != 0) != (mode == modeExec) {
+		return false
+	}
+	return bytes.Equal(c.content, content)
+}
+
+// plan decides what applying c does to its file: an op, nothing (skip:
+// the checkout has tip's side already), or why it conflicts.
+func plan(ctx context.Context, top string, c rawChange, blobs map[string][]byte) (op fileOp, skip bool, why string, err error) {
+	if c.oldMode == modeGitlink || c.newMode == modeGitlink {
+		return op, false, "a submodule changed: apply it by hand", nil
+	}
+	if beyondLink(top, c.path) {
+		return op, false, "it is beyond a symbolic link in this checkout", nil
+	}
+	cur, err := readCurrent(filepath.Join(top, c.path))
+	if err != nil {
+		return op, false, "", err
+	}
+	oldContent, newContent := blobs[c.oldBlob], blobs[c.newBlob]
+	op = fileOp{path: c.path, content: newContent, link: c.newMode == modeLink, mode: fileMode(c.newMode)}
+	switch {
+	case c.newMode == modeAbsent:
+		// The task deleted it.
+		switch {
+		case !cur.exists:
+			return op, true, "", nil
+		case cur.same(c.oldMode, oldContent):
+			op.remove = true
+			return op, false, "", nil
+		}
+		return op, false, "the task deleted it and it changed here", nil
+	case c.oldMode == modeAbsent:
+		// The task added it.
+		switch {
+		case !cur.exists:
+			return op, false, "", nil
+		case cur.same(c.newMode, newContent):
+			return op, true, "", nil
+		}
+		return op, false, "the task added it and a different one is here", nil
+	case !cur.exists:
+		return op, false, "the task changed it and it was deleted here", nil
+	case cur.dir:
+		return op, false, "a folder is here", nil
+	case cur.same(c.newMode, newContent):
+		return op, true, "", nil
+	case cur.same(c.oldMode, oldContent):
+		return op, false, "", nil
+	case cur.link || c.oldMode == modeLink || c.newMode == modeLink || binary(cur.content) || binary(oldContent) || binary(newContent):
+		return op, false, "it changed both here and in the task, and is not text to merge", nil
+	}
+	merged, clean, err := mergeFile(ctx, top, cur.content, oldContent, newContent)
+	if err != nil {
+		return op, false, "", err
+	}
+	if !clean {
+		return op, false, "it changed both here and in the task, in the same lines", nil
+	}
+	op.content = merged
+	if c.oldMode == c.newMode {
+		// The checkout's own mode stays, as a merge keeps it.
+		op.mode = cur.mode
+	}
+	return op, false, "", nil
+}
+
+// fileMode is the permission bits a file of git mode gets.
+func fileMode(mode string) os.FileMode {
+	if mode == modeExec {
+		return 0o755
+	}
+	return 0o644
+}
+
+// binaryProbe is how much of a file git looks at to call it binary (a NUL
+// byte in its first 8000 bytes); the same rule here.
+const binaryProbe = 8000
+
+func binary(b []byte) bool {
+	return bytes.IndexByte(b[:min(len(b), binaryProbe)], 0) >= 0
+}
+
+// beyondLink reports whether a folder on the way to path (from top) is a
+// symbolic link: writing there would write outside the checkout, which
+// git refuses as well.
+func beyondLink(top, path string) bool {
+	dir := top
+	parts := strings.Split(filepath.ToSlash(path), "/")
+	for _, p := range parts[:len(parts)-1] {
+		dir = filepath.Join(dir, p)
+		info, err := os.Lstat(dir)
+		if err != nil {
+			return false
+		}
+		if info.Mode()&fs.ModeSymlink != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// mergeFile merges the change from base to theirs into ours, line by line
+// (`git merge-file`); clean is false when both changed the same lines.
+func mergeFile(ctx context.Context, top string, ours, base, theirs []byte) (merged []byte, clean bool, err error) {
+	dir, err := os.MkdirTemp("", "subagents-merge-*")
+	if err != nil {
+		return nil, false, err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	names := []string{"ours", "base", "theirs"}
+	for i, b := range [][]byte{ours, base, theirs} {
+		if err := os.WriteFile(filepath.Join(dir, names[i]), b, 0o600); err != nil {
+			return nil, false, err
+		}
+	}
+	out, err := run(ctx, top, nil, "merge-file", "-p", "--quiet", filepath.Join(dir, "ours"), filepath.Join(dir, "base"), filepath.Join(dir, "theirs"))
+	if err != nil {
+		// It exits with the number of conflicts (at most 127), or 255 on
+		// trouble of its own.
+		if code := exitCode(err); code > 0 && code < 128 {
+			return nil, false, nil
+		}
+		return nil, false, err
+	}
+	return out, true, nil
+}
+
+// write carries out op in the working tree at top: a file or link through
+// a temporary file renamed into place, a removal with the folders it
+// leaves empty.
+func write(top string, op fileOp) error {
+	path := filepath.Join(top, op.path)
+	if op.remove {
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		for dir := filepath.Dir(path); dir != top && strings.HasPrefix(dir, top); dir = filepath.Dir(dir) {
+			if os.Remove(dir) != nil {
+				break
+			}
+		}
+		return nil
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if info, err := os.Lstat(path); err == nil && info.IsDir() {
+		return fmt.Errorf("a folder is in the way")
+	}
+	tmp, err := os.CreateTemp(dir, ".subagents-apply-*")
+	if err != nil {
+		return err
+	}
+	tmpName := tmp.Name()
+	if op.link {
+		_ = tmp.Close()
+		_ = os.Remove(tmpName)
+		if err := os.Symlink(string(op.content), tmpName); err != nil {
+			return err
+		}
+	} else {
+		_, werr := tmp.Write(op.content)
+		if err := errors.Join(werr, tmp.Close(), os.Chmod(tmpName, op.mode)); err != nil {
+			_ = os.Remove(tmpName)
+			return err
+		}
+	}
+	if err := os.Rename(tmpName, path); err != nil {
+		_ = os.Remove(tmpName)
+		return err
+	}
+	return nil
+}
