@@ -49,6 +49,13 @@ const (
 	// delegation's next workflow task. An ack before every task has ended
 	// is ignored, as the update's validator refuses it.
 	AckSignal = "ack"
+	// ReplyUpdate answers a child's question (ReplyRequest) and returns
+	// the question answered (Question); refused when none waits.
+	ReplyUpdate = "reply"
+	// ReplySignal is ReplyUpdate without an answer (ReplyRequest): the
+	// Temporal UI's way to answer. A reply that does not fit a waiting
+	// question is ignored, as the update's validator refuses it.
+	ReplySignal = "reply"
 )
 
 // CurrentVersion is the workflow code version that new delegations and
@@ -122,4 +129,8 @@ type CancelResult struct {
 type WaitRequest struct {
 	// Turn to wait for; 0 means the latest turn that was accepted.
 	Turn int `json:"turn,omitempty"`
+	// Questions ends the wait early, with the status, while a child's
+	// question waits for its answer: a parent that waits for its task
+	// would otherwise wait for itself.
+	Questions bool `json:"questions,omitempty"`
 }

@@ -122,6 +122,9 @@ type RunPiResult struct {
 	AutoRetries int    `json:"autoRetries,omitempty"`
 	// Change is what a child in a worktree changed (RunPiInput.Worktree).
 	Change *Change `json:"change,omitempty"`
+	// Questions are the run's contact_supervisor calls, in order: a run
+	// that ended at a question waits for its answer (api/question.go).
+	Questions []Question `json:"questions,omitempty"`
 	// Fallbacks are the models that failed before Model ran (RunPiInput.FallbackModels).
 	Fallbacks    []Fallback    `json:"fallbacks,omitempty"`
 	Error        *errcode.Info `json:"error,omitempty"`

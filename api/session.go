@@ -43,6 +43,9 @@ type SessionInput struct {
 	// with NotifyIndex) when the first turn (Prompt) ends.
 	NotifyWorkflowID string `json:"notifyWorkflowId,omitempty"`
 	NotifyIndex      int    `json:"notifyIndex,omitempty"`
+	// QuestionTimeoutSeconds is how long a child's question waits for its
+	// answer (0: DefaultQuestionTimeout).
+	QuestionTimeoutSeconds int `json:"questionTimeoutSeconds,omitempty"`
 	// Carry is the state continue-as-new hands to the next run.
 	Carry *SessionCarry `json:"carry,omitempty"`
 	// Version is the code version the session runs (CurrentVersion).
@@ -154,6 +157,10 @@ type SessionStatus struct {
 	Runs []RunMark `json:"runs,omitempty"`
 	// Delegation is set on a session that is its own one-task delegation.
 	Delegation *DelegationView `json:"delegation,omitempty"`
+	// Questions are the latest turn's contact_supervisor messages, in
+	// order: questions (one pending while the child waits for its answer)
+	// and progress updates (api/question.go).
+	Questions []Question `json:"questions,omitempty"`
 }
 
 // AsDelegation is the status of the one-task delegation st stands for
