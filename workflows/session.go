@@ -62,6 +62,10 @@ type session struct {
 	// child started.
 	refused        *errcode.Info
 	cancelledEarly bool
+
+	// The children's questions to their parent and progress updates
+	// (question.go).
+	questionLog
 }
 
 func newSession(ctx workflow.Context, in api.SessionInput) (*session, error) {
@@ -114,6 +118,9 @@ func (s *session) registerHandlers(ctx workflow.Context) error {
 	if err := workflow.SetUpdateHandler(ctx, api.CancelUpdate, s.onCancel); err != nil {
 		return err
 	}
+	if err := s.registerReply(ctx); err != nil {
+		return err
+	}
 	if s.in.Delegation != nil {
 		if err := workflow.SetUpdateHandlerWithOptions(ctx, api.AckUpdate, s.onAck,
 			workflow.UpdateHandlerOptions{Validator: s.validateAck}); err != nil {
@@ -158,13 +165,13 @@ func (s *session) onSend(_ workflow.Context, req api.SendRequest) (api.SendAccep
 }
 
 // onWait answers WaitUpdate once the turn asked for (default: the last one
-// accepted) has ended.
+// accepted) has ended, or with Questions while a child's question waits.
 func (s *session) onWait(ctx workflow.Context, req api.WaitRequest) (api.SessionStatus, error) {
 	target := req.Turn
 	if target <= 0 {
 		target = s.Accepted
 	}
-	if err := workflow.Await(ctx, func() bool { return s.Ended >= target }); err != nil {
+	if err := workflow.Await(ctx, func() bool { return s.Ended >= target || req.Questions && s.waitsForAnswer() }); err != nil {
 		return api.SessionStatus{}, err
 	}
 	return s.status(), nil
@@ -175,9 +182,9 @@ func (s *session) onCancel(_ workflow.Context, _ api.CancelRequest) (api.CancelR
 	return api.CancelResult{CancelApplied: s.cancel(), PriorStatus: s.state}, nil
 }
 
-// receiveSignals takes SendSignal and CancelSignal, the answerless forms of
-// SendUpdate and CancelUpdate (and AckSignal, of a one-task delegation),
-// for as long as the run lasts.
+// receiveSignals takes SendSignal, CancelSignal and ReplySignal, the
+// answerless forms of SendUpdate, CancelUpdate and ReplyUpdate (and
+// AckSignal, of a one-task delegation), for as long as the run lasts.
 func (s *session) receiveSignals(ctx workflow.Context) {
 	sends := workflow.GetSignalChannel(ctx, api.SendSignal)
 	cancels := workflow.GetSignalChannel(ctx, api.CancelSignal)
@@ -195,6 +202,7 @@ func (s *session) receiveSignals(ctx workflow.Context) {
 			c.Receive(ctx, &req)
 			_ = s.cancel()
 		})
+		s.receiveReplies(ctx, sel)
 		if s.in.Delegation != nil {
 			sel.AddReceive(workflow.GetSignalChannel(ctx, api.AckSignal), func(c workflow.ReceiveChannel, _ bool) {
 				c.Receive(ctx, nil)
@@ -251,7 +259,8 @@ func (s *session) status() api.SessionStatus {
 		Turn: s.turn, Accepted: s.Accepted, ChildRun: s.childRun, Usage: s.Usage, LastTurn: s.LastTurn,
 		TurnStarted: s.started, TimeoutSeconds: s.timeoutSeconds(),
 		Model: s.in.Child.Model, Thinking: s.in.Child.Thinking, Cwd: s.in.Cwd, Name: s.in.Name, Host: s.in.Host,
-		Runs: append([]api.RunMark(nil), s.Runs...),
+		Runs:      append([]api.RunMark(nil), s.Runs...),
+		Questions: append([]api.Question(nil), s.questions...),
 	}
 	if s.LastTurn != nil {
 		st.Error = s.LastTurn.Error
@@ -390,6 +399,9 @@ func (s *session) runTurn(ctx workflow.Context, req api.SendRequest) {
 		s.Runs = s.Runs[len(s.Runs)-maxRunMarks:]
 	}
 	mark := &s.Runs[len(s.Runs)-1]
+	// asked counts the turn's child runs that ended at a question: they
+	// are no finalize retries.
+	asked := 0
 	for {
 		if s.in.Delegation != nil && s.Ended == 0 && (s.refused != nil || s.cancelledEarly) {
 			// The one-task delegation's task ends without a child, as a
@@ -423,6 +435,17 @@ func (s *session) runTurn(ctx workflow.Context, req api.SendRequest) {
 			}
 			break
 		}
+		if waiting := s.recordQuestions(ctx, res); len(waiting) > 0 {
+			// The child waits for its answer: nothing runs until it comes.
+			next, ok := s.awaitAnswers(ctx, waiting)
+			if !ok {
+				turn.State, turn.Error = api.StateCancelled, errcode.NewInfo(errcode.Cancelled, "Cancelled while the child waited for an answer")
+				break
+			}
+			prompt, files = next, nil
+			asked++
+			continue
+		}
 		if s.in.Child.NoFinalize || res.Finalize != nil {
 			turn.State = api.StateCompleted
 			if truncated {
@@ -434,7 +457,7 @@ func (s *session) runTurn(ctx workflow.Context, req api.SendRequest) {
 			}
 			break
 		}
-		if s.childRun > s.maxRetries {
+		if s.childRun-asked > s.maxRetries {
 			turn.State = api.StateFailed
 			turn.Error = errcode.NewInfo(errcode.FinalizeMissing,
 				fmt.Sprintf("The sub-agent ended without a valid subagent_finalize after %d attempts; its last output is returned as partial output.", s.childRun))
