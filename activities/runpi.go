@@ -109,7 +109,13 @@ func clampInt(v *int, def, lo, hi int) int {
 // not be written. A retry continues the session file when the interrupted
 // attempt left one (ContinuationPrompt) and runs the original prompt again
 // when it did not.
-func (a *Activities) RunPi(ctx context.Context, in api.RunPiInput) (api.RunPiResult, error) {
+//
+// A run with in.Worktree runs its child in the session's git worktree
+// (worktree.go): made before anything of the run, its change captured and
+// the worktree removed however the run ends. A checkout that cannot have
+// one (no repository, uncommitted changes, a bad base ref) is a result
+// with the error's code, not retried.
+func (a *Activities) RunPi(ctx context.Context, in api.RunPiInput) (res api.RunPiResult, err error) {
 	if err := validateInput(in); err != nil {
 		return api.RunPiResult{}, temporal.NewNonRetryableApplicationError(err.Error(), string(errcode.CodeOf(err)), err)
 	}
@@ -123,7 +129,7 @@ func (a *Activities) RunPi(ctx context.Context, in api.RunPiInput) (api.RunPiRes
 		}
 	}
 	info := activity.GetInfo(ctx)
-	res := api.RunPiResult{
+	res = api.RunPiResult{
 		SessionFile: SessionFile(a.cfg.DataDir, in.Cwd, in.Agent, in.SessionID),
 		Attempt:     info.Attempt,
 	}
@@ -168,7 +174,39 @@ func (a *Activities) RunPi(ctx context.Context, in api.RunPiInput) (api.RunPiRes
 			return res, fmt.Errorf("session file: %w", err)
 		}
 	}
-	if from, err := importLegacySession(a.cfg.LegacySessionsDir, in.Cwd, in.Agent, in.SessionID, res.SessionFile); err != nil {
+	// The task's own folder: the child's cwd may become a worktree's.
+	userCwd := in.Cwd
+	// What the run heartbeats while it is busy with git: the interrupted
+	// attempt's progress until this one has its own.
+	beat := func() { activity.RecordHeartbeat(ctx, prior) }
+	// Where a child whose run settled is still exiting: its worktree is
+	// captured once it has.
+	var exiting <-chan struct{}
+	if in.Worktree != nil {
+		stop := beatEvery(ctx, a.cfg.HeartbeatInterval, beat)
+		wt, werr := a.enterWorktree(ctx, in, res.SessionFile)
+		stop()
+		if werr != nil {
+			if cat := errcode.CodeOf(werr).Category(); cat == errcode.CategoryInvalidInput {
+				// The checkout is the caller's to fix: a result, not run
+				// again.
+				activity.GetLogger(ctx).Warn("worktree refused", "session", in.SessionID, "error", werr)
+				res.Error = errcode.NewInfo(errcode.CodeOf(werr), a.sanitizer.Sanitize(werr.Error()))
+				return res, nil
+			}
+			return res, fmt.Errorf("worktree: %w", werr)
+		}
+		in.Cwd = wt.cwd()
+		defer func() {
+			if exiting != nil {
+				// pi has settled its turn and is exiting: its tools are
+				// done, and what it changed is on disk once it has.
+				<-exiting
+			}
+			res, err = a.leaveWorktree(ctx, wt, in, res, err, beat)
+		}()
+	}
+	if from, err := importLegacySession(a.cfg.LegacySessionsDir, userCwd, in.Agent, in.SessionID, res.SessionFile); err != nil {
 		activity.GetLogger(ctx).Warn("could not import a session file of the sessions contract's extension", "session", in.SessionID, "error", err)
 	} else if from != "" {
 		activity.GetLogger(ctx).Info("imported a session file", "session", in.SessionID, "from", from)
@@ -185,6 +223,9 @@ func (a *Activities) RunPi(ctx context.Context, in api.RunPiInput) (api.RunPiRes
 		} else if forked {
 			activity.GetLogger(ctx).Info("child session forked from its parent's", "session", in.SessionID, "parent", a.sanitizer.Sanitize(in.ForkFrom))
 		}
+	}
+	if err := a.pointSession(res.SessionFile, in.Cwd, in.Worktree != nil); err != nil {
+		return res, fmt.Errorf("session file: %w", err)
 	}
 	msgs, _ := readMessages(res.SessionFile)
 	res.MessagesBefore = -1
@@ -249,10 +290,13 @@ func (a *Activities) RunPi(ctx context.Context, in api.RunPiInput) (api.RunPiRes
 	}
 	run.stream.MaxTimeline = clampInt(in.MaxEvents, api.DefaultMaxEvents, 0, api.MaxEventsCeiling)
 	run.stream.Sanitizer = a.sanitizer
+	start := time.Now()
+	beat = func() { activity.RecordHeartbeat(ctx, run.progress(time.Since(start))) }
 	log := activity.GetLogger(ctx)
 	log.Info("child run started", "session", in.SessionID, "agent", api.AgentName(in.Agent), "turn", in.Turn,
 		"attempt", info.Attempt, "continued", res.Continued, "model", in.Model)
 	outcome := a.runModels(ctx, run, &res, admission, prompt)
+	exiting = outcome.exiting
 	if outcome.exiting != nil {
 		unlock = func() {
 			go func() {
@@ -344,7 +388,10 @@ func (a *Activities) observe(in api.RunPiInput, res api.RunPiResult, out outcome
 // child must have been started with to serve it.
 func (a *Activities) runSpec(in api.RunPiInput, admission profiles.Admission) ([]string, warmSpec) {
 	env := a.childEnv(in.Depth, in.Model, apiKeyEnv(in.Model, admission.APIKey))
-	if a.pool == nil {
+	if a.pool == nil || in.Worktree != nil {
+		// A worktree is the session's alone and removed after each run:
+		// no warm child could have been started in it, and none may be
+		// kept in it.
 		return env, warmSpec{}
 	}
 	return env, a.specFor(a.flags(in), in.Cwd, env, a.loadedFiles(in))
