@@ -87,6 +87,9 @@ type Profile struct {
 	// Finalize false accepts the final assistant text as the result.
 	Finalize bool `json:"finalize"`
 	Readonly bool `json:"readonly,omitempty"`
+	// Worktree runs every task of the profile in a git worktree of its
+	// cwd (docs/worktrees.md): a task cannot turn it off.
+	Worktree bool `json:"worktree,omitempty"`
 
 	Err error `json:"-"`
 }
@@ -156,6 +159,7 @@ type frontmatter struct {
 	MaxFinalizeRetries *int       `yaml:"maxFinalizeRetries"`
 	Finalize           *bool      `yaml:"finalize"`
 	Readonly           bool       `yaml:"readonly"`
+	Worktree           bool       `yaml:"worktree"`
 }
 
 // maxProfileBytes bounds one profile file: system prompts are a few KB; a
@@ -187,6 +191,7 @@ func Parse(src []byte, path string, scope Scope) (*Profile, error) {
 		NoContextFiles: fm.NoContextFiles, AppendSystemPrompt: fm.AppendSystemPrompt, APIKey: fm.APIKey,
 		ExtraArgs: fm.ExtraArgs, Primary: fm.Primary, Internal: fm.Internal, TimeoutSeconds: fm.Timeout,
 		MaxFinalizeRetries: fm.MaxFinalizeRetries, Finalize: fm.Finalize == nil || *fm.Finalize, Readonly: fm.Readonly,
+		Worktree: fm.Worktree,
 	}
 	if err := p.setModel(fm.Model); err != nil {
 		return nil, errcode.Errorf(errcode.InvalidInput, "profile %s: %v", path, err)

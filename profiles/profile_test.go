@@ -42,6 +42,8 @@ func TestParseFields(t *testing.T) {
 			return p.TimeoutSeconds == 120 && *p.MaxFinalizeRetries == 4 && !p.Finalize && p.Readonly
 		}},
 		{"finalize defaults to on", "---\nname: o\n---\n", func(p *Profile) bool { return p.Finalize && p.MaxFinalizeRetries == nil }},
+		{"worktree", "---\nname: w\nworktree: true\n---\n", func(p *Profile) bool { return p.Worktree }},
+		{"worktree defaults to off", "---\nname: w\n---\n", func(p *Profile) bool { return !p.Worktree }},
 		{"readonly keeps only read-only tools", "---\nname: ro\nreadonly: true\ntools: read, bash, edit, grep\n---\n", func(p *Profile) bool {
 			return reflect.DeepEqual(p.GrantedTools(), []string{"read", "grep"})
 		}},

@@ -143,6 +143,9 @@ func (p *Profile) Resolve(opts Options, cfg Config, task TaskOverrides) (Resolve
 	if task.TimeoutSeconds > 0 {
 		child.TimeoutSeconds = task.TimeoutSeconds
 	}
+	if p.Worktree {
+		child.Worktree = &api.WorktreeSpec{}
+	}
 	return Resolved{Child: child, MaxFinalizeRetries: p.MaxFinalizeRetries, ReadFiles: read}, nil
 }
 
@@ -225,4 +228,19 @@ func resolveSkills(opts Options, p *Profile) (paths, loaded, read []string, err 
 		read = append(read, found[name])
 	}
 	return paths, loaded, read, nil
+}
+
+// Isolate applies a task's worktree and baseRef to its resolved child: the
+// task's worktree: true isolates a child its profile does not, and its
+// baseRef picks the base of either's worktree. A task cannot turn off a
+// profile's worktree (false is a task's default, not a choice), and a
+// baseRef without a worktree has nothing to pick.
+func Isolate(child *api.RunPiInput, worktree bool, baseRef string) {
+	if worktree && child.Worktree == nil {
+		child.Worktree = &api.WorktreeSpec{}
+	}
+	if child.Worktree != nil && baseRef != "" {
+		// A copy: the resolved child may be shared by several tasks.
+		child.Worktree = &api.WorktreeSpec{BaseRef: baseRef}
+	}
 }

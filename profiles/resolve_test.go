@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/internal/errcode"
 )
 
@@ -95,6 +96,46 @@ func TestResolveChildSettings(t *testing.T) {
 	none := mustParse(t, "---\nname: n\nnoTools: true\n---\n")
 	if r, _ := none.Resolve(Options{}, Config{}, TaskOverrides{}); !r.Child.NoTools || r.Child.Tools != nil {
 		t.Fatalf("noTools child %+v", r.Child)
+	}
+}
+
+// TestResolveWorktree: a profile's worktree isolates every task of it, a
+// task's worktree isolates its own child, neither's false turns the other's
+// off, and a baseRef counts only with a worktree.
+func TestResolveWorktree(t *testing.T) {
+	plain := mustParse(t, "---\nname: p\n---\n")
+	isolated := mustParse(t, "---\nname: w\nworktree: true\n---\n")
+	tests := []struct {
+		name     string
+		profile  *Profile
+		worktree bool
+		baseRef  string
+		want     *api.WorktreeSpec
+	}{
+		{"neither", plain, false, "", nil},
+		{"a baseRef alone isolates nothing", plain, false, "main", nil},
+		{"the task asks", plain, true, "", &api.WorktreeSpec{}},
+		{"the task asks from a ref", plain, true, "v1", &api.WorktreeSpec{BaseRef: "v1"}},
+		{"the profile requires it", isolated, false, "", &api.WorktreeSpec{}},
+		{"the task's baseRef picks the profile's base", isolated, false, "release", &api.WorktreeSpec{BaseRef: "release"}},
+		{"both", isolated, true, "", &api.WorktreeSpec{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := tt.profile.Resolve(Options{}, Config{}, TaskOverrides{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			shared := r.Child
+			child := r.Child
+			Isolate(&child, tt.worktree, tt.baseRef)
+			if !reflect.DeepEqual(child.Worktree, tt.want) {
+				t.Fatalf("worktree %+v, want %+v", child.Worktree, tt.want)
+			}
+			if shared.Worktree != nil && shared.Worktree.BaseRef != "" {
+				t.Fatal("Isolate changed the resolved child it was given a copy of")
+			}
+		})
 	}
 }
 
