@@ -125,6 +125,9 @@ type Item struct {
 	ElapsedMS      int64  `json:"elapsed_ms"`
 	TimeoutSeconds int    `json:"timeout_s,omitempty"`
 	UIURL          string `json:"ui_url,omitempty"`
+	// Question is the question the task's child waits to have answered
+	// (`subagents reply`); in the answer of `reply`, the question answered.
+	Question *api.Question `json:"question,omitempty"`
 }
 
 // ListItem is one delegation or session in `list`.
@@ -223,6 +226,7 @@ func (c *Client) sessionEnvelope(op string, st api.SessionStatus, l *liveSession
 		TimeoutSeconds: st.TimeoutSeconds, UIURL: c.uiLink(st.SessionID),
 	}
 	it.Done = sessionDone(st, open)
+	it.Question = st.PendingQuestion()
 	model := st.Model
 	switch {
 	case !it.Done:
