@@ -390,6 +390,7 @@ func (d *delegation) runTask(ctx workflow.Context, i int, r profiles.ResolvedTas
 		// It closed in the meantime: start it again below.
 	}
 	child := r.Child
+	profiles.Isolate(&child, t.Worktree, t.BaseRef)
 	child.Depth = d.in.Depth + 1
 	if t.Context == "fork" && !resuming {
 		child.ForkFrom = d.in.ParentSessionFile

@@ -644,6 +644,7 @@ func (s *session) resolve(ctx workflow.Context) error {
 		return nil
 	}
 	s.in.Child = out[0].Child
+	profiles.Isolate(&s.in.Child, r.Task.Worktree, r.Task.BaseRef)
 	s.in.Child.Depth = r.Depth + 1
 	s.in.Child.ForkFrom = r.ForkFrom
 	if m := out[0].MaxFinalizeRetries; m != nil {
