@@ -244,7 +244,7 @@ func (a *Activities) RunPi(ctx context.Context, in api.RunPiInput) (res api.RunP
 		return res, fmt.Errorf("session lock: %w", err)
 	}
 	earlier := replayRun(msgs[res.MessagesBefore:], a.sanitizer)
-	if info.Attempt > 1 && runEnded(earlier, in.NoFinalize) {
+	if info.Attempt > 1 && (runEnded(earlier, in.NoFinalize) || askedQuestion(msgs[res.MessagesBefore:])) {
 		return a.recovered(ctx, in, res, earlier, admission.OutputMaxChars), nil
 	}
 	// The turn's time runs from its first attempt: a retry (the worker died,
@@ -421,7 +421,7 @@ func (a *Activities) flags(in api.RunPiInput) []string {
 		}
 	}
 	if !in.NoFinalize {
-		tools = append(append([]string(nil), tools...), api.FinalizeToolName)
+		tools = append(append([]string(nil), tools...), api.FinalizeToolName, api.ContactSupervisorToolName)
 	}
 	if len(tools) > 0 {
 		args = append(args, "--tools", strings.Join(tools, ","))
@@ -991,6 +991,7 @@ func (a *Activities) fill(res *api.RunPiResult, r *childRun, out outcome) {
 		res.Error = errcode.NewInfo(errcode.OutputTruncated, fmt.Sprintf(
 			"Output truncated to %d of %d characters; the full output is in %s", cut.ReturnedChars, cut.TotalChars, z.Sanitize(res.ArtifactFile)))
 	}
+	a.fillQuestions(res, st.ToolRows)
 }
 
 // artifactFile sits next to the session file: the full output of a turn.
