@@ -301,7 +301,7 @@ func ValidatePlan(p Plan) error {
 		return errcode.Errorf(errcode.InvalidInput, "plan: %d args; a plan takes at most %d", len(p.Args), MaxPlanArgs)
 	}
 	v := &planCheck{keys: map[string]string{}}
-	if err := v.group(p.Steps, nil, 1); err != nil {
+	if err := v.group(p.Steps, nil, 1, false); err != nil {
 		return err
 	}
 	if v.tasks > MaxPlanSteps {
@@ -333,7 +333,7 @@ func (v *planCheck) key(s Step, kind string) error {
 	return nil
 }
 
-func (v *planCheck) group(steps []Step, path []string, depth int) error {
+func (v *planCheck) group(steps []Step, path []string, depth int, inLoop bool) error {
 	if depth > MaxPlanNesting {
 		return errcode.Errorf(errcode.InvalidInput, "step %q: groups nest %d deep; a plan nests at most %d", strings.Join(path, "/"), depth, MaxPlanNesting)
 	}
@@ -360,6 +360,11 @@ func (v *planCheck) group(steps []Step, path []string, depth int) error {
 			return errcode.Errorf(errcode.InvalidInput, "step %q: a group takes no task fields (gate, budget, verdicts, cwd, model, context, timeout, files): put them on its task steps", name)
 		}
 		if s.Loop != nil {
+			if inLoop {
+				// A loop's rounds number its steps' sessions (-R2): rounds of
+				// rounds would need a numbering of their own.
+				return errcode.Errorf(errcode.InvalidInput, "step %q: a loop inside a loop is not supported: make the inner steps part of the outer loop", name)
+			}
 			if len(s.Parallel) > 0 {
 				return errcode.Errorf(errcode.InvalidInput, "step %q: a loop repeats steps in sequence: put a parallel group inside its steps", name)
 			}
@@ -369,13 +374,15 @@ func (v *planCheck) group(steps []Step, path []string, depth int) error {
 			if s.Loop.Until.Step == "" || s.Loop.Until.Verdict == "" && s.Loop.Until.Status == "" {
 				return errcode.Errorf(errcode.InvalidInput, "step %q: a loop needs until: {step: KEY, verdict: WORD} (or status: SUCCESS|ERROR) saying when it is done", name)
 			}
-			if st := strings.ToUpper(s.Loop.Until.Status); st != "" && st != "SUCCESS" && st != "ERROR" {
-				return errcode.Errorf(errcode.InvalidInput, "step %q: until status must be SUCCESS or ERROR", name)
+			if st := strings.ToUpper(s.Loop.Until.Status); st != "" && st != "SUCCESS" {
+				// A child that finalizes with ERROR fails its step, which ends
+				// the loop's lane: only SUCCESS can end a loop.
+				return errcode.Errorf(errcode.InvalidInput, "step %q: until status can only be SUCCESS (a step whose child finalizes with ERROR fails, and so does its loop)", name)
 			}
 		}
 		before := v.runs
 		sub := append(slices.Clone(path), name)
-		if err := v.group(append(s.Steps, s.Parallel...), sub, depth+1); err != nil {
+		if err := v.group(append(s.Steps, s.Parallel...), sub, depth+1, inLoop || s.Loop != nil); err != nil {
 			return err
 		}
 		if s.Loop != nil {
@@ -400,6 +407,10 @@ func (v *planCheck) task(s Step, name string) error {
 		return errcode.Errorf(errcode.InvalidInput, "step %q: context must be fresh or fork", name)
 	case s.Continue != "" && s.Context == "fork":
 		return errcode.Errorf(errcode.InvalidInput, "step %q: a step that continues a session already has its context: drop context: fork", name)
+	case s.Continue != "" && (s.Cwd != "" || s.Model != "" || s.Timeout != 0 || s.Budget != nil || s.Worktree || s.BaseRef != ""):
+		// The continued session runs as it was started: its folder, model,
+		// timeout, budget and worktree are the first step's.
+		return errcode.Errorf(errcode.InvalidInput, "step %q: a step that continues %q runs in that session as it was started: drop cwd, model, timeout, budget and worktree (set them on %q)", name, s.Continue, s.Continue)
 	case s.Timeout < 0:
 		return errcode.Errorf(errcode.InvalidInput, "step %q: timeout must be positive", name)
 	}
@@ -445,6 +456,9 @@ func checkReferences(p Plan) error {
 	steps := TaskSteps(p)
 	byKey := map[string]int{}
 	for i, s := range steps {
+		if _, dup := byKey[s.Key]; dup {
+			return errcode.Errorf(errcode.InvalidInput, "step %q: two steps have this key (a step without a key is step1, step2… by its place); keys must be unique", s.Key)
+		}
 		byKey[s.Key] = i
 	}
 	before := RunsBefore(p)

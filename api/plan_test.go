@@ -52,6 +52,10 @@ func TestValidatePlan(t *testing.T) {
 		{"an empty gate", Plan{Steps: []Step{{Key: "a", Agent: "scout", Task: "x", Gate: &Gate{}}}}, "gate command must not be empty"},
 		{"a negative budget", Plan{Budget: &Budget{Tokens: -1}, Steps: []Step{task("a", "scout", "x")}}, "must not be negative"},
 		{"a continue of another agent", Plan{Steps: []Step{task("a", "scout", "x"), {Key: "b", Agent: "reviewer", Continue: "a", Task: "y"}}}, "keeps its agent"},
+		{"a loop in a loop", Plan{Steps: []Step{loop(2, Until{Step: "b", Verdict: "ok"}, task("b", "scout", "x"), Step{Key: "inner", Loop: &Loop{Until: Until{Step: "c", Verdict: "ok"}}, Steps: []Step{task("c", "scout", "y")}})}}, "a loop inside a loop"},
+		{"until status ERROR", Plan{Steps: []Step{loop(2, Until{Step: "a", Status: "ERROR"}, task("a", "scout", "x"))}}, "can only be SUCCESS"},
+		{"a key that collides with a step's own", Plan{Steps: []Step{{Agent: "scout", Task: "x"}, task("step1", "scout", "y")}}, "two steps have this key"},
+		{"a continue with a model", Plan{Steps: []Step{task("a", "scout", "x"), {Key: "b", Continue: "a", Task: "y", Model: "p/m"}}}, "runs in that session as it was started"},
 		{"a verdict of two words", Plan{Steps: []Step{{Key: "a", Agent: "scout", Task: "x", Verdicts: []string{"all good"}}}}, "one word"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,13 +4,17 @@ import "github.com/durable-pi/subagents/internal/errcode"
 
 // PlanVersion is the plan workflow's code version: its input says which
 // it was started with, so that a change of behaviour can keep old runs
-// replaying as they ran.
-const PlanVersion = 1
+// replaying as they ran. 2: each attempt numbers its turns apart from the
+// earlier attempts'.
+const PlanVersion = 2
 
 // PlanInput starts a plan (or resumes one: Attempt > 1 with Prior).
 type PlanInput struct {
-	// Plan is the document with its arguments bound (BindPlanArgs).
-	Plan Plan `json:"plan"`
+	// Plan is the document with its arguments bound (BindPlanArgs); Args
+	// are the values it was bound with (a resume binds a changed document
+	// with them).
+	Plan Plan              `json:"plan"`
+	Args map[string]string `json:"args,omitempty"`
 	// Source says where a saved plan was read from ("" for one given
 	// inline); a project file's gates ran only when the project is trusted.
 	Source *PlanSource `json:"source,omitempty"`
@@ -40,6 +44,12 @@ type PlanInput struct {
 	Prior []StepState `json:"prior,omitempty"`
 	// Version is PlanVersion when the plan started.
 	Version int `json:"version,omitempty"`
+}
+
+// IsPlanID reports whether id is a plan's workflow ID ("plan-" and a
+// UUID), not one of its steps' sessions (which add "-" and a key).
+func IsPlanID(id string) bool {
+	return len(id) == len(PlanIDPrefix)+36 && id[:len(PlanIDPrefix)] == PlanIDPrefix
 }
 
 // PlanSource is where a saved plan came from.

@@ -138,12 +138,14 @@ func (cmd *command) abs(path string) string {
 type resumeOptions struct {
 	plan, input string
 	wait        bool
+	args        argFlags
 }
 
 func (o *resumeOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.plan, "plan", "", "a plan file whose steps replace the plan's (a changed step runs again, and so does every step after it)")
 	fs.StringVar(&o.input, "input", "", `read {"plan": {...}} as JSON from this file, or - for stdin (what --plan gives)`)
 	fs.BoolVar(&o.wait, "wait", false, "follow the plan until it ends, as run does")
+	fs.Var(&o.args, "arg", "with --plan: an argument's new value, NAME=VALUE (repeatable; the others keep the values the plan ran with)")
 }
 
 func (o *resumeOptions) readsStdin() bool { return o.input == "-" }
@@ -155,10 +157,16 @@ func (o *resumeOptions) run(ctx context.Context, cmd *command, c *client.Client)
 	var plan *api.Plan
 	if o.input != "" {
 		var req struct {
-			Plan json.RawMessage `json:"plan"`
+			Plan json.RawMessage   `json:"plan"`
+			Args map[string]string `json:"args"`
 		}
 		if err := cmd.readJSON(o.input, &req); err != nil {
 			return err
+		}
+		for k, v := range req.Args {
+			if err := o.args.Set(k + "=" + v); err != nil {
+				return err
+			}
 		}
 		if len(req.Plan) > 0 && string(req.Plan) != "null" {
 			p, err := api.ParsePlan(req.Plan)
@@ -175,7 +183,7 @@ func (o *resumeOptions) run(ctx context.Context, cmd *command, c *client.Client)
 		}
 		plan = &p
 	}
-	env, err := c.ResumePlan(ctx, cmd.args[0], plan)
+	env, err := c.ResumePlan(ctx, cmd.args[0], plan, o.args)
 	if err != nil {
 		return err
 	}

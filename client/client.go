@@ -860,7 +860,7 @@ func (c *Client) waitUpdate(ctx context.Context, op, id string) (Envelope, error
 	if err != nil {
 		return Envelope{}, err
 	}
-	if strings.HasPrefix(id, api.DelegationIDPrefix) || strings.HasPrefix(id, api.PlanIDPrefix) {
+	if strings.HasPrefix(id, api.DelegationIDPrefix) || api.IsPlanID(id) {
 		var st api.DelegationStatus
 		if err := h.Get(ctx, &st); err != nil {
 			return Envelope{}, err

@@ -79,7 +79,7 @@ func (c *Client) planInput(req PlanRequest) (api.PlanInput, error) {
 	if err != nil {
 		return in, err
 	}
-	in.Plan = p
+	in.Plan, in.Args = p, boundArgs(in.Plan, req.Args)
 	if err := api.ValidatePlan(in.Plan); err != nil {
 		return in, err
 	}
@@ -92,6 +92,22 @@ func (c *Client) planInput(req PlanRequest) (api.PlanInput, error) {
 		return in, errcode.Errorf(errcode.InvalidInput, "the plan's input is %d KiB; Temporal takes at most %d KiB", len(b)>>10, MaxStartBytes>>10)
 	}
 	return in, nil
+}
+
+// boundArgs are the values p's arguments took: args, else the defaults.
+func boundArgs(p api.Plan, args map[string]string) map[string]string {
+	if len(p.Args) == 0 {
+		return nil
+	}
+	out := map[string]string{}
+	for name, a := range p.Args {
+		if v, ok := args[name]; ok {
+			out[name] = v
+		} else {
+			out[name] = a.Default
+		}
+	}
+	return out
 }
 
 // startPlan starts plan in under id and waits (briefly) for its first
@@ -197,7 +213,7 @@ func planDetails(in api.PlanInput) string {
 // the rest run, as new sessions. With plan, that document replaces the
 // old one: a step whose definition changed runs again, and so does every
 // step after it.
-func (c *Client) ResumePlan(ctx context.Context, id string, plan *api.Plan) (Envelope, error) {
+func (c *Client) ResumePlan(ctx context.Context, id string, plan *api.Plan, args map[string]string) (Envelope, error) {
 	desc, err := c.Temporal.DescribeWorkflowExecution(ctx, id, "")
 	if err != nil {
 		return Envelope{}, c.temporalError(err, id)
@@ -236,23 +252,71 @@ func (c *Client) ResumePlan(ctx context.Context, id string, plan *api.Plan) (Env
 		return Envelope{}, errcode.Errorf(errcode.InvalidInput, "plan %s completed: there is nothing to resume", id)
 	}
 	in := old
-	if plan != nil {
+	values := map[string]string{}
+	for k, v := range old.Args {
+		values[k] = v
+	}
+	for k, v := range args {
+		values[k] = v
+	}
+	switch {
+	case plan != nil:
 		// The caller's own document: not the saved file it replaces (whose
-		// project trust rules no longer apply to it).
-		in.Plan, in.Source = *plan, nil
+		// project trust rules no longer apply to it), bound with the
+		// arguments the plan ran with and those given now.
+		bound, err := api.BindPlanArgs(*plan, onlyDeclared(*plan, values))
+		if err != nil {
+			return Envelope{}, err
+		}
+		in.Plan, in.Source, in.Args = bound, nil, boundArgs(*plan, values)
 		if err := api.ValidatePlan(in.Plan); err != nil {
 			return Envelope{}, err
 		}
+	case len(args) > 0:
+		return Envelope{}, errcode.New(errcode.InvalidInput, "new argument values need the plan to bind them to: pass the plan file with them")
 	}
 	var prior []api.StepState
 	if last.Plan != nil {
-		prior = api.ReusableSteps(old.Plan, in.Plan, last.Plan.Steps)
+		// The steps' results are their tasks' (the view leaves them out).
+		steps := make([]api.StepState, len(last.Plan.Steps))
+		for i, s := range last.Plan.Steps {
+			if i < len(last.Tasks) {
+				s.Turn = last.Tasks[i].Turn
+			}
+			steps[i] = s
+		}
+		prior = api.ReusableSteps(old.Plan, in.Plan, steps)
+		c.cancelLeftovers(ctx, steps)
 	}
 	in.Prior, in.Attempt = prior, old.Attempt+1
 	if in.Attempt == 1 {
 		in.Attempt = 2
 	}
 	return c.startPlan(ctx, id, in, enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE)
+}
+
+// onlyDeclared is values without the names p does not declare (an
+// argument the changed document dropped).
+func onlyDeclared(p api.Plan, values map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range values {
+		if _, ok := p.Args[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// cancelLeftovers cancels the sessions of steps that an ended plan still
+// shows running (it was terminated, or cancelled through Temporal, while
+// they ran): the resumed plan runs those steps again, and the old sessions
+// must not work on in the same folder beside them.
+func (c *Client) cancelLeftovers(ctx context.Context, steps []api.StepState) {
+	for _, s := range steps {
+		if s.State == api.StateRunning && s.SessionID != "" {
+			_ = c.Temporal.SignalWorkflow(ctx, s.SessionID, "", api.CancelSignal, api.CancelRequest{Reason: "its plan is resumed"})
+		}
+	}
 }
 
 // planRunInput is the input the plan's latest run started with (its

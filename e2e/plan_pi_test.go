@@ -92,6 +92,9 @@ func TestPlanDeliveredAfterParentRestart(t *testing.T) {
 	if _, err := e.model.WaitForRequests(ctx, 1, func(r scriptedmodel.Request) bool { return r.Script == "bg-second" }); err != nil {
 		t.Fatalf("the second step never started: %v", err)
 	}
+	if started := toolEnds(first, "task"); len(started) != 1 || !strings.Contains(started[0].Text, "[plan_id: plan-") || !strings.Contains(started[0].Text, "in the background") {
+		t.Fatalf("the background start does not give the plan's ID: %+v", started)
+	}
 	first.kill()
 	<-first.done
 

@@ -63,10 +63,13 @@ type planRun struct {
 	// turns[n] is its result once TaskDone (or the session's end) brought it,
 	// turnOf[n] its step; latest[session] the newest number sent to a
 	// session, which its end answers if no TaskDone did.
-	next   int
-	turns  map[int]*api.TurnResult
-	turnOf map[int]int
-	latest map[string]int
+	next      int
+	turns     map[int]*api.TurnResult
+	turnOf    map[int]int
+	turnOfSid map[int]string
+	latest    map[string]int
+	// gateCancel stops step i's running gate (a cancel of the plan).
+	gateCancel []workflow.CancelFunc
 	// spent counts the plan's tool calls and usage so far (its budget).
 	spentCalls int
 	spent      api.Usage
@@ -78,7 +81,7 @@ func newPlanRun(ctx workflow.Context, in api.PlanInput) (*planRun, error) {
 	}
 	p := &planRun{
 		in: in, id: workflow.GetInfo(ctx).WorkflowExecution.ID, steps: api.TaskSteps(in.Plan),
-		byKey: map[string]int{}, turns: map[int]*api.TurnResult{}, turnOf: map[int]int{}, latest: map[string]int{},
+		byKey: map[string]int{}, turns: map[int]*api.TurnResult{}, turnOf: map[int]int{}, turnOfSid: map[int]string{}, latest: map[string]int{},
 	}
 	p.limit = in.Plan.Concurrency
 	if p.limit == 0 {
@@ -90,6 +93,13 @@ func newPlanRun(ctx workflow.Context, in api.PlanInput) (*planRun, error) {
 	if p.in.Attempt == 0 {
 		p.in.Attempt = 1
 	}
+	// Each attempt numbers its turns apart from the earlier ones': a
+	// session of an earlier attempt that still reports (a plan terminated,
+	// then resumed) cannot answer a turn of this one.
+	if p.in.Version >= 2 {
+		p.next = (p.in.Attempt - 1) * turnsPerAttempt
+	}
+	p.gateCancel = make([]workflow.CancelFunc, len(p.steps))
 	p.state = make([]api.StepState, len(p.steps))
 	for i, s := range p.steps {
 		p.byKey[s.Key] = i
@@ -197,7 +207,7 @@ func (p *planRun) receiveSignals(ctx workflow.Context) {
 		sel.AddReceive(done, func(c workflow.ReceiveChannel, _ bool) {
 			var msg api.TaskDone
 			c.Receive(ctx, &msg)
-			p.turnEnded(msg.Index, msg.Turn)
+			p.turnEnded(msg.Index, msg.SessionID, msg.Turn)
 		})
 		sel.AddReceive(cancels, func(c workflow.ReceiveChannel, _ bool) {
 			c.Receive(ctx, nil)
@@ -218,9 +228,15 @@ func (p *planRun) receiveSignals(ctx workflow.Context) {
 	}
 }
 
-// turnEnded records turn n's result, once.
-func (p *planRun) turnEnded(n int, t api.TurnResult) {
-	if _, waited := p.turnOf[n]; !waited || p.turns[n] != nil {
+// turnsPerAttempt spaces the turn numbers of a plan's attempts: far more
+// than the turns one attempt waits for (MaxPlanRuns, each with a few
+// corrective turns).
+const turnsPerAttempt = 1_000_000
+
+// turnEnded records turn n's result, once, when it comes from the session
+// the turn was sent to.
+func (p *planRun) turnEnded(n int, sid string, t api.TurnResult) {
+	if _, waited := p.turnOf[n]; !waited || p.turns[n] != nil || (sid != "" && sid != p.turnOfSid[n]) {
 		return
 	}
 	p.turns[n] = &t
@@ -230,6 +246,11 @@ func (p *planRun) turnEnded(n int, t api.TurnResult) {
 // not started are cancelled, finished ones keep their results.
 func (p *planRun) cancelAll(ctx workflow.Context) {
 	p.cancel = true
+	for _, stop := range p.gateCancel {
+		if stop != nil {
+			stop()
+		}
+	}
 	for _, sid := range p.runningSessions() {
 		workflow.SignalExternalWorkflow(ctx, sid, "", api.CancelSignal, api.CancelRequest{Reason: "plan cancelled"})
 	}
@@ -264,6 +285,7 @@ func (p *planRun) run(ctx workflow.Context) (api.DelegationStatus, error) {
 		p.cancelledByTemporal(ctx)
 		return p.status(), ctx.Err()
 	}
+	p.showDetails(ctx)
 	st := p.status()
 	_ = workflow.UpsertTypedSearchAttributes(ctx, api.StatusKey.ValueSet(string(st.State)))
 	if p.in.Deliver {
@@ -392,6 +414,11 @@ func (p *planRun) applyPrior() {
 				if s, ok := prior[p.steps[n.task].Key]; ok {
 					s.Reused, s.Path = true, p.steps[n.task].Path
 					p.state[n.task] = s
+					if s.Turn != nil {
+						// What it spent counts against the plan's budget.
+						p.spentCalls += workCalls(s.Turn.Result)
+						p.spent = p.spent.Add(s.Turn.Usage)
+					}
 				}
 				continue
 			}
@@ -422,9 +449,17 @@ func (p *planRun) sequence(ctx workflow.Context, nodes []*planNode, round int) b
 // skipRest marks the task steps of nodes skipped because failed did not
 // finish (or cancelled, when the plan was).
 func (p *planRun) skipRest(nodes []*planNode, failed *planNode) {
-	why := fmt.Sprintf("step %q did not finish", failed.key)
+	why := fmt.Sprintf("group %q did not finish", failed.key)
 	if failed.task >= 0 {
 		why = fmt.Sprintf("step %q ended %s", p.steps[failed.task].Key, p.state[failed.task].State)
+	} else {
+		// A group: name the step in it that failed.
+		for _, i := range tasksOf(failed.seq) {
+			if st := p.state[i].State; st == api.StateFailed || st == api.StateTimedOut || st == api.StateCancelled {
+				why = fmt.Sprintf("step %q ended %s", p.steps[i].Key, st)
+				break
+			}
+		}
 	}
 	for _, i := range tasksOf(nodes) {
 		if p.state[i].State.Terminal() && !p.state[i].Reused {
@@ -480,7 +515,13 @@ func (p *planRun) loop(ctx workflow.Context, n *planNode) bool {
 				p.skipRest(n.seq[k+1:], m)
 				return false
 			}
-			if st := p.state[until]; st.Round == round && st.State == api.StateCompleted && n.loop.Until.Holds(st.Turn) {
+			st := p.state[until]
+			if round == n.loop.Rounds() && st.Round == round && !n.loop.Until.Holds(st.Turn) {
+				// The last round's until step did not hold: what follows it
+				// (a fix) would go unchecked.
+				break
+			}
+			if st.Round == round && st.State == api.StateCompleted && n.loop.Until.Holds(st.Turn) {
 				// Done: the round's later steps are not needed.
 				for _, i := range tasksOf(n.seq[k+1:]) {
 					if p.state[i].State == api.StateQueued {
@@ -506,6 +547,8 @@ func (p *planRun) loop(ctx workflow.Context, n *planNode) bool {
 // gate checks with corrective turns; true when it completed.
 func (p *planRun) step(ctx workflow.Context, i, round int) bool {
 	st := &p.state[i]
+	// The UI's "current details" show the steps as they stand.
+	defer p.showDetails(ctx)
 	if st.Reused {
 		return true
 	}
@@ -526,10 +569,19 @@ func (p *planRun) step(ctx workflow.Context, i, round int) bool {
 		st.State, st.Error = api.StateCancelled, errcode.NewInfo(errcode.Cancelled, "the plan was cancelled before this step started")
 		return false
 	}
+	if why := p.in.Plan.Budget.Exceeded(p.spentCalls, p.spent); why != "" && p.stopped == nil {
+		// Spent by the steps that ran while this one waited for its slot.
+		p.stopped = errcode.NewInfo(errcode.BudgetExceeded, fmt.Sprintf("the plan's budget is spent (%s): step %q and the steps after it did not start", why, st.Key))
+	}
+	if p.stopped != nil {
+		st.State, st.Error = api.StateSkipped, p.stopped
+		return false
+	}
 	p.running++
 	defer func() { p.running-- }()
 	s := p.steps[i]
 	st.State, st.Round, st.Turn, st.Error, st.Verdict, st.GateOutput = api.StateRunning, round, nil, nil, "", ""
+	p.showDetails(ctx)
 	prompt := api.ExpandTask(s.Task, round, p.view)
 	if len(s.Verdicts) > 0 {
 		prompt += fmt.Sprintf("\n\nWhen you call subagent_finalize, set verdict to one of: %s.", strings.Join(s.Verdicts, ", "))
@@ -568,8 +620,12 @@ func (p *planRun) step(ctx workflow.Context, i, round int) bool {
 		if s.Gate != nil {
 			res, err := p.gate(ctx, i)
 			st.GateRuns++
+			if p.cancel || temporal.IsCanceledError(err) || ctx.Err() != nil {
+				st.State, st.Error = api.StateCancelled, errcode.NewInfo(errcode.Cancelled, "the plan was cancelled while the step's gate ran")
+				return false
+			}
 			if err != nil {
-				st.State, st.Error = api.StateFailed, errcode.NewInfo(errcode.GateFailed, fmt.Sprintf("step %q: the gate could not run: %s", st.Key, err.Error()))
+				st.State, st.Error = api.StateFailed, gateError(st.Key, err)
 				return false
 			}
 			if !res.Passed() {
@@ -641,6 +697,21 @@ func containsFold(list []string, s string) bool {
 	return false
 }
 
+// gateError is a gate that could not run: the activity's own code where it
+// has one (PERMISSION_DENIED of an untrusted project), else GATE_FAILED.
+func gateError(key string, err error) *errcode.Info {
+	code := errcode.GateFailed
+	msg := err.Error()
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		msg = app.Message()
+		if c, ok := errcode.Parse(app.Type()); ok {
+			code = c
+		}
+	}
+	return errcode.NewInfo(code, fmt.Sprintf("step %q: the gate could not run: %s", key, msg))
+}
+
 // gateEnd says how a failed gate ended.
 func gateEnd(r api.GateResult) string {
 	if r.TimedOut {
@@ -664,6 +735,9 @@ const gateActivitySlackSec = 30
 // plan's host.
 func (p *planRun) gate(ctx workflow.Context, i int) (api.GateResult, error) {
 	g := p.steps[i].Gate
+	ctx, stop := workflow.WithCancel(ctx)
+	p.gateCancel[i] = stop
+	defer func() { p.gateCancel[i] = nil }()
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:           hostQueue(ctx, p.in.Host),
 		StartToCloseTimeout: time.Duration(g.GateTimeout()+gateActivitySlackSec) * time.Second,
@@ -679,6 +753,21 @@ func (p *planRun) gate(ctx workflow.Context, i int) (api.GateResult, error) {
 	err := workflow.ExecuteActivity(actx, api.RunGateActivityName,
 		api.GateInput{Command: g.Command, Cwd: p.cwdOf(i), TimeoutSeconds: g.GateTimeout(), Step: p.steps[i].Key, Source: p.in.Source}).Get(ctx, &res)
 	return res, err
+}
+
+// showDetails sets the plan's current details for the Temporal UI: a
+// table of its steps with their state.
+func (p *planRun) showDetails(ctx workflow.Context) {
+	var b strings.Builder
+	b.WriteString("| step | agent | state | round | gate runs | session |\n| --- | --- | --- | --- | --- | --- |\n")
+	for _, st := range p.state {
+		key := strings.Join(append(slices.Clone(st.Path), st.Key), "/")
+		fmt.Fprintf(&b, "| %s | %s | %s | %d | %d | `%s` |\n", key, st.Agent, st.State, st.Round, st.GateRuns, st.SessionID)
+	}
+	if p.stopped != nil {
+		fmt.Fprintf(&b, "\nstopped: %s: %s\n", p.stopped.Code, p.stopped.Message)
+	}
+	workflow.SetCurrentDetails(ctx, b.String())
 }
 
 // view is what step key's result gives a later step's task.
@@ -731,6 +820,10 @@ func (p *planRun) sendTurn(ctx workflow.Context, i int, prompt string, files []a
 		if !p.startSession(ctx, i, n, prompt, files) {
 			return p.turns[n]
 		}
+	} else if p.cancel {
+		// Cancelled while the send was on its way: the cancel signal went
+		// out before the session had the turn.
+		workflow.SignalExternalWorkflow(ctx, sid, "", api.CancelSignal, api.CancelRequest{Reason: "plan cancelled"})
 	}
 	return p.await(ctx, n)
 }
@@ -739,6 +832,7 @@ func (p *planRun) sendTurn(ctx workflow.Context, i int, prompt string, files []a
 func (p *planRun) expect(i int, sid string) int {
 	p.next++
 	p.turnOf[p.next] = i
+	p.turnOfSid[p.next] = sid
 	p.latest[sid] = p.next
 	return p.next
 }
@@ -803,6 +897,11 @@ func (p *planRun) startSession(ctx workflow.Context, i, n int, prompt string, fi
 		p.turns[n] = &api.TurnResult{State: api.StateFailed, Error: errcode.NewInfo(errcode.Failed, "could not start the step's session: "+err.Error())}
 		return false
 	}
+	if p.cancel {
+		// Cancelled while the session was starting: the plan's cancel
+		// could not reach it yet.
+		workflow.SignalExternalWorkflow(ctx, sid, "", api.CancelSignal, api.CancelRequest{Reason: "plan cancelled"})
+	}
 	// The session signals each turn's end; if it ends without doing so
 	// (terminated from the UI), its completion answers its latest turn.
 	workflow.Go(ctx, func(ctx workflow.Context) {
@@ -831,11 +930,23 @@ func (p *planRun) startSession(ctx workflow.Context, i, n int, prompt string, fi
 func (p *planRun) status() api.DelegationStatus {
 	st := api.DelegationStatus{
 		DelegationID: p.id, Done: p.finished, Deliver: p.in.Deliver, Delivered: p.delivered, ParentSessionID: p.in.ParentSessionID,
-		Plan: &api.PlanView{Name: p.in.Plan.Name, Attempt: p.in.Attempt, Steps: slices.Clone(p.state), Budget: p.in.Plan.Budget,
+		Plan: &api.PlanView{Name: p.in.Plan.Name, Attempt: p.in.Attempt, Budget: p.in.Plan.Budget,
 			SpentToolCalls: p.spentCalls, Stopped: p.stopped},
 	}
 	for i, s := range p.state {
-		t := api.TaskResult{Index: i, Name: s.Key, SessionID: s.SessionID, Profile: s.Agent, State: s.State, Turn: s.Turn, Error: s.Error}
+		// Each step's turn is its task's: once, and without its event
+		// timeline, so that 64 steps' results stay far below Temporal's
+		// 2 MB payload limit (the timeline is in the session's own status).
+		turn := s.Turn
+		if turn != nil {
+			slim := *turn
+			slim.Result.Timeline = nil
+			turn = &slim
+		}
+		view := s
+		view.Turn = nil
+		st.Plan.Steps = append(st.Plan.Steps, view)
+		t := api.TaskResult{Index: i, Name: s.Key, SessionID: s.SessionID, Profile: s.Agent, State: s.State, Turn: turn, Error: s.Error}
 		if i < len(p.resolved) {
 			t.Model = p.resolved[i].Child.Model
 		}

@@ -26,6 +26,8 @@ type planChild struct {
 	// turns and later rounds included.
 	verdicts map[string][]string
 	stepRuns map[string]int
+	// prompts holds the latest prompt of each first word.
+	prompts map[string]string
 }
 
 func (c *planChild) run(_ context.Context, in api.RunPiInput) (api.RunPiResult, error) {
@@ -37,6 +39,10 @@ func (c *planChild) run(_ context.Context, in api.RunPiInput) (api.RunPiResult, 
 		}
 	}
 	c.mu.Lock()
+	if c.prompts == nil {
+		c.prompts = map[string]string{}
+	}
+	c.prompts[word] = in.Prompt
 	c.runs[word]++
 	n := c.stepRuns[key]
 	c.stepRuns[key]++
@@ -110,13 +116,15 @@ func TestPlanWorkflow(t *testing.T) {
 		want     api.State
 		steps    map[string]api.State
 		runs     map[string]int
+		prompts  map[string]string
 		check    func(t *testing.T, st api.DelegationStatus)
 	}{
 		{
 			name: "a sequence hands each step the one before",
 			plan: api.Plan{Steps: []api.Step{step("a", "scout", "a go"), step("b", "implementer", "b use {steps.a.output}")}},
 			want: api.StateCompleted, steps: map[string]api.State{"a": api.StateCompleted, "b": api.StateCompleted},
-			runs: map[string]int{"a": 1, "b": 1},
+			runs:    map[string]int{"a": 1, "b": 1},
+			prompts: map[string]string{"b": "b use out:a"},
 		},
 		{
 			name: "a failure skips the rest of its lane only",
@@ -261,6 +269,11 @@ func TestPlanWorkflow(t *testing.T) {
 					t.Errorf("child runs of %q: %d, want %d", k, got, want)
 				}
 			}
+			for k, want := range tc.prompts {
+				if got := child.prompts[k]; got != want {
+					t.Errorf("prompt of %q: %q, want %q", k, got, want)
+				}
+			}
 			if tc.check != nil {
 				tc.check(t, st)
 			}
@@ -277,8 +290,8 @@ func TestPlanKeepsPriorSteps(t *testing.T) {
 		Turn: &api.TurnResult{State: api.StateCompleted, Result: finalized("kept a")}}, {Key: "b", State: api.StateCancelled}}
 	st := runPlan(t, env, api.PlanInput{Attempt: 2, Prior: prior,
 		Plan: api.Plan{Steps: []api.Step{step("a", "scout", "a go"), step("b", "scout", "b {steps.a.output}")}}})
-	if st.State != api.StateCompleted || child.runs["a"] != 0 || child.runs["b"] != 1 {
-		t.Fatalf("plan %s runs %v", st.State, child.runs)
+	if st.State != api.StateCompleted || child.runs["a"] != 0 || child.runs["b"] != 1 || child.prompts["b"] != "b kept a" {
+		t.Fatalf("plan %s runs %v prompts %v", st.State, child.runs, child.prompts)
 	}
 	if a := stateOf(st, "a"); !a.Reused || a.SessionID != "plan-x-a" {
 		t.Fatalf("a %+v", a)

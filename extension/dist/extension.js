@@ -2034,8 +2034,10 @@ function activate(pi, host) {
         break;
       case "resume": {
         if (!params.id) throw new SubagentsError("INVALID_INPUT", "resume needs the plan's id");
-        const plan = typeof params.plan === "object" && params.plan !== null ? { plan: params.plan } : void 0;
-        const resumed = await delivery.own(cli().call("resume", [], [params.id], plan));
+        const changed = params.plan === void 0 || params.plan === null ? void 0 : planDocument(params.plan);
+        if (typeof changed === "string") throw new SubagentsError("INVALID_INPUT", "resume takes the changed plan document, not a saved plan's name");
+        const input = changed !== void 0 || params.args ? { plan: changed, args: params.args } : void 0;
+        const resumed = await delivery.own(cli().call("resume", [], [params.id], input));
         env = await follow(resumed, { signal, onUpdate, async: params.async, progress });
         break;
       }
@@ -2047,7 +2049,7 @@ function activate(pi, host) {
     const details = taskDetails(op === "result" ? "status" : op, env, invocation);
     let body = planHeader(env) + items(env).map((it) => taskTree(it, op === "start" ? params.prompt : void 0)).join("\n\n");
     if (op === "start" && params.async) {
-      body = `Started ${items(env).length} task(s) in the background: ${items(env).map((it) => it.task_id).join(", ")}. Their results are delivered into this session when they finish; task op:"status" or op:"wait" with a task_id looks at them now.`;
+      body = env.plan ? `${planHeader(env)}Started the plan in the background: its result is delivered into this session when it ends; task op:"status", op:"wait" or op:"cancel" with id ${env.delegation_id} looks at it now.` : `Started ${items(env).length} task(s) in the background: ${items(env).map((it) => it.task_id).join(", ")}. Their results are delivered into this session when they finish; task op:"status" or op:"wait" with a task_id looks at them now.`;
     }
     if (op === "wait" && (env.wait_status === "timeout" || env.wait_status === "aborted")) {
       const code = env.wait_status === "timeout" ? "task_wait_timeout" : "task_wait_aborted";
@@ -2062,16 +2064,17 @@ ${body}`, {
     return done(text(body, details));
   }
   function planRequest(ctx, plan, args, cwd) {
-    let doc = plan;
-    if (typeof plan === "string" && plan.trim().startsWith("{")) {
-      try {
-        doc = JSON.parse(plan);
-      } catch {
-        throw new SubagentsError("INVALID_INPUT", "plan is neither a saved plan's name nor a JSON plan document");
-      }
-    }
+    const doc = planDocument(plan);
     const where = { cwd: cwd || ctx.cwd, args, tool: "task", parent_session_file: ctx.sessionManager.getSessionFile() };
     return typeof doc === "string" ? { name: doc, ...where } : { plan: doc, ...where };
+  }
+  function planDocument(plan) {
+    if (typeof plan !== "string" || !plan.trim().startsWith("{")) return plan;
+    try {
+      return JSON.parse(plan);
+    } catch {
+      throw new SubagentsError("INVALID_INPUT", "plan is neither a saved plan's name nor a JSON plan document");
+    }
   }
   function taskError(callId, op, e, signal) {
     let err = codeOf(e);

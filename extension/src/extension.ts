@@ -513,8 +513,10 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 				break;
 			case "resume": {
 				if (!params.id) throw new SubagentsError("INVALID_INPUT", "resume needs the plan's id");
-				const plan = typeof params.plan === "object" && params.plan !== null ? { plan: params.plan } : undefined;
-				const resumed = await delivery.own(cli().call("resume", [], [params.id], plan));
+				const changed = params.plan === undefined || params.plan === null ? undefined : planDocument(params.plan);
+				if (typeof changed === "string") throw new SubagentsError("INVALID_INPUT", "resume takes the changed plan document, not a saved plan's name");
+				const input = changed !== undefined || params.args ? { plan: changed, args: params.args } : undefined;
+				const resumed = await delivery.own(cli().call("resume", [], [params.id], input));
 				env = await follow(resumed, { signal, onUpdate, async: params.async, progress });
 				break;
 			}
@@ -529,7 +531,9 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 		const details = taskDetails(op === "result" ? "status" : op, env, invocation);
 		let body = planHeader(env) + items(env).map((it) => taskTree(it, op === "start" ? params.prompt : undefined)).join("\n\n");
 		if (op === "start" && params.async) {
-			body = `Started ${items(env).length} task(s) in the background: ${items(env).map((it) => it.task_id).join(", ")}. Their results are delivered into this session when they finish; task op:"status" or op:"wait" with a task_id looks at them now.`;
+			body = env.plan
+				? `${planHeader(env)}Started the plan in the background: its result is delivered into this session when it ends; task op:"status", op:"wait" or op:"cancel" with id ${env.delegation_id} looks at it now.`
+				: `Started ${items(env).length} task(s) in the background: ${items(env).map((it) => it.task_id).join(", ")}. Their results are delivered into this session when they finish; task op:"status" or op:"wait" with a task_id looks at them now.`;
 		}
 		if (op === "wait" && (env.wait_status === "timeout" || env.wait_status === "aborted")) {
 			// The task contract makes an unfinished wait an explicit error; the
@@ -551,17 +555,19 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 	 * from. It goes through `start --input` as a task start does.
 	 */
 	function planRequest(ctx: ExtensionContext, plan: unknown, args: Record<string, string> | undefined, cwd: string | undefined) {
-		let doc = plan;
-		if (typeof plan === "string" && plan.trim().startsWith("{")) {
-			// A model that wrote the document as a JSON string.
-			try {
-				doc = JSON.parse(plan);
-			} catch {
-				throw new SubagentsError("INVALID_INPUT", "plan is neither a saved plan's name nor a JSON plan document");
-			}
-		}
+		const doc = planDocument(plan);
 		const where = { cwd: cwd || ctx.cwd, args, tool: "task", parent_session_file: ctx.sessionManager.getSessionFile() };
 		return typeof doc === "string" ? { name: doc, ...where } : { plan: doc, ...where };
+	}
+
+	/** A plan as the model gave it: a document, a saved plan's name, or a document written as a JSON string. */
+	function planDocument(plan: unknown): unknown {
+		if (typeof plan !== "string" || !plan.trim().startsWith("{")) return plan;
+		try {
+			return JSON.parse(plan);
+		} catch {
+			throw new SubagentsError("INVALID_INPUT", "plan is neither a saved plan's name nor a JSON plan document");
+		}
 	}
 
 	function taskError(callId: string, op: string, e: unknown, signal?: AbortSignal) {
