@@ -65,7 +65,17 @@ func (a *Activities) RunGate(ctx context.Context, in api.GateInput) (api.GateRes
 	cmd := exec.Command(shell, "-c", in.Command)
 	cmd.Dir = in.Cwd
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own process group, so that a timeout ends all of it; and it dies
+	// with the worker (Pdeathsig), whose retry runs the gate again.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if activity.IsActivity(ctx) && activity.HasHeartbeatDetails(ctx) {
+		// A retry after this gate's worker died: end what the earlier
+		// attempt started, if anything of it is left.
+		var prev gateBeat
+		if activity.GetHeartbeatDetails(ctx, &prev) == nil && prev.Pgid > 0 {
+			_ = syscall.Kill(-prev.Pgid, syscall.SIGKILL)
+		}
+	}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return api.GateResult{}, errcode.Wrap(errcode.InvalidInput, err, fmt.Sprintf("gate of step %q: cannot run %q in %s: %v", in.Step, in.Command, in.Cwd, err))
@@ -84,7 +94,7 @@ func (a *Activities) RunGate(ctx context.Context, in api.GateInput) (api.GateRes
 			finished = true
 		case <-beat.C:
 			if activity.IsActivity(ctx) {
-				activity.RecordHeartbeat(ctx, time.Since(start).Milliseconds())
+				activity.RecordHeartbeat(ctx, gateBeat{Pgid: cmd.Process.Pid, ElapsedMS: time.Since(start).Milliseconds()})
 			}
 		case <-deadline.C:
 			res.TimedOut = true
@@ -131,6 +141,13 @@ func (a *Activities) trusted(in api.GateInput) error {
 	}
 	plan := api.Plan{Steps: []api.Step{{Key: in.Step, Task: "gate", Gate: &api.Gate{Command: in.Command}}}}
 	return profiles.CheckPlanGates(cfg, a.AgentDir, plan, in.Source)
+}
+
+// gateBeat is a running gate's heartbeat: its process group, which a retry
+// ends, and how long it has run.
+type gateBeat struct {
+	Pgid      int   `json:"pgid"`
+	ElapsedMS int64 `json:"elapsedMs"`
 }
 
 // endGroup ends the command's process group: SIGTERM, then SIGKILL after
