@@ -122,29 +122,39 @@ func (d *delegation) validateAck(api.AckRequest) error {
 	return nil
 }
 
-// receiveSignals takes TaskDoneSignal from the sessions, and CancelSignal
-// and AckSignal (the answerless forms of the updates), for as long as the
-// run lasts.
+// receiveSignals serves the delegation's signals (delegationSignals).
 func (d *delegation) receiveSignals(ctx workflow.Context) {
-	done := workflow.GetSignalChannel(ctx, api.TaskDoneSignal)
+	delegationSignals(ctx,
+		func(msg api.TaskDone) { d.finish(msg.Index, msg.Turn.State, &msg.Turn, msg.Turn.Error) },
+		func() { d.cancelAll(ctx) },
+		func() {
+			if d.allDone() {
+				d.delivered = true
+			}
+		})
+}
+
+// delegationSignals takes, for as long as the run lasts, TaskDoneSignal
+// from the sessions, and CancelSignal and AckSignal (the answerless forms
+// of the updates): a delegation's and a plan's, which answer as one.
+func delegationSignals(ctx workflow.Context, done func(api.TaskDone), cancel, ack func()) {
+	dones := workflow.GetSignalChannel(ctx, api.TaskDoneSignal)
 	cancels := workflow.GetSignalChannel(ctx, api.CancelSignal)
 	acks := workflow.GetSignalChannel(ctx, api.AckSignal)
 	for {
 		sel := workflow.NewSelector(ctx)
-		sel.AddReceive(done, func(c workflow.ReceiveChannel, _ bool) {
+		sel.AddReceive(dones, func(c workflow.ReceiveChannel, _ bool) {
 			var msg api.TaskDone
 			c.Receive(ctx, &msg)
-			d.finish(msg.Index, msg.Turn.State, &msg.Turn, msg.Turn.Error)
+			done(msg)
 		})
 		sel.AddReceive(cancels, func(c workflow.ReceiveChannel, _ bool) {
 			c.Receive(ctx, nil)
-			d.cancelAll(ctx)
+			cancel()
 		})
 		sel.AddReceive(acks, func(c workflow.ReceiveChannel, _ bool) {
 			c.Receive(ctx, nil)
-			if d.allDone() {
-				d.delivered = true
-			}
+			ack()
 		})
 		sel.Select(ctx)
 		if ctx.Err() != nil {

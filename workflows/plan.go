@@ -196,36 +196,21 @@ func (p *planRun) registerHandlers(ctx workflow.Context) error {
 	return nil
 }
 
-// receiveSignals takes TaskDone from the steps' sessions, and the
-// answerless cancel and ack.
+// receiveSignals serves the plan's signals as a delegation's
+// (delegationSignals).
 func (p *planRun) receiveSignals(ctx workflow.Context) {
-	done := workflow.GetSignalChannel(ctx, api.TaskDoneSignal)
-	cancels := workflow.GetSignalChannel(ctx, api.CancelSignal)
-	acks := workflow.GetSignalChannel(ctx, api.AckSignal)
-	for {
-		sel := workflow.NewSelector(ctx)
-		sel.AddReceive(done, func(c workflow.ReceiveChannel, _ bool) {
-			var msg api.TaskDone
-			c.Receive(ctx, &msg)
-			p.turnEnded(msg.Index, msg.SessionID, msg.Turn)
-		})
-		sel.AddReceive(cancels, func(c workflow.ReceiveChannel, _ bool) {
-			c.Receive(ctx, nil)
+	delegationSignals(ctx,
+		func(msg api.TaskDone) { p.turnEnded(msg.Index, msg.SessionID, msg.Turn) },
+		func() {
 			if !p.finished {
 				p.cancelAll(ctx)
 			}
-		})
-		sel.AddReceive(acks, func(c workflow.ReceiveChannel, _ bool) {
-			c.Receive(ctx, nil)
+		},
+		func() {
 			if p.finished {
 				p.delivered = true
 			}
 		})
-		sel.Select(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-	}
 }
 
 // turnsPerAttempt spaces the turn numbers of a plan's attempts: far more
