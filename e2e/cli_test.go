@@ -134,6 +134,20 @@ func waitTreeGone(t *testing.T, pid int) {
 	}
 }
 
+// crashRestart SIGKILLs the service p (the whole machine's crash, as far
+// as the service is concerned), waits for it to die, and starts it again
+// with args, on the same database: the service a user starts after it.
+func (e *env) crashRestart(p *devProcess, args ...string) *devProcess {
+	e.t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		e.t.Fatal(err)
+	}
+	<-p.done
+	p = e.startDev(args...)
+	p.waitReady(e.t)
+	return p
+}
+
 // waitReady waits for the banner line that says the worker polls.
 func (p *devProcess) waitReady(t *testing.T) {
 	t.Helper()

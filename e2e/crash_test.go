@@ -197,12 +197,7 @@ func TestDevKilledMidRun(t *testing.T) {
 	waitForFile(t, started)
 	c.Close()
 
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-p.done
-	p = e.startDev(args...)
-	p.waitReady(t)
+	p = e.crashRestart(p, args...)
 	c = e.dialAddress(fmt.Sprintf("127.0.0.1:%d", port))
 	defer c.Close()
 	var res api.SessionResult

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/durable-pi/subagents/api"
@@ -56,13 +55,7 @@ func TestPlanServiceKilledBetweenStages(t *testing.T) {
 		t.Fatalf("the reviewers never started: %v", err)
 	}
 	c.Close()
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-p.done
-
-	p = e.startDev(args...)
-	p.waitReady(t)
+	p = e.crashRestart(p, args...)
 	c = e.dialAddress(addr)
 	defer c.Close()
 	var st api.DelegationStatus
