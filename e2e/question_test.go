@@ -1,0 +1,217 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/durable-pi/subagents/activities"
+	"github.com/durable-pi/subagents/api"
+	"github.com/durable-pi/subagents/client"
+	"github.com/durable-pi/subagents/internal/scriptedmodel"
+)
+
+// The question a scripted child asks, and the answer the tests give.
+const (
+	childQuestion = "Which database: SQLite or PostgreSQL?"
+	theAnswer     = "PostgreSQL, with the schema in db/schema.sql."
+)
+
+// askingScript is a child whose first step asks its supervisor and whose
+// second, once the answer came, finalizes.
+func askingScript() []scriptedmodel.Step {
+	args, _ := json.Marshal(map[string]string{"reason": api.ReasonNeedDecision, "message": childQuestion})
+	return []scriptedmodel.Step{
+		{ToolCalls: []scriptedmodel.ToolCall{{Name: api.ContactSupervisorToolName, Arguments: string(args)}}},
+		finalizeStep("Set up PostgreSQL, as my supervisor decided."),
+	}
+}
+
+// waitForQuestion polls `subagents status` until the task's child waits
+// for an answer, and returns what status shows.
+func (c *cli) waitForQuestion(id string) client.Item {
+	c.e.t.Helper()
+	deadline := time.Now().Add(testTimeout)
+	for {
+		env, _ := c.json(0, "", "status", id)
+		if len(env.Items) == 1 && env.Items[0].Question != nil {
+			return env.Items[0]
+		}
+		if time.Now().After(deadline) {
+			c.e.t.Fatalf("no question in the status of %s: %+v", id, env)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// checkAskedOnce checks what the child's model was asked: the task, then
+// the answer in the next request after the question, nothing twice.
+func checkAskedOnce(t *testing.T, reqs []scriptedmodel.Request) {
+	t.Helper()
+	if len(reqs) != 2 {
+		t.Fatalf("the child's model got %d requests, want 2 (the task, then the answer)", len(reqs))
+	}
+	msgs := reqs[1].Parsed.Messages
+	var roles []string
+	asked, tasks := 0, 0
+	for _, m := range msgs {
+		roles = append(roles, m.Role)
+		for _, tc := range m.ToolCalls {
+			if tc.Function.Name == api.ContactSupervisorToolName {
+				asked++
+			}
+		}
+		if m.Role == "user" && strings.Contains(m.Text(), "[[script:") {
+			tasks++
+		}
+	}
+	last := msgs[len(msgs)-1]
+	if asked != 1 || tasks != 1 || last.Role != "user" || !strings.Contains(last.Text(), theAnswer) ||
+		!strings.Contains(last.Text(), "Your supervisor answered your question (contact_supervisor, call_0_0)") {
+		t.Fatalf("second request: roles %v, questions %d, tasks %d, last message %q", roles, asked, tasks, last.Text())
+	}
+	if roles[len(roles)-3] != "assistant" || roles[len(roles)-2] != "tool" {
+		t.Fatalf("the answer does not follow the question and its tool result: %v", roles)
+	}
+}
+
+// TestQuestionAnsweredByReply: a child whose first step asks its
+// supervisor waits with nothing running; status and `subagents questions`
+// show the question; `subagents reply` answers it, and the child finishes
+// with its result, the answer in its next model request, nothing asked of
+// its model twice.
+func TestQuestionAnsweredByReply(t *testing.T) {
+	e := newEnv(t)
+	e.model.Script("asks", askingScript()...)
+	e.startWorker(shared.client)
+	c := e.cli()
+	in := e.sessionInput("[[script:asks]] Set up the database.")
+	in.Version = api.CurrentVersion
+	run := e.startSession(shared.client, in)
+
+	it := c.waitForQuestion(in.SessionID)
+	q := it.Question
+	if q.ID != "call_0_0" || q.Reason != api.ReasonNeedDecision || q.Message != childQuestion || q.State != api.QuestionPending ||
+		it.Status != string(api.StateRunning) || it.Done || q.Deadline.Sub(q.Asked) != api.DefaultQuestionTimeout {
+		t.Fatalf("status while the child waits: %+v, question %+v", it, q)
+	}
+	// Nothing runs while the question waits: no pi, no RunPi.
+	if n := len(e.model.RequestsFor("asks")); n != 1 {
+		t.Fatalf("the child's model got %d requests while its question waited", n)
+	}
+	if pending := pendingRunPi(t, in.SessionID); pending != 0 {
+		t.Fatalf("%d RunPi activities run while the question waits", pending)
+	}
+	// A new pi in the folder learns of it from the memo.
+	listed := c.waitForListedQuestion(in.SessionID)
+	if text := client.QuestionText(listed); !strings.Contains(text, childQuestion) || !strings.Contains(text, "subagents reply --question call_0_0 "+in.SessionID) {
+		t.Fatalf("question text: %s", text)
+	}
+
+	if _, out := c.json(2, "", "reply", "--question", "call_9", in.SessionID, "no"); !strings.Contains(out, "has no question call_9") {
+		t.Fatalf("reply to an unknown question: %s", out)
+	}
+	env, _ := c.json(0, "", "reply", "--by", "e2e-operator", in.SessionID, theAnswer)
+	if got := env.Items[0].Question; got == nil || got.State != api.QuestionAnswered || got.Answer != theAnswer || got.By != "e2e-operator" {
+		t.Fatalf("reply answered %+v", env.Items)
+	}
+	var res api.SessionResult
+	if err := run.Get(e.ctx(), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.State != api.StateCompleted || res.LastTurn.Result.Output != "Set up PostgreSQL, as my supervisor decided." || res.LastTurn.ChildRuns != 2 {
+		t.Fatalf("result %s %q after %d child runs", res.State, res.LastTurn.Result.Output, res.LastTurn.ChildRuns)
+	}
+	checkAskedOnce(t, e.model.RequestsFor("asks"))
+	// The question and its answer are in the session's own file too.
+	file := activities.SessionFile(e.dataDir, in.Cwd, in.Agent, in.SessionID)
+	if b, err := os.ReadFile(file); err != nil || !strings.Contains(string(b), childQuestion) || !strings.Contains(string(b), theAnswer) {
+		t.Fatalf("session file: %v", err)
+	}
+	recordHistory(t, shared.client, in.SessionID, "question-answered-v4")
+}
+
+// TestQuestionSurvivesWorkerKill: the worker process is SIGKILLed while
+// the child waits for its answer; a new worker takes over, asks the model
+// nothing until the answer comes, and the child finishes with it.
+func TestQuestionSurvivesWorkerKill(t *testing.T) {
+	e := newEnv(t)
+	e.model.Script("asks", askingScript()...)
+	first := e.startWorkerProcess()
+	c := e.cli()
+	in := e.sessionInput("[[script:asks]] Set up the database.")
+	in.Version = api.CurrentVersion
+	run := e.startSession(shared.client, in)
+	c.waitForQuestion(in.SessionID)
+
+	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); first.ProcessState == nil && syscall.Kill(first.Process.Pid, 0) == nil; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the worker did not die")
+		}
+	}
+	e.startWorkerProcess()
+	// The new worker replays the session to answer this: the question
+	// still waits, and the model was asked nothing again.
+	if it := c.waitForQuestion(in.SessionID); it.Question.ID != "call_0_0" || it.Question.State != api.QuestionPending {
+		t.Fatalf("after the restart: %+v", it.Question)
+	}
+	if n := len(e.model.RequestsFor("asks")); n != 1 {
+		t.Fatalf("the child's model got %d requests before the answer, want 1", n)
+	}
+	c.json(0, "", "reply", in.SessionID, theAnswer)
+	var res api.SessionResult
+	if err := run.Get(e.ctx(), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.State != api.StateCompleted || res.LastTurn.Result.Output != "Set up PostgreSQL, as my supervisor decided." {
+		t.Fatalf("result %s %q", res.State, res.LastTurn.Result.Output)
+	}
+	checkAskedOnce(t, e.model.RequestsFor("asks"))
+	// Two child runs, each once: the question's and the answer's.
+	if n := completedActivities(historyOf(t, shared.client, in.SessionID), api.RunPiActivityName); n != 2 {
+		t.Fatalf("%d RunPi activities completed, want 2", n)
+	}
+	recordHistory(t, shared.client, in.SessionID, "question-worker-killed-v4")
+}
+
+// waitForListedQuestion polls `subagents questions` for the folder until
+// the session is listed (visibility follows the memo within moments).
+func (c *cli) waitForListedQuestion(id string) client.Item {
+	c.e.t.Helper()
+	deadline := time.Now().Add(testTimeout)
+	for {
+		env, _ := c.json(0, "", "questions", "--cwd", c.e.workDir)
+		for _, it := range env.Items {
+			if it.TaskID == id && it.Question != nil {
+				return it
+			}
+		}
+		if time.Now().After(deadline) {
+			c.e.t.Fatalf("%s is not among the questions: %+v", id, env.Items)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// pendingRunPi counts the RunPi activities the session's workflow has
+// running.
+func pendingRunPi(t *testing.T, id string) int {
+	t.Helper()
+	desc, err := shared.client.DescribeWorkflowExecution(e2eCtx(t), id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, a := range desc.GetPendingActivities() {
+		if a.GetActivityType().GetName() == api.RunPiActivityName {
+			n++
+		}
+	}
+	return n
+}
