@@ -842,13 +842,9 @@ func (p *planRun) startSession(ctx workflow.Context, i, n int, prompt string, fi
 	r := p.resolved[owner]
 	sid := p.state[i].SessionID
 	child := r.Child
-	// A continuing step's session is its owner's: the owner's worktree
-	// holds for it as well.
-	baseRef := s.BaseRef
-	if baseRef == "" {
-		baseRef = p.steps[owner].BaseRef
-	}
-	profiles.Isolate(&child, s.Worktree || p.steps[owner].Worktree, baseRef)
+	// A continuing step's session is its owner's, in the owner's
+	// worktree or none.
+	profiles.Isolate(&child, p.steps[owner].Worktree, p.steps[owner].BaseRef)
 	child.Depth = p.in.Depth + 1
 	child.Budget = p.childBudget(i)
 	if s.Context == "fork" {
