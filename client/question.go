@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"go.temporal.io/api/workflowservice/v1"
 	sdkclient "go.temporal.io/sdk/client"
@@ -186,4 +187,63 @@ func QuestionText(it Item) string {
 			q.Deadline.UTC().Format("2006-01-02 15:04 UTC"), q.ID, it.TaskID)
 	}
 	return text
+}
+
+// WithQuestions sets, on each item of env whose task is not done, the
+// question its child waits to have answered: a delegation's status, whose
+// items come from the delegation, does not carry them. It costs a describe
+// per running task; a question the memo shows is read from its session.
+func (c *Client) WithQuestions(ctx context.Context, env *Envelope) {
+	for i := range env.Items {
+		it := &env.Items[i]
+		if it.Done || it.Question != nil || it.TaskID == "" {
+			continue
+		}
+		desc, err := c.Temporal.DescribeWorkflowExecution(ctx, it.TaskID, "")
+		if err != nil || memoString(desc.GetWorkflowExecutionInfo(), "question") == "" {
+			continue
+		}
+		if _, st, err := c.sessionStatus(ctx, "status", it.TaskID); err == nil {
+			it.Question = st.PendingQuestion()
+		}
+	}
+}
+
+// WaitOrQuestion is Wait that also ends, with WaitStatus "question", as
+// soon as a task's child waits for an answer, the items then carrying the
+// questions (QuestionText says them): a parent that waits for its tasks
+// must, since their children wait for it in turn. The tasks go on.
+func (c *Client) WaitOrQuestion(ctx context.Context, id string, timeout time.Duration) (Envelope, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type answer struct {
+		env Envelope
+		err error
+	}
+	ended := make(chan answer, 1)
+	go func() {
+		env, err := c.Wait(wctx, id, timeout)
+		ended <- answer{env, err}
+	}()
+	delay := firstPoll
+	for {
+		select {
+		case a := <-ended:
+			return a.env, a.err
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, c.pollInterval())
+		env, err := c.status(ctx, "wait", id)
+		if err != nil || env.Done {
+			// The wait says how it ended.
+			continue
+		}
+		c.WithQuestions(ctx, &env)
+		for _, it := range env.Items {
+			if it.Question != nil {
+				env.WaitStatus = "question"
+				return env, nil
+			}
+		}
+	}
 }

@@ -215,3 +215,71 @@ func pendingRunPi(t *testing.T, id string) int {
 	}
 	return n
 }
+
+// TestQuestionWhileTheParentWaits: a parent that waits for its delegation
+// (client.WaitOrQuestion, as a parent's tool waits) learns of its task's
+// question instead of waiting for a child that waits for it; a reply to
+// the delegation's own ID reaches the task that asked, and the next wait
+// ends with both tasks' results. The same for a one-task delegation,
+// answered through `subagents reply` with the delegation's ID.
+func TestQuestionWhileTheParentWaits(t *testing.T) {
+	e := newEnv(t)
+	e.model.Script("asks", askingScript()...)
+	e.model.Script("quiet", finalizeStep("Nothing to ask."))
+	e.startWorker(shared.client)
+	c := &client.Client{Temporal: shared.client, TaskQueue: e.taskQueue, Address: shared.server.FrontendAddress()}
+	ctx := e.ctx()
+
+	two, err := c.Start(ctx, client.StartRequest{Tasks: []api.TaskSpec{
+		{Name: "db", Prompt: "[[script:asks]] Set up the database.", Cwd: e.workDir},
+		{Name: "docs", Prompt: "[[script:quiet]] Read the docs.", Cwd: e.workDir},
+	}, IdleTTLSeconds: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, err := c.Start(ctx, client.StartRequest{Tasks: []api.TaskSpec{{Name: "db-alone", Prompt: "[[script:asks]] Set up the database.", Cwd: e.workDir}}, IdleTTLSeconds: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []client.Envelope{two, one} {
+		env, err := c.WaitOrQuestion(ctx, d.DelegationID, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var asking []client.Item
+		for _, it := range env.Items {
+			if it.Question != nil {
+				asking = append(asking, it)
+			}
+		}
+		if env.WaitStatus != "question" || env.Done || len(asking) != 1 || asking[0].Question.Message != childQuestion {
+			t.Fatalf("%s: wait %q done %v, items with questions %+v", d.DelegationID, env.WaitStatus, env.Done, asking)
+		}
+	}
+	if _, err := c.Reply(ctx, client.ReplyRequest{ID: two.DelegationID, Message: theAnswer, By: "parent"}); err != nil {
+		t.Fatal(err)
+	}
+	e.cli().json(0, "", "reply", one.DelegationID, theAnswer)
+	for _, d := range []client.Envelope{two, one} {
+		env, err := c.WaitOrQuestion(ctx, d.DelegationID, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if env.WaitStatus != "completed" || !env.Done || env.Status != string(api.StateCompleted) {
+			t.Fatalf("%s after the answer: %q %v %s", d.DelegationID, env.WaitStatus, env.Done, env.Status)
+		}
+		if out := env.Items[0].Output; out != "Set up PostgreSQL, as my supervisor decided." {
+			t.Fatalf("%s: the task that asked answered %q", d.DelegationID, out)
+		}
+	}
+	// Each asking child's model: the task, then the answer, nothing twice.
+	reqs := e.model.RequestsFor("asks")
+	if len(reqs) != 4 {
+		t.Fatalf("the asking children's models got %d requests, want 4", len(reqs))
+	}
+	for _, r := range reqs {
+		if last := r.Parsed.Messages[len(r.Parsed.Messages)-1]; r.StepIdx == 1 && !strings.Contains(last.Text(), theAnswer) {
+			t.Fatalf("an answer's request ends with %q", last.Text())
+		}
+	}
+}
