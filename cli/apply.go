@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"slices"
 
 	"github.com/durable-pi/subagents/client"
 	"github.com/durable-pi/subagents/internal/errcode"
@@ -13,7 +14,9 @@ import (
 // worktree to the checkout, or discards them (docs/worktrees.md).
 func init() {
 	verbs["apply"] = func() verb { return &applyOptions{} }
-	Verbs = append(Verbs, "apply")
+	if !slices.Contains(Verbs, "apply") {
+		Verbs = append(Verbs, "apply")
+	}
 }
 
 // applyOptions are `apply [--discard] ID...`.
