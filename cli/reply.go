@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/durable-pi/subagents/api"
@@ -19,7 +20,12 @@ import (
 func init() {
 	verbs["reply"] = func() verb { return &replyOptions{} }
 	verbs["questions"] = func() verb { return &questionsOptions{} }
-	Verbs = append(Verbs, "reply", "questions")
+	for _, v := range []string{"reply", "questions"} {
+		// Once, should the list name it already.
+		if !slices.Contains(Verbs, v) {
+			Verbs = append(Verbs, v)
+		}
+	}
 }
 
 // replyOptions are `reply [--question QID] [--by WHO] ID MESSAGE...`.
