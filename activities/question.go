@@ -28,7 +28,10 @@ func (a *Activities) fillQuestions(res *api.RunPiResult, rows []api.ToolRow) {
 	if err != nil {
 		return
 	}
-	res.Questions = runQuestions(msgs[min(max(res.MessagesBefore, 0), len(msgs)):], a.sanitizer)
+	qs := runQuestions(msgs[min(max(res.MessagesBefore, 0), len(msgs)):], a.sanitizer)
+	// The latest are what the session keeps (a question the run ended at
+	// is the last), and a result stays small.
+	res.Questions = qs[max(len(qs)-api.MaxQuestionsKept, 0):]
 }
 
 // askedQuestion reports whether msgs, what an interrupted attempt wrote,

@@ -2,6 +2,7 @@ package activities
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -71,6 +72,28 @@ func TestRunQuestionsSanitizedAndCut(t *testing.T) {
 	}
 	if n := len([]rune(got[0].Message)); n != api.MaxQuestionChars {
 		t.Fatalf("question of %d characters, want it cut to %d", n, api.MaxQuestionChars)
+	}
+}
+
+func TestFillQuestionsKeepsTheLatest(t *testing.T) {
+	var lines []string
+	for i := range api.MaxQuestionsKept + 5 {
+		id := fmt.Sprintf("u%d", i)
+		args, _ := json.Marshal(map[string]string{"reason": api.ReasonProgressUpdate, "message": id})
+		call, _ := json.Marshal(map[string]any{"type": "message", "message": map[string]any{"role": "assistant",
+			"content": []map[string]any{{"type": "toolCall", "id": id, "name": api.ContactSupervisorToolName, "arguments": json.RawMessage(args)}}}})
+		result, _ := json.Marshal(map[string]any{"type": "message", "message": map[string]any{"role": "toolResult", "toolCallId": id,
+			"toolName": api.ContactSupervisorToolName, "content": "Update recorded."}})
+		lines = append(lines, string(call), string(result))
+	}
+	file := filepath.Join(t.TempDir(), "s.jsonl")
+	if err := os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res := api.RunPiResult{SessionFile: file}
+	(&Activities{sanitizer: NewSanitizer("")}).fillQuestions(&res, []api.ToolRow{{Name: api.ContactSupervisorToolName}})
+	if len(res.Questions) != api.MaxQuestionsKept || res.Questions[0].ID != "u5" || res.Questions[len(res.Questions)-1].Message != fmt.Sprintf("u%d", api.MaxQuestionsKept+4) {
+		t.Fatalf("kept %d questions, from %+v", len(res.Questions), res.Questions[0])
 	}
 }
 
