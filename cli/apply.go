@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"slices"
 
 	"github.com/durable-pi/subagents/client"
 	"github.com/durable-pi/subagents/internal/errcode"
@@ -12,13 +11,6 @@ import (
 
 // `apply [--discard] ID...` applies the changes of tasks that ran in a
 // worktree to the checkout, or discards them (docs/worktrees.md).
-func init() {
-	verbs["apply"] = func() verb { return &applyOptions{} }
-	if !slices.Contains(Verbs, "apply") {
-		Verbs = append(Verbs, "apply")
-	}
-}
-
 // applyOptions are `apply [--discard] ID...`.
 type applyOptions struct {
 	discard bool

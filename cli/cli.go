@@ -30,17 +30,19 @@ commands:
   stop        stop the local service (subagents dev) of the data dir
   ui          the link that logs a browser into the local service's Temporal UI
   demo        the whole stack with a scripted model: a delegation survives a worker kill
-  run         start tasks and wait, with live progress: run [--agent NAME] PROMPT
+  run         start tasks and wait, with live progress: run [--agent NAME] PROMPT, or run --plan FILE|NAME
   start       start tasks and return their task IDs at once (--input - reads JSON)
   status      where tasks, sessions or delegations stand: status ID...
   wait        wait until they end: wait [--timeout 30s] ID...
   send        a follow-up prompt for a session: send ID PROMPT
   cancel      stop running work; finished tasks keep their results: cancel ID...
+  resume      run a failed or cancelled plan again; its finished steps are kept: resume PLAN_ID
+  apply       apply a worktree task's change to its checkout (or --discard it): apply ID...
   list        delegations and sessions (--status --agent --parent-session --cwd --kind --open --limit)
   output      a session's final text (--full for all of it): output ID
   transcript  a session's whole conversation: transcript ID
   ack         a parent received a delegation's results: ack ID
-  profiles    the agent profiles a task can use (--cwd DIR)
+  profiles    the agent profiles and saved plans a task can use (--cwd DIR)
   serve       answer many of these calls over one connection: JSON lines on stdin and stdout (the pi extension's way)
 
 Every client command takes --json: one envelope on stdout (contract_version

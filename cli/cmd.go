@@ -23,7 +23,7 @@ import (
 )
 
 // Verbs lists the client verbs of the subagents command.
-var Verbs = []string{"run", "start", "status", "wait", "send", "cancel", "resume", "list", "output", "transcript", "ack", "profiles", "serve"}
+var Verbs = []string{"run", "start", "status", "wait", "send", "cancel", "resume", "apply", "list", "output", "transcript", "ack", "profiles", "serve"}
 
 // IO is what a verb reads and writes, and the environment it sees.
 type IO struct {
@@ -140,6 +140,7 @@ var verbs = map[string]func() verb{
 	"output":     func() verb { return &outputOptions{} },
 	"ack":        func() verb { return &ackOptions{} },
 	"resume":     func() verb { return &resumeOptions{} },
+	"apply":      func() verb { return &applyOptions{} },
 }
 
 // parse reads a client verb's arguments: the common flags into the

@@ -353,7 +353,8 @@ func (c *Client) startOneTask(ctx context.Context, in api.DelegationInput) (Enve
 			ID: id, Depth: in.Depth, Tool: in.Tool, Deliver: in.Deliver, AckTTLSeconds: in.AckTTLSeconds,
 			// What the session resolves; its prompt and files are the
 			// session's own.
-			Task: api.TaskSpec{Name: t.Name, Profile: profile, Model: t.Model, TimeoutSeconds: t.TimeoutSeconds, Cwd: t.Cwd, Description: t.Description},
+			Task: api.TaskSpec{Name: t.Name, Profile: profile, Model: t.Model, TimeoutSeconds: t.TimeoutSeconds, Cwd: t.Cwd, Description: t.Description,
+				Worktree: t.Worktree, BaseRef: t.BaseRef},
 		},
 	}
 	if t.Context == "fork" {

@@ -96,6 +96,9 @@ type Item struct {
 	// Warm is true when the last child run took a warm child of the
 	// worker's pool instead of starting pi.
 	Warm bool `json:"warm,omitempty"`
+	// Change is what a task that ran in a git worktree changed: its branch
+	// and patch file (subagents apply).
+	Change *api.Change `json:"change,omitempty"`
 	// Fallbacks are the models the last child run gave up on, and why,
 	// before Model (a profile's fallbackModels).
 	Fallbacks           []api.Fallback `json:"fallbacks,omitempty"`
@@ -279,7 +282,7 @@ func fillTurn(it *Item, t *api.TurnResult) {
 	it.ToolRows, it.ToolCount, it.ElapsedMS = r.ToolRows, r.ToolCalls, r.DurationMS
 	it.EventCount, it.Timeline = r.EventCount, r.Timeline
 	it.RunAttempt, it.Continued, it.Warm = r.Attempt, r.Continued, r.Warm
-	it.Fallbacks = r.Fallbacks
+	it.Fallbacks, it.Change = r.Fallbacks, r.Change
 	if t.Error != nil {
 		it.Error = t.Error
 	}

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -47,12 +46,6 @@ func (e *env) initWorkRepo(files map[string]string) {
 	gitIn(e.t, e.workDir, "commit", "-q", "-m", "first")
 }
 
-// bashCall is a model answer that runs command with the bash tool.
-func bashCall(command string) scriptedmodel.Step {
-	args, _ := json.Marshal(map[string]string{"command": command})
-	return scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "bash", Arguments: string(args)}}}
-}
-
 // worktreesOf lists the repository's worktrees (its main checkout first)
 // and its branches.
 func worktreesOf(t *testing.T, dir string) (worktrees, branches []string) {
@@ -82,7 +75,7 @@ func TestWorktreeParallelWriters(t *testing.T) {
 	// Each writer waits until the other has started: the two ran at once,
 	// each in its own worktree, where they wrote the same file.
 	writer := func(me, other, line string) scriptedmodel.Step {
-		return bashCall(fmt.Sprintf("pwd > %[1]s/%[2]s.pwd; touch %[1]s/%[2]s.started; "+
+		return bashStep(fmt.Sprintf("pwd > %[1]s/%[2]s.pwd; touch %[1]s/%[2]s.started; "+
 			"for i in $(seq 300); do [ -e %[1]s/%[3]s.started ] && break; sleep 0.1; done; "+
 			"[ -e %[1]s/%[3]s.started ] && printf 'one\\n%[4]s\\nthree\\n' > shared.txt && echo '%[2]s' > %[2]s-notes.txt",
 			marks, me, other, line))
@@ -215,8 +208,8 @@ func TestWorktreeWorkerKilledMidRun(t *testing.T) {
 	e.initWorkRepo(map[string]string{"work.txt": "start\n"})
 	marks := t.TempDir()
 	e.model.Script("killed-in-worktree",
-		bashCall("echo before-crash >> work.txt; echo $PPID > "+marks+"/started; sleep 120"),
-		bashCall("echo after-crash >> work.txt"),
+		bashStep("echo before-crash >> work.txt; echo $PPID > "+marks+"/started; sleep 120"),
+		bashStep("echo after-crash >> work.txt"),
 		finalizeStep("finished in the worktree"),
 	)
 	first := e.startWorkerProcess()

@@ -213,6 +213,11 @@ func grants(profile, run api.RunPiInput) error {
 	if profile.NoSkills && !run.NoSkills {
 		return deny("skill discovery")
 	}
+	if profile.Worktree != nil && run.Worktree == nil {
+		// The profile's writer works only in a worktree of its own: a hand-
+		// made input may not drop it.
+		return deny("running outside the git worktree the profile requires (worktree: true)")
+	}
 	if profile.NoContextFiles && !run.NoContextFiles {
 		return deny("context files")
 	}

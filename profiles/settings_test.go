@@ -282,3 +282,21 @@ func TestTrustsProject(t *testing.T) {
 		})
 	}
 }
+
+// TestAdmitKeepsAProfilesWorktree: a run of a profile that requires a
+// worktree (worktree: true) is refused without one: a workflow input
+// written by hand cannot drop it.
+func TestAdmitKeepsAProfilesWorktree(t *testing.T) {
+	agent, cwd := t.TempDir(), t.TempDir()
+	must(t, os.MkdirAll(filepath.Join(agent, "agents"), 0o755))
+	must(t, os.WriteFile(filepath.Join(agent, "agents", "isolated.md"), []byte("---\nname: isolated\ndescription: d\nworktree: true\n---\nWrite.\n"), 0o600))
+	a := &Activities{AgentDir: agent}
+	in := api.RunPiInput{SessionID: "s", Prompt: "p", Cwd: cwd, Depth: 1, Profile: "isolated", Agent: "isolated"}
+	if _, err := a.Admit(in); err == nil || errcode.CodeOf(err) != errcode.PermissionDenied || !strings.Contains(err.Error(), "worktree") {
+		t.Fatalf("without its worktree: %v", err)
+	}
+	in.Worktree = &api.WorktreeSpec{}
+	if _, err := a.Admit(in); err != nil {
+		t.Fatalf("with its worktree: %v", err)
+	}
+}

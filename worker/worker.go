@@ -199,6 +199,13 @@ func (w *Worker) sweep() {
 		} else if n > 0 {
 			w.logger.Info("session folder sweep", "removed", n)
 		}
+		// Worktrees that runs which died left, whose sessions no attempt
+		// holds any more: their change captured, then removed.
+		if n, err := activities.SettleWorktrees(context.Background(), w.dataDir, w.logger); err != nil {
+			w.logger.Warn("worktree settle", "error", err)
+		} else if n > 0 {
+			w.logger.Info("worktree settle", "settled", n)
+		}
 		select {
 		case <-tick.C:
 		case <-w.stopSweep:

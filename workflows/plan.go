@@ -747,10 +747,10 @@ func (p *planRun) showDetails(ctx workflow.Context) {
 	b.WriteString("| step | agent | state | round | gate runs | session |\n| --- | --- | --- | --- | --- | --- |\n")
 	for _, st := range p.state {
 		key := strings.Join(append(slices.Clone(st.Path), st.Key), "/")
-		fmt.Fprintf(&b, "| %s | %s | %s | %d | %d | `%s` |\n", key, st.Agent, st.State, st.Round, st.GateRuns, st.SessionID)
+		b.WriteString(fmt.Sprintf("| %s | %s | %s | %d | %d | `%s` |\n", key, st.Agent, st.State, st.Round, st.GateRuns, st.SessionID))
 	}
 	if p.stopped != nil {
-		fmt.Fprintf(&b, "\nstopped: %s: %s\n", p.stopped.Code, p.stopped.Message)
+		b.WriteString(fmt.Sprintf("\nstopped: %s: %s\n", p.stopped.Code, p.stopped.Message))
 	}
 	workflow.SetCurrentDetails(ctx, b.String())
 }

@@ -871,6 +871,9 @@ function taskTree(it, prompt) {
   const rows = [];
   if (prompt) rows.push(oneLine(prompt, 100));
   for (const row of (it.tool_rows ?? []).slice(-6)) rows.push(toolRowText(row));
+  if (it.change && !it.change.empty) {
+    rows.push(`change on branch ${it.change.branch} (${(it.change.files ?? []).length} file(s)): task op "apply" with this task_id applies it`);
+  }
   let last;
   if (!it.done) last = it.last_text ? oneLine(it.last_text, 100) : "Working...";
   else if (succeeded(it)) last = it.output || "(no text output from sub-agent)";
@@ -1779,7 +1782,7 @@ function schemas(Type) {
     cwd: Type.Optional(Type.String({ description: "Absolute folder to run in (default: this session's)" }))
   });
   const TaskParams = Type.Object({
-    op: Type.Optional(StringEnum(Type, ["start", "status", "wait", "send", "cancel", "result", "resume"], { description: "Operation (default start)" })),
+    op: Type.Optional(StringEnum(Type, ["start", "status", "wait", "send", "cancel", "result", "resume", "apply"], { description: "Operation (default start)" })),
     subagent_type: Type.Optional(Type.String({ description: "start: profile to run the task with" })),
     description: Type.Optional(Type.String({ description: "start: short label of the task" })),
     prompt: Type.Optional(Type.String({ description: "start: the task; send: the follow-up message" })),
@@ -1791,6 +1794,8 @@ function schemas(Type) {
     ids: Type.Optional(Type.Array(Type.String(), { description: "status/wait/cancel: several task_ids" })),
     timeout_ms: Type.Optional(Type.Integer({ minimum: 1, description: "wait: give up waiting after this long (the task goes on)" })),
     context: Type.Optional(StringEnum(Type, ["fresh", "fork"], { description: "start: fork starts the child from a copy of this conversation" })),
+    worktree: Type.Optional(Type.Boolean({ description: "start: run in a git worktree; op apply (id, discard?) applies its change" })),
+    discard: Type.Optional(Type.Boolean({ description: "apply: drop the change instead" })),
     plan: Type.Optional(Type.Unknown({ description: PLAN_HELP })),
     args: Type.Optional(Type.Record(Type.String(), Type.String(), { description: "start: the saved plan's arguments" }))
   });
@@ -1993,7 +1998,8 @@ function activate(pi, host) {
               prompt: t.prompt,
               profile: t.subagent_type,
               cwd: t.cwd || ctx.cwd,
-              context: params.context
+              context: params.context,
+              worktree: params.worktree || void 0
             })),
             max_concurrency: list.length > 1 && !params.parallel ? 1 : void 0,
             tool: "task",
@@ -2032,6 +2038,11 @@ function activate(pi, host) {
         if (!ids.length) throw new SubagentsError("INVALID_INPUT", "cancel needs id or ids");
         env = await cli().call("cancel", [], ids);
         break;
+      case "apply": {
+        if (!ids.length) throw new SubagentsError("INVALID_INPUT", "apply needs the id of a task (or plan) that ran in a worktree");
+        env = await cli().call("apply", params.discard ? ["--discard"] : [], ids);
+        break;
+      }
       case "resume": {
         if (!params.id) throw new SubagentsError("INVALID_INPUT", "resume needs the plan's id");
         const changed = params.plan === void 0 || params.plan === null ? void 0 : planDocument(params.plan);
@@ -2044,10 +2055,10 @@ function activate(pi, host) {
       default:
         throw new SubagentsError("INVALID_INPUT", `unknown op ${op}`);
     }
-    const isFailure = (op === "start" || op === "send" || op === "wait") && failedResult(env);
+    const isFailure = (op === "start" || op === "send" || op === "wait") && failedResult(env) || op === "apply" && (env.status === "conflict" || env.status === "failed");
     const done = (r) => isFailure ? failed(callId, r) : r;
     const details = taskDetails(op === "result" ? "status" : op, env, invocation);
-    let body = planHeader(env) + items(env).map((it) => taskTree(it, op === "start" ? params.prompt : void 0)).join("\n\n");
+    let body = op === "apply" ? env.text ?? env.status ?? "" : planHeader(env) + items(env).map((it) => taskTree(it, op === "start" ? params.prompt : void 0)).join("\n\n");
     if (op === "start" && params.async) {
       body = env.plan ? `${planHeader(env)}Started the plan in the background: its result is delivered into this session when it ends; task op:"status", op:"wait" or op:"cancel" with id ${env.delegation_id} looks at it now.` : `Started ${items(env).length} task(s) in the background: ${items(env).map((it) => it.task_id).join(", ")}. Their results are delivered into this session when they finish; task op:"status" or op:"wait" with a task_id looks at them now.`;
     }

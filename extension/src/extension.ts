@@ -117,7 +117,7 @@ function schemas(Type: TypeBuilder) {
 	});
 
 	const TaskParams = Type.Object({
-		op: Type.Optional(StringEnum(Type, ["start", "status", "wait", "send", "cancel", "result", "resume"] as const, { description: "Operation (default start)" })),
+		op: Type.Optional(StringEnum(Type, ["start", "status", "wait", "send", "cancel", "result", "resume", "apply"] as const, { description: "Operation (default start)" })),
 		subagent_type: Type.Optional(Type.String({ description: "start: profile to run the task with" })),
 		description: Type.Optional(Type.String({ description: "start: short label of the task" })),
 		prompt: Type.Optional(Type.String({ description: "start: the task; send: the follow-up message" })),
@@ -129,6 +129,8 @@ function schemas(Type: TypeBuilder) {
 		ids: Type.Optional(Type.Array(Type.String(), { description: "status/wait/cancel: several task_ids" })),
 		timeout_ms: Type.Optional(Type.Integer({ minimum: 1, description: "wait: give up waiting after this long (the task goes on)" })),
 		context: Type.Optional(StringEnum(Type, ["fresh", "fork"] as const, { description: "start: fork starts the child from a copy of this conversation" })),
+		worktree: Type.Optional(Type.Boolean({ description: "start: run in a git worktree; op apply (id, discard?) applies its change" })),
+		discard: Type.Optional(Type.Boolean({ description: "apply: drop the change instead" })),
 		plan: Type.Optional(Type.Unknown({ description: PLAN_HELP })),
 		args: Type.Optional(Type.Record(Type.String(), Type.String(), { description: "start: the saved plan's arguments" })),
 	});
@@ -433,6 +435,8 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 			plan?: unknown;
 			args?: Record<string, string>;
 			context?: "fresh" | "fork";
+			worktree?: boolean;
+			discard?: boolean;
 		},
 		invocation: string,
 		callId: string,
@@ -470,6 +474,7 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 							profile: t.subagent_type,
 							cwd: t.cwd || ctx.cwd,
 							context: params.context,
+							worktree: params.worktree || undefined,
 						})),
 						max_concurrency: list.length > 1 && !params.parallel ? 1 : undefined,
 						tool: "task",
@@ -511,6 +516,11 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 				if (!ids.length) throw new SubagentsError("INVALID_INPUT", "cancel needs id or ids");
 				env = await cli().call("cancel", [], ids);
 				break;
+			case "apply": {
+				if (!ids.length) throw new SubagentsError("INVALID_INPUT", "apply needs the id of a task (or plan) that ran in a worktree");
+				env = await cli().call("apply", params.discard ? ["--discard"] : [], ids);
+				break;
+			}
 			case "resume": {
 				if (!params.id) throw new SubagentsError("INVALID_INPUT", "resume needs the plan's id");
 				const changed = params.plan === undefined || params.plan === null ? undefined : planDocument(params.plan);
@@ -526,10 +536,10 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 		// A start, send or wait answers with the work's end: a task in it that
 		// failed, was refused, timed out or was cancelled makes the result an
 		// error. A status or cancel answers its question, whatever the state.
-		const isFailure = (op === "start" || op === "send" || op === "wait") && failedResult(env);
+		const isFailure = ((op === "start" || op === "send" || op === "wait") && failedResult(env)) || (op === "apply" && (env.status === "conflict" || env.status === "failed"));
 		const done = <R>(r: R) => (isFailure ? failed(callId, r) : r);
 		const details = taskDetails(op === "result" ? "status" : op, env, invocation);
-		let body = planHeader(env) + items(env).map((it) => taskTree(it, op === "start" ? params.prompt : undefined)).join("\n\n");
+		let body = op === "apply" ? (env.text ?? env.status ?? "") : planHeader(env) + items(env).map((it) => taskTree(it, op === "start" ? params.prompt : undefined)).join("\n\n");
 		if (op === "start" && params.async) {
 			body = env.plan
 				? `${planHeader(env)}Started the plan in the background: its result is delivered into this session when it ends; task op:"status", op:"wait" or op:"cancel" with id ${env.delegation_id} looks at it now.`

@@ -27,6 +27,8 @@ export interface ErrorInfo {
 
 /** One task of an envelope: a session's latest turn. */
 export interface Item {
+	/** What a task in a git worktree changed (client.Item.Change). */
+	change?: { branch: string; patchFile: string; files?: string[]; empty?: boolean };
 	task_id: string;
 	index: number;
 	name?: string;
@@ -612,6 +614,10 @@ export function taskTree(it: Item, prompt?: string): string {
 	const rows: string[] = [];
 	if (prompt) rows.push(oneLine(prompt, 100));
 	for (const row of (it.tool_rows ?? []).slice(-6)) rows.push(toolRowText(row));
+	if (it.change && !it.change.empty) {
+		// A worktree task's result is a change to apply, not edits made in place.
+		rows.push(`change on branch ${it.change.branch} (${(it.change.files ?? []).length} file(s)): task op "apply" with this task_id applies it`);
+	}
 	let last: string;
 	if (!it.done) last = it.last_text ? oneLine(it.last_text, 100) : "Working...";
 	else if (succeeded(it)) last = it.output || "(no text output from sub-agent)";
