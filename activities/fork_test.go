@@ -218,7 +218,7 @@ func checkForked(t *testing.T, h *harness, r api.RunPiResult) {
 	for _, tl := range req.Parsed.Tools {
 		tools = append(tools, tl.Function.Name)
 	}
-	if strings.Join(tools, ",") != "read,bash,edit,write,subagent_finalize,contact_supervisor" {
+	if strings.Join(tools, ",") != "read,bash,edit,write,subagent_finalize" {
 		t.Fatalf("the child's tools %v", tools)
 	}
 }

@@ -421,7 +421,10 @@ func (a *Activities) flags(in api.RunPiInput) []string {
 		}
 	}
 	if !in.NoFinalize {
-		tools = append(append([]string(nil), tools...), api.FinalizeToolName, api.ContactSupervisorToolName)
+		// contact_supervisor is a profile's to grant (its tools list it):
+		// a child that asks stops until someone answers, which a parent
+		// pi cannot do yet (docs/questions.md).
+		tools = append(append([]string(nil), tools...), api.FinalizeToolName)
 	}
 	if len(tools) > 0 {
 		args = append(args, "--tools", strings.Join(tools, ","))

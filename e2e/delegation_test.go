@@ -70,7 +70,7 @@ func testDelegationBatch(t *testing.T, version int) {
 	for _, tl := range req.Parsed.Tools {
 		tools = append(tools, tl.Function.Name)
 	}
-	if len(tools) != 6 || req.Parsed.Messages[0].Role != "system" || !strings.Contains(req.Parsed.Messages[0].Text(), "You are a scout") {
+	if len(tools) != 5 || req.Parsed.Messages[0].Role != "system" || !strings.Contains(req.Parsed.Messages[0].Text(), "You are a scout") {
 		t.Fatalf("scout child tools %v, system prompt %.80q", tools, req.Parsed.Messages[0].Text())
 	}
 	for _, tl := range tools {

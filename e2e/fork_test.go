@@ -78,7 +78,7 @@ func TestContextForkFromTheParent(t *testing.T) {
 	for _, tl := range req.Parsed.Tools {
 		tools = append(tools, tl.Function.Name)
 	}
-	if strings.Join(tools, ",") != "read,bash,edit,write,subagent_finalize,contact_supervisor" {
+	if strings.Join(tools, ",") != "read,bash,edit,write,subagent_finalize" {
 		t.Fatalf("the child's tools: %v", tools)
 	}
 	if after, _ := os.ReadFile(parentFile); string(after) != string(before) {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -88,7 +89,7 @@ func TestQuestionAnsweredByReply(t *testing.T) {
 	e.model.Script("asks", askingScript()...)
 	e.startWorker(shared.client)
 	c := e.cli()
-	in := e.sessionInput("[[script:asks]] Set up the database.")
+	in := e.askerInput("[[script:asks]] Set up the database.")
 	in.Version = api.CurrentVersion
 	run := e.startSession(shared.client, in)
 
@@ -142,7 +143,7 @@ func TestQuestionSurvivesWorkerKill(t *testing.T) {
 	e.model.Script("asks", askingScript()...)
 	first := e.startWorkerProcess()
 	c := e.cli()
-	in := e.sessionInput("[[script:asks]] Set up the database.")
+	in := e.askerInput("[[script:asks]] Set up the database.")
 	in.Version = api.CurrentVersion
 	run := e.startSession(shared.client, in)
 	c.waitForQuestion(in.SessionID)
@@ -231,13 +232,13 @@ func TestQuestionWhileTheParentWaits(t *testing.T) {
 	ctx := e.ctx()
 
 	two, err := c.Start(ctx, client.StartRequest{Tasks: []api.TaskSpec{
-		{Name: "db", Prompt: "[[script:asks]] Set up the database.", Cwd: e.workDir},
+		{Name: "db", Prompt: "[[script:asks]] Set up the database.", Cwd: e.workDir, Profile: e.askerProfile()},
 		{Name: "docs", Prompt: "[[script:quiet]] Read the docs.", Cwd: e.workDir},
 	}, IdleTTLSeconds: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	one, err := c.Start(ctx, client.StartRequest{Tasks: []api.TaskSpec{{Name: "db-alone", Prompt: "[[script:asks]] Set up the database.", Cwd: e.workDir}}, IdleTTLSeconds: -1})
+	one, err := c.Start(ctx, client.StartRequest{Tasks: []api.TaskSpec{{Name: "db-alone", Prompt: "[[script:asks]] Set up the database.", Cwd: e.workDir, Profile: e.askerProfile()}}, IdleTTLSeconds: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,4 +283,29 @@ func TestQuestionWhileTheParentWaits(t *testing.T) {
 			t.Fatalf("an answer's request ends with %q", last.Text())
 		}
 	}
+}
+
+// askerProfile writes the profile of a child that may ask its supervisor
+// (contact_supervisor among its tools: a profile grants it) and returns
+// its name.
+func (e *env) askerProfile() string {
+	e.t.Helper()
+	dir := filepath.Join(e.agentDir, "agents")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		e.t.Fatal(err)
+	}
+	body := "---\nname: asker\ndescription: A child that may ask its supervisor\ntools: read, bash, contact_supervisor\n---\nAsk when a decision is not yours.\n"
+	if err := os.WriteFile(filepath.Join(dir, "asker.md"), []byte(body), 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+	return "asker"
+}
+
+// askerInput is sessionInput for the asker profile's child.
+func (e *env) askerInput(prompt string) api.SessionInput {
+	in := e.sessionInput(prompt)
+	in.Agent = e.askerProfile()
+	in.Child.Profile = in.Agent
+	in.Child.Tools = []string{"read", "bash", api.ContactSupervisorToolName}
+	return in
 }
