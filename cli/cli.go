@@ -38,6 +38,8 @@ commands:
   cancel      stop running work; finished tasks keep their results: cancel ID...
   resume      run a failed or cancelled plan again; its finished steps are kept: resume PLAN_ID
   apply       apply a worktree task's change to its checkout (or --discard it): apply ID...
+  reply       answer a child's question: reply ID ANSWER
+  questions   the children's questions that wait for an answer (--cwd --parent-session)
   list        delegations and sessions (--status --agent --parent-session --cwd --kind --open --limit)
   output      a session's final text (--full for all of it): output ID
   transcript  a session's whole conversation: transcript ID

@@ -23,7 +23,7 @@ import (
 )
 
 // Verbs lists the client verbs of the subagents command.
-var Verbs = []string{"run", "start", "status", "wait", "send", "cancel", "resume", "apply", "list", "output", "transcript", "ack", "profiles", "serve"}
+var Verbs = []string{"run", "start", "status", "wait", "send", "cancel", "resume", "apply", "reply", "questions", "list", "output", "transcript", "ack", "profiles", "serve"}
 
 // IO is what a verb reads and writes, and the environment it sees.
 type IO struct {
@@ -141,6 +141,10 @@ var verbs = map[string]func() verb{
 	"ack":        func() verb { return &ackOptions{} },
 	"resume":     func() verb { return &resumeOptions{} },
 	"apply":      func() verb { return &applyOptions{} },
+	// A child's questions to its parent (docs/questions.md): reply answers
+	// one, questions lists those that wait.
+	"reply":     func() verb { return &replyOptions{} },
+	"questions": func() verb { return &questionsOptions{} },
 }
 
 // parse reads a client verb's arguments: the common flags into the

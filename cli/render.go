@@ -237,6 +237,8 @@ func finalRow(it client.Item) string {
 		suffix = " (" + strings.Join(stats, " · ") + ")"
 	}
 	switch {
+	case !it.Done && it.Question != nil:
+		return "Waits for an answer: " + oneLine(it.Question.Message, 160) + suffix
 	case !it.Done:
 		text := "Working..."
 		if it.LastText != "" {

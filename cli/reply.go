@@ -7,26 +7,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/client"
 	"github.com/durable-pi/subagents/internal/errcode"
 )
-
-// The verbs of a child's questions to its parent (docs/questions.md):
-// `reply` answers one, `questions` lists those that wait.
-func init() {
-	verbs["reply"] = func() verb { return &replyOptions{} }
-	verbs["questions"] = func() verb { return &questionsOptions{} }
-	for _, v := range []string{"reply", "questions"} {
-		// Once, should the list name it already.
-		if !slices.Contains(Verbs, v) {
-			Verbs = append(Verbs, v)
-		}
-	}
-}
 
 // replyOptions are `reply [--question QID] [--by WHO] ID MESSAGE...`.
 type replyOptions struct {
