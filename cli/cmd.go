@@ -294,7 +294,7 @@ func (cmd *command) finish(env client.Envelope, print func(client.Envelope)) err
 		print(env)
 	}
 	switch {
-	case env.WaitStatus == "timeout" || env.WaitStatus == "aborted":
+	case env.WaitStatus == "timeout" || env.WaitStatus == "aborted" || env.WaitStatus == "question":
 		return fmt.Errorf("%s %s: %w", cmd.verb, env.WaitStatus, errcode.ErrPending)
 	case env.Done && failedItems(env) > 0:
 		return errcode.Wrap(errcode.Failed, errTaskFailed, fmt.Sprintf("%d of %d tasks did not complete", failedItems(env), len(env.Items)))

@@ -9,17 +9,19 @@ import (
 	"github.com/durable-pi/subagents/internal/errcode"
 )
 
-// waitOptions are `wait ID... [--timeout D | --timeout-ms N] [--progress]`.
+// waitOptions are `wait ID... [--timeout D | --timeout-ms N] [--progress] [--questions]`.
 type waitOptions struct {
 	timeout   time.Duration
 	timeoutMS int
 	progress  bool
+	questions bool
 }
 
 func (o *waitOptions) register(fs *flag.FlagSet) {
 	fs.Var(seconds{&o.timeout}, "timeout", "stop waiting after this long (the tasks go on; exit code 4): seconds or a duration like 30s")
 	fs.IntVar(&o.timeoutMS, "timeout-ms", 0, "the same in milliseconds (the task contract's timeout_ms)")
 	fs.BoolVar(&o.progress, "progress", false, "with --json: one line per status change (op \"progress\"), then the final envelope on one line")
+	fs.BoolVar(&o.questions, "questions", false, "one ID: stop waiting, with wait_status \"question\" (exit code 4), once a task's child waits for an answer (docs/questions.md)")
 }
 
 func (o *waitOptions) run(ctx context.Context, cmd *command, c *client.Client) error {
@@ -30,6 +32,16 @@ func (o *waitOptions) run(ctx context.Context, cmd *command, c *client.Client) e
 	timeout := o.timeout
 	if o.timeoutMS > 0 {
 		timeout = time.Duration(o.timeoutMS) * time.Millisecond
+	}
+	if o.questions {
+		if len(ids) != 1 || o.progress {
+			return errcode.New(errcode.InvalidInput, "--questions waits for one ID, without --progress")
+		}
+		env, err := c.WaitOrQuestion(ctx, ids[0], timeout)
+		if err != nil {
+			return err
+		}
+		return cmd.finish(env, func(env client.Envelope) { printTree(cmd.io.Out, env, false) })
 	}
 	if len(ids) == 1 && !cmd.asJSON {
 		return cmd.follow(ctx, c, ids[0], timeout)

@@ -618,7 +618,13 @@ func (c *Client) status(ctx context.Context, op, id string) (Envelope, error) {
 				}
 			}
 		}
-		return c.delegationEnvelope(op, st, live), nil
+		env := c.delegationEnvelope(op, st, live)
+		if !env.Done {
+			// A task whose child waits for an answer says so, with the
+			// question (docs/questions.md).
+			c.WithQuestions(ctx, &env)
+		}
+		return env, nil
 	}
 	var st api.SessionStatus
 	if err := c.query(ctx, id, open, &st); err != nil {

@@ -257,6 +257,14 @@ func TestQuestionWhileTheParentWaits(t *testing.T) {
 			t.Fatalf("%s: wait %q done %v, items with questions %+v", d.DelegationID, env.WaitStatus, env.Done, asking)
 		}
 	}
+	// The command's wait stops at the question too, and status shows it.
+	waited, _ := e.cli().json(4, "", "wait", "--questions", two.DelegationID)
+	if waited.WaitStatus != "question" {
+		t.Fatalf("subagents wait --questions: %q", waited.WaitStatus)
+	}
+	if st, _ := e.cli().json(0, "", "status", two.DelegationID); st.Items[0].Question == nil || st.Items[0].Question.Message != childQuestion {
+		t.Fatalf("status of the delegation does not show the question: %+v", st.Items[0])
+	}
 	if _, err := c.Reply(ctx, client.ReplyRequest{ID: two.DelegationID, Message: theAnswer, By: "parent"}); err != nil {
 		t.Fatal(err)
 	}
