@@ -30,6 +30,10 @@ type ResolveTask struct {
 	// Tool is the tool family the delegation came through: "subagent"
 	// runs read-only profiles unless the settings allow writes.
 	Tool string `json:"tool,omitempty"`
+	// Depth is the depth of the task's child (ResolveRequest.Depth): a
+	// child below the depth limit keeps the delegation tools its profile
+	// lists (nesting.go).
+	Depth int `json:"depth,omitempty"`
 	// Early marks a task that runs as soon as its session starts (within
 	// the delegation's concurrency, not a resume): a worker that starts
 	// early starts its child now (activities.Config.EarlyStart).
@@ -48,8 +52,8 @@ type ResolvedTask struct {
 type Activities struct {
 	AgentDir   string
 	PromptDirs []string
-	// MaxDepth is the deepest child Admit lets run (default
-	// DefaultMaxDepth); a delegation's own limit cannot raise it.
+	// MaxDepth is the deepest child this worker runs (0: the settings'
+	// maxDepth, default DefaultMaxDepth); it may only lower the settings'.
 	MaxDepth int
 	// Getenv reads the worker's SUBAGENTS_* settings variables (nil: none).
 	Getenv func(string) string
@@ -66,6 +70,7 @@ func (a *Activities) ResolveTasks(_ context.Context, req ResolveRequest) ([]Reso
 	out := make([]ResolvedTask, len(req.Tasks))
 	for i, t := range req.Tasks {
 		cfg, cfgErr := a.config(t.Cwd)
+		t.Depth = cmp.Or(t.Depth, req.Depth)
 		r, _, err := a.resolve(cfg, cfgErr, t)
 		if err != nil {
 			code := errcode.CodeOf(err)
@@ -121,6 +126,12 @@ func (a *Activities) resolve(cfg Config, cfgErr error, t ResolveTask) (ResolvedT
 	r.Child.LoopingToolCount = cfg.LoopingToolCount
 	r.Child.MaxEvents = cfg.TaskMaxEvents
 	r.Child.MaxRuntimeSeconds = cfg.MaxRuntime
+	if nested := p.NestedTools(t.Depth, DepthLimit(cfg, a.MaxDepth, p)); len(nested) > 0 {
+		// The profile's delegation tools, after its other tools: the
+		// child's pi loads this project's extension for them (Nested).
+		r.Child.Tools = append(slices.Clone(r.Child.Tools), nested...)
+		r.Child.NoTools = false
+	}
 	return ResolvedTask{Child: r.Child, MaxFinalizeRetries: r.MaxFinalizeRetries}, p, nil
 }
 
@@ -145,15 +156,14 @@ type Admission struct {
 // permission policy is applied again too. It returns the profile's apiKey
 // and the output cap of the task's settings.
 func (a *Activities) Admit(in api.RunPiInput) (Admission, error) {
-	maxDepth := cmp.Or(a.MaxDepth, DefaultMaxDepth)
-	if in.Depth > maxDepth {
-		return Admission{}, errcode.Errorf(errcode.DepthExceeded,
-			"Subagent depth %d is beyond this worker's limit of %d: a subagent cannot delegate further", in.Depth, maxDepth)
-	}
 	cfg, cfgErr := a.config(in.Cwd)
-	r, p, err := a.resolve(cfg, cfgErr, ResolveTask{Profile: in.Profile, Cwd: in.Cwd})
+	r, p, err := a.resolve(cfg, cfgErr, ResolveTask{Profile: in.Profile, Cwd: in.Cwd, Depth: in.Depth})
 	if err != nil {
 		return Admission{}, err
+	}
+	if maxDepth := DepthLimit(cfg, a.MaxDepth, p); in.Depth > maxDepth {
+		return Admission{}, errcode.Errorf(errcode.DepthExceeded,
+			"Subagent depth %d is beyond the limit of %d: a subagent cannot delegate further", in.Depth, maxDepth)
 	}
 	if err := grants(r.Child, in); err != nil {
 		return Admission{}, err
@@ -178,10 +188,6 @@ func WriteTools(tools []string, none bool) []string {
 	}
 	return w
 }
-
-// DefaultMaxDepth is how deep subagents may nest when the worker sets no
-// limit: a child of a top-level pi (depth 1) runs, its own children do not.
-const DefaultMaxDepth = 1
 
 // grants checks that run asks for nothing beyond what the resolved profile
 // gives its children.

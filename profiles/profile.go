@@ -90,6 +90,9 @@ type Profile struct {
 	// Worktree runs every task of the profile in a git worktree of its
 	// cwd (docs/worktrees.md): a task cannot turn it off.
 	Worktree bool `json:"worktree,omitempty"`
+	// MaxDepth lowers the settings' maxDepth for this profile's children
+	// (0: the settings' limit): a profile may only lower it (nesting.go).
+	MaxDepth int `json:"maxDepth,omitempty"`
 
 	Err error `json:"-"`
 }
@@ -160,6 +163,7 @@ type frontmatter struct {
 	Finalize           *bool      `yaml:"finalize"`
 	Readonly           bool       `yaml:"readonly"`
 	Worktree           bool       `yaml:"worktree"`
+	MaxDepth           int        `yaml:"maxDepth"`
 }
 
 // maxProfileBytes bounds one profile file: system prompts are a few KB; a
@@ -191,7 +195,7 @@ func Parse(src []byte, path string, scope Scope) (*Profile, error) {
 		NoContextFiles: fm.NoContextFiles, AppendSystemPrompt: fm.AppendSystemPrompt, APIKey: fm.APIKey,
 		ExtraArgs: fm.ExtraArgs, Primary: fm.Primary, Internal: fm.Internal, TimeoutSeconds: fm.Timeout,
 		MaxFinalizeRetries: fm.MaxFinalizeRetries, Finalize: fm.Finalize == nil || *fm.Finalize, Readonly: fm.Readonly,
-		Worktree: fm.Worktree,
+		Worktree: fm.Worktree, MaxDepth: fm.MaxDepth,
 	}
 	if err := p.setModel(fm.Model); err != nil {
 		return nil, errcode.Errorf(errcode.InvalidInput, "profile %s: %v", path, err)
@@ -282,6 +286,9 @@ func (p *Profile) validate() error {
 	}
 	if len(p.LoadSkills) > 0 && p.NoSkills {
 		return seedError(`Profile "%s" has both "loadSkills" and "noSkills" set. These are mutually exclusive — --no-skills disables skill discovery.`, p.Name)
+	}
+	if p.MaxDepth < 0 {
+		return fmt.Errorf("maxDepth must be at least 1 (0 or none: the settings' limit)")
 	}
 	if p.TimeoutSeconds < 0 {
 		return fmt.Errorf("timeout must be at least 1 second")

@@ -70,6 +70,10 @@ type Config struct {
 	// repository runs its commands only where the user said so
 	// (TrustsProject).
 	TrustedProjects []string
+	// MaxDepth is how deep subagents nest (maxDepth, SUBAGENTS_MAX_DEPTH;
+	// 0: DefaultMaxDepth): a child at a depth below it may delegate with
+	// the delegation tools its profile lists (nesting.go).
+	MaxDepth int
 }
 
 // A setting: its key under "subagents", its variable, and whether a
@@ -134,13 +138,13 @@ var settings = []setting{
 		c.AllowWrite = b
 		return err
 	}},
-	{"maxDepth", "SUBAGENTS_MAX_DEPTH", "", false, func(_ *Config, v any, from string) error {
-		// The SingleResult contract's subagents.maxDepth, fixed at its default: a child runs
-		// without this extension, so it has no tool to delegate with.
-		n, err := asInt("maxDepth", v, from, math.MinInt, math.MaxInt)
-		if err == nil && n != 1 {
-			err = errcode.Errorf(errcode.InvalidInput, "%s: maxDepth must be 1 (a child has no tool to delegate with), not %d", from, n)
-		}
+	{"maxDepth", "SUBAGENTS_MAX_DEPTH", "", false, func(c *Config, v any, from string) error {
+		// The SingleResult contract's subagents.maxDepth: how deep children nest
+		// (nesting.go). MaxSettingsDepth bounds it: each level is a pi
+		// process and a workflow per task, and a chain deeper than that
+		// is a loop, not a plan.
+		n, err := asInt("maxDepth", v, from, 1, MaxSettingsDepth)
+		c.MaxDepth = n
 		return err
 	}},
 	{"trustGroup", "SUBAGENTS_TRUST_GROUP", "", false, func(c *Config, v any, from string) error {

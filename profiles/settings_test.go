@@ -241,10 +241,16 @@ func TestSubagentToolRunsReadOnlyAgents(t *testing.T) {
 	if e := resolve("implementer", "subagent"); e != nil {
 		t.Fatalf("allowWrite set: %+v", e)
 	}
-	// The SingleResult contract's maxDepth stays at its default: children cannot delegate.
-	must(t, os.WriteFile(filepath.Join(agent, ConfigFile), []byte(`{"subagents":{"maxDepth":2}}`), 0o600))
-	if _, err := LoadConfig(agent, "", nil); !errcode.Is(err, errcode.InvalidInput) || !strings.Contains(err.Error(), "maxDepth must be 1 (a child has no tool to delegate with), not 2") {
-		t.Fatalf("maxDepth 2: %v", err)
+	// maxDepth is 1 to MaxSettingsDepth (nesting_test.go: what it does).
+	must(t, os.WriteFile(filepath.Join(agent, ConfigFile), []byte(`{"subagents":{"maxDepth":3}}`), 0o600))
+	if cfg, err := LoadConfig(agent, "", nil); err != nil || cfg.MaxDepth != 3 {
+		t.Fatalf("maxDepth 3: %+v %v", cfg.MaxDepth, err)
+	}
+	for _, bad := range []string{"0", "6"} {
+		must(t, os.WriteFile(filepath.Join(agent, ConfigFile), []byte(`{"subagents":{"maxDepth":`+bad+`}}`), 0o600))
+		if _, err := LoadConfig(agent, "", nil); !errcode.Is(err, errcode.InvalidInput) || !strings.Contains(err.Error(), "maxDepth") {
+			t.Fatalf("maxDepth %s: %v", bad, err)
+		}
 	}
 }
 

@@ -1,0 +1,125 @@
+package profiles
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/durable-pi/subagents/api"
+	"github.com/durable-pi/subagents/internal/errcode"
+)
+
+// letServiceNest lets the service's own check allow callers below depth
+// (serviceMaxDepth) for one test.
+func letServiceNest(t *testing.T, depth int) {
+	old := serviceMaxDepth
+	serviceMaxDepth = depth
+	t.Cleanup(func() { serviceMaxDepth = old })
+}
+
+func TestDepthLimit(t *testing.T) {
+	for _, c := range []struct {
+		name             string
+		settings, worker int
+		profile          int
+		want             int
+	}{
+		{"default", 0, 0, 0, DefaultMaxDepth},
+		{"settings raise", 4, 0, 0, 4},
+		{"worker lowers", 4, 1, 0, 1},
+		{"profile lowers", 0, 0, 1, 1},
+		{"profile cannot raise", 0, 0, 5, DefaultMaxDepth},
+		{"worker cannot raise", 0, 5, 0, DefaultMaxDepth},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := DepthLimit(Config{MaxDepth: c.settings}, c.worker, &Profile{MaxDepth: c.profile}); got != c.want {
+				t.Fatalf("DepthLimit = %d, want %d", got, c.want)
+			}
+		})
+	}
+}
+
+func TestNestedTools(t *testing.T) {
+	letServiceNest(t, 2)
+	lister := &Profile{Name: "lead", Tools: []string{"read", "task", "bash", "task", "list_subagent_profiles"}}
+	for _, c := range []struct {
+		name         string
+		p            *Profile
+		depth, limit int
+		want         []string
+	}{
+		{"listed, below the limit", lister, 1, 2, []string{"task"}},
+		{"at the limit", lister, 2, 2, nil},
+		{"beyond what the service lets delegate", lister, 2, 3, nil},
+		{"not a child", lister, 0, 2, nil},
+		{"not listed", &Profile{Tools: []string{"read"}}, 1, 2, nil},
+		{"a blacklist never grants one", &Profile{ExcludeTools: []string{"bash"}}, 1, 2, nil},
+		{"noTools", &Profile{NoTools: true, Tools: []string{"task"}}, 1, 2, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := c.p.NestedTools(c.depth, c.limit); !slices.Equal(got, c.want) {
+				t.Fatalf("NestedTools = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+// TestResolveAndAdmitNesting: a profile that lists task keeps it for a
+// child below the depth limit, with its other tools; the worker admits
+// that run, refuses the same tool one level deeper, refuses a run beyond
+// the limit with SUBAGENT_DEPTH_EXCEEDED, and a profile's maxDepth lowers
+// the limit.
+func TestResolveAndAdmitNesting(t *testing.T) {
+	letServiceNest(t, 2)
+	agent, cwd := t.TempDir(), t.TempDir()
+	must(t, os.MkdirAll(filepath.Join(agent, "agents"), 0o755))
+	must(t, os.WriteFile(filepath.Join(agent, "agents", "lead.md"), []byte("---\nname: lead\ndescription: d\ntools: read, task\n---\nLead.\n"), 0o600))
+	must(t, os.WriteFile(filepath.Join(agent, "agents", "only.md"), []byte("---\nname: only\ndescription: d\ntools: task\nmaxDepth: 1\n---\nOnly.\n"), 0o600))
+	a := &Activities{AgentDir: agent}
+	resolve := func(profile string, depth int) api.RunPiInput {
+		t.Helper()
+		out, err := a.ResolveTasks(t.Context(), ResolveRequest{Depth: depth, Tasks: []ResolveTask{{Profile: profile, Cwd: cwd}}})
+		if err != nil || out[0].Error != nil {
+			t.Fatalf("resolve %s at %d: %v %+v", profile, depth, err, out[0].Error)
+		}
+		return out[0].Child
+	}
+	child := resolve("lead", 1)
+	if !slices.Equal(child.Tools, []string{"read", "task"}) || !Nested(child.Tools) {
+		t.Fatalf("depth 1: tools %v", child.Tools)
+	}
+	child.SessionID, child.Prompt, child.Depth = "s", "p", 1
+	if _, err := a.Admit(child); err != nil {
+		t.Fatalf("admit depth 1: %v", err)
+	}
+	if deep := resolve("lead", 2); !slices.Equal(deep.Tools, []string{"read"}) || Nested(deep.Tools) {
+		t.Fatalf("depth 2: tools %v", deep.Tools)
+	}
+	child.Depth = 2
+	if _, err := a.Admit(child); errcode.CodeOf(err) != errcode.PermissionDenied || !strings.Contains(err.Error(), `tool "task"`) {
+		t.Fatalf("admit task at depth 2: %v", err)
+	}
+	child.Tools, child.Depth = []string{"read"}, 3
+	if _, err := a.Admit(child); errcode.CodeOf(err) != errcode.DepthExceeded {
+		t.Fatalf("admit depth 3: %v", err)
+	}
+	// maxDepth 1 in the profile: its child neither delegates nor runs deeper.
+	if only := resolve("only", 1); !only.NoTools || Nested(only.Tools) {
+		t.Fatalf("only at depth 1: %+v", only)
+	}
+	if _, err := a.Admit(api.RunPiInput{SessionID: "s", Prompt: "p", Cwd: cwd, Depth: 2, Profile: "only", Agent: "only", NoTools: true}); errcode.CodeOf(err) != errcode.DepthExceeded {
+		t.Fatalf("only at depth 2: %v", err)
+	}
+}
+
+// TestNoNestingWhileTheServiceRefuses: as long as the service's own check
+// refuses every child's delegation, no child gets a delegation tool.
+func TestNoNestingWhileTheServiceRefuses(t *testing.T) {
+	letServiceNest(t, 1)
+	p := &Profile{Tools: []string{"task"}}
+	if got := p.NestedTools(1, DefaultMaxDepth); got != nil {
+		t.Fatalf("NestedTools = %v", got)
+	}
+}
