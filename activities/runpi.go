@@ -387,11 +387,13 @@ func (a *Activities) observe(in api.RunPiInput, res api.RunPiResult, out outcome
 // runSpec is a run's child environment and, with a pool, the warm spec a
 // child must have been started with to serve it.
 func (a *Activities) runSpec(in api.RunPiInput, admission profiles.Admission) ([]string, warmSpec) {
-	env := a.childEnv(in.Depth, in.Model, apiKeyEnv(in.Model, admission.APIKey))
-	if a.pool == nil || in.Worktree != nil {
+	env := a.childEnv(in.Depth, in.Model, append(apiKeyEnv(in.Model, admission.APIKey), admission.Env...))
+	if a.pool == nil || in.Worktree != nil || profiles.Nested(in.Tools) {
 		// A worktree is the session's alone and removed after each run:
 		// no warm child could have been started in it, and none may be
-		// kept in it.
+		// kept in it. A child that delegates has its session ID in its
+		// environment (profiles.ParentSessionEnv): no warm child started
+		// for another session may serve it.
 		return env, warmSpec{}
 	}
 	return env, a.specFor(a.flags(in), in.Cwd, env, a.loadedFiles(in))

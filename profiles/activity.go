@@ -57,6 +57,14 @@ type Activities struct {
 	MaxDepth int
 	// Getenv reads the worker's SUBAGENTS_* settings variables (nil: none).
 	Getenv func(string) string
+	// DelegationExtension is the pi extension file that gives a child the
+	// delegation tools its profile lists (extension/src/nested.ts); ""
+	// (the worker found none): no child delegates.
+	DelegationExtension string
+	// ServiceEnv is what a child that delegates needs in its environment
+	// to reach this worker's service (its address, namespace, task queue,
+	// data dir, the subagents command): see Admission.Env.
+	ServiceEnv []string
 }
 
 // config is the settings for a task in cwd.
@@ -126,11 +134,12 @@ func (a *Activities) resolve(cfg Config, cfgErr error, t ResolveTask) (ResolvedT
 	r.Child.LoopingToolCount = cfg.LoopingToolCount
 	r.Child.MaxEvents = cfg.TaskMaxEvents
 	r.Child.MaxRuntimeSeconds = cfg.MaxRuntime
-	if nested := p.NestedTools(t.Depth, DepthLimit(cfg, a.MaxDepth, p)); len(nested) > 0 {
-		// The profile's delegation tools, after its other tools: the
-		// child's pi loads this project's extension for them (Nested).
+	if nested := p.NestedTools(t.Depth, DepthLimit(cfg, a.MaxDepth, p)); len(nested) > 0 && a.DelegationExtension != "" {
+		// The profile's delegation tools, after its other tools, and this
+		// project's extension that registers them in the child's pi.
 		r.Child.Tools = append(slices.Clone(r.Child.Tools), nested...)
 		r.Child.NoTools = false
+		r.Child.Extensions = append(slices.Clone(r.Child.Extensions), a.DelegationExtension)
 	}
 	return ResolvedTask{Child: r.Child, MaxFinalizeRetries: r.MaxFinalizeRetries}, p, nil
 }
@@ -145,6 +154,11 @@ type Admission struct {
 	// outputMaxChars, the task contract's OHM_SUBAGENTS_OUTPUT_MAX_CHARS);
 	// 0 leaves the worker's cap.
 	OutputMaxChars int
+	// Env is added to the child's environment: for a child that delegates
+	// (Nested), the service's connection and its own session ID as the
+	// parent of what it delegates, so that its delegations are listed,
+	// cancelled and delivered as its own (docs/pi.md, "Nesting").
+	Env []string
 }
 
 // Admit is the worker's check of one child run before pi starts
@@ -168,7 +182,11 @@ func (a *Activities) Admit(in api.RunPiInput) (Admission, error) {
 	if err := grants(r.Child, in); err != nil {
 		return Admission{}, err
 	}
-	return Admission{APIKey: p.APIKey, OutputMaxChars: cfg.OutputMaxChars}, nil
+	adm := Admission{APIKey: p.APIKey, OutputMaxChars: cfg.OutputMaxChars}
+	if Nested(in.Tools) {
+		adm.Env = append(slices.Clone(a.ServiceEnv), NestedEnv+"=1", ParentSessionEnv+"="+in.SessionID)
+	}
+	return adm, nil
 }
 
 // WriteTools are the tools of a child that write files: those of tools,

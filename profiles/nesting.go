@@ -70,3 +70,13 @@ func (p *Profile) NestedTools(depth, limit int) []string {
 func Nested(tools []string) bool {
 	return slices.ContainsFunc(tools, func(t string) bool { return slices.Contains(ChildDelegationTools, t) })
 }
+
+// The variables that tell this project's extension, in a child's pi, that
+// it registers the delegation tools (NestedEnv) and which session
+// delegates (ParentSessionEnv: the task's own session ID, which the
+// workflow set; every delegation of the child records it as its parent).
+// The child's depth is PI_SUBAGENT_DEPTH, from the run's input as well.
+const (
+	NestedEnv        = "PI_SUBAGENT_NESTED"
+	ParentSessionEnv = "PI_SUBAGENT_PARENT_SESSION"
+)

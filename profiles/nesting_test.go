@@ -77,7 +77,7 @@ func TestResolveAndAdmitNesting(t *testing.T) {
 	must(t, os.MkdirAll(filepath.Join(agent, "agents"), 0o755))
 	must(t, os.WriteFile(filepath.Join(agent, "agents", "lead.md"), []byte("---\nname: lead\ndescription: d\ntools: read, task\n---\nLead.\n"), 0o600))
 	must(t, os.WriteFile(filepath.Join(agent, "agents", "only.md"), []byte("---\nname: only\ndescription: d\ntools: task\nmaxDepth: 1\n---\nOnly.\n"), 0o600))
-	a := &Activities{AgentDir: agent}
+	a := &Activities{AgentDir: agent, DelegationExtension: "/ext/src/nested.ts", ServiceEnv: []string{"SUBAGENTS_TASK_QUEUE=q"}}
 	resolve := func(profile string, depth int) api.RunPiInput {
 		t.Helper()
 		out, err := a.ResolveTasks(t.Context(), ResolveRequest{Depth: depth, Tasks: []ResolveTask{{Profile: profile, Cwd: cwd}}})
@@ -87,17 +87,29 @@ func TestResolveAndAdmitNesting(t *testing.T) {
 		return out[0].Child
 	}
 	child := resolve("lead", 1)
-	if !slices.Equal(child.Tools, []string{"read", "task"}) || !Nested(child.Tools) {
-		t.Fatalf("depth 1: tools %v", child.Tools)
+	if !slices.Equal(child.Tools, []string{"read", "task"}) || !Nested(child.Tools) || !slices.Equal(child.Extensions, []string{"/ext/src/nested.ts"}) {
+		t.Fatalf("depth 1: tools %v, extensions %v", child.Tools, child.Extensions)
 	}
 	child.SessionID, child.Prompt, child.Depth = "s", "p", 1
-	if _, err := a.Admit(child); err != nil {
-		t.Fatalf("admit depth 1: %v", err)
+	adm, err := a.Admit(child)
+	if want := []string{"SUBAGENTS_TASK_QUEUE=q", NestedEnv + "=1", ParentSessionEnv + "=s"}; err != nil || !slices.Equal(adm.Env, want) {
+		t.Fatalf("admit depth 1: %+v %v", adm.Env, err)
 	}
-	if deep := resolve("lead", 2); !slices.Equal(deep.Tools, []string{"read"}) || Nested(deep.Tools) {
+	// Without the extension the worker found, no child delegates.
+	if out, _ := (&Activities{AgentDir: agent}).ResolveTasks(t.Context(), ResolveRequest{Depth: 1, Tasks: []ResolveTask{{Profile: "lead", Cwd: cwd}}}); Nested(out[0].Child.Tools) {
+		t.Fatalf("no extension: tools %v", out[0].Child.Tools)
+	}
+	if deep := resolve("lead", 2); !slices.Equal(deep.Tools, []string{"read"}) || Nested(deep.Tools) || len(deep.Extensions) > 0 {
 		t.Fatalf("depth 2: tools %v", deep.Tools)
 	}
+	if adm, err := a.Admit(api.RunPiInput{SessionID: "s", Prompt: "p", Cwd: cwd, Depth: 2, Profile: "lead", Agent: "lead", Tools: []string{"read"}}); err != nil || adm.Env != nil {
+		t.Fatalf("admit depth 2 without task: %+v %v", adm, err)
+	}
 	child.Depth = 2
+	if _, err := a.Admit(child); errcode.CodeOf(err) != errcode.PermissionDenied || !strings.Contains(err.Error(), "nested.ts") {
+		t.Fatalf("admit the extension at depth 2: %v", err)
+	}
+	child.Extensions = nil
 	if _, err := a.Admit(child); errcode.CodeOf(err) != errcode.PermissionDenied || !strings.Contains(err.Error(), `tool "task"`) {
 		t.Fatalf("admit task at depth 2: %v", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -55,10 +56,17 @@ type Config struct {
 	// Serve publishes it ("" for nowhere).
 	Metrics     *metrics.Metrics
 	MetricsAddr string
-	// MaxDepth is the deepest subagent this worker runs (default
-	// profiles.DefaultMaxDepth: children of a top-level pi only), whatever
-	// a workflow's input says.
+	// MaxDepth is the deepest subagent this worker runs, whatever a
+	// workflow's input says (0: the settings' maxDepth, default
+	// profiles.DefaultMaxDepth); it may only lower the settings'.
 	MaxDepth int
+	// DelegationExtension is the pi extension file that gives a child the
+	// delegation tools its profile lists (default: DelegationExtension's
+	// search). None found: no child delegates.
+	DelegationExtension string
+	// ServiceEnv is what a child that delegates gets in its environment to
+	// reach this service (default: serviceEnv).
+	ServiceEnv []string
 	// WorkflowCache sets the process's workflow cache size (the SDK's
 	// sticky cache, shared by every worker of the process); 0 keeps it.
 	WorkflowCache int
@@ -72,6 +80,51 @@ type Config struct {
 	EarlyStart bool
 	// Logger receives the warm pool's own trouble; default slog's.
 	Logger *slog.Logger
+}
+
+// NestedEntry is the file of this project's pi extension that a child
+// which delegates loads (its index.ts registers nothing in a child).
+const NestedEntry = "src/nested.ts"
+
+// DelegationExtension finds the extension file a child that delegates
+// loads: $SUBAGENTS_EXTENSION_DIR's, else the extension folder of the
+// source tree this binary lies in (bin/subagents beside extension/), else
+// "" (no child delegates).
+func DelegationExtension() string {
+	var dirs []string
+	if d := os.Getenv("SUBAGENTS_EXTENSION_DIR"); d != "" {
+		dirs = append(dirs, d)
+	}
+	if exe, err := os.Executable(); err == nil {
+		dirs = append(dirs, filepath.Join(filepath.Dir(exe), "..", "extension"))
+	}
+	for _, d := range dirs {
+		f := filepath.Join(d, NestedEntry)
+		if _, err := os.Stat(f); err == nil {
+			if abs, err := filepath.Abs(f); err == nil {
+				return abs
+			}
+		}
+	}
+	return ""
+}
+
+// serviceEnv is what a child that delegates needs to reach this service:
+// the task queue and data dir of this worker, the Temporal address and
+// namespace the worker's process was given (never its API key or TLS
+// material: a remote service's child that delegates needs them from
+// ChildEnv), and this binary as the subagents command when it is one.
+func serviceEnv(cfg Config) []string {
+	env := []string{"SUBAGENTS_TASK_QUEUE=" + cfg.TaskQueue, "SUBAGENTS_DATA_DIR=" + cfg.DataDir}
+	for _, k := range []string{"TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE"} {
+		if v := os.Getenv(k); v != "" {
+			env = append(env, k+"="+v)
+		}
+	}
+	if exe, err := os.Executable(); err == nil && filepath.Base(exe) == "subagents" {
+		env = append(env, "SUBAGENTS_BIN="+exe)
+	}
+	return env
 }
 
 // DefaultDataDir is $SUBAGENTS_DATA_DIR, else ~/.pi/subagents
@@ -120,7 +173,14 @@ func New(c client.Client, cfg Config) (*Worker, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, errcode.Wrap(errcode.InvalidInput, err, fmt.Sprintf("data dir %s: %v", cfg.DataDir, err))
 	}
-	profs := &profiles.Activities{AgentDir: agentDir(cfg.ChildEnv), PromptDirs: profiles.DefaultPromptDirs(), MaxDepth: cfg.MaxDepth, Getenv: os.Getenv}
+	if cfg.DelegationExtension == "" {
+		cfg.DelegationExtension = DelegationExtension()
+	}
+	if cfg.ServiceEnv == nil {
+		cfg.ServiceEnv = serviceEnv(cfg)
+	}
+	profs := &profiles.Activities{AgentDir: agentDir(cfg.ChildEnv), PromptDirs: profiles.DefaultPromptDirs(), MaxDepth: cfg.MaxDepth, Getenv: os.Getenv,
+		DelegationExtension: cfg.DelegationExtension, ServiceEnv: cfg.ServiceEnv}
 	acts, err := activities.New(activities.Config{
 		Pi:                cfg.Pi.Path,
 		PathPrefix:        cfg.Pi.PathPrefix,
@@ -260,6 +320,7 @@ func Register(r sdkworker.Registry, acts *activities.Activities, profs *profiles
 	r.RegisterActivityWithOptions(acts.RunPi, activity.RegisterOptions{Name: api.RunPiActivityName})
 	r.RegisterActivityWithOptions(res.ResolveTasks, activity.RegisterOptions{Name: api.ResolveTasksActivityName})
 	r.RegisterActivityWithOptions(sessions.LookupSessions, activity.RegisterOptions{Name: api.LookupSessionsActivityName})
+	r.RegisterActivityWithOptions(sessions.CancelNested, activity.RegisterOptions{Name: workflows.CancelNestedActivityName})
 }
 
 // registerHostActivities registers what runs on a host queue: the steps

@@ -556,11 +556,43 @@ func (s *session) runChild(ctx workflow.Context, prompt string, files []api.File
 	err := workflow.ExecuteActivity(runCtx, api.RunPiActivityName, child).Get(runCtx, &res)
 	if err != nil {
 		var cancelled *temporal.CanceledError
-		if errors.As(err, &cancelled) && cancelled.HasDetails() {
-			_ = cancelled.Details(&res)
+		if errors.As(err, &cancelled) {
+			if cancelled.HasDetails() {
+				_ = cancelled.Details(&res)
+			}
+			if profiles.Nested(child.Tools) {
+				s.cancelNested(ctx)
+			}
 		}
 	}
 	return res, err
+}
+
+// CancelNestedActivityName is the activity that cancels what a session's
+// child delegated (activities.Sessions.CancelNested).
+const CancelNestedActivityName = "CancelNested"
+
+// cancelNested cancels the open delegations the session's child started
+// (their parent session is this session's ID), once its run was
+// cancelled: a cancel of the task ends the whole tree below it. Only a
+// child that could delegate (profiles.Nested) has any, so no other
+// session's history changes. Best effort: what cannot be reached is
+// logged, and the task's own cancel stands.
+func (s *session) cancelNested(ctx workflow.Context) {
+	// The session's own context may be the one cancelled (from the UI):
+	// the cancel of its tree must go out all the same.
+	cctx, _ := workflow.NewDisconnectedContext(ctx)
+	cctx = workflow.WithActivityOptions(cctx, workflow.ActivityOptions{
+		Summary: "cancel what the child delegated",
+		// A list and a signal per open delegation: seconds at most; the
+		// retries ride out a worker restart.
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
+	})
+	var asked int
+	if err := workflow.ExecuteActivity(cctx, CancelNestedActivityName, s.in.SessionID).Get(cctx, &asked); err != nil {
+		workflow.GetLogger(ctx).Warn("could not cancel what the child delegated", "session", s.in.SessionID, "error", err)
+	}
 }
 
 // stateOfError maps an activity failure to a turn's state and error.

@@ -1150,6 +1150,10 @@ function strays(dataDir2, cwd, except) {
 function startsTurn(origin, interactive2) {
   return origin === "own" || origin === "earlier" && interactive2;
 }
+function nestedParent(env = process.env) {
+  if (env.PI_SUBAGENT_CHILD !== "1" || env.PI_SUBAGENT_NESTED !== "1") return void 0;
+  return env.PI_SUBAGENT_PARENT_SESSION || void 0;
+}
 var RESULT_MESSAGE_TYPE = "subagents-result";
 function deliveredIds(entries) {
   const ids = /* @__PURE__ */ new Set();
@@ -1215,9 +1219,14 @@ var Delivery = class {
     this.cli = cli;
     this.dataDir = dataDir2;
   }
-  /** The parent session ID every delegation records. */
+  /**
+   * The parent session ID every delegation records: pi's session, or in
+   * a child that delegates the task's session (nestedParent), so that
+   * what it starts is listed and cancelled under that task, and a run of
+   * it retried after a worker restart finds its results by that ID.
+   */
   parent(ctx) {
-    return ctx.sessionManager.getSessionId();
+    return nestedParent() ?? ctx.sessionManager.getSessionId();
   }
   /**
    * The parent session ID for a delegation whose results come back here:
@@ -2353,8 +2362,9 @@ ${plans.map((p) => p.summary).join("\n")}` : "";
     }
   });
   async function startUp(ctx, passive) {
+    const child = nestedParent() !== void 0;
     try {
-      await registerPrimaryTools(ctx, passive);
+      if (!child) await registerPrimaryTools(ctx, passive);
     } catch (e) {
       if (e instanceof SubagentsError && e.notRunning) return;
       warn(ctx, `subagents: primary profile tools not registered: ${codeOf(e).message}`);
@@ -2367,7 +2377,7 @@ ${plans.map((p) => p.summary).join("\n")}` : "";
     } catch (e) {
       warn(ctx, `subagents: could not look for earlier delegations: ${codeOf(e).message}`);
     }
-    if (current !== ctx) return;
+    if (current !== ctx || child) return;
     try {
       await lookForStrays(ctx);
     } catch (e) {

@@ -35,6 +35,15 @@ export function startsTurn(origin: Origin, interactive: boolean): boolean {
 	return origin === "own" || (origin === "earlier" && interactive);
 }
 
+/**
+ * In a child that delegates (the worker set PI_SUBAGENT_NESTED), the
+ * task's session ID the worker gave it; undefined elsewhere.
+ */
+export function nestedParent(env: NodeJS.ProcessEnv = process.env): string | undefined {
+	if (env.PI_SUBAGENT_CHILD !== "1" || env.PI_SUBAGENT_NESTED !== "1") return undefined;
+	return env.PI_SUBAGENT_PARENT_SESSION || undefined;
+}
+
 /** customType of the delivery messages in the parent session. */
 export const RESULT_MESSAGE_TYPE = "subagents-result";
 
@@ -115,9 +124,14 @@ export class Delivery {
 		this.dataDir = dataDir;
 	}
 
-	/** The parent session ID every delegation records. */
+	/**
+	 * The parent session ID every delegation records: pi's session, or in
+	 * a child that delegates the task's session (nestedParent), so that
+	 * what it starts is listed and cancelled under that task, and a run of
+	 * it retried after a worker restart finds its results by that ID.
+	 */
 	parent(ctx: ExtensionContext): string {
-		return ctx.sessionManager.getSessionId();
+		return nestedParent() ?? ctx.sessionManager.getSessionId();
 	}
 
 	/**

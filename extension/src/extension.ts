@@ -12,7 +12,7 @@ import { setFlagsFromString } from "node:v8";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import type { Type as TypeBuilder } from "typebox";
 import { onServiceStarted, SubagentsCli, SubagentsError, stopServers } from "./cli.ts";
-import { Delivery } from "./delivery.ts";
+import { Delivery, nestedParent } from "./delivery.ts";
 import {
 	delegateResult,
 	type Envelope,
@@ -905,8 +905,12 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 	 * deliver yet, and it runs when this pi starts the service.
 	 */
 	async function startUp(ctx: ExtensionContext, passive: boolean) {
+		// A child that delegates has the tools its profile listed, no
+		// primary profile's, and looks for no other session's results: it
+		// shares its folder with the pi that started it.
+		const child = nestedParent() !== undefined;
 		try {
-			await registerPrimaryTools(ctx, passive);
+			if (!child) await registerPrimaryTools(ctx, passive);
 		} catch (e) {
 			if (e instanceof SubagentsError && e.notRunning) return;
 			warn(ctx, `subagents: primary profile tools not registered: ${codeOf(e).message}`);
@@ -922,7 +926,7 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 		} catch (e) {
 			warn(ctx, `subagents: could not look for earlier delegations: ${codeOf(e).message}`);
 		}
-		if (current !== ctx) return;
+		if (current !== ctx || child) return;
 		try {
 			await lookForStrays(ctx);
 		} catch (e) {
