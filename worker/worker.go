@@ -3,11 +3,13 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -67,6 +69,11 @@ type Config struct {
 	// ServiceEnv is what a child that delegates gets in its environment to
 	// reach this service (default: serviceEnv).
 	ServiceEnv []string
+	// ServiceAddress and ServiceNamespace are the Temporal frontend and
+	// namespace this worker polls, for a child that delegates (serviceEnv):
+	// "" takes the process's TEMPORAL_ADDRESS / TEMPORAL_NAMESPACE.
+	ServiceAddress   string
+	ServiceNamespace string
 	// WorkflowCache sets the process's workflow cache size (the SDK's
 	// sticky cache, shared by every worker of the process); 0 keeps it.
 	WorkflowCache int
@@ -116,11 +123,12 @@ func DelegationExtension() string {
 // ChildEnv), and this binary as the subagents command when it is one.
 func serviceEnv(cfg Config) []string {
 	env := []string{"SUBAGENTS_TASK_QUEUE=" + cfg.TaskQueue, "SUBAGENTS_DATA_DIR=" + cfg.DataDir}
-	for _, k := range []string{"TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE"} {
-		if v := os.Getenv(k); v != "" {
+	for k, v := range map[string]string{"TEMPORAL_ADDRESS": cfg.ServiceAddress, "TEMPORAL_NAMESPACE": cfg.ServiceNamespace} {
+		if v = cmp.Or(v, os.Getenv(k)); v != "" {
 			env = append(env, k+"="+v)
 		}
 	}
+	slices.Sort(env)
 	if exe, err := os.Executable(); err == nil && filepath.Base(exe) == "subagents" {
 		env = append(env, "SUBAGENTS_BIN="+exe)
 	}
