@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"flag"
+	"fmt"
+	"strings"
 
 	"github.com/durable-pi/subagents/client"
 )
@@ -17,7 +19,7 @@ func (o *listOptions) register(fs *flag.FlagSet) {
 	f := &o.filter
 	fs.StringVar(&f.Status, "status", "", "only runs in this `state`: queued, running, completed, failed, cancelled, timed_out, terminated (README's glossary; waiting_for_input: open sessions between turns)")
 	fs.StringVar(&f.Agent, "agent", "", "only sessions of this profile")
-	fs.StringVar(&f.ParentSessionID, "parent-session", "", "only what this pi session started")
+	fs.StringVar(&f.ParentSessionID, "parent-session", "", "only what this pi session (or, nested, this task) started")
 	fs.StringVar(&f.Cwd, "cwd", "", "only tasks that ran in this folder")
 	fs.StringVar(&f.Kind, "kind", "", "session or delegation (default: both)")
 	fs.BoolVar(&f.Open, "open", false, "only workflows that are still open")
@@ -31,5 +33,82 @@ func (o *listOptions) run(ctx context.Context, cmd *command, c *client.Client) e
 	if err != nil {
 		return err
 	}
-	return cmd.finishQuiet(env, cmd.printList)
+	return cmd.finishQuiet(env, cmd.printListTree)
+}
+
+// printListTree prints the listing with what a task delegated (a nested
+// delegation: its parent session is the task's ID) under that task,
+// indented; a listing where nothing nests prints as printList does.
+func (cmd *command) printListTree(env client.Envelope) {
+	runs, depths := nestedOrder(env.Runs)
+	if !nests(depths) {
+		cmd.printList(env)
+		return
+	}
+	const row = "%-10s %-47s %-10s %-6s %-12s %-16s  %s\n"
+	_, _ = fmt.Fprintf(cmd.io.Out, row, "KIND", "ID", "STATUS", "OPEN", "AGENT", "STARTED", "NAME")
+	for i, r := range runs {
+		name, open, id := r.Name, "-", r.ID
+		if name == "" {
+			name = "-"
+		}
+		if r.Open {
+			open = "open"
+		}
+		if depths[i] > 0 {
+			id = strings.Repeat("  ", depths[i]-1) + "└ " + id
+		}
+		_, _ = fmt.Fprintf(cmd.io.Out, row, r.Kind, id, r.Status, open, r.Agent, r.Started.Local().Format("2006-01-02 15:04"), oneLine(name, 60))
+	}
+}
+
+func nests(depths []int) bool {
+	for _, d := range depths {
+		if d > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// nestedOrder orders runs as a tree: each run is followed by those whose
+// parent session is its ID (what its child delegated), depth first, the
+// listing's own order kept among siblings; a run whose parent is not
+// listed is a root. It returns each run's depth in the tree too.
+func nestedOrder(runs []client.ListItem) ([]client.ListItem, []int) {
+	listed := map[string]bool{}
+	for _, r := range runs {
+		listed[r.ID] = true
+	}
+	children := map[string][]int{}
+	var roots []int
+	for i, r := range runs {
+		if r.ParentSessionID != "" && r.ParentSessionID != r.ID && listed[r.ParentSessionID] {
+			children[r.ParentSessionID] = append(children[r.ParentSessionID], i)
+		} else {
+			roots = append(roots, i)
+		}
+	}
+	out, depths := make([]client.ListItem, 0, len(runs)), make([]int, 0, len(runs))
+	placed := make([]bool, len(runs))
+	var walk func(i, depth int)
+	walk = func(i, depth int) {
+		if placed[i] {
+			return
+		}
+		placed[i] = true
+		out, depths = append(out, runs[i]), append(depths, depth)
+		for _, c := range children[runs[i].ID] {
+			walk(c, depth+1)
+		}
+	}
+	for _, i := range roots {
+		walk(i, 0)
+	}
+	// Runs whose parents name each other in a ring (never written by the
+	// service) are listed all the same, as roots.
+	for i := range runs {
+		walk(i, 0)
+	}
+	return out, depths
 }
