@@ -96,10 +96,13 @@ function onPath(name, env) {
 function ownPromptsDir() {
   return join(dirname(fileURLToPath(import.meta.url)), "..", "prompts");
 }
+function ownExtensionDir() {
+  return join(dirname(fileURLToPath(import.meta.url)), "..");
+}
 function withOwnPrompts(env) {
   const dirs = (env.SUBAGENTS_PROMPT_DIRS ?? "").split(delimiter).filter(Boolean);
   if (!dirs.includes(ownPromptsDir())) dirs.push(ownPromptsDir());
-  return { ...env, SUBAGENTS_PROMPT_DIRS: dirs.join(delimiter) };
+  return { ...env, SUBAGENTS_PROMPT_DIRS: dirs.join(delimiter), SUBAGENTS_EXTENSION_DIR: env.SUBAGENTS_EXTENSION_DIR || ownExtensionDir() };
 }
 function buildAdvice() {
   const tree = resolve(sourceTreeBinary(), "..", "..");

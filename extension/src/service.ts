@@ -127,11 +127,20 @@ export function ownPromptsDir(): string {
 	return join(dirname(fileURLToPath(import.meta.url)), "..", "prompts");
 }
 
-/** env with this extension's prompts/ added to SUBAGENTS_PROMPT_DIRS, for the service it starts. */
+/** This extension's folder: its src/nested.ts is what a child that delegates loads (the worker's SUBAGENTS_EXTENSION_DIR). */
+export function ownExtensionDir(): string {
+	return join(dirname(fileURLToPath(import.meta.url)), "..");
+}
+
+/**
+ * env with this extension's prompts/ added to SUBAGENTS_PROMPT_DIRS, for the
+ * service it starts, and this extension as the one that service's children
+ * load to delegate (SUBAGENTS_EXTENSION_DIR, unless set).
+ */
 export function withOwnPrompts(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
 	const dirs = (env.SUBAGENTS_PROMPT_DIRS ?? "").split(delimiter).filter(Boolean);
 	if (!dirs.includes(ownPromptsDir())) dirs.push(ownPromptsDir());
-	return { ...env, SUBAGENTS_PROMPT_DIRS: dirs.join(delimiter) };
+	return { ...env, SUBAGENTS_PROMPT_DIRS: dirs.join(delimiter), SUBAGENTS_EXTENSION_DIR: env.SUBAGENTS_EXTENSION_DIR || ownExtensionDir() };
 }
 
 /** What a user runs to get the binary. */
