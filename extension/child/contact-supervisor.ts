@@ -42,6 +42,9 @@ export default function contactSupervisor(pi: ContactAPI) {
 	pi.registerTool({
 		name: CONTACT_SUPERVISOR_TOOL,
 		label: "Contact supervisor",
+		// pi runs the tool_call hooks of a parallel batch before any tool:
+		// one at a time, a tool called after a question is refused.
+		executionMode: "sequential",
 		description:
 			"Ask the agent that delegated your task instead of guessing. need_decision or interview_request: your run pauses and the answer comes as your next message. progress_update: a short note; carry on.",
 		parameters: ContactType.Object({
