@@ -85,13 +85,44 @@ func ApplyChange(ctx context.Context, top, base, tip string) (applied []string, 
 	if len(conflicts) > 0 {
 		return nil, conflicts, nil
 	}
+	// What each file was before, to put back should a write fail midway
+	// (a permission, a full disk): all or nothing, for errors too.
+	var undo []fileOp
 	for _, op := range ops {
-		if err := write(top, op); err != nil {
-			return applied, nil, fmt.Errorf("%s: %w", op.path, err)
+		before, err := snapshot(top, op.path)
+		if err == nil {
+			err = write(top, op)
 		}
+		if err != nil {
+			for i := len(undo) - 1; i >= 0; i-- {
+				_ = write(top, undo[i])
+			}
+			return nil, nil, fmt.Errorf("%s: %w (the files written before it were put back)", op.path, err)
+		}
+		undo = append(undo, before)
 		applied = append(applied, op.path)
 	}
 	return applied, nil, nil
+}
+
+// snapshot is the operation that puts path back as it is now: its
+// content and mode, its link target, or its absence.
+func snapshot(top, path string) (fileOp, error) {
+	full := filepath.Join(top, path)
+	info, err := os.Lstat(full)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fileOp{path: path, remove: true}, nil
+	case err != nil:
+		return fileOp{}, err
+	case info.Mode()&os.ModeSymlink != 0:
+		target, err := os.Readlink(full)
+		return fileOp{path: path, content: []byte(target), link: true}, err
+	case info.IsDir():
+		return fileOp{}, fmt.Errorf("a folder is in the way")
+	}
+	content, err := os.ReadFile(full)
+	return fileOp{path: path, content: content, mode: info.Mode().Perm()}, err
 }
 
 // rawDiff lists the files that differ between base and tip, with their

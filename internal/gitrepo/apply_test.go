@@ -210,3 +210,25 @@ func TestApplyChangeBeyondALink(t *testing.T) {
 		t.Fatalf("the file outside the checkout was written: %q", got)
 	}
 }
+
+// TestApplyChangePutsBackOnAFailedWrite: a write that fails after others
+// succeeded (here a file stands where the change needs a folder) leaves the
+// checkout as it was: nothing half-applied.
+func TestApplyChangePutsBackOnAFailedWrite(t *testing.T) {
+	top := newRepo(t, map[string]string{"a.txt": "old\n"})
+	base, tip := change(t, top, func(wt string) {
+		writeFiles(t, wt, map[string]string{"a.txt": "new\n", "b/new.txt": "added\n"})
+	})
+	// The user made a file named b meanwhile (untracked).
+	writeFiles(t, top, map[string]string{"b": "in the way\n"})
+	applied, conflicts, err := ApplyChange(context.Background(), top, base, tip)
+	if err == nil {
+		t.Fatalf("applied %q (conflicts %+v) with a file where a folder must be", applied, conflicts)
+	}
+	if got := read(t, filepath.Join(top, "a.txt")); got != "old\n" {
+		t.Fatalf("a.txt is %q after a failed apply: half-applied", got)
+	}
+	if got := read(t, filepath.Join(top, "b")); got != "in the way\n" {
+		t.Fatalf("b is %q", got)
+	}
+}
