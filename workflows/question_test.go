@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -236,5 +237,30 @@ func TestSessionQuestionIsNoRetry(t *testing.T) {
 				t.Fatalf("error %+v, want %q", res.LastTurn.Error, tt.code)
 			}
 		})
+	}
+}
+
+// TestSessionChildThatKeepsAsking: past the turn's questions, a run that
+// asks again counts as a finalize retry, so a child that asks after every
+// QUESTION_TIMEOUT stops instead of running without end.
+func TestSessionChildThatKeepsAsking(t *testing.T) {
+	var results []api.RunPiResult
+	for i := range 30 {
+		results = append(results, asking(decision(fmt.Sprintf("q%d", i), "which?")))
+	}
+	child := &fakeChild{results: results}
+	env := newTestEnv(t, child.run)
+	in := oneTurn("Work.")
+	in.QuestionTimeoutSeconds = 60
+	env.ExecuteWorkflow(api.SessionWorkflowName, in)
+	var res api.SessionResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	// The turn's 10 questions, then the default 2 retries and the run that
+	// found them spent.
+	want := api.MaxQuestionsPerTurn + api.DefaultMaxFinalizeRetries + 1
+	if res.State != api.StateFailed || res.LastTurn.Error.Code != errcode.QuestionTimeout || len(child.prompts) != want {
+		t.Fatalf("state %s error %+v after %d runs, want failed with QUESTION_TIMEOUT after %d", res.State, res.LastTurn.Error, len(child.prompts), want)
 	}
 }

@@ -443,7 +443,19 @@ func (s *session) runTurn(ctx workflow.Context, req api.SendRequest) {
 				break
 			}
 			prompt, files = next, nil
-			asked++
+			if asked < api.MaxQuestionsPerTurn {
+				asked++
+				continue
+			}
+			// Past the turn's questions (each now answered with
+			// QUESTION_TIMEOUT at once), a run that asks again counts as a
+			// finalize retry: a child that keeps asking stops.
+			if s.childRun-asked > s.maxRetries {
+				turn.State = api.StateFailed
+				turn.Error = errcode.NewInfo(errcode.QuestionTimeout,
+					fmt.Sprintf("The sub-agent kept asking past the %d questions a turn may ask, without finalizing after %d attempts.", api.MaxQuestionsPerTurn, s.childRun))
+				break
+			}
 			continue
 		}
 		if s.in.Child.NoFinalize || res.Finalize != nil {
