@@ -188,6 +188,10 @@ func (a *Activities) enterWorktree(ctx context.Context, in api.RunPiInput, sessi
 			return nil, err
 		}
 		j.Base = cmp.Or(j.Base, tip)
+	} else if in.Worktree.Base != "" {
+		// An earlier run of the session started from it and changed
+		// nothing: go on from the same commit, whatever the checkout is.
+		j.Base = in.Worktree.Base
 	} else {
 		dirty, err := gitrepo.Dirty(ctx, top)
 		if err != nil {

@@ -370,3 +370,25 @@ func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+// TestRunPiWorktreeGoesOnFromItsBase: a later run of a session whose
+// change so far was empty (its branch gone) starts from the base its first
+// run had (WorktreeSpec.Base, which the session keeps), not from the
+// checkout, which the user has changed meanwhile: no WORKTREE_DIRTY.
+func TestRunPiWorktreeGoesOnFromItsBase(t *testing.T) {
+	h := newHarness(t, nil)
+	h.initRepo(map[string]string{"a.txt": "a\n"})
+	base := gitT(t, h.cwd, "rev-parse", "HEAD")
+	h.model.Script("later", bashStep("cat a.txt > seen.txt"), finalizeStepT("went on"))
+	// The user works on in the checkout while the session waits.
+	h.write(map[string]string{"a.txt": "the user's edit\n"})
+	in := h.worktreeInput("[[script:later]] Go on.")
+	in.Worktree.Base = base
+	res := h.mustRun(in)
+	if res.Error != nil || res.Output != "went on" || res.Change == nil || res.Change.Base != base {
+		t.Fatalf("result %+v change %+v", res.Error, res.Change)
+	}
+	if got := gitT(t, h.cwd, "show", res.Change.Branch+":seen.txt"); got != "a" {
+		t.Fatalf("the child saw a.txt as %q, not as its base has it", got)
+	}
+}

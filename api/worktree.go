@@ -5,6 +5,11 @@ type WorktreeSpec struct {
 	// BaseRef is the commit the worktree starts from: HEAD (default) or a
 	// named ref; it is resolved to a commit when the worktree is made.
 	BaseRef string `json:"baseRef,omitempty"`
+	// Base is the commit the session's first run started from, once it
+	// ran: a later run of the session whose branch holds nothing yet (its
+	// change was empty) starts from it again, without looking at the
+	// checkout (which the user may have changed meanwhile).
+	Base string `json:"base,omitempty"`
 }
 
 // Change is what a child in a worktree changed: a branch holding its

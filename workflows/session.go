@@ -420,6 +420,7 @@ func (s *session) runTurn(ctx workflow.Context, req api.SendRequest) {
 		}
 		turn.Result = res
 		turn.Usage = turn.Usage.Add(res.Usage)
+		s.keepWorktreeBase(res.Change)
 		if err != nil {
 			turn.State, turn.Error = stateOfError(err)
 			break
@@ -519,6 +520,18 @@ func (s *session) notify(ctx workflow.Context, req api.SendRequest, turn api.Tur
 	sigCtx, _ := workflow.NewDisconnectedContext(ctx)
 	if err := workflow.SignalExternalWorkflow(sigCtx, req.NotifyWorkflowID, "", api.TaskDoneSignal, done).Get(sigCtx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("could not tell the delegation that the task ended", "delegation", req.NotifyWorkflowID, "error", err)
+	}
+}
+
+// keepWorktreeBase remembers the commit a worktree session's first run
+// started from (api.WorktreeSpec.Base): its later runs start there too,
+// also when the change so far was empty and its branch is gone. Only the
+// activity's input changes: no command, so a replay is the same.
+func (s *session) keepWorktreeBase(c *api.Change) {
+	if w := s.in.Child.Worktree; w != nil && w.Base == "" && c != nil && c.Base != "" {
+		kept := *w
+		kept.Base = c.Base
+		s.in.Child.Worktree = &kept
 	}
 }
 

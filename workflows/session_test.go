@@ -504,3 +504,20 @@ func TestSessionRecordsHowTurnsEnd(t *testing.T) {
 		})
 	}
 }
+
+// TestSessionKeepsItsWorktreeBase: after a worktree run, the session's next
+// runs carry the base that run started from (api.WorktreeSpec.Base).
+func TestSessionKeepsItsWorktreeBase(t *testing.T) {
+	noFinalize := api.RunPiResult{Output: "thinking", Usage: usage(1), Change: &api.Change{Base: "abc123", Empty: true}}
+	child := &fakeChild{results: []api.RunPiResult{noFinalize, finalized("done")}}
+	env := newTestEnv(t, child.run)
+	in := oneTurn("Write.")
+	in.Child.Worktree = &api.WorktreeSpec{}
+	env.ExecuteWorkflow(api.SessionWorkflowName, in)
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if len(child.inputs) != 2 || child.inputs[0].Worktree.Base != "" || child.inputs[1].Worktree.Base != "abc123" {
+		t.Fatalf("worktree of each run: %+v", child.inputs)
+	}
+}
