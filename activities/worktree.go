@@ -73,6 +73,11 @@ type worktreeJournal struct {
 	SessionFile string `json:"sessionFile"`
 	// Patch is where the change's patch goes.
 	Patch string `json:"patch"`
+	// Partial is true from just before the worktree is made until it is
+	// whole: a worker that died while git checked it out leaves a tree
+	// with files missing, which must be made again, never captured (its
+	// missing files would read as deletions).
+	Partial bool `json:"partial,omitempty"`
 }
 
 // cwd is where the child runs: the task's cwd within the worktree.
@@ -146,10 +151,10 @@ func (a *Activities) enterWorktree(ctx context.Context, in api.RunPiInput, sessi
 		if err != nil {
 			return nil, err
 		}
-		if has {
+		if has && !j.Partial {
 			return j, os.MkdirAll(j.cwd(), 0o755)
 		}
-		return j, makeWorktree(ctx, j)
+		return j, makeJournaled(ctx, jpath, j)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		// A journal that cannot be read names nothing to go on from: it
 		// is replaced by the one written below.
@@ -208,10 +213,25 @@ func (a *Activities) enterWorktree(ctx context.Context, in api.RunPiInput, sessi
 			return nil, errcode.Errorf(errcode.InvalidInput, "baseRef: %v (a branch, a tag, HEAD or a commit of %s)", err, top)
 		}
 	}
+	return j, makeJournaled(ctx, jpath, j)
+}
+
+// makeJournaled makes j's worktree between two journal writes: partial
+// before (the journal exists before anything of the worktree does), whole
+// after.
+func makeJournaled(ctx context.Context, jpath string, j *worktreeJournal) error {
+	j.Partial = true
 	if err := writeJournal(jpath, j); err != nil {
-		return nil, fmt.Errorf("worktree journal: %w", err)
+		return fmt.Errorf("worktree journal: %w", err)
 	}
-	return j, makeWorktree(ctx, j)
+	if err := makeWorktree(ctx, j); err != nil {
+		return err
+	}
+	j.Partial = false
+	if err := writeJournal(jpath, j); err != nil {
+		return fmt.Errorf("worktree journal: %w", err)
+	}
+	return nil
 }
 
 // dirtyError is WORKTREE_DIRTY naming some of the checkout's dirt and what

@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/durable-pi/subagents/api"
+	"github.com/durable-pi/subagents/internal/gitrepo"
 )
 
 // SettleWorktrees settles the worktree journals that runs left in the data
@@ -71,6 +74,16 @@ func settleJournal(ctx context.Context, dataDir string, j *worktreeJournal) (don
 		return false, nil
 	}
 	killLeftovers(lock.last())
+	if j.Partial {
+		// Its making never ended: nothing of the child's is in it.
+		if err := gitrepo.RemoveWorktree(ctx, j.Repo, j.Path); err != nil {
+			return false, err
+		}
+		if err := closeWorktree(ctx, dataDir, j, emptyChange(ctx, j)); err != nil {
+			return false, err
+		}
+		return true, nil
+	}
 	change, err := captureWorktree(ctx, j, fmt.Sprintf("subagents: session %s, settled after its run ended", j.Session))
 	if err != nil {
 		return false, err
@@ -79,6 +92,17 @@ func settleJournal(ctx context.Context, dataDir string, j *worktreeJournal) (don
 		return false, err
 	}
 	return true, nil
+}
+
+// emptyChange is the change of a worktree whose making never ended: empty
+// (its branch is deleted) unless the branch already held a capture of an
+// earlier run, which is kept.
+func emptyChange(ctx context.Context, j *worktreeJournal) api.Change {
+	tip, err := gitrepo.BranchTip(ctx, j.Repo, j.Branch)
+	if err == nil && tip != "" && tip != j.Base {
+		return api.Change{Repo: j.Repo, Base: j.Base, Branch: j.Branch}
+	}
+	return api.Change{Repo: j.Repo, Base: j.Base, Empty: true}
 }
 
 // tryLockSession takes the session's lock if no attempt holds it; ok is

@@ -392,3 +392,28 @@ func TestRunPiWorktreeGoesOnFromItsBase(t *testing.T) {
 		t.Fatalf("the child saw a.txt as %q, not as its base has it", got)
 	}
 }
+
+// TestRunPiWorktreePartialIsMadeAgain: a journal that says its worktree
+// was still being made (a worker that died while git checked it out) is
+// not gone on from: the worktree is made again from its base, and the
+// files git had not yet written are not taken for deletions.
+func TestRunPiWorktreePartialIsMadeAgain(t *testing.T) {
+	h := newHarness(t, nil)
+	h.initRepo(map[string]string{"a.txt": "a\n", "b.txt": "b\n"})
+	in := h.worktreeInput("[[script:partial]] Go on.")
+	sessionFile := SessionFile(h.acts.cfg.DataDir, h.cwd, in.Agent, in.SessionID)
+	j, err := h.acts.enterWorktree(context.Background(), in, sessionFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As a checkout cut short: a file missing, and the journal still partial.
+	must(t, os.Remove(filepath.Join(j.cwd(), "b.txt")))
+	j.Partial = true
+	must(t, writeJournal(journalFile(h.acts.cfg.DataDir, in.SessionID), j))
+	h.model.Script("partial", bashStep("echo c > c.txt"), finalizeStepT("done"))
+	res := h.mustRun(in)
+	if c := res.Change; c == nil || !slices.Equal(c.Files, []string{"c.txt"}) {
+		t.Fatalf("change %+v: b.txt must not read as deleted", res.Change)
+	}
+	h.noWorktreeLeft(in.SessionID)
+}
