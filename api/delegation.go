@@ -14,7 +14,7 @@ const (
 	DefaultMaxConcurrency = 4  // the delegate contract's MAX_CONCURRENCY
 	MaxConcurrency        = 16 // as many as a delegation may hold
 	MaxTasks              = 16 // the delegate contract's MAX_PARALLEL_TASKS
-	DefaultMaxDepth       = 1  // the SingleResult contract's subagents.maxDepth: children do not delegate
+	DefaultMaxDepth       = 2  // the depth limit's default (profiles.DefaultMaxDepth): a child of a top-level pi may delegate, its children may not
 	// DefaultAckTTL is how long a finished delegation started with Deliver
 	// waits for its parent to acknowledge the results: as long as `subagents
 	// dev` keeps closed workflows, so that a parent pi resumed within a month

@@ -231,6 +231,9 @@ func (o *workerOptions) run(ctx context.Context, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	// A child that may delegate reaches this worker's Temporal, whatever
+	// flag or file named it (worker.Config.ServiceAddress).
+	cfg.ServiceAddress, cfg.ServiceNamespace = copts.HostPort, copts.Namespace
 	// Before polling: a namespace or search attribute that is missing is
 	// named with the command that fixes it, not found by the first start.
 	if o.setup {

@@ -238,7 +238,7 @@ func TestValidateDelegation(t *testing.T) {
 		{"valid", func(*api.DelegationInput) {}, "", ""},
 		{"no tasks", func(in *api.DelegationInput) { in.Tasks, in.SessionIDs = nil, nil }, errcode.InvalidInput, "1 to 16 tasks"},
 		{"17 tasks", func(in *api.DelegationInput) { *in = many }, errcode.InvalidInput, "got 17"},
-		{"depth", func(in *api.DelegationInput) { in.Depth = 1 }, errcode.DepthExceeded, "cannot delegate further"},
+		{"depth", func(in *api.DelegationInput) { in.Depth = 2 }, errcode.DepthExceeded, "cannot delegate further"},
 		{"relative cwd", func(in *api.DelegationInput) { in.Tasks[0].Cwd = "repo" }, errcode.InvalidInput, "cwd must be an absolute path"},
 		{"dotdot cwd", func(in *api.DelegationInput) { in.Tasks[0].Cwd = "/a/../b" }, errcode.InvalidInput, "cwd must not contain '..' path segments"},
 		{"empty prompt", func(in *api.DelegationInput) { in.Tasks[0].Prompt = " " }, errcode.InvalidInput, "prompt must not be empty"},

@@ -112,6 +112,8 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
 	}
 	defer c.Close()
 
+	// A child that may delegate reaches this service's frontend.
+	cfg.ServiceAddress, cfg.ServiceNamespace = srv.FrontendAddress(), srv.Namespace()
 	store := opts.DBFile
 	if opts.Ephemeral {
 		store = "in memory (--ephemeral)"
