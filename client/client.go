@@ -588,7 +588,11 @@ func (c *Client) status(ctx context.Context, op, id string) (Envelope, error) {
 		if t := st.Tasks[0]; open && !t.State.Terminal() {
 			live[t.SessionID] = liveFrom(desc)
 		}
-		return c.delegationEnvelope(op, st, live), nil
+		env := c.delegationEnvelope(op, st, live)
+		if !env.Done {
+			c.WithQuestions(ctx, &env)
+		}
+		return env, nil
 	}
 	if k == kindDelegation {
 		var st api.DelegationStatus

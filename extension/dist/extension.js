@@ -878,13 +878,22 @@ function taskTree(it, prompt) {
     rows.push(`change on branch ${it.change.branch} (${(it.change.files ?? []).length} file(s)): task op "apply" with this task_id applies it`);
   }
   let last;
-  if (!it.done) last = it.last_text ? oneLine(it.last_text, 100) : "Working...";
+  if (!it.done && it.question) last = questionLine(it);
+  else if (!it.done) last = it.last_text ? oneLine(it.last_text, 100) : "Working...";
   else if (succeeded(it)) last = it.output || "(no text output from sub-agent)";
   else if (cancelled(it)) last = `Task cancelled: ${it.error?.message ?? "stopped before it finished"}`;
   else last = `Task failed: ${it.error?.message ?? it.status}`;
   for (const r of rows) lines.push(`  \u251C\u2500\u2500 ${r}`);
   lines.push(`  \u2570\u2500\u2500 ${last}`);
   return lines.join("\n");
+}
+function questionLine(it) {
+  const q = it.question;
+  return `Asks you (${q.reason}): ${q.message}
+      Answer with the task tool: op "reply", id "${it.task_id}", message: your answer. Its run waits until then${q.deadline ? ` (until ${q.deadline})` : ""}.`;
+}
+function asking(env) {
+  return items(env).filter((it) => !it.done && it.question && (it.question.state === "pending" || !it.question.state));
 }
 function capitalize(s) {
   return s ? s[0].toUpperCase() + s.slice(1) : s;
@@ -1794,7 +1803,7 @@ function schemas(Type) {
     cwd: Type.Optional(Type.String({ description: "Absolute folder to run in (default: this session's)" }))
   });
   const TaskParams = Type.Object({
-    op: Type.Optional(StringEnum(Type, ["start", "status", "wait", "send", "cancel", "result", "resume", "apply"], { description: "Operation (default start)" })),
+    op: Type.Optional(StringEnum(Type, ["start", "status", "wait", "send", "cancel", "result", "resume", "apply", "reply"], { description: "Operation (default start)" })),
     subagent_type: Type.Optional(Type.String({ description: "start: profile to run the task with" })),
     description: Type.Optional(Type.String({ description: "start: short label of the task" })),
     prompt: Type.Optional(Type.String({ description: "start: the task; send: the follow-up message" })),
@@ -1808,6 +1817,7 @@ function schemas(Type) {
     context: Type.Optional(StringEnum(Type, ["fresh", "fork"], { description: "start: fork starts the child from a copy of this conversation" })),
     worktree: Type.Optional(Type.Boolean({ description: "start: run in a git worktree; op apply (id, discard?) applies its change" })),
     discard: Type.Optional(Type.Boolean({ description: "apply: drop the change instead" })),
+    message: Type.Optional(Type.String({ description: "reply: the answer to the question a task's child asked (id: its task_id)" })),
     plan: Type.Optional(Type.Unknown({ description: PLAN_HELP })),
     args: Type.Optional(Type.Record(Type.String(), Type.String(), { description: "start: the saved plan's arguments" }))
   });
@@ -1829,6 +1839,7 @@ function schemas(Type) {
   const SessionParams = Type.Object({ sessionId: Type.String({ description: "The session ID returned by delegate_to_subagents" }) });
   return { SubagentParams, TaskParams, DelegateParams, SessionParams };
 }
+var QUESTION_MESSAGE_TYPE = "subagents-question";
 var PLAN_HELP = `start: run a plan instead of one task: a saved plan's name, or {steps:[...]} whose steps are durable subagents. A step is a task {key, agent, task, cwd?, continue?: KEY (next turn of that step's session), context?: "fork", verdicts?: [words], gate?: {command}, budget?: {toolCalls?, tokens?, cost?}} or a group: {steps:[...]} in sequence, {parallel:[...]} at once (a failure skips the rest of its group only), {loop: {max, until: {step, verdict}}, steps:[...]}. In a task, {steps.KEY.output} (or .verdict) is an earlier step's result, {args.NAME} an argument, {round} the loop's round. resume: id of a failed plan, plan to change steps.`;
 var CANCEL_WAIT_MS = 1e4;
 var BUILTIN_TOOLS = ["read", "bash", "edit", "write", "grep", "find", "ls"];
@@ -1909,6 +1920,8 @@ function activate(pi, host) {
     if (opts.signal?.aborted) onAbort();
     else opts.signal?.addEventListener("abort", onAbort, { once: true });
     const update = throttled(opts.onUpdate);
+    const atQuestion = new AbortController();
+    let asked;
     try {
       const env = await cli().follow(
         id,
@@ -1917,9 +1930,20 @@ function activate(pi, host) {
             const p = opts.progress(env2);
             update(p.text, p.details);
           }
+          if (!asked && asking(env2).length > 0) {
+            asked = env2;
+            atQuestion.abort();
+          }
         },
-        opts.signal
-      );
+        opts.signal ? AbortSignal.any([opts.signal, atQuestion.signal]) : atQuestion.signal
+      ).catch((e) => {
+        if (asked && !cancelling) return asked;
+        throw e;
+      });
+      if (asked && !cancelling) {
+        if (started.delegation_id) delivery.watch(started.delegation_id);
+        return { ...asked, wait_status: "question" };
+      }
       if (cancelling) return await cancelling ?? env;
       if (!env.done && started.delegation_id) delivery.watch(started.delegation_id);
       return env;
@@ -2050,6 +2074,11 @@ function activate(pi, host) {
         if (!ids.length) throw new SubagentsError("INVALID_INPUT", "cancel needs id or ids");
         env = await cli().call("cancel", [], ids);
         break;
+      case "reply": {
+        if (!params.id || !params.message?.trim()) throw new SubagentsError("INVALID_INPUT", "reply needs the asking task's id and your answer in message");
+        env = await cli().call("reply", ["--by", delivery.delivering(ctx)], [params.id, params.message]);
+        break;
+      }
       case "apply": {
         if (!ids.length) throw new SubagentsError("INVALID_INPUT", "apply needs the id of a task (or plan) that ran in a worktree");
         env = await cli().call("apply", params.discard ? ["--discard"] : [], ids);
@@ -2070,7 +2099,7 @@ function activate(pi, host) {
     const isFailure = (op === "start" || op === "send" || op === "wait") && failedResult(env) || op === "apply" && (env.status === "conflict" || env.status === "failed");
     const done = (r) => isFailure ? failed(callId, r) : r;
     const details = taskDetails(op === "result" ? "status" : op, env, invocation);
-    let body = op === "apply" ? env.text ?? env.status ?? "" : planHeader(env) + items(env).map((it) => taskTree(it, op === "start" ? params.prompt : void 0)).join("\n\n");
+    let body = op === "apply" ? env.text ?? env.status ?? "" : op === "reply" ? `Answered: the child of ${params.id} goes on with your answer; its result comes into this session when it ends.` : planHeader(env) + items(env).map((it) => taskTree(it, op === "start" ? params.prompt : void 0)).join("\n\n");
     if (op === "start" && params.async) {
       body = env.plan ? `${planHeader(env)}Started the plan in the background: its result is delivered into this session when it ends; task op:"status", op:"wait" or op:"cancel" with id ${env.delegation_id} looks at it now.` : `Started ${items(env).length} task(s) in the background: ${items(env).map((it) => it.task_id).join(", ")}. Their results are delivered into this session when they finish; task op:"status" or op:"wait" with a task_id looks at them now.`;
     }
@@ -2427,7 +2456,32 @@ ${plans.map((p) => p.summary).join("\n")}` : "";
     startedUp = startUp(ctx, true).catch(() => {
     });
   });
+  let questionLookOf;
+  async function tellWaitingQuestions(ctx) {
+    const me = delivery.parent(ctx);
+    if (questionLookOf === me) return;
+    questionLookOf = me;
+    let env;
+    try {
+      env = await cli(true).call("questions", ["--cwd", ctx.cwd]);
+    } catch {
+      return;
+    }
+    const told = /* @__PURE__ */ new Set();
+    for (const e of ctx.sessionManager.getBranch()) {
+      if (e.type === "custom_message" && e.customType === QUESTION_MESSAGE_TYPE && e.details?.questionId) told.add(e.details.questionId);
+    }
+    for (const it of asking(env)) {
+      const key = `${it.task_id}/${it.question.id}`;
+      if (told.has(key)) continue;
+      const content = `A subagent task of this folder waits for your answer.
+${taskTree(it)}`;
+      pi.sendMessage({ customType: QUESTION_MESSAGE_TYPE, content, display: true, details: { questionId: key } }, { deliverAs: "nextTurn" });
+    }
+  }
   pi.on("before_agent_start", async (_event, ctx) => {
+    await tellWaitingQuestions(ctx).catch(() => {
+    });
     if (interactive(ctx) || !delivery.mayHavePending(ctx)) return;
     await startUpDone();
     await delivery.resume(ctx).catch(() => {

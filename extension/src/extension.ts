@@ -39,6 +39,7 @@ import {
 	taskErrorCode,
 	taskTree,
 	planHeader,
+	asking,
 } from "./format.ts";
 import { strays } from "./liveness.ts";
 import { rememberedProfiles, rememberProfiles, unchanged, type Watch } from "./profile-cache.ts";
@@ -117,7 +118,7 @@ function schemas(Type: TypeBuilder) {
 	});
 
 	const TaskParams = Type.Object({
-		op: Type.Optional(StringEnum(Type, ["start", "status", "wait", "send", "cancel", "result", "resume", "apply"] as const, { description: "Operation (default start)" })),
+		op: Type.Optional(StringEnum(Type, ["start", "status", "wait", "send", "cancel", "result", "resume", "apply", "reply"] as const, { description: "Operation (default start)" })),
 		subagent_type: Type.Optional(Type.String({ description: "start: profile to run the task with" })),
 		description: Type.Optional(Type.String({ description: "start: short label of the task" })),
 		prompt: Type.Optional(Type.String({ description: "start: the task; send: the follow-up message" })),
@@ -131,6 +132,7 @@ function schemas(Type: TypeBuilder) {
 		context: Type.Optional(StringEnum(Type, ["fresh", "fork"] as const, { description: "start: fork starts the child from a copy of this conversation" })),
 		worktree: Type.Optional(Type.Boolean({ description: "start: run in a git worktree; op apply (id, discard?) applies its change" })),
 		discard: Type.Optional(Type.Boolean({ description: "apply: drop the change instead" })),
+		message: Type.Optional(Type.String({ description: "reply: the answer to the question a task's child asked (id: its task_id)" })),
 		plan: Type.Optional(Type.Unknown({ description: PLAN_HELP })),
 		args: Type.Optional(Type.Record(Type.String(), Type.String(), { description: "start: the saved plan's arguments" })),
 	});
@@ -154,6 +156,9 @@ function schemas(Type: TypeBuilder) {
 	const SessionParams = Type.Object({ sessionId: Type.String({ description: "The session ID returned by delegate_to_subagents" }) });
 	return { SubagentParams, TaskParams, DelegateParams, SessionParams };
 }
+
+/** customType of the message that tells a parent's model a child's question waits. */
+const QUESTION_MESSAGE_TYPE = "subagents-question";
 
 // The plan surface's whole help: every request of the parent carries it,
 // so it says the form in the fewest words a model needs to write one
@@ -308,17 +313,36 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 		if (opts.signal?.aborted) onAbort();
 		else opts.signal?.addEventListener("abort", onAbort, { once: true });
 		const update = throttled(opts.onUpdate);
+		// A child that asks its parent (docs/questions.md) waits for the
+		// answer: the call ends with the question, so that this session's
+		// model can answer it (task op "reply"); the work goes on, and its
+		// result is delivered into this session when it ends.
+		const atQuestion = new AbortController();
+		let asked: Envelope | undefined;
 		try {
-			const env = await cli().follow(
-				id,
-				(env) => {
-					if (opts.progress) {
-						const p = opts.progress(env);
-						update(p.text, p.details);
-					}
-				},
-				opts.signal,
-			);
+			const env = await cli()
+				.follow(
+					id,
+					(env) => {
+						if (opts.progress) {
+							const p = opts.progress(env);
+							update(p.text, p.details);
+						}
+						if (!asked && asking(env).length > 0) {
+							asked = env;
+							atQuestion.abort();
+						}
+					},
+					opts.signal ? AbortSignal.any([opts.signal, atQuestion.signal]) : atQuestion.signal,
+				)
+				.catch((e) => {
+					if (asked && !cancelling) return asked;
+					throw e;
+				});
+			if (asked && !cancelling) {
+				if (started.delegation_id) delivery.watch(started.delegation_id);
+				return { ...asked, wait_status: "question" };
+			}
 			if (cancelling) return (await cancelling) ?? env;
 			// The wait ended before the work without our asking (the service
 			// went away): the result comes back into this session when it can.
@@ -437,6 +461,7 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 			context?: "fresh" | "fork";
 			worktree?: boolean;
 			discard?: boolean;
+			message?: string;
 		},
 		invocation: string,
 		callId: string,
@@ -516,6 +541,11 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 				if (!ids.length) throw new SubagentsError("INVALID_INPUT", "cancel needs id or ids");
 				env = await cli().call("cancel", [], ids);
 				break;
+			case "reply": {
+				if (!params.id || !params.message?.trim()) throw new SubagentsError("INVALID_INPUT", "reply needs the asking task's id and your answer in message");
+				env = await cli().call("reply", ["--by", delivery.delivering(ctx)], [params.id, params.message]);
+				break;
+			}
 			case "apply": {
 				if (!ids.length) throw new SubagentsError("INVALID_INPUT", "apply needs the id of a task (or plan) that ran in a worktree");
 				env = await cli().call("apply", params.discard ? ["--discard"] : [], ids);
@@ -539,7 +569,12 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 		const isFailure = ((op === "start" || op === "send" || op === "wait") && failedResult(env)) || (op === "apply" && (env.status === "conflict" || env.status === "failed"));
 		const done = <R>(r: R) => (isFailure ? failed(callId, r) : r);
 		const details = taskDetails(op === "result" ? "status" : op, env, invocation);
-		let body = op === "apply" ? (env.text ?? env.status ?? "") : planHeader(env) + items(env).map((it) => taskTree(it, op === "start" ? params.prompt : undefined)).join("\n\n");
+		let body =
+			op === "apply"
+				? (env.text ?? env.status ?? "")
+				: op === "reply"
+					? `Answered: the child of ${params.id} goes on with your answer; its result comes into this session when it ends.`
+					: planHeader(env) + items(env).map((it) => taskTree(it, op === "start" ? params.prompt : undefined)).join("\n\n");
 		if (op === "start" && params.async) {
 			body = env.plan
 				? `${planHeader(env)}Started the plan in the background: its result is delivered into this session when it ends; task op:"status", op:"wait" or op:"cancel" with id ${env.delegation_id} looks at it now.`
@@ -1000,7 +1035,41 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 		startedUp = startUp(ctx, true).catch(() => {});
 	});
 
+	/** The session whose first prompt looked for questions that wait. */
+	let questionLookOf: string | undefined;
+
+	/**
+	 * Before a session's first prompt, tells its model of the questions that
+	 * children of this folder's tasks wait to have answered (docs/questions.md):
+	 * once per question in the session (its branch keeps the message), and
+	 * only when the service runs (nothing waits otherwise).
+	 */
+	async function tellWaitingQuestions(ctx: ExtensionContext) {
+		const me = delivery.parent(ctx);
+		if (questionLookOf === me) return;
+		questionLookOf = me;
+		let env: Envelope;
+		try {
+			env = await cli(true).call("questions", ["--cwd", ctx.cwd]);
+		} catch {
+			return;
+		}
+		const told = new Set<string>();
+		for (const e of ctx.sessionManager.getBranch() as Array<{ type: string; customType?: string; details?: { questionId?: string } }>) {
+			if (e.type === "custom_message" && e.customType === QUESTION_MESSAGE_TYPE && e.details?.questionId) told.add(e.details.questionId);
+		}
+		for (const it of asking(env)) {
+			const key = `${it.task_id}/${it.question!.id}`;
+			if (told.has(key)) continue;
+			const content = `A subagent task of this folder waits for your answer.\n${taskTree(it)}`;
+			pi.sendMessage({ customType: QUESTION_MESSAGE_TYPE, content, display: true, details: { questionId: key } }, { deliverAs: "nextTurn" });
+		}
+	}
+
 	pi.on("before_agent_start", async (_event, ctx) => {
+		await tellWaitingQuestions(ctx).catch(() => {
+			/* no service, or not now: the question still waits */
+		});
 		// A print or JSON run of a session that waits for results of an
 		// earlier run (one killed, or stopped with Ctrl-C, before they came)
 		// takes them before its prompt goes to the model: the model answers

@@ -27,6 +27,8 @@ export interface ErrorInfo {
 
 /** One task of an envelope: a session's latest turn. */
 export interface Item {
+	/** The question the task's child waits to have answered (client.Item.Question). */
+	question?: { id: string; reason: string; message: string; state: string; deadline?: string };
 	/** What a task in a git worktree changed (client.Item.Change). */
 	change?: { branch: string; patchFile: string; files?: string[]; empty?: boolean };
 	task_id: string;
@@ -619,13 +621,28 @@ export function taskTree(it: Item, prompt?: string): string {
 		rows.push(`change on branch ${it.change.branch} (${(it.change.files ?? []).length} file(s)): task op "apply" with this task_id applies it`);
 	}
 	let last: string;
-	if (!it.done) last = it.last_text ? oneLine(it.last_text, 100) : "Working...";
+	if (!it.done && it.question) last = questionLine(it);
+	else if (!it.done) last = it.last_text ? oneLine(it.last_text, 100) : "Working...";
 	else if (succeeded(it)) last = it.output || "(no text output from sub-agent)";
 	else if (cancelled(it)) last = `Task cancelled: ${it.error?.message ?? "stopped before it finished"}`;
 	else last = `Task failed: ${it.error?.message ?? it.status}`;
 	for (const r of rows) lines.push(`  ├── ${r}`);
 	lines.push(`  ╰── ${last}`);
 	return lines.join("\n");
+}
+
+/**
+ * A task whose child waits for an answer (docs/questions.md): the question,
+ * and how the parent answers it.
+ */
+export function questionLine(it: Item): string {
+	const q = it.question!;
+	return `Asks you (${q.reason}): ${q.message}\n      Answer with the task tool: op "reply", id "${it.task_id}", message: your answer. Its run waits until then${q.deadline ? ` (until ${q.deadline})` : ""}.`;
+}
+
+/** The items of env whose child waits for an answer. */
+export function asking(env: Envelope): Item[] {
+	return items(env).filter((it) => !it.done && it.question && (it.question.state === "pending" || !it.question.state));
 }
 
 function capitalize(s: string): string {

@@ -408,8 +408,9 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 }
 
 // matchPattern is a placeholder in tool call arguments: {{match:REGEX}}
-// becomes the first group of REGEX in the latest tool result it matches,
-// so a script can pass on an ID a tool returned earlier (a session ID).
+// becomes the first group of REGEX in the latest tool result it matches
+// (else the latest user message), so a script can pass on an ID a tool
+// returned earlier (a session ID).
 var matchPattern = regexp.MustCompile(`\{\{match:(.+?)\}\}`)
 
 func fillMatches(step Step, msgs []ChatMessage) Step {
@@ -420,12 +421,16 @@ func fillMatches(step Step, msgs []ChatMessage) Step {
 			if err != nil {
 				return "bad-pattern"
 			}
-			for j := len(msgs) - 1; j >= 0; j-- {
-				if msgs[j].Role != "tool" {
-					continue
-				}
-				if m := re.FindStringSubmatch(msgs[j].Text()); len(m) > 1 {
-					return m[1]
+			// Tool results first; then what came as a user message (an
+			// extension's message to the model, e.g. a child's question).
+			for _, role := range []string{"tool", "user"} {
+				for j := len(msgs) - 1; j >= 0; j-- {
+					if msgs[j].Role != role {
+						continue
+					}
+					if m := re.FindStringSubmatch(msgs[j].Text()); len(m) > 1 {
+						return m[1]
+					}
 				}
 			}
 			return "no-match"
