@@ -231,13 +231,20 @@ func (d *delegation) run(ctx workflow.Context) (api.DelegationStatus, error) {
 		d.cancelledByTemporal(ctx)
 		return d.status(), err
 	}
-	st := d.status()
+	return settle(ctx, d.status, d.in.Deliver, d.in.AckTTLSeconds, func() bool { return d.delivered })
+}
+
+// settle ends a delegation (or a plan) whose tasks have ended: it records
+// its state, waits for its parent's ack when it delivers (at most the ack
+// TTL), and lets its handlers finish; the answer is its status then.
+func settle(ctx workflow.Context, status func() api.DelegationStatus, deliver bool, ackTTLSeconds int, delivered func() bool) (api.DelegationStatus, error) {
+	st := status()
 	_ = workflow.UpsertTypedSearchAttributes(ctx, api.StatusKey.ValueSet(string(st.State)))
-	if d.in.Deliver {
-		if _, err := workflow.AwaitWithTimeout(ctx, api.AckTTL(d.in.AckTTLSeconds), func() bool { return d.delivered }); err != nil {
+	if deliver {
+		if _, err := workflow.AwaitWithTimeout(ctx, api.AckTTL(ackTTLSeconds), delivered); err != nil {
 			return st, err
 		}
-		st = d.status()
+		st = status()
 	}
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 		return st, err

@@ -271,18 +271,7 @@ func (p *planRun) run(ctx workflow.Context) (api.DelegationStatus, error) {
 		return p.status(), ctx.Err()
 	}
 	p.showDetails(ctx)
-	st := p.status()
-	_ = workflow.UpsertTypedSearchAttributes(ctx, api.StatusKey.ValueSet(string(st.State)))
-	if p.in.Deliver {
-		if _, err := workflow.AwaitWithTimeout(ctx, api.AckTTL(p.in.AckTTLSeconds), func() bool { return p.delivered }); err != nil {
-			return st, err
-		}
-		st = p.status()
-	}
-	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
-		return st, err
-	}
-	return st, nil
+	return settle(ctx, p.status, p.in.Deliver, p.in.AckTTLSeconds, func() bool { return p.delivered })
 }
 
 // cancelledByTemporal passes a cancel of the plan's own workflow (the UI,
