@@ -48,7 +48,7 @@ func TestHandMadeSessionCannotWidenPowers(t *testing.T) {
 		{"pi's default tools for a readonly profile", api.RunPiInput{Profile: "scout"}, errcode.PermissionDenied},
 		{"an extension beside the granted one", api.RunPiInput{Profile: "granted", Tools: []string{"read"}, Extensions: []string{ext, "/tmp/other.ts"}, ExtraArgs: []string{"--verbose"}, NoContextFiles: true}, errcode.PermissionDenied},
 		{"context files the profile turns off", api.RunPiInput{Profile: "granted", Tools: []string{"read"}, Extensions: []string{ext}, ExtraArgs: []string{"--verbose"}}, errcode.PermissionDenied},
-		{"a depth beyond the limit", api.RunPiInput{Depth: 2}, errcode.DepthExceeded},
+		{"a depth beyond the limit", api.RunPiInput{Depth: 3}, errcode.DepthExceeded},
 		{"a profile that does not exist", api.RunPiInput{Profile: "ghost"}, errcode.UnknownAgent},
 		{"fewer tools than the profile grants", api.RunPiInput{Profile: "scout", Tools: []string{"read"}, NoFinalize: true}, ""},
 		{"what the profile grants", api.RunPiInput{Profile: "granted", Tools: []string{"read", "bash"}, Extensions: []string{ext}, ExtraArgs: []string{"--verbose"}, NoContextFiles: true, NoFinalize: true}, ""},
