@@ -1092,29 +1092,9 @@ func (t *tailBuffer) String() string {
 // caller's again) or ctx ends: the heartbeats of a run whose child is not
 // yet reading its events. stop may be called more than once.
 func (r *childRun) beatWhileStarting(ctx context.Context, start time.Time) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(r.a.cfg.HeartbeatInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				activity.RecordHeartbeat(ctx, r.progress(time.Since(start)))
-			}
-		}
-	}()
+	stopBeats := beatEvery(ctx, r.a.cfg.HeartbeatInterval, func() {
+		activity.RecordHeartbeat(ctx, r.progress(time.Since(start)))
+	})
 	var once sync.Once
-	return func() {
-		once.Do(func() {
-			close(done)
-			wg.Wait()
-		})
-	}
+	return func() { once.Do(stopBeats) }
 }
