@@ -6,9 +6,6 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/testsuite"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/durable-pi/subagents/api"
 )
@@ -27,16 +24,7 @@ func TestSessionCancelCancelsWhatItsChildDelegated(t *testing.T) {
 		{"a child without delegation tools", []string{"read"}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			var suite testsuite.WorkflowTestSuite
-			env := suite.NewTestWorkflowEnvironment()
-			env.RegisterWorkflowWithOptions(Session, workflow.RegisterOptions{Name: api.SessionWorkflowName})
-			env.RegisterActivityWithOptions(func(ctx context.Context, in api.RunPiInput) (api.RunPiResult, error) {
-				for ctx.Err() == nil {
-					activity.RecordHeartbeat(ctx)
-					time.Sleep(10 * time.Millisecond)
-				}
-				return api.RunPiResult{}, temporal.NewCanceledError(api.RunPiResult{})
-			}, activity.RegisterOptions{Name: api.RunPiActivityName})
+			env := newTestEnv(t, untilCancelled(api.RunPiResult{}))
 			var asked []string
 			env.RegisterActivityWithOptions(func(_ context.Context, sessionID string) (int, error) {
 				asked = append(asked, sessionID)

@@ -47,6 +47,19 @@ func newTestEnv(t *testing.T, child any) *testsuite.TestWorkflowEnvironment {
 	return env
 }
 
+// untilCancelled is a child run that works until its cancel reaches it
+// through its heartbeats, as with the real RunPi, and ends cancelled with
+// partial.
+func untilCancelled(partial api.RunPiResult) func(context.Context, api.RunPiInput) (api.RunPiResult, error) {
+	return func(ctx context.Context, _ api.RunPiInput) (api.RunPiResult, error) {
+		for ctx.Err() == nil {
+			activity.RecordHeartbeat(ctx)
+			time.Sleep(10 * time.Millisecond)
+		}
+		return partial, temporal.NewCanceledError(partial)
+	}
+}
+
 func usage(in int64) api.Usage { return api.Usage{Input: in, Output: 1, Turns: 1} }
 
 func finalized(result string) api.RunPiResult {
@@ -211,19 +224,7 @@ func queryStatus(t *testing.T, env *testsuite.TestWorkflowEnvironment) api.Sessi
 // TestSessionCancelSignal cancels the running turn: the turn is cancelled
 // with the child's partial output, and the session stays addressable.
 func TestSessionCancelSignal(t *testing.T) {
-	var suite testsuite.WorkflowTestSuite
-	env := suite.NewTestWorkflowEnvironment()
-	env.RegisterWorkflowWithOptions(Session, workflow.RegisterOptions{Name: api.SessionWorkflowName})
-	env.RegisterActivityWithOptions(func(ctx context.Context, in api.RunPiInput) (api.RunPiResult, error) {
-		// A cancel request reaches an activity through its heartbeats, as
-		// with the real RunPi.
-		for ctx.Err() == nil {
-			activity.RecordHeartbeat(ctx)
-			time.Sleep(10 * time.Millisecond)
-		}
-		partial := api.RunPiResult{Output: "half done", Usage: usage(7)}
-		return partial, temporal.NewCanceledError(partial)
-	}, activity.RegisterOptions{Name: api.RunPiActivityName})
+	env := newTestEnv(t, untilCancelled(api.RunPiResult{Output: "half done", Usage: usage(7)}))
 	env.SetTestTimeout(30 * time.Second)
 	in := oneTurn("Long task.")
 	in.IdleTTLSeconds = 60
