@@ -126,6 +126,28 @@ func treeLines(b *strings.Builder, env client.Envelope, live bool, frame int) {
 		if it.UIURL != "" && it.Done && !live {
 			fmt.Fprintf(b, "        %s\n", it.UIURL)
 		}
+		nestedLines(b, it)
+	}
+}
+
+// nestedLines draws, under a task, what its child delegated: each nested
+// session on a line, indented by how deep it sits below the task.
+func nestedLines(b *strings.Builder, it client.Item) {
+	if len(it.Nested) == 0 {
+		return
+	}
+	// The task is the tree's root: nestedOrder places each run under its
+	// parent session, the runs the task started at depth 1.
+	runs, depths := nestedOrder(append([]client.ListItem{{ID: it.TaskID}}, it.Nested...))
+	for i, r := range runs {
+		if depths[i] == 0 {
+			continue
+		}
+		name := r.Name
+		if name == "" {
+			name = "-"
+		}
+		fmt.Fprintf(b, "    %s↳ %s · %s · %s · %s\n", strings.Repeat("  ", depths[i]-1), r.ID, r.Agent, r.Status, oneLine(name, 60))
 	}
 }
 

@@ -31,7 +31,13 @@ func TestTreeLines(t *testing.T) {
 			ToolRows:  []api.ToolRow{{Name: "read", Args: `{"path":"src"}`, Status: "done"}, {Name: "grep", Args: `{"pattern":"auth"}`, Status: "done"}},
 			ToolCount: 2, ElapsedMS: 12000, TimeoutSeconds: 600, Usage: api.Usage{Input: 1200, Output: 300, Cost: 0.0012}},
 		{TaskID: "s-b", Name: "tests", Agent: "task", Status: "running", ToolRows: []api.ToolRow{{Name: "bash", Args: `{"command":"go test"}`, Status: "running"}},
-			ToolCount: 1, ElapsedMS: 3000, TimeoutSeconds: 600},
+			ToolCount: 1, ElapsedMS: 3000, TimeoutSeconds: 600, Nested: []client.ListItem{
+				// Oldest first, as WithNested gives them; the grandchild
+				// names the child as its parent.
+				{ID: "s-b-1", Agent: "scout", Status: "completed", Name: "find callers", ParentSessionID: "s-b"},
+				{ID: "s-b-2", Agent: "worker", Status: "running", Name: "fix", ParentSessionID: "s-b"},
+				{ID: "s-b-1-1", Agent: "scout", Status: "running", ParentSessionID: "s-b-1"},
+			}},
 		{TaskID: "s-c", Name: "c", Agent: "oracle", Status: "timed_out", Done: true,
 			Error: &errcode.Info{Message: "Timed out after 600s. Consider resuming with a longer timeout."}},
 		{TaskID: "s-d", Name: "d", Agent: "scout", Status: "cancelled", Done: true,
@@ -51,6 +57,9 @@ func TestTreeLines(t *testing.T) {
   ⠋ task · tests
     ├── · bash {"command":"go test"}
     ╰── Working... (3s/600s · 1 tools)
+    ↳ s-b-1 · scout · completed · find callers
+      ↳ s-b-1-1 · scout · running · -
+    ↳ s-b-2 · worker · running · fix
   ✕ oracle · c
     ╰── Task timed out: Timed out after 600s. Consider resuming with a longer timeout.
   ⊘ scout · d

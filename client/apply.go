@@ -57,7 +57,7 @@ func (c *Client) Apply(ctx context.Context, id string, discard bool) (Envelope, 
 		env.TaskID = id
 		tasks = []Item{{TaskID: id}}
 	} else {
-		st, err := c.Status(ctx, id)
+		st, err := c.status(ctx, "status", id)
 		if err != nil {
 			return Envelope{}, err
 		}

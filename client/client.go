@@ -570,7 +570,14 @@ func (c *Client) query(ctx context.Context, id string, open bool, out any) error
 // Status is a delegation's or a session's state now, with the live progress
 // of running children (their last heartbeat).
 func (c *Client) Status(ctx context.Context, id string) (Envelope, error) {
-	return c.status(ctx, "status", id)
+	env, err := c.status(ctx, "status", id)
+	if err == nil {
+		// What the tasks delegated in turn, under each task: asked for by
+		// a reader of one status, not by the wait and follow loops that
+		// share c.status.
+		c.WithNested(ctx, &env)
+	}
+	return env, err
 }
 
 func (c *Client) status(ctx context.Context, op, id string) (Envelope, error) {

@@ -131,6 +131,10 @@ type Item struct {
 	// Question is the question the task's child waits to have answered
 	// (`subagents reply`); in the answer of `reply`, the question answered.
 	Question *api.Question `json:"question,omitempty"`
+	// Nested are the sessions the task's child started, and theirs in
+	// turn, oldest first, each naming its parent session (`status` only;
+	// docs/pi.md#nesting).
+	Nested []ListItem `json:"nested,omitempty"`
 }
 
 // ListItem is one delegation or session in `list`.

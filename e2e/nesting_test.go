@@ -109,6 +109,17 @@ func TestNestedDelegationReachesTheChild(t *testing.T) {
 	if at < 0 || at+1 >= len(lines) || !strings.Contains(lines[at+1], "└ "+listed.Runs[0].ID) {
 		t.Fatalf("list does not draw the nested task under its task:\n%s", text)
 	}
+	// The top task's status carries the grandchild under the task that
+	// started it, in --json and as text.
+	st, out := c.json(0, "", "status", childID)
+	if len(st.Items) != 1 || len(st.Items[0].Nested) != 1 || st.Items[0].Nested[0].ID != listed.Runs[0].ID ||
+		st.Items[0].Nested[0].ParentSessionID != childID || st.Items[0].Nested[0].Status != string(api.StateCompleted) {
+		t.Fatalf("status %s does not carry the nested task: %s", childID, out)
+	}
+	_, text, _ = c.run("", "status", childID)
+	if !strings.Contains(text, "↳ "+listed.Runs[0].ID+" · deep · completed") {
+		t.Fatalf("status does not draw the nested task under its task:\n%s", text)
+	}
 }
 
 // TestDepthBeyondTheLimitIsRefused: a caller at the depth limit (a
