@@ -1618,6 +1618,21 @@ var Delivery = class {
   }
 };
 
+// src/fleet.ts
+function registerFleet(pi, deps) {
+  pi.registerCommand("subagents", {
+    description: "This session's delegations and sessions, and their state",
+    handler: async (_args, ctx) => {
+      const env = await deps.cli().call("list", ["--parent-session", deps.delivery.parent(ctx)]);
+      const runs = env.runs ?? [];
+      const lines = runs.length ? runs.map(listLine) : ["No delegations from this session yet."];
+      const waiting = deps.delivery.running();
+      if (waiting.length) lines.push(`Waiting in the background for: ${waiting.join(", ")}`);
+      ctx.ui.notify(lines.join("\n"), "info");
+    }
+  });
+}
+
 // src/profile-cache.ts
 import { mkdirSync as mkdirSync3, readFileSync as readFileSync4, renameSync as renameSync2, statSync, writeFileSync as writeFileSync2 } from "node:fs";
 import { join as join4 } from "node:path";
@@ -2336,17 +2351,7 @@ ${plans.map((p) => p.summary).join("\n")}` : "";
     });
   }
   if (settings.tools.primary) registerPrimary(rememberedPrimary(process.cwd())?.profiles ?? []);
-  pi.registerCommand("subagents", {
-    description: "This session's delegations and sessions, and their state",
-    handler: async (_args, ctx) => {
-      const env = await cli().call("list", ["--parent-session", delivery.parent(ctx)]);
-      const runs = env.runs ?? [];
-      const lines = runs.length ? runs.map(listLine) : ["No delegations from this session yet."];
-      const waiting = delivery.running();
-      if (waiting.length) lines.push(`Waiting in the background for: ${waiting.join(", ")}`);
-      ctx.ui.notify(lines.join("\n"), "info");
-    }
-  });
+  registerFleet(pi, { cli, delivery });
   pi.registerCommand("subagent", {
     description: "One task, session or delegation in detail: /subagent <id>",
     handler: async (args, ctx) => {

@@ -18,7 +18,6 @@ import {
 	type Envelope,
 	failedResult,
 	items,
-	listLine,
 	modelLabel,
 	NO_PROFILES_TEXT,
 	primaryPrompt,
@@ -41,6 +40,7 @@ import {
 	planHeader,
 	asking,
 } from "./format.ts";
+import { registerFleet } from "./fleet.ts";
 import { strays } from "./liveness.ts";
 import { rememberedProfiles, rememberProfiles, unchanged, type Watch } from "./profile-cache.ts";
 import { connectionFlags, idleTtlSeconds, loadSettings, localService, type Settings } from "./settings.ts";
@@ -872,19 +872,7 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 	if (settings.tools.primary) registerPrimary(rememberedPrimary(process.cwd())?.profiles ?? []);
 
 	// --- commands ---
-	pi.registerCommand("subagents", {
-		description: "This session's delegations and sessions, and their state",
-		handler: async (_args, ctx) => {
-			const env = await cli().call("list", ["--parent-session", delivery.parent(ctx)]);
-			const runs = env.runs ?? [];
-			const lines = runs.length
-				? runs.map(listLine)
-				: ["No delegations from this session yet."];
-			const waiting = delivery.running();
-			if (waiting.length) lines.push(`Waiting in the background for: ${waiting.join(", ")}`);
-			ctx.ui.notify(lines.join("\n"), "info");
-		},
-	});
+	registerFleet(pi, { cli, delivery });
 	pi.registerCommand("subagent", {
 		description: "One task, session or delegation in detail: /subagent <id>",
 		handler: async (args, ctx) => {
