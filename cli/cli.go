@@ -28,6 +28,8 @@ commands:
   worker      run a worker against an external Temporal (TEMPORAL_* settings)
   setup       create the namespace and register the search attributes on an external Temporal
   stop        stop the local service (subagents dev) of the data dir
+  service     start the local service at login: service install|uninstall|status
+  doctor      check what subagents needs here, each with a verdict and its fix (--json)
   ui          the link that logs a browser into the local service's Temporal UI
   demo        the whole stack with a scripted model: a delegation survives a worker kill
   run         start tasks and wait, with live progress: run [--agent NAME] PROMPT, or run --plan FILE|NAME
@@ -44,6 +46,7 @@ commands:
   output      a session's final text (--full for all of it): output ID
   transcript  a session's whole conversation: transcript ID
   ack         a parent received a delegation's results: ack ID
+  schedule    delegations and plans on a timer: schedule create|list|describe|pause|resume|trigger|update|delete
   profiles    the agent profiles and saved plans a task can use (--cwd DIR)
   serve       answer many of these calls over one connection: JSON lines on stdin and stdout (the pi extension's way)
 
@@ -80,6 +83,10 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, server ma
 		return uiMain(ctx, args[1:], stdout, stderr)
 	case "stop":
 		return stopMain(ctx, args[1:], stdout, stderr)
+	case "service":
+		return serviceMain(ctx, args[1:], stdout, stderr)
+	case "doctor":
+		return doctorMain(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		_, _ = fmt.Fprint(stdout, Usage)
 		return nil

@@ -23,7 +23,7 @@ import (
 )
 
 // Verbs lists the client verbs of the subagents command.
-var Verbs = []string{"run", "start", "status", "wait", "send", "cancel", "resume", "apply", "reply", "questions", "list", "output", "transcript", "ack", "profiles", "serve"}
+var Verbs = []string{"run", "start", "status", "wait", "send", "cancel", "resume", "apply", "reply", "questions", "list", "output", "transcript", "ack", "profiles", "serve", "schedule"}
 
 // IO is what a verb reads and writes, and the environment it sees.
 type IO struct {
@@ -145,6 +145,8 @@ var verbs = map[string]func() verb{
 	// one, questions lists those that wait.
 	"reply":     func() verb { return &replyOptions{} },
 	"questions": func() verb { return &questionsOptions{} },
+	// Delegations and plans on a timer: Temporal schedules (docs/schedules.md).
+	"schedule": func() verb { return &scheduleOptions{} },
 }
 
 // parse reads a client verb's arguments: the common flags into the

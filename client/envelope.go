@@ -65,6 +65,8 @@ type Envelope struct {
 	// gate runs (each step's result is its item), its budget and what
 	// stopped it.
 	Plan *api.PlanView `json:"plan,omitempty"`
+	// Schedules answer `schedule list` and `schedule describe`.
+	Schedules []ScheduleItem `json:"schedules,omitempty"`
 	// Error is why the call itself failed (bad input, not found,
 	// unavailable); a task's own failure is in its item.
 	Error *errcode.Info `json:"error,omitempty"`

@@ -1618,6 +1618,17 @@ var Delivery = class {
   }
 };
 
+// src/doctor.ts
+function registerDoctor(pi, cli) {
+  pi.registerCommand("subagents-doctor", {
+    description: "Check what durable subagents need here, each with a verdict and its fix",
+    handler: async (_args, ctx) => {
+      const env = await cli(true).call("doctor", ["--cwd", ctx.cwd]);
+      ctx.ui.notify(env.text ?? "", "info");
+    }
+  });
+}
+
 // src/fleet.ts
 function registerFleet(pi, deps) {
   pi.registerCommand("subagents", {
@@ -1631,6 +1642,14 @@ function registerFleet(pi, deps) {
       ctx.ui.notify(lines.join("\n"), "info");
     }
   });
+}
+
+// src/schedule.ts
+var SCHEDULE_HELP = "schedule: {action: create|list|describe|pause|resume|trigger|update|delete, ...}";
+async function scheduleOp(cli, ctx, schedule) {
+  if (!schedule || typeof schedule !== "object") throw new SubagentsError("INVALID_INPUT", "schedule needs an object with an action");
+  const env = await cli.call("schedule", [], [], { cwd: ctx.cwd, ...schedule });
+  return { env, text: env.text ?? env.status ?? "" };
 }
 
 // src/profile-cache.ts
@@ -1818,7 +1837,7 @@ function schemas(Type) {
     cwd: Type.Optional(Type.String({ description: "Absolute folder to run in (default: this session's)" }))
   });
   const TaskParams = Type.Object({
-    op: Type.Optional(StringEnum(Type, ["start", "status", "wait", "send", "cancel", "result", "resume", "apply", "reply"], { description: "Operation (default start)" })),
+    op: Type.Optional(StringEnum(Type, ["start", "status", "wait", "send", "cancel", "result", "resume", "apply", "reply", "schedule"], { description: "Operation (default start)" })),
     subagent_type: Type.Optional(Type.String({ description: "start: profile to run the task with" })),
     description: Type.Optional(Type.String({ description: "start: short label of the task" })),
     prompt: Type.Optional(Type.String({ description: "start: the task; send: the follow-up message" })),
@@ -1834,7 +1853,8 @@ function schemas(Type) {
     discard: Type.Optional(Type.Boolean({ description: "apply: drop the change instead" })),
     message: Type.Optional(Type.String({ description: "reply: the answer to the question a task's child asked (id: its task_id)" })),
     plan: Type.Optional(Type.Unknown({ description: PLAN_HELP })),
-    args: Type.Optional(Type.Record(Type.String(), Type.String(), { description: "start: the saved plan's arguments" }))
+    args: Type.Optional(Type.Record(Type.String(), Type.String(), { description: "start: the saved plan's arguments" })),
+    schedule: Type.Optional(Type.Unknown({ description: SCHEDULE_HELP }))
   });
   const DelegateParams = Type.Object({
     tasks: Type.Array(
@@ -2028,6 +2048,7 @@ function activate(pi, host) {
     const progress = (env2) => ({ text: planHeader(env2) + items(env2).map((it) => taskTree(it)).join("\n"), details: taskDetails(op, env2, invocation) });
     const ids = params.ids?.length ? params.ids : params.id ? [params.id] : [];
     let env;
+    let said;
     switch (op) {
       case "start": {
         if (params.plan !== void 0 && params.plan !== null) {
@@ -2108,13 +2129,17 @@ function activate(pi, host) {
         env = await follow(resumed, { signal, onUpdate, async: params.async, progress });
         break;
       }
+      case "schedule": {
+        ({ env, text: said } = await scheduleOp(cli(), ctx, params.schedule));
+        break;
+      }
       default:
         throw new SubagentsError("INVALID_INPUT", `unknown op ${op}`);
     }
     const isFailure = (op === "start" || op === "send" || op === "wait") && failedResult(env) || op === "apply" && (env.status === "conflict" || env.status === "failed");
     const done = (r) => isFailure ? failed(callId, r) : r;
     const details = taskDetails(op === "result" ? "status" : op, env, invocation);
-    let body = op === "apply" ? env.text ?? env.status ?? "" : op === "reply" ? `Answered: the child of ${params.id} goes on with your answer; its result comes into this session when it ends.` : planHeader(env) + items(env).map((it) => taskTree(it, op === "start" ? params.prompt : void 0)).join("\n\n");
+    let body = said !== void 0 ? said : op === "apply" ? env.text ?? env.status ?? "" : op === "reply" ? `Answered: the child of ${params.id} goes on with your answer; its result comes into this session when it ends.` : planHeader(env) + items(env).map((it) => taskTree(it, op === "start" ? params.prompt : void 0)).join("\n\n");
     if (op === "start" && params.async) {
       body = env.plan ? `${planHeader(env)}Started the plan in the background: its result is delivered into this session when it ends; task op:"status", op:"wait" or op:"cancel" with id ${env.delegation_id} looks at it now.` : `Started ${items(env).length} task(s) in the background: ${items(env).map((it) => it.task_id).join(", ")}. Their results are delivered into this session when they finish; task op:"status" or op:"wait" with a task_id looks at them now.`;
     }
@@ -2352,6 +2377,7 @@ ${plans.map((p) => p.summary).join("\n")}` : "";
   }
   if (settings.tools.primary) registerPrimary(rememberedPrimary(process.cwd())?.profiles ?? []);
   registerFleet(pi, { cli, delivery });
+  registerDoctor(pi, cli);
   pi.registerCommand("subagent", {
     description: "One task, session or delegation in detail: /subagent <id>",
     handler: async (args, ctx) => {

@@ -40,8 +40,10 @@ import {
 	planHeader,
 	asking,
 } from "./format.ts";
+import { registerDoctor } from "./doctor.ts";
 import { registerFleet } from "./fleet.ts";
 import { strays } from "./liveness.ts";
+import { SCHEDULE_HELP, scheduleOp } from "./schedule.ts";
 import { rememberedProfiles, rememberProfiles, unchanged, type Watch } from "./profile-cache.ts";
 import { connectionFlags, idleTtlSeconds, loadSettings, localService, type Settings } from "./settings.ts";
 
@@ -118,7 +120,7 @@ function schemas(Type: TypeBuilder) {
 	});
 
 	const TaskParams = Type.Object({
-		op: Type.Optional(StringEnum(Type, ["start", "status", "wait", "send", "cancel", "result", "resume", "apply", "reply"] as const, { description: "Operation (default start)" })),
+		op: Type.Optional(StringEnum(Type, ["start", "status", "wait", "send", "cancel", "result", "resume", "apply", "reply", "schedule"] as const, { description: "Operation (default start)" })),
 		subagent_type: Type.Optional(Type.String({ description: "start: profile to run the task with" })),
 		description: Type.Optional(Type.String({ description: "start: short label of the task" })),
 		prompt: Type.Optional(Type.String({ description: "start: the task; send: the follow-up message" })),
@@ -135,6 +137,7 @@ function schemas(Type: TypeBuilder) {
 		message: Type.Optional(Type.String({ description: "reply: the answer to the question a task's child asked (id: its task_id)" })),
 		plan: Type.Optional(Type.Unknown({ description: PLAN_HELP })),
 		args: Type.Optional(Type.Record(Type.String(), Type.String(), { description: "start: the saved plan's arguments" })),
+		schedule: Type.Optional(Type.Unknown({ description: SCHEDULE_HELP })),
 	});
 
 	const DelegateParams = Type.Object({
@@ -462,6 +465,7 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 			worktree?: boolean;
 			discard?: boolean;
 			message?: string;
+			schedule?: unknown;
 		},
 		invocation: string,
 		callId: string,
@@ -473,6 +477,7 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 		const progress = (env: Envelope) => ({ text: planHeader(env) + items(env).map((it) => taskTree(it)).join("\n"), details: taskDetails(op, env, invocation) });
 		const ids = params.ids?.length ? params.ids : params.id ? [params.id] : [];
 		let env: Envelope;
+		let said: string | undefined;
 		switch (op) {
 			case "start": {
 				if (params.plan !== undefined && params.plan !== null) {
@@ -560,6 +565,10 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 				env = await follow(resumed, { signal, onUpdate, async: params.async, progress });
 				break;
 			}
+			case "schedule": {
+				({ env, text: said } = await scheduleOp(cli(), ctx, params.schedule));
+				break;
+			}
 			default:
 				throw new SubagentsError("INVALID_INPUT", `unknown op ${op}`);
 		}
@@ -570,7 +579,9 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 		const done = <R>(r: R) => (isFailure ? failed(callId, r) : r);
 		const details = taskDetails(op === "result" ? "status" : op, env, invocation);
 		let body =
-			op === "apply"
+			said !== undefined
+				? said
+				: op === "apply"
 				? (env.text ?? env.status ?? "")
 				: op === "reply"
 					? `Answered: the child of ${params.id} goes on with your answer; its result comes into this session when it ends.`
@@ -873,6 +884,7 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 
 	// --- commands ---
 	registerFleet(pi, { cli, delivery });
+	registerDoctor(pi, cli);
 	pi.registerCommand("subagent", {
 		description: "One task, session or delegation in detail: /subagent <id>",
 		handler: async (args, ctx) => {
