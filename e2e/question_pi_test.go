@@ -53,3 +53,50 @@ func TestQuestionAnsweredByANewParentPi(t *testing.T) {
 		t.Fatalf("the child's model was asked %d times; the answer in the last: %v", len(child), len(child) > 1 && strings.Contains(userText(child[len(child)-1]), theAnswer))
 	}
 }
+
+// TestBackgroundQuestionReachesTheRunningParent: a parent pi starts a task
+// in the background (async) whose child asks its supervisor; the running
+// parent is told the question as a message that starts a turn, its model
+// answers with op reply, the child finishes with the answer, and its
+// result comes back into the same run. The parent's model is told the
+// question once, and the child's model is asked twice in all.
+func TestBackgroundQuestionReachesTheRunningParent(t *testing.T) {
+	e := newEnv(t)
+	e.startWorker(shared.client)
+	e.model.Script("asks", askingScript()...)
+	asker := e.askerProfile()
+	e.model.Script("parent-bg",
+		call("task", map[string]any{"subagent_type": asker, "prompt": "[[script:asks]] Set up the database.", "async": true}),
+		scriptedmodel.Step{Text: "Started it; I will answer what it asks."},
+		call("task", map[string]any{"op": "reply", "id": "{{match:task_id: ([0-9a-f-]+)}}", "message": theAnswer}),
+		scriptedmodel.Step{Text: "Answered."},
+		scriptedmodel.Step{Text: "The database is set up."},
+	)
+	p := e.startParent("json", filepath.Join(t.TempDir(), "parent.jsonl"), "[[script:parent-bg]] Set up the database in the background.")
+	p.wait(t)
+
+	reqs := e.model.RequestsFor("parent-bg")
+	if len(reqs) != 5 || !strings.Contains(userText(reqs[2]), childQuestion) || strings.Contains(userText(reqs[1]), childQuestion) {
+		t.Fatalf("the parent's model got %d requests; told the question in the third: %v", len(reqs), len(reqs) > 2 && strings.Contains(userText(reqs[2]), childQuestion))
+	}
+	// One message, kept in the conversation: the last request holds it once.
+	told := 0
+	for _, u := range userTexts(reqs[4]) {
+		if strings.Contains(u, "waits for your answer") && strings.Contains(u, childQuestion) {
+			told++
+		}
+	}
+	if told != 1 {
+		t.Fatalf("the question was told %d times, want once", told)
+	}
+	if r := toolEnds(p, "task"); len(r) != 2 || r[1].IsError {
+		t.Fatalf("the task calls (start, reply): %+v", r)
+	}
+	if last := userText(reqs[4]); !strings.Contains(last, "Set up PostgreSQL, as my supervisor decided.") {
+		t.Fatalf("the child's result did not come back into the run: %q", last)
+	}
+	child := e.model.RequestsFor("asks")
+	if len(child) != 2 || !strings.Contains(userText(child[1]), theAnswer) {
+		t.Fatalf("the child's model was asked %d times", len(child))
+	}
+}

@@ -1178,6 +1178,27 @@ function deliveredIds(entries) {
   }
   return ids;
 }
+var QUESTION_MESSAGE_TYPE = "subagents-question";
+function questionKey(it) {
+  return `${it.task_id}/${it.question?.id ?? ""}`;
+}
+function questionDraft(it, intro) {
+  return {
+    type: "custom_message",
+    customType: QUESTION_MESSAGE_TYPE,
+    content: `${intro}
+${taskTree(it)}`,
+    display: true,
+    details: { questionId: questionKey(it) }
+  };
+}
+function toldInBranch(ctx) {
+  const told = /* @__PURE__ */ new Set();
+  for (const e of ctx.sessionManager.getBranch()) {
+    if (e.type === "custom_message" && e.customType === QUESTION_MESSAGE_TYPE && e.details?.questionId) told.add(e.details.questionId);
+  }
+  return told;
+}
 function deliveryDraft(env, adoptedFrom) {
   const text2 = deliveryText(env);
   return {
@@ -1199,6 +1220,13 @@ var Delivery = class {
   watchers = /* @__PURE__ */ new Map();
   /** Finished results not yet in the session, with where they come from. */
   ready = /* @__PURE__ */ new Map();
+  /**
+   * Questions of background tasks' children that this session has not
+   * been told of yet, by questionKey; told: those it has. A question
+   * needs the model's answer, so it is handed over as a result is.
+   */
+  questions = /* @__PURE__ */ new Map();
+  told = /* @__PURE__ */ new Set();
   /** Where each watched delegation comes from. */
   origins = /* @__PURE__ */ new Map();
   /** Adopted delegations: the session each came from. */
@@ -1463,8 +1491,7 @@ var Delivery = class {
     if (this.closed || this.watchers.has(id) || this.ready.has(id) || this.handed.has(id) || this.acked.has(id)) return;
     this.origins.set(id, origin);
     const abort = new AbortController();
-    const done = this.cli().follow(id, () => {
-    }, abort.signal).then((env) => this.arrive(env, origin)).catch(() => {
+    const done = this.cli().follow(id, (env) => this.noticeQuestions(env), abort.signal).then((env) => this.arrive(env, origin)).catch(() => {
     }).finally(() => {
       this.watchers.delete(id);
       this.wake();
@@ -1478,6 +1505,35 @@ var Delivery = class {
     this.wake();
     if (this.ctx) this.flushIdle(this.ctx);
   }
+  /**
+   * A background task's child asked (docs/questions.md): the session is
+   * told at once, as a result would be, since the child waits for it.
+   */
+  noticeQuestions(env) {
+    let fresh = false;
+    if (asking(env).length && this.ctx) this.toldOf(toldInBranch(this.ctx));
+    for (const it of asking(env)) {
+      const key = questionKey(it);
+      if (this.told.has(key) || this.questions.has(key)) continue;
+      this.questions.set(key, it);
+      fresh = true;
+    }
+    if (!fresh) return;
+    this.wake();
+    if (this.ctx) this.flushIdle(this.ctx);
+  }
+  /** Marks questions told: by the first prompt's look, or read back from the session's branch. */
+  toldOf(keys) {
+    for (const k of keys) {
+      this.told.add(k);
+      this.questions.delete(k);
+    }
+  }
+  takeQuestions() {
+    const drafts = [...this.questions.values()].map((it) => questionDraft(it, 'A subagent task started in the background waits for your answer (task op "reply" with its id and your answer in message).'));
+    this.toldOf([...this.questions.keys()]);
+    return drafts;
+  }
   wake() {
     for (const w of this.waiters.splice(0)) w();
   }
@@ -1486,8 +1542,11 @@ var Delivery = class {
    * are written at once, and in interactive modes start a turn.
    */
   flushIdle(ctx) {
-    if (!ctx.isIdle() || this.ready.size === 0) return;
+    if (!ctx.isIdle() || this.ready.size + this.questions.size === 0) return;
     const interactive2 = ctx.mode === "tui" || ctx.mode === "rpc";
+    for (const d of this.takeQuestions()) {
+      this.pi.sendMessage({ customType: d.customType, content: d.content, display: d.display, details: d.details }, { triggerTurn: interactive2 });
+    }
     for (const [id, { env, origin }] of this.ready) {
       this.ready.delete(id);
       this.handed.add(id);
@@ -1505,6 +1564,11 @@ var Delivery = class {
   takeDrafts(interactive2, only) {
     const entries = [];
     let turn = false;
+    if (!only || only === "own") {
+      const asked = this.takeQuestions();
+      entries.push(...asked);
+      turn ||= asked.length > 0;
+    }
     for (const [id, { env, origin }] of this.ready) {
       if (only && origin !== only) continue;
       entries.push(deliveryDraft(env, this.adoptedFrom.get(id)));
@@ -1520,7 +1584,7 @@ var Delivery = class {
    * settles, waits so for the background work its model started).
    */
   async nextResult(signal, origin = "own") {
-    const ready = () => [...this.ready.values()].some((r) => r.origin === origin);
+    const ready = () => [...this.ready.values()].some((r) => r.origin === origin) || origin === "own" && this.questions.size > 0;
     while (!ready() && this.waitingFor(origin) && !signal?.aborted) {
       await new Promise((resolve2) => {
         this.waiters.push(resolve2);
@@ -1874,7 +1938,6 @@ function schemas(Type) {
   const SessionParams = Type.Object({ sessionId: Type.String({ description: "The session ID returned by delegate_to_subagents" }) });
   return { SubagentParams, TaskParams, DelegateParams, SessionParams };
 }
-var QUESTION_MESSAGE_TYPE = "subagents-question";
 var PLAN_HELP = `start: run a plan instead of one task: a saved plan's name, or {steps:[...]} whose steps are durable subagents. A step is a task {key, agent, task, cwd?, continue?: KEY (next turn of that step's session), context?: "fork", verdicts?: [words], gate?: {command}, budget?: {toolCalls?, tokens?, cost?}} or a group: {steps:[...]} in sequence, {parallel:[...]} at once (a failure skips the rest of its group only), {loop: {max, until: {step, verdict}}, steps:[...]}. In a task, {steps.KEY.output} (or .verdict) is an earlier step's result, {args.NAME} an argument, {round} the loop's round. resume: id of a failed plan, plan to change steps.`;
 var CANCEL_WAIT_MS = 1e4;
 var BUILTIN_TOOLS = ["read", "bash", "edit", "write", "grep", "find", "ls"];
@@ -1976,6 +2039,7 @@ function activate(pi, host) {
         throw e;
       });
       if (asked && !cancelling) {
+        delivery.toldOf(asking(asked).map(questionKey));
         if (started.delegation_id) delivery.watch(started.delegation_id);
         return { ...asked, wait_status: "question" };
       }
@@ -2498,16 +2562,13 @@ ${plans.map((p) => p.summary).join("\n")}` : "";
     } catch {
       return;
     }
-    const told = /* @__PURE__ */ new Set();
-    for (const e of ctx.sessionManager.getBranch()) {
-      if (e.type === "custom_message" && e.customType === QUESTION_MESSAGE_TYPE && e.details?.questionId) told.add(e.details.questionId);
-    }
+    const told = toldInBranch(ctx);
+    delivery.toldOf(told);
     for (const it of asking(env)) {
-      const key = `${it.task_id}/${it.question.id}`;
-      if (told.has(key)) continue;
-      const content = `A subagent task of this folder waits for your answer.
-${taskTree(it)}`;
-      pi.sendMessage({ customType: QUESTION_MESSAGE_TYPE, content, display: true, details: { questionId: key } }, { deliverAs: "nextTurn" });
+      if (told.has(questionKey(it))) continue;
+      const d = questionDraft(it, "A subagent task of this folder waits for your answer.");
+      delivery.toldOf([questionKey(it)]);
+      pi.sendMessage({ customType: d.customType, content: d.content, display: d.display, details: d.details }, { deliverAs: "nextTurn" });
     }
   }
   pi.on("before_agent_start", async (_event, ctx) => {

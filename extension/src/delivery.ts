@@ -12,7 +12,7 @@ import { existsSync, mkdirSync, readFileSync, unlinkSync } from "node:fs";
 import { join } from "node:path";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { SubagentsError, type SubagentsCli } from "./cli.ts";
-import { deliveryText, type Envelope, type StrayReport } from "./format.ts";
+import { asking, deliveryText, type Envelope, type Item, type StrayReport, taskTree } from "./format.ts";
 import { alive, isThisProcess, type Mark, markName, pendingDir, readMark, thisProcess, withMarkLock, writeMark } from "./liveness.ts";
 
 /**
@@ -67,6 +67,37 @@ export function deliveredIds(entries: Entry[]): Set<string> {
 	return ids;
 }
 
+/** customType of the message that tells a parent's model a child's question waits. */
+export const QUESTION_MESSAGE_TYPE = "subagents-question";
+
+/** The key of a question in a session's messages: its task and its ID. */
+export function questionKey(it: Item): string {
+	return `${it.task_id}/${it.question?.id ?? ""}`;
+}
+
+/**
+ * The draft of the message that tells the model a child's question waits
+ * (docs/questions.md); intro says whose task it is.
+ */
+export function questionDraft(it: Item, intro: string) {
+	return {
+		type: "custom_message" as const,
+		customType: QUESTION_MESSAGE_TYPE,
+		content: `${intro}\n${taskTree(it)}`,
+		display: true,
+		details: { questionId: questionKey(it) },
+	};
+}
+
+/** The questions a session's branch has been told of (an earlier run of it included). */
+export function toldInBranch(ctx: ExtensionContext): Set<string> {
+	const told = new Set<string>();
+	for (const e of ctx.sessionManager.getBranch() as Array<{ type: string; customType?: string; details?: { questionId?: string } }>) {
+		if (e.type === "custom_message" && e.customType === QUESTION_MESSAGE_TYPE && e.details?.questionId) told.add(e.details.questionId);
+	}
+	return told;
+}
+
 /** The draft of a delivery message, for turn boundaries; adoptedFrom names the session whose result it was. */
 export function deliveryDraft(env: Envelope, adoptedFrom?: string) {
 	const text = deliveryText(env);
@@ -89,6 +120,13 @@ export class Delivery {
 	private readonly watchers = new Map<string, { abort: AbortController; done: Promise<void> }>();
 	/** Finished results not yet in the session, with where they come from. */
 	private readonly ready = new Map<string, { env: Envelope; origin: Origin }>();
+	/**
+	 * Questions of background tasks' children that this session has not
+	 * been told of yet, by questionKey; told: those it has. A question
+	 * needs the model's answer, so it is handed over as a result is.
+	 */
+	private readonly questions = new Map<string, Item>();
+	private readonly told = new Set<string>();
 	/** Where each watched delegation comes from. */
 	private readonly origins = new Map<string, Origin>();
 	/** Adopted delegations: the session each came from. */
@@ -391,7 +429,7 @@ export class Delivery {
 		this.origins.set(id, origin);
 		const abort = new AbortController();
 		const done = this.cli()
-			.follow(id, () => {}, abort.signal)
+			.follow(id, (env) => this.noticeQuestions(env), abort.signal)
 			.then((env) => this.arrive(env, origin))
 			.catch(() => {
 				/* stopped or unreachable: the next start of the parent finds it again */
@@ -411,6 +449,38 @@ export class Delivery {
 		if (this.ctx) this.flushIdle(this.ctx);
 	}
 
+	/**
+	 * A background task's child asked (docs/questions.md): the session is
+	 * told at once, as a result would be, since the child waits for it.
+	 */
+	private noticeQuestions(env: Envelope): void {
+		let fresh = false;
+		if (asking(env).length && this.ctx) this.toldOf(toldInBranch(this.ctx));
+		for (const it of asking(env)) {
+			const key = questionKey(it);
+			if (this.told.has(key) || this.questions.has(key)) continue;
+			this.questions.set(key, it);
+			fresh = true;
+		}
+		if (!fresh) return;
+		this.wake();
+		if (this.ctx) this.flushIdle(this.ctx);
+	}
+
+	/** Marks questions told: by the first prompt's look, or read back from the session's branch. */
+	toldOf(keys: Iterable<string>): void {
+		for (const k of keys) {
+			this.told.add(k);
+			this.questions.delete(k);
+		}
+	}
+
+	private takeQuestions() {
+		const drafts = [...this.questions.values()].map((it) => questionDraft(it, "A subagent task started in the background waits for your answer (task op \"reply\" with its id and your answer in message)."));
+		this.toldOf([...this.questions.keys()]);
+		return drafts;
+	}
+
 	private wake(): void {
 		for (const w of this.waiters.splice(0)) w();
 	}
@@ -420,8 +490,11 @@ export class Delivery {
 	 * are written at once, and in interactive modes start a turn.
 	 */
 	flushIdle(ctx: ExtensionContext): void {
-		if (!ctx.isIdle() || this.ready.size === 0) return;
+		if (!ctx.isIdle() || this.ready.size + this.questions.size === 0) return;
 		const interactive = ctx.mode === "tui" || ctx.mode === "rpc";
+		for (const d of this.takeQuestions()) {
+			this.pi.sendMessage({ customType: d.customType, content: d.content, display: d.display, details: d.details }, { triggerTurn: interactive });
+		}
 		for (const [id, { env, origin }] of this.ready) {
 			this.ready.delete(id);
 			this.handed.add(id);
@@ -438,8 +511,15 @@ export class Delivery {
 	 * either way.
 	 */
 	takeDrafts(interactive: boolean, only?: Origin) {
-		const entries: Array<ReturnType<typeof deliveryDraft>> = [];
+		const entries: Array<ReturnType<typeof deliveryDraft> | ReturnType<typeof questionDraft>> = [];
 		let turn = false;
+		if (!only || only === "own") {
+			// A question starts a turn in every mode: the child waits for
+			// the answer the model gives.
+			const asked = this.takeQuestions();
+			entries.push(...asked);
+			turn ||= asked.length > 0;
+		}
 		for (const [id, { env, origin }] of this.ready) {
 			if (only && origin !== only) continue;
 			entries.push(deliveryDraft(env, this.adoptedFrom.get(id)));
@@ -456,7 +536,7 @@ export class Delivery {
 	 * settles, waits so for the background work its model started).
 	 */
 	async nextResult(signal?: AbortSignal, origin: Origin = "own"): Promise<void> {
-		const ready = () => [...this.ready.values()].some((r) => r.origin === origin);
+		const ready = () => [...this.ready.values()].some((r) => r.origin === origin) || (origin === "own" && this.questions.size > 0);
 		while (!ready() && this.waitingFor(origin) && !signal?.aborted) {
 			await new Promise<void>((resolve) => {
 				this.waiters.push(resolve);

@@ -12,7 +12,7 @@ import { setFlagsFromString } from "node:v8";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import type { Type as TypeBuilder } from "typebox";
 import { onServiceStarted, SubagentsCli, SubagentsError, stopServers } from "./cli.ts";
-import { Delivery, nestedParent } from "./delivery.ts";
+import { Delivery, nestedParent, questionDraft, questionKey, toldInBranch } from "./delivery.ts";
 import {
 	delegateResult,
 	type Envelope,
@@ -160,8 +160,6 @@ function schemas(Type: TypeBuilder) {
 	return { SubagentParams, TaskParams, DelegateParams, SessionParams };
 }
 
-/** customType of the message that tells a parent's model a child's question waits. */
-const QUESTION_MESSAGE_TYPE = "subagents-question";
 
 // The plan surface's whole help: every request of the parent carries it,
 // so it says the form in the fewest words a model needs to write one
@@ -343,6 +341,9 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 					throw e;
 				});
 			if (asked && !cancelling) {
+				// The call's result tells the model of these questions; the
+				// watch tells it of later ones only.
+				delivery.toldOf(asking(asked).map(questionKey));
 				if (started.delegation_id) delivery.watch(started.delegation_id);
 				return { ...asked, wait_status: "question" };
 			}
@@ -1054,15 +1055,13 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 		} catch {
 			return;
 		}
-		const told = new Set<string>();
-		for (const e of ctx.sessionManager.getBranch() as Array<{ type: string; customType?: string; details?: { questionId?: string } }>) {
-			if (e.type === "custom_message" && e.customType === QUESTION_MESSAGE_TYPE && e.details?.questionId) told.add(e.details.questionId);
-		}
+		const told = toldInBranch(ctx);
+		delivery.toldOf(told);
 		for (const it of asking(env)) {
-			const key = `${it.task_id}/${it.question!.id}`;
-			if (told.has(key)) continue;
-			const content = `A subagent task of this folder waits for your answer.\n${taskTree(it)}`;
-			pi.sendMessage({ customType: QUESTION_MESSAGE_TYPE, content, display: true, details: { questionId: key } }, { deliverAs: "nextTurn" });
+			if (told.has(questionKey(it))) continue;
+			const d = questionDraft(it, "A subagent task of this folder waits for your answer.");
+			delivery.toldOf([questionKey(it)]);
+			pi.sendMessage({ customType: d.customType, content: d.content, display: d.display, details: d.details }, { deliverAs: "nextTurn" });
 		}
 	}
 
