@@ -1,15 +1,86 @@
 package client
 
-import "time"
+import (
+	"time"
+
+	"github.com/durable-pi/subagents/api"
+	"github.com/durable-pi/subagents/internal/errcode"
+)
 
 // ScheduleItem is one schedule in `schedule list` and `schedule describe`
-// (docs/schedules.md).
+// (docs/schedules.md). Its JSON field names are a contract (the fleet view
+// reads them): fields are only ever added.
 type ScheduleItem struct {
-	ID     string `json:"id"`
-	Note   string `json:"note,omitempty"`
-	Cwd    string `json:"cwd,omitempty"`
-	Paused bool   `json:"paused"`
-	// NextFires are the next times it fires.
+	// ID is the schedule's ID, as the Temporal UI's Schedules page shows it.
+	ID string `json:"id"`
+	// Name is the schedule's readable title: what it runs.
+	Name string `json:"name,omitempty"`
+	// Note is the creator's note, or the pause note while paused.
+	Note string `json:"note,omitempty"`
+	// Cwd is the folder whose delegations it starts (and whose next pi
+	// session receives their results).
+	Cwd string `json:"cwd,omitempty"`
+	// Kind is what each fire starts: "delegation" or "plan".
+	Kind string `json:"kind,omitempty"`
+	// Spec says when it fires, in the words it was created with: "every
+	// 2h", "at 2026-12-01T09:00:00Z", "cron 0 9 * * 1-5", "calendar
+	// hour=9 day_of_week=1-5"; Timezone the zone cron and calendar specs
+	// read their times in ("" is UTC).
+	Spec     string `json:"spec"`
+	Timezone string `json:"timezone,omitempty"`
+	// Overlap is what a fire does while the previous one still runs:
+	// skip, buffer_one, cancel_other or allow_all.
+	Overlap string `json:"overlap"`
+	// Catchup is how late a fire missed while the service was down may
+	// still start ("none": not at all; Temporal's default is a year).
+	Catchup string `json:"catchup"`
+	// End is when it stops firing, if it does.
+	End *time.Time `json:"end,omitempty"`
+	// Quiet schedules deliver only their failed runs to the folder's next
+	// pi session.
+	Quiet  bool `json:"quiet,omitempty"`
+	Paused bool `json:"paused"`
+	// NextFires are the next times it fires (none once it has ended).
 	NextFires []time.Time `json:"next_fires,omitempty"`
-	UIURL     string      `json:"ui_url,omitempty"`
+	// Fires counts the runs it started; Missed those it skipped because
+	// they were later than the catch-up window; Skipped those the overlap
+	// policy skipped.
+	Fires   int `json:"fires"`
+	Missed  int `json:"missed,omitempty"`
+	Skipped int `json:"skipped,omitempty"`
+	// Runs are its recent runs, newest first (describe: the last ten;
+	// claim: the results this session took).
+	Runs    []ScheduleRun `json:"runs,omitempty"`
+	Created *time.Time    `json:"created,omitempty"`
+	UIURL   string        `json:"ui_url,omitempty"`
+}
+
+// ScheduleRun is one fire of a schedule: the workflow the schedule started,
+// and the delegation or plan it ran.
+type ScheduleRun struct {
+	// ID is the fire's workflow ID (the schedule's ID and the fire's time).
+	ID string `json:"id"`
+	// DelegationID is the delegation or plan it started ("" until it has,
+	// or when its preparation failed).
+	DelegationID string `json:"delegation_id,omitempty"`
+	// Status is the run's: running while its delegation runs, then the
+	// delegation's end (completed, failed, cancelled, ...).
+	Status string `json:"status"`
+	// Fired is when it started; Scheduled the time it stood for (earlier
+	// for a fire caught up after the service was down).
+	Fired     time.Time  `json:"fired"`
+	Scheduled *time.Time `json:"scheduled,omitempty"`
+	// Summary is the start of its first task's output, or of its error.
+	Summary string        `json:"summary,omitempty"`
+	Error   *errcode.Info `json:"error,omitempty"`
+	// Delivery: Delivered once a pi session of the folder has its result;
+	// ClaimedBy is the session that took it (schedule claim), Holder that
+	// session's pi process.
+	Delivered bool              `json:"delivered,omitempty"`
+	ClaimedBy string            `json:"claimed_by,omitempty"`
+	Holder    *api.ResultHolder `json:"holder,omitempty"`
+	// Result is the delegation's envelope, in the answer of a claim this
+	// session won (what it delivers).
+	Result *Envelope `json:"result,omitempty"`
+	UIURL  string    `json:"ui_url,omitempty"`
 }
