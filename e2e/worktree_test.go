@@ -291,3 +291,44 @@ func realPathOf(t *testing.T, p string) string {
 	}
 	return r
 }
+
+// TestWorktreeSettingIsolatesWriters: the project's worktree setting puts
+// a profile that can write files in a worktree of its own (its change
+// captured, the checkout untouched), and leaves a read-only profile in the
+// checkout.
+func TestWorktreeSettingIsolatesWriters(t *testing.T) {
+	e := newEnv(t)
+	e.initWorkRepo(map[string]string{"a.txt": "a\n"})
+	e.writeSettings(false, `{"subagents":{"worktree":true}}`)
+	// The settings file is the project's own and ignored by git, so the
+	// checkout stays clean for the worktree.
+	if err := os.WriteFile(filepath.Join(e.workDir, ".git", "info", "exclude"), []byte(".pi/\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.writeProfile("plain-writer", "---\nname: plain-writer\ndescription: writes\ntools: read, bash, write\n---\nYou write.\n")
+	e.writeProfile("plain-reader", "---\nname: plain-reader\ndescription: reads\ntools: read, bash\n---\nYou read.\n")
+	e.model.Script("w", bashStep("pwd > where.txt"), finalizeStep("wrote"))
+	e.model.Script("r", bashStep("pwd"), finalizeStep("read"))
+	e.startWorker(shared.client)
+	req := fmt.Sprintf(`{"tasks":[
+		{"name":"w","prompt":"[[script:w]] Write.","profile":"plain-writer","cwd":%[1]q,"model":%[2]q},
+		{"name":"r","prompt":"[[script:r]] Read.","profile":"plain-reader","cwd":%[1]q,"model":%[2]q}
+	]}`, e.workDir, scriptedmodel.ModelRef)
+	ran, out := e.cli().json(0, req, "run", "--input", "-")
+	if ran.Status != "completed" || len(ran.Items) != 2 {
+		t.Fatalf("run: %s", out)
+	}
+	w := e.sessionStatus(ran.Items[0].TaskID).LastTurn.Result.Change
+	if w == nil || w.Empty || !slices.Equal(w.Files, []string{"where.txt"}) {
+		t.Fatalf("the writer's change: %+v", w)
+	}
+	if patch := readFile(t, w.PatchFile); strings.Contains(patch, "+"+e.workDir+"\n") {
+		t.Fatalf("the writer ran in the checkout:\n%s", patch)
+	}
+	if r := e.sessionStatus(ran.Items[1].TaskID).LastTurn.Result.Change; r != nil {
+		t.Fatalf("the reader ran in a worktree: %+v", r)
+	}
+	if status := gitIn(t, e.workDir, "status", "--porcelain"); status != "" {
+		t.Fatalf("the checkout changed:\n%s", status)
+	}
+}

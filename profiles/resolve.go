@@ -143,10 +143,27 @@ func (p *Profile) Resolve(opts Options, cfg Config, task TaskOverrides) (Resolve
 	if task.TimeoutSeconds > 0 {
 		child.TimeoutSeconds = task.TimeoutSeconds
 	}
-	if p.Worktree {
+	if p.Worktree || (cfg.Worktree && len(WriteTools(child.Tools, child.NoTools)) > 0 && inGitCheckout(opts.Cwd)) {
 		child.Worktree = &api.WorktreeSpec{}
 	}
 	return Resolved{Child: child, MaxFinalizeRetries: p.MaxFinalizeRetries, ReadFiles: read}, nil
+}
+
+// inGitCheckout says whether dir is inside a git checkout: where the
+// worktree setting isolates writers. A folder outside one has nothing a
+// worktree could be made of, and its writers run there as before.
+func inGitCheckout(dir string) bool {
+	for d := filepath.Clean(dir); d != ""; {
+		if _, err := os.Lstat(filepath.Join(d, ".git")); err == nil {
+			return true
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return false
+		}
+		d = parent
+	}
+	return false
 }
 
 // skillDirs are where skills live: pi's global skills folder, then the

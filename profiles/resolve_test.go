@@ -227,3 +227,69 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestWorktreeSetting: the worktree setting isolates the tasks of profiles
+// that can edit or write files, in a git checkout (a subfolder of one
+// too); a read-only profile, or a folder outside a checkout, runs as
+// before.
+func TestWorktreeSetting(t *testing.T) {
+	repo := t.TempDir()
+	if err := os.Mkdir(filepath.Join(repo, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sub := filepath.Join(repo, "pkg")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writer := mustParse(t, "---\nname: writer\ntools: read, edit, write\n---\n")
+	defaults := mustParse(t, "---\nname: defaults\n---\n") // pi's default tools write
+	reader := mustParse(t, "---\nname: reader\ntools: read, grep\n---\n")
+	tests := []struct {
+		name    string
+		profile *Profile
+		cwd     string
+		setting bool
+		want    bool
+	}{
+		{"off", writer, repo, false, false},
+		{"a writer in a checkout", writer, repo, true, true},
+		{"a writer in a subfolder of a checkout", writer, sub, true, true},
+		{"pi's default tools write", defaults, repo, true, true},
+		{"a reader stays in place", reader, repo, true, false},
+		{"outside a checkout", writer, t.TempDir(), true, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := tt.profile.Resolve(Options{Cwd: tt.cwd}, Config{Worktree: tt.setting}, TaskOverrides{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := r.Child.Worktree != nil; got != tt.want {
+				t.Fatalf("isolated %v, want %v", got, tt.want)
+			}
+		})
+	}
+	// A project's settings may turn it on, and not off where pi's own
+	// settings turned it on.
+	for _, tt := range []struct {
+		global, project string
+		want            bool
+	}{
+		{"", `{"subagents":{"worktree":true}}`, true},
+		{`{"subagents":{"worktree":true}}`, `{"subagents":{"worktree":false}}`, true},
+		{`{"subagents":{"worktree":false}}`, "", false},
+	} {
+		agent, project := t.TempDir(), t.TempDir()
+		if tt.global != "" {
+			must(t, os.WriteFile(filepath.Join(agent, ConfigFile), []byte(tt.global), 0o600))
+		}
+		if tt.project != "" {
+			must(t, os.MkdirAll(filepath.Join(project, ".pi"), 0o755))
+			must(t, os.WriteFile(filepath.Join(project, ".pi", ConfigFile), []byte(tt.project), 0o600))
+		}
+		cfg, err := LoadConfig(agent, project, nil)
+		if err != nil || cfg.Worktree != tt.want {
+			t.Fatalf("global %s, project %s: worktree %v (%v), want %v", tt.global, tt.project, cfg.Worktree, err, tt.want)
+		}
+	}
+}

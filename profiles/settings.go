@@ -74,6 +74,11 @@ type Config struct {
 	// 0: DefaultMaxDepth): a child at a depth below it may delegate with
 	// the delegation tools its profile lists (nesting.go).
 	MaxDepth int
+	// Worktree runs every task whose profile can edit or write files, in
+	// a git checkout, in a git worktree of its own (worktree,
+	// SUBAGENTS_WORKTREE; docs/worktrees.md), as a profile's worktree: true
+	// does for its own tasks.
+	Worktree bool
 }
 
 // A setting: its key under "subagents", its variable, and whether a
@@ -145,6 +150,13 @@ var settings = []setting{
 		// is a loop, not a plan.
 		n, err := asInt("maxDepth", v, from, 1, MaxSettingsDepth)
 		c.MaxDepth = n
+		return err
+	}},
+	// A project may turn isolation on: it only makes runs stricter (and
+	// a project's writers are what collide in its checkout).
+	{"worktree", "SUBAGENTS_WORKTREE", "", true, func(c *Config, v any, from string) error {
+		b, err := asBool("worktree", v, from)
+		c.Worktree = c.Worktree || b
 		return err
 	}},
 	{"trustGroup", "SUBAGENTS_TRUST_GROUP", "", false, func(c *Config, v any, from string) error {
