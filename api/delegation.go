@@ -179,6 +179,17 @@ func AckTTL(seconds int) time.Duration {
 // SessionSummary is a session's one-line summary in the Temporal UI.
 func SessionSummary(name, agent string) string { return fmt.Sprintf("%s (%s)", name, agent) }
 
+// NestedUnder is the task a nested run was started by, as the Temporal UI's
+// summaries name it: the parent session of a caller at depth 1 or more is
+// the task whose child delegated (docs/pi.md#nesting); "" for a top-level
+// pi's run.
+func NestedUnder(depth int, parentSession string) string {
+	if depth <= 0 || parentSession == "" {
+		return ""
+	}
+	return " · under task " + parentSession
+}
+
 // DelegationIDPrefix begins every delegation ID.
 const DelegationIDPrefix = "delegation-"
 
@@ -283,13 +294,19 @@ func BatchStatus(total, rejected int, done bool) string {
 // TaskDetails is a task as the Temporal UI shows it in a workflow's
 // details: what an operator needs to tell one run from another without
 // opening its history.
-func TaskDetails(name, agent, cwd, prompt, parentSession, delegationID string) string {
+//
+// depth is the caller's: at 1 or more, parentSession is the task whose
+// child started this one.
+func TaskDetails(name, agent, cwd, prompt, parentSession, delegationID string, depth int) string {
 	first, _, _ := strings.Cut(strings.TrimSpace(prompt), "\n")
 	if r := []rune(first); len(r) > 200 {
 		first = string(r[:200]) + "…"
 	}
 	details := fmt.Sprintf("**%s** · agent `%s`\n\n- cwd: `%s`\n- prompt: %s\n", name, agent, cwd, first)
-	if parentSession != "" {
+	switch {
+	case parentSession != "" && depth > 0:
+		details += fmt.Sprintf("- started by task `%s` (nested, depth %d)\n", parentSession, depth)
+	case parentSession != "":
 		details += fmt.Sprintf("- parent pi session: `%s`\n", parentSession)
 	}
 	if delegationID != "" {

@@ -83,3 +83,25 @@ func TestNameErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestNestedUnderAndTaskDetails: a nested run's UI text names the task
+// that started it; a top-level pi's names its pi session.
+func TestNestedUnderAndTaskDetails(t *testing.T) {
+	for _, tt := range []struct {
+		depth               int
+		parent, under, line string
+	}{
+		{0, "", "", ""},
+		{0, "pi-session-1", "", "- parent pi session: `pi-session-1`"},
+		{1, "task-7", " · under task task-7", "- started by task `task-7` (nested, depth 1)"},
+		{2, "", "", ""},
+	} {
+		if got := NestedUnder(tt.depth, tt.parent); got != tt.under {
+			t.Errorf("NestedUnder(%d, %q) = %q, want %q", tt.depth, tt.parent, got, tt.under)
+		}
+		details := TaskDetails("n", "scout", "/w", "look", tt.parent, "", tt.depth)
+		if tt.line != "" && !strings.Contains(details, tt.line) || tt.line == "" && strings.Contains(details, "parent") {
+			t.Errorf("TaskDetails at depth %d, parent %q:\n%s", tt.depth, tt.parent, details)
+		}
+	}
+}

@@ -234,7 +234,7 @@ func (c *Client) delegationInput(req StartRequest) (api.DelegationInput, error) 
 func delegationDetails(in api.DelegationInput) string {
 	var b strings.Builder
 	for i, t := range in.Tasks {
-		b.WriteString(api.TaskDetails(t.Name, api.AgentName(t.ProfileOr(in.Profile)), t.Cwd, t.Prompt, in.ParentSessionID, ""))
+		b.WriteString(api.TaskDetails(t.Name, api.AgentName(t.ProfileOr(in.Profile)), t.Cwd, t.Prompt, in.ParentSessionID, "", in.Depth))
 		if i < len(in.Tasks)-1 {
 			b.WriteString("\n")
 		}
@@ -274,7 +274,7 @@ func (c *Client) startDelegation(ctx context.Context, in api.DelegationInput) (E
 		TaskQueue:             c.TaskQueue,
 		TypedSearchAttributes: temporal.NewSearchAttributes(attrs...),
 		Memo:                  map[string]any{"name": strings.Join(names, ", ")},
-		StaticSummary:         fmt.Sprintf("delegation of %d task(s): %s", len(names), strings.Join(names, ", ")),
+		StaticSummary:         fmt.Sprintf("delegation of %d task(s): %s", len(names), strings.Join(names, ", ")) + api.NestedUnder(in.Depth, in.ParentSessionID),
 		StaticDetails:         delegationDetails(in),
 		// A delegation ID is never reused; a duplicate start is a bug.
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
@@ -368,8 +368,8 @@ func (c *Client) startOneTask(ctx context.Context, in api.DelegationInput) (Enve
 		TypedSearchAttributes: api.SessionAttributes(agent, t.Cwd, api.StateRunning, in.ParentSessionID,
 			api.DelegationKey.ValueSet(api.DelegationOpen)),
 		Memo:          api.SessionMemo(t, id, in.Host),
-		StaticSummary: api.SessionSummary(t.Name, agent),
-		StaticDetails: api.TaskDetails(t.Name, agent, t.Cwd, t.Prompt, in.ParentSessionID, id),
+		StaticSummary: api.SessionSummary(t.Name, agent) + api.NestedUnder(in.Depth, in.ParentSessionID),
+		StaticDetails: api.TaskDetails(t.Name, agent, t.Cwd, t.Prompt, in.ParentSessionID, id, in.Depth),
 		// A new task's ID is never reused; a duplicate start is a bug.
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		// As for a delegation (startDelegation).

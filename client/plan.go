@@ -135,7 +135,7 @@ func (c *Client) startPlan(ctx context.Context, id string, in api.PlanInput, reu
 		TaskQueue:             c.TaskQueue,
 		TypedSearchAttributes: temporal.NewSearchAttributes(attrs...),
 		Memo:                  map[string]any{"name": name, "description": in.Plan.Description},
-		StaticSummary:         fmt.Sprintf("%s: %d step(s): %s", name, len(keys), strings.Join(keys, ", ")),
+		StaticSummary:         fmt.Sprintf("%s: %d step(s): %s", name, len(keys), strings.Join(keys, ", ")) + api.NestedUnder(in.Depth, in.ParentSessionID),
 		StaticDetails:         planDetails(in),
 		WorkflowIDReusePolicy: reuse,
 		// As for a delegation (startDelegation): the first workflow task

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/converter"
+
 	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/internal/errcode"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
@@ -119,6 +121,23 @@ func TestNestedDelegationReachesTheChild(t *testing.T) {
 	_, text, _ = c.run("", "status", childID)
 	if !strings.Contains(text, "↳ "+listed.Runs[0].ID+" · deep · completed") {
 		t.Fatalf("status does not draw the nested task under its task:\n%s", text)
+	}
+	// The UI's summary and details of the grandchild name the task that
+	// started it.
+	desc, err := shared.client.DescribeWorkflowExecution(e.ctx(), listed.Runs[0].ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var summary, details string
+	meta := desc.GetExecutionConfig().GetUserMetadata()
+	if err := converter.GetDefaultDataConverter().FromPayload(meta.GetSummary(), &summary); err != nil {
+		t.Fatal(err)
+	}
+	if err := converter.GetDefaultDataConverter().FromPayload(meta.GetDetails(), &details); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(summary, " · under task "+childID) || !strings.Contains(details, "started by task `"+childID+"` (nested, depth 1)") {
+		t.Fatalf("the grandchild's UI summary %q and details:\n%s", summary, details)
 	}
 }
 

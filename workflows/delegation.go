@@ -445,8 +445,8 @@ func (d *delegation) runTask(ctx workflow.Context, i int, r profiles.ResolvedTas
 		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
 		TypedSearchAttributes: api.SessionAttributes(api.AgentName(in.Agent), in.Cwd, initial, d.in.ParentSessionID),
 		Memo:                  api.SessionMemo(t, d.id, host),
-		StaticSummary:         api.SessionSummary(t.Name, api.AgentName(in.Agent)),
-		StaticDetails:         api.TaskDetails(t.Name, api.AgentName(in.Agent), in.Cwd, t.Prompt, d.in.ParentSessionID, d.id),
+		StaticSummary:         api.SessionSummary(t.Name, api.AgentName(in.Agent)) + api.NestedUnder(d.in.Depth, d.in.ParentSessionID),
+		StaticDetails:         api.TaskDetails(t.Name, api.AgentName(in.Agent), in.Cwd, t.Prompt, d.in.ParentSessionID, d.id, d.in.Depth),
 	})
 	fut := workflow.ExecuteChildWorkflow(cctx, api.SessionWorkflowName, in)
 	if err := fut.GetChildWorkflowExecution().Get(ctx, nil); err != nil {

@@ -859,8 +859,8 @@ func (p *planRun) startSession(ctx workflow.Context, i, n int, prompt string, fi
 		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
 		TypedSearchAttributes: api.SessionAttributes(api.AgentName(agent), cwd, api.StateRunning, p.in.ParentSessionID),
 		Memo:                  api.SessionMemo(task, p.id, p.in.Host),
-		StaticSummary:         fmt.Sprintf("plan step %s (%s)", s.Key, api.AgentName(agent)),
-		StaticDetails:         api.TaskDetails(s.Key, api.AgentName(agent), cwd, prompt, p.in.ParentSessionID, p.id),
+		StaticSummary:         fmt.Sprintf("plan step %s (%s)", s.Key, api.AgentName(agent)) + api.NestedUnder(p.in.Depth, p.in.ParentSessionID),
+		StaticDetails:         api.TaskDetails(s.Key, api.AgentName(agent), cwd, prompt, p.in.ParentSessionID, p.id, p.in.Depth),
 	})
 	fut := workflow.ExecuteChildWorkflow(cctx, api.SessionWorkflowName, in)
 	if err := fut.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
