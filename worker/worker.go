@@ -329,6 +329,10 @@ func Register(r sdkworker.Registry, acts *activities.Activities, profs *profiles
 	r.RegisterActivityWithOptions(res.ResolveTasks, activity.RegisterOptions{Name: api.ResolveTasksActivityName})
 	r.RegisterActivityWithOptions(sessions.LookupSessions, activity.RegisterOptions{Name: api.LookupSessionsActivityName})
 	r.RegisterActivityWithOptions(sessions.CancelNested, activity.RegisterOptions{Name: workflows.CancelNestedActivityName})
+	// Schedules (docs/schedules.md): a fire, the result it leaves, and its preparation.
+	r.RegisterWorkflowWithOptions(workflows.Scheduled, workflow.RegisterOptions{Name: api.ScheduledWorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.ScheduledResult, workflow.RegisterOptions{Name: api.ScheduledResultWorkflowName})
+	r.RegisterActivityWithOptions(schedulingOf(profs).PrepareScheduled, activity.RegisterOptions{Name: api.PrepareScheduledActivityName})
 }
 
 // registerHostActivities registers what runs on a host queue: the steps
@@ -338,6 +342,12 @@ func registerHostActivities(r sdkworker.Registry, acts *activities.Activities, p
 	r.RegisterActivityWithOptions(acts.ReadSession, activity.RegisterOptions{Name: api.ReadSessionActivityName})
 	r.RegisterActivityWithOptions(gatesOf(profs).RunGate, activity.RegisterOptions{Name: api.RunGateActivityName})
 	r.RegisterActivityWithOptions(resolver{profs: profs, acts: acts}.ResolveTasks, activity.RegisterOptions{Name: api.ResolveTasksActivityName})
+	r.RegisterActivityWithOptions(schedulingOf(profs).PrepareScheduled, activity.RegisterOptions{Name: api.PrepareScheduledActivityName})
+}
+
+// schedulingOf is a schedule's preparation, reading settings and plans where profs does.
+func schedulingOf(profs *profiles.Activities) *activities.Scheduling {
+	return &activities.Scheduling{AgentDir: profs.AgentDir, PromptDirs: profs.PromptDirs, Getenv: profs.Getenv}
 }
 
 // gatesOf is the gate activity, reading the settings where profs does.
