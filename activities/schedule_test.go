@@ -30,7 +30,9 @@ func TestPrepareScheduled(t *testing.T) {
 	writeFile(t, filepath.Join(agentDir, "subagents.json"), `{"subagents": {"taskMaxConcurrency": 2}}`)
 	writeFile(t, filepath.Join(agentDir, "plans", "review.yaml"), "description: Review a file\nargs:\n  file: {default: main.go}\nsteps:\n  - task: Review {args.file}\n")
 	writeFile(t, filepath.Join(project, ".pi", "plans", "gated.yaml"), "steps:\n  - task: Fix it\n    gate: {command: make test}\n")
-	task := func(name string) api.TaskSpec { return api.TaskSpec{Name: name, Prompt: "look at " + name, Cwd: project} }
+	task := func(name string) api.TaskSpec {
+		return api.TaskSpec{Name: name, Prompt: "look at " + name, Cwd: project}
+	}
 	n := 0
 	s := &Scheduling{AgentDir: agentDir, NewID: func() string { n++; return fmt.Sprintf("00000000-0000-7000-8000-%012d", n) }}
 	tests := []struct {
