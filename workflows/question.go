@@ -84,16 +84,23 @@ func (s *session) validateReply(req api.ReplyRequest) error {
 	return nil
 }
 
-// replyTarget is the question req answers: the one it names, else the
-// first one pending.
+// replyTarget is the question req answers: the one it names (the pending
+// one of that ID, else its latest, when a model used an ID twice), else
+// the first one pending.
 func (s *session) replyTarget(req api.ReplyRequest) *api.Question {
+	var named *api.Question
 	for i := range s.questions {
 		q := &s.questions[i]
-		if req.QuestionID != "" && q.ID == req.QuestionID || req.QuestionID == "" && q.State == api.QuestionPending {
+		switch {
+		case req.QuestionID == "" && q.State == api.QuestionPending:
 			return q
+		case req.QuestionID != "" && q.ID == req.QuestionID && q.State == api.QuestionPending:
+			return q
+		case req.QuestionID != "" && q.ID == req.QuestionID:
+			named = q
 		}
 	}
-	return nil
+	return named
 }
 
 // answer records a validated reply and returns its question.
@@ -131,7 +138,11 @@ func (s *session) recordQuestions(ctx workflow.Context, res api.RunPiResult) []s
 	now := workflow.Now(ctx)
 	var waiting []string
 	for _, q := range res.Questions {
-		if slices.ContainsFunc(s.questions, func(o api.Question) bool { return o.ID == q.ID }) {
+		// A retried run reports the question its session file ends at
+		// again: the same call, already recorded. A model that numbers its
+		// calls per request (call_1 in every run) asks a new question
+		// under an old ID: it differs in its text.
+		if slices.ContainsFunc(s.questions, func(o api.Question) bool { return o.ID == q.ID && o.Message == q.Message && o.Reason == q.Reason }) {
 			continue
 		}
 		q.Turn, q.Asked = s.turn, now

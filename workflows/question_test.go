@@ -264,3 +264,37 @@ func TestSessionChildThatKeepsAsking(t *testing.T) {
 		t.Fatalf("state %s error %+v after %d runs, want failed with QUESTION_TIMEOUT after %d", res.State, res.LastTurn.Error, len(child.prompts), want)
 	}
 }
+
+// TestSessionQuestionUnderAReusedID: a model that numbers its tool calls
+// per request asks a second question under the first one's ID; it is a new
+// question that waits, the reply naming that ID answers it, and the child
+// gets that answer.
+func TestSessionQuestionUnderAReusedID(t *testing.T) {
+	child := &fakeChild{results: []api.RunPiResult{
+		asking(decision("call_1", "SQLite or PostgreSQL?")),
+		asking(decision("call_1", "Which port?")),
+		finalized("Used PostgreSQL on 5433."),
+	}}
+	env := newTestEnv(t, child.run)
+	var got []string
+	answer := func(msg string) func() {
+		return func() {
+			reply(env, msg, api.ReplyRequest{QuestionID: "call_1", Message: msg}, func(q api.Question, err error) {
+				got = append(got, fmt.Sprintf("%s→%s %v", q.Message, q.Answer, err))
+			})
+		}
+	}
+	env.RegisterDelayedCallback(answer("PostgreSQL."), time.Minute)
+	env.RegisterDelayedCallback(answer("5433."), 2*time.Minute)
+	env.ExecuteWorkflow(api.SessionWorkflowName, oneTurn("Set up the database."))
+	var res api.SessionResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, "; ") != "SQLite or PostgreSQL?→PostgreSQL. <nil>; Which port?→5433. <nil>" {
+		t.Fatalf("replies: %q", got)
+	}
+	if res.LastTurn.Result.Output != "Used PostgreSQL on 5433." || len(child.prompts) != 3 || !strings.Contains(child.prompts[2], "5433.") {
+		t.Fatalf("result %q, prompts %q", res.LastTurn.Result.Output, child.prompts)
+	}
+}
