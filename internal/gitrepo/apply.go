@@ -9,9 +9,12 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // Conflict is a file of a change that does not apply to a checkout as it
@@ -69,9 +72,17 @@ func ApplyChange(ctx context.Context, top, base, tip string) (applied []string, 
 	if err != nil {
 		return nil, nil, err
 	}
+	// The paths the change deletes: a folder of them only may become a
+	// file of the same name.
+	deleted := map[string]bool{}
+	for _, c := range changes {
+		if c.newMode == modeAbsent {
+			deleted[c.path] = true
+		}
+	}
 	var ops []fileOp
 	for _, c := range changes {
-		op, skip, why, err := plan(ctx, top, c, blobs)
+		op, skip, why, err := plan(ctx, top, c, blobs, deleted)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -85,13 +96,24 @@ func ApplyChange(ctx context.Context, top, base, tip string) (applied []string, 
 	if len(conflicts) > 0 {
 		return nil, conflicts, nil
 	}
+	// Deletions first: a folder the change empties is gone before a file
+	// takes its name (git lists a/b after a).
+	slices.SortStableFunc(ops, func(a, b fileOp) int {
+		switch {
+		case a.remove && !b.remove:
+			return -1
+		case b.remove && !a.remove:
+			return 1
+		}
+		return 0
+	})
 	// What each file was before, to put back should a write fail midway
 	// (a permission, a full disk): all or nothing, for errors too.
 	var undo []fileOp
 	for _, op := range ops {
 		before, err := snapshot(top, op.path)
 		if err == nil {
-			err = write(top, op)
+			err = writeOp(top, op)
 		}
 		if err != nil {
 			for i := len(undo) - 1; i >= 0; i-- {
@@ -102,6 +124,7 @@ func ApplyChange(ctx context.Context, top, base, tip string) (applied []string, 
 		undo = append(undo, before)
 		applied = append(applied, op.path)
 	}
+	slices.Sort(applied)
 	return applied, nil, nil
 }
 
@@ -198,7 +221,9 @@ type current struct {
 
 func readCurrent(path string) (current, error) {
 	info, err := os.Lstat(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		// Not there, or a file holds the name of a folder on its path
+		// (plan looks at that file).
 		return current{}, nil
 	}
 	if err != nil {
@@ -230,7 +255,7 @@ func (c current) same(mode string, content []byte) bool {
 
 // plan decides what applying c does to its file: an op, nothing (skip:
 // the checkout has tip's side already), or why it conflicts.
-func plan(ctx context.Context, top string, c rawChange, blobs map[string][]byte) (op fileOp, skip bool, why string, err error) {
+func plan(ctx context.Context, top string, c rawChange, blobs map[string][]byte, deleted map[string]bool) (op fileOp, skip bool, why string, err error) {
 	if c.oldMode == modeGitlink || c.newMode == modeGitlink {
 		return op, false, "a submodule changed: apply it by hand", nil
 	}
@@ -257,10 +282,18 @@ func plan(ctx context.Context, top string, c rawChange, blobs map[string][]byte)
 	case c.oldMode == modeAbsent:
 		// The task added it.
 		switch {
+		case fileOnPath(top, c.path, deleted):
+			return op, false, "a file here has the name of a folder it is in, and the task did not delete it", nil
 		case !cur.exists:
 			return op, false, "", nil
 		case cur.same(c.newMode, newContent):
 			return op, true, "", nil
+		case cur.dir:
+			if emptiedBy(filepath.Join(top, c.path), c.path, deleted) {
+				// The task turned the folder into a file.
+				return op, false, "", nil
+			}
+			return op, false, "the task made it a file and a folder here holds more than the task deleted", nil
 		}
 		return op, false, "the task added it and a different one is here", nil
 	case !cur.exists:
@@ -287,6 +320,41 @@ func plan(ctx context.Context, top string, c rawChange, blobs map[string][]byte)
 		op.mode = cur.mode
 	}
 	return op, false, "", nil
+}
+
+// fileOnPath says whether a folder on rel's path is a file (or a link) in
+// the checkout that the change does not delete: a file the task turned
+// into a folder may replace it only when the change deletes it.
+func fileOnPath(top, rel string, deleted map[string]bool) bool {
+	for dir := path.Dir(rel); dir != "." && dir != "/"; dir = path.Dir(dir) {
+		info, err := os.Lstat(filepath.Join(top, filepath.FromSlash(dir)))
+		if err == nil && !info.IsDir() && !deleted[dir] {
+			return true
+		}
+	}
+	return false
+}
+
+// emptiedBy says whether every file under dir (the checkout's folder rel)
+// is one the change deletes: a folder the change leaves empty. A file the
+// user added there, or one git ignores, keeps it.
+func emptiedBy(dir, rel string, deleted map[string]bool) bool {
+	empty := true
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		sub, err := filepath.Rel(dir, path)
+		if err != nil || !deleted[filepath.ToSlash(filepath.Join(rel, sub))] {
+			empty = false
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	return err == nil && empty
 }
 
 // fileMode is the permission bits a file of git mode gets.
@@ -353,6 +421,10 @@ func mergeFile(ctx context.Context, top string, ours, base, theirs []byte) (merg
 // write carries out op in the working tree at top: a file or link through
 // a temporary file renamed into place, a removal with the folders it
 // leaves empty.
+// writeOp is write; a test makes it fail, as a full disk would, once the
+// checks before any write have passed.
+var writeOp = write
+
 func write(top string, op fileOp) error {
 	path := filepath.Join(top, op.path)
 	if op.remove {

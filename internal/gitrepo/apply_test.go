@@ -2,9 +2,11 @@ package gitrepo
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -212,23 +214,77 @@ func TestApplyChangeBeyondALink(t *testing.T) {
 }
 
 // TestApplyChangePutsBackOnAFailedWrite: a write that fails after others
-// succeeded (here a file stands where the change needs a folder) leaves the
-// checkout as it was: nothing half-applied.
+// succeeded (a full disk, a permission) leaves the checkout as it was:
+// nothing half-applied. A file where the change needs a folder is a
+// conflict found before anything is written.
 func TestApplyChangePutsBackOnAFailedWrite(t *testing.T) {
 	top := newRepo(t, map[string]string{"a.txt": "old\n"})
 	base, tip := change(t, top, func(wt string) {
 		writeFiles(t, wt, map[string]string{"a.txt": "new\n", "b/new.txt": "added\n"})
 	})
-	// The user made a file named b meanwhile (untracked).
-	writeFiles(t, top, map[string]string{"b": "in the way\n"})
+	defer func(w func(string, fileOp) error) { writeOp = w }(writeOp)
+	writeOp = func(top string, op fileOp) error {
+		if op.path == "b/new.txt" {
+			return errors.New("no space left on device")
+		}
+		return write(top, op)
+	}
 	applied, conflicts, err := ApplyChange(context.Background(), top, base, tip)
-	if err == nil {
-		t.Fatalf("applied %q (conflicts %+v) with a file where a folder must be", applied, conflicts)
+	if err == nil || !strings.Contains(err.Error(), "no space left") {
+		t.Fatalf("applied %q (conflicts %+v, err %v) with a failing write", applied, conflicts, err)
 	}
 	if got := read(t, filepath.Join(top, "a.txt")); got != "old\n" {
 		t.Fatalf("a.txt is %q after a failed apply: half-applied", got)
 	}
+	writeOp = write
+
+	// The user made a file named b meanwhile (untracked).
+	writeFiles(t, top, map[string]string{"b": "in the way\n"})
+	applied, conflicts, err = ApplyChange(context.Background(), top, base, tip)
+	if err != nil || len(applied) > 0 || len(conflicts) != 1 || conflicts[0].Path != "b/new.txt" {
+		t.Fatalf("applied %q conflicts %+v err %v with a file where a folder must be", applied, conflicts, err)
+	}
+	if got := read(t, filepath.Join(top, "a.txt")); got != "old\n" {
+		t.Fatalf("a.txt is %q after a conflict", got)
+	}
 	if got := read(t, filepath.Join(top, "b")); got != "in the way\n" {
 		t.Fatalf("b is %q", got)
+	}
+}
+
+// TestApplyChangeFileAndFolderSwap: a task that turned a folder into a file
+// of its name, and a file into a folder, applies to a checkout that still
+// has them as they were; a folder that holds a file the task did not delete
+// (the user's own) is a conflict, and nothing is written.
+func TestApplyChangeFileAndFolderSwap(t *testing.T) {
+	swap := func(t *testing.T, wt string) {
+		for _, p := range []string{"dir", "file"} {
+			if err := os.RemoveAll(filepath.Join(wt, p)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		writeFiles(t, wt, map[string]string{"dir": "now a file\n", "file/inside.txt": "now a folder\n"})
+	}
+	start := map[string]string{"dir/a.txt": "a\n", "dir/sub/b.txt": "b\n", "file": "a file\n"}
+
+	top := newRepo(t, start)
+	base, tip := change(t, top, func(wt string) { swap(t, wt) })
+	applied, conflicts, err := ApplyChange(context.Background(), top, base, tip)
+	if err != nil || len(conflicts) > 0 {
+		t.Fatalf("applied %q conflicts %+v err %v", applied, conflicts, err)
+	}
+	if read(t, filepath.Join(top, "dir")) != "now a file\n" || read(t, filepath.Join(top, "file", "inside.txt")) != "now a folder\n" {
+		t.Fatalf("after the apply: dir %q, file/inside.txt %q", read(t, filepath.Join(top, "dir")), read(t, filepath.Join(top, "file", "inside.txt")))
+	}
+
+	top = newRepo(t, start)
+	base, tip = change(t, top, func(wt string) { swap(t, wt) })
+	writeFiles(t, top, map[string]string{"dir/mine.txt": "the user's\n"})
+	applied, conflicts, err = ApplyChange(context.Background(), top, base, tip)
+	if err != nil || len(applied) > 0 || len(conflicts) != 1 || conflicts[0].Path != "dir" {
+		t.Fatalf("applied %q conflicts %+v err %v", applied, conflicts, err)
+	}
+	if read(t, filepath.Join(top, "dir", "a.txt")) != "a\n" || read(t, filepath.Join(top, "file")) != "a file\n" {
+		t.Fatal("a conflicting apply changed the checkout")
 	}
 }
