@@ -174,6 +174,18 @@ func TestWorktreeCapture(t *testing.T) {
 	if got, err := BaseOf(ctx, top, tip); err != nil || got != base {
 		t.Fatalf("BaseOf = %q, %v; want %q", got, err, base)
 	}
+	// A commit the child made itself on top of the capture: the base is
+	// still the capture's; before any capture there is none.
+	writeFiles(t, wt, map[string]string{"own.txt": "own\n"})
+	git(t, wt, "add", "own.txt")
+	git(t, wt, "-c", "user.name=child", "-c", "user.email=c@c", "commit", "-q", "-m", "the child's own commit")
+	if got, err := BaseOf(ctx, top, git(t, wt, "rev-parse", "HEAD")); err != nil || got != base {
+		t.Fatalf("BaseOf above a child's own commit = %q, %v; want %q", got, err, base)
+	}
+	if got, err := BaseOf(ctx, top, base); err != nil || got != "" {
+		t.Fatalf("BaseOf before any capture = %q, %v", got, err)
+	}
+	git(t, wt, "reset", "-q", "--hard", "HEAD~1")
 	files, err := ChangedFiles(ctx, top, base, tip)
 	if err != nil || !slices.Equal(files, []string{"a.txt", "gone.txt", "new.txt"}) {
 		t.Fatalf("ChangedFiles = %q, %v", files, err)
@@ -233,5 +245,36 @@ func TestRemoveWorktreeOfAFolderGitForgot(t *testing.T) {
 	}
 	if _, err := os.Stat(wt); !os.IsNotExist(err) {
 		t.Fatalf("folder still there: %v", err)
+	}
+}
+
+// TestCaptureAfterTheChildsOwnCommit: a child that committed its work
+// itself leaves nothing to commit; the capture is then an empty commit with
+// the trailers, so the branch still names its base, and the change holds
+// the child's commit. With nothing new since a capture, there is none.
+func TestCaptureAfterTheChildsOwnCommit(t *testing.T) {
+	ctx := context.Background()
+	top := newRepo(t, map[string]string{"a.txt": "a\n"})
+	base := git(t, top, "rev-parse", "HEAD")
+	wt := filepath.Join(t.TempDir(), "wt")
+	if err := AddWorktree(ctx, top, wt, "subagents/s2", base); err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, wt, map[string]string{"own.txt": "own\n"})
+	git(t, wt, "add", "own.txt")
+	git(t, wt, "-c", "user.name=child", "-c", "user.email=c@c", "commit", "-q", "-m", "the child's own commit")
+	who := Identity{Name: "subagents", Email: "subagents@localhost"}
+	if committed, err := CommitAll(ctx, wt, "subagents: s2", base, "s2", who); err != nil || !committed {
+		t.Fatalf("CommitAll = %v, %v", committed, err)
+	}
+	tip := git(t, wt, "rev-parse", "HEAD")
+	if got, err := BaseOf(ctx, top, tip); err != nil || got != base {
+		t.Fatalf("BaseOf = %q, %v; want %q", got, err, base)
+	}
+	if files, err := ChangedFiles(ctx, top, base, tip); err != nil || !slices.Equal(files, []string{"own.txt"}) {
+		t.Fatalf("ChangedFiles = %q, %v", files, err)
+	}
+	if committed, err := CommitAll(ctx, wt, "subagents: s2", base, "s2", who); err != nil || committed {
+		t.Fatalf("a second capture = %v, %v", committed, err)
 	}
 }

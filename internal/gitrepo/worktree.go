@@ -187,39 +187,68 @@ func CommitAll(ctx context.Context, dir, message, base, session string, who Iden
 			paths.WriteByte(0)
 		}
 	}
-	if paths.Len() == 0 {
-		return false, nil
+	staged := false
+	if paths.Len() > 0 {
+		// Literal pathspecs: a file named ":(glob)*" is that file.
+		if _, err := run(ctx, dir, &paths, "--literal-pathspecs", "add", "--all", "--pathspec-from-file=-", "--pathspec-file-nul"); err != nil {
+			return false, err
+		}
+		if _, err := run(ctx, dir, nil, "diff", "--cached", "--quiet"); err == nil {
+			staged = false
+		} else if exitCode(err) != 1 {
+			return false, err
+		} else {
+			staged = true
+		}
 	}
-	// Literal pathspecs: a file named ":(glob)*" is that file.
-	if _, err := run(ctx, dir, &paths, "--literal-pathspecs", "add", "--all", "--pathspec-from-file=-", "--pathspec-file-nul"); err != nil {
-		return false, err
-	}
-	if _, err := run(ctx, dir, nil, "diff", "--cached", "--quiet"); err == nil {
-		return false, nil
-	} else if exitCode(err) != 1 {
-		return false, err
-	}
-	msg := fmt.Sprintf("%s\n\n%s: %s\n%s: %s\n", message, BaseTrailer, base, SessionTrailer, session)
 	args := append(append([]string(nil), noHooks...), "-c", "user.name="+who.Name, "-c", "user.email="+who.Email,
 		"commit", "--quiet", "--no-verify", "--file=-")
+	if !staged {
+		// Nothing left to commit; but a child that committed its work
+		// itself left commits without the trailers: an empty capture on
+		// top keeps the base for the session's next run (BaseOf).
+		head, err := run(ctx, dir, nil, "rev-parse", "HEAD")
+		if err != nil {
+			return false, err
+		}
+		if h := strings.TrimSpace(string(head)); h == base {
+			return false, nil
+		}
+		if named, err := BaseOf(ctx, dir, "HEAD"); err != nil || named == base {
+			return false, err
+		}
+		args = append(args, "--allow-empty")
+	}
+	msg := fmt.Sprintf("%s\n\n%s: %s\n%s: %s\n", message, BaseTrailer, base, SessionTrailer, session)
 	if _, err := run(ctx, dir, strings.NewReader(msg), args...); err != nil {
 		return false, err
 	}
 	return true, nil
 }
 
-// BaseOf is the base a capture's commit at rev names (BaseTrailer), or ""
-// when rev is no such commit.
+// baseSearchDepth bounds how far back BaseOf looks for a capture: a
+// session's branch holds a capture per run and the commits its child made
+// itself, far fewer than this; a branch that has none within it has none.
+const baseSearchDepth = 1000
+
+// BaseOf is the base the latest capture commit at or before rev names
+// (BaseTrailer), or "" when there is none: a child that committed on its
+// own after its last capture leaves that capture below the branch's tip.
 func BaseOf(ctx context.Context, top, rev string) (string, error) {
-	out, err := run(ctx, top, nil, "log", "-1", "--format=%(trailers:key="+BaseTrailer+",valueonly)", rev, "--")
+	out, err := run(ctx, top, nil, "log", fmt.Sprintf("--max-count=%d", baseSearchDepth),
+		"--format=%(trailers:key="+BaseTrailer+",valueonly)%x1e", rev, "--")
 	if err != nil {
 		return "", err
 	}
-	base := strings.TrimSpace(string(out))
-	if i := strings.IndexByte(base, '\n'); i >= 0 {
-		base = base[:i]
+	for _, rec := range strings.Split(string(out), "\x1e") {
+		if base := strings.TrimSpace(rec); base != "" {
+			if i := strings.IndexByte(base, '\n'); i >= 0 {
+				base = base[:i]
+			}
+			return base, nil
+		}
 	}
-	return base, nil
+	return "", nil
 }
 
 // ChangedFiles are the files that differ between two commits.
