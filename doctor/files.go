@@ -1,0 +1,118 @@
+package doctor
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/durable-pi/subagents/profiles"
+)
+
+// FileError is a mistake in a file, where it is.
+type FileError struct {
+	File string `json:"file"`
+	// Line is 0 when the mistake has no one line (the file cannot be read).
+	Line    int    `json:"line,omitempty"`
+	Message string `json:"message"`
+}
+
+// String is file:line: message, as editors and compilers say it.
+func (e FileError) String() string {
+	at := e.File
+	if e.Line > 0 {
+		at += ":" + strconv.Itoa(e.Line)
+	}
+	return at + ": " + e.Message
+}
+
+// shown is how many mistakes a verdict names; the details hold them all.
+const shown = 3
+
+// listErrors is a verdict's list of mistakes: the first few, then how
+// many more.
+func listErrors(errs []FileError) string {
+	var parts []string
+	for i, e := range errs {
+		if i == shown {
+			parts = append(parts, fmt.Sprintf("and %d more", len(errs)-shown))
+			break
+		}
+		parts = append(parts, e.String())
+	}
+	return strings.Join(parts, "; ")
+}
+
+// checkProfiles: every profile this folder's delegations can name reads
+// and validates; each one that does not is named with its file and line.
+func checkProfiles(list []*profiles.Profile, loadErr error, read func(string) ([]byte, error)) Result {
+	const fix = "edit the file at that line (docs/profiles.md lists the fields), or remove it"
+	if loadErr != nil {
+		return fail(CheckProfiles, "the profiles cannot be listed: "+oneLine(loadErr.Error()), "make the folder readable, or remove it")
+	}
+	var errs []FileError
+	for _, p := range list {
+		if p.Err == nil {
+			continue
+		}
+		e := FileError{File: p.Path, Message: oneLine(strings.TrimPrefix(p.Err.Error(), "profile "+p.Path+": "))}
+		if p.Path == "" {
+			e.File = "built-in profile " + p.Name
+		} else if src, err := read(p.Path); err == nil {
+			e.Line = profiles.ErrorLine(src, p.Err)
+		}
+		if e.Line > 0 {
+			// The file's line replaces the parser's own, which counts from
+			// the frontmatter's first line.
+			e.Message = yamlNoise.ReplaceAllString(e.Message, "")
+		}
+		errs = append(errs, e)
+	}
+	if len(errs) > 0 {
+		return fail(CheckProfiles, fmt.Sprintf("%d of %d profiles cannot be used: %s", len(errs), len(list), listErrors(errs)), fix).with("errors", errs)
+	}
+	return ok(CheckProfiles, fmt.Sprintf("%d profiles read and valid", len(list))).with("count", len(list))
+}
+
+// yamlNoise is what yaml.v3 adds to a frontmatter error besides the
+// mistake: its own line count and the Go type it decoded into.
+var yamlNoise = regexp.MustCompile(`yaml: (?:unmarshal errors: )?line \d+: | in type profiles\.frontmatter`)
+
+// planLine reads ReadPlanFile's "plan file PATH: line N: MESSAGE".
+var planLine = regexp.MustCompile(`^plan file (.+?): (?:line (\d+): )?(.*)$`)
+
+// checkPlans: every saved plan in scope reads and validates; a project
+// plan whose gates this project is not trusted to run is a warning.
+func checkPlans(plans []profiles.PlanInfo, listErr error, agentDir string) Result {
+	if listErr != nil {
+		return fail(CheckPlans, "the saved plans cannot be listed: "+oneLine(listErr.Error()), "make the folder readable, or remove it")
+	}
+	var errs []FileError
+	var refused, shadowed []string
+	for _, p := range plans {
+		switch {
+		case p.Error != "":
+			e := FileError{File: p.File, Message: oneLine(p.Error)}
+			if m := planLine.FindStringSubmatch(e.Message); m != nil && m[1] == p.File {
+				e.Line, _ = strconv.Atoi(m[2])
+				e.Message = m[3]
+			}
+			errs = append(errs, e)
+		case p.GatesRefused:
+			refused = append(refused, p.File)
+		}
+		if p.ShadowedBy != "" {
+			shadowed = append(shadowed, p.File)
+		}
+	}
+	switch {
+	case len(errs) > 0:
+		return fail(CheckPlans, fmt.Sprintf("%d of %d saved plans cannot be used: %s", len(errs), len(plans), listErrors(errs)),
+			"edit the file at that line (docs/plans.md gives a plan's fields), or remove it").with("errors", errs).with("shadowed", shadowed)
+	case len(refused) > 0:
+		return warn(CheckPlans, fmt.Sprintf("%d saved plans have gate commands this project is not trusted to run: %s", len(refused), strings.Join(refused, ", ")),
+			fmt.Sprintf("if you trust this project, add its folder to \"trustedProjects\" under \"subagents\" in %s/%s (docs/plans.md)", agentDir, profiles.ConfigFile)).
+			with("gates_refused", refused).with("shadowed", shadowed)
+	}
+	return ok(CheckPlans, fmt.Sprintf("%d saved plans read and valid", len(plans))).with("count", len(plans)).with("shadowed", shadowed)
+}

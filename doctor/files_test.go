@@ -1,0 +1,98 @@
+package doctor
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/durable-pi/subagents/profiles"
+)
+
+// write puts files (path relative to root: content) under root.
+func write(t *testing.T, root string, files map[string]string) {
+	t.Helper()
+	for rel, content := range files {
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestCheckProfiles(t *testing.T) {
+	tests := []struct {
+		name   string
+		files  map[string]string
+		status Status
+		has    []string
+	}{
+		{"the built-ins", nil, OK, []string{"profiles read and valid"}},
+		{"a good one", map[string]string{".pi/agents/mine.md": "---\nname: mine\ndescription: x\n---\nDo it.\n"}, OK, []string{"profiles read and valid"}},
+		{"an unknown field", map[string]string{".pi/agents/bad.md": "---\nname: bad\n\ncolour: red\n---\nx\n"}, Fail,
+			[]string{"1 of", "profiles cannot be used", ".pi/agents/bad.md:4: frontmatter: field colour not found"}},
+		{"two bad", map[string]string{
+			".pi/agents/a.md": "---\nname: a\nthinkingLevel: loud\n---\n",
+			".pi/agents/b.md": "---\ndescription: no name\n---\n",
+		}, Fail, []string{"2 of", "a.md:3: thinkingLevel", "b.md:1: name is required"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			write(t, root, tt.files)
+			set, err := profiles.Load(profiles.Options{Cwd: root, AgentDir: filepath.Join(root, "agent")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := checkProfiles(set.List(true), nil, os.ReadFile)
+			if r.Status != tt.status {
+				t.Fatalf("%+v", r)
+			}
+			for _, h := range tt.has {
+				if !strings.Contains(r.Verdict, h) {
+					t.Errorf("verdict %q lacks %q", r.Verdict, h)
+				}
+			}
+			if r.Status == Fail {
+				errs := r.Details["errors"].([]FileError)
+				if len(errs) == 0 || errs[0].Line == 0 || !strings.Contains(r.Fix, "docs/profiles.md") {
+					t.Fatalf("%+v", r)
+				}
+			}
+		})
+	}
+}
+
+func TestCheckPlans(t *testing.T) {
+	const good = "steps:\n  - key: a\n    agent: scout\n    task: look\n"
+	tests := []struct {
+		name   string
+		files  map[string]string
+		status Status
+		has    string
+	}{
+		{"none", nil, OK, "0 saved plans"},
+		{"a good one", map[string]string{".pi/plans/look.yaml": good}, OK, "1 saved plans read and valid"},
+		{"an unknown field", map[string]string{".pi/plans/bad.yaml": good + "    colour: red\n"}, Fail, "bad.yaml:5: unknown field \"colour\""},
+		{"bad YAML", map[string]string{".pi/plans/torn.yaml": "steps:\n  - key: a\n    agent: scout\n    task: look\n      extra: x\n"}, Fail, "torn.yaml:5: mapping values are not allowed"},
+		{"gates in an untrusted project", map[string]string{".pi/plans/gated.yaml": good + "    gate: {command: make test}\n"}, Warn, "not trusted to run"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			write(t, root, tt.files)
+			agent := filepath.Join(root, "agent")
+			plans, err := profiles.ListPlans(profiles.Options{Cwd: root, AgentDir: agent})
+			r := checkPlans(plans, err, agent)
+			if r.Status != tt.status || !strings.Contains(r.Verdict, tt.has) {
+				t.Fatalf("%+v", r)
+			}
+			if r.Status == Warn && !strings.Contains(r.Fix, "trustedProjects") {
+				t.Fatalf("fix %q", r.Fix)
+			}
+		})
+	}
+}

@@ -1,0 +1,60 @@
+package doctor
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestCheckSettings(t *testing.T) {
+	tests := []struct {
+		name   string
+		files  map[string]string
+		env    map[string]string
+		status Status
+		has    []string
+	}{
+		{"none", nil, nil, OK, []string{"no settings files"}},
+		{"valid", map[string]string{
+			"agent/subagents.json": `{"extension": {"taskQueue": "q", "tools": {"primary": false}, "maxLinesPerWindow": 20}, "subagents": {"taskMaxConcurrency": 3}}`,
+			"agent/settings.json":  `{"defaultProvider": "anthropic"}`,
+		}, nil, OK, []string{"2 settings files valid"}},
+		{"a JSON mistake", map[string]string{"work/.pi/subagents.json": "{\n  \"extension\": {\n    \"tools\": {,}\n  }\n}\n"}, nil, Fail,
+			[]string{"work/.pi/subagents.json:3: invalid character ','"}},
+		{"pi's own file", map[string]string{"agent/settings.json": "{\n\"a\": 1,\n}"}, nil, Fail, []string{"agent/settings.json:3: "}},
+		{"not an object", map[string]string{"agent/subagents.json": "[1]"}, nil, Fail, []string{"subagents.json:1: the file must hold one JSON object"}},
+		{"the extension's values", map[string]string{"agent/subagents.json": "{\"extension\": {\n  \"autoStart\": \"yes\",\n  \"maxLinesPerWindow\": 0,\n  \"tools\": {\"task\": \"no\"}\n}}"}, nil, Fail,
+			[]string{"subagents.json:2: extension.autoStart: must be true or false", "subagents.json:3: extension.maxLinesPerWindow: must be a whole number, 1 to 1000, not 0", "subagents.json:4: extension.tools: task must be true or false"}},
+		{"the service's values", map[string]string{"work/.pi/subagents.json": "{\n  \"subagents\": {\n    \"taskMaxConcurrency\": 99\n  }\n}"}, nil, Fail,
+			[]string{"work/.pi/subagents.json:3: subagents.taskMaxConcurrency: taskMaxConcurrency must be 1 to 16, not 99"}},
+		{"a variable", nil, map[string]string{"SUBAGENTS_TASK_MAX_CONCURRENCY": "many"}, Fail, []string{"$SUBAGENTS_TASK_MAX_CONCURRENCY: taskMaxConcurrency must be a whole number"}},
+		{"an extension variable", nil, map[string]string{"SUBAGENTS_MAX_LINES_PER_WINDOW": "0"}, Fail, []string{"$SUBAGENTS_MAX_LINES_PER_WINDOW: must be a whole number, 1 to 1000"}},
+		{"a project that picks the queue", map[string]string{"work/.pi/subagents.json": "{\"extension\": {\n\"taskQueue\": \"theirs\", \"bin\": \"./evil\"}}"}, nil, Warn,
+			[]string{"sets bin, taskQueue, which only pi's config dir or the environment may set"}},
+		{"a misspelt key", map[string]string{"agent/subagents.json": "{\"extension\": {\n\"autostart\": false}}"}, nil, Warn,
+			[]string{"subagents.json:2: extension.autostart is no setting of the extension and is ignored (did you mean autoStart?)"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			write(t, root, tt.files)
+			if err := os.MkdirAll(filepath.Join(root, "work"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			cfg := Config{AgentDir: filepath.Join(root, "agent"), Cwd: filepath.Join(root, "work"), Getenv: func(k string) string { return tt.env[k] }}
+			r := checkSettings(cfg, os.ReadFile)
+			if r.Status != tt.status {
+				t.Fatalf("%+v", r)
+			}
+			for _, h := range tt.has {
+				if !strings.Contains(r.Verdict, h) {
+					t.Errorf("verdict %q lacks %q", r.Verdict, h)
+				}
+			}
+			if r.Status != OK && r.Fix == "" {
+				t.Fatal("no fix")
+			}
+		})
+	}
+}
