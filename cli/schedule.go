@@ -1,18 +1,496 @@
 package cli
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
 
+	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/client"
 	"github.com/durable-pi/subagents/internal/errcode"
+	"github.com/durable-pi/subagents/profiles"
 )
 
-// scheduleOptions are `schedule ACTION ...` (docs/schedules.md).
-type scheduleOptions struct{}
+// scheduleOptions are `schedule ACTION [ID] [flags]` (docs/schedules.md):
+// create, list, describe, pause, resume, trigger, update, delete, and the
+// extension's claim and ack of scheduled runs' results. Flags may come
+// before or after the action and its ID; --input reads the whole request
+// as JSON (the task tool's schedule parameter), or, for create and update,
+// the work alone as `start --input` takes it.
+//
+// Its flags are values that leave their fields alone when registered, so
+// that the flags after the action are parsed into the same options as
+// those before it (scheduleArgs).
+type scheduleOptions struct {
+	req      client.ScheduleRequest
+	input    string
+	plan     string
+	agent    string
+	args     argFlags
+	quiet    triState
+	pid      int
+	pidStart string
+	replace  string
+}
 
-func (o *scheduleOptions) register(fs *flag.FlagSet) {}
+func (o *scheduleOptions) register(fs *flag.FlagSet) {
+	r := &o.req
+	str := func(p *string, name, usage string) { fs.Var(stringFlag{p}, name, usage) }
+	str(&o.input, "input", "read the request as JSON from this `FILE` (- for stdin): {\"action\": ...} as docs/schedules.md shows, or for create and update the work as `start --input` takes it")
+	str(&r.ID, "id", "create: the schedule's `ID` (default: made from its name)")
+	str(&r.Name, "name", "create, update: the schedule's readable `NAME` (default: its tasks' names or the plan's)")
+	str(&r.At, "at", "create, update: run once, at a `TIME` (RFC 3339) or after a duration from now (10m, 2h, 1d)")
+	str(&r.Every, "every", "create, update: run every `INTERVAL` (90s, 10m, 2h, 1d, 1w), the first one interval from now")
+	str(&r.Cron, "cron", "create, update: run by a cron `LINE` (\"0 9 * * 1-5\", @daily)")
+	str(&r.Calendar, "calendar", "create, update: run by a calendar `SPEC` (\"hour=9 minute=30 day_of_week=mon-fri\")")
+	str(&r.Timezone, "timezone", "create, update: the IANA `ZONE` cron and calendar read their times in (default UTC)")
+	str(&r.Overlap, "overlap", "create, update, trigger: what a fire does while the last one runs: `POLICY` skip (default), buffer_one, cancel_other or allow_all")
+	str(&r.Catchup, "catchup", "create, update: how late a fire missed while the service was down may still run: a `DURATION`, or none (default: a year)")
+	str(&r.End, "end", "create, update: stop firing at a `TIME` (RFC 3339) or after a duration from now")
+	str(&r.Note, "note", "create, update: the schedule's `TEXT`; pause, resume: why")
+	str(&r.Cwd, "cwd", "create: the `DIR` its tasks run in and whose next pi session gets the results (default: the current folder); list, claim: that folder's only")
+	str(&o.agent, "agent", "create, update: the `PROFILE` of a task given as prompt words")
+	str(&o.plan, "plan", "create, update: run a plan: a plan `FILE` (.yaml, .yml, .json) or a saved plan's name")
+	fs.Var(&o.args, "arg", "a saved plan's argument, `NAME=VALUE` (repeatable)")
+	fs.Var(&o.quiet, "quiet", "create, update: deliver only runs that did not complete (--quiet=false: every run)")
+	str(&r.By, "by", "claim, ack: the pi `SESSION` that takes the results")
+	fs.Var(intFlag{&o.pid}, "pid", "claim: the `PID` of the pi process that takes them")
+	str(&o.pidStart, "pid-start", "claim: that process's start `TICKS` (/proc/PID/stat)")
+	str(&o.replace, "replace", "claim: take the results these comma-separated `SESSIONS` hold (their pi is gone)")
+}
+
+func (o *scheduleOptions) readsStdin() bool { return o.input == "-" }
+
+// scheduleActions are the actions, and whether each takes a schedule ID.
+var scheduleActions = map[string]bool{
+	"create": false, "list": false, "claim": false, "ack": false,
+	"describe": true, "pause": true, "resume": true, "trigger": true, "update": true, "delete": true,
+}
 
 func (o *scheduleOptions) run(ctx context.Context, cmd *command, c *client.Client) error {
-	return errcode.New(errcode.InvalidInput, "subagents schedule is being built (issue [schedules and fleet])")
+	rest, err := o.scheduleArgs(cmd)
+	if err != nil {
+		return err
+	}
+	req, err := o.request(cmd, rest)
+	if err != nil {
+		return err
+	}
+	var env client.Envelope
+	switch req.Action {
+	case "create":
+		env, err = c.CreateSchedule(ctx, req)
+	case "list":
+		env, err = c.ListSchedules(ctx, req.Cwd)
+	case "describe":
+		env, err = c.DescribeSchedule(ctx, req.ID)
+	case "pause":
+		env, err = c.PauseSchedule(ctx, req.ID, req.Note)
+	case "resume":
+		env, err = c.ResumeSchedule(ctx, req.ID, req.Note)
+	case "trigger":
+		env, err = c.TriggerSchedule(ctx, req.ID, req.Overlap)
+	case "update":
+		env, err = c.UpdateSchedule(ctx, req)
+	case "delete":
+		env, err = c.DeleteSchedule(ctx, req.ID)
+	case "claim":
+		env, err = c.ClaimResults(ctx, req.Cwd, req.By, req.Holder, req.Replace)
+	case "ack":
+		env, err = c.AckResults(ctx, req.IDs, req.By)
+	}
+	if err != nil {
+		return err
+	}
+	return cmd.finishQuiet(env, func(env client.Envelope) { printSchedules(cmd.io.Out, req.Action, env, time.Now()) })
+}
+
+// scheduleArgs parses what came after the action (the verb's own parse
+// stops at it): the flags into these options and the command, the rest
+// (the action, an ID, prompt words) returned. A connection flag there is
+// refused: the connection is made before the action is read.
+func (o *scheduleOptions) scheduleArgs(cmd *command) ([]string, error) {
+	fs := flag.NewFlagSet("subagents schedule", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	o.register(fs)
+	late := &command{io: cmd.io}
+	late.common(fs)
+	var pos []string
+	args := cmd.args
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, errcode.New(errcode.InvalidInput, "flags go with the verb: subagents schedule -h")
+			}
+			return nil, errcode.Wrap(errcode.InvalidInput, err, flagError("schedule", fs, err))
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			break
+		}
+		if args[0] == "--" {
+			pos = append(pos, args[1:]...)
+			break
+		}
+		pos, args = append(pos, args[0]), args[1:]
+	}
+	var bad []string
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "json":
+			cmd.asJSON = late.asJSON
+		default:
+			if isCommonFlag(f.Name) {
+				bad = append(bad, "--"+f.Name)
+			}
+		}
+	})
+	if len(bad) > 0 {
+		return nil, errcode.Errorf(errcode.InvalidInput, "%s: connection flags go before the action (subagents schedule %s ACTION ...)", strings.Join(bad, ", "), strings.Join(bad, " ... "))
+	}
+	return pos, nil
+}
+
+// isCommonFlag reports a flag of every verb (the connection's, --json).
+func isCommonFlag(name string) bool {
+	fs := flag.NewFlagSet("", flag.ContinueOnError)
+	(&command{}).common(fs)
+	return fs.Lookup(name) != nil
+}
+
+// request builds the request from --input, the flags and the words.
+func (o *scheduleOptions) request(cmd *command, pos []string) (client.ScheduleRequest, error) {
+	req := o.req
+	var work json.RawMessage
+	if o.input != "" {
+		var raw json.RawMessage
+		if err := cmd.readJSON(o.input, &raw); err != nil {
+			return req, err
+		}
+		var probe map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &probe); err != nil {
+			return req, errcode.Errorf(errcode.InvalidInput, "input: %v", err)
+		}
+		if _, ok := probe["action"]; ok {
+			var in client.ScheduleRequest
+			dec := json.NewDecoder(bytes.NewReader(raw))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&in); err != nil {
+				return req, errcode.Wrap(errcode.InvalidInput, err, "schedule request: "+strings.TrimPrefix(err.Error(), "json: "))
+			}
+			req = mergeRequest(in, req)
+		} else {
+			work = raw
+		}
+	}
+	if len(pos) > 0 {
+		if req.Action != "" && req.Action != pos[0] {
+			return req, errcode.Errorf(errcode.InvalidInput, "the action is %q in the input and %q in the arguments", req.Action, pos[0])
+		}
+		req.Action, pos = pos[0], pos[1:]
+	}
+	takesID, known := scheduleActions[req.Action]
+	if !known {
+		return req, errcode.Errorf(errcode.InvalidInput, "schedule action %q: one of create, list, describe, pause, resume, trigger, update, delete", req.Action)
+	}
+	if takesID && len(pos) > 0 {
+		if req.ID != "" && req.ID != pos[0] {
+			return req, errcode.Errorf(errcode.InvalidInput, "two schedule IDs: %q and %q", req.ID, pos[0])
+		}
+		req.ID, pos = pos[0], pos[1:]
+	}
+	if takesID && req.ID == "" {
+		return req, errcode.Errorf(errcode.InvalidInput, "subagents schedule %s takes a schedule ID (subagents schedule list lists them)", req.Action)
+	}
+	if req.Action == "ack" {
+		req.IDs, pos = append(req.IDs, pos...), nil
+	}
+	if o.quiet.set {
+		req.Quiet = &o.quiet.value
+	}
+	if o.pid > 0 {
+		req.Holder = &api.ResultHolder{PID: o.pid, Start: o.pidStart}
+	}
+	for _, s := range strings.Split(o.replace, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			req.Replace = append(req.Replace, s)
+		}
+	}
+	if err := o.fillWork(cmd, &req, work, pos); err != nil {
+		return req, err
+	}
+	if req.Action == "list" && req.Cwd != "" || req.Action == "create" || req.Action == "claim" {
+		dir, err := cmd.io.dir()
+		if err != nil {
+			return req, errcode.Wrap(errcode.InvalidInput, err, err.Error())
+		}
+		if req.Cwd == "" {
+			req.Cwd = dir
+		}
+		req.Cwd = cmd.abs(req.Cwd)
+	}
+	// The caller's host and depth, as a start's.
+	defaults := client.StartRequest{Host: req.Host}
+	if err := cmd.fillDefaults(&defaults); err != nil {
+		return req, err
+	}
+	req.Host, req.Depth = defaults.Host, defaults.Depth
+	return req, nil
+}
+
+// fillWork sets what the schedule runs from the work JSON, --plan, or
+// prompt words (with --agent); words are refused where nothing takes them.
+func (o *scheduleOptions) fillWork(cmd *command, req *client.ScheduleRequest, work json.RawMessage, words []string) error {
+	creates := req.Action == "create" || req.Action == "update"
+	prompt := strings.TrimSpace(strings.Join(words, " "))
+	switch {
+	case !creates && (len(work) > 0 || o.plan != "" || prompt != "" || o.agent != "" || len(o.args) > 0 || req.Prompt != "" || len(req.Tasks) > 0 || len(req.Plan) > 0):
+		return errcode.Errorf(errcode.InvalidInput, "schedule %s takes no work (tasks, plan, prompt): only create and update do", req.Action)
+	case len(work) > 0:
+		plan, err := planInput(work)
+		if err != nil {
+			return err
+		}
+		if plan != nil {
+			return schedulePlan(req, plan)
+		}
+		var start client.StartRequest
+		dec := json.NewDecoder(bytes.NewReader(work))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&start); err != nil {
+			return errcode.Wrap(errcode.InvalidInput, err, "request: "+err.Error())
+		}
+		req.Tasks, req.Profile, req.MaxConcurrency = start.Tasks, start.Profile, start.MaxConcurrency
+		req.Host = start.Host
+	case o.plan != "":
+		if prompt != "" {
+			return errcode.Errorf(errcode.InvalidInput, "a plan takes no prompt (%q): its steps hold the tasks", prompt)
+		}
+		pr := client.PlanRequest{Args: o.args, Profile: o.agent}
+		if isPlanFile(o.plan) {
+			p, err := profiles.ReadPlanFile(cmd.abs(o.plan))
+			if err != nil {
+				return err
+			}
+			pr.Plan = &p
+		} else {
+			pr.Name = o.plan
+		}
+		return schedulePlan(req, &pr)
+	case prompt != "":
+		req.Prompt, req.Agent = prompt, o.agent
+	case o.agent != "":
+		return errcode.New(errcode.InvalidInput, "--agent names the profile of a task given as prompt words: subagents schedule create --every 1h --agent scout \"what to do\"")
+	}
+	if len(o.args) > 0 && len(req.Plan) == 0 {
+		return errcode.New(errcode.InvalidInput, "--arg gives a saved plan's arguments: use it with --plan NAME")
+	}
+	return nil
+}
+
+// schedulePlan puts a plan request into the schedule request: the plan's
+// name as a JSON string, or its document.
+func schedulePlan(req *client.ScheduleRequest, p *client.PlanRequest) error {
+	var err error
+	if p.Plan != nil {
+		req.Plan, err = json.Marshal(p.Plan)
+	} else {
+		req.Plan, err = json.Marshal(p.Name)
+	}
+	if err != nil {
+		return errcode.Wrap(errcode.InvalidInput, err, err.Error())
+	}
+	req.Args, req.Profile, req.MaxConcurrency = p.Args, p.Profile, p.MaxConcurrency
+	if p.Cwd != "" {
+		req.Cwd = p.Cwd
+	}
+	return nil
+}
+
+// mergeRequest is the JSON request with the flags given on the command
+// line over it.
+func mergeRequest(in, flags client.ScheduleRequest) client.ScheduleRequest {
+	for _, f := range []struct{ dst, src *string }{
+		{&in.ID, &flags.ID}, {&in.Name, &flags.Name}, {&in.At, &flags.At}, {&in.Every, &flags.Every}, {&in.Cron, &flags.Cron},
+		{&in.Calendar, &flags.Calendar}, {&in.Timezone, &flags.Timezone}, {&in.Overlap, &flags.Overlap}, {&in.Catchup, &flags.Catchup},
+		{&in.End, &flags.End}, {&in.Note, &flags.Note}, {&in.Cwd, &flags.Cwd}, {&in.By, &flags.By},
+	} {
+		if *f.src != "" {
+			*f.dst = *f.src
+		}
+	}
+	return in
+}
+
+// printSchedules prints a schedule action's answer for people.
+func printSchedules(w io.Writer, action string, env client.Envelope, now time.Time) {
+	switch action {
+	case "list":
+		if len(env.Schedules) == 0 {
+			_, _ = fmt.Fprintln(w, "no schedules")
+			return
+		}
+		const row = "%-28s %-7s %-24s %-20s %-10s %s\n"
+		_, _ = fmt.Fprintf(w, row, "ID", "STATE", "WHEN", "NEXT", "LAST", "NAME")
+		for _, s := range env.Schedules {
+			state, next, last := "active", "-", "-"
+			if s.Paused {
+				state = "paused"
+			}
+			if len(s.NextFires) > 0 {
+				next = shortWhen(s.NextFires[0], now)
+			}
+			if len(s.Runs) > 0 {
+				last = s.Runs[0].Status
+			}
+			_, _ = fmt.Fprintf(w, row, s.ID, state, s.Spec, next, last, s.Name)
+		}
+	case "describe":
+		for _, s := range env.Schedules {
+			describeSchedule(w, s, now)
+		}
+	case "claim":
+		for _, s := range env.Schedules {
+			for _, r := range s.Runs {
+				took := "held by " + r.ClaimedBy
+				if r.Result != nil {
+					took = "taken"
+				}
+				_, _ = fmt.Fprintf(w, "%s  %s  %s  %s\n", r.ResultID, s.ID, r.Status, took)
+			}
+		}
+		_, _ = fmt.Fprintln(w, env.Text)
+	default:
+		_, _ = fmt.Fprintln(w, env.Text)
+		if action != "delete" && action != "ack" {
+			for _, s := range env.Schedules {
+				if s.UIURL != "" {
+					_, _ = fmt.Fprintf(w, "  %s\n", s.UIURL)
+				}
+			}
+		}
+	}
+}
+
+// describeSchedule prints one schedule in full.
+func describeSchedule(w io.Writer, s client.ScheduleItem, now time.Time) {
+	p := func(k, v string) {
+		if v != "" {
+			_, _ = fmt.Fprintf(w, "%-10s %s\n", k+":", v)
+		}
+	}
+	state := "active"
+	if s.Paused {
+		state = "paused"
+	}
+	p("schedule", s.ID)
+	p("name", s.Name)
+	p("runs", s.Kind+" in "+s.Cwd)
+	p("when", strings.TrimSpace(s.Spec+" "+s.Timezone))
+	p("state", state)
+	p("note", s.Note)
+	p("overlap", s.Overlap)
+	p("catchup", s.Catchup)
+	if s.End != nil {
+		p("ends", s.End.Local().Format(time.RFC3339))
+	}
+	delivers := "every run's result to the folder's next pi session"
+	if s.Quiet {
+		delivers = "only failed runs' results (quiet)"
+	}
+	p("delivers", delivers)
+	var next []string
+	for i, t := range s.NextFires {
+		if i == 5 {
+			break
+		}
+		next = append(next, shortWhen(t, now))
+	}
+	p("next", strings.Join(next, ", "))
+	counts := strconv.Itoa(s.Fires) + " run(s)"
+	if s.Missed > 0 {
+		counts += fmt.Sprintf(", %d missed (later than the catch-up window)", s.Missed)
+	}
+	if s.Skipped > 0 {
+		counts += fmt.Sprintf(", %d skipped (overlap)", s.Skipped)
+	}
+	p("fired", counts)
+	p("ui", s.UIURL)
+	if len(s.Runs) > 0 {
+		_, _ = fmt.Fprintln(w, "recent runs:")
+		for _, r := range s.Runs {
+			delivered := ""
+			switch {
+			case r.Delivered:
+				delivered = "delivered"
+			case r.ResultID != "":
+				delivered = "waiting for a pi session"
+			}
+			_, _ = fmt.Fprintf(w, "  %-20s %-10s %-46s %s\n", shortWhen(r.Fired, now), r.Status, r.DelegationID, delivered)
+			if r.Summary != "" {
+				_, _ = fmt.Fprintf(w, "    %s\n", r.Summary)
+			}
+		}
+	}
+}
+
+// shortWhen is a time as a listing shows it: local, to the second.
+func shortWhen(t time.Time, now time.Time) string {
+	t = t.In(now.Location())
+	if t.Year() == now.Year() && t.YearDay() == now.YearDay() {
+		return "today " + t.Format("15:04:05")
+	}
+	return t.Format("2006-01-02 15:04:05")
+}
+
+// stringFlag is a string flag whose registration leaves its field alone.
+type stringFlag struct{ p *string }
+
+func (f stringFlag) String() string {
+	if f.p == nil {
+		return ""
+	}
+	return *f.p
+}
+
+func (f stringFlag) Set(v string) error { *f.p = v; return nil }
+
+// intFlag is an int flag whose registration leaves its field alone.
+type intFlag struct{ p *int }
+
+func (f intFlag) String() string {
+	if f.p == nil {
+		return "0"
+	}
+	return strconv.Itoa(*f.p)
+}
+
+func (f intFlag) Set(v string) error {
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return fmt.Errorf("%q is not a number", v)
+	}
+	*f.p = n
+	return nil
+}
+
+// triState is a boolean flag that knows whether it was given.
+type triState struct{ set, value bool }
+
+func (t *triState) String() string   { return strconv.FormatBool(t != nil && t.value) }
+func (t *triState) IsBoolFlag() bool { return true }
+func (t *triState) Set(v string) error {
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return err
+	}
+	t.set, t.value = true, b
+	return nil
 }

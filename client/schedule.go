@@ -60,6 +60,9 @@ type ScheduleItem struct {
 type ScheduleRun struct {
 	// ID is the fire's workflow ID (the schedule's ID and the fire's time).
 	ID string `json:"id"`
+	// ResultID is the workflow that holds the run's result until a pi
+	// session of the folder has it (schedule claim and ack take it).
+	ResultID string `json:"result_id,omitempty"`
 	// DelegationID is the delegation or plan it started ("" until it has,
 	// or when its preparation failed).
 	DelegationID string `json:"delegation_id,omitempty"`

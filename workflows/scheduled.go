@@ -223,6 +223,14 @@ func ScheduledResult(ctx workflow.Context, in api.ScheduledResultInput) (api.Cla
 	if _, err := workflow.AwaitWithTimeout(ctx, api.AckTTL(in.TTLSeconds), func() bool { return h.acked }); err != nil {
 		return h.view(false), err
 	}
+	if h.acked {
+		// Who has it, for describe's runs (visibility reads the memo).
+		to := h.claimedBy
+		if to == "" {
+			to = "(discarded)"
+		}
+		_ = workflow.UpsertMemo(ctx, map[string]any{"deliveredTo": to})
+	}
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 		return h.view(false), err
 	}

@@ -1,0 +1,191 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/durable-pi/subagents/internal/errcode"
+)
+
+// testServiceHost is a machine of goos whose home is a temp folder and
+// whose service manager records what it is asked (and fails with fail).
+func testServiceHost(t *testing.T, goos string, fail error) (serviceHost, *[]string) {
+	t.Helper()
+	home := t.TempDir()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{
+		"PATH": "/opt/node 22/bin:/usr/bin", "PI_CODING_AGENT_DIR": filepath.Join(home, "pi agent"),
+		"SUBAGENTS_TRUSTED_PROJECTS": "/src/a", "SUBAGENTS_API_KEY": "secret-value", "ANTHROPIC_API_KEY": "sk-secret",
+	}
+	var ran []string
+	h := serviceHost{
+		goos: goos, home: home, exe: exe, uid: 501,
+		getenv: func(k string) string { return env[k] },
+		environ: func() []string {
+			var out []string
+			for k, v := range env {
+				out = append(out, k+"="+v)
+			}
+			return out
+		},
+		run: func(_ context.Context, name string, args ...string) (string, error) {
+			ran = append(ran, strings.Join(append([]string{name}, args...), " "))
+			return "", fail
+		},
+	}
+	return h, &ran
+}
+
+func TestServiceInstallSystemd(t *testing.T) {
+	h, ran := testServiceHost(t, "linux", nil)
+	var out bytes.Buffer
+	dataDir := filepath.Join(h.home, "data 100%")
+	if err := h.main(context.Background(), []string{"install", "--data-dir", dataDir, "--port", "7300"}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(h.home, ".config", "systemd", "user", "subagents.service")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit := string(b)
+	for _, want := range []string{
+		"ExecStart=" + h.exe + ` dev --data-dir "` + filepath.Join(h.home, "data 100%%") + `" --ip 127.0.0.1 --port 7300`,
+		"ExecStartPre=-" + h.exe + " stop --data-dir",
+		`Environment="PATH=/opt/node 22/bin:/usr/bin"`,
+		"Environment=SUBAGENTS_TRUSTED_PROJECTS=/src/a",
+		"EnvironmentFile=-" + filepath.Join(h.home, ".config", "subagents", "service.env"),
+		"KillMode=mixed", "Restart=on-failure", "WantedBy=default.target",
+	} {
+		if !strings.Contains(unit, want) {
+			t.Errorf("the unit lacks %q:\n%s", want, unit)
+		}
+	}
+	if strings.Contains(unit, "secret") {
+		t.Errorf("the unit holds a secret:\n%s", unit)
+	}
+	if len(*ran) != 0 {
+		t.Errorf("install without --enable ran %v", *ran)
+	}
+	if !strings.Contains(out.String(), "systemctl --user enable --now subagents.service") {
+		t.Errorf("install does not say how to turn it on:\n%s", out.String())
+	}
+	// systemd itself reads the unit, where it is installed (the test
+	// binary stands for subagents; the user manager need not run).
+	if sa, err := exec.LookPath("systemd-analyze"); err == nil {
+		if said, err := exec.Command(sa, "verify", path).CombinedOutput(); err != nil || strings.Contains(string(said), path) {
+			t.Errorf("systemd-analyze verify: %v\n%s", err, said)
+		}
+	} else {
+		t.Log("systemd-analyze not found: the unit was checked by its content only")
+	}
+	out.Reset()
+	if err := h.main(context.Background(), []string{"status", "--data-dir", dataDir}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "installed: "+path) || !strings.Contains(out.String(), "not running") {
+		t.Errorf("status:\n%s", out.String())
+	}
+	out.Reset()
+	if err := h.main(context.Background(), []string{"uninstall"}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the unit is still there: %v", err)
+	}
+	if !strings.Contains(strings.Join(*ran, "\n"), "systemctl --user disable --now subagents.service") {
+		t.Errorf("uninstall ran %v", *ran)
+	}
+}
+
+func TestServiceInstallEnable(t *testing.T) {
+	h, ran := testServiceHost(t, "linux", nil)
+	if err := h.main(context.Background(), []string{"install", "--enable"}, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(*ran, "; "); got != "systemctl --user daemon-reload; systemctl --user enable --now subagents.service" {
+		t.Fatalf("ran %q", got)
+	}
+	// A manager that does not answer (no session bus, as in a container):
+	// the file is written, the error says what to do.
+	h, _ = testServiceHost(t, "linux", errors.New("Failed to connect to bus"))
+	err := h.main(context.Background(), []string{"install", "--enable"}, io.Discard, io.Discard)
+	if !errcode.Is(err, errcode.ServiceUnavailable) || !strings.Contains(err.Error(), "the file is written") {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(h.home, ".config", "systemd", "user", "subagents.service")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestServiceInstallLaunchd(t *testing.T) {
+	h, ran := testServiceHost(t, "darwin", nil)
+	var out bytes.Buffer
+	if err := h.main(context.Background(), []string{"install", "--enable"}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(h.home, "Library", "LaunchAgents", "dev.durable-pi.subagents.plist")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Well-formed XML whose program is the service.
+	dec := xml.NewDecoder(bytes.NewReader(b))
+	var strs []string
+	inString := false
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("the plist is no XML: %v\n%s", err, b)
+		}
+		switch v := tok.(type) {
+		case xml.StartElement:
+			inString = v.Name.Local == "string"
+		case xml.CharData:
+			if inString {
+				strs = append(strs, string(v))
+			}
+		case xml.EndElement:
+			inString = false
+		}
+	}
+	joined := strings.Join(strs, "|")
+	for _, want := range []string{"dev.durable-pi.subagents", h.exe + "|dev|--data-dir|" + filepath.Join(h.home, ".pi", "subagents") + "|--ip|127.0.0.1|--port|7233", "/opt/node 22/bin:/usr/bin"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("the plist lacks %q: %s", want, joined)
+		}
+	}
+	if strings.Contains(string(b), "secret") {
+		t.Errorf("the plist holds a secret")
+	}
+	if got := strings.Join(*ran, "; "); got != "launchctl bootstrap gui/501 "+path {
+		t.Errorf("ran %q", got)
+	}
+}
+
+func TestServiceUsage(t *testing.T) {
+	h, _ := testServiceHost(t, "linux", nil)
+	for _, args := range [][]string{{}, {"start"}, {"install", "extra"}, {"--port", "1"}} {
+		if err := h.main(context.Background(), args, io.Discard, io.Discard); !errcode.Is(err, errcode.InvalidInput) {
+			t.Errorf("service %v: %v, want INVALID_INPUT", args, err)
+		}
+	}
+	h.goos = "plan9"
+	if err := h.main(context.Background(), []string{"install"}, io.Discard, io.Discard); !errcode.Is(err, errcode.InvalidInput) {
+		t.Errorf("install on plan9: %v", err)
+	}
+}
