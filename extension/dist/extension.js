@@ -1683,12 +1683,71 @@ var Delivery = class {
 };
 
 // src/doctor.ts
+import { spawn as spawn3 } from "node:child_process";
+var DOCTOR_TIMEOUT_MS = 6e4;
+function doctorArgs(cwd, cli) {
+  const args = ["doctor", "--json", "--cwd", cwd, ...cli.options.connection];
+  const local = cli.options.local;
+  if (local) {
+    if (local.taskQueue && !args.includes("--task-queue")) args.push("--task-queue", local.taskQueue);
+    args.push("--data-dir", local.dataDir);
+  }
+  return args;
+}
+function runDoctor(bin, args, env, cwd) {
+  return new Promise((resolve2, reject) => {
+    const child = spawn3(bin, args, { cwd, env, stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    let err = "";
+    const timer = setTimeout(() => child.kill("SIGTERM"), DOCTOR_TIMEOUT_MS);
+    child.stdout.setEncoding("utf8").on("data", (d) => out += d);
+    child.stderr.setEncoding("utf8").on("data", (d) => err += d);
+    child.on("error", (e) => {
+      clearTimeout(timer);
+      reject(new SubagentsError("SERVICE_UNAVAILABLE", `could not run ${bin}: ${e.message}`));
+    });
+    child.on("close", (code, signal) => {
+      clearTimeout(timer);
+      try {
+        const report = JSON.parse(out);
+        if (Array.isArray(report.checks)) return resolve2(report);
+      } catch {
+      }
+      const why = signal ? `was stopped (${signal}) after ${DOCTOR_TIMEOUT_MS / 1e3} s` : `exited ${code}`;
+      reject(new SubagentsError("SUBAGENT_FAILED", `subagents doctor ${why}: ${err.trim() || out.trim() || "no output"}`));
+    });
+  });
+}
+var MARK = { ok: "\u2713", warn: "!", fail: "\u2717", skip: "\u2013" };
+function formatReport(r) {
+  const s = r.summary;
+  const lines = [`subagents doctor: ${s.fail} failed, ${s.warn} ${s.warn === 1 ? "warning" : "warnings"}, ${s.ok} ok, ${s.skip} skipped (${r.context.cwd})`];
+  for (const c of r.checks) {
+    lines.push(`${MARK[c.status] ?? "?"} ${c.name}: ${c.verdict}`);
+    if (c.fix && (c.status === "fail" || c.status === "warn")) lines.push(`    fix: ${c.fix}`);
+  }
+  const level = s.fail > 0 ? "error" : s.warn > 0 ? "warning" : "info";
+  return { text: lines.join("\n"), level };
+}
 function registerDoctor(pi, cli) {
   pi.registerCommand("subagents-doctor", {
     description: "Check what durable subagents need here, each with a verdict and its fix",
     handler: async (_args, ctx) => {
-      const env = await cli(true).call("doctor", ["--cwd", ctx.cwd]);
-      ctx.ui.notify(env.text ?? "", "info");
+      const c = cli(true);
+      const base = c.options.env ?? process.env;
+      const dir = c.options.local?.dataDir;
+      const env = dir ? { ...base, SUBAGENTS_DATA_DIR: dir } : base;
+      const bin = findBinary(c.options.bin === "subagents" ? void 0 : c.options.bin, env);
+      if (!bin) {
+        ctx.ui.notify(`the subagents command was not found (settings "bin", SUBAGENTS_BIN, PATH, ${sourceTreeBinary()}): ${buildAdvice()}`, "error");
+        return;
+      }
+      try {
+        const { text: text2, level } = formatReport(await runDoctor(bin, doctorArgs(ctx.cwd, c), env, ctx.cwd));
+        ctx.ui.notify(text2, level);
+      } catch (e) {
+        ctx.ui.notify(e.message, "error");
+      }
     }
   });
 }

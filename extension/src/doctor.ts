@@ -1,15 +1,114 @@
 // `/subagents-doctor`: `subagents doctor` from inside pi (docs/doctor.md).
+// The command runs as a process of its own, never through the local
+// service's socket as the tools' calls do: the doctor has to answer when
+// the service is what is broken, and must not start it.
 
+import { spawn } from "node:child_process";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
-import type { SubagentsCli } from "./cli.ts";
+import { type SubagentsCli, SubagentsError } from "./cli.ts";
+import { buildAdvice, findBinary, sourceTreeBinary } from "./service.ts";
+
+export type DoctorStatus = "ok" | "warn" | "fail" | "skip";
+
+/** One check of `subagents doctor --json`. */
+export interface DoctorCheck {
+	name: string;
+	status: DoctorStatus;
+	verdict: string;
+	fix?: string;
+	details?: Record<string, unknown>;
+}
+
+/** The document `subagents doctor --json` prints. */
+export interface DoctorReport {
+	status: "ok" | "warn" | "fail";
+	exit_code: number;
+	summary: { ok: number; warn: number; fail: number; skip: number };
+	context: { cwd: string; data_dir: string; address: string; namespace: string; task_queues: string[]; local: boolean };
+	checks: DoctorCheck[];
+}
+
+/**
+ * How long the doctor may take: its own bounds are 5 s to dial Temporal,
+ * 10 s per call to it and 20 s for `pi --version`; a minute holds them
+ * all on a loaded machine. Past it the command is stopped.
+ */
+const DOCTOR_TIMEOUT_MS = 60_000;
+
+/** The command's arguments: the folder, and where this pi's delegations go. */
+export function doctorArgs(cwd: string, cli: SubagentsCli): string[] {
+	const args = ["doctor", "--json", "--cwd", cwd, ...cli.options.connection];
+	const local = cli.options.local;
+	if (local) {
+		if (local.taskQueue && !args.includes("--task-queue")) args.push("--task-queue", local.taskQueue);
+		args.push("--data-dir", local.dataDir);
+	}
+	return args;
+}
+
+/** Runs `subagents doctor --json` as bin and reads its document (it exits non-zero when a check fails). */
+export function runDoctor(bin: string, args: string[], env: NodeJS.ProcessEnv, cwd: string): Promise<DoctorReport> {
+	return new Promise((resolve, reject) => {
+		const child = spawn(bin, args, { cwd, env, stdio: ["ignore", "pipe", "pipe"] });
+		let out = "";
+		let err = "";
+		const timer = setTimeout(() => child.kill("SIGTERM"), DOCTOR_TIMEOUT_MS);
+		child.stdout.setEncoding("utf8").on("data", (d: string) => (out += d));
+		child.stderr.setEncoding("utf8").on("data", (d: string) => (err += d));
+		child.on("error", (e: NodeJS.ErrnoException) => {
+			clearTimeout(timer);
+			reject(new SubagentsError("SERVICE_UNAVAILABLE", `could not run ${bin}: ${e.message}`));
+		});
+		child.on("close", (code, signal) => {
+			clearTimeout(timer);
+			try {
+				const report = JSON.parse(out) as DoctorReport;
+				if (Array.isArray(report.checks)) return resolve(report);
+			} catch {
+				/* not the document: said below */
+			}
+			const why = signal ? `was stopped (${signal}) after ${DOCTOR_TIMEOUT_MS / 1000} s` : `exited ${code}`;
+			reject(new SubagentsError("SUBAGENT_FAILED", `subagents doctor ${why}: ${err.trim() || out.trim() || "no output"}`));
+		});
+	});
+}
+
+const MARK: Record<DoctorStatus, string> = { ok: "✓", warn: "!", fail: "✗", skip: "–" };
+
+/** The report as pi shows it: the totals, then each check's verdict and, under a failure or warning, its fix. */
+export function formatReport(r: DoctorReport): { text: string; level: "info" | "warning" | "error" } {
+	const s = r.summary;
+	const lines = [`subagents doctor: ${s.fail} failed, ${s.warn} ${s.warn === 1 ? "warning" : "warnings"}, ${s.ok} ok, ${s.skip} skipped (${r.context.cwd})`];
+	for (const c of r.checks) {
+		lines.push(`${MARK[c.status] ?? "?"} ${c.name}: ${c.verdict}`);
+		if (c.fix && (c.status === "fail" || c.status === "warn")) lines.push(`    fix: ${c.fix}`);
+	}
+	const level = s.fail > 0 ? "error" : s.warn > 0 ? "warning" : "info";
+	return { text: lines.join("\n"), level };
+}
 
 /** Registers `/subagents-doctor`. */
 export function registerDoctor(pi: ExtensionAPI, cli: (passive?: boolean) => SubagentsCli): void {
 	pi.registerCommand("subagents-doctor", {
 		description: "Check what durable subagents need here, each with a verdict and its fix",
 		handler: async (_args, ctx: ExtensionContext) => {
-			const env = await cli(true).call("doctor", ["--cwd", ctx.cwd]);
-			ctx.ui.notify(env.text ?? "", "info");
+			const c = cli(true);
+			const base = c.options.env ?? process.env;
+			// The command finds the local service's key and lock in the data
+			// dir the settings name, as the tools' calls do.
+			const dir = c.options.local?.dataDir;
+			const env = dir ? { ...base, SUBAGENTS_DATA_DIR: dir } : base;
+			const bin = findBinary(c.options.bin === "subagents" ? undefined : c.options.bin, env);
+			if (!bin) {
+				ctx.ui.notify(`the subagents command was not found (settings "bin", SUBAGENTS_BIN, PATH, ${sourceTreeBinary()}): ${buildAdvice()}`, "error");
+				return;
+			}
+			try {
+				const { text, level } = formatReport(await runDoctor(bin, doctorArgs(ctx.cwd, c), env, ctx.cwd));
+				ctx.ui.notify(text, level);
+			} catch (e) {
+				ctx.ui.notify((e as Error).message, "error");
+			}
 		},
 	});
 }
