@@ -137,7 +137,14 @@ func Run(ctx context.Context, cfg Config, deps Deps) Report {
 	if nsOK {
 		add(withTimeout(ctx, func(ctx context.Context) Result { return checkUnacknowledged(ctx, fe, cfg.Now, cfg.StaleAfter) }))
 	} else {
-		add(skip(CheckUnacknowledged, "needs Temporal and the namespace (see namespace)"))
+		why := "needs Temporal and the namespace (see namespace)"
+		switch {
+		case state == serviceDown:
+			why = "needs the service, which does not run (see service)"
+		case keyFailed:
+			why = "needs the service's API key (see api_key)"
+		}
+		add(skip(CheckUnacknowledged, why))
 	}
 	return newReport(rctx, out)
 }
