@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"net"
 	"os"
 	"os/exec"
@@ -193,5 +195,21 @@ func TestDoctorServiceDown(t *testing.T) {
 	err = doctorMain(context.Background(), []string{"--cwd", home}, &out, &errOut)
 	if errcode.ExitCode(err) != errcode.ExitUnavailable || !strings.Contains(out.String(), "FAIL  service") || !strings.Contains(out.String(), "fix: start it") {
 		t.Fatalf("text: %v\n%s", err, out.String())
+	}
+}
+
+// TestDoctorUsage: `doctor -h` names each flag's value by its kind, as
+// every verb's does, and exits as help.
+func TestDoctorUsage(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	err := Run(context.Background(), []string{"doctor", "-h"}, &stdout, &stderr, nil)
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: %v", err)
+	}
+	if n := checkPlaceholders(t, "doctor", stderr.String()); n < 10 {
+		t.Fatalf("%d flags in the usage:\n%s", n, stderr.String())
+	}
+	if err := Run(context.Background(), []string{"doctor", "extra"}, &stdout, &stderr, nil); !errcode.Is(err, errcode.InvalidInput) {
+		t.Fatalf("an argument: %v", err)
 	}
 }
