@@ -3,17 +3,22 @@ package cli
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/client"
+	"github.com/durable-pi/subagents/connection"
 	"github.com/durable-pi/subagents/internal/errcode"
 	"github.com/durable-pi/subagents/profiles"
 )
@@ -109,7 +114,53 @@ func (o *scheduleOptions) run(ctx context.Context, cmd *command, c *client.Clien
 	if err != nil {
 		return err
 	}
+	if req.Action == "create" {
+		if err := markScheduledFolder(cmd.dataDir(), req.Cwd); err != nil {
+			env.Text += fmt.Sprintf(" (%v: a pi session started there looks for the results once pi has made a schedule there)", err)
+		}
+	}
 	return cmd.finishQuiet(env, func(env client.Envelope) { printSchedules(cmd.io.Out, req.Action, env, time.Now()) })
+}
+
+// A folder that has schedules is marked in the data dir
+// (<data dir>/scheduled/<sha256 of the folder>, holding {"cwd": ...}): a
+// pi session started there asks for the results of its scheduled runs only
+// when the mark is there, so that a start elsewhere makes no call
+// (extension/src/delivery.ts reads it; it removes a mark once its folder
+// has neither schedules nor results).
+
+// ScheduledMark is the mark of folder cwd in dataDir.
+func ScheduledMark(dataDir, cwd string) string {
+	sum := sha256.Sum256([]byte(cwd))
+	return filepath.Join(dataDir, "scheduled", hex.EncodeToString(sum[:16]))
+}
+
+// markScheduledFolder writes cwd's mark.
+func markScheduledFolder(dataDir, cwd string) error {
+	if dataDir == "" {
+		return errors.New("no data dir to mark the folder in")
+	}
+	path := ScheduledMark(dataDir, cwd)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	b, err := json.Marshal(map[string]string{"cwd": cwd})
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o600)
+}
+
+// dataDir is the local service's data dir as this call sees it.
+func (cmd *command) dataDir() string {
+	if d := cmd.io.getenv("SUBAGENTS_DATA_DIR"); d != "" {
+		return d
+	}
+	d, err := connection.DefaultDataDir()
+	if err != nil {
+		return ""
+	}
+	return d
 }
 
 // scheduleArgs parses what came after the action (the verb's own parse

@@ -306,22 +306,10 @@ func (c *Client) scheduleError(err error, id string) error {
 // ListSchedules lists this service's schedules (those whose fires are
 // ours), of cwd only when it is set, by ID.
 func (c *Client) ListSchedules(ctx context.Context, cwd string) (Envelope, error) {
-	it, err := c.Temporal.ScheduleClient().List(ctx, sdkclient.ScheduleListOptions{})
+	ids, err := c.scheduleIDs(ctx, cwd)
 	if err != nil {
-		return Envelope{}, c.scheduleError(err, "")
+		return Envelope{}, err
 	}
-	var ids []string
-	for it.HasNext() {
-		e, err := it.Next()
-		if err != nil {
-			return Envelope{}, c.scheduleError(err, "")
-		}
-		if e.WorkflowType.Name != api.ScheduledWorkflowName || (cwd != "" && payloadString(e.Memo.GetFields(), memoCwd) != cwd) {
-			continue
-		}
-		ids = append(ids, e.ID)
-	}
-	slices.Sort(ids)
 	items := []ScheduleItem{}
 	for _, id := range ids {
 		item, err := c.describeSchedule(ctx, id, 1)
@@ -335,6 +323,28 @@ func (c *Client) ListSchedules(ctx context.Context, cwd string) (Envelope, error
 		items = append(items, item)
 	}
 	return scheduleEnvelope(fmt.Sprintf("%d schedule(s)", len(items)), items...), nil
+}
+
+// scheduleIDs are the IDs of this service's schedules (those whose fires
+// are ours), of cwd only when it is set, sorted.
+func (c *Client) scheduleIDs(ctx context.Context, cwd string) ([]string, error) {
+	it, err := c.Temporal.ScheduleClient().List(ctx, sdkclient.ScheduleListOptions{})
+	if err != nil {
+		return nil, c.scheduleError(err, "")
+	}
+	var ids []string
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			return nil, c.scheduleError(err, "")
+		}
+		if e.WorkflowType.Name != api.ScheduledWorkflowName || (cwd != "" && payloadString(e.Memo.GetFields(), memoCwd) != cwd) {
+			continue
+		}
+		ids = append(ids, e.ID)
+	}
+	slices.Sort(ids)
+	return ids, nil
 }
 
 // DescribeSchedule is one schedule with its next fires and recent runs.

@@ -29,9 +29,9 @@ const maxWaitingResults = 100
 // ClaimResults claims, for pi session by (its process holder), the results
 // of cwd's scheduled runs that wait for a session, oldest first; a result
 // that replace names the claimant of is taken from it. The answer groups
-// them by schedule: a run this claim won carries its result (the
-// delegation's envelope, as status gives it); one it lost names who holds
-// it.
+// them by schedule, with every schedule of cwd: a run this claim won
+// carries its result (the delegation's envelope, as status gives it); one
+// it lost names who holds it.
 func (c *Client) ClaimResults(ctx context.Context, cwd, by string, holder *api.ResultHolder, replace []string) (Envelope, error) {
 	switch {
 	case !strings.HasPrefix(cwd, "/"):
@@ -95,6 +95,18 @@ func (c *Client) ClaimResults(ctx context.Context, cwd, by string, holder *api.R
 			order = append(order, sid)
 		}
 		item.Runs = append(item.Runs, run)
+	}
+	// The folder's schedules too, with no runs when none of theirs waits:
+	// a folder with neither has nothing more to look for.
+	ids, err := c.scheduleIDs(ctx, cwd)
+	if err != nil {
+		return Envelope{}, err
+	}
+	for _, sid := range ids {
+		if _, ok := bySchedule[sid]; !ok {
+			bySchedule[sid] = &ScheduleItem{ID: sid, Cwd: cwd, UIURL: c.scheduleLink(sid)}
+			order = append(order, sid)
+		}
 	}
 	items := make([]ScheduleItem, 0, len(order))
 	for _, sid := range order {

@@ -3,14 +3,19 @@ package workflows
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/durable-pi/subagents/api"
@@ -267,4 +272,57 @@ func TestScheduledResultWaitsAtMostItsTTL(t *testing.T) {
 	if res.Acked || res.ClaimedBy != "" {
 		t.Fatalf("result = %+v, want unclaimed and unacknowledged", res)
 	}
+}
+
+// TestReplayScheduledHistories replays the histories of a fire and of the
+// result it left (recorded by e2e's TestScheduledResultsReachTheNextPiOnce
+// with SUBAGENTS_RECORD_HISTORIES=1) against the current code: a change
+// that would break a schedule's running fires or waiting results fails
+// here. They live in a folder of their own, replayed with these workflows.
+func TestReplayScheduledHistories(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "histories", "scheduled", "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 2 {
+		t.Fatalf("found %d recorded histories of schedules, want a fire's and a result's", len(files))
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			r := worker.NewWorkflowReplayer()
+			r.RegisterWorkflowWithOptions(Scheduled, workflow.RegisterOptions{Name: api.ScheduledWorkflowName})
+			r.RegisterWorkflowWithOptions(ScheduledResult, workflow.RegisterOptions{Name: api.ScheduledResultWorkflowName})
+			file, err := os.Open(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = file.Close() }()
+			hist, err := client.HistoryFromJSON(file, client.HistoryJSONOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A fire names its children after its own ID: replay it under it.
+			opts := worker.ReplayWorkflowHistoryOptions{}
+			if id := lastChildID(hist.GetEvents()); id != "" {
+				if fire, ok := strings.CutSuffix(id, api.ResultIDSuffix); ok {
+					opts.OriginalExecution = workflow.Execution{ID: fire}
+				}
+			}
+			if err := r.ReplayWorkflowHistoryWithOptions(nil, hist, opts); err != nil {
+				t.Fatalf("replay %s: %v", f, err)
+			}
+		})
+	}
+}
+
+// lastChildID is the workflow ID of the last child a history starts (a
+// fire's result, named after the fire).
+func lastChildID(events []*historypb.HistoryEvent) string {
+	id := ""
+	for _, ev := range events {
+		if a := ev.GetStartChildWorkflowExecutionInitiatedEventAttributes(); a != nil {
+			id = a.GetWorkflowId()
+		}
+	}
+	return id
 }

@@ -549,8 +549,9 @@ function notFound(bin, e) {
 }
 
 // src/delivery.ts
-import { existsSync as existsSync2, mkdirSync as mkdirSync2, readFileSync as readFileSync3, unlinkSync as unlinkSync2 } from "node:fs";
-import { join as join3 } from "node:path";
+import { existsSync as existsSync2, mkdirSync as mkdirSync3, readFileSync as readFileSync3, statSync, unlinkSync as unlinkSync2 } from "node:fs";
+import { hostname } from "node:os";
+import { join as join4 } from "node:path";
 
 // src/format.ts
 function planHeader(env) {
@@ -1158,7 +1159,75 @@ function strays(dataDir2, cwd, except) {
   return out;
 }
 
+// src/schedule.ts
+import { createHash } from "node:crypto";
+import { mkdirSync as mkdirSync2, writeFileSync as writeFileSync2 } from "node:fs";
+import { join as join3 } from "node:path";
+var SCHEDULE_HELP = "schedule op: {action: create|list|describe|pause|resume|trigger|update|delete, id, name, at (10m or RFC3339: once)|every (2h)|cron|calendar (hour=9 dow=mon-fri), timezone, overlap: skip|buffer_one|cancel_other|allow_all, catchup (1h|none), end, note, quiet (deliver failures only), tasks [{agent,prompt}] or agent+prompt, or plan (doc or saved name)+args}. Runs here with no pi open; results reach the next session here";
+function schedulesOf(env) {
+  return env.schedules ?? [];
+}
+function scheduledMark(dir, cwd) {
+  return join3(dir, "scheduled", createHash("sha256").update(cwd).digest("hex").slice(0, 32));
+}
+function markScheduled(dir, cwd) {
+  const path = scheduledMark(dir, cwd);
+  mkdirSync2(join3(dir, "scheduled"), { recursive: true, mode: 448 });
+  writeFileSync2(path, JSON.stringify({ cwd }), { mode: 384 });
+}
+function marksDir(cli) {
+  return cli.options.local?.dataDir ?? dataDir(cli.options.env ?? process.env);
+}
+var ACTIONS = /* @__PURE__ */ new Set(["create", "list", "describe", "pause", "resume", "trigger", "update", "delete"]);
+async function scheduleOp(cli, ctx, schedule) {
+  if (!schedule || typeof schedule !== "object" || Array.isArray(schedule)) throw new SubagentsError("INVALID_INPUT", "schedule needs an object with an action");
+  const req = schedule;
+  if (typeof req.action !== "string" || !ACTIONS.has(req.action)) {
+    throw new SubagentsError("INVALID_INPUT", `schedule.action must be one of ${[...ACTIONS].join(", ")}`);
+  }
+  const env = await cli.call("schedule", [], [], { cwd: ctx.cwd, ...req });
+  if (req.action === "create") {
+    try {
+      markScheduled(marksDir(cli), ctx.cwd);
+    } catch {
+    }
+  }
+  return { env, text: scheduleText(req.action, env) };
+}
+function scheduleText(action, env) {
+  const items2 = schedulesOf(env);
+  if (action === "list") {
+    if (items2.length === 0) return "No schedules in this folder.";
+    return [`${items2.length} schedule(s) in this folder:`, ...items2.map((s) => `- ${oneLine2(s)}`)].join("\n");
+  }
+  if (action === "describe") return items2.map(describe).join("\n\n");
+  const lines = [env.text ?? ""];
+  for (const s of items2) if (action !== "delete") lines.push(oneLine2(s));
+  return lines.filter(Boolean).join("\n");
+}
+function oneLine2(s) {
+  const facts = [s.spec, s.paused ? `paused${s.note ? ` (${s.note})` : ""}` : "", s.next_fires?.[0] ? `next ${s.next_fires[0]}` : ""];
+  const last = s.runs?.[0];
+  if (last) facts.push(`last run ${last.status}`);
+  return `${s.id}${s.name ? ` "${s.name}"` : ""}: ${facts.filter(Boolean).join(", ")}`;
+}
+function describe(s) {
+  const lines = [
+    oneLine2(s),
+    `runs a ${s.kind ?? "delegation"} in ${s.cwd ?? "?"}; overlap ${s.overlap}, catchup ${s.catchup}${s.end ? `, ends ${s.end}` : ""}${s.quiet ? ", quiet (only failures are delivered)" : ""}`,
+    `fired ${s.fires} time(s)${s.missed ? `, ${s.missed} missed` : ""}${s.skipped ? `, ${s.skipped} skipped by overlap` : ""}`
+  ];
+  if (s.note && !s.paused) lines.push(`note: ${s.note}`);
+  if (s.next_fires?.length) lines.push(`next: ${s.next_fires.slice(0, 3).join(", ")}`);
+  for (const r of s.runs ?? []) {
+    const delivered = r.delivered ? ", delivered" : r.result_id ? ", waiting for a pi session here" : "";
+    lines.push(`- ${r.fired} ${r.status}${r.delegation_id ? ` ${r.delegation_id}` : ""}${delivered}${r.summary ? `: ${r.summary}` : ""}`);
+  }
+  return lines.join("\n");
+}
+
 // src/delivery.ts
+var SCHEDULE_MARK_GRACE_MS = 6e4;
 function startsTurn(origin, interactive2) {
   return origin === "own" || origin === "earlier" && interactive2;
 }
@@ -1199,16 +1268,22 @@ function toldInBranch(ctx) {
   }
   return told;
 }
-function deliveryDraft(env, adoptedFrom) {
-  const text2 = deliveryText(env);
+function deliveryDraft(env, adoptedFrom, scheduled) {
+  let text2 = deliveryText(env);
+  if (adoptedFrom) text2 += `
+
+(Taken with /subagents-adopt from the earlier pi session ${adoptedFrom}, where nobody waited for it.)`;
+  if (scheduled) {
+    text2 = `A scheduled run of schedule ${scheduled.schedule} (${scheduled.run}${scheduled.fired ? `, started ${scheduled.fired}` : ""}) ended while no pi session was here; its result:
+
+${text2}`;
+  }
   return {
     type: "custom_message",
     customType: RESULT_MESSAGE_TYPE,
-    content: adoptedFrom ? `${text2}
-
-(Taken with /subagents-adopt from the earlier pi session ${adoptedFrom}, where nobody waited for it.)` : text2,
+    content: text2,
     display: true,
-    details: { delegationId: env.delegation_id, envelope: env, ...adoptedFrom && { adoptedFrom } }
+    details: { delegationId: env.delegation_id, envelope: env, ...adoptedFrom && { adoptedFrom }, ...scheduled && { scheduled } }
   };
 }
 var Delivery = class {
@@ -1231,6 +1306,8 @@ var Delivery = class {
   origins = /* @__PURE__ */ new Map();
   /** Adopted delegations: the session each came from. */
   adoptedFrom = /* @__PURE__ */ new Map();
+  /** Results of scheduled runs this session claimed, by delegation ID: where each waits to be acknowledged. */
+  scheduledFrom = /* @__PURE__ */ new Map();
   /** Sessions whose marks this process wrote by delegating: such a mark stays until its work is acknowledged. */
   delegatedHere = /* @__PURE__ */ new Set();
   /** The sessions whose marks this process holds: its own, and those whose results it adopted. */
@@ -1279,7 +1356,7 @@ var Delivery = class {
     const marker = this.marker(id);
     if (marker) {
       try {
-        mkdirSync2(pendingDir(this.dataDir()), { recursive: true, mode: 448 });
+        mkdirSync3(pendingDir(this.dataDir()), { recursive: true, mode: 448 });
         writeMark(marker, { holder: thisProcess(), cwd: ctx.cwd, session: ctx.sessionManager.getSessionFile(), at: Date.now() });
         this.delegatedHere.add(id);
         this.held.add(id);
@@ -1296,7 +1373,7 @@ var Delivery = class {
   }
   marker(parentId) {
     const dir = this.dataDir();
-    return dir && markName(parentId) ? join3(pendingDir(dir), parentId) : void 0;
+    return dir && markName(parentId) ? join4(pendingDir(dir), parentId) : void 0;
   }
   /**
    * Takes the session's mark for this process, unless another live pi
@@ -1358,10 +1435,87 @@ var Delivery = class {
    * time; passive: only a service that runs already.
    */
   resume(ctx, passive = false) {
-    const next = this.resuming.then(() => this.resumeNow(ctx, passive));
+    const next = this.resuming.then(async () => {
+      let failed;
+      try {
+        await this.resumeNow(ctx, passive);
+      } catch (e) {
+        failed = e;
+      }
+      try {
+        await this.scheduledNow(ctx, passive);
+      } catch (e) {
+        failed ??= e;
+      }
+      if (failed !== void 0) throw failed;
+    });
     this.resuming = next.catch(() => {
     });
     return next;
+  }
+  /**
+   * Claims, for this session, the results of this folder's scheduled runs
+   * that wait for a session (docs/schedules.md#results), and delivers them.
+   * The service decides each claim: when two pis start here at once, each
+   * result goes to one of them. A result another session claimed stays
+   * its own unless that session's pi (on this machine) is gone: then it is
+   * taken over (the service lets one pi do that). A result this session
+   * claimed before and already holds (a restart) is only acknowledged.
+   * A child that delegates takes none: its folder is its parent's.
+   */
+  async scheduledNow(ctx, passive) {
+    if (this.closed || nestedParent() !== void 0) return;
+    const mark = scheduledMark(this.dataDir() ?? dataDir(process.env), ctx.cwd);
+    if (!existsSync2(mark)) return;
+    this.ctx ??= ctx;
+    this.parentId ||= this.parent(ctx);
+    const me = this.parentId;
+    const here = hostname();
+    const self2 = thisProcess();
+    let schedules = 0;
+    const claim = async (replace) => {
+      const env = await this.cli(passive).call("schedule", [], [], {
+        action: "claim",
+        cwd: ctx.cwd,
+        by: me,
+        holder: { pid: self2.pid, ...self2.start && { start: self2.start }, host: here },
+        ...replace.length && { replace }
+      });
+      schedules = schedulesOf(env).length;
+      return schedulesOf(env).flatMap((s) => (s.runs ?? []).map((r) => ({ schedule: s.id, run: r })));
+    };
+    let runs;
+    try {
+      runs = await claim([]);
+    } catch (e) {
+      if (e instanceof SubagentsError && e.notRunning) return;
+      throw e;
+    }
+    const gone = [
+      ...new Set(
+        runs.filter(({ run }) => !run.result && run.claimed_by && run.claimed_by !== me && run.holder && (run.holder.host ?? here) === here && !alive(run.holder)).map(({ run }) => run.claimed_by)
+      )
+    ];
+    if (gone.length) runs = await claim(gone);
+    if (this.closed) return;
+    if (schedules === 0) {
+      try {
+        if (statSync(mark).mtimeMs < Date.now() - SCHEDULE_MARK_GRACE_MS) unlinkSync2(mark);
+      } catch {
+      }
+    }
+    const inSession = deliveredIds(ctx.sessionManager.getBranch());
+    const toAck = [];
+    for (const { schedule, run } of runs) {
+      const env = run.result;
+      const id = env?.delegation_id;
+      if (!env || !id || !run.result_id) continue;
+      this.scheduledFrom.set(id, { schedule, run: run.id, fired: run.fired, resultId: run.result_id });
+      if (inSession.has(id)) toAck.push(id);
+      else this.arrive(env, "scheduled");
+    }
+    if (toAck.length) await this.ack(toAck);
+    if (!this.closed) this.flushIdle(ctx);
   }
   async resumeNow(ctx, passive) {
     this.ctx = ctx;
@@ -1550,7 +1704,7 @@ var Delivery = class {
     for (const [id, { env, origin }] of this.ready) {
       this.ready.delete(id);
       this.handed.add(id);
-      const d = deliveryDraft(env, this.adoptedFrom.get(id));
+      const d = deliveryDraft(env, this.adoptedFrom.get(id), this.scheduledFrom.get(id));
       this.pi.sendMessage({ customType: d.customType, content: d.content, display: d.display, details: d.details }, { triggerTurn: startsTurn(origin, interactive2) });
     }
     void this.ackPersisted(ctx);
@@ -1571,7 +1725,7 @@ var Delivery = class {
     }
     for (const [id, { env, origin }] of this.ready) {
       if (only && origin !== only) continue;
-      entries.push(deliveryDraft(env, this.adoptedFrom.get(id)));
+      entries.push(deliveryDraft(env, this.adoptedFrom.get(id), this.scheduledFrom.get(id)));
       turn ||= startsTurn(origin, interactive2);
       this.ready.delete(id);
       this.handed.add(id);
@@ -1611,7 +1765,21 @@ var Delivery = class {
     const ids = [...deliveredIds(branch)].filter((id) => !this.acked.has(id) && onDisk.includes(id));
     if (ids.length) await this.ack(ids);
   }
-  async ack(ids) {
+  async ack(all) {
+    const scheduled = all.filter((id) => this.scheduledFrom.has(id));
+    const ids = all.filter((id) => !this.scheduledFrom.has(id));
+    if (scheduled.length) {
+      try {
+        const results = scheduled.map((id) => this.scheduledFrom.get(id)?.resultId);
+        await this.cli().call("schedule", [], [], { action: "ack", by: this.parentId, ids: results });
+        for (const id of scheduled) {
+          this.acked.add(id);
+          this.handed.delete(id);
+        }
+      } catch {
+      }
+    }
+    if (ids.length === 0) return;
     try {
       await this.cli().call("ack", ["--by", this.parentId], ids);
       for (const id of ids) {
@@ -1767,20 +1935,12 @@ function registerFleet(pi, deps) {
   });
 }
 
-// src/schedule.ts
-var SCHEDULE_HELP = "schedule: {action: create|list|describe|pause|resume|trigger|update|delete, ...}";
-async function scheduleOp(cli, ctx, schedule) {
-  if (!schedule || typeof schedule !== "object") throw new SubagentsError("INVALID_INPUT", "schedule needs an object with an action");
-  const env = await cli.call("schedule", [], [], { cwd: ctx.cwd, ...schedule });
-  return { env, text: env.text ?? env.status ?? "" };
-}
-
 // src/profile-cache.ts
-import { mkdirSync as mkdirSync3, readFileSync as readFileSync4, renameSync as renameSync2, statSync, writeFileSync as writeFileSync2 } from "node:fs";
-import { join as join4 } from "node:path";
+import { mkdirSync as mkdirSync4, readFileSync as readFileSync4, renameSync as renameSync2, statSync as statSync2, writeFileSync as writeFileSync3 } from "node:fs";
+import { join as join5 } from "node:path";
 var MAX_FOLDERS = 64;
 function cachePath(dataDir2) {
-  return join4(dataDir2, "cache", "profiles.json");
+  return join5(dataDir2, "cache", "profiles.json");
 }
 function read(dataDir2) {
   try {
@@ -1793,7 +1953,7 @@ function read(dataDir2) {
 function unchanged(watched) {
   if (!watched?.length) return false;
   for (const w of watched) {
-    const st = statSync(w.path, { throwIfNoEntry: false });
+    const st = statSync2(w.path, { throwIfNoEntry: false });
     if (!st) {
       if (w.mtime_ms !== 0) return false;
       continue;
@@ -1812,8 +1972,8 @@ function rememberProfiles(dataDir2, cwd, profiles, watched) {
     cache[cwd] = { at: Date.now(), profiles, ...watched?.length ? { watched } : {} };
     const keep = Object.entries(cache).sort((a, b) => b[1].at - a[1].at).slice(0, MAX_FOLDERS);
     const path = cachePath(dataDir2);
-    mkdirSync3(join4(dataDir2, "cache"), { recursive: true, mode: 448 });
-    writeFileSync2(path + ".tmp", JSON.stringify(Object.fromEntries(keep)), { mode: 384 });
+    mkdirSync4(join5(dataDir2, "cache"), { recursive: true, mode: 448 });
+    writeFileSync3(path + ".tmp", JSON.stringify(Object.fromEntries(keep)), { mode: 384 });
     renameSync2(path + ".tmp", path);
   } catch {
   }
@@ -1822,10 +1982,10 @@ function rememberProfiles(dataDir2, cwd, profiles, watched) {
 // src/settings.ts
 import { readFileSync as readFileSync5 } from "node:fs";
 import { homedir as homedir2 } from "node:os";
-import { join as join5 } from "node:path";
+import { join as join6 } from "node:path";
 var GLOBAL_ONLY = ["bin", "address", "dataDir", "autoStart", "namespace", "taskQueue"];
 function agentDir(env = process.env) {
-  return env.PI_CODING_AGENT_DIR || join5(homedir2(), ".pi", "agent");
+  return env.PI_CODING_AGENT_DIR || join6(homedir2(), ".pi", "agent");
 }
 function readExtensionSettings(path) {
   let raw;
@@ -1842,8 +2002,8 @@ function readExtensionSettings(path) {
   }
 }
 function loadSettings(cwd, env = process.env) {
-  const globalFile = join5(agentDir(env), "subagents.json");
-  const projectFile = join5(cwd, ".pi", "subagents.json");
+  const globalFile = join6(agentDir(env), "subagents.json");
+  const projectFile = join6(cwd, ".pi", "subagents.json");
   const global = readExtensionSettings(globalFile);
   const project = readExtensionSettings(projectFile);
   const ignored = GLOBAL_ONLY.filter((k) => project[k] !== void 0);

@@ -8,28 +8,41 @@
 // acknowledged, so a parent killed at any point gets each result on its
 // next start, and never twice.
 
-import { existsSync, mkdirSync, readFileSync, unlinkSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, statSync, unlinkSync } from "node:fs";
+import { hostname } from "node:os";
 import { join } from "node:path";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { SubagentsError, type SubagentsCli } from "./cli.ts";
 import { asking, deliveryText, type Envelope, type Item, type StrayReport, taskTree } from "./format.ts";
 import { alive, isThisProcess, type Mark, markName, pendingDir, readMark, thisProcess, withMarkLock, writeMark } from "./liveness.ts";
+import { type ScheduleRunView, scheduledMark, schedulesOf } from "./schedule.ts";
+import { dataDir as defaultDataDir } from "./service.ts";
+
+/**
+ * How long a folder's schedule mark stays although a look found neither
+ * schedules nor results there: a schedule made a moment ago may not be
+ * listed yet (Temporal's listing lags its writes by up to a second).
+ */
+const SCHEDULE_MARK_GRACE_MS = 60_000;
 
 /**
  * Where a result comes from, which says whether it starts a model turn:
  * own, background work this process started (its model asked for it and
  * waits); earlier, work of this session started by an earlier run (a run
  * that was killed or ended first); adopted, work of another session that
- * nobody waited for, taken with /subagents-adopt.
+ * nobody waited for, taken with /subagents-adopt; scheduled, the run of a
+ * schedule of this folder (docs/schedules.md), which no session started.
  */
-export type Origin = "own" | "earlier" | "adopted";
+export type Origin = "own" | "earlier" | "adopted" | "scheduled";
 
 /**
  * Whether a result of origin starts a model turn of its own: in the
  * terminal and RPC every result of this session does (the user sees it
  * come); in a print or JSON run only what this run's model started, since
  * anything else would be a turn nobody asked for after the run's answer.
- * An adopted result never does: the user took it to read it, and asks.
+ * An adopted result never does: the user took it to read it, and asks;
+ * nor does a scheduled one: it came while nobody was here, and the model
+ * reads it with the user's next prompt.
  */
 export function startsTurn(origin: Origin, interactive: boolean): boolean {
 	return origin === "own" || (origin === "earlier" && interactive);
@@ -98,15 +111,31 @@ export function toldInBranch(ctx: ExtensionContext): Set<string> {
 	return told;
 }
 
-/** The draft of a delivery message, for turn boundaries; adoptedFrom names the session whose result it was. */
-export function deliveryDraft(env: Envelope, adoptedFrom?: string) {
-	const text = deliveryText(env);
+/** What a delivered result of a scheduled run says of its schedule. */
+export interface ScheduledFrom {
+	schedule: string;
+	/** The fire's workflow ID and when it ran. */
+	run: string;
+	fired?: string;
+	resultId: string;
+}
+
+/**
+ * The draft of a delivery message, for turn boundaries; adoptedFrom names
+ * the session whose result it was, scheduled the schedule whose run it is.
+ */
+export function deliveryDraft(env: Envelope, adoptedFrom?: string, scheduled?: ScheduledFrom) {
+	let text = deliveryText(env);
+	if (adoptedFrom) text += `\n\n(Taken with /subagents-adopt from the earlier pi session ${adoptedFrom}, where nobody waited for it.)`;
+	if (scheduled) {
+		text = `A scheduled run of schedule ${scheduled.schedule} (${scheduled.run}${scheduled.fired ? `, started ${scheduled.fired}` : ""}) ended while no pi session was here; its result:\n\n${text}`;
+	}
 	return {
 		type: "custom_message" as const,
 		customType: RESULT_MESSAGE_TYPE,
-		content: adoptedFrom ? `${text}\n\n(Taken with /subagents-adopt from the earlier pi session ${adoptedFrom}, where nobody waited for it.)` : text,
+		content: text,
 		display: true,
-		details: { delegationId: env.delegation_id, envelope: env, ...(adoptedFrom && { adoptedFrom }) },
+		details: { delegationId: env.delegation_id, envelope: env, ...(adoptedFrom && { adoptedFrom }), ...(scheduled && { scheduled }) },
 	};
 }
 
@@ -131,6 +160,8 @@ export class Delivery {
 	private readonly origins = new Map<string, Origin>();
 	/** Adopted delegations: the session each came from. */
 	private readonly adoptedFrom = new Map<string, string>();
+	/** Results of scheduled runs this session claimed, by delegation ID: where each waits to be acknowledged. */
+	private readonly scheduledFrom = new Map<string, ScheduledFrom>();
 	/** Sessions whose marks this process wrote by delegating: such a mark stays until its work is acknowledged. */
 	private readonly delegatedHere = new Set<string>();
 	/** The sessions whose marks this process holds: its own, and those whose results it adopted. */
@@ -277,9 +308,97 @@ export class Delivery {
 		// One look at a time: pi's start and the start of the service (which
 		// runs the look again, now that there is something to ask) may both
 		// ask, and two looks at once would both find the same delegation.
-		const next = this.resuming.then(() => this.resumeNow(ctx, passive));
+		const next = this.resuming.then(async () => {
+			// Results of this folder's scheduled runs are looked for
+			// whatever the session's own look finds (or fails with).
+			let failed: unknown;
+			try {
+				await this.resumeNow(ctx, passive);
+			} catch (e) {
+				failed = e;
+			}
+			try {
+				await this.scheduledNow(ctx, passive);
+			} catch (e) {
+				failed ??= e;
+			}
+			if (failed !== undefined) throw failed;
+		});
 		this.resuming = next.catch(() => {});
 		return next;
+	}
+
+	/**
+	 * Claims, for this session, the results of this folder's scheduled runs
+	 * that wait for a session (docs/schedules.md#results), and delivers them.
+	 * The service decides each claim: when two pis start here at once, each
+	 * result goes to one of them. A result another session claimed stays
+	 * its own unless that session's pi (on this machine) is gone: then it is
+	 * taken over (the service lets one pi do that). A result this session
+	 * claimed before and already holds (a restart) is only acknowledged.
+	 * A child that delegates takes none: its folder is its parent's.
+	 */
+	private async scheduledNow(ctx: ExtensionContext, passive: boolean): Promise<void> {
+		if (this.closed || nestedParent() !== undefined) return;
+		// Only a folder that has (had) schedules asks anything.
+		const mark = scheduledMark(this.dataDir() ?? defaultDataDir(process.env), ctx.cwd);
+		if (!existsSync(mark)) return;
+		this.ctx ??= ctx;
+		this.parentId ||= this.parent(ctx);
+		const me = this.parentId;
+		const here = hostname();
+		const self = thisProcess();
+		let schedules = 0;
+		const claim = async (replace: string[]) => {
+			const env = await this.cli(passive).call("schedule", [], [], {
+				action: "claim",
+				cwd: ctx.cwd,
+				by: me,
+				holder: { pid: self.pid, ...(self.start && { start: self.start }), host: here },
+				...(replace.length && { replace }),
+			});
+			schedules = schedulesOf(env).length;
+			return schedulesOf(env).flatMap((s) => (s.runs ?? []).map((r) => ({ schedule: s.id, run: r })));
+		};
+		let runs: Array<{ schedule: string; run: ScheduleRunView }>;
+		try {
+			runs = await claim([]);
+		} catch (e) {
+			// No service runs: nothing fired meanwhile; this runs again when it starts.
+			if (e instanceof SubagentsError && e.notRunning) return;
+			throw e;
+		}
+		const gone = [
+			...new Set(
+				runs
+					.filter(({ run }) => !run.result && run.claimed_by && run.claimed_by !== me && run.holder && (run.holder.host ?? here) === here && !alive(run.holder))
+					.map(({ run }) => run.claimed_by as string),
+			),
+		];
+		// The second claim answers for every result again (those won by
+		// the first are this session's still).
+		if (gone.length) runs = await claim(gone);
+		if (this.closed) return;
+		if (schedules === 0) {
+			// No schedule left here and nothing waiting: later starts ask nothing.
+			try {
+				if (statSync(mark).mtimeMs < Date.now() - SCHEDULE_MARK_GRACE_MS) unlinkSync(mark);
+			} catch {
+				/* gone already */
+			}
+		}
+		const inSession = deliveredIds(ctx.sessionManager.getBranch() as Entry[]);
+		const toAck: string[] = [];
+		for (const { schedule, run } of runs) {
+			const env = run.result;
+			const id = env?.delegation_id;
+			if (!env || !id || !run.result_id) continue;
+			this.scheduledFrom.set(id, { schedule, run: run.id, fired: run.fired, resultId: run.result_id });
+			if (inSession.has(id)) toAck.push(id);
+			else this.arrive(env, "scheduled");
+		}
+		if (toAck.length) await this.ack(toAck);
+		if (!this.closed) this.flushIdle(ctx);
 	}
 
 	private async resumeNow(ctx: ExtensionContext, passive: boolean): Promise<void> {
@@ -498,7 +617,7 @@ export class Delivery {
 		for (const [id, { env, origin }] of this.ready) {
 			this.ready.delete(id);
 			this.handed.add(id);
-			const d = deliveryDraft(env, this.adoptedFrom.get(id));
+			const d = deliveryDraft(env, this.adoptedFrom.get(id), this.scheduledFrom.get(id));
 			this.pi.sendMessage({ customType: d.customType, content: d.content, display: d.display, details: d.details }, { triggerTurn: startsTurn(origin, interactive) });
 		}
 		void this.ackPersisted(ctx);
@@ -522,7 +641,7 @@ export class Delivery {
 		}
 		for (const [id, { env, origin }] of this.ready) {
 			if (only && origin !== only) continue;
-			entries.push(deliveryDraft(env, this.adoptedFrom.get(id)));
+			entries.push(deliveryDraft(env, this.adoptedFrom.get(id), this.scheduledFrom.get(id)));
 			turn ||= startsTurn(origin, interactive);
 			this.ready.delete(id);
 			this.handed.add(id);
@@ -572,7 +691,24 @@ export class Delivery {
 		if (ids.length) await this.ack(ids);
 	}
 
-	private async ack(ids: string[]): Promise<void> {
+	private async ack(all: string[]): Promise<void> {
+		// A scheduled run's result is acknowledged to the workflow that
+		// holds it for the folder, the rest to their delegations.
+		const scheduled = all.filter((id) => this.scheduledFrom.has(id));
+		const ids = all.filter((id) => !this.scheduledFrom.has(id));
+		if (scheduled.length) {
+			try {
+				const results = scheduled.map((id) => this.scheduledFrom.get(id)?.resultId as string);
+				await this.cli().call("schedule", [], [], { action: "ack", by: this.parentId, ids: results });
+				for (const id of scheduled) {
+					this.acked.add(id);
+					this.handed.delete(id);
+				}
+			} catch {
+				/* not acknowledged: the next turn or start tries again */
+			}
+		}
+		if (ids.length === 0) return;
 		try {
 			await this.cli().call("ack", ["--by", this.parentId], ids);
 			for (const id of ids) {

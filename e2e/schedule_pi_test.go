@@ -1,0 +1,83 @@
+package e2e
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/durable-pi/subagents/client"
+	"github.com/durable-pi/subagents/internal/scriptedmodel"
+)
+
+// TestScheduledResultsReachTheNextPiOnce: a schedule every 2 s, made with
+// the command while no pi runs, fires delegations in the folder; once three
+// have ended (the schedule then paused), a pi started in the folder
+// receives each result in its session, once, and acknowledges it; a second
+// pi started there after it receives none.
+func TestScheduledResultsReachTheNextPiOnce(t *testing.T) {
+	e := newEnv(t)
+	e.model.Script("nightly-scan", finalizeStep("the logs are clean"))
+	e.model.Script("later-hello", scriptedmodel.Step{Text: "Hello."})
+	e.model.Script("again-hello", scriptedmodel.Step{Text: "Hello again."})
+	e.startWorker(shared.client)
+
+	id := scheduleID("scan")
+	created := e.mustSchedule(nil, "create", "--id", id, "--every", "2s", "--note", "scan the logs every 2 s", "[[script:nightly-scan]] Scan the logs.")
+	if s := created.Schedules[0]; s.ID != id || s.Spec != "every 2s" || s.Cwd != e.workDir || s.Kind != "delegation" || s.Note != "scan the logs every 2 s" || len(s.NextFires) == 0 {
+		t.Fatalf("created %+v", s)
+	}
+	e.waitForSchedule(nil, id, "three finished runs", func(s client.ScheduleItem) bool {
+		n, _ := finishedRuns(s)
+		return n >= 3
+	})
+	e.mustSchedule(nil, "pause", id, "--note", "enough for the test")
+	item := e.waitForSchedule(nil, id, "no running fire", func(s client.ScheduleItem) bool {
+		_, idle := finishedRuns(s)
+		return idle
+	})
+	var ran []string
+	for _, r := range item.Runs {
+		if r.Status != "completed" || !strings.HasPrefix(r.DelegationID, "delegation-"+id+"-") {
+			t.Fatalf("run %+v", r)
+		}
+		ran = append(ran, r.DelegationID)
+	}
+	slices.Sort(ran)
+	_, waiting := e.waitingResults(shared.client, e.workDir)
+	if !slices.Equal(waiting, ran) {
+		t.Fatalf("results waiting %v, runs %v", waiting, ran)
+	}
+
+	first := filepath.Join(t.TempDir(), "first.jsonl")
+	p := e.startParent("json", first, "[[script:later-hello]] Hi.")
+	p.wait(t)
+	got := deliveredResults(t, first)
+	sorted := slices.Clone(got)
+	slices.Sort(sorted)
+	if !slices.Equal(sorted, ran) {
+		t.Fatalf("the first pi received %v, want each of %v once", got, ran)
+	}
+	if left, _ := e.waitingResults(shared.client, e.workDir); len(left) != 0 {
+		t.Fatalf("results still waiting after the first pi acknowledged them: %v", left)
+	}
+	// A fire and the result it left, claimed and acknowledged, for the
+	// replay test (workflows/scheduled_test.go).
+	oldest := item.Runs[len(item.Runs)-1]
+	recordHistory(t, shared.client, oldest.ID, "scheduled/fire-delivered-v1")
+	recordHistory(t, shared.client, oldest.ResultID, "scheduled/result-acked-v1")
+	described := e.mustSchedule(nil, "describe", id).Schedules[0]
+	for _, r := range described.Runs {
+		if !r.Delivered {
+			t.Errorf("run %s is not shown delivered: %+v", r.ID, r)
+		}
+	}
+
+	second := filepath.Join(t.TempDir(), "second.jsonl")
+	p2 := e.startParent("json", second, "[[script:again-hello]] Hi again.")
+	p2.wait(t)
+	if again := deliveredResults(t, second); len(again) != 0 {
+		t.Fatalf("the second pi received %v again", again)
+	}
+	e.mustSchedule(nil, "delete", id)
+}

@@ -1,0 +1,162 @@
+import assert from "node:assert/strict";
+import { existsSync, mkdtempSync, utimesSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import test from "node:test";
+import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
+import { SubagentsError, type SubagentsCli } from "../src/cli.ts";
+import { Delivery } from "../src/delivery.ts";
+import { thisProcess } from "../src/liveness.ts";
+import { markScheduled, scheduledMark, scheduleOp, scheduleText } from "../src/schedule.ts";
+
+/** A fake command: answer gives each call's envelope; calls records the requests. */
+function fakeCli(answer: (input: Record<string, unknown>, verb: string) => unknown, local?: string) {
+	const calls: Array<{ verb: string; input?: Record<string, unknown>; flags: string[]; positional: string[] }> = [];
+	const cli = {
+		options: { bin: "subagents", connection: [], ...(local && { local: { dataDir: local } }) },
+		call: async (verb: string, flags: string[] = [], positional: string[] = [], input?: Record<string, unknown>) => {
+			calls.push({ verb, input, flags, positional });
+			const a = answer(input ?? {}, verb);
+			if (a instanceof Error) throw a;
+			return a;
+		},
+	} as unknown as SubagentsCli;
+	return { cli, calls };
+}
+
+function session(id: string, cwd: string, branch: unknown[] = []): ExtensionContext {
+	return {
+		sessionManager: { getSessionId: () => id, getBranch: () => branch, getSessionFile: () => undefined },
+		hasUI: false,
+		isIdle: () => true,
+		mode: "rpc",
+		cwd,
+	} as unknown as ExtensionContext;
+}
+
+function result(id: string, status = "completed") {
+	return {
+		contract_version: "subagents.v1",
+		op: "status",
+		backend: "temporal",
+		delegation_id: id,
+		status,
+		done: true,
+		items: [{ task_id: "t", index: 0, name: "scan", agent: "scout", status, done: true, output: `output of ${id}` }],
+	};
+}
+
+test("scheduleOp passes the folder and the object, marks the folder on create, and says what the model reads", async () => {
+	const dir = mkdtempSync(join(tmpdir(), "subagents-schedule-"));
+	const { cli, calls } = fakeCli(
+		(input) => ({
+			op: "schedule",
+			done: true,
+			text: input.action === "create" ? "Schedule scan-1a2b3c created: every 2h." : "",
+			schedules: [{ id: "scan-1a2b3c", name: "scan", spec: "every 2h", overlap: "skip", catchup: "none", paused: input.action === "pause", note: "holidays", fires: 2, next_fires: ["2026-11-26T12:00:00Z"], runs: [{ id: "f1", status: "failed", fired: "2026-11-26T10:00:00Z", summary: "timed out", result_id: "f1-result" }] }],
+		}),
+		dir,
+	);
+	const ctx = session("s", "/work/project");
+	const created = await scheduleOp(cli, ctx, { action: "create", every: "2h", tasks: [{ agent: "scout", prompt: "scan" }] });
+	assert.deepEqual(calls[0].input, { cwd: "/work/project", action: "create", every: "2h", tasks: [{ agent: "scout", prompt: "scan" }] });
+	assert.match(created.text, /Schedule scan-1a2b3c created: every 2h\.\nscan-1a2b3c "scan": every 2h, next 2026-11-26T12:00:00Z, last run failed/);
+	assert.ok(existsSync(scheduledMark(dir, "/work/project")), "the folder is marked where this pi looks");
+
+	const listed = await scheduleOp(cli, ctx, { action: "list" });
+	assert.match(listed.text, /^1 schedule\(s\) in this folder:\n- scan-1a2b3c/);
+	const described = await scheduleOp(cli, ctx, { action: "describe", id: "scan-1a2b3c" });
+	assert.match(described.text, /fired 2 time\(s\)/);
+	assert.match(described.text, /- 2026-11-26T10:00:00Z failed, waiting for a pi session here: timed out/);
+	const paused = await scheduleOp(cli, ctx, { action: "pause", id: "scan-1a2b3c", note: "holidays" });
+	assert.match(paused.text, /paused \(holidays\)/);
+
+	for (const bad of [undefined, "list", [], { action: "claim" }, { action: "run" }]) {
+		await assert.rejects(scheduleOp(cli, ctx, bad), (e: unknown) => e instanceof SubagentsError && e.code === "INVALID_INPUT");
+	}
+	assert.equal(scheduleText("list", { op: "schedule", done: true } as never), "No schedules in this folder.");
+});
+
+test("a folder without the mark asks nothing for scheduled results", async () => {
+	const dir = mkdtempSync(join(tmpdir(), "subagents-schedule-"));
+	const { cli, calls } = fakeCli(() => ({ runs: [] }));
+	const d = new Delivery({ sendMessage: () => {} } as unknown as ExtensionAPI, () => cli, () => dir);
+	await d.resume(session("s", "/elsewhere"), true);
+	assert.deepEqual(calls, []);
+});
+
+test("scheduled results are claimed, delivered without a turn, and acknowledged to their result's workflow", async () => {
+	const dir = mkdtempSync(join(tmpdir(), "subagents-schedule-"));
+	const cwd = "/work/project";
+	markScheduled(dir, cwd);
+	const sent: Array<{ content: string; details: Record<string, unknown>; triggerTurn?: boolean }> = [];
+	const pi = { sendMessage: (m: { content: string; details: Record<string, unknown> }, o: { triggerTurn?: boolean }) => sent.push({ ...m, triggerTurn: o.triggerTurn }) } as unknown as ExtensionAPI;
+	const me = thisProcess();
+	const { cli, calls } = fakeCli((input, verb) => {
+		if (verb !== "schedule") return { runs: [] };
+		if (input.action === "ack") return { op: "schedule", done: true };
+		const replaced = (input.replace as string[] | undefined) ?? [];
+		return {
+			op: "schedule",
+			done: true,
+			schedules: [
+				{
+					id: "nightly",
+					runs: [
+						{ id: "nightly-1", result_id: "nightly-1-result", status: "completed", fired: "2026-11-26T01:00:00Z", result: result("delegation-nightly-1") },
+						// Held by a pi of this machine that is gone (pid 0 is never one): taken over.
+						replaced.includes("dead")
+							? { id: "nightly-2", result_id: "nightly-2-result", status: "failed", fired: "2026-11-26T02:00:00Z", result: result("delegation-nightly-2", "failed") }
+							: { id: "nightly-2", result_id: "nightly-2-result", status: "failed", fired: "2026-11-26T02:00:00Z", claimed_by: "dead", holder: { pid: 0 } },
+						// Held by a live pi (this very process stands for one): left to it.
+						{ id: "nightly-3", result_id: "nightly-3-result", status: "completed", fired: "2026-11-26T03:00:00Z", claimed_by: "other", holder: { pid: me.pid, start: me.start } },
+						// Already in this session (a restart before its ack): acknowledged only.
+						{ id: "nightly-4", result_id: "nightly-4-result", status: "completed", fired: "2026-11-26T04:00:00Z", result: result("delegation-nightly-4") },
+					],
+				},
+			],
+		};
+	});
+	const branch = [{ type: "custom_message", customType: "subagents-result", details: { delegationId: "delegation-nightly-4" } }];
+	const d = new Delivery(pi, () => cli, () => dir);
+	await d.resume(session("me", cwd, branch), true);
+	const claims = calls.filter((c) => c.input?.action === "claim");
+	assert.equal(claims.length, 2, "one claim, then one that replaces the gone holder");
+	assert.deepEqual(claims[0].input?.by, "me");
+	assert.deepEqual((claims[0].input?.holder as { pid: number }).pid, me.pid);
+	assert.deepEqual(claims[1].input?.replace, ["dead"]);
+	assert.deepEqual(
+		sent.map((m) => m.details.delegationId),
+		["delegation-nightly-1", "delegation-nightly-2"],
+		"the won results, each once, oldest first",
+	);
+	assert.ok(sent.every((m) => m.triggerTurn === false), "a scheduled result starts no turn");
+	assert.match(sent[0].content, /^A scheduled run of schedule nightly \(nightly-1, started 2026-11-26T01:00:00Z\) ended while no pi session was here/);
+	const acks = calls.filter((c) => c.input?.action === "ack");
+	assert.deepEqual(acks.map((a) => a.input?.ids), [["nightly-4-result"]], "the one already in the session is acknowledged to its result's workflow");
+	assert.equal(calls.filter((c) => c.verb === "ack").length, 0, "no delegation ack for a scheduled run");
+	d.shutdown();
+});
+
+test("a folder whose schedules are gone and whose results were all taken loses its mark (once it is a minute old)", async () => {
+	const dir = mkdtempSync(join(tmpdir(), "subagents-schedule-"));
+	const cwd = "/work/project";
+	markScheduled(dir, cwd);
+	const { cli } = fakeCli(() => ({ op: "schedule", done: true, schedules: [] }));
+	const d = new Delivery({ sendMessage: () => {} } as unknown as ExtensionAPI, () => cli, () => dir);
+	await d.resume(session("s", cwd), true);
+	assert.ok(existsSync(scheduledMark(dir, cwd)), "a fresh mark stays: its schedule may not be listed yet");
+	const old = new Date(Date.now() - 120_000);
+	utimesSync(scheduledMark(dir, cwd), old, old);
+	await d.resume(session("s", cwd), true);
+	assert.equal(existsSync(scheduledMark(dir, cwd)), false);
+});
+
+test("no service running: the look for scheduled results waits for its start", async () => {
+	const dir = mkdtempSync(join(tmpdir(), "subagents-schedule-"));
+	markScheduled(dir, "/p");
+	const { cli } = fakeCli(() => new SubagentsError("SERVICE_UNAVAILABLE", "no service", "unavailable", true));
+	const d = new Delivery({ sendMessage: () => {} } as unknown as ExtensionAPI, () => cli, () => dir);
+	await d.resume(session("s", "/p"), true);
+	assert.ok(existsSync(scheduledMark(dir, "/p")));
+});
