@@ -43,7 +43,7 @@ func checkPlaceholders(t *testing.T, verb, usage string) int {
 // back-quoted command in the usage became the placeholder), and `worker -h`
 // "-setup subagents setup". dev and demo are checked in cli/dev.
 func TestEveryVerbsUsageShowsValuePlaceholders(t *testing.T) {
-	verbs := append([]string{"worker", "setup", "ui", "stop"}, Verbs...)
+	verbs := append([]string{"worker", "setup", "ui", "stop", "doctor", "service"}, Verbs...)
 	for _, verb := range verbs {
 		t.Run(verb, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
