@@ -1,0 +1,236 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/durable-pi/subagents/client"
+	"github.com/durable-pi/subagents/internal/errcode"
+)
+
+// TestScheduleCommandActions drives every action of `subagents schedule`
+// as a person does: create, list (of the folder), describe, pause with a
+// note, trigger (a paused schedule runs once now), resume, update, delete,
+// and a schedule that fires once (at).
+func TestScheduleCommandActions(t *testing.T) {
+	e := newEnv(t)
+	e.model.Script("hourly", finalizeStep("checked"))
+	e.startWorker(shared.client)
+	id := scheduleID("hourly")
+
+	created := e.mustSchedule(nil, "create", "--id", id, "--every", "1h", "--catchup", "none", "--overlap", "buffer_one",
+		"--end", "30d", "--note", "the hourly check", "--name", "hourly check", "[[script:hourly]] Check.")
+	s := created.Schedules[0]
+	if s.ID != id || s.Name != "hourly check" || s.Spec != "every 1h" || s.Overlap != "buffer_one" || s.Catchup != "none" || s.End == nil ||
+		s.Note != "the hourly check" || s.Paused || s.Quiet || s.Kind != "delegation" || s.Cwd != e.workDir {
+		t.Fatalf("created %+v", s)
+	}
+	if len(s.NextFires) == 0 || s.NextFires[0].Sub(time.Now()) > time.Hour+time.Minute {
+		t.Fatalf("next fires %v: the first is one interval from now", s.NextFires)
+	}
+
+	listed := e.mustSchedule(nil, "list", "--cwd", e.workDir)
+	if len(listed.Schedules) != 1 || listed.Schedules[0].ID != id {
+		t.Fatalf("list of the folder: %+v", listed.Schedules)
+	}
+	if other := e.mustSchedule(nil, "list", "--cwd", t.TempDir()); len(other.Schedules) != 0 {
+		t.Fatalf("list of another folder: %+v", other.Schedules)
+	}
+	if _, text, _ := runSubagentsIn(t, e.workDir, e.parentEnv(), "schedule", "list", "--cwd", e.workDir); !strings.Contains(text, id) || !strings.Contains(text, "every 1h") {
+		t.Fatalf("list for people:\n%s", text)
+	}
+
+	paused := e.mustSchedule(nil, "pause", id, "--note", "holidays").Schedules[0]
+	if !paused.Paused || paused.Note != "holidays" {
+		t.Fatalf("paused %+v", paused)
+	}
+	// A paused schedule runs when triggered.
+	e.mustSchedule(nil, "trigger", id)
+	ran := e.waitForSchedule(nil, id, "a finished run", func(s client.ScheduleItem) bool { n, _ := finishedRuns(s); return n == 1 })
+	if r := ran.Runs[0]; r.Status != "completed" || r.Summary != "checked" || !strings.HasPrefix(r.DelegationID, "delegation-"+id) || r.ResultID == "" {
+		t.Fatalf("triggered run %+v", r)
+	}
+	if _, text, _ := runSubagentsIn(t, e.workDir, e.parentEnv(), "schedule", "describe", id); !strings.Contains(text, "paused") ||
+		!strings.Contains(text, "holidays") || !strings.Contains(text, "waiting for a pi session") || !strings.Contains(text, "checked") {
+		t.Fatalf("describe for people:\n%s", text)
+	}
+	resumed := e.mustSchedule(nil, "resume", id).Schedules[0]
+	if resumed.Paused || resumed.Note != "the hourly check" {
+		t.Fatalf("resumed %+v: the creation's note comes back", resumed)
+	}
+	updated := e.mustSchedule(nil, "update", id, "--cron", "0 9 * * 1-5", "--timezone", "Europe/Berlin", "--quiet", "--overlap", "allow_all").Schedules[0]
+	if updated.Spec != "cron 0 9 * * 1-5" || updated.Timezone != "Europe/Berlin" || !updated.Quiet || updated.Overlap != "allow_all" || updated.Catchup != "none" || updated.End == nil {
+		t.Fatalf("updated %+v", updated)
+	}
+	if h := updated.NextFires[0].In(mustLocation(t, "Europe/Berlin")); h.Hour() != 9 || h.Minute() != 0 || h.Weekday() == time.Saturday || h.Weekday() == time.Sunday {
+		t.Fatalf("next fire %v is not 09:00 on a weekday in Berlin", h)
+	}
+
+	e.mustSchedule(nil, "delete", id)
+	gone, code := e.scheduleCmd(nil, "describe", id)
+	if code != errcode.ExitBadInput || gone.Error == nil || gone.Error.Code != errcode.SessionNotFound {
+		t.Fatalf("describe after delete: exit %d, %+v", code, gone.Error)
+	}
+	if bad, code := e.scheduleCmd(nil, "create", "--every", "1h", "--cron", "@daily", "x"); code != errcode.ExitBadInput || bad.Error.Code != errcode.InvalidInput {
+		t.Fatalf("two specs: exit %d, %+v", code, bad.Error)
+	}
+
+	// Once: it fires, and then has nothing next.
+	once := scheduleID("once")
+	e.mustSchedule(nil, "create", "--id", once, "--at", "3s", "[[script:hourly]] Check once.")
+	fired := e.waitForSchedule(nil, once, "its one run", func(s client.ScheduleItem) bool { n, _ := finishedRuns(s); return n == 1 })
+	if fired.Fires != 1 || len(fired.NextFires) != 0 || !strings.HasPrefix(fired.Spec, "at ") {
+		t.Fatalf("a schedule that fires once: %+v", fired)
+	}
+	e.mustSchedule(nil, "delete", once)
+}
+
+func mustLocation(t *testing.T, name string) *time.Location {
+	t.Helper()
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return loc
+}
+
+// TestScheduleMadeWhileNoWorkerRuns: schedules made while no worker polls
+// fire all the same (Temporal keeps their fires); a worker that starts
+// later runs what their overlap policy kept: skip, one fire (the others
+// skipped while it waited); allow_all, every fire.
+func TestScheduleMadeWhileNoWorkerRuns(t *testing.T) {
+	e := newEnv(t)
+	e.model.Script("missed", finalizeStep("caught up"))
+	skip, all := scheduleID("skip"), scheduleID("all")
+	e.mustSchedule(nil, "create", "--id", skip, "--every", "2s", "--overlap", "skip", "[[script:missed]] Catch up.")
+	e.mustSchedule(nil, "create", "--id", all, "--every", "2s", "--overlap", "allow_all", "[[script:missed]] Catch up.")
+	// Three fires of each while nothing runs them.
+	e.waitForSchedule(nil, all, "three fires", func(s client.ScheduleItem) bool { return s.Fires >= 3 })
+	e.mustSchedule(nil, "pause", skip)
+	e.mustSchedule(nil, "pause", all)
+	before := map[string]client.ScheduleItem{}
+	for _, id := range []string{skip, all} {
+		before[id] = e.mustSchedule(nil, "describe", id).Schedules[0]
+		if _, idle := finishedRuns(before[id]); idle {
+			t.Fatalf("%s: a fire has run with no worker: %+v", id, before[id].Runs)
+		}
+	}
+	if s := before[skip]; s.Fires != 1 || s.Skipped < 2 {
+		t.Fatalf("skip: %d fires, %d skipped; want one, the others skipped while it waited", s.Fires, s.Skipped)
+	}
+	e.startWorker(shared.client)
+	for id, want := range map[string]int{skip: 1, all: before[all].Fires} {
+		s := e.waitForSchedule(nil, id, "its fires run", func(s client.ScheduleItem) bool { n, idle := finishedRuns(s); return idle && n == min(want, 10) })
+		for _, r := range s.Runs {
+			if r.Status != "completed" || r.Summary != "caught up" {
+				t.Fatalf("%s: run %+v", id, r)
+			}
+		}
+		e.mustSchedule(nil, "delete", id)
+	}
+}
+
+// TestScheduleCatchesUpAfterTheServiceWasDown runs the service as a user
+// does (`subagents dev`, its database on disk) and stops it (SIGKILL, a
+// machine's crash) for longer than the catch-up window of one schedule and
+// shorter than the other's. Started again, the service takes the fires it
+// missed by its policy: within the window they run (overlap allow_all:
+// each of them), past it (catchup none) they are counted missed and never
+// run. The UI's Schedules page lists both, with their notes.
+func TestScheduleCatchesUpAfterTheServiceWasDown(t *testing.T) {
+	e := newEnv(t)
+	e.model.Script("while-down", finalizeStep("ran late"))
+	port, uiPort := freePort(), freePort()
+	args := []string{
+		"--port", strconv.Itoa(port), "--ui-port", strconv.Itoa(uiPort), "--db-filename", filepath.Join(t.TempDir(), "temporal.db"),
+		"--data-dir", e.dataDir, "--task-queue", e.taskQueue,
+	}
+	p := e.startDev(args...)
+	p.waitReady(t)
+	// The command as a user runs it beside the service: it hands its calls
+	// to the service's socket.
+	env := append(e.cliEnv(), "TEMPORAL_ADDRESS="+fmt.Sprintf("127.0.0.1:%d", port), "SUBAGENTS_TASK_QUEUE="+e.taskQueue)
+	kept, dropped := scheduleID("kept"), scheduleID("dropped")
+	e.mustSchedule(env, "create", "--id", kept, "--every", "4s", "--catchup", "1m", "--overlap", "allow_all", "--note", "catches up a minute", "[[script:while-down]] Run.")
+	e.mustSchedule(env, "create", "--id", dropped, "--every", "4s", "--catchup", "none", "--overlap", "allow_all", "--note", "never late", "[[script:while-down]] Run.")
+
+	// The UI's Schedules page (its API, which the page reads) shows them.
+	var page struct {
+		Schedules []struct {
+			ScheduleID string `json:"scheduleId"`
+			Info       struct {
+				WorkflowType struct {
+					Name string `json:"name"`
+				} `json:"workflowType"`
+				Notes string `json:"notes"`
+			} `json:"info"`
+		} `json:"schedules"`
+	}
+	deadline := time.Now().Add(testTimeout)
+	for len(page.Schedules) < 2 && time.Now().Before(deadline) {
+		time.Sleep(500 * time.Millisecond)
+		if err := json.Unmarshal([]byte(e.uiGet(uiPort, "/api/v1/namespaces/default/schedules")), &page); err != nil {
+			t.Fatal(err)
+		}
+	}
+	notes := map[string]string{}
+	for _, s := range page.Schedules {
+		if s.Info.WorkflowType.Name != "Scheduled" {
+			t.Errorf("UI: schedule %s starts %q", s.ScheduleID, s.Info.WorkflowType.Name)
+		}
+		notes[s.ScheduleID] = s.Info.Notes
+	}
+	if notes[kept] != "catches up a minute" || notes[dropped] != "never late" {
+		t.Fatalf("the UI's Schedules page shows %+v", page.Schedules)
+	}
+
+	// Both have fired once before the crash.
+	for _, id := range []string{kept, dropped} {
+		e.waitForSchedule(env, id, "a finished run", func(s client.ScheduleItem) bool { n, idle := finishedRuns(s); return n >= 1 && idle })
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-p.done
+	down := time.Now()
+	// Down for 20 s: five fires of each missed; those of its first seconds
+	// later than any window of 10 s when the service is back.
+	time.Sleep(20 * time.Second)
+	p = e.startDev(args...)
+	p.waitReady(t)
+	back := time.Now()
+	lateRuns := func(s client.ScheduleItem, from, to time.Time) []client.ScheduleRun {
+		var out []client.ScheduleRun
+		for _, r := range s.Runs {
+			if r.Scheduled != nil && !r.Scheduled.Before(from) && r.Scheduled.Before(to) {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	kept2 := e.waitForSchedule(env, kept, "the missed fires run", func(s client.ScheduleItem) bool {
+		late := lateRuns(s, down, back)
+		done := 0
+		for _, r := range late {
+			if r.Status == "completed" {
+				done++
+			}
+		}
+		return len(late) >= 4 && done == len(late)
+	})
+	dropped2 := e.waitForSchedule(env, dropped, "its missed fires counted", func(s client.ScheduleItem) bool { return s.Missed >= 2 })
+	if early := lateRuns(dropped2, down, down.Add(6*time.Second)); len(early) != 0 {
+		t.Fatalf("dropped: fires missed by 15 s and more ran after the restart: %+v", early)
+	}
+	t.Logf("after 20 s down: kept ran %d late fires; dropped missed %d (its window 10 s)", len(lateRuns(kept2, down, back)), dropped2.Missed)
+	for _, id := range []string{kept, dropped} {
+		e.mustSchedule(env, "pause", id)
+	}
+	p.stop(t)
+}
