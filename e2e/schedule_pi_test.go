@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/durable-pi/subagents/client"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
@@ -80,4 +81,72 @@ func TestScheduledResultsReachTheNextPiOnce(t *testing.T) {
 		t.Fatalf("the second pi received %v again", again)
 	}
 	e.mustSchedule(nil, "delete", id)
+}
+
+// TestScheduleFromPi: a real parent pi's model drives a schedule with the
+// task tool's op "schedule": creates it, lists it, pauses it with a note,
+// triggers it (a paused schedule runs once), resumes it, deletes it. Each
+// answer says what the service did; the triggered run's result waits for
+// the folder's next pi, which receives it.
+func TestScheduleFromPi(t *testing.T) {
+	e := newEnv(t)
+	e.startWorker(shared.client)
+	id := scheduleID("from-pi")
+	op := func(schedule map[string]any) scriptedmodel.Step {
+		return call("task", map[string]any{"op": "schedule", "schedule": schedule})
+	}
+	e.model.Script("pi-scheduled-task", finalizeStep("nothing new in the logs"))
+	e.model.Script("pi-schedules",
+		op(map[string]any{"action": "create", "id": id, "every": "1h", "note": "made from pi", "tasks": []map[string]string{{"prompt": "[[script:pi-scheduled-task]] Read the logs."}}}),
+		op(map[string]any{"action": "list"}),
+		op(map[string]any{"action": "pause", "id": id, "note": "paused from pi"}),
+		op(map[string]any{"action": "trigger", "id": id}),
+		op(map[string]any{"action": "resume", "id": id}),
+		op(map[string]any{"action": "delete", "id": id}),
+		scriptedmodel.Step{Text: "Done with the schedule."},
+	)
+	e.model.Script("pi-next", scriptedmodel.Step{Text: "Read it."})
+
+	p := e.startParent("json", filepath.Join(t.TempDir(), "parent.jsonl"), "[[script:pi-schedules]] Schedule a log check.")
+	p.wait(t)
+	ends := toolEnds(p, "task")
+	if len(ends) != 6 {
+		t.Fatalf("task ended %d times, want 6", len(ends))
+	}
+	wants := []string{
+		"Schedule " + id + " created: every 1h",
+		"1 schedule(s) in this folder:\n- " + id,
+		"Schedule " + id + " paused",
+		"Schedule " + id + " triggered",
+		"Schedule " + id + " resumed",
+		"Schedule " + id + " deleted.",
+	}
+	for i, end := range ends {
+		if end.IsError || !strings.Contains(end.Text, wants[i]) {
+			t.Errorf("call %d: error %v, text %q; want %q", i+1, end.IsError, end.Text, wants[i])
+		}
+	}
+	if !strings.Contains(ends[2].Text, "paused (paused from pi)") || strings.Contains(ends[4].Text, "paused") {
+		t.Errorf("pause said %q, resume %q", ends[2].Text, ends[4].Text)
+	}
+	if gone, code := e.scheduleCmd(nil, "describe", id); code == 0 || gone.Error == nil {
+		t.Fatalf("the schedule is still there after its delete: %+v", gone.Schedules)
+	}
+
+	// The run the trigger started ended; its result waits for the folder's
+	// next pi, though its schedule is gone.
+	deadline := time.Now().Add(testTimeout)
+	var waiting []string
+	for len(waiting) == 0 && time.Now().Before(deadline) {
+		time.Sleep(300 * time.Millisecond)
+		_, waiting = e.waitingResults(shared.client, e.workDir)
+	}
+	if len(waiting) != 1 || !strings.HasPrefix(waiting[0], "delegation-"+id+"-") {
+		t.Fatalf("results waiting: %v", waiting)
+	}
+	next := filepath.Join(t.TempDir(), "next.jsonl")
+	e.startParent("json", next, "[[script:pi-next]] Anything new?").wait(t)
+	if got := deliveredResults(t, next); !slices.Equal(got, waiting) {
+		t.Fatalf("the next pi received %v, want %v", got, waiting)
+	}
 }
