@@ -675,9 +675,9 @@ function cutAtBoundary(text2, max, cut = false) {
 }
 function truncatedOutput(it, full) {
   if (!it.output_truncated) return it.output;
-  const source = full ?? it.output;
+  const source2 = full ?? it.output;
   const max = it.output_returned_chars || Array.from(it.output).length;
-  const shown = cutAtBoundary(source, max, full === void 0);
+  const shown = cutAtBoundary(source2, max, full === void 0);
   if (full !== void 0 && shown === full) return full;
   const marker = full !== void 0 ? `[TRUNCATED: showing first ${shown.split("\n").length} of ${full.split("\n").length} lines, ${sizeText(Buffer.byteLength(shown))} of ${sizeText(Buffer.byteLength(full))}]` : `[TRUNCATED: showing first ${Array.from(shown).length} of ${it.output_total_chars} characters]`;
   return `${shown}
@@ -807,11 +807,11 @@ var WINDOW_ICONS = {
 };
 function windowTitle(w, style) {
   const [color, glyph] = WINDOW_ICONS[w.status];
-  const icon = style.fg(color, glyph);
+  const icon2 = style.fg(color, glyph);
   const label = modelParts(w.provider, w.model).label;
   const model = label ? ` (${label}${w.thinking ? ` ${w.thinking}` : ""})` : w.thinking ? ` (thinking ${w.thinking})` : "";
-  const time = w.timeout ? `${seconds(w.elapsedMs)}s/${w.timeout}s` : `${seconds(w.elapsedMs)}s`;
-  return [`${icon} ${style.bold(w.name)}`, `${w.profile}${model}`, `${w.toolCount} tools`, time].join(" \u2022 ");
+  const time2 = w.timeout ? `${seconds(w.elapsedMs)}s/${w.timeout}s` : `${seconds(w.elapsedMs)}s`;
+  return [`${icon2} ${style.bold(w.name)}`, `${w.profile}${model}`, `${w.toolCount} tools`, time2].join(" \u2022 ");
 }
 var plain = { fg: (_color, text2) => text2, bold: (text2) => text2 };
 function seconds(ms) {
@@ -869,9 +869,9 @@ function delegateResult(env, maxLines = 10) {
   return { text: text2, details };
 }
 function taskTree(it, prompt) {
-  const icon = !it.done ? "\u280B" : succeeded(it) ? "\u2713" : cancelled(it) ? "\u2298" : "\u2715";
+  const icon2 = !it.done ? "\u280B" : succeeded(it) ? "\u2713" : cancelled(it) ? "\u2298" : "\u2715";
   const title = `${capitalize(it.agent)} \xB7 ${it.description ?? it.name ?? it.task_id}`;
-  const lines = [`${icon} ${title} [task_id: ${it.task_id}]`];
+  const lines = [`${icon2} ${title} [task_id: ${it.task_id}]`];
   const rows = [];
   if (prompt) rows.push(oneLine(prompt, 100));
   for (const row of (it.tool_rows ?? []).slice(-6)) rows.push(toolRowText(row));
@@ -1921,17 +1921,889 @@ function registerDoctor(pi, cli) {
 }
 
 // src/fleet.ts
-function registerFleet(pi, deps) {
-  pi.registerCommand("subagents", {
-    description: "This session's delegations and sessions, and their state",
-    handler: async (_args, ctx) => {
-      const env = await deps.cli().call("list", ["--parent-session", deps.delivery.parent(ctx)]);
-      const runs = env.runs ?? [];
-      const lines = runs.length ? runs.map(listLine) : ["No delegations from this session yet."];
-      const waiting = deps.delivery.running();
-      if (waiting.length) lines.push(`Waiting in the background for: ${waiting.join(", ")}`);
-      ctx.ui.notify(lines.join("\n"), "info");
+import { spawn as spawn4 } from "node:child_process";
+import { basename } from "node:path";
+
+// src/fleet-view.ts
+function oneTaskDelegation(sessionId) {
+  return `delegation-${sessionId}`;
+}
+function time(iso) {
+  if (!iso) return void 0;
+  const t = Date.parse(iso);
+  return Number.isNaN(t) ? void 0 : t;
+}
+function runRow(r, scope) {
+  const plan = r.id.startsWith("plan-");
+  const oneTask = r.kind === "session" && r.delegation_id === oneTaskDelegation(r.id);
+  const kind = plan ? "plan" : r.kind === "session" && !oneTask ? "session" : "delegation";
+  return {
+    id: r.id,
+    kind,
+    title: r.name || r.description || (kind === "session" ? r.agent : void 0) || `${kind} ${shortId(r.id)}`,
+    agent: r.agent,
+    status: r.status || r.execution_status,
+    started: time(r.started),
+    ended: time(r.closed),
+    scope,
+    depth: 0,
+    session: r.kind === "session" ? r.id : void 0,
+    open: r.open,
+    uiUrl: r.ui_url
+  };
+}
+function fleetRows(data) {
+  const mine = new Set(data.mine.map((r) => r.id));
+  const runs = [...data.mine.map((r) => runRow(r, "session")), ...data.folder.filter((r) => !mine.has(r.id)).map((r) => runRow(r, "folder"))];
+  const items2 = new Map([...data.mine, ...data.folder].map((r) => [r.id, r]));
+  const byId = new Map(runs.map((r) => [r.id, r]));
+  const parentOf = (row) => {
+    const r = items2.get(row.id);
+    const d = r.delegation_id;
+    if (d && d !== row.id && d !== oneTaskDelegation(row.id) && byId.has(d)) return d;
+    const p = r.parent_session_id;
+    if (p && p !== row.id && byId.get(p)?.session) return p;
+    return void 0;
+  };
+  const children = /* @__PURE__ */ new Map();
+  const roots = [];
+  for (const row of runs) {
+    const p = parentOf(row);
+    if (p) children.set(p, [...children.get(p) ?? [], row]);
+    else roots.push(row);
+  }
+  const newest = (a, b) => (b.started ?? 0) - (a.started ?? 0);
+  const oldest = (a, b) => (a.started ?? 0) - (b.started ?? 0);
+  const out = [];
+  const placed = /* @__PURE__ */ new Set();
+  const walk = (row, depth, scope) => {
+    if (placed.has(row.id)) return;
+    placed.add(row.id);
+    out.push({ ...row, depth, scope });
+    for (const c of (children.get(row.id) ?? []).sort(oldest)) walk(c, depth + 1, scope);
+  };
+  for (const scope of ["session", "folder"]) {
+    for (const r of roots.filter((r2) => r2.scope === scope).sort(newest)) walk(r, 0, scope);
+  }
+  for (const r of runs) walk(r, 0, r.scope);
+  for (const s of data.schedules) {
+    out.push({
+      id: s.id,
+      kind: "schedule",
+      title: s.name || s.note || s.id,
+      // The agent's column says when it fires.
+      agent: s.spec,
+      spec: s.spec,
+      fires: s.fires,
+      status: s.paused ? "paused" : "active",
+      next: time(s.next_fires?.[0]),
+      scope: "folder",
+      depth: 0,
+      open: true,
+      uiUrl: s.ui_url
+    });
+  }
+  return out;
+}
+function duration(ms) {
+  const s = Math.max(0, Math.floor(ms / 1e3));
+  const pad = (n) => String(n).padStart(2, "0");
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m${pad(s % 60)}s`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h${pad(Math.floor(s % 3600 / 60))}m`;
+  return `${Math.floor(s / 86400)}d${pad(Math.floor(s % 86400 / 3600))}h`;
+}
+function age(ms) {
+  const s = Math.max(0, Math.floor(ms / 1e3));
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h`;
+  return `${Math.floor(s / 86400)}d`;
+}
+function rowTime(row, now) {
+  if (row.kind === "schedule") return row.next !== void 0 ? `in ${duration(row.next - now)}` : "-";
+  if (row.started === void 0) return "-";
+  if (row.ended !== void 0) return duration(row.ended - row.started);
+  if (working(row.status)) return duration(now - row.started);
+  return `${age(now - row.started)} ago`;
+}
+function working(status) {
+  return status === "running" || status === "queued";
+}
+var ICONS = {
+  running: ["accent", "\u25CF"],
+  queued: ["muted", "\u25CB"],
+  waiting_for_input: ["muted", "\u25CC"],
+  completed: ["success", "\u2713"],
+  failed: ["error", "\u2717"],
+  timed_out: ["error", "\u2717"],
+  terminated: ["error", "\u2717"],
+  cancelled: ["warning", "\u2298"],
+  active: ["accent", "\u21BB"],
+  paused: ["muted", "\u21BB"]
+};
+function icon(status, paint) {
+  const [color, glyph] = ICONS[status] ?? ["muted", "\xB7"];
+  return paint.fg(color, glyph);
+}
+function stateLabel(status) {
+  return status === "waiting_for_input" ? "waiting" : status;
+}
+function shortId(id) {
+  return id.length > 13 ? `\u2026${id.slice(-12)}` : id;
+}
+function fit(c, text2, width = c.width, pad = false) {
+  return c.kit.truncateToWidth(text2, Math.max(0, width), "\u2026", pad);
+}
+function titleBar(c, title) {
+  const head = `\u2500 ${title} `;
+  const w = c.kit.visibleWidth(head);
+  if (w >= c.width) return c.paint.fg("borderAccent", c.kit.truncateToWidth(head, c.width, "\u2026"));
+  return c.paint.fg("borderAccent", "\u2500 ") + c.paint.bold(c.paint.fg("accent", title)) + " " + c.paint.fg("borderAccent", "\u2500".repeat(c.width - w));
+}
+var WIDE = 100;
+function rowLine(c, row, selected) {
+  const wide = c.width >= WIDE;
+  const cell = (text2, w, right2 = false) => {
+    const cut2 = c.kit.truncateToWidth(text2, w, "\u2026");
+    const padding = " ".repeat(Math.max(0, w - c.kit.visibleWidth(cut2)));
+    return right2 ? padding + cut2 : cut2 + padding;
+  };
+  const cells = wide ? [cell(row.kind, 10), cell(row.agent ?? "", 12), cell(stateLabel(row.status), 10), cell(rowTime(row, c.now), 9, true), cell(shortId(row.id), 13)] : [cell(row.agent ?? "", 10), cell(stateLabel(row.status), 9), cell(rowTime(row, c.now), 9, true)];
+  const right = cells.join("  ");
+  const lead = selected ? "\u25B8 " : "  ";
+  const indent = "  ".repeat(row.depth);
+  const titleWidth = c.width - 2 - 2 - c.kit.visibleWidth(right) - 2;
+  const title = fit(c, indent + row.title, titleWidth, true);
+  const line = `${lead}${icon(row.status, c.paint)} ${selected ? c.paint.bold(title) : title}  ${c.paint.fg("muted", right)}`;
+  const shade = selected && c.paint.bg;
+  const cut = fit(c, line, c.width, !!shade);
+  return shade ? c.paint.bg("selectedBg", cut) : cut;
+}
+function heading(c, text2) {
+  return fit(c, c.paint.fg("muted", c.paint.bold(` ${text2}`)));
+}
+var SECTIONS = [
+  { title: "This session", of: (r) => r.kind !== "schedule" && r.scope === "session" },
+  { title: "This folder (other sessions, schedules' runs)", of: (r) => r.kind !== "schedule" && r.scope === "folder" },
+  { title: "Schedules of this folder", of: (r) => r.kind === "schedule" }
+];
+var LIST_KEYS = ["\u2191\u2193 select \xB7 enter open \xB7 s send \xB7 c cancel \xB7 t take result \xB7 u UI page \xB7 r refresh \xB7 esc close", "\u2191\u2193 \xB7 enter open \xB7 s send \xB7 c cancel \xB7 t take \xB7 u UI \xB7 r refresh \xB7 esc close"];
+var DETAIL_KEYS = ["\u2191\u2193 task \xB7 s send \xB7 c cancel \xB7 t take result \xB7 u UI page \xB7 r refresh \xB7 esc back", "\u2191\u2193 task \xB7 s send \xB7 c cancel \xB7 t take \xB7 u UI \xB7 r refresh \xB7 esc back"];
+function scrollTo(selected, offset, maxRows, total) {
+  let o = Math.min(offset, Math.max(0, total - maxRows));
+  if (selected < o) o = selected;
+  if (selected >= o + maxRows) o = selected - maxRows + 1;
+  return Math.max(0, o);
+}
+function renderList(c, s) {
+  const out = [titleBar(c, `Subagents \xB7 this session and ${s.folder}`)];
+  if (s.loading) out.push(fit(c, c.paint.fg("muted", "  Asking the subagents service\u2026")));
+  else if (s.rows.length === 0) out.push(fit(c, c.paint.fg("muted", "  Nothing delegated from this session or this folder yet.")));
+  const offset = scrollTo(s.selected, s.offset, s.maxRows, s.rows.length);
+  const end = Math.min(s.rows.length, offset + s.maxRows);
+  if (offset > 0) out.push(fit(c, c.paint.fg("dim", `  \u2191 ${offset} more`)));
+  let section = "";
+  for (let i = offset; i < end; i++) {
+    const row = s.rows[i];
+    const sec = SECTIONS.find((x) => x.of(row)).title;
+    if (sec !== section) {
+      out.push(heading(c, sec));
+      section = sec;
     }
+    out.push(rowLine(c, row, i === s.selected));
+  }
+  if (end < s.rows.length) out.push(fit(c, c.paint.fg("dim", `  \u2193 ${s.rows.length - end} more`)));
+  return [...out, ...foot(c, s.notice, s.prompt, LIST_KEYS)];
+}
+var NOTICE_LINES = 3;
+function foot(c, notice, prompt, keys) {
+  const out = [];
+  if (notice) {
+    const color = notice.level === "error" ? "error" : "accent";
+    for (const l of c.kit.wrapTextWithAnsi(notice.text, c.width - 1).slice(0, NOTICE_LINES)) out.push(fit(c, c.paint.fg(color, ` ${l}`)));
+  }
+  const [full, short] = keys;
+  const help = c.kit.visibleWidth(full) < c.width ? full : short;
+  out.push(prompt !== void 0 ? fit(c, prompt) : fit(c, c.paint.fg("dim", ` ${help}`)));
+  return out;
+}
+function itemStatus(it) {
+  if (!it.done) return it.status;
+  if (succeeded(it)) return "completed";
+  if (cancelled(it)) return "cancelled";
+  return it.status === "completed" ? "failed" : it.status;
+}
+function renderDetail(c, s) {
+  const row = s.row;
+  const out = [titleBar(c, `Subagents \u203A ${row.title.startsWith(row.kind) ? row.title : `${row.kind} ${row.title}`}`)];
+  const env = s.env;
+  const status = env?.status || row.status;
+  out.push(fit(c, ` ${icon(status, c.paint)} ${c.paint.bold(row.title)} \xB7 ${stateLabel(status)} \xB7 ${rowTime({ ...row, status }, c.now)} \xB7 ${row.id}`));
+  if (s.error) out.push(fit(c, c.paint.fg("error", `   ${s.error}`)));
+  if (!env) {
+    if (!s.error) out.push(fit(c, c.paint.fg("muted", "   Asking the subagents service\u2026")));
+    return [...out, ...foot(c, s.notice, s.prompt, DETAIL_KEYS)];
+  }
+  const body = [];
+  if (env.plan) {
+    const plan = env.plan;
+    const done = plan.steps.filter((st) => st.state === "completed").length;
+    body.push(c.paint.fg("muted", `   Plan ${plan.name ?? ""} \xB7 ${done}/${plan.steps.length} steps done${plan.attempt > 1 ? ` \xB7 attempt ${plan.attempt}` : ""}`));
+    for (const st of plan.steps) {
+      const bits = [st.agent ?? "", st.state, (st.round ?? 0) > 1 ? `round ${st.round}` : "", st.verdict ? `verdict ${st.verdict}` : ""].filter(Boolean);
+      body.push(`   ${icon(st.state, c.paint)} ${[...st.path ?? [], st.key].join("/")} \xB7 ${bits.join(" \xB7 ")}`);
+    }
+    if (plan.stopped) body.push(c.paint.fg("error", `   \u2715 ${plan.stopped.code}: ${plan.stopped.message}`));
+  }
+  const list = env.items ?? [];
+  for (const [i, it] of list.entries()) {
+    const mark = list.length > 1 && i === s.task ? "\u25B8" : " ";
+    const name = it.name || it.description || it.task_id;
+    const st = itemStatus(it);
+    const head = `${mark} ${icon(st, c.paint)} ${c.paint.bold(name)} \xB7 ${it.agent} \xB7 ${stateLabel(st)} \xB7 ${duration(it.elapsed_ms)} \xB7 ${it.tool_count} tools \xB7 ${it.task_id}`;
+    body.push(` ${head}`);
+    for (const r of (it.tool_rows ?? []).slice(-4)) body.push(c.paint.fg("muted", `     ${toolRowText(r)}`));
+    if (!it.done && it.question) body.push(c.paint.fg("warning", `     ? asks (${it.question.reason}): ${oneLine(it.question.message, 200)}`));
+    else if (!it.done && it.last_text) body.push(`     \xBB ${oneLine(it.last_text, 200)}`);
+    else if (it.done && it.error) body.push(c.paint.fg("error", `     ${oneLine(it.error.message, 200)}`));
+    else if (it.done && it.output) body.push(`     ${oneLine(it.output, 200)}`);
+    for (const n of it.nested ?? []) body.push(c.paint.fg("muted", `     \u21B3 ${icon(n.status || n.execution_status, c.paint)} ${n.name || n.id} \xB7 ${n.agent ?? ""} \xB7 ${n.status || n.execution_status}`));
+  }
+  const url = (list[s.task] ?? list[0])?.ui_url || env.ui_url || row.uiUrl;
+  const tail = [];
+  const chosen = list[s.task];
+  if (chosen) {
+    tail.push(c.paint.fg("muted", c.paint.bold(` Transcript of ${chosen.name || chosen.task_id} (its end)`)));
+    const text2 = s.transcript?.trimEnd();
+    const lines = text2 ? text2.split("\n").filter((l) => l.trim() !== "") : [c.paint.fg("dim", "(reading\u2026)")];
+    tail.push(...lines.map((l) => `   ${l}`));
+  }
+  const footer = foot(c, s.notice, s.prompt, DETAIL_KEYS);
+  const fixed = out.length + (url ? 1 : 0) + footer.length;
+  const room = Math.max(0, s.maxLines - fixed);
+  const shownBody = body.slice(0, room);
+  const tailRoom = Math.max(0, room - shownBody.length);
+  const shownTail = tailRoom >= 2 ? [tail[0], ...tail.slice(1).slice(-(tailRoom - 1))] : [];
+  for (const l of [...shownBody, ...shownTail]) out.push(fit(c, l));
+  if (url) out.push(fit(c, c.paint.fg("dim", ` UI ${url}`)));
+  return [...out, ...footer];
+}
+function renderWidget(c, running) {
+  if (running.length === 0) return [];
+  const p = c.paint;
+  const list = [...running].sort((a, b) => a.started - b.started);
+  const head = `${p.fg("accent", "\u25CF")} ${p.bold(`${list.length} subagent${list.length === 1 ? "" : "s"} running`)}`;
+  const tasks = list.map((t) => `${p.fg("accent", t.agent || "default")}${t.name && t.name !== t.agent ? ` ${t.name}` : ""} ${p.fg("muted", duration(c.now - t.started))}`);
+  const hint = p.fg("dim", "/subagents");
+  const sep = p.fg("dim", " \xB7 ");
+  let shown = tasks.length;
+  const line = (n) => [head, ...tasks.slice(0, n), ...n < tasks.length ? [p.fg("muted", `+${tasks.length - n} more`)] : [], hint].join(sep);
+  while (shown > 1 && c.kit.visibleWidth(line(shown)) > c.width) shown--;
+  return [fit(c, line(shown))];
+}
+function transcriptTail(text2, n) {
+  return text2.split("\n").filter((l) => l.trim() !== "").slice(-n).join("\n");
+}
+
+// src/fleet-ui.ts
+var TICK_MS = 1e3;
+var LIST_REFRESH_MS = 3e3;
+var DETAIL_REFRESH_MS = 2e3;
+var TRANSCRIPT_REFRESH_MS = 5e3;
+var TRANSCRIPT_LINES = 40;
+var MARGIN_ROWS = 6;
+function defaultEvery(ms, fn) {
+  const t = setInterval(fn, ms);
+  t.unref?.();
+  return () => clearInterval(t);
+}
+var FleetView = class {
+  o;
+  rows = [];
+  selected = 0;
+  offset = 0;
+  loading = true;
+  notice;
+  pending;
+  detail;
+  listAt = 0;
+  asking = false;
+  closed = false;
+  stop;
+  focusedState = false;
+  constructor(o) {
+    this.o = o;
+    this.stop = (o.every ?? defaultEvery)(TICK_MS, () => this.tick());
+    void this.refreshList();
+  }
+  now() {
+    return this.o.now?.() ?? Date.now();
+  }
+  /** Focusable: the message input shows the terminal's cursor while the view has focus. */
+  get focused() {
+    return this.focusedState;
+  }
+  set focused(v) {
+    this.focusedState = v;
+    if (this.pending?.kind === "send") this.pending.input.focused = v;
+  }
+  canvas(width) {
+    return { kit: this.o.kit, paint: this.o.paint, width, now: this.now() };
+  }
+  maxLines() {
+    return Math.max(8, this.o.rows() - MARGIN_ROWS);
+  }
+  render(width) {
+    const c = this.canvas(width);
+    const prompt = this.promptLine(width);
+    if (this.detail) return renderDetail(c, { ...this.detail, maxLines: this.maxLines(), notice: this.notice, prompt });
+    const maxRows = Math.max(3, this.maxLines() - 8);
+    this.offset = scrollTo(this.selected, this.offset, maxRows, this.rows.length);
+    return renderList(c, { rows: this.rows, selected: this.selected, maxRows, offset: this.offset, loading: this.loading, notice: this.notice, prompt, folder: this.o.folder });
+  }
+  promptLine(width) {
+    const p = this.pending;
+    if (!p) return void 0;
+    if (p.kind === "send") return ` ${p.input.render(Math.max(10, width - 1))[0] ?? ""}`;
+    return ` ${this.o.paint.fg("warning", `Cancel ${p.name}? y to cancel it, any other key to keep it`)}`;
+  }
+  invalidate() {
+  }
+  dispose() {
+    this.closed = true;
+    this.stop();
+  }
+  redraw() {
+    if (!this.closed) this.o.requestRender();
+  }
+  say(text2, level = "info") {
+    this.notice = { text: text2, level };
+    this.redraw();
+  }
+  /** The clock's beat: redraws while something runs, and asks the service again when it is time. */
+  tick() {
+    if (this.closed) return;
+    const now = this.now();
+    const d = this.detail;
+    if (d) {
+      const live = !d.env || !d.env.done;
+      if (live) this.redraw();
+      if (live && !this.asking && now - d.statusAt >= DETAIL_REFRESH_MS) void this.refreshDetail();
+      return;
+    }
+    if (!this.rows.some((r) => working(r.status))) return;
+    this.redraw();
+    if (!this.asking && now - this.listAt >= LIST_REFRESH_MS) void this.refreshList();
+  }
+  async refreshList() {
+    this.asking = true;
+    this.listAt = this.now();
+    try {
+      const { data, problems } = await this.o.source.list();
+      const keep = this.rows[this.selected]?.id;
+      this.rows = fleetRows(data);
+      const at = this.rows.findIndex((r) => r.id === keep);
+      this.selected = at >= 0 ? at : Math.min(this.selected, Math.max(0, this.rows.length - 1));
+      if (problems.length && !this.notice) this.notice = { text: problems.join("; "), level: "error" };
+    } catch (e) {
+      this.notice = { text: e.message, level: "error" };
+    } finally {
+      this.loading = false;
+      this.asking = false;
+      this.redraw();
+    }
+  }
+  async refreshDetail() {
+    const d = this.detail;
+    if (!d) return;
+    this.asking = true;
+    d.statusAt = this.now();
+    try {
+      const env = await this.o.source.status(d.row.id);
+      if (this.detail !== d) return;
+      d.env = env;
+      d.error = void 0;
+      d.task = Math.min(d.task, Math.max(0, (env.items ?? []).length - 1));
+      await this.readTranscript(d);
+    } catch (e) {
+      if (this.detail === d) d.error = e.message;
+    } finally {
+      this.asking = false;
+      this.redraw();
+    }
+  }
+  /** Reads the selected task's transcript when the task moved on since the last read, at most every TRANSCRIPT_REFRESH_MS. */
+  async readTranscript(d, force = false) {
+    const it = d.env?.items?.[d.task];
+    if (!it) return;
+    const mark = `${it.task_id}:${it.turn ?? 0}:${it.tool_count}:${it.event_count ?? 0}:${it.done}`;
+    if (!force && mark === d.mark) return;
+    if (!force && d.transcript !== void 0 && this.now() - d.readAt < TRANSCRIPT_REFRESH_MS) return;
+    d.mark = mark;
+    d.readAt = this.now();
+    try {
+      const text2 = await this.o.source.transcript(it.task_id);
+      if (this.detail === d) d.transcript = transcriptTail(text2, TRANSCRIPT_LINES);
+    } catch (e) {
+      if (this.detail === d) d.transcript = `(${e.message})`;
+    }
+  }
+  open(row) {
+    if (row.kind === "schedule") {
+      const when = row.status === "paused" ? "paused" : row.next !== void 0 ? `next fire ${rowTime(row, this.now())}` : "no next fire";
+      this.say(
+        `Schedule ${row.id}${row.spec ? ` (${row.spec})` : ""}: ${when}, ${row.fires ?? 0} run(s) so far, listed under This folder; \`subagents schedule describe ${row.id}\` shows its recent runs and their results`
+      );
+      return;
+    }
+    this.notice = void 0;
+    this.detail = { row, task: 0, readAt: 0, statusAt: 0, mark: "" };
+    this.redraw();
+    void this.refreshDetail();
+  }
+  back() {
+    this.detail = void 0;
+    this.notice = void 0;
+    this.redraw();
+    void this.refreshList();
+  }
+  /** A key typed as text: plain, or in the Kitty protocol's form. */
+  letter(data) {
+    if (data.length === 1) return data;
+    return this.o.kit.decodeKittyPrintable?.(data);
+  }
+  handleInput(data) {
+    const p = this.pending;
+    if (p?.kind === "send") {
+      p.input.handleInput(data);
+      this.redraw();
+      return;
+    }
+    if (p?.kind === "cancel") {
+      this.pending = void 0;
+      if (this.letter(data) === "y") void this.act(() => this.o.source.cancel(p.id), true);
+      else this.say(`${p.name} keeps running`);
+      return;
+    }
+    const k = this.o.keys;
+    const d = this.detail;
+    const count = d ? (d.env?.items ?? []).length : this.rows.length;
+    const move = (to) => {
+      if (count === 0) return;
+      const next = Math.max(0, Math.min(count - 1, to));
+      if (d) {
+        if (next !== d.task) {
+          d.task = next;
+          d.transcript = void 0;
+          void this.readTranscript(d, true).then(() => this.redraw());
+        }
+      } else this.selected = next;
+      this.redraw();
+    };
+    const current = d ? d.task : this.selected;
+    const page = Math.max(1, this.maxLines() - 10);
+    if (k.matches(data, "tui.select.up")) return move(current - 1);
+    if (k.matches(data, "tui.select.down")) return move(current + 1);
+    if (k.matches(data, "tui.select.pageUp")) return move(current - page);
+    if (k.matches(data, "tui.select.pageDown")) return move(current + page);
+    if (k.matches(data, "tui.select.cancel")) {
+      if (d) this.back();
+      else this.o.close();
+      return;
+    }
+    if (k.matches(data, "tui.select.confirm")) {
+      const row = this.rows[this.selected];
+      if (!d && row) this.open(row);
+      return;
+    }
+    switch (this.letter(data)) {
+      case "s":
+        return this.startSend();
+      case "c":
+        return this.startCancel();
+      case "t":
+        return this.take();
+      case "u":
+        return this.openPage();
+      case "r":
+        this.say("Refreshing\u2026");
+        if (d) {
+          d.mark = "";
+          void this.refreshDetail();
+        } else void this.refreshList();
+        return;
+    }
+  }
+  /** The session a message, a take or a page goes to: the selected task, else the selected row's session. */
+  target() {
+    const d = this.detail;
+    if (d) {
+      const it = d.env?.items?.[d.task];
+      if (!it) return { name: d.row.title, url: d.env?.ui_url || d.row.uiUrl };
+      return { session: it.task_id, name: it.name || it.description || it.task_id, url: it.ui_url || d.env?.ui_url };
+    }
+    const row = this.rows[this.selected];
+    if (!row) return void 0;
+    return { session: row.session, name: row.title, url: row.uiUrl };
+  }
+  startSend() {
+    const t = this.target();
+    if (!t) return;
+    if (!t.session) {
+      this.say(`${t.name} has several tasks: open it (enter) and choose the task to send to`, "error");
+      return;
+    }
+    const input = new this.o.kit.Input({ prompt: `Message to ${t.name}: ` });
+    input.focused = this.focusedState;
+    const session = t.session;
+    input.onSubmit = (value) => {
+      this.pending = void 0;
+      if (!value.trim()) {
+        this.say("Nothing sent");
+        return;
+      }
+      void this.act(() => this.o.source.send(session, value), true);
+    };
+    input.onEscape = () => {
+      this.pending = void 0;
+      this.say("Nothing sent");
+    };
+    this.pending = { kind: "send", session, name: t.name, input };
+    this.notice = { text: "enter sends, esc drops the message", level: "info" };
+    this.redraw();
+  }
+  startCancel() {
+    const d = this.detail;
+    let id;
+    let name;
+    if (d) {
+      const list = d.env?.items ?? [];
+      const one = d.row.kind !== "plan" && list.length > 1 ? list[d.task] : void 0;
+      id = one ? one.task_id : d.row.id;
+      name = one ? one.name || one.task_id : d.row.title;
+    } else {
+      const row = this.rows[this.selected];
+      if (!row) return;
+      if (row.kind === "schedule") {
+        this.say(`A schedule is paused or deleted, not cancelled: \`subagents schedule pause ${row.id}\``, "error");
+        return;
+      }
+      id = row.id;
+      name = row.title;
+    }
+    this.pending = { kind: "cancel", id, name };
+    this.notice = void 0;
+    this.redraw();
+  }
+  take() {
+    const t = this.target();
+    if (!t) return;
+    if (!t.session) {
+      this.say(`${t.name} has several tasks: open it (enter) and choose the task whose result to take`, "error");
+      return;
+    }
+    const session = t.session;
+    void this.act(() => this.o.source.take(session, t.name), false);
+  }
+  openPage() {
+    const t = this.target();
+    if (!t?.url) {
+      this.say("No Temporal UI page is known for it (the service's UI is off?)", "error");
+      return;
+    }
+    const url = t.url;
+    void this.act(() => this.o.source.open(url), false);
+  }
+  /** Runs an action, says how it went, and with refresh asks for the new state. */
+  async act(run, refresh) {
+    this.say("\u2026");
+    try {
+      this.say(await run());
+    } catch (e) {
+      this.say(e.message, "error");
+    }
+    if (!refresh || this.closed) return;
+    if (this.detail) {
+      this.detail.mark = "";
+      await this.refreshDetail();
+    } else await this.refreshList();
+  }
+};
+
+// src/fleet-widget.ts
+var TICK_MS2 = 1e3;
+var POLL_MS = 2e3;
+function defaultEvery2(ms, fn) {
+  const t = setInterval(fn, ms);
+  t.unref?.();
+  return () => clearInterval(t);
+}
+function ourProgress(details) {
+  if (!details || typeof details !== "object") return false;
+  const d = details;
+  return "envelope" in d || "windows" in d || d.contract_version === "task.v1";
+}
+var FleetWidget = class {
+  o;
+  tasks = [];
+  /** Tool calls of ours under way (by toolCallId). */
+  calls = /* @__PURE__ */ new Set();
+  stopTick;
+  polledAt = 0;
+  polling = false;
+  up = false;
+  redraw;
+  closed = false;
+  constructor(o) {
+    this.o = o;
+  }
+  now() {
+    return this.o.now?.() ?? Date.now();
+  }
+  /** A tool call of ours sent live progress: something runs. */
+  callRunning(toolCallId) {
+    if (this.calls.has(toolCallId)) return;
+    this.calls.add(toolCallId);
+    this.kick(true);
+  }
+  /** A tool call ended: what it ran has ended, or goes on in the background. */
+  callEnded(toolCallId) {
+    if (this.calls.delete(toolCallId)) this.kick(true);
+  }
+  /** Something may have started or ended (a turn ended, a view closed): look, and keep looking while anything runs. */
+  kick(now = false) {
+    if (this.closed) return;
+    if (now) this.polledAt = 0;
+    if (!this.stopTick) this.stopTick = (this.o.every ?? defaultEvery2)(TICK_MS2, () => this.tick());
+    this.tick();
+  }
+  busy() {
+    return this.calls.size > 0 || this.o.waiting() || this.tasks.length > 0;
+  }
+  /** The clock's beat: redraw the times, ask again when it is time, stop when nothing runs. */
+  tick() {
+    if (this.closed) return;
+    if (this.up) this.redraw?.();
+    if (!this.polling && this.now() - this.polledAt >= POLL_MS) void this.poll();
+  }
+  async poll() {
+    this.polling = true;
+    this.polledAt = this.now();
+    try {
+      this.tasks = await this.o.source.running();
+    } catch {
+      this.tasks = [];
+    } finally {
+      this.polling = false;
+    }
+    if (this.closed) return;
+    this.place();
+    if (!this.busy()) {
+      this.stopTick?.();
+      this.stopTick = void 0;
+    }
+  }
+  /** Puts the widget up when tasks run, takes it down when none does. */
+  place() {
+    if (this.tasks.length > 0 && !this.up) {
+      this.up = true;
+      this.o.show((requestRender) => {
+        this.redraw = requestRender;
+        return { render: (width, paint) => this.lines(width, paint) };
+      });
+    } else if (this.tasks.length === 0 && this.up) {
+      this.up = false;
+      this.redraw = void 0;
+      this.o.show(void 0);
+    } else this.redraw?.();
+  }
+  /** The widget's lines at width. */
+  lines(width, paint) {
+    return renderWidget({ kit: this.o.kit, paint, width, now: this.now() }, this.tasks);
+  }
+  /** The session ended: no more looks, and the widget comes down. */
+  dispose() {
+    this.closed = true;
+    this.stopTick?.();
+    this.stopTick = void 0;
+    if (this.up) this.o.show(void 0);
+    this.up = false;
+  }
+};
+
+// src/fleet.ts
+var TAKEN_MESSAGE_TYPE = "subagents-taken";
+var WIDGET_KEY = "subagents-fleet";
+var PI_TUI = "@earendil-works/pi-tui";
+async function runsOf(call) {
+  return (await call).runs ?? [];
+}
+async function schedulesOf2(cli, cwd) {
+  try {
+    const env = await cli.call("schedule", [], [], { action: "list", cwd });
+    return { schedules: env.schedules ?? [] };
+  } catch (e) {
+    if (e instanceof SubagentsError && (e.code === "INVALID_INPUT" || e.notRunning)) return { schedules: [] };
+    return { schedules: [], problem: `schedules: ${e.message}` };
+  }
+}
+function opener() {
+  if (process.platform === "darwin") return ["open"];
+  if (process.platform === "win32") return ["cmd", "/c", "start", ""];
+  if (!process.env.DISPLAY && !process.env.WAYLAND_DISPLAY) return void 0;
+  return ["xdg-open"];
+}
+function openUrl(url) {
+  const cmd = opener();
+  if (!cmd) return Promise.resolve(`Temporal UI: ${url}`);
+  return new Promise((resolve2) => {
+    const child = spawn4(cmd[0], [...cmd.slice(1), url], { detached: true, stdio: "ignore" });
+    child.on("error", () => resolve2(`Temporal UI: ${url} (could not open it: ${cmd[0]} failed)`));
+    child.on("spawn", () => {
+      child.unref();
+      resolve2(`Opened ${url}`);
+    });
+  });
+}
+function source(pi, deps, ctx) {
+  const { cli, delivery } = deps;
+  return {
+    async list() {
+      const problems = [];
+      const passive = cli(true);
+      try {
+        const [mine, folder, sched] = await Promise.all([
+          runsOf(passive.call("list", ["--parent-session", delivery.parent(ctx)])),
+          runsOf(passive.call("list", ["--cwd", ctx.cwd])).catch((e) => {
+            problems.push(`this folder's runs: ${e.message}`);
+            return [];
+          }),
+          schedulesOf2(passive, ctx.cwd)
+        ]);
+        if (sched.problem) problems.push(sched.problem);
+        const data = { mine: mine ?? [], folder: folder ?? [], schedules: sched.schedules };
+        return { data, problems };
+      } catch (e) {
+        if (e instanceof SubagentsError && e.notRunning) {
+          return { data: { mine: [], folder: [], schedules: [] }, problems: ["The subagents service is not running: nothing runs"] };
+        }
+        throw e;
+      }
+    },
+    status: (id) => cli().call("status", [], [id]),
+    async transcript(id) {
+      return (await cli().call("transcript", [], [id])).text ?? "";
+    },
+    async send(session, message) {
+      const env = await delivery.own(cli().call("send", [], [], { task_id: session, prompt: message, parent_session_id: delivery.delivering(ctx), deliver: true }));
+      if (env.accepted_turn) return `Sent: it runs as turn ${env.accepted_turn} of ${session}, after the turn under way`;
+      if (env.delegation_id && !env.done) delivery.watch(env.delegation_id);
+      return `Sent: ${session} goes on with it${env.delegation_id ? ` (${env.delegation_id}); its result comes back here` : ""}`;
+    },
+    async cancel(id) {
+      const env = await cli().call("cancel", [], [id]);
+      const it = env.items?.[0];
+      const applied = env.cancel_applied ?? it?.cancel_applied;
+      const prior = env.prior_status ?? it?.prior_status;
+      return applied === false ? `${id} had ended already${prior ? ` (${prior})` : ""}: nothing to cancel` : `Cancelled ${id}${prior ? ` (it was ${prior})` : ""}`;
+    },
+    async take(session, label) {
+      const env = await cli().call("output", ["--full"], [session]);
+      const text2 = env.text ?? "";
+      if (!text2.trim()) return `${label} has no output yet`;
+      pi.sendMessage(
+        { customType: TAKEN_MESSAGE_TYPE, content: `Result of ${label} [${session}], taken with /subagents:
+
+${text2}`, display: true, details: { sessionId: session } },
+        // Into the conversation, for the next prompt; no turn of its own.
+        { triggerTurn: false }
+      );
+      return `Put the result of ${label} into the conversation (${text2.length} characters)`;
+    },
+    open: openUrl
+  };
+}
+async function runningTasks(deps, ctx) {
+  const env = await deps.cli(true).call("list", ["--kind", "session", "--open", "--parent-session", deps.delivery.parent(ctx)]);
+  return (env.runs ?? []).filter((r) => r.status === "running" || r.status === "queued").map((r) => ({ id: r.id, agent: r.agent ?? "", name: r.name, started: Date.parse(r.started) || Date.now() }));
+}
+function registerFleet(pi, deps) {
+  let tui;
+  const loadTui = async () => tui ??= await (deps.loadTui ?? (() => import(PI_TUI)))();
+  let widget;
+  pi.registerCommand("subagents", {
+    description: "This session's and this folder's delegations, sessions, plans and schedules: open one, send, cancel, take a result",
+    handler: async (_args, ctx) => {
+      if (ctx.mode !== "tui") {
+        const env = await deps.cli().call("list", ["--parent-session", deps.delivery.parent(ctx)]);
+        const runs = env.runs ?? [];
+        const lines = runs.length ? runs.map(listLine) : ["No delegations from this session yet."];
+        const waiting = deps.delivery.running();
+        if (waiting.length) lines.push(`Waiting in the background for: ${waiting.join(", ")}`);
+        ctx.ui.notify(lines.join("\n"), "info");
+        return;
+      }
+      const kit = await loadTui();
+      await ctx.ui.custom((term, theme, keybindings, done) => {
+        const keys = { matches: (data, action) => keybindings.matches(data, action) };
+        return new FleetView({
+          source: source(pi, deps, ctx),
+          kit,
+          paint: theme,
+          keys,
+          folder: basename(ctx.cwd) || ctx.cwd,
+          rows: () => term.terminal.rows,
+          requestRender: () => term.requestRender(),
+          close: () => done(void 0)
+        });
+      });
+      widget?.kick(true);
+    }
+  });
+  pi.on("session_start", async (_event, ctx) => {
+    widget?.dispose();
+    widget = void 0;
+    if (ctx.mode !== "tui") return;
+    let kit;
+    try {
+      kit = await loadTui();
+    } catch {
+      return;
+    }
+    widget = new FleetWidget({
+      source: { running: () => runningTasks(deps, ctx) },
+      kit,
+      waiting: () => deps.delivery.running().length > 0,
+      show: (factory) => {
+        if (!factory) {
+          ctx.ui.setWidget(WIDGET_KEY, void 0);
+          return;
+        }
+        ctx.ui.setWidget(WIDGET_KEY, (term, theme) => {
+          const w = factory(() => term.requestRender());
+          return { render: (width) => w.render(width, theme), invalidate: () => {
+          } };
+        });
+      }
+    });
+    widget.kick(true);
+  });
+  pi.on("tool_execution_update", (event) => {
+    if (widget && ourProgress(event.partialResult?.details)) widget.callRunning(event.toolCallId);
+  });
+  pi.on("tool_execution_end", (event) => {
+    widget?.callEnded(event.toolCallId);
+  });
+  pi.on("turn_end", () => {
+    widget?.kick();
+  });
+  pi.on("agent_settled", () => {
+    widget?.kick();
+  });
+  pi.on("session_shutdown", () => {
+    widget?.dispose();
+    widget = void 0;
   });
 }
 

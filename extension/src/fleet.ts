@@ -1,29 +1,230 @@
-// The fleet inside pi: what this session has delegated, as the
-// `/subagents` command shows it.
+// The fleet inside pi (docs/fleet.md): a widget above the editor while this
+// session's subagents run, and `/subagents`, a view of this session's and
+// this folder's delegations, sessions, plans and schedules that opens a run,
+// sends to a child, cancels, takes a result and opens the Temporal UI. In
+// print and JSON modes `/subagents` prints the list.
 
+import { spawn } from "node:child_process";
+import { basename } from "node:path";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
-import type { SubagentsCli } from "./cli.ts";
+import { type SubagentsCli, SubagentsError } from "./cli.ts";
 import type { Delivery } from "./delivery.ts";
-import { listLine } from "./format.ts";
+import { type Envelope, listLine } from "./format.ts";
+import { FleetView, type FleetSource, type KeyReader } from "./fleet-ui.ts";
+import type { FleetData, Paint, RunningTask, ScheduleItem } from "./fleet-view.ts";
+import { FleetWidget, ourProgress } from "./fleet-widget.ts";
+
+type Tui = typeof import("@earendil-works/pi-tui");
 
 /** What the fleet needs of the extension that registers it. */
 export interface FleetDeps {
 	/** A client of the service; passive: one that does not start it. */
 	cli: (passive?: boolean) => SubagentsCli;
 	delivery: Delivery;
+	/** pi's TUI module, as the entry hands it over (index.ts); without it, the one beside this extension. */
+	loadTui?: () => Promise<Tui>;
 }
 
-/** Registers `/subagents`: this session's delegations and sessions, and their state. */
-export function registerFleet(pi: ExtensionAPI, deps: FleetDeps): void {
-	pi.registerCommand("subagents", {
-		description: "This session's delegations and sessions, and their state",
-		handler: async (_args, ctx: ExtensionContext) => {
-			const env = await deps.cli().call("list", ["--parent-session", deps.delivery.parent(ctx)]);
-			const runs = env.runs ?? [];
-			const lines = runs.length ? runs.map(listLine) : ["No delegations from this session yet."];
-			const waiting = deps.delivery.running();
-			if (waiting.length) lines.push(`Waiting in the background for: ${waiting.join(", ")}`);
-			ctx.ui.notify(lines.join("\n"), "info");
+/** customType of a result taken into the conversation from the view. */
+export const TAKEN_MESSAGE_TYPE = "subagents-taken";
+
+/** The widget's key in pi's widget area. */
+const WIDGET_KEY = "subagents-fleet";
+
+// Not a literal import: the bundle must not carry its own copy of pi's TUI
+// (the entry's loadTui gives pi's; this is for an entry that does not).
+const PI_TUI = "@earendil-works/pi-tui";
+
+/** The runs of an envelope, or none when the call failed (passive: nothing runs without a service). */
+async function runsOf(call: Promise<Envelope>): Promise<Envelope["runs"]> {
+	return (await call).runs ?? [];
+}
+
+/** A schedule listing that is not there yet (the verb being built, an older service) is no schedules. */
+export async function schedulesOf(cli: SubagentsCli, cwd: string): Promise<{ schedules: ScheduleItem[]; problem?: string }> {
+	try {
+		const env = await cli.call<Envelope & { schedules?: ScheduleItem[] }>("schedule", [], [], { action: "list", cwd });
+		return { schedules: env.schedules ?? [] };
+	} catch (e) {
+		if (e instanceof SubagentsError && (e.code === "INVALID_INPUT" || e.notRunning)) return { schedules: [] };
+		return { schedules: [], problem: `schedules: ${(e as Error).message}` };
+	}
+}
+
+/** The command that opens a URL on this platform, when there is a desktop to open it on. */
+function opener(): string[] | undefined {
+	if (process.platform === "darwin") return ["open"];
+	if (process.platform === "win32") return ["cmd", "/c", "start", ""];
+	// A terminal with no display (ssh, CI) would get a text browser in pi's place.
+	if (!process.env.DISPLAY && !process.env.WAYLAND_DISPLAY) return undefined;
+	return ["xdg-open"];
+}
+
+function openUrl(url: string): Promise<string> {
+	const cmd = opener();
+	if (!cmd) return Promise.resolve(`Temporal UI: ${url}`);
+	return new Promise((resolve) => {
+		const child = spawn(cmd[0], [...cmd.slice(1), url], { detached: true, stdio: "ignore" });
+		child.on("error", () => resolve(`Temporal UI: ${url} (could not open it: ${cmd[0]} failed)`));
+		child.on("spawn", () => {
+			child.unref();
+			resolve(`Opened ${url}`);
+		});
+	});
+}
+
+/** The view's data and actions, through the subagents command. */
+function source(pi: ExtensionAPI, deps: FleetDeps, ctx: ExtensionContext): FleetSource {
+	const { cli, delivery } = deps;
+	return {
+		async list() {
+			const problems: string[] = [];
+			// Passive: looking starts no service; none running means nothing runs.
+			const passive = cli(true);
+			try {
+				const [mine, folder, sched] = await Promise.all([
+					runsOf(passive.call("list", ["--parent-session", delivery.parent(ctx)])),
+					runsOf(passive.call("list", ["--cwd", ctx.cwd])).catch((e: Error) => {
+						problems.push(`this folder's runs: ${e.message}`);
+						return [];
+					}),
+					schedulesOf(passive, ctx.cwd),
+				]);
+				if (sched.problem) problems.push(sched.problem);
+				const data: FleetData = { mine: mine ?? [], folder: folder ?? [], schedules: sched.schedules };
+				return { data, problems };
+			} catch (e) {
+				if (e instanceof SubagentsError && e.notRunning) {
+					return { data: { mine: [], folder: [], schedules: [] }, problems: ["The subagents service is not running: nothing runs"] };
+				}
+				throw e;
+			}
 		},
+		status: (id) => cli().call("status", [], [id]),
+		async transcript(id) {
+			return (await cli().call("transcript", [], [id])).text ?? "";
+		},
+		async send(session, message) {
+			// As the task tool's send: a session between turns or ended is
+			// resumed by a delegation whose result comes back here.
+			const env = await delivery.own(cli().call("send", [], [], { task_id: session, prompt: message, parent_session_id: delivery.delivering(ctx), deliver: true }));
+			if (env.accepted_turn) return `Sent: it runs as turn ${env.accepted_turn} of ${session}, after the turn under way`;
+			if (env.delegation_id && !env.done) delivery.watch(env.delegation_id);
+			return `Sent: ${session} goes on with it${env.delegation_id ? ` (${env.delegation_id}); its result comes back here` : ""}`;
+		},
+		async cancel(id) {
+			const env = await cli().call("cancel", [], [id]);
+			const it = env.items?.[0];
+			const applied = env.cancel_applied ?? it?.cancel_applied;
+			const prior = env.prior_status ?? it?.prior_status;
+			return applied === false ? `${id} had ended already${prior ? ` (${prior})` : ""}: nothing to cancel` : `Cancelled ${id}${prior ? ` (it was ${prior})` : ""}`;
+		},
+		async take(session, label) {
+			const env = await cli().call("output", ["--full"], [session]);
+			const text = env.text ?? "";
+			if (!text.trim()) return `${label} has no output yet`;
+			pi.sendMessage(
+				{ customType: TAKEN_MESSAGE_TYPE, content: `Result of ${label} [${session}], taken with /subagents:\n\n${text}`, display: true, details: { sessionId: session } },
+				// Into the conversation, for the next prompt; no turn of its own.
+				{ triggerTurn: false },
+			);
+			return `Put the result of ${label} into the conversation (${text.length} characters)`;
+		},
+		open: openUrl,
+	};
+}
+
+/** The tasks of this session that run, for the widget. */
+async function runningTasks(deps: FleetDeps, ctx: ExtensionContext): Promise<RunningTask[]> {
+	const env = await deps.cli(true).call("list", ["--kind", "session", "--open", "--parent-session", deps.delivery.parent(ctx)]);
+	return (env.runs ?? [])
+		.filter((r) => r.status === "running" || r.status === "queued")
+		.map((r) => ({ id: r.id, agent: r.agent ?? "", name: r.name, started: Date.parse(r.started) || Date.now() }));
+}
+
+/** Registers `/subagents` and the widget. */
+export function registerFleet(pi: ExtensionAPI, deps: FleetDeps): void {
+	let tui: Tui | undefined;
+	const loadTui = async (): Promise<Tui> => (tui ??= await (deps.loadTui ?? (() => import(PI_TUI) as Promise<Tui>))());
+	let widget: FleetWidget | undefined;
+
+	pi.registerCommand("subagents", {
+		description: "This session's and this folder's delegations, sessions, plans and schedules: open one, send, cancel, take a result",
+		handler: async (_args, ctx: ExtensionContext) => {
+			if (ctx.mode !== "tui") {
+				// Print, JSON and RPC modes: the list as text.
+				const env = await deps.cli().call("list", ["--parent-session", deps.delivery.parent(ctx)]);
+				const runs = env.runs ?? [];
+				const lines = runs.length ? runs.map(listLine) : ["No delegations from this session yet."];
+				const waiting = deps.delivery.running();
+				if (waiting.length) lines.push(`Waiting in the background for: ${waiting.join(", ")}`);
+				ctx.ui.notify(lines.join("\n"), "info");
+				return;
+			}
+			const kit = await loadTui();
+			await ctx.ui.custom<void>((term, theme, keybindings, done) => {
+				const keys: KeyReader = { matches: (data, action) => keybindings.matches(data, action) };
+				return new FleetView({
+					source: source(pi, deps, ctx),
+					kit,
+					paint: theme as Paint,
+					keys,
+					folder: basename(ctx.cwd) || ctx.cwd,
+					rows: () => term.terminal.rows,
+					requestRender: () => term.requestRender(),
+					close: () => done(undefined),
+				});
+			});
+			// What the view did (a send, a cancel) may have started or ended work.
+			widget?.kick(true);
+		},
+	});
+
+	pi.on("session_start", async (_event, ctx) => {
+		widget?.dispose();
+		widget = undefined;
+		// The widget is drawn in the terminal only.
+		if (ctx.mode !== "tui") return;
+		let kit: Tui;
+		try {
+			kit = await loadTui();
+		} catch {
+			return;
+		}
+		widget = new FleetWidget({
+			source: { running: () => runningTasks(deps, ctx) },
+			kit,
+			waiting: () => deps.delivery.running().length > 0,
+			show: (factory) => {
+				if (!factory) {
+					ctx.ui.setWidget(WIDGET_KEY, undefined);
+					return;
+				}
+				ctx.ui.setWidget(WIDGET_KEY, (term, theme) => {
+					const w = factory(() => term.requestRender());
+					return { render: (width: number) => w.render(width, theme as Paint), invalidate: () => {} };
+				});
+			},
+		});
+		// Work of an earlier run of this session may still run.
+		widget.kick(true);
+	});
+	pi.on("tool_execution_update", (event) => {
+		if (widget && ourProgress((event.partialResult as { details?: unknown } | undefined)?.details)) widget.callRunning(event.toolCallId);
+	});
+	pi.on("tool_execution_end", (event) => {
+		widget?.callEnded(event.toolCallId);
+	});
+	// A turn's end and the agent's settling are where background work is
+	// started (async) or its results arrive: look once, and on while it runs.
+	pi.on("turn_end", () => {
+		widget?.kick();
+	});
+	pi.on("agent_settled", () => {
+		widget?.kick();
+	});
+	pi.on("session_shutdown", () => {
+		widget?.dispose();
+		widget = undefined;
 	});
 }

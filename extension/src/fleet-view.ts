@@ -1,0 +1,482 @@
+// The fleet view's pure part: from what the service answered (`list`,
+// `status`, `transcript`, `schedule list`) and a terminal width to the lines
+// pi draws. Nothing here imports pi or talks to the service, so `node --test`
+// renders it at any width (docs/fleet.md).
+
+import { cancelled, type Envelope, type Item, type ListItem, oneLine, succeeded, toolRowText } from "./format.ts";
+
+/** One schedule as `schedule list --json` answers (client.ScheduleItem; the fields the view reads). */
+export interface ScheduleItem {
+	id: string;
+	/** Its readable title: what it runs. */
+	name?: string;
+	note?: string;
+	cwd?: string;
+	/** "delegation" or "plan": what each fire starts. */
+	kind?: string;
+	/** When it fires, in the words it was made with ("every 2h", "cron 0 9 * * 1-5"). */
+	spec?: string;
+	paused: boolean;
+	/** The next times it fires (RFC 3339). */
+	next_fires?: string[];
+	/** How many runs it started. */
+	fires?: number;
+	ui_url?: string;
+}
+
+/** What the view lists: this session's runs, this folder's, and the folder's schedules. */
+export interface FleetData {
+	/** `list --parent-session <this session>`. */
+	mine: ListItem[];
+	/** `list --cwd <this folder>`: other sessions' runs of the folder, scheduled fires among them. */
+	folder: ListItem[];
+	schedules: ScheduleItem[];
+}
+
+/** pi-tui's width functions (utils.ts): the view measures columns, never string lengths. */
+export interface TextKit {
+	visibleWidth(text: string): number;
+	truncateToWidth(text: string, maxWidth: number, ellipsis?: string, pad?: boolean): string;
+	wrapTextWithAnsi(text: string, width: number): string[];
+}
+
+/** The colors the view takes from pi's theme (a Theme is one). */
+export type Color = "accent" | "border" | "borderAccent" | "success" | "error" | "warning" | "muted" | "dim" | "text";
+
+/** pi's theme as the view uses it: colors, bold, and the selected line's background. */
+export interface Paint {
+	fg(color: Color, text: string): string;
+	bold(text: string): string;
+	bg?(color: "selectedBg", text: string): string;
+}
+
+/** A paint with no styles: golden renders and print mode. */
+export const PLAIN: Paint = { fg: (_c, t) => t, bold: (t) => t };
+
+/** One line of the list: a run or a schedule. */
+export interface FleetRow {
+	id: string;
+	kind: "delegation" | "session" | "plan" | "schedule";
+	title: string;
+	agent?: string;
+	/** The run's state (README glossary), or a schedule's "active" / "paused". */
+	status: string;
+	/** When it started, and for a closed run when it ended (ms since the epoch). */
+	started?: number;
+	ended?: number;
+	/** A schedule's next fire, when it fires, and how many runs it started. */
+	next?: number;
+	spec?: string;
+	fires?: number;
+	/** Whether this session started it, or another session of the folder (a schedule: the folder). */
+	scope: "session" | "folder";
+	/** How far under the run that started it (a delegation's task, a task's own delegation). */
+	depth: number;
+	/** The session a message goes to: a session's own ID (a one-task delegation's too). */
+	session?: string;
+	open: boolean;
+	uiUrl?: string;
+}
+
+/** The ID of the delegation that is a one-task delegation's session (api.OneTaskDelegationID). */
+function oneTaskDelegation(sessionId: string): string {
+	return `delegation-${sessionId}`;
+}
+
+function time(iso: string | undefined): number | undefined {
+	if (!iso) return undefined;
+	const t = Date.parse(iso);
+	return Number.isNaN(t) ? undefined : t;
+}
+
+function runRow(r: ListItem, scope: FleetRow["scope"]): FleetRow {
+	const plan = r.id.startsWith("plan-");
+	// A one-task delegation is its session's workflow: listed as the session,
+	// it is the delegation the model started.
+	const oneTask = r.kind === "session" && r.delegation_id === oneTaskDelegation(r.id);
+	const kind: FleetRow["kind"] = plan ? "plan" : r.kind === "session" && !oneTask ? "session" : "delegation";
+	return {
+		id: r.id,
+		kind,
+		title: r.name || r.description || (kind === "session" ? r.agent : undefined) || `${kind} ${shortId(r.id)}`,
+		agent: r.agent,
+		status: r.status || r.execution_status,
+		started: time(r.started),
+		ended: time(r.closed),
+		scope,
+		depth: 0,
+		session: r.kind === "session" ? r.id : undefined,
+		open: r.open,
+		uiUrl: r.ui_url,
+	};
+}
+
+/**
+ * The list's rows: this session's runs, then the rest of the folder's, each
+ * newest first with what a run started beneath it (a delegation's or a
+ * plan's tasks, in the order they started; a task's own delegations), then
+ * the folder's schedules.
+ */
+export function fleetRows(data: FleetData): FleetRow[] {
+	const mine = new Set(data.mine.map((r) => r.id));
+	const runs = [...data.mine.map((r) => runRow(r, "session")), ...data.folder.filter((r) => !mine.has(r.id)).map((r) => runRow(r, "folder"))];
+	const items = new Map([...data.mine, ...data.folder].map((r) => [r.id, r] as const));
+	const byId = new Map(runs.map((r) => [r.id, r] as const));
+	const parentOf = (row: FleetRow): string | undefined => {
+		const r = items.get(row.id)!;
+		const d = r.delegation_id;
+		if (d && d !== row.id && d !== oneTaskDelegation(row.id) && byId.has(d)) return d;
+		const p = r.parent_session_id;
+		if (p && p !== row.id && byId.get(p)?.session) return p;
+		return undefined;
+	};
+	const children = new Map<string, FleetRow[]>();
+	const roots: FleetRow[] = [];
+	for (const row of runs) {
+		const p = parentOf(row);
+		if (p) children.set(p, [...(children.get(p) ?? []), row]);
+		else roots.push(row);
+	}
+	const newest = (a: FleetRow, b: FleetRow) => (b.started ?? 0) - (a.started ?? 0);
+	const oldest = (a: FleetRow, b: FleetRow) => (a.started ?? 0) - (b.started ?? 0);
+	const out: FleetRow[] = [];
+	const placed = new Set<string>();
+	const walk = (row: FleetRow, depth: number, scope: FleetRow["scope"]) => {
+		if (placed.has(row.id)) return;
+		placed.add(row.id);
+		out.push({ ...row, depth, scope });
+		for (const c of (children.get(row.id) ?? []).sort(oldest)) walk(c, depth + 1, scope);
+	};
+	for (const scope of ["session", "folder"] as const) {
+		for (const r of roots.filter((r) => r.scope === scope).sort(newest)) walk(r, 0, scope);
+	}
+	// Runs whose parents name each other in a ring (never written by the
+	// service) are listed all the same.
+	for (const r of runs) walk(r, 0, r.scope);
+	for (const s of data.schedules) {
+		out.push({
+			id: s.id,
+			kind: "schedule",
+			title: s.name || s.note || s.id,
+			// The agent's column says when it fires.
+			agent: s.spec,
+			spec: s.spec,
+			fires: s.fires,
+			status: s.paused ? "paused" : "active",
+			next: time(s.next_fires?.[0]),
+			scope: "folder",
+			depth: 0,
+			open: true,
+			uiUrl: s.ui_url,
+		});
+	}
+	return out;
+}
+
+/** A duration as the view shows it: 12s, 4m05s, 2h03m, 3d04h. */
+export function duration(ms: number): string {
+	const s = Math.max(0, Math.floor(ms / 1000));
+	const pad = (n: number) => String(n).padStart(2, "0");
+	if (s < 60) return `${s}s`;
+	if (s < 3600) return `${Math.floor(s / 60)}m${pad(s % 60)}s`;
+	if (s < 86400) return `${Math.floor(s / 3600)}h${pad(Math.floor((s % 3600) / 60))}m`;
+	return `${Math.floor(s / 86400)}d${pad(Math.floor((s % 86400) / 3600))}h`;
+}
+
+/** How long ago, in the coarsest unit: 21s, 4m, 2h, 3d. */
+function age(ms: number): string {
+	const s = Math.max(0, Math.floor(ms / 1000));
+	if (s < 60) return `${s}s`;
+	if (s < 3600) return `${Math.floor(s / 60)}m`;
+	if (s < 86400) return `${Math.floor(s / 3600)}h`;
+	return `${Math.floor(s / 86400)}d`;
+}
+
+/**
+ * A row's time: how long it has run while it works, how long it ran once
+ * closed; a run that finished but stays open (a session that waits for a
+ * message, a delegation for its parent's acknowledgement) has no end time
+ * to tell, so how long ago it started; a schedule's time to its next fire.
+ */
+export function rowTime(row: FleetRow, now: number): string {
+	if (row.kind === "schedule") return row.next !== undefined ? `in ${duration(row.next - now)}` : "-";
+	if (row.started === undefined) return "-";
+	if (row.ended !== undefined) return duration(row.ended - row.started);
+	if (working(row.status)) return duration(now - row.started);
+	return `${age(now - row.started)} ago`;
+}
+
+/** Whether a run's state is one that still works (the widget counts these). */
+export function working(status: string | undefined): boolean {
+	return status === "running" || status === "queued";
+}
+
+const ICONS: Record<string, [Color, string]> = {
+	running: ["accent", "●"],
+	queued: ["muted", "○"],
+	waiting_for_input: ["muted", "◌"],
+	completed: ["success", "✓"],
+	failed: ["error", "✗"],
+	timed_out: ["error", "✗"],
+	terminated: ["error", "✗"],
+	cancelled: ["warning", "⊘"],
+	active: ["accent", "↻"],
+	paused: ["muted", "↻"],
+};
+
+/** A state's glyph, in its color. */
+export function icon(status: string, paint: Paint): string {
+	const [color, glyph] = ICONS[status] ?? ["muted", "·"];
+	return paint.fg(color, glyph);
+}
+
+/** A state as the list's column shows it (the one long name shortened). */
+function stateLabel(status: string): string {
+	return status === "waiting_for_input" ? "waiting" : status;
+}
+
+/** The last characters of an ID, enough to tell runs apart (UUIDv7s share their leading time digits). */
+export function shortId(id: string): string {
+	return id.length > 13 ? `…${id.slice(-12)}` : id;
+}
+
+/** What the view needs to draw: the kit, the paint, the width, the clock. */
+export interface Canvas {
+	kit: TextKit;
+	paint: Paint;
+	width: number;
+	now: number;
+}
+
+/** A line cut to width columns; padded to exactly width with pad. */
+function fit(c: Canvas, text: string, width = c.width, pad = false): string {
+	return c.kit.truncateToWidth(text, Math.max(0, width), "…", pad);
+}
+
+/** The view's top border with a title in it. */
+export function titleBar(c: Canvas, title: string): string {
+	const head = `─ ${title} `;
+	const w = c.kit.visibleWidth(head);
+	if (w >= c.width) return c.paint.fg("borderAccent", c.kit.truncateToWidth(head, c.width, "…"));
+	return c.paint.fg("borderAccent", "─ ") + c.paint.bold(c.paint.fg("accent", title)) + " " + c.paint.fg("borderAccent", "─".repeat(c.width - w));
+}
+
+/** Wide terminals (this many columns and more) show each row's kind and ID too. */
+const WIDE = 100;
+
+/** One row of the list, cut to the width; selected rows are marked (and shaded where the theme can). */
+export function rowLine(c: Canvas, row: FleetRow, selected: boolean): string {
+	const wide = c.width >= WIDE;
+	const cell = (text: string, w: number, right = false) => {
+		const cut = c.kit.truncateToWidth(text, w, "…");
+		const padding = " ".repeat(Math.max(0, w - c.kit.visibleWidth(cut)));
+		return right ? padding + cut : cut + padding;
+	};
+	const cells = wide
+		? [cell(row.kind, 10), cell(row.agent ?? "", 12), cell(stateLabel(row.status), 10), cell(rowTime(row, c.now), 9, true), cell(shortId(row.id), 13)]
+		: [cell(row.agent ?? "", 10), cell(stateLabel(row.status), 9), cell(rowTime(row, c.now), 9, true)];
+	const right = cells.join("  ");
+	const lead = selected ? "▸ " : "  ";
+	const indent = "  ".repeat(row.depth);
+	const titleWidth = c.width - 2 - 2 - c.kit.visibleWidth(right) - 2;
+	const title = fit(c, indent + row.title, titleWidth, true);
+	const line = `${lead}${icon(row.status, c.paint)} ${selected ? c.paint.bold(title) : title}  ${c.paint.fg("muted", right)}`;
+	// A shaded line is shaded to the edge.
+	const shade = selected && c.paint.bg;
+	const cut = fit(c, line, c.width, !!shade);
+	return shade ? c.paint.bg!("selectedBg", cut) : cut;
+}
+
+/** A section's heading. */
+function heading(c: Canvas, text: string): string {
+	return fit(c, c.paint.fg("muted", c.paint.bold(` ${text}`)));
+}
+
+const SECTIONS: Array<{ title: string; of: (r: FleetRow) => boolean }> = [
+	{ title: "This session", of: (r) => r.kind !== "schedule" && r.scope === "session" },
+	{ title: "This folder (other sessions, schedules' runs)", of: (r) => r.kind !== "schedule" && r.scope === "folder" },
+	{ title: "Schedules of this folder", of: (r) => r.kind === "schedule" },
+];
+
+/** The keys of each screen, as its last line shows them: in full where it fits, else short. */
+export const LIST_KEYS = ["↑↓ select · enter open · s send · c cancel · t take result · u UI page · r refresh · esc close", "↑↓ · enter open · s send · c cancel · t take · u UI · r refresh · esc close"] as const;
+export const DETAIL_KEYS = ["↑↓ task · s send · c cancel · t take result · u UI page · r refresh · esc back", "↑↓ task · s send · c cancel · t take · u UI · r refresh · esc back"] as const;
+
+/** What the list screen shows. */
+export interface ListScreen {
+	rows: FleetRow[];
+	selected: number;
+	/** How many rows fit (the terminal's height less the view's other lines). */
+	maxRows: number;
+	/** Where the rows' window starts (kept by the caller so that it scrolls, not jumps). */
+	offset: number;
+	/** Set while the first answer is awaited. */
+	loading?: boolean;
+	/** A line about the last action or a part that could not be read. */
+	notice?: { text: string; level: "info" | "error" };
+	/** The prompt line (a message being typed, a cancel to confirm), which takes the keys' place. */
+	prompt?: string;
+	folder: string;
+}
+
+/** The offset that keeps selected within a window of maxRows rows. */
+export function scrollTo(selected: number, offset: number, maxRows: number, total: number): number {
+	let o = Math.min(offset, Math.max(0, total - maxRows));
+	if (selected < o) o = selected;
+	if (selected >= o + maxRows) o = selected - maxRows + 1;
+	return Math.max(0, o);
+}
+
+/** The list screen: its title, the rows by section, a notice, the keys. */
+export function renderList(c: Canvas, s: ListScreen): string[] {
+	const out = [titleBar(c, `Subagents · this session and ${s.folder}`)];
+	if (s.loading) out.push(fit(c, c.paint.fg("muted", "  Asking the subagents service…")));
+	else if (s.rows.length === 0) out.push(fit(c, c.paint.fg("muted", "  Nothing delegated from this session or this folder yet.")));
+	const offset = scrollTo(s.selected, s.offset, s.maxRows, s.rows.length);
+	const end = Math.min(s.rows.length, offset + s.maxRows);
+	if (offset > 0) out.push(fit(c, c.paint.fg("dim", `  ↑ ${offset} more`)));
+	let section = "";
+	for (let i = offset; i < end; i++) {
+		const row = s.rows[i];
+		const sec = SECTIONS.find((x) => x.of(row))!.title;
+		if (sec !== section) {
+			out.push(heading(c, sec));
+			section = sec;
+		}
+		out.push(rowLine(c, row, i === s.selected));
+	}
+	if (end < s.rows.length) out.push(fit(c, c.paint.fg("dim", `  ↓ ${s.rows.length - end} more`)));
+	return [...out, ...foot(c, s.notice, s.prompt, LIST_KEYS)];
+}
+
+// A notice (a URL, an error) is wrapped to at most this many lines.
+const NOTICE_LINES = 3;
+
+function foot(c: Canvas, notice: ListScreen["notice"], prompt: string | undefined, keys: readonly [string, string]): string[] {
+	const out: string[] = [];
+	if (notice) {
+		const color = notice.level === "error" ? "error" : "accent";
+		for (const l of c.kit.wrapTextWithAnsi(notice.text, c.width - 1).slice(0, NOTICE_LINES)) out.push(fit(c, c.paint.fg(color, ` ${l}`)));
+	}
+	const [full, short] = keys;
+	const help = c.kit.visibleWidth(full) < c.width ? full : short;
+	out.push(prompt !== undefined ? fit(c, prompt) : fit(c, c.paint.fg("dim", ` ${help}`)));
+	return out;
+}
+
+/** What the detail screen shows: one run, as `status` answered, and its selected task's transcript. */
+export interface DetailScreen {
+	row: FleetRow;
+	env?: Envelope;
+	/** The selected task (an index into env.items). */
+	task: number;
+	/** The tail of the selected task's transcript, when read. */
+	transcript?: string;
+	/** How many lines the screen may use. */
+	maxLines: number;
+	notice?: ListScreen["notice"];
+	prompt?: string;
+	error?: string;
+}
+
+/** An item's state: a task between turns of a sticky session waits for input. */
+function itemStatus(it: Item): string {
+	if (!it.done) return it.status;
+	if (succeeded(it)) return "completed";
+	if (cancelled(it)) return "cancelled";
+	return it.status === "completed" ? "failed" : it.status;
+}
+
+/** The detail screen: the run, each task with its tool rows, last words, question and nested runs, the transcript's tail. */
+export function renderDetail(c: Canvas, s: DetailScreen): string[] {
+	const row = s.row;
+	const out = [titleBar(c, `Subagents › ${row.title.startsWith(row.kind) ? row.title : `${row.kind} ${row.title}`}`)];
+	const env = s.env;
+	const status = env?.status || row.status;
+	out.push(fit(c, ` ${icon(status, c.paint)} ${c.paint.bold(row.title)} · ${stateLabel(status)} · ${rowTime({ ...row, status }, c.now)} · ${row.id}`));
+	if (s.error) out.push(fit(c, c.paint.fg("error", `   ${s.error}`)));
+	if (!env) {
+		if (!s.error) out.push(fit(c, c.paint.fg("muted", "   Asking the subagents service…")));
+		return [...out, ...foot(c, s.notice, s.prompt, DETAIL_KEYS)];
+	}
+	const body: string[] = [];
+	if (env.plan) {
+		const plan = env.plan;
+		const done = plan.steps.filter((st) => st.state === "completed").length;
+		body.push(c.paint.fg("muted", `   Plan ${plan.name ?? ""} · ${done}/${plan.steps.length} steps done${plan.attempt > 1 ? ` · attempt ${plan.attempt}` : ""}`));
+		for (const st of plan.steps) {
+			const bits = [st.agent ?? "", st.state, (st.round ?? 0) > 1 ? `round ${st.round}` : "", st.verdict ? `verdict ${st.verdict}` : ""].filter(Boolean);
+			body.push(`   ${icon(st.state, c.paint)} ${[...(st.path ?? []), st.key].join("/")} · ${bits.join(" · ")}`);
+		}
+		if (plan.stopped) body.push(c.paint.fg("error", `   ✕ ${plan.stopped.code}: ${plan.stopped.message}`));
+	}
+	const list = env.items ?? [];
+	for (const [i, it] of list.entries()) {
+		const mark = list.length > 1 && i === s.task ? "▸" : " ";
+		const name = it.name || it.description || it.task_id;
+		const st = itemStatus(it);
+		const head = `${mark} ${icon(st, c.paint)} ${c.paint.bold(name)} · ${it.agent} · ${stateLabel(st)} · ${duration(it.elapsed_ms)} · ${it.tool_count} tools · ${it.task_id}`;
+		body.push(` ${head}`);
+		for (const r of (it.tool_rows ?? []).slice(-4)) body.push(c.paint.fg("muted", `     ${toolRowText(r)}`));
+		if (!it.done && it.question) body.push(c.paint.fg("warning", `     ? asks (${it.question.reason}): ${oneLine(it.question.message, 200)}`));
+		else if (!it.done && it.last_text) body.push(`     » ${oneLine(it.last_text, 200)}`);
+		else if (it.done && it.error) body.push(c.paint.fg("error", `     ${oneLine(it.error.message, 200)}`));
+		else if (it.done && it.output) body.push(`     ${oneLine(it.output, 200)}`);
+		for (const n of it.nested ?? []) body.push(c.paint.fg("muted", `     ↳ ${icon(n.status || n.execution_status, c.paint)} ${n.name || n.id} · ${n.agent ?? ""} · ${n.status || n.execution_status}`));
+	}
+	const url = (list[s.task] ?? list[0])?.ui_url || env.ui_url || row.uiUrl;
+	const tail: string[] = [];
+	const chosen = list[s.task];
+	if (chosen) {
+		tail.push(c.paint.fg("muted", c.paint.bold(` Transcript of ${chosen.name || chosen.task_id} (its end)`)));
+		const text = s.transcript?.trimEnd();
+		const lines = text ? text.split("\n").filter((l) => l.trim() !== "") : [c.paint.fg("dim", "(reading…)")];
+		tail.push(...lines.map((l) => `   ${l}`));
+	}
+	const footer = foot(c, s.notice, s.prompt, DETAIL_KEYS);
+	const fixed = out.length + (url ? 1 : 0) + footer.length;
+	// The run's own lines first; the transcript gets what is left, its end kept.
+	const room = Math.max(0, s.maxLines - fixed);
+	const shownBody = body.slice(0, room);
+	const tailRoom = Math.max(0, room - shownBody.length);
+	const shownTail = tailRoom >= 2 ? [tail[0], ...tail.slice(1).slice(-(tailRoom - 1))] : [];
+	for (const l of [...shownBody, ...shownTail]) out.push(fit(c, l));
+	if (url) out.push(fit(c, c.paint.fg("dim", ` UI ${url}`)));
+	return [...out, ...footer];
+}
+
+/** One running task as the widget shows it. */
+export interface RunningTask {
+	id: string;
+	agent: string;
+	name?: string;
+	started: number;
+}
+
+/**
+ * The widget's line: how many of this session's tasks run, which agents,
+ * for how long (the longest first); no lines when none runs.
+ */
+export function renderWidget(c: Canvas, running: RunningTask[]): string[] {
+	if (running.length === 0) return [];
+	const p = c.paint;
+	const list = [...running].sort((a, b) => a.started - b.started);
+	const head = `${p.fg("accent", "●")} ${p.bold(`${list.length} subagent${list.length === 1 ? "" : "s"} running`)}`;
+	const tasks = list.map((t) => `${p.fg("accent", t.agent || "default")}${t.name && t.name !== t.agent ? ` ${t.name}` : ""} ${p.fg("muted", duration(c.now - t.started))}`);
+	const hint = p.fg("dim", "/subagents");
+	const sep = p.fg("dim", " · ");
+	// As many tasks as fit, then how many more.
+	let shown = tasks.length;
+	const line = (n: number) => [head, ...tasks.slice(0, n), ...(n < tasks.length ? [p.fg("muted", `+${tasks.length - n} more`)] : []), hint].join(sep);
+	while (shown > 1 && c.kit.visibleWidth(line(shown)) > c.width) shown--;
+	return [fit(c, line(shown))];
+}
+
+/** The last n non-empty lines of a transcript. */
+export function transcriptTail(text: string, n: number): string {
+	return text
+		.split("\n")
+		.filter((l) => l.trim() !== "")
+		.slice(-n)
+		.join("\n");
+}

@@ -1,0 +1,427 @@
+// The fleet view and widget (docs/fleet.md): golden renders at 80 and 120
+// columns, and the view driven by keys against a recorded source.
+// UPDATE_GOLDEN=1 rewrites the golden files from the renders.
+
+import assert from "node:assert/strict";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import test from "node:test";
+import { fileURLToPath } from "node:url";
+import * as tui from "@earendil-works/pi-tui";
+import { SubagentsError, type SubagentsCli } from "../src/cli.ts";
+import { schedulesOf } from "../src/fleet.ts";
+import { FleetView, type FleetSource } from "../src/fleet-ui.ts";
+import { type Canvas, type FleetData, fleetRows, PLAIN, type Paint, renderDetail, renderList, renderWidget } from "../src/fleet-view.ts";
+import { FleetWidget, ourProgress } from "../src/fleet-widget.ts";
+import type { Envelope, Item, ListItem } from "../src/format.ts";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const NOW = Date.parse("2026-03-02T10:00:00Z");
+const ago = (s: number) => new Date(NOW - s * 1000).toISOString();
+const id = (n: number) => `0199a3c2-7d10-7000-8000-0000000000${String(n).padStart(2, "0")}`;
+
+function run(over: Partial<ListItem> & { id: string }): ListItem {
+	return { kind: "session", execution_status: "running", open: true, started: ago(10), ...over };
+}
+
+/** This session: a one-task delegation running, a finished one, a two-task delegation, a plan; the folder: another session's run; two schedules. */
+const DATA: FleetData = {
+	mine: [
+		run({ id: id(1), delegation_id: `delegation-${id(1)}`, name: "done-task", agent: "scout", status: "completed", execution_status: "completed", started: ago(300), closed: ago(296), open: false, ui_url: `http://127.0.0.1:8233/namespaces/default/workflows/${id(1)}` }),
+		run({ id: id(2), delegation_id: `delegation-${id(2)}`, name: "send-target", agent: "scout", status: "running", started: ago(12), ui_url: `http://127.0.0.1:8233/namespaces/default/workflows/${id(2)}` }),
+		run({ id: id(3), delegation_id: `delegation-${id(3)}`, name: "cancel-target", agent: "worker", status: "running", started: ago(8) }),
+		run({ id: `delegation-${id(4)}`, kind: "delegation", status: "running", started: ago(75) }),
+		run({ id: id(5), delegation_id: `delegation-${id(4)}`, name: "map the modules", agent: "explorer", status: "completed", execution_status: "running", started: ago(75), closed: ago(40) }),
+		run({ id: id(6), delegation_id: `delegation-${id(4)}`, name: "find every caller of the config loader across the whole repository", agent: "scout", status: "running", started: ago(74) }),
+		run({ id: `plan-${id(7)}`, kind: "delegation", name: "scout-implement-review", status: "failed", execution_status: "completed", started: ago(7200), closed: ago(6900), open: false }),
+	],
+	folder: [
+		run({ id: id(2), delegation_id: `delegation-${id(2)}`, name: "send-target", agent: "scout", status: "running", started: ago(12) }),
+		run({ id: id(8), delegation_id: `delegation-${id(8)}`, name: "nightly review", agent: "reviewer", status: "cancelled", execution_status: "cancelled", started: ago(90000), closed: ago(89000), open: false, parent_session_id: "other-session" }),
+	],
+	schedules: [
+		{ id: "nightly-review", name: "review the day's changes", spec: "cron 0 2 * * *", kind: "delegation", paused: false, next_fires: [ago(-300)], fires: 12 },
+		{ id: "weekly-deps", spec: "every 1w", paused: true, fires: 3 },
+	],
+};
+
+function item(over: Partial<Item> & { task_id: string }): Item {
+	return {
+		index: 0,
+		agent: "scout",
+		status: "running",
+		done: false,
+		output: "",
+		output_available: false,
+		output_truncated: false,
+		output_total_chars: 0,
+		output_returned_chars: 0,
+		usage: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, cost: 0, turns: 0 },
+		exit_code: 0,
+		provider: "scripted",
+		model: "scripted-1",
+		tool_count: 0,
+		elapsed_ms: 0,
+		...over,
+	};
+}
+
+const STATUS: Envelope = {
+	contract_version: "subagents.v1",
+	op: "status",
+	backend: "temporal",
+	delegation_id: `delegation-${id(4)}`,
+	status: "running",
+	done: false,
+	ui_url: `http://127.0.0.1:8233/namespaces/default/workflows/delegation-${id(4)}`,
+	items: [
+		item({ task_id: id(5), name: "map the modules", agent: "explorer", status: "completed", done: true, output: "three modules: api, client, worker", elapsed_ms: 35000, tool_count: 2 }),
+		item({
+			task_id: id(6),
+			index: 1,
+			name: "find every caller of the config loader across the whole repository",
+			tool_count: 3,
+			elapsed_ms: 74000,
+			tool_rows: [
+				{ id: "1", name: "grep", args: '{"pattern":"LoadConfig"}', status: "done" },
+				{ id: "2", name: "read", args: '{"path":"config/load.go"}', status: "done" },
+				{ id: "3", name: "bash", args: '{"command":"go list ./..."}', status: "running" },
+			],
+			last_text: "Three callers so far; checking the tests next.",
+			nested: [run({ id: id(9), name: "check the tests", agent: "scout", status: "running" })],
+			ui_url: `http://127.0.0.1:8233/namespaces/default/workflows/${id(6)}`,
+		}),
+	],
+};
+
+const TRANSCRIPT = ["[user]: Find every caller of the config loader.", "[assistant]: Looking for LoadConfig.", "→ grep: {\"pattern\":\"LoadConfig\"}", "[tool result]: config/load.go:12", "[assistant]: Three callers so far; checking the tests next."].join("\n");
+
+function canvas(width: number, paint: Paint = PLAIN): Canvas {
+	return { kit: tui, paint, width, now: NOW };
+}
+
+/** Compares lines with the golden file name (UPDATE_GOLDEN=1 writes it), and that none is wider than width. */
+function golden(name: string, lines: string[], width: number) {
+	for (const l of lines) assert.ok(tui.visibleWidth(l) <= width, `a line of ${name} is wider than ${width}: ${JSON.stringify(l)}`);
+	// pi-tui's cuts reset styles before the ellipsis: the golden file is the text.
+	const text = lines.map((l) => l.replace(/\x1b\[[0-9;]*m/g, "").trimEnd()).join("\n") + "\n";
+	const file = join(here, "testdata", name);
+	if (process.env.UPDATE_GOLDEN === "1" || !existsSync(file)) {
+		mkdirSync(dirname(file), { recursive: true });
+		writeFileSync(file, text);
+		if (process.env.UPDATE_GOLDEN !== "1") assert.fail(`${name} did not exist: written, check it and run again`);
+	}
+	assert.equal(text, readFileSync(file, "utf8"), `${name} changed (UPDATE_GOLDEN=1 rewrites it)`);
+}
+
+test("rows: this session's runs newest first with each delegation's tasks beneath, then the folder's, then schedules", () => {
+	const rows = fleetRows(DATA);
+	assert.deepEqual(
+		rows.map((r) => [r.id.slice(-2), r.kind, r.scope, r.depth]),
+		[
+			["03", "delegation", "session", 0],
+			["02", "delegation", "session", 0],
+			["04", "delegation", "session", 0],
+			["05", "session", "session", 1],
+			["06", "session", "session", 1],
+			["01", "delegation", "session", 0],
+			["07", "plan", "session", 0],
+			["08", "delegation", "folder", 0],
+			["ew", "schedule", "folder", 0],
+			["ps", "schedule", "folder", 0],
+		],
+	);
+	assert.equal(rows.find((r) => r.id === `delegation-${id(4)}`)!.session, undefined, "a delegation of two tasks has no one session to send to");
+	assert.equal(rows.find((r) => r.id === id(2))!.session, id(2), "a one-task delegation is its session");
+});
+
+for (const width of [80, 120]) {
+	test(`golden: the list at ${width} columns`, () => {
+		const rows = fleetRows(DATA);
+		golden(`fleet-list-${width}.txt`, renderList(canvas(width), { rows, selected: 1, maxRows: 20, offset: 0, folder: "project" }), width);
+	});
+
+	test(`golden: a delegation's detail at ${width} columns`, () => {
+		const row = fleetRows(DATA).find((r) => r.id === `delegation-${id(4)}`)!;
+		golden(`fleet-detail-${width}.txt`, renderDetail(canvas(width), { row, env: STATUS, task: 1, transcript: TRANSCRIPT, maxLines: 30 }), width);
+	});
+
+	test(`golden: the widget at ${width} columns`, () => {
+		const running = [
+			{ id: id(2), agent: "scout", name: "send-target", started: NOW - 12_000 },
+			{ id: id(3), agent: "worker", name: "cancel-target", started: NOW - 8_000 },
+			{ id: id(6), agent: "scout", name: "find every caller", started: NOW - 74_000 },
+		];
+		golden(`fleet-widget-${width}.txt`, renderWidget(canvas(width), running), width);
+	});
+}
+
+test("the widget is no line at all when nothing runs, and keeps to narrow widths", () => {
+	assert.deepEqual(renderWidget(canvas(80), []), []);
+	const many = Array.from({ length: 9 }, (_, i) => ({ id: String(i), agent: `agent-${i}`, started: NOW - i * 1000 }));
+	const [line] = renderWidget(canvas(40), many);
+	assert.ok(tui.visibleWidth(line) <= 40, line);
+	assert.match(line, /9 subagents running/);
+});
+
+test("a long list scrolls to keep the selected row in sight", () => {
+	const mine = Array.from({ length: 30 }, (_, i) => run({ id: id(i), name: `task ${i}`, agent: "scout", status: "completed", started: ago(1000 - i) }));
+	const rows = fleetRows({ mine, folder: [], schedules: [] });
+	const lines = renderList(canvas(80), { rows, selected: 25, maxRows: 5, offset: 0, folder: "project" });
+	assert.ok(lines.some((l) => l.startsWith("▸ ✓ task 4 ")), lines.join("\n"));
+	assert.ok(lines.some((l) => l.includes("↑ 21 more")) && lines.some((l) => l.includes("↓ 4 more")), lines.join("\n"));
+});
+
+test("the theme's colors and the selected line's shade are pi's", () => {
+	const marked: Paint = { fg: (c, t) => `<${c}>${t}</${c}>`, bold: (t) => `<b>${t}</b>`, bg: (c, t) => `<${c}>${t}</${c}>` };
+	const kit = { ...tui, visibleWidth: (s: string) => tui.visibleWidth(s.replace(/<\/?[a-zA-Z]+>/g, "")) };
+	const lines = renderList({ kit, paint: marked, width: 120, now: NOW }, { rows: fleetRows(DATA), selected: 0, maxRows: 20, offset: 0, folder: "project" });
+	assert.ok(lines.some((l) => l.startsWith("<selectedBg>▸ <accent>●</accent>")), lines.join("\n"));
+	assert.ok(lines.some((l) => l.includes("<success>✓</success>")));
+});
+
+/** A source that records what the view asks. */
+function recorder() {
+	const calls: string[] = [];
+	const source: FleetSource = {
+		async list() {
+			calls.push("list");
+			return { data: DATA, problems: [] };
+		},
+		async status(x) {
+			calls.push(`status ${x}`);
+			return STATUS;
+		},
+		async transcript(x) {
+			calls.push(`transcript ${x}`);
+			return TRANSCRIPT;
+		},
+		async send(x, m) {
+			calls.push(`send ${x} ${m}`);
+			return `Sent: it runs as turn 2 of ${x}, after the turn under way`;
+		},
+		async cancel(x) {
+			calls.push(`cancel ${x}`);
+			return `Cancelled ${x} (it was running)`;
+		},
+		async take(x, label) {
+			calls.push(`take ${x} ${label}`);
+			return `Put the result of ${label} into the conversation (12 characters)`;
+		},
+		async open(url) {
+			calls.push(`open ${url}`);
+			return `Temporal UI: ${url}`;
+		},
+	};
+	return { calls, source };
+}
+
+const KEYS = { up: "\x1b[A", down: "\x1b[B", enter: "\r", esc: "\x1b" };
+const settle = () => new Promise((r) => setTimeout(r, 10));
+
+function view(source: FleetSource) {
+	let closed = false;
+	const kb = new tui.KeybindingsManager(tui.TUI_KEYBINDINGS);
+	const v = new FleetView({
+		source,
+		kit: tui,
+		paint: PLAIN,
+		keys: { matches: (d, a) => kb.matches(d, a) },
+		folder: "project",
+		rows: () => 40,
+		requestRender: () => {},
+		close: () => (closed = true),
+		now: () => NOW,
+		every: () => () => {},
+	});
+	return { v, closed: () => closed };
+}
+
+test("the view: move, open a run and its task's transcript, send to the task, go back, close", async () => {
+	const r = recorder();
+	const { v, closed } = view(r.source);
+	await settle();
+	assert.deepEqual(r.calls, ["list"]);
+	assert.ok(v.render(80).some((l) => l.startsWith("▸ ● cancel-target")), "the newest row is selected first");
+	v.handleInput(KEYS.down);
+	v.handleInput(KEYS.down);
+	v.handleInput(KEYS.enter);
+	await settle();
+	assert.deepEqual(r.calls.slice(1), [`status delegation-${id(4)}`, `transcript ${id(5)}`]);
+	v.handleInput(KEYS.down);
+	await settle();
+	assert.equal(r.calls.at(-1), `transcript ${id(6)}`, "choosing a task reads its transcript");
+	const detail = v.render(120).join("\n");
+	assert.match(detail, /Transcript of find every caller/);
+	assert.match(detail, /checking the tests next\./);
+
+	v.handleInput("s");
+	for (const ch of "also check the tests") v.handleInput(ch);
+	assert.ok(v.render(120).some((l) => l.includes("Message to find every caller of the config loader across the whole repository: also check the tests")));
+	v.handleInput(KEYS.enter);
+	await settle();
+	assert.ok(r.calls.includes(`send ${id(6)} also check the tests`), r.calls.join("\n"));
+	assert.ok(v.render(120).some((l) => l.includes("Sent: it runs as turn 2")));
+
+	v.handleInput(KEYS.esc);
+	await settle();
+	assert.equal(r.calls.at(-1), "list", "back on the list, it is asked again");
+	assert.equal(closed(), false);
+	v.handleInput(KEYS.esc);
+	assert.equal(closed(), true);
+	v.dispose();
+});
+
+test("the view: cancel asks first; take and the UI page go to the selected run", async () => {
+	const r = recorder();
+	const { v } = view(r.source);
+	await settle();
+	v.handleInput("c");
+	assert.ok(v.render(80).some((l) => l.includes("Cancel cancel-target? y to cancel it")));
+	v.handleInput("n");
+	await settle();
+	assert.ok(!r.calls.some((c) => c.startsWith("cancel")), "any key but y keeps it");
+	v.handleInput("c");
+	v.handleInput("y");
+	await settle();
+	assert.ok(r.calls.includes(`cancel ${id(3)}`), r.calls.join("\n"));
+	assert.ok(v.render(80).some((l) => l.includes(`Cancelled ${id(3)}`)));
+
+	v.handleInput(KEYS.down);
+	v.handleInput("t");
+	await settle();
+	assert.ok(r.calls.includes(`take ${id(2)} send-target`), r.calls.join("\n"));
+	v.handleInput("u");
+	await settle();
+	assert.ok(r.calls.includes(`open http://127.0.0.1:8233/namespaces/default/workflows/${id(2)}`));
+
+	// A delegation of several tasks: the message needs a task.
+	v.handleInput(KEYS.down);
+	v.handleInput("s");
+	assert.ok(v.render(80).some((l) => l.includes("has several tasks: open it")));
+
+	// A schedule opens on a line: when it fires next, how often it ran.
+	for (let i = 0; i < 6; i++) v.handleInput(KEYS.down);
+	v.handleInput(KEYS.enter);
+	const said = v.render(120).join("\n");
+	assert.match(said, /Schedule nightly-review \(cron 0 2 \* \* \*\): next fire in 5m00s, 12 run\(s\) so far/);
+	v.dispose();
+});
+
+test("the view asks again only while something runs, and its transcript only when the task moved on", async () => {
+	const r = recorder();
+	let now = NOW;
+	let beat = () => {};
+	const kb = new tui.KeybindingsManager(tui.TUI_KEYBINDINGS);
+	const v = new FleetView({
+		source: r.source,
+		kit: tui,
+		paint: PLAIN,
+		keys: { matches: (d, a) => kb.matches(d, a) },
+		folder: "project",
+		rows: () => 40,
+		requestRender: () => {},
+		close: () => {},
+		now: () => now,
+		every: (_ms, fn) => {
+			beat = fn;
+			return () => {};
+		},
+	});
+	await settle();
+	now += 1000;
+	beat();
+	await settle();
+	assert.deepEqual(r.calls, ["list"], "not before LIST_REFRESH_MS");
+	now += 3000;
+	beat();
+	await settle();
+	assert.deepEqual(r.calls, ["list", "list"]);
+	v.handleInput(KEYS.down);
+	v.handleInput(KEYS.down);
+	v.handleInput(KEYS.enter);
+	await settle();
+	now += 2000;
+	beat();
+	await settle();
+	assert.deepEqual(r.calls.slice(2), [`status delegation-${id(4)}`, `transcript ${id(5)}`, `status delegation-${id(4)}`], "the same progress reads no transcript again");
+	v.dispose();
+});
+
+test("the widget: asks while something runs, shows what runs, and comes down when nothing does", async () => {
+	let answer: Array<{ id: string; agent: string; started: number }> = [];
+	let asked = 0;
+	const shown: string[][] = [];
+	let up = false;
+	let waiting = false;
+	let beat = () => {};
+	let now = NOW;
+	const w = new FleetWidget({
+		source: {
+			running: async () => {
+				asked++;
+				return answer;
+			},
+		},
+		kit: tui,
+		waiting: () => waiting,
+		now: () => now,
+		every: (_ms, fn) => {
+			beat = fn;
+			return () => (beat = () => {});
+		},
+		show: (factory) => {
+			up = !!factory;
+			if (factory) shown.push(factory(() => {}).render(80, PLAIN));
+		},
+	});
+	w.kick(true);
+	await settle();
+	assert.equal(asked, 1);
+	assert.equal(up, false, "hidden when none runs");
+	now += 5000;
+	beat();
+	await settle();
+	assert.equal(asked, 1, "nothing runs: it stopped asking");
+
+	answer = [{ id: "a", agent: "scout", started: NOW }];
+	w.callRunning("call-1");
+	await settle();
+	assert.equal(asked, 2);
+	assert.equal(up, true);
+	assert.match(shown[0][0], /1 subagent running · scout 5s/);
+	waiting = true;
+	answer = [];
+	w.callEnded("call-1");
+	await settle();
+	assert.equal(up, false, "down once none runs");
+	now += 2000;
+	beat();
+	await settle();
+	assert.equal(asked, 4, "a background delegation waited for keeps it asking");
+	waiting = false;
+	now += 2000;
+	beat();
+	await settle();
+	now += 2000;
+	beat();
+	await settle();
+	assert.equal(asked, 5, "then it stops");
+	w.dispose();
+});
+
+test("the widget knows the live progress of this extension's tools", () => {
+	assert.equal(ourProgress({ streaming: true, envelope: {} }), true);
+	assert.equal(ourProgress({ windows: [] }), true);
+	assert.equal(ourProgress({ contract_version: "task.v1" }), true);
+	assert.equal(ourProgress({ exitCode: 0 }), false);
+	assert.equal(ourProgress(undefined), false);
+});
+
+test("schedules: a verb not there yet is no schedules and no failure; another failure is said", async () => {
+	const cli = (err: Error | undefined, answer: unknown = {}) => ({ call: async () => (err ? Promise.reject(err) : answer) }) as unknown as SubagentsCli;
+	assert.deepEqual(await schedulesOf(cli(new SubagentsError("INVALID_INPUT", "subagents schedule is being built")), "/p"), { schedules: [] });
+	assert.deepEqual(await schedulesOf(cli(undefined, { schedules: DATA.schedules }), "/p"), { schedules: DATA.schedules });
+	const broken = await schedulesOf(cli(new SubagentsError("SERVICE_UNAVAILABLE", "the connection ended")), "/p");
+	assert.deepEqual(broken, { schedules: [], problem: "schedules: the connection ended" });
+});
