@@ -332,6 +332,15 @@ export class FleetView {
 			return;
 		}
 		switch (this.letter(data)) {
+			// vi's keys, as pi-subagents' inspector has them.
+			case "k":
+				return move(current - 1);
+			case "j":
+				return move(current + 1);
+			case "q":
+				if (d) this.back();
+				else this.o.close();
+				return;
 			case "s":
 				return this.startSend();
 			case "c":

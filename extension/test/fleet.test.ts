@@ -267,6 +267,11 @@ test("the view: move, open a run and its task's transcript, send to the task, go
 	await settle();
 	assert.equal(r.calls.at(-1), "list", "back on the list, it is asked again");
 	assert.equal(closed(), false);
+	assert.ok(v.render(80).some((l) => l.startsWith("▸ ● delegation …000000000004")), "the run stays selected");
+	v.handleInput("j");
+	assert.ok(v.render(80).some((l) => l.startsWith("▸ ✓   map the modules")), "j moves down as ↓ does");
+	v.handleInput("k");
+	assert.ok(v.render(80).some((l) => l.startsWith("▸ ● delegation …000000000004")), "k moves up");
 	v.handleInput(KEYS.esc);
 	assert.equal(closed(), true);
 	v.dispose();
