@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -89,6 +90,30 @@ func TestScheduleCommandActions(t *testing.T) {
 		t.Fatalf("a schedule that fires once: %+v", fired)
 	}
 	e.mustSchedule(nil, "delete", once)
+
+	// A saved plan, read at each fire with the schedule's arguments.
+	plans := filepath.Join(e.agentDir, "plans")
+	if err := os.MkdirAll(plans, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(plans, "nightly-review.yaml"), []byte("args:\n  file: {required: true}\nsteps:\n  - task: \"[[script:hourly]] Review {args.file}.\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	planned := scheduleID("plan")
+	if s := e.mustSchedule(nil, "create", "--id", planned, "--at", "2s", "--plan", "nightly-review", "--arg", "file=cli.go").Schedules[0]; s.Kind != "plan" || s.Name != "nightly-review" {
+		t.Fatalf("plan schedule %+v", s)
+	}
+	pr := e.waitForSchedule(nil, planned, "its plan's run", func(s client.ScheduleItem) bool { n, _ := finishedRuns(s); return n == 1 })
+	if r := pr.Runs[0]; r.Status != "completed" || !strings.HasPrefix(r.DelegationID, "plan-") || r.Summary != "checked" {
+		t.Fatalf("plan run %+v", r)
+	}
+	if reqs := e.model.RequestsFor("hourly"); !strings.Contains(userTexts(reqs[len(reqs)-1])[0], "Review cli.go.") {
+		t.Fatalf("the plan's step ran with %q", userTexts(reqs[len(reqs)-1]))
+	}
+	if missing, code := e.scheduleCmd(nil, "create", "--every", "1h", "--plan", "no-such-plan"); code != errcode.ExitBadInput || missing.Error == nil {
+		t.Fatalf("a saved plan that does not exist: exit %d, %+v", code, missing.Error)
+	}
+	e.mustSchedule(nil, "delete", planned)
 }
 
 func mustLocation(t *testing.T, name string) *time.Location {
