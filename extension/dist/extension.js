@@ -2435,13 +2435,17 @@ var FleetView = class {
         return this.take();
       case "u":
         return this.openPage();
-      case "r":
-        this.say("Refreshing\u2026");
-        if (d) {
-          d.mark = "";
-          void this.refreshDetail();
-        } else void this.refreshList();
+      case "r": {
+        const asking2 = { text: "Asking again\u2026", level: "info" };
+        this.notice = asking2;
+        this.redraw();
+        if (d) d.mark = "";
+        void (d ? this.refreshDetail() : this.refreshList()).then(() => {
+          if (this.notice === asking2) this.notice = void 0;
+          this.redraw();
+        });
         return;
+      }
     }
   }
   /** The session a message, a take or a page goes to: the selected task, else the selected row's session. */

@@ -349,13 +349,18 @@ export class FleetView {
 				return this.take();
 			case "u":
 				return this.openPage();
-			case "r":
-				this.say("Refreshing…");
-				if (d) {
-					d.mark = "";
-					void this.refreshDetail();
-				} else void this.refreshList();
+			case "r": {
+				const asking = { text: "Asking again…", level: "info" as const };
+				this.notice = asking;
+				this.redraw();
+				if (d) d.mark = "";
+				void (d ? this.refreshDetail() : this.refreshList()).then(() => {
+					// The answer is on the screen: the line has said its part.
+					if (this.notice === asking) this.notice = undefined;
+					this.redraw();
+				});
 				return;
+			}
 		}
 	}
 

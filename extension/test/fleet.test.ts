@@ -305,6 +305,11 @@ test("the view: cancel asks first; take and the UI page go to the selected run",
 	v.handleInput("s");
 	assert.ok(v.render(80).some((l) => l.includes("has several tasks: open it")));
 
+	v.handleInput("r");
+	assert.ok(v.render(80).some((l) => l.includes("Asking again…")));
+	await settle();
+	assert.ok(!v.render(80).some((l) => l.includes("Asking again…")), "gone once the answer is there");
+
 	// A schedule opens on a line: when it fires next, how often it ran.
 	for (let i = 0; i < 6; i++) v.handleInput(KEYS.down);
 	v.handleInput(KEYS.enter);
