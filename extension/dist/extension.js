@@ -2128,6 +2128,8 @@ function foot(c, notice, prompt, keys) {
   out.push(prompt !== void 0 ? fit(c, prompt) : fit(c, c.paint.fg("dim", ` ${help}`)));
   return out;
 }
+var DETAIL_TOOL_ROWS = 4;
+var LINE_CHARS = 200;
 function itemStatus(it) {
   if (!it.done) return it.status;
   if (succeeded(it)) return "completed";
@@ -2163,11 +2165,11 @@ function renderDetail(c, s) {
     const st = itemStatus(it);
     const head = `${mark} ${icon(st, c.paint)} ${c.paint.bold(name)} \xB7 ${it.agent} \xB7 ${stateLabel(st)} \xB7 ${duration(it.elapsed_ms)} \xB7 ${it.tool_count} tools \xB7 ${it.task_id}`;
     body.push(` ${head}`);
-    for (const r of (it.tool_rows ?? []).slice(-4)) body.push(c.paint.fg("muted", `     ${toolRowText(r)}`));
-    if (!it.done && it.question) body.push(c.paint.fg("warning", `     ? asks (${it.question.reason}): ${oneLine(it.question.message, 200)}`));
-    else if (!it.done && it.last_text) body.push(`     \xBB ${oneLine(it.last_text, 200)}`);
-    else if (it.done && it.error) body.push(c.paint.fg("error", `     ${oneLine(it.error.message, 200)}`));
-    else if (it.done && it.output) body.push(`     ${oneLine(it.output, 200)}`);
+    for (const r of (it.tool_rows ?? []).slice(-DETAIL_TOOL_ROWS)) body.push(c.paint.fg("muted", `     ${toolRowText(r)}`));
+    if (!it.done && it.question) body.push(c.paint.fg("warning", `     ? asks (${it.question.reason}): ${oneLine(it.question.message, LINE_CHARS)}`));
+    else if (!it.done && it.last_text) body.push(`     \xBB ${oneLine(it.last_text, LINE_CHARS)}`);
+    else if (it.done && it.error) body.push(c.paint.fg("error", `     ${oneLine(it.error.message, LINE_CHARS)}`));
+    else if (it.done && it.output) body.push(`     ${oneLine(it.output, LINE_CHARS)}`);
     for (const n of it.nested ?? []) body.push(c.paint.fg("muted", `     \u21B3 ${icon(n.status || n.execution_status, c.paint)} ${n.name || n.id} \xB7 ${n.agent ?? ""} \xB7 ${n.status || n.execution_status}`));
   }
   const url = (list[s.task] ?? list[0])?.ui_url || env.ui_url || row.uiUrl;

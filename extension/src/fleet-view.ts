@@ -379,6 +379,14 @@ export interface DetailScreen {
 	error?: string;
 }
 
+// A task's last few tool calls say what it does now; its transcript, under
+// the tasks, has the rest.
+const DETAIL_TOOL_ROWS = 4;
+// A task's last words, answer or question are flattened to one line of at
+// most this many characters before the width cuts them: wider than any
+// terminal, short enough that a long answer costs nothing to draw.
+const LINE_CHARS = 200;
+
 /** An item's state: a task between turns of a sticky session waits for input. */
 function itemStatus(it: Item): string {
 	if (!it.done) return it.status;
@@ -417,11 +425,11 @@ export function renderDetail(c: Canvas, s: DetailScreen): string[] {
 		const st = itemStatus(it);
 		const head = `${mark} ${icon(st, c.paint)} ${c.paint.bold(name)} · ${it.agent} · ${stateLabel(st)} · ${duration(it.elapsed_ms)} · ${it.tool_count} tools · ${it.task_id}`;
 		body.push(` ${head}`);
-		for (const r of (it.tool_rows ?? []).slice(-4)) body.push(c.paint.fg("muted", `     ${toolRowText(r)}`));
-		if (!it.done && it.question) body.push(c.paint.fg("warning", `     ? asks (${it.question.reason}): ${oneLine(it.question.message, 200)}`));
-		else if (!it.done && it.last_text) body.push(`     » ${oneLine(it.last_text, 200)}`);
-		else if (it.done && it.error) body.push(c.paint.fg("error", `     ${oneLine(it.error.message, 200)}`));
-		else if (it.done && it.output) body.push(`     ${oneLine(it.output, 200)}`);
+		for (const r of (it.tool_rows ?? []).slice(-DETAIL_TOOL_ROWS)) body.push(c.paint.fg("muted", `     ${toolRowText(r)}`));
+		if (!it.done && it.question) body.push(c.paint.fg("warning", `     ? asks (${it.question.reason}): ${oneLine(it.question.message, LINE_CHARS)}`));
+		else if (!it.done && it.last_text) body.push(`     » ${oneLine(it.last_text, LINE_CHARS)}`);
+		else if (it.done && it.error) body.push(c.paint.fg("error", `     ${oneLine(it.error.message, LINE_CHARS)}`));
+		else if (it.done && it.output) body.push(`     ${oneLine(it.output, LINE_CHARS)}`);
 		for (const n of it.nested ?? []) body.push(c.paint.fg("muted", `     ↳ ${icon(n.status || n.execution_status, c.paint)} ${n.name || n.id} · ${n.agent ?? ""} · ${n.status || n.execution_status}`));
 	}
 	const url = (list[s.task] ?? list[0])?.ui_url || env.ui_url || row.uiUrl;
