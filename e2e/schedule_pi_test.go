@@ -150,3 +150,43 @@ func TestScheduleFromPi(t *testing.T) {
 		t.Fatalf("the next pi received %v, want %v", got, waiting)
 	}
 }
+
+// TestScheduledResultsTwoPisAtOnce: two pis started in the folder at the
+// same moment split the waiting results between them: each result is in
+// exactly one of their sessions.
+func TestScheduledResultsTwoPisAtOnce(t *testing.T) {
+	e := newEnv(t)
+	e.model.Script("twice-task", finalizeStep("done"))
+	e.model.Script("twin-a", scriptedmodel.Step{Text: "A."})
+	e.model.Script("twin-b", scriptedmodel.Step{Text: "B."})
+	e.startWorker(shared.client)
+	id := scheduleID("twins")
+	// Paused from the start: its runs are the four triggers.
+	e.mustSchedule(nil, "create", "--id", id, "--every", "1h", "--overlap", "allow_all", "[[script:twice-task]] Look.")
+	e.mustSchedule(nil, "pause", id)
+	for range 4 {
+		e.mustSchedule(nil, "trigger", id)
+		// Fires are named by their second: one a second.
+		time.Sleep(1100 * time.Millisecond)
+	}
+	e.waitForSchedule(nil, id, "four finished runs", func(s client.ScheduleItem) bool { n, idle := finishedRuns(s); return n == 4 && idle })
+	_, waiting := e.waitingResults(shared.client, e.workDir)
+	if len(waiting) != 4 {
+		t.Fatalf("results waiting: %v", waiting)
+	}
+	a, b := filepath.Join(t.TempDir(), "a.jsonl"), filepath.Join(t.TempDir(), "b.jsonl")
+	pa := e.startParent("json", a, "[[script:twin-a]] Hi.")
+	pb := e.startParent("json", b, "[[script:twin-b]] Hi.")
+	pa.wait(t)
+	pb.wait(t)
+	got := append(deliveredResults(t, a), deliveredResults(t, b)...)
+	slices.Sort(got)
+	if !slices.Equal(got, waiting) {
+		t.Fatalf("the two pis received %v and %v; want each of %v in exactly one", deliveredResults(t, a), deliveredResults(t, b), waiting)
+	}
+	if left, _ := e.waitingResults(shared.client, e.workDir); len(left) != 0 {
+		t.Fatalf("results still waiting: %v", left)
+	}
+	t.Logf("pi A took %d, pi B %d", len(deliveredResults(t, a)), len(deliveredResults(t, b)))
+	e.mustSchedule(nil, "delete", id)
+}

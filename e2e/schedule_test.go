@@ -32,7 +32,7 @@ func TestScheduleCommandActions(t *testing.T) {
 		s.Note != "the hourly check" || s.Paused || s.Quiet || s.Kind != "delegation" || s.Cwd != e.workDir {
 		t.Fatalf("created %+v", s)
 	}
-	if len(s.NextFires) == 0 || s.NextFires[0].Sub(time.Now()) > time.Hour+time.Minute {
+	if len(s.NextFires) == 0 || time.Until(s.NextFires[0]) > time.Hour+time.Minute {
 		t.Fatalf("next fires %v: the first is one interval from now", s.NextFires)
 	}
 
