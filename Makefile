@@ -16,7 +16,7 @@ PI_STAMP := extension/node_modules/.package-lock.json
 # Arguments for `make run`, e.g. make run ARGS="--port 17233".
 ARGS ?=
 
-.PHONY: all build pi-extension extension ext-check run demo chaos browser postgres cluster-tools test test-ext test-docker test-go testprogress lint vet fmt staticcheck workflowcheck bench deps pi tools clean
+.PHONY: all build pi-extension extension ext-check run demo chaos browser terminal postgres cluster-tools test test-ext test-docker test-go testprogress lint vet fmt staticcheck workflowcheck bench deps pi tools clean
 
 all: deps build
 
@@ -79,7 +79,7 @@ run: deps build
 	./bin/subagents dev $(ARGS)
 
 ## test: everything: lint, the workflow and activity packages under -race, all tests
-test: deps browser postgres lint test-ext test-docker test-go
+test: deps browser postgres terminal lint test-ext test-docker test-go
 
 # docker/ is a module of its own: its parsers stay out of the service's build.
 test-docker: testprogress
@@ -102,6 +102,13 @@ test-go: testprogress
 # and go test's exit code. Built each time: a no-op when nothing changed.
 testprogress:
 	$(GO) build -o $(GOBIN)/testprogress ./cmd/testprogress
+
+## terminal: tmux, the terminal the fleet view's test drives pi in (installed when missing; needs root or sudo)
+terminal:
+	@if command -v tmux >/dev/null 2>&1; then exit 0; fi; \
+	SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	echo "installing tmux for the fleet view's test"; \
+	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends tmux
 
 ## browser: Debian's chromium for the UI test (installed when missing; needs root or sudo)
 browser:

@@ -3546,7 +3546,7 @@ ${plans.map((p) => p.summary).join("\n")}` : "";
     });
   }
   if (settings.tools.primary) registerPrimary(rememberedPrimary(process.cwd())?.profiles ?? []);
-  registerFleet(pi, { cli, delivery });
+  registerFleet(pi, { cli, delivery, loadTui: host.loadTui });
   registerDoctor(pi, cli);
   pi.registerCommand("subagent", {
     description: "One task, session or delegation in detail: /subagent <id>",
@@ -3606,7 +3606,7 @@ ${plans.map((p) => p.summary).join("\n")}` : "";
     try {
       await delivery.resume(ctx, passive);
       const running = delivery.running();
-      if (running.length && current === ctx && ctx.hasUI) ctx.ui.setStatus("subagents", `subagents: ${running.length} running`);
+      if (running.length && current === ctx && ctx.hasUI && ctx.mode !== "tui") ctx.ui.setStatus("subagents", `subagents: ${running.length} running`);
     } catch (e) {
       warn(ctx, `subagents: could not look for earlier delegations: ${codeOf(e).message}`);
     }
@@ -3714,7 +3714,7 @@ ${plans.map((p) => p.summary).join("\n")}` : "";
   pi.on("agent_settled", async (_event, ctx) => {
     await delivery.ackPersisted(ctx);
     delivery.flushIdle(ctx);
-    if (ctx.hasUI) {
+    if (ctx.hasUI && ctx.mode !== "tui") {
       const running = delivery.running();
       ctx.ui.setStatus("subagents", running.length ? `subagents: ${running.length} running` : void 0);
     }

@@ -884,7 +884,7 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 	if (settings.tools.primary) registerPrimary(rememberedPrimary(process.cwd())?.profiles ?? []);
 
 	// --- commands ---
-	registerFleet(pi, { cli, delivery });
+	registerFleet(pi, { cli, delivery, loadTui: host.loadTui });
 	registerDoctor(pi, cli);
 	pi.registerCommand("subagent", {
 		description: "One task, session or delegation in detail: /subagent <id>",
@@ -958,7 +958,8 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 			// running service.
 			await delivery.resume(ctx, passive);
 			const running = delivery.running();
-			if (running.length && current === ctx && ctx.hasUI) ctx.ui.setStatus("subagents", `subagents: ${running.length} running`);
+			// The terminal shows the fleet widget instead (docs/fleet.md).
+			if (running.length && current === ctx && ctx.hasUI && ctx.mode !== "tui") ctx.ui.setStatus("subagents", `subagents: ${running.length} running`);
 		} catch (e) {
 			warn(ctx, `subagents: could not look for earlier delegations: ${codeOf(e).message}`);
 		}
@@ -1125,7 +1126,7 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 	pi.on("agent_settled", async (_event, ctx) => {
 		await delivery.ackPersisted(ctx);
 		delivery.flushIdle(ctx);
-		if (ctx.hasUI) {
+		if (ctx.hasUI && ctx.mode !== "tui") {
 			const running = delivery.running();
 			ctx.ui.setStatus("subagents", running.length ? `subagents: ${running.length} running` : undefined);
 		}
