@@ -48,7 +48,7 @@ type scheduleOptions struct {
 func (o *scheduleOptions) register(fs *flag.FlagSet) {
 	r := &o.req
 	str := func(p *string, name, usage string) { fs.Var(stringFlag{p}, name, usage) }
-	str(&o.input, "input", "read the request as JSON from this `FILE` (- for stdin): {\"action\": ...} as docs/schedules.md shows, or for create and update the work as `start --input` takes it")
+	str(&o.input, "input", "read the request as JSON from this `FILE` (- for stdin): {\"action\": ...} as docs/schedules.md shows, or for create and update the work as start --input takes it")
 	str(&r.ID, "id", "create: the schedule's `ID` (default: made from its name)")
 	str(&r.Name, "name", "create, update: the schedule's readable `NAME` (default: its tasks' names or the plan's)")
 	str(&r.At, "at", "create, update: run once, at a `TIME` (RFC 3339) or after a duration from now (10m, 2h, 1d)")
