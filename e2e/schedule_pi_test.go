@@ -62,6 +62,11 @@ func TestScheduledResultsReachTheNextPiOnce(t *testing.T) {
 	if left, _ := e.waitingResults(shared.client, e.workDir); len(left) != 0 {
 		t.Fatalf("results still waiting after the first pi acknowledged them: %v", left)
 	}
+	// The print run took them before its prompt: its model read them with
+	// it, each once.
+	if reqs := e.model.RequestsFor("later-hello"); len(reqs) != 1 || strings.Count(userText(reqs[0]), "A scheduled run of schedule "+id) != len(ran) {
+		t.Fatalf("the first pi's model was not given the %d results with its prompt", len(ran))
+	}
 	// A fire and the result it left, claimed and acknowledged, for the
 	// replay test (workflows/scheduled_test.go).
 	oldest := item.Runs[len(item.Runs)-1]

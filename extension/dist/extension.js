@@ -1371,6 +1371,10 @@ var Delivery = class {
     const marker = this.marker(this.parent(ctx));
     return marker !== void 0 && existsSync2(marker);
   }
+  /** Whether results of this folder's scheduled runs may wait for a session here (its schedule mark). */
+  mayHaveScheduled(ctx) {
+    return nestedParent() === void 0 && existsSync2(scheduledMark(this.dataDir() ?? dataDir(process.env), ctx.cwd));
+  }
   marker(parentId) {
     const dir = this.dataDir();
     return dir && markName(parentId) ? join4(pendingDir(dir), parentId) : void 0;
@@ -1465,8 +1469,8 @@ var Delivery = class {
    */
   async scheduledNow(ctx, passive) {
     if (this.closed || nestedParent() !== void 0) return;
+    if (!this.mayHaveScheduled(ctx)) return;
     const mark = scheduledMark(this.dataDir() ?? dataDir(process.env), ctx.cwd);
-    if (!existsSync2(mark)) return;
     this.ctx ??= ctx;
     this.parentId ||= this.parent(ctx);
     const me = this.parentId;
@@ -3680,7 +3684,8 @@ ${plans.map((p) => p.summary).join("\n")}` : "";
   pi.on("before_agent_start", async (_event, ctx) => {
     await tellWaitingQuestions(ctx).catch(() => {
     });
-    if (interactive(ctx) || !delivery.mayHavePending(ctx)) return;
+    const pending = delivery.mayHavePending(ctx);
+    if (interactive(ctx) || !pending && !delivery.mayHaveScheduled(ctx)) return;
     await startUpDone();
     await delivery.resume(ctx).catch(() => {
     });
@@ -3689,8 +3694,10 @@ ${plans.map((p) => p.summary).join("\n")}` : "";
       say(ctx, `subagents: waiting for ${waiting} delegation${waiting === 1 ? "" : "s"} of an earlier run of this session before the prompt goes to the model (Ctrl-C leaves them for a later start)`);
       await delivery.settled("earlier", ctx.signal);
     }
-    for (const d of delivery.takeDrafts(false, "earlier").entries) {
-      pi.sendMessage({ customType: d.customType, content: d.content, display: d.display, details: d.details }, { deliverAs: "nextTurn" });
+    for (const origin of ["earlier", "scheduled"]) {
+      for (const d of delivery.takeDrafts(false, origin).entries) {
+        pi.sendMessage({ customType: d.customType, content: d.content, display: d.display, details: d.details }, { deliverAs: "nextTurn" });
+      }
     }
   });
   pi.on("turn_end", async (_event, ctx) => {

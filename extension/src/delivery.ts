@@ -235,6 +235,11 @@ export class Delivery {
 		return marker !== undefined && existsSync(marker);
 	}
 
+	/** Whether results of this folder's scheduled runs may wait for a session here (its schedule mark). */
+	mayHaveScheduled(ctx: ExtensionContext): boolean {
+		return nestedParent() === undefined && existsSync(scheduledMark(this.dataDir() ?? defaultDataDir(process.env), ctx.cwd));
+	}
+
 	private marker(parentId: string): string | undefined {
 		const dir = this.dataDir();
 		return dir && markName(parentId) ? join(pendingDir(dir), parentId) : undefined;
@@ -341,8 +346,8 @@ export class Delivery {
 	private async scheduledNow(ctx: ExtensionContext, passive: boolean): Promise<void> {
 		if (this.closed || nestedParent() !== undefined) return;
 		// Only a folder that has (had) schedules asks anything.
+		if (!this.mayHaveScheduled(ctx)) return;
 		const mark = scheduledMark(this.dataDir() ?? defaultDataDir(process.env), ctx.cwd);
-		if (!existsSync(mark)) return;
 		this.ctx ??= ctx;
 		this.parentId ||= this.parent(ctx);
 		const me = this.parentId;

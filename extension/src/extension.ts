@@ -1076,7 +1076,10 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 		// the prompt with them in hand, and no turn of theirs follows the
 		// answer (which -p prints). An interactive session gets them as they
 		// come. A session that waits for nothing asks nothing here.
-		if (interactive(ctx) || !delivery.mayHavePending(ctx)) return;
+		// Results of this folder's scheduled runs (docs/schedules.md) come
+		// before the prompt too: the model reads them with it.
+		const pending = delivery.mayHavePending(ctx);
+		if (interactive(ctx) || (!pending && !delivery.mayHaveScheduled(ctx))) return;
 		await startUpDone();
 		// Once more, with the service up: a look that ran while it was still
 		// starting found nothing, and the results it missed would come
@@ -1090,8 +1093,10 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 			say(ctx, `subagents: waiting for ${waiting} delegation${waiting === 1 ? "" : "s"} of an earlier run of this session before the prompt goes to the model (Ctrl-C leaves them for a later start)`);
 			await delivery.settled("earlier", ctx.signal);
 		}
-		for (const d of delivery.takeDrafts(false, "earlier").entries) {
-			pi.sendMessage({ customType: d.customType, content: d.content, display: d.display, details: d.details }, { deliverAs: "nextTurn" });
+		for (const origin of ["earlier", "scheduled"] as const) {
+			for (const d of delivery.takeDrafts(false, origin).entries) {
+				pi.sendMessage({ customType: d.customType, content: d.content, display: d.display, details: d.details }, { deliverAs: "nextTurn" });
+			}
 		}
 	});
 
