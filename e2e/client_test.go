@@ -386,18 +386,7 @@ func TestBatchRejectsItemsOnTheirOwn(t *testing.T) {
 		t.Fatalf("wait: %s", out)
 	}
 	// In the Temporal UI the session reads as its task: summary and details.
-	desc, err := shared.client.DescribeWorkflowExecution(e.ctx(), started.Items[0].TaskID, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var summary, details string
-	meta := desc.GetExecutionConfig().GetUserMetadata()
-	if err := converter.GetDefaultDataConverter().FromPayload(meta.GetSummary(), &summary); err != nil {
-		t.Fatal(err)
-	}
-	if err := converter.GetDefaultDataConverter().FromPayload(meta.GetDetails(), &details); err != nil {
-		t.Fatal(err)
-	}
+	summary, details := uiMetadata(t, e.ctx(), started.Items[0].TaskID)
 	if summary != "good (default)" || !strings.Contains(details, "[[script:good]] Look.") || !strings.Contains(details, "cwd: `"+e.workDir+"`") || !strings.Contains(details, started.DelegationID) {
 		t.Fatalf("UI metadata: %q\n%s", summary, details)
 	}
@@ -480,4 +469,22 @@ func TestOneTaskDelegationByItsID(t *testing.T) {
 	if len(all.Runs) != 1 || all.Runs[0].ID != started.DelegationID || all.Runs[0].Open {
 		t.Fatalf("list --kind delegation: %s", out)
 	}
+}
+
+// uiMetadata is what the Temporal UI shows of a workflow above its
+// history: its summary and its details.
+func uiMetadata(t *testing.T, ctx context.Context, workflowID string) (summary, details string) {
+	t.Helper()
+	desc, err := shared.client.DescribeWorkflowExecution(ctx, workflowID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := desc.GetExecutionConfig().GetUserMetadata()
+	if err := converter.GetDefaultDataConverter().FromPayload(meta.GetSummary(), &summary); err != nil {
+		t.Fatal(err)
+	}
+	if err := converter.GetDefaultDataConverter().FromPayload(meta.GetDetails(), &details); err != nil {
+		t.Fatal(err)
+	}
+	return summary, details
 }

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/sdk/converter"
-
 	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/internal/errcode"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
@@ -124,18 +122,7 @@ func TestNestedDelegationReachesTheChild(t *testing.T) {
 	}
 	// The UI's summary and details of the grandchild name the task that
 	// started it.
-	desc, err := shared.client.DescribeWorkflowExecution(e.ctx(), listed.Runs[0].ID, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var summary, details string
-	meta := desc.GetExecutionConfig().GetUserMetadata()
-	if err := converter.GetDefaultDataConverter().FromPayload(meta.GetSummary(), &summary); err != nil {
-		t.Fatal(err)
-	}
-	if err := converter.GetDefaultDataConverter().FromPayload(meta.GetDetails(), &details); err != nil {
-		t.Fatal(err)
-	}
+	summary, details := uiMetadata(t, e.ctx(), listed.Runs[0].ID)
 	if !strings.HasSuffix(summary, " · under task "+childID) || !strings.Contains(details, "started by task `"+childID+"` (nested, depth 1)") {
 		t.Fatalf("the grandchild's UI summary %q and details:\n%s", summary, details)
 	}

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -17,12 +18,34 @@ import (
 // current workflow code: a change that would break running workflows fails
 // here.
 func TestReplayRecordedHistories(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "histories", "*.json"))
+	// A plan names its steps' sessions after its own ID: replay it under
+	// the ID it ran with, which its first step's session starts with
+	// (api.PlanStepSessionID: "plan-" and a UUID).
+	replayHistories(t, filepath.Join("testdata", "histories", "*.json"), 20, func(events []*historypb.HistoryEvent) string {
+		for _, ev := range events {
+			if a := ev.GetStartChildWorkflowExecutionInitiatedEventAttributes(); a != nil && a.GetWorkflowType().GetName() == api.SessionWorkflowName {
+				if id := a.GetWorkflowId(); len(id) > len(api.PlanIDPrefix)+36 && id[:len(api.PlanIDPrefix)] == api.PlanIDPrefix {
+					return id[:len(api.PlanIDPrefix)+36]
+				}
+				return ""
+			}
+		}
+		return ""
+	})
+}
+
+// replayHistories replays each recorded history that glob matches (at
+// least min of them) with every workflow of the worker; originalID is the
+// workflow ID a history ran under where its children's IDs derive from it
+// ("" for any).
+func replayHistories(t *testing.T, glob string, min int, originalID func([]*historypb.HistoryEvent) string) {
+	t.Helper()
+	files, err := filepath.Glob(glob)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) < 20 {
-		t.Fatalf("found %d recorded histories, want the 20 the e2e tests have recorded", len(files))
+	if len(files) < min {
+		t.Fatalf("found %d recorded histories in %s, want the %d the e2e tests have recorded", len(files), glob, min)
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
@@ -30,6 +53,8 @@ func TestReplayRecordedHistories(t *testing.T) {
 			r.RegisterWorkflowWithOptions(Session, workflow.RegisterOptions{Name: api.SessionWorkflowName})
 			r.RegisterWorkflowWithOptions(Delegation, workflow.RegisterOptions{Name: api.DelegationWorkflowName})
 			r.RegisterWorkflowWithOptions(Plan, workflow.RegisterOptions{Name: api.PlanWorkflowName})
+			r.RegisterWorkflowWithOptions(Scheduled, workflow.RegisterOptions{Name: api.ScheduledWorkflowName})
+			r.RegisterWorkflowWithOptions(ScheduledResult, workflow.RegisterOptions{Name: api.ScheduledResultWorkflowName})
 			file, err := os.Open(f)
 			if err != nil {
 				t.Fatal(err)
@@ -39,17 +64,9 @@ func TestReplayRecordedHistories(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// A plan names its steps' sessions after its own ID: replay it
-			// under the ID it ran with, which its first step's session
-			// starts with (api.PlanStepSessionID: "plan-" and a UUID).
 			opts := worker.ReplayWorkflowHistoryOptions{}
-			for _, ev := range hist.GetEvents() {
-				if a := ev.GetStartChildWorkflowExecutionInitiatedEventAttributes(); a != nil && a.GetWorkflowType().GetName() == api.SessionWorkflowName {
-					if id := a.GetWorkflowId(); len(id) > len(api.PlanIDPrefix)+36 && id[:len(api.PlanIDPrefix)] == api.PlanIDPrefix {
-						opts.OriginalExecution = workflow.Execution{ID: id[:len(api.PlanIDPrefix)+36]}
-					}
-					break
-				}
+			if id := originalID(hist.GetEvents()); id != "" {
+				opts.OriginalExecution = workflow.Execution{ID: id}
 			}
 			if err := r.ReplayWorkflowHistoryWithOptions(nil, hist, opts); err != nil {
 				t.Fatalf("replay %s: %v", f, err)

@@ -3,7 +3,6 @@ package workflows
 import (
 	"context"
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,7 +14,6 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
-	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/durable-pi/subagents/api"
@@ -280,39 +278,15 @@ func TestScheduledResultWaitsAtMostItsTTL(t *testing.T) {
 // that would break a schedule's running fires or waiting results fails
 // here. They live in a folder of their own, replayed with these workflows.
 func TestReplayScheduledHistories(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "histories", "scheduled", "*.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) < 2 {
-		t.Fatalf("found %d recorded histories of schedules, want a fire's and a result's", len(files))
-	}
-	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) {
-			r := worker.NewWorkflowReplayer()
-			r.RegisterWorkflowWithOptions(Scheduled, workflow.RegisterOptions{Name: api.ScheduledWorkflowName})
-			r.RegisterWorkflowWithOptions(ScheduledResult, workflow.RegisterOptions{Name: api.ScheduledResultWorkflowName})
-			file, err := os.Open(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = file.Close() }()
-			hist, err := client.HistoryFromJSON(file, client.HistoryJSONOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			// A fire names its children after its own ID: replay it under it.
-			opts := worker.ReplayWorkflowHistoryOptions{}
-			if id := lastChildID(hist.GetEvents()); id != "" {
-				if fire, ok := strings.CutSuffix(id, api.ResultIDSuffix); ok {
-					opts.OriginalExecution = workflow.Execution{ID: fire}
-				}
-			}
-			if err := r.ReplayWorkflowHistoryWithOptions(nil, hist, opts); err != nil {
-				t.Fatalf("replay %s: %v", f, err)
-			}
-		})
-	}
+	// A fire names its children after its own ID (its result's is the
+	// fire's and ResultIDSuffix): replay it under it.
+	replayHistories(t, filepath.Join("testdata", "histories", "scheduled", "*.json"), 2, func(events []*historypb.HistoryEvent) string {
+		fire, _ := strings.CutSuffix(lastChildID(events), api.ResultIDSuffix)
+		if fire == lastChildID(events) {
+			return ""
+		}
+		return fire
+	})
 }
 
 // lastChildID is the workflow ID of the last child a history starts (a
