@@ -2118,15 +2118,18 @@ function renderList(c, s) {
     out.push(rowLine(c, row, i === s.selected));
   }
   if (end < s.rows.length) out.push(fit(c, c.paint.fg("dim", `  \u2193 ${s.rows.length - end} more`)));
-  return [...out, ...foot(c, s.notice, s.prompt, LIST_KEYS)];
+  return [...out, ...foot(c, s.problems ?? [], s.notice, s.prompt, LIST_KEYS)];
 }
 var NOTICE_LINES = 3;
-function foot(c, notice, prompt, keys) {
+function noticeLines(c, problems, notice) {
   const out = [];
-  if (notice) {
-    const color = notice.level === "error" ? "error" : "accent";
-    for (const l of c.kit.wrapTextWithAnsi(notice.text, c.width - 1).slice(0, NOTICE_LINES)) out.push(fit(c, c.paint.fg(color, ` ${l}`)));
-  }
+  const wrap = (text2, color) => c.kit.wrapTextWithAnsi(text2, c.width - 1).slice(0, NOTICE_LINES).map((l) => fit(c, c.paint.fg(color, ` ${l}`)));
+  if (problems.length) out.push(...wrap(problems.join("; "), "error"));
+  if (notice) out.push(...wrap(notice.text, notice.level === "error" ? "error" : "accent"));
+  return out;
+}
+function foot(c, problems, notice, prompt, keys) {
+  const out = noticeLines(c, problems, notice);
   const [full, short] = keys;
   const help = c.kit.visibleWidth(full) < c.width ? full : short;
   out.push(prompt !== void 0 ? fit(c, prompt) : fit(c, c.paint.fg("dim", ` ${help}`)));
@@ -2134,13 +2137,42 @@ function foot(c, notice, prompt, keys) {
 }
 var DETAIL_TOOL_ROWS = 4;
 var LINE_CHARS = 200;
+var TRANSCRIPT_MIN_LINES = 6;
+var PLAN_SHARE = 3;
 function itemStatus(it) {
   if (!it.done) return it.status;
   if (succeeded(it)) return "completed";
   if (cancelled(it)) return "cancelled";
   return it.status === "completed" ? "failed" : it.status;
 }
-function renderDetail(c, s) {
+function taskBlock(c, it, marked) {
+  const block = [];
+  const name = it.name || it.description || it.task_id;
+  const st = itemStatus(it);
+  block.push(` ${marked ? "\u25B8" : " "} ${icon(st, c.paint)} ${c.paint.bold(name)} \xB7 ${it.agent} \xB7 ${stateLabel(st)} \xB7 ${duration(it.elapsed_ms)} \xB7 ${it.tool_count} tools \xB7 ${it.task_id}`);
+  for (const r of (it.tool_rows ?? []).slice(-DETAIL_TOOL_ROWS)) block.push(c.paint.fg("muted", `     ${toolRowText(r)}`));
+  if (!it.done && it.question) block.push(c.paint.fg("warning", `     ? asks (${it.question.reason}): ${oneLine(it.question.message, LINE_CHARS)}`));
+  else if (!it.done && it.last_text) block.push(`     \xBB ${oneLine(it.last_text, LINE_CHARS)}`);
+  else if (it.done && it.error) block.push(c.paint.fg("error", `     ${oneLine(it.error.message, LINE_CHARS)}`));
+  else if (it.done && it.output) block.push(`     ${oneLine(it.output, LINE_CHARS)}`);
+  for (const n of it.nested ?? []) block.push(c.paint.fg("muted", `     \u21B3 ${icon(n.status || n.execution_status, c.paint)} ${n.name || n.id} \xB7 ${n.agent ?? ""} \xB7 ${n.status || n.execution_status}`));
+  return block;
+}
+function taskWindow(heights, selected, offset, room) {
+  const n = heights.length;
+  const total = heights.reduce((a, b) => a + b, 0);
+  if (total <= room) return { start: 0, end: n };
+  const avail = Math.max(1, room - 2);
+  const sum = (a, b) => heights.slice(a, b).reduce((x, y) => x + y, 0);
+  let start = Math.max(0, Math.min(offset, selected));
+  while (start < selected && sum(start, selected + 1) > avail) start++;
+  let end = selected + 1;
+  if (sum(start, end) > avail) return { start: selected, end };
+  while (end < n && sum(start, end + 1) <= avail) end++;
+  while (start > 0 && sum(start - 1, end) <= avail) start--;
+  return { start, end };
+}
+function detailView(c, s) {
   const row = s.row;
   const out = [titleBar(c, `Subagents \u203A ${row.title.startsWith(row.kind) ? row.title : `${row.kind} ${row.title}`}`)];
   const env = s.env;
@@ -2149,50 +2181,103 @@ function renderDetail(c, s) {
   if (s.error) out.push(fit(c, c.paint.fg("error", `   ${s.error}`)));
   if (!env) {
     if (!s.error) out.push(fit(c, c.paint.fg("muted", "   Asking the subagents service\u2026")));
-    return [...out, ...foot(c, s.notice, s.prompt, DETAIL_KEYS)];
+    return { lines: [...out, ...foot(c, [], s.notice, s.prompt, DETAIL_KEYS)], offset: 0 };
   }
-  const body = [];
+  const planLines = [];
   if (env.plan) {
     const plan = env.plan;
     const done = plan.steps.filter((st) => st.state === "completed").length;
-    body.push(c.paint.fg("muted", `   Plan ${plan.name ?? ""} \xB7 ${done}/${plan.steps.length} steps done${plan.attempt > 1 ? ` \xB7 attempt ${plan.attempt}` : ""}`));
+    planLines.push(c.paint.fg("muted", `   Plan ${plan.name ?? ""} \xB7 ${done}/${plan.steps.length} steps done${plan.attempt > 1 ? ` \xB7 attempt ${plan.attempt}` : ""}`));
     for (const st of plan.steps) {
       const bits = [st.agent ?? "", st.state, (st.round ?? 0) > 1 ? `round ${st.round}` : "", st.verdict ? `verdict ${st.verdict}` : ""].filter(Boolean);
-      body.push(`   ${icon(st.state, c.paint)} ${[...st.path ?? [], st.key].join("/")} \xB7 ${bits.join(" \xB7 ")}`);
+      planLines.push(`   ${icon(st.state, c.paint)} ${[...st.path ?? [], st.key].join("/")} \xB7 ${bits.join(" \xB7 ")}`);
     }
-    if (plan.stopped) body.push(c.paint.fg("error", `   \u2715 ${plan.stopped.code}: ${plan.stopped.message}`));
+    if (plan.stopped) planLines.push(c.paint.fg("error", `   \u2715 ${plan.stopped.code}: ${plan.stopped.message}`));
   }
   const list = env.items ?? [];
-  for (const [i, it] of list.entries()) {
-    const mark = list.length > 1 && i === s.task ? "\u25B8" : " ";
-    const name = it.name || it.description || it.task_id;
-    const st = itemStatus(it);
-    const head = `${mark} ${icon(st, c.paint)} ${c.paint.bold(name)} \xB7 ${it.agent} \xB7 ${stateLabel(st)} \xB7 ${duration(it.elapsed_ms)} \xB7 ${it.tool_count} tools \xB7 ${it.task_id}`;
-    body.push(` ${head}`);
-    for (const r of (it.tool_rows ?? []).slice(-DETAIL_TOOL_ROWS)) body.push(c.paint.fg("muted", `     ${toolRowText(r)}`));
-    if (!it.done && it.question) body.push(c.paint.fg("warning", `     ? asks (${it.question.reason}): ${oneLine(it.question.message, LINE_CHARS)}`));
-    else if (!it.done && it.last_text) body.push(`     \xBB ${oneLine(it.last_text, LINE_CHARS)}`);
-    else if (it.done && it.error) body.push(c.paint.fg("error", `     ${oneLine(it.error.message, LINE_CHARS)}`));
-    else if (it.done && it.output) body.push(`     ${oneLine(it.output, LINE_CHARS)}`);
-    for (const n of it.nested ?? []) body.push(c.paint.fg("muted", `     \u21B3 ${icon(n.status || n.execution_status, c.paint)} ${n.name || n.id} \xB7 ${n.agent ?? ""} \xB7 ${n.status || n.execution_status}`));
-  }
-  const url = (list[s.task] ?? list[0])?.ui_url || env.ui_url || row.uiUrl;
+  const selected = Math.max(0, Math.min(s.task, list.length - 1));
+  const blocks = list.map((it, i) => taskBlock(c, it, list.length > 1 && i === selected));
+  const url = (list[selected] ?? list[0])?.ui_url || env.ui_url || row.uiUrl;
   const tail = [];
-  const chosen = list[s.task];
+  const chosen = list[selected];
   if (chosen) {
     tail.push(c.paint.fg("muted", c.paint.bold(` Transcript of ${chosen.name || chosen.task_id} (its end)`)));
     const text2 = s.transcript?.trimEnd();
     const lines = text2 ? text2.split("\n").filter((l) => l.trim() !== "") : [c.paint.fg("dim", "(reading\u2026)")];
     tail.push(...lines.map((l) => `   ${l}`));
   }
-  const footer = foot(c, s.notice, s.prompt, DETAIL_KEYS);
+  const footer = foot(c, [], s.notice, s.prompt, DETAIL_KEYS);
   const fixed = out.length + (url ? 1 : 0) + footer.length;
   const room = Math.max(0, s.maxLines - fixed);
-  const shownBody = body.slice(0, room);
-  const tailRoom = Math.max(0, room - shownBody.length);
-  const shownTail = tailRoom >= 2 ? [tail[0], ...tail.slice(1).slice(-(tailRoom - 1))] : [];
-  for (const l of [...shownBody, ...shownTail]) out.push(fit(c, l));
+  const all = planLines.length + blocks.reduce((a, b) => a + b.length, 0);
+  let body;
+  let offset = 0;
+  if (all + Math.min(tail.length, TRANSCRIPT_MIN_LINES) <= room) {
+    body = [...planLines, ...blocks.flat()];
+  } else {
+    let keep = Math.min(tail.length, TRANSCRIPT_MIN_LINES, Math.max(0, room - 3));
+    if (keep < 2) keep = 0;
+    const bodyRoom = room - keep;
+    const planCap = planLines.length ? Math.max(1, Math.floor(bodyRoom / PLAN_SHARE)) : 0;
+    const plan = planLines.length <= planCap ? planLines : planCap >= 2 ? [...planLines.slice(0, planCap - 1), c.paint.fg("dim", `   \u2026 ${planLines.length - planCap + 1} more lines of the plan`)] : planLines.slice(0, 1);
+    const taskRoom = Math.max(0, bodyRoom - plan.length);
+    const w = taskWindow(
+      blocks.map((b) => b.length),
+      selected,
+      s.offset ?? 0,
+      taskRoom
+    );
+    offset = w.start;
+    const shown = blocks.slice(w.start, w.end).flat();
+    const more = (n, arrow) => c.paint.fg("dim", `  ${arrow} ${n} more task${n === 1 ? "" : "s"}`);
+    const above = w.start > 0 ? [more(w.start, "\u2191")] : [];
+    const below = w.end < blocks.length ? [more(blocks.length - w.end, "\u2193")] : [];
+    body = [...plan, ...above, ...shown.slice(0, Math.max(1, taskRoom - above.length - below.length)), ...below];
+  }
+  const tailRoom = Math.max(0, room - body.length);
+  const shownTail = tail.length && tailRoom >= 2 ? [tail[0], ...tail.slice(1).slice(-(tailRoom - 1))] : [];
+  for (const l of [...body.slice(0, room), ...shownTail]) out.push(fit(c, l));
   if (url) out.push(fit(c, c.paint.fg("dim", ` UI ${url}`)));
+  return { lines: [...out, ...footer], offset };
+}
+var SCHEDULE_KEYS = ["u UI page \xB7 r refresh \xB7 esc back", "u UI \xB7 r refresh \xB7 esc back"];
+var NEXT_FIRES = 3;
+function renderSchedule(c, s) {
+  const row = s.row;
+  const it = s.item;
+  const out = [titleBar(c, `Subagents \u203A schedule ${row.title}`)];
+  const status = it ? it.paused ? "paused" : "active" : row.status;
+  const spec = it?.spec ?? row.spec;
+  out.push(fit(c, ` ${icon(status, c.paint)} ${c.paint.bold(row.title)} \xB7 ${status}${spec ? ` \xB7 ${spec}` : ""} \xB7 ${row.id}`));
+  if (s.error) out.push(fit(c, c.paint.fg("error", `   ${s.error}`)));
+  const footer = foot(c, [], s.notice, void 0, SCHEDULE_KEYS);
+  if (!it) {
+    if (!s.error) out.push(fit(c, c.paint.fg("muted", "   Asking the subagents service\u2026")));
+    return [...out, ...footer];
+  }
+  const facts = [];
+  const policies = [`overlap ${it.overlap ?? "skip"}`, `catch-up ${it.catchup ?? "-"}`, it.quiet ? "quiet (only failures are delivered)" : "", it.end ? `ends ${it.end}` : ""].filter(Boolean);
+  facts.push(`   Runs a ${it.kind ?? "delegation"}${it.cwd ? ` in ${it.cwd}` : ""}${it.timezone ? ` \xB7 times in ${it.timezone}` : ""} \xB7 ${policies.join(" \xB7 ")}`);
+  if (it.note) facts.push(c.paint.fg("muted", `   ${it.paused ? "Paused: " : "Note: "}${oneLine(it.note, LINE_CHARS)}`));
+  const fired = [`Fired ${it.fires ?? 0} time${it.fires === 1 ? "" : "s"}`, it.missed ? `${it.missed} missed` : "", it.skipped ? `${it.skipped} skipped by overlap` : ""].filter(Boolean).join(", ");
+  const next = (it.next_fires ?? []).slice(0, NEXT_FIRES).map((t) => time(t)).filter((t) => t !== void 0).map((t) => `in ${duration(t - c.now)}`);
+  facts.push(`   ${fired} \xB7 ${it.paused ? "paused: no next fire" : next.length ? `next ${next.join(", ")}` : "no next fire"}`);
+  const runs = it.runs ?? [];
+  const runLines = runs.map((r) => {
+    const when = time(r.fired);
+    const ago = when !== void 0 ? `${age(c.now - when)} ago` : "-";
+    const delivered = r.delivered ? " \xB7 delivered" : r.result_id ? " \xB7 waits for a pi session here" : "";
+    const said = r.error ? r.error.message : r.summary;
+    return `   ${icon(r.status, c.paint)} ${ago} \xB7 ${stateLabel(r.status)}${delivered}${said ? ` \xB7 ${oneLine(said, LINE_CHARS)}` : ""}${r.delegation_id ? ` \xB7 ${shortId(r.delegation_id)}` : ""}`;
+  });
+  const heading2 = c.paint.fg("muted", c.paint.bold(runs.length ? " Recent runs (newest first)" : " No runs yet"));
+  const fixed = out.length + (it.ui_url ? 1 : 0) + footer.length;
+  const room = Math.max(0, s.maxLines - fixed);
+  const body = [...facts, heading2];
+  const runRoom = Math.max(0, room - body.length);
+  const shownRuns = runLines.length <= runRoom ? runLines : [...runLines.slice(0, Math.max(0, runRoom - 1)), c.paint.fg("dim", `  \u2193 ${runLines.length - Math.max(0, runRoom - 1)} more runs`)];
+  for (const l of [...body, ...shownRuns].slice(0, room)) out.push(fit(c, l));
+  if (it.ui_url) out.push(fit(c, c.paint.fg("dim", ` UI ${it.ui_url}`)));
   return [...out, ...footer];
 }
 function renderWidget(c, running) {
@@ -2230,9 +2315,13 @@ var FleetView = class {
   selected = 0;
   offset = 0;
   loading = true;
+  /** What the last action said: until the next action, or the screen changes. */
   notice;
+  /** The parts of the list that could not be read at the last ask: until they can. */
+  problems = [];
   pending;
   detail;
+  sched;
   listAt = 0;
   asking = false;
   closed = false;
@@ -2263,10 +2352,25 @@ var FleetView = class {
   render(width) {
     const c = this.canvas(width);
     const prompt = this.promptLine(width);
-    if (this.detail) return renderDetail(c, { ...this.detail, maxLines: this.maxLines(), notice: this.notice, prompt });
-    const maxRows = Math.max(3, this.maxLines() - 8);
+    if (this.sched) return renderSchedule(c, { ...this.sched, maxLines: this.maxLines(), notice: this.notice });
+    if (this.detail) {
+      const d = detailView(c, { ...this.detail, maxLines: this.maxLines(), notice: this.notice, prompt });
+      this.detail.offset = d.offset;
+      return d.lines;
+    }
+    const maxRows = Math.max(3, this.maxLines() - 7 - noticeLines(c, this.problems, this.notice).length);
     this.offset = scrollTo(this.selected, this.offset, maxRows, this.rows.length);
-    return renderList(c, { rows: this.rows, selected: this.selected, maxRows, offset: this.offset, loading: this.loading, notice: this.notice, prompt, folder: this.o.folder });
+    return renderList(c, {
+      rows: this.rows,
+      selected: this.selected,
+      maxRows,
+      offset: this.offset,
+      loading: this.loading,
+      notice: this.notice,
+      problems: this.problems,
+      prompt,
+      folder: this.o.folder
+    });
   }
   promptLine(width) {
     const p = this.pending;
@@ -2291,6 +2395,13 @@ var FleetView = class {
   tick() {
     if (this.closed) return;
     const now = this.now();
+    const sc = this.sched;
+    if (sc) {
+      this.redraw();
+      const live = (sc.item?.runs ?? []).some((r) => working(r.status));
+      if (live && !this.asking && now - sc.askedAt >= DETAIL_REFRESH_MS) void this.refreshSchedule();
+      return;
+    }
     const d = this.detail;
     if (d) {
       const live = !d.env || !d.env.done;
@@ -2311,9 +2422,9 @@ var FleetView = class {
       this.rows = fleetRows(data);
       const at = this.rows.findIndex((r) => r.id === keep);
       this.selected = at >= 0 ? at : Math.min(this.selected, Math.max(0, this.rows.length - 1));
-      if (problems.length && !this.notice) this.notice = { text: problems.join("; "), level: "error" };
+      this.problems = problems;
     } catch (e) {
-      this.notice = { text: e.message, level: "error" };
+      this.problems = [e.message];
     } finally {
       this.loading = false;
       this.asking = false;
@@ -2355,21 +2466,38 @@ var FleetView = class {
       if (this.detail === d) d.transcript = `(${e.message})`;
     }
   }
+  async refreshSchedule() {
+    const sc = this.sched;
+    if (!sc) return;
+    this.asking = true;
+    sc.askedAt = this.now();
+    try {
+      const item = await this.o.source.schedule(sc.row.id);
+      if (this.sched !== sc) return;
+      sc.item = item;
+      sc.error = item ? void 0 : `Schedule ${sc.row.id} is gone (deleted)`;
+    } catch (e) {
+      if (this.sched === sc) sc.error = e.message;
+    } finally {
+      this.asking = false;
+      this.redraw();
+    }
+  }
   open(row) {
+    this.notice = void 0;
     if (row.kind === "schedule") {
-      const when = row.status === "paused" ? "paused" : row.next !== void 0 ? `next fire ${rowTime(row, this.now())}` : "no next fire";
-      this.say(
-        `Schedule ${row.id}${row.spec ? ` (${row.spec})` : ""}: ${when}, ${row.fires ?? 0} run(s) so far, listed under This folder; \`subagents schedule describe ${row.id}\` shows its recent runs and their results`
-      );
+      this.sched = { row, askedAt: 0 };
+      this.redraw();
+      void this.refreshSchedule();
       return;
     }
-    this.notice = void 0;
-    this.detail = { row, task: 0, readAt: 0, statusAt: 0, mark: "" };
+    this.detail = { row, task: 0, offset: 0, readAt: 0, statusAt: 0, mark: "" };
     this.redraw();
     void this.refreshDetail();
   }
   back() {
     this.detail = void 0;
+    this.sched = void 0;
     this.notice = void 0;
     this.redraw();
     void this.refreshList();
@@ -2393,6 +2521,7 @@ var FleetView = class {
       return;
     }
     const k = this.o.keys;
+    if (this.sched) return this.scheduleInput(data);
     const d = this.detail;
     const count = d ? (d.env?.items ?? []).length : this.rows.length;
     const move = (to) => {
@@ -2441,21 +2570,42 @@ var FleetView = class {
         return this.take();
       case "u":
         return this.openPage();
-      case "r": {
-        const asking2 = { text: "Asking again\u2026", level: "info" };
-        this.notice = asking2;
-        this.redraw();
+      case "r":
         if (d) d.mark = "";
-        void (d ? this.refreshDetail() : this.refreshList()).then(() => {
-          if (this.notice === asking2) this.notice = void 0;
-          this.redraw();
-        });
-        return;
-      }
+        return this.ask(() => d ? this.refreshDetail() : this.refreshList());
     }
+  }
+  /** A key on an open schedule: back, ask again, its UI page; it has no message, result or cancel of its own. */
+  scheduleInput(data) {
+    const sc = this.sched;
+    const k = this.o.keys;
+    const key = this.letter(data);
+    if (k.matches(data, "tui.select.cancel") || key === "q") return this.back();
+    switch (key) {
+      case "r":
+        return this.ask(() => this.refreshSchedule());
+      case "u":
+        return this.openPage();
+      case "s":
+      case "t":
+      case "c":
+        return this.say(scheduleRefusal(sc.row, key), "error");
+    }
+  }
+  /** Asks again now, saying so until the answer is on the screen. */
+  ask(refresh) {
+    const asking2 = { text: "Asking again\u2026", level: "info" };
+    this.notice = asking2;
+    this.redraw();
+    void refresh().then(() => {
+      if (this.notice === asking2) this.notice = void 0;
+      this.redraw();
+    });
   }
   /** The session a message, a take or a page goes to: the selected task, else the selected row's session. */
   target() {
+    const sc = this.sched;
+    if (sc) return { name: sc.row.title, url: sc.item?.ui_url || sc.row.uiUrl, schedule: sc.row };
     const d = this.detail;
     if (d) {
       const it = d.env?.items?.[d.task];
@@ -2464,11 +2614,15 @@ var FleetView = class {
     }
     const row = this.rows[this.selected];
     if (!row) return void 0;
-    return { session: row.session, name: row.title, url: row.uiUrl };
+    return { session: row.session, name: row.title, url: row.uiUrl, schedule: row.kind === "schedule" ? row : void 0 };
   }
   startSend() {
     const t = this.target();
     if (!t) return;
+    if (t.schedule) {
+      this.say(scheduleRefusal(t.schedule, "s"), "error");
+      return;
+    }
     if (!t.session) {
       this.say(`${t.name} has several tasks: open it (enter) and choose the task to send to`, "error");
       return;
@@ -2505,7 +2659,7 @@ var FleetView = class {
       const row = this.rows[this.selected];
       if (!row) return;
       if (row.kind === "schedule") {
-        this.say(`A schedule is paused or deleted, not cancelled: \`subagents schedule pause ${row.id}\``, "error");
+        this.say(scheduleRefusal(row, "c"), "error");
         return;
       }
       id = row.id;
@@ -2518,6 +2672,10 @@ var FleetView = class {
   take() {
     const t = this.target();
     if (!t) return;
+    if (t.schedule) {
+      this.say(scheduleRefusal(t.schedule, "t"), "error");
+      return;
+    }
     if (!t.session) {
       this.say(`${t.name} has several tasks: open it (enter) and choose the task whose result to take`, "error");
       return;
@@ -2549,6 +2707,11 @@ var FleetView = class {
     } else await this.refreshList();
   }
 };
+function scheduleRefusal(row, key) {
+  if (key === "c") return `${row.title} is a schedule: it is paused or deleted, not cancelled (\`subagents schedule pause ${row.id}\`); a run of it, under This folder, is cancelled`;
+  const what = key === "s" ? "takes no message" : "has no result of its own";
+  return `${row.title} is a schedule: it ${what}; its runs are listed under This folder, and enter on it shows them (\`subagents schedule describe ${row.id}\`)`;
+}
 
 // src/fleet-widget.ts
 var TICK_MS2 = 1e3;
@@ -2562,6 +2725,12 @@ function ourProgress(details) {
   if (!details || typeof details !== "object") return false;
   const d = details;
   return "envelope" in d || "windows" in d || d.contract_version === "task.v1";
+}
+function ourResult(details) {
+  if (ourProgress(details)) return true;
+  if (!details || typeof details !== "object") return false;
+  const d = details;
+  return d.mode === "single" && typeof d.sessionId === "string";
 }
 var FleetWidget = class {
   o;
@@ -2590,9 +2759,14 @@ var FleetWidget = class {
   callEnded(toolCallId) {
     if (this.calls.delete(toolCallId)) this.kick(true);
   }
-  /** Something may have started or ended (a turn ended, a view closed): look, and keep looking while anything runs. */
+  /**
+   * Something may have started or ended (a turn ended, a view closed):
+   * look, and keep looking while anything runs; unless this session
+   * started nothing and waits for nothing (cheap checks first).
+   */
   kick(now = false) {
     if (this.closed) return;
+    if (!this.busy() && !this.o.started()) return;
     if (now) this.polledAt = 0;
     if (!this.stopTick) this.stopTick = (this.o.every ?? defaultEvery2)(TICK_MS2, () => this.tick());
     this.tick();
@@ -2663,9 +2837,22 @@ async function schedulesOf2(cli, cwd) {
     const env = await cli.call("schedule", [], [], { action: "list", cwd });
     return { schedules: env.schedules ?? [] };
   } catch (e) {
-    if (e instanceof SubagentsError && (e.code === "INVALID_INPUT" || e.notRunning)) return { schedules: [] };
-    return { schedules: [], problem: `schedules: ${e.message}` };
+    if (e instanceof SubagentsError && e.notRunning) return { schedules: [] };
+    const code = e instanceof SubagentsError && e.code ? `${e.code}: ` : "";
+    return { schedules: [], problem: `schedules: ${code}${e.message}` };
   }
+}
+async function listText(cli, parent, waiting) {
+  let lines;
+  try {
+    const runs = (await cli.call("list", ["--parent-session", parent])).runs ?? [];
+    lines = runs.length ? runs.map(listLine) : ["No delegations from this session yet."];
+  } catch (e) {
+    if (!(e instanceof SubagentsError && e.notRunning)) throw e;
+    lines = ["The subagents service is not running: nothing runs"];
+  }
+  if (waiting.length) lines.push(`Waiting in the background for: ${waiting.join(", ")}`);
+  return lines.join("\n");
 }
 function opener() {
   if (process.platform === "darwin") return ["open"];
@@ -2710,9 +2897,15 @@ function source(pi, deps, ctx) {
         throw e;
       }
     },
-    status: (id) => cli().call("status", [], [id]),
+    // Looking (a run's state, its transcript, a schedule, a result to
+    // take) starts no service; only send and cancel may, as the tools do.
+    status: (id) => cli(true).call("status", [], [id]),
     async transcript(id) {
-      return (await cli().call("transcript", [], [id])).text ?? "";
+      return (await cli(true).call("transcript", [], [id])).text ?? "";
+    },
+    async schedule(id) {
+      const env = await cli(true).call("schedule", [], [], { action: "describe", id });
+      return env.schedules?.[0];
     },
     async send(session, message) {
       const env = await delivery.own(cli().call("send", [], [], { task_id: session, prompt: message, parent_session_id: delivery.delivering(ctx), deliver: true }));
@@ -2728,7 +2921,7 @@ function source(pi, deps, ctx) {
       return applied === false ? `${id} had ended already${prior ? ` (${prior})` : ""}: nothing to cancel` : `Cancelled ${id}${prior ? ` (it was ${prior})` : ""}`;
     },
     async take(session, label) {
-      const env = await cli().call("output", ["--full"], [session]);
+      const env = await cli(true).call("output", ["--full"], [session]);
       const text2 = env.text ?? "";
       if (!text2.trim()) return `${label} has no output yet`;
       pi.sendMessage(
@@ -2743,6 +2936,15 @@ ${text2}`, display: true, details: { sessionId: session } },
     open: openUrl
   };
 }
+function calledOurs(ctx) {
+  try {
+    for (const e of ctx.sessionManager.getBranch()) {
+      if (e.type === "message" && e.message?.role === "toolResult" && ourResult(e.message.details)) return true;
+    }
+  } catch {
+  }
+  return false;
+}
 async function runningTasks(deps, ctx) {
   const env = await deps.cli(true).call("list", ["--kind", "session", "--open", "--parent-session", deps.delivery.parent(ctx)]);
   return (env.runs ?? []).filter((r) => r.status === "running" || r.status === "queued").map((r) => ({ id: r.id, agent: r.agent ?? "", name: r.name, started: Date.parse(r.started) || Date.now() }));
@@ -2751,16 +2953,13 @@ function registerFleet(pi, deps) {
   let tui;
   const loadTui = async () => tui ??= await (deps.loadTui ?? (() => import(PI_TUI)))();
   let widget;
+  let calledHere = false;
+  let calledBefore = false;
   pi.registerCommand("subagents", {
     description: "This session's and this folder's delegations, sessions, plans and schedules: open one, send, cancel, take a result",
     handler: async (_args, ctx) => {
       if (ctx.mode !== "tui") {
-        const env = await deps.cli().call("list", ["--parent-session", deps.delivery.parent(ctx)]);
-        const runs = env.runs ?? [];
-        const lines = runs.length ? runs.map(listLine) : ["No delegations from this session yet."];
-        const waiting = deps.delivery.running();
-        if (waiting.length) lines.push(`Waiting in the background for: ${waiting.join(", ")}`);
-        ctx.ui.notify(lines.join("\n"), "info");
+        ctx.ui.notify(await listText(deps.cli(true), deps.delivery.parent(ctx), deps.delivery.running()), "info");
         return;
       }
       const kit = await loadTui();
@@ -2783,7 +2982,10 @@ function registerFleet(pi, deps) {
   pi.on("session_start", async (_event, ctx) => {
     widget?.dispose();
     widget = void 0;
+    calledHere = false;
+    calledBefore = false;
     if (ctx.mode !== "tui") return;
+    calledBefore = calledOurs(ctx);
     let kit;
     try {
       kit = await loadTui();
@@ -2794,6 +2996,9 @@ function registerFleet(pi, deps) {
       source: { running: () => runningTasks(deps, ctx) },
       kit,
       waiting: () => deps.delivery.running().length > 0,
+      // Cheap, and no service asked: a call of ours in this session,
+      // now or in its history, or its mark that results may wait.
+      started: () => calledHere || calledBefore || deps.delivery.mayHavePending(ctx),
       show: (factory) => {
         if (!factory) {
           ctx.ui.setWidget(WIDGET_KEY, void 0);
@@ -2809,9 +3014,13 @@ function registerFleet(pi, deps) {
     widget.kick(true);
   });
   pi.on("tool_execution_update", (event) => {
-    if (widget && ourProgress(event.partialResult?.details)) widget.callRunning(event.toolCallId);
+    if (widget && ourProgress(event.partialResult?.details)) {
+      calledHere = true;
+      widget.callRunning(event.toolCallId);
+    }
   });
   pi.on("tool_execution_end", (event) => {
+    if (ourResult(event.result?.details)) calledHere = true;
     widget?.callEnded(event.toolCallId);
   });
   pi.on("turn_end", () => {

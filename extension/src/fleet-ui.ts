@@ -7,14 +7,16 @@ import type { Envelope } from "./format.ts";
 import {
 	type Canvas,
 	type DetailScreen,
+	detailView,
 	type FleetData,
 	type FleetRow,
 	fleetRows,
 	type ListScreen,
+	noticeLines,
 	type Paint,
-	renderDetail,
 	renderList,
-	rowTime,
+	renderSchedule,
+	type ScheduleItem,
 	scrollTo,
 	type TextKit,
 	transcriptTail,
@@ -26,6 +28,8 @@ export interface FleetSource {
 	/** The rows' data, and what could not be read (a part missing is no failure of the view). */
 	list(): Promise<{ data: FleetData; problems: string[] }>;
 	status(id: string): Promise<Envelope>;
+	/** A schedule with its next fires and recent runs (`schedule describe ID`); undefined when it is gone. */
+	schedule(id: string): Promise<ScheduleItem | undefined>;
 	/** A session's transcript (`transcript ID`). */
 	transcript(sessionId: string): Promise<string>;
 	/** Sends a message to a session; answers what happened, in a line. */
@@ -95,12 +99,16 @@ const MARGIN_ROWS = 6;
 
 /** An open run: what the detail screen shows, and when it was last asked. */
 type DetailState = Omit<DetailScreen, "maxLines" | "notice" | "prompt"> & {
+	offset: number;
 	/** When the transcript and the status were last read. */
 	readAt: number;
 	statusAt: number;
 	/** The task's progress at the last transcript read: read again when it moves. */
 	mark: string;
 };
+
+/** An open schedule: its describe, and when it was last asked. */
+type ScheduleState = { row: FleetRow; item?: ScheduleItem; error?: string; askedAt: number };
 
 type Pending = { kind: "send"; session: string; name: string; input: LineInput } | { kind: "cancel"; id: string; name: string };
 
@@ -117,9 +125,13 @@ export class FleetView {
 	private selected = 0;
 	private offset = 0;
 	private loading = true;
+	/** What the last action said: until the next action, or the screen changes. */
 	private notice: ListScreen["notice"];
+	/** The parts of the list that could not be read at the last ask: until they can. */
+	private problems: string[] = [];
 	private pending: Pending | undefined;
 	private detail: DetailState | undefined;
+	private sched: ScheduleState | undefined;
 	private listAt = 0;
 	private asking = false;
 	private closed = false;
@@ -156,11 +168,26 @@ export class FleetView {
 	render(width: number): string[] {
 		const c = this.canvas(width);
 		const prompt = this.promptLine(width);
-		if (this.detail) return renderDetail(c, { ...this.detail, maxLines: this.maxLines(), notice: this.notice, prompt });
-		// Title, two headings at most, the scroll marks, a notice, the keys.
-		const maxRows = Math.max(3, this.maxLines() - 8);
+		if (this.sched) return renderSchedule(c, { ...this.sched, maxLines: this.maxLines(), notice: this.notice });
+		if (this.detail) {
+			const d = detailView(c, { ...this.detail, maxLines: this.maxLines(), notice: this.notice, prompt });
+			this.detail.offset = d.offset;
+			return d.lines;
+		}
+		// Title, three headings at most, the scroll marks, the problems and the notice, the keys.
+		const maxRows = Math.max(3, this.maxLines() - 7 - noticeLines(c, this.problems, this.notice).length);
 		this.offset = scrollTo(this.selected, this.offset, maxRows, this.rows.length);
-		return renderList(c, { rows: this.rows, selected: this.selected, maxRows, offset: this.offset, loading: this.loading, notice: this.notice, prompt, folder: this.o.folder });
+		return renderList(c, {
+			rows: this.rows,
+			selected: this.selected,
+			maxRows,
+			offset: this.offset,
+			loading: this.loading,
+			notice: this.notice,
+			problems: this.problems,
+			prompt,
+			folder: this.o.folder,
+		});
 	}
 
 	private promptLine(width: number): string | undefined {
@@ -192,6 +219,14 @@ export class FleetView {
 	tick(): void {
 		if (this.closed) return;
 		const now = this.now();
+		const sc = this.sched;
+		if (sc) {
+			// A run of it under way is the live part; the times to the next fires tick.
+			this.redraw();
+			const live = (sc.item?.runs ?? []).some((r) => working(r.status));
+			if (live && !this.asking && now - sc.askedAt >= DETAIL_REFRESH_MS) void this.refreshSchedule();
+			return;
+		}
 		const d = this.detail;
 		if (d) {
 			const live = !d.env || !d.env.done;
@@ -213,9 +248,10 @@ export class FleetView {
 			this.rows = fleetRows(data);
 			const at = this.rows.findIndex((r) => r.id === keep);
 			this.selected = at >= 0 ? at : Math.min(this.selected, Math.max(0, this.rows.length - 1));
-			if (problems.length && !this.notice) this.notice = { text: problems.join("; "), level: "error" };
+			// A part that can be read again has no problem any more.
+			this.problems = problems;
 		} catch (e) {
-			this.notice = { text: (e as Error).message, level: "error" };
+			this.problems = [(e as Error).message];
 		} finally {
 			this.loading = false;
 			this.asking = false;
@@ -260,22 +296,40 @@ export class FleetView {
 		}
 	}
 
+	private async refreshSchedule(): Promise<void> {
+		const sc = this.sched;
+		if (!sc) return;
+		this.asking = true;
+		sc.askedAt = this.now();
+		try {
+			const item = await this.o.source.schedule(sc.row.id);
+			if (this.sched !== sc) return;
+			sc.item = item;
+			sc.error = item ? undefined : `Schedule ${sc.row.id} is gone (deleted)`;
+		} catch (e) {
+			if (this.sched === sc) sc.error = (e as Error).message;
+		} finally {
+			this.asking = false;
+			this.redraw();
+		}
+	}
+
 	private open(row: FleetRow): void {
+		this.notice = undefined;
 		if (row.kind === "schedule") {
-			const when = row.status === "paused" ? "paused" : row.next !== undefined ? `next fire ${rowTime(row, this.now())}` : "no next fire";
-			this.say(
-				`Schedule ${row.id}${row.spec ? ` (${row.spec})` : ""}: ${when}, ${row.fires ?? 0} run(s) so far, listed under This folder; \`subagents schedule describe ${row.id}\` shows its recent runs and their results`,
-			);
+			this.sched = { row, askedAt: 0 };
+			this.redraw();
+			void this.refreshSchedule();
 			return;
 		}
-		this.notice = undefined;
-		this.detail = { row, task: 0, readAt: 0, statusAt: 0, mark: "" };
+		this.detail = { row, task: 0, offset: 0, readAt: 0, statusAt: 0, mark: "" };
 		this.redraw();
 		void this.refreshDetail();
 	}
 
 	private back(): void {
 		this.detail = undefined;
+		this.sched = undefined;
 		this.notice = undefined;
 		this.redraw();
 		void this.refreshList();
@@ -301,6 +355,7 @@ export class FleetView {
 			return;
 		}
 		const k = this.o.keys;
+		if (this.sched) return this.scheduleInput(data);
 		const d = this.detail;
 		const count = d ? (d.env?.items ?? []).length : this.rows.length;
 		const move = (to: number) => {
@@ -349,23 +404,46 @@ export class FleetView {
 				return this.take();
 			case "u":
 				return this.openPage();
-			case "r": {
-				const asking = { text: "Asking again…", level: "info" as const };
-				this.notice = asking;
-				this.redraw();
+			case "r":
 				if (d) d.mark = "";
-				void (d ? this.refreshDetail() : this.refreshList()).then(() => {
-					// The answer is on the screen: the line has said its part.
-					if (this.notice === asking) this.notice = undefined;
-					this.redraw();
-				});
-				return;
-			}
+				return this.ask(() => (d ? this.refreshDetail() : this.refreshList()));
 		}
 	}
 
+	/** A key on an open schedule: back, ask again, its UI page; it has no message, result or cancel of its own. */
+	private scheduleInput(data: string): void {
+		const sc = this.sched!;
+		const k = this.o.keys;
+		const key = this.letter(data);
+		if (k.matches(data, "tui.select.cancel") || key === "q") return this.back();
+		switch (key) {
+			case "r":
+				return this.ask(() => this.refreshSchedule());
+			case "u":
+				return this.openPage();
+			case "s":
+			case "t":
+			case "c":
+				return this.say(scheduleRefusal(sc.row, key), "error");
+		}
+	}
+
+	/** Asks again now, saying so until the answer is on the screen. */
+	private ask(refresh: () => Promise<void>): void {
+		const asking = { text: "Asking again…", level: "info" as const };
+		this.notice = asking;
+		this.redraw();
+		void refresh().then(() => {
+			// The answer is on the screen: the line has said its part.
+			if (this.notice === asking) this.notice = undefined;
+			this.redraw();
+		});
+	}
+
 	/** The session a message, a take or a page goes to: the selected task, else the selected row's session. */
-	private target(): { session?: string; name: string; url?: string } | undefined {
+	private target(): { session?: string; name: string; url?: string; schedule?: FleetRow } | undefined {
+		const sc = this.sched;
+		if (sc) return { name: sc.row.title, url: sc.item?.ui_url || sc.row.uiUrl, schedule: sc.row };
 		const d = this.detail;
 		if (d) {
 			const it = d.env?.items?.[d.task];
@@ -374,12 +452,16 @@ export class FleetView {
 		}
 		const row = this.rows[this.selected];
 		if (!row) return undefined;
-		return { session: row.session, name: row.title, url: row.uiUrl };
+		return { session: row.session, name: row.title, url: row.uiUrl, schedule: row.kind === "schedule" ? row : undefined };
 	}
 
 	private startSend(): void {
 		const t = this.target();
 		if (!t) return;
+		if (t.schedule) {
+			this.say(scheduleRefusal(t.schedule, "s"), "error");
+			return;
+		}
 		if (!t.session) {
 			this.say(`${t.name} has several tasks: open it (enter) and choose the task to send to`, "error");
 			return;
@@ -418,7 +500,7 @@ export class FleetView {
 			const row = this.rows[this.selected];
 			if (!row) return;
 			if (row.kind === "schedule") {
-				this.say(`A schedule is paused or deleted, not cancelled: \`subagents schedule pause ${row.id}\``, "error");
+				this.say(scheduleRefusal(row, "c"), "error");
 				return;
 			}
 			id = row.id;
@@ -432,6 +514,10 @@ export class FleetView {
 	private take(): void {
 		const t = this.target();
 		if (!t) return;
+		if (t.schedule) {
+			this.say(scheduleRefusal(t.schedule, "t"), "error");
+			return;
+		}
 		if (!t.session) {
 			this.say(`${t.name} has several tasks: open it (enter) and choose the task whose result to take`, "error");
 			return;
@@ -464,4 +550,11 @@ export class FleetView {
 			await this.refreshDetail();
 		} else await this.refreshList();
 	}
+}
+
+/** Why s, t or c does nothing on a schedule, and what does. */
+function scheduleRefusal(row: FleetRow, key: "s" | "t" | "c"): string {
+	if (key === "c") return `${row.title} is a schedule: it is paused or deleted, not cancelled (\`subagents schedule pause ${row.id}\`); a run of it, under This folder, is cancelled`;
+	const what = key === "s" ? "takes no message" : "has no result of its own";
+	return `${row.title} is a schedule: it ${what}; its runs are listed under This folder, and enter on it shows them (\`subagents schedule describe ${row.id}\`)`;
 }

@@ -5,7 +5,24 @@
 
 import { cancelled, type Envelope, type Item, type ListItem, oneLine, succeeded, toolRowText } from "./format.ts";
 
-/** One schedule as `schedule list --json` answers (client.ScheduleItem; the fields the view reads). */
+/** One run of a schedule as `schedule describe --json` answers (client.ScheduleRun; the fields the view reads). */
+export interface ScheduleRun {
+	id: string;
+	/** The delegation or plan it started. */
+	delegation_id?: string;
+	status: string;
+	/** When it started (RFC 3339). */
+	fired: string;
+	/** The start of its first task's output, or of its error. */
+	summary?: string;
+	error?: { code: string; message: string };
+	/** A pi session of the folder has its result. */
+	delivered?: boolean;
+	/** Its result waits for a pi session of the folder while this is set and delivered is not. */
+	result_id?: string;
+}
+
+/** One schedule as `schedule list --json` and `schedule describe --json` answer (client.ScheduleItem; the fields the view reads). */
 export interface ScheduleItem {
 	id: string;
 	/** Its readable title: what it runs. */
@@ -16,11 +33,22 @@ export interface ScheduleItem {
 	kind?: string;
 	/** When it fires, in the words it was made with ("every 2h", "cron 0 9 * * 1-5"). */
 	spec?: string;
+	timezone?: string;
+	overlap?: string;
+	catchup?: string;
+	/** When it stops firing (RFC 3339). */
+	end?: string;
+	/** Only its failed runs are delivered. */
+	quiet?: boolean;
 	paused: boolean;
 	/** The next times it fires (RFC 3339). */
 	next_fires?: string[];
-	/** How many runs it started. */
+	/** How many runs it started; missed: fires later than the catch-up window; skipped: by the overlap policy. */
 	fires?: number;
+	missed?: number;
+	skipped?: number;
+	/** Its recent runs, newest first (describe only). */
+	runs?: ScheduleRun[];
 	ui_url?: string;
 }
 
@@ -312,8 +340,10 @@ export interface ListScreen {
 	offset: number;
 	/** Set while the first answer is awaited. */
 	loading?: boolean;
-	/** A line about the last action or a part that could not be read. */
+	/** A line about the last action: what it did, or why it failed. */
 	notice?: { text: string; level: "info" | "error" };
+	/** The parts that cannot be read now (the service stopped, say): shown until they can. */
+	problems?: string[];
 	/** The prompt line (a message being typed, a cancel to confirm), which takes the keys' place. */
 	prompt?: string;
 	folder: string;
@@ -346,18 +376,28 @@ export function renderList(c: Canvas, s: ListScreen): string[] {
 		out.push(rowLine(c, row, i === s.selected));
 	}
 	if (end < s.rows.length) out.push(fit(c, c.paint.fg("dim", `  ↓ ${s.rows.length - end} more`)));
-	return [...out, ...foot(c, s.notice, s.prompt, LIST_KEYS)];
+	return [...out, ...foot(c, s.problems ?? [], s.notice, s.prompt, LIST_KEYS)];
 }
 
-// A notice (a URL, an error) is wrapped to at most this many lines.
+// A notice (a URL, an error) is wrapped to at most this many lines, and so
+// are the problems together: the rows keep the rest of the screen.
 const NOTICE_LINES = 3;
 
-function foot(c: Canvas, notice: ListScreen["notice"], prompt: string | undefined, keys: readonly [string, string]): string[] {
+/**
+ * The lines above the keys: what cannot be read now (problems, in the
+ * error color, as long as they hold), then what the last action said (a
+ * notice). A notice never hides a problem.
+ */
+export function noticeLines(c: Canvas, problems: readonly string[], notice: ListScreen["notice"]): string[] {
 	const out: string[] = [];
-	if (notice) {
-		const color = notice.level === "error" ? "error" : "accent";
-		for (const l of c.kit.wrapTextWithAnsi(notice.text, c.width - 1).slice(0, NOTICE_LINES)) out.push(fit(c, c.paint.fg(color, ` ${l}`)));
-	}
+	const wrap = (text: string, color: Color) => c.kit.wrapTextWithAnsi(text, c.width - 1).slice(0, NOTICE_LINES).map((l) => fit(c, c.paint.fg(color, ` ${l}`)));
+	if (problems.length) out.push(...wrap(problems.join("; "), "error"));
+	if (notice) out.push(...wrap(notice.text, notice.level === "error" ? "error" : "accent"));
+	return out;
+}
+
+function foot(c: Canvas, problems: readonly string[], notice: ListScreen["notice"], prompt: string | undefined, keys: readonly [string, string]): string[] {
+	const out = noticeLines(c, problems, notice);
 	const [full, short] = keys;
 	const help = c.kit.visibleWidth(full) < c.width ? full : short;
 	out.push(prompt !== undefined ? fit(c, prompt) : fit(c, c.paint.fg("dim", ` ${help}`)));
@@ -370,12 +410,15 @@ export interface DetailScreen {
 	env?: Envelope;
 	/** The selected task (an index into env.items). */
 	task: number;
+	/** The first task shown when they do not all fit (kept by the caller so that the tasks scroll, not jump). */
+	offset?: number;
 	/** The tail of the selected task's transcript, when read. */
 	transcript?: string;
 	/** How many lines the screen may use. */
 	maxLines: number;
 	notice?: ListScreen["notice"];
 	prompt?: string;
+	/** What could not be read of the run (its status). */
 	error?: string;
 }
 
@@ -386,6 +429,13 @@ const DETAIL_TOOL_ROWS = 4;
 // most this many characters before the width cuts them: wider than any
 // terminal, short enough that a long answer costs nothing to draw.
 const LINE_CHARS = 200;
+// When a run's tasks do not all fit, the selected task's transcript keeps at
+// least this many lines (its heading and its last five): what the child did
+// last stays in sight however many tasks the run has (up to 16).
+const TRANSCRIPT_MIN_LINES = 6;
+// A plan's steps take at most this share of the lines left for the run when
+// not everything fits: the tasks beneath them are the live part.
+const PLAN_SHARE = 3;
 
 /** An item's state: a task between turns of a sticky session waits for input. */
 function itemStatus(it: Item): string {
@@ -395,8 +445,50 @@ function itemStatus(it: Item): string {
 	return it.status === "completed" ? "failed" : it.status;
 }
 
+/** One task's lines: its head, its last tool calls, its last words (or question, answer, error), the runs it delegated. */
+function taskBlock(c: Canvas, it: Item, marked: boolean): string[] {
+	const block: string[] = [];
+	const name = it.name || it.description || it.task_id;
+	const st = itemStatus(it);
+	block.push(` ${marked ? "▸" : " "} ${icon(st, c.paint)} ${c.paint.bold(name)} · ${it.agent} · ${stateLabel(st)} · ${duration(it.elapsed_ms)} · ${it.tool_count} tools · ${it.task_id}`);
+	for (const r of (it.tool_rows ?? []).slice(-DETAIL_TOOL_ROWS)) block.push(c.paint.fg("muted", `     ${toolRowText(r)}`));
+	if (!it.done && it.question) block.push(c.paint.fg("warning", `     ? asks (${it.question.reason}): ${oneLine(it.question.message, LINE_CHARS)}`));
+	else if (!it.done && it.last_text) block.push(`     » ${oneLine(it.last_text, LINE_CHARS)}`);
+	else if (it.done && it.error) block.push(c.paint.fg("error", `     ${oneLine(it.error.message, LINE_CHARS)}`));
+	else if (it.done && it.output) block.push(`     ${oneLine(it.output, LINE_CHARS)}`);
+	for (const n of it.nested ?? []) block.push(c.paint.fg("muted", `     ↳ ${icon(n.status || n.execution_status, c.paint)} ${n.name || n.id} · ${n.agent ?? ""} · ${n.status || n.execution_status}`));
+	return block;
+}
+
+/**
+ * The tasks shown when blocks of these heights do not all fit in room lines
+ * (two of which go to the "more tasks" lines): from offset on, moved just
+ * enough that the selected task is in the window, then filled with the
+ * tasks after it and, at the end, before it. start..end, end exclusive.
+ */
+export function taskWindow(heights: number[], selected: number, offset: number, room: number): { start: number; end: number } {
+	const n = heights.length;
+	const total = heights.reduce((a, b) => a + b, 0);
+	if (total <= room) return { start: 0, end: n };
+	const avail = Math.max(1, room - 2);
+	const sum = (a: number, b: number) => heights.slice(a, b).reduce((x, y) => x + y, 0);
+	let start = Math.max(0, Math.min(offset, selected));
+	while (start < selected && sum(start, selected + 1) > avail) start++;
+	let end = selected + 1;
+	// The selected task alone fills the room: it is shown cut.
+	if (sum(start, end) > avail) return { start: selected, end };
+	while (end < n && sum(start, end + 1) <= avail) end++;
+	while (start > 0 && sum(start - 1, end) <= avail) start--;
+	return { start, end };
+}
+
 /** The detail screen: the run, each task with its tool rows, last words, question and nested runs, the transcript's tail. */
 export function renderDetail(c: Canvas, s: DetailScreen): string[] {
+	return detailView(c, s).lines;
+}
+
+/** The detail screen's lines, and the first task they show (the caller keeps it as the next render's offset). */
+export function detailView(c: Canvas, s: DetailScreen): { lines: string[]; offset: number } {
 	const row = s.row;
 	const out = [titleBar(c, `Subagents › ${row.title.startsWith(row.kind) ? row.title : `${row.kind} ${row.title}`}`)];
 	const env = s.env;
@@ -405,51 +497,129 @@ export function renderDetail(c: Canvas, s: DetailScreen): string[] {
 	if (s.error) out.push(fit(c, c.paint.fg("error", `   ${s.error}`)));
 	if (!env) {
 		if (!s.error) out.push(fit(c, c.paint.fg("muted", "   Asking the subagents service…")));
-		return [...out, ...foot(c, s.notice, s.prompt, DETAIL_KEYS)];
+		return { lines: [...out, ...foot(c, [], s.notice, s.prompt, DETAIL_KEYS)], offset: 0 };
 	}
-	const body: string[] = [];
+	const planLines: string[] = [];
 	if (env.plan) {
 		const plan = env.plan;
 		const done = plan.steps.filter((st) => st.state === "completed").length;
-		body.push(c.paint.fg("muted", `   Plan ${plan.name ?? ""} · ${done}/${plan.steps.length} steps done${plan.attempt > 1 ? ` · attempt ${plan.attempt}` : ""}`));
+		planLines.push(c.paint.fg("muted", `   Plan ${plan.name ?? ""} · ${done}/${plan.steps.length} steps done${plan.attempt > 1 ? ` · attempt ${plan.attempt}` : ""}`));
 		for (const st of plan.steps) {
 			const bits = [st.agent ?? "", st.state, (st.round ?? 0) > 1 ? `round ${st.round}` : "", st.verdict ? `verdict ${st.verdict}` : ""].filter(Boolean);
-			body.push(`   ${icon(st.state, c.paint)} ${[...(st.path ?? []), st.key].join("/")} · ${bits.join(" · ")}`);
+			planLines.push(`   ${icon(st.state, c.paint)} ${[...(st.path ?? []), st.key].join("/")} · ${bits.join(" · ")}`);
 		}
-		if (plan.stopped) body.push(c.paint.fg("error", `   ✕ ${plan.stopped.code}: ${plan.stopped.message}`));
+		if (plan.stopped) planLines.push(c.paint.fg("error", `   ✕ ${plan.stopped.code}: ${plan.stopped.message}`));
 	}
 	const list = env.items ?? [];
-	for (const [i, it] of list.entries()) {
-		const mark = list.length > 1 && i === s.task ? "▸" : " ";
-		const name = it.name || it.description || it.task_id;
-		const st = itemStatus(it);
-		const head = `${mark} ${icon(st, c.paint)} ${c.paint.bold(name)} · ${it.agent} · ${stateLabel(st)} · ${duration(it.elapsed_ms)} · ${it.tool_count} tools · ${it.task_id}`;
-		body.push(` ${head}`);
-		for (const r of (it.tool_rows ?? []).slice(-DETAIL_TOOL_ROWS)) body.push(c.paint.fg("muted", `     ${toolRowText(r)}`));
-		if (!it.done && it.question) body.push(c.paint.fg("warning", `     ? asks (${it.question.reason}): ${oneLine(it.question.message, LINE_CHARS)}`));
-		else if (!it.done && it.last_text) body.push(`     » ${oneLine(it.last_text, LINE_CHARS)}`);
-		else if (it.done && it.error) body.push(c.paint.fg("error", `     ${oneLine(it.error.message, LINE_CHARS)}`));
-		else if (it.done && it.output) body.push(`     ${oneLine(it.output, LINE_CHARS)}`);
-		for (const n of it.nested ?? []) body.push(c.paint.fg("muted", `     ↳ ${icon(n.status || n.execution_status, c.paint)} ${n.name || n.id} · ${n.agent ?? ""} · ${n.status || n.execution_status}`));
-	}
-	const url = (list[s.task] ?? list[0])?.ui_url || env.ui_url || row.uiUrl;
+	const selected = Math.max(0, Math.min(s.task, list.length - 1));
+	const blocks = list.map((it, i) => taskBlock(c, it, list.length > 1 && i === selected));
+	const url = (list[selected] ?? list[0])?.ui_url || env.ui_url || row.uiUrl;
 	const tail: string[] = [];
-	const chosen = list[s.task];
+	const chosen = list[selected];
 	if (chosen) {
 		tail.push(c.paint.fg("muted", c.paint.bold(` Transcript of ${chosen.name || chosen.task_id} (its end)`)));
 		const text = s.transcript?.trimEnd();
 		const lines = text ? text.split("\n").filter((l) => l.trim() !== "") : [c.paint.fg("dim", "(reading…)")];
 		tail.push(...lines.map((l) => `   ${l}`));
 	}
-	const footer = foot(c, s.notice, s.prompt, DETAIL_KEYS);
+	const footer = foot(c, [], s.notice, s.prompt, DETAIL_KEYS);
 	const fixed = out.length + (url ? 1 : 0) + footer.length;
-	// The run's own lines first; the transcript gets what is left, its end kept.
 	const room = Math.max(0, s.maxLines - fixed);
-	const shownBody = body.slice(0, room);
-	const tailRoom = Math.max(0, room - shownBody.length);
-	const shownTail = tailRoom >= 2 ? [tail[0], ...tail.slice(1).slice(-(tailRoom - 1))] : [];
-	for (const l of [...shownBody, ...shownTail]) out.push(fit(c, l));
+	const all = planLines.length + blocks.reduce((a, b) => a + b.length, 0);
+	let body: string[];
+	let offset = 0;
+	if (all + Math.min(tail.length, TRANSCRIPT_MIN_LINES) <= room) {
+		body = [...planLines, ...blocks.flat()];
+	} else {
+		// Not everything fits: the transcript keeps its few lines, the plan
+		// its share, and the tasks scroll to keep the selected one in sight.
+		let keep = Math.min(tail.length, TRANSCRIPT_MIN_LINES, Math.max(0, room - 3));
+		if (keep < 2) keep = 0;
+		const bodyRoom = room - keep;
+		const planCap = planLines.length ? Math.max(1, Math.floor(bodyRoom / PLAN_SHARE)) : 0;
+		const plan =
+			planLines.length <= planCap
+				? planLines
+				: planCap >= 2
+					? [...planLines.slice(0, planCap - 1), c.paint.fg("dim", `   … ${planLines.length - planCap + 1} more lines of the plan`)]
+					: planLines.slice(0, 1);
+		const taskRoom = Math.max(0, bodyRoom - plan.length);
+		const w = taskWindow(
+			blocks.map((b) => b.length),
+			selected,
+			s.offset ?? 0,
+			taskRoom,
+		);
+		offset = w.start;
+		const shown = blocks.slice(w.start, w.end).flat();
+		const more = (n: number, arrow: string) => c.paint.fg("dim", `  ${arrow} ${n} more task${n === 1 ? "" : "s"}`);
+		const above = w.start > 0 ? [more(w.start, "↑")] : [];
+		const below = w.end < blocks.length ? [more(blocks.length - w.end, "↓")] : [];
+		body = [...plan, ...above, ...shown.slice(0, Math.max(1, taskRoom - above.length - below.length)), ...below];
+	}
+	const tailRoom = Math.max(0, room - body.length);
+	const shownTail = tail.length && tailRoom >= 2 ? [tail[0], ...tail.slice(1).slice(-(tailRoom - 1))] : [];
+	for (const l of [...body.slice(0, room), ...shownTail]) out.push(fit(c, l));
 	if (url) out.push(fit(c, c.paint.fg("dim", ` UI ${url}`)));
+	return { lines: [...out, ...footer], offset };
+}
+
+/** What the schedule screen shows: one schedule, as `schedule describe` answered. */
+export interface ScheduleScreen {
+	row: FleetRow;
+	item?: ScheduleItem;
+	maxLines: number;
+	notice?: ListScreen["notice"];
+	error?: string;
+}
+
+export const SCHEDULE_KEYS = ["u UI page · r refresh · esc back", "u UI · r refresh · esc back"] as const;
+
+// A schedule's next fires shown: when it fires next, and the rhythm after.
+const NEXT_FIRES = 3;
+
+/** The schedule screen: when it fires, its policies, how often it ran, and its recent runs with their results. */
+export function renderSchedule(c: Canvas, s: ScheduleScreen): string[] {
+	const row = s.row;
+	const it = s.item;
+	const out = [titleBar(c, `Subagents › schedule ${row.title}`)];
+	const status = it ? (it.paused ? "paused" : "active") : row.status;
+	const spec = it?.spec ?? row.spec;
+	out.push(fit(c, ` ${icon(status, c.paint)} ${c.paint.bold(row.title)} · ${status}${spec ? ` · ${spec}` : ""} · ${row.id}`));
+	if (s.error) out.push(fit(c, c.paint.fg("error", `   ${s.error}`)));
+	const footer = foot(c, [], s.notice, undefined, SCHEDULE_KEYS);
+	if (!it) {
+		if (!s.error) out.push(fit(c, c.paint.fg("muted", "   Asking the subagents service…")));
+		return [...out, ...footer];
+	}
+	const facts: string[] = [];
+	const policies = [`overlap ${it.overlap ?? "skip"}`, `catch-up ${it.catchup ?? "-"}`, it.quiet ? "quiet (only failures are delivered)" : "", it.end ? `ends ${it.end}` : ""].filter(Boolean);
+	facts.push(`   Runs a ${it.kind ?? "delegation"}${it.cwd ? ` in ${it.cwd}` : ""}${it.timezone ? ` · times in ${it.timezone}` : ""} · ${policies.join(" · ")}`);
+	if (it.note) facts.push(c.paint.fg("muted", `   ${it.paused ? "Paused: " : "Note: "}${oneLine(it.note, LINE_CHARS)}`));
+	const fired = [`Fired ${it.fires ?? 0} time${it.fires === 1 ? "" : "s"}`, it.missed ? `${it.missed} missed` : "", it.skipped ? `${it.skipped} skipped by overlap` : ""].filter(Boolean).join(", ");
+	const next = (it.next_fires ?? [])
+		.slice(0, NEXT_FIRES)
+		.map((t) => time(t))
+		.filter((t): t is number => t !== undefined)
+		.map((t) => `in ${duration(t - c.now)}`);
+	facts.push(`   ${fired} · ${it.paused ? "paused: no next fire" : next.length ? `next ${next.join(", ")}` : "no next fire"}`);
+	const runs = it.runs ?? [];
+	const runLines = runs.map((r) => {
+		const when = time(r.fired);
+		const ago = when !== undefined ? `${age(c.now - when)} ago` : "-";
+		const delivered = r.delivered ? " · delivered" : r.result_id ? " · waits for a pi session here" : "";
+		const said = r.error ? r.error.message : r.summary;
+		// Its words before its ID: the ID's end tells runs apart, and the width cuts from the right.
+		return `   ${icon(r.status, c.paint)} ${ago} · ${stateLabel(r.status)}${delivered}${said ? ` · ${oneLine(said, LINE_CHARS)}` : ""}${r.delegation_id ? ` · ${shortId(r.delegation_id)}` : ""}`;
+	});
+	const heading = c.paint.fg("muted", c.paint.bold(runs.length ? " Recent runs (newest first)" : " No runs yet"));
+	const fixed = out.length + (it.ui_url ? 1 : 0) + footer.length;
+	const room = Math.max(0, s.maxLines - fixed);
+	const body = [...facts, heading];
+	const runRoom = Math.max(0, room - body.length);
+	const shownRuns = runLines.length <= runRoom ? runLines : [...runLines.slice(0, Math.max(0, runRoom - 1)), c.paint.fg("dim", `  ↓ ${runLines.length - Math.max(0, runRoom - 1)} more runs`)];
+	for (const l of [...body, ...shownRuns].slice(0, room)) out.push(fit(c, l));
+	if (it.ui_url) out.push(fit(c, c.paint.fg("dim", ` UI ${it.ui_url}`)));
 	return [...out, ...footer];
 }
 

@@ -4,8 +4,11 @@
 // It asks the service only while something of this session may run: a tool
 // call of ours is under way (its live updates say so), the extension waits
 // for a background delegation (Delivery.running()), or the last look found
-// tasks running. Then it lists this session's open sessions every POLL_MS;
-// otherwise it asks nothing.
+// tasks running. Then it lists this session's open sessions every POLL_MS.
+// Otherwise a turn's end (or the session's start) looks once, and only when
+// this session has started something (a call of ours now or in its
+// history, its mark that results may wait: checks that ask nothing); a
+// session that never delegated asks nothing at all.
 
 import { type Paint, type RunningTask, renderWidget, type TextKit } from "./fleet-view.ts";
 
@@ -24,6 +27,8 @@ export interface WidgetOptions {
 	show: WidgetHost;
 	/** Whether the extension waits for work of this session (Delivery.running()). */
 	waiting: () => boolean;
+	/** Whether this session has started anything that may still run; cheap: it asks no service. */
+	started: () => boolean;
 	now?: () => number;
 	every?: (ms: number, fn: () => void) => () => void;
 }
@@ -48,6 +53,14 @@ export function ourProgress(details: unknown): boolean {
 	if (!details || typeof details !== "object") return false;
 	const d = details as Record<string, unknown>;
 	return "envelope" in d || "windows" in d || d.contract_version === "task.v1";
+}
+
+/** The details of a result of this extension's tools: the task and delegate contracts', or the subagent tool's (a session's). */
+export function ourResult(details: unknown): boolean {
+	if (ourProgress(details)) return true;
+	if (!details || typeof details !== "object") return false;
+	const d = details as Record<string, unknown>;
+	return d.mode === "single" && typeof d.sessionId === "string";
 }
 
 export class FleetWidget {
@@ -82,9 +95,14 @@ export class FleetWidget {
 		if (this.calls.delete(toolCallId)) this.kick(true);
 	}
 
-	/** Something may have started or ended (a turn ended, a view closed): look, and keep looking while anything runs. */
+	/**
+	 * Something may have started or ended (a turn ended, a view closed):
+	 * look, and keep looking while anything runs; unless this session
+	 * started nothing and waits for nothing (cheap checks first).
+	 */
 	kick(now = false): void {
 		if (this.closed) return;
+		if (!this.busy() && !this.o.started()) return;
 		if (now) this.polledAt = 0;
 		if (!this.stopTick) this.stopTick = (this.o.every ?? defaultEvery)(TICK_MS, () => this.tick());
 		this.tick();

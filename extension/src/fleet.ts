@@ -12,7 +12,7 @@ import type { Delivery } from "./delivery.ts";
 import { type Envelope, listLine } from "./format.ts";
 import { FleetView, type FleetSource, type KeyReader } from "./fleet-ui.ts";
 import type { FleetData, Paint, RunningTask, ScheduleItem } from "./fleet-view.ts";
-import { FleetWidget, ourProgress } from "./fleet-widget.ts";
+import { FleetWidget, ourProgress, ourResult } from "./fleet-widget.ts";
 
 type Tui = typeof import("@earendil-works/pi-tui");
 
@@ -40,15 +40,35 @@ async function runsOf(call: Promise<Envelope>): Promise<Envelope["runs"]> {
 	return (await call).runs ?? [];
 }
 
-/** A schedule listing that is not there yet (the verb being built, an older service) is no schedules. */
+/**
+ * The folder's schedules (`schedule list --cwd`). No service running is no
+ * schedules (none fires without it; the list says the service is down);
+ * any other failure, a refusal among them, is a problem the view names.
+ */
 export async function schedulesOf(cli: SubagentsCli, cwd: string): Promise<{ schedules: ScheduleItem[]; problem?: string }> {
 	try {
 		const env = await cli.call<Envelope & { schedules?: ScheduleItem[] }>("schedule", [], [], { action: "list", cwd });
 		return { schedules: env.schedules ?? [] };
 	} catch (e) {
-		if (e instanceof SubagentsError && (e.code === "INVALID_INPUT" || e.notRunning)) return { schedules: [] };
-		return { schedules: [], problem: `schedules: ${(e as Error).message}` };
+		if (e instanceof SubagentsError && e.notRunning) return { schedules: [] };
+		const code = e instanceof SubagentsError && e.code ? `${e.code}: ` : "";
+		return { schedules: [], problem: `schedules: ${code}${(e as Error).message}` };
 	}
+}
+
+/** The text `/subagents` answers with outside the terminal UI: this session's runs, one a line, and what the extension waits for. */
+export async function listText(cli: SubagentsCli, parent: string, waiting: string[]): Promise<string> {
+	let lines: string[];
+	try {
+		const runs = (await cli.call("list", ["--parent-session", parent])).runs ?? [];
+		lines = runs.length ? runs.map(listLine) : ["No delegations from this session yet."];
+	} catch (e) {
+		// Looking starts no service: none running, nothing runs.
+		if (!(e instanceof SubagentsError && e.notRunning)) throw e;
+		lines = ["The subagents service is not running: nothing runs"];
+	}
+	if (waiting.length) lines.push(`Waiting in the background for: ${waiting.join(", ")}`);
+	return lines.join("\n");
 }
 
 /** The command that opens a URL on this platform, when there is a desktop to open it on. */
@@ -100,9 +120,15 @@ function source(pi: ExtensionAPI, deps: FleetDeps, ctx: ExtensionContext): Fleet
 				throw e;
 			}
 		},
-		status: (id) => cli().call("status", [], [id]),
+		// Looking (a run's state, its transcript, a schedule, a result to
+		// take) starts no service; only send and cancel may, as the tools do.
+		status: (id) => cli(true).call("status", [], [id]),
 		async transcript(id) {
-			return (await cli().call("transcript", [], [id])).text ?? "";
+			return (await cli(true).call("transcript", [], [id])).text ?? "";
+		},
+		async schedule(id) {
+			const env = await cli(true).call<Envelope & { schedules?: ScheduleItem[] }>("schedule", [], [], { action: "describe", id });
+			return env.schedules?.[0];
 		},
 		async send(session, message) {
 			// As the task tool's send: a session between turns or ended is
@@ -120,7 +146,8 @@ function source(pi: ExtensionAPI, deps: FleetDeps, ctx: ExtensionContext): Fleet
 			return applied === false ? `${id} had ended already${prior ? ` (${prior})` : ""}: nothing to cancel` : `Cancelled ${id}${prior ? ` (it was ${prior})` : ""}`;
 		},
 		async take(session, label) {
-			const env = await cli().call("output", ["--full"], [session]);
+			// A result is read, not made: no service running, there is none to take.
+			const env = await cli(true).call("output", ["--full"], [session]);
 			const text = env.text ?? "";
 			if (!text.trim()) return `${label} has no output yet`;
 			pi.sendMessage(
@@ -132,6 +159,18 @@ function source(pi: ExtensionAPI, deps: FleetDeps, ctx: ExtensionContext): Fleet
 		},
 		open: openUrl,
 	};
+}
+
+/** Whether the session's branch holds a result of this extension's tools (an earlier run of it delegated). */
+function calledOurs(ctx: ExtensionContext): boolean {
+	try {
+		for (const e of ctx.sessionManager.getBranch() as Array<{ type?: string; message?: { role?: string; details?: unknown } }>) {
+			if (e.type === "message" && e.message?.role === "toolResult" && ourResult(e.message.details)) return true;
+		}
+	} catch {
+		/* no history to read: nothing of it runs */
+	}
+	return false;
 }
 
 /** The tasks of this session that run, for the widget. */
@@ -147,18 +186,19 @@ export function registerFleet(pi: ExtensionAPI, deps: FleetDeps): void {
 	let tui: Tui | undefined;
 	const loadTui = async (): Promise<Tui> => (tui ??= await (deps.loadTui ?? (() => import(PI_TUI) as Promise<Tui>))());
 	let widget: FleetWidget | undefined;
+	// Whether this process saw a call of this extension's tools in this
+	// session (one that delegates, or any other: a cheap over-estimate).
+	let calledHere = false;
+	// Whether the session's history, at its start, holds such a call: work
+	// of an earlier run of it may still run.
+	let calledBefore = false;
 
 	pi.registerCommand("subagents", {
 		description: "This session's and this folder's delegations, sessions, plans and schedules: open one, send, cancel, take a result",
 		handler: async (_args, ctx: ExtensionContext) => {
 			if (ctx.mode !== "tui") {
 				// Print, JSON and RPC modes: the list as text.
-				const env = await deps.cli().call("list", ["--parent-session", deps.delivery.parent(ctx)]);
-				const runs = env.runs ?? [];
-				const lines = runs.length ? runs.map(listLine) : ["No delegations from this session yet."];
-				const waiting = deps.delivery.running();
-				if (waiting.length) lines.push(`Waiting in the background for: ${waiting.join(", ")}`);
-				ctx.ui.notify(lines.join("\n"), "info");
+				ctx.ui.notify(await listText(deps.cli(true), deps.delivery.parent(ctx), deps.delivery.running()), "info");
 				return;
 			}
 			const kit = await loadTui();
@@ -183,8 +223,11 @@ export function registerFleet(pi: ExtensionAPI, deps: FleetDeps): void {
 	pi.on("session_start", async (_event, ctx) => {
 		widget?.dispose();
 		widget = undefined;
+		calledHere = false;
+		calledBefore = false;
 		// The widget is drawn in the terminal only.
 		if (ctx.mode !== "tui") return;
+		calledBefore = calledOurs(ctx);
 		let kit: Tui;
 		try {
 			kit = await loadTui();
@@ -195,6 +238,9 @@ export function registerFleet(pi: ExtensionAPI, deps: FleetDeps): void {
 			source: { running: () => runningTasks(deps, ctx) },
 			kit,
 			waiting: () => deps.delivery.running().length > 0,
+			// Cheap, and no service asked: a call of ours in this session,
+			// now or in its history, or its mark that results may wait.
+			started: () => calledHere || calledBefore || deps.delivery.mayHavePending(ctx),
 			show: (factory) => {
 				if (!factory) {
 					ctx.ui.setWidget(WIDGET_KEY, undefined);
@@ -210,13 +256,19 @@ export function registerFleet(pi: ExtensionAPI, deps: FleetDeps): void {
 		widget.kick(true);
 	});
 	pi.on("tool_execution_update", (event) => {
-		if (widget && ourProgress((event.partialResult as { details?: unknown } | undefined)?.details)) widget.callRunning(event.toolCallId);
+		if (widget && ourProgress((event.partialResult as { details?: unknown } | undefined)?.details)) {
+			calledHere = true;
+			widget.callRunning(event.toolCallId);
+		}
 	});
 	pi.on("tool_execution_end", (event) => {
+		if (ourResult((event.result as { details?: unknown } | undefined)?.details)) calledHere = true;
 		widget?.callEnded(event.toolCallId);
 	});
 	// A turn's end and the agent's settling are where background work is
-	// started (async) or its results arrive: look once, and on while it runs.
+	// started (async) or its results arrive: look once, and on while it
+	// runs; the widget asks nothing unless this session started something
+	// or waits for a background delegation.
 	pi.on("turn_end", () => {
 		widget?.kick();
 	});

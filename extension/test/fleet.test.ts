@@ -9,9 +9,23 @@ import test from "node:test";
 import { fileURLToPath } from "node:url";
 import * as tui from "@earendil-works/pi-tui";
 import { SubagentsError, type SubagentsCli } from "../src/cli.ts";
-import { schedulesOf } from "../src/fleet.ts";
+import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
+import type { Delivery } from "../src/delivery.ts";
+import { registerFleet, schedulesOf } from "../src/fleet.ts";
 import { FleetView, type FleetSource } from "../src/fleet-ui.ts";
-import { type Canvas, type FleetData, fleetRows, PLAIN, type Paint, renderDetail, renderList, renderWidget } from "../src/fleet-view.ts";
+import {
+	type Canvas,
+	detailView,
+	type FleetData,
+	fleetRows,
+	PLAIN,
+	type Paint,
+	renderDetail,
+	renderList,
+	renderSchedule,
+	renderWidget,
+	type ScheduleItem,
+} from "../src/fleet-view.ts";
 import { FleetWidget, ourProgress } from "../src/fleet-widget.ts";
 import type { Envelope, Item, ListItem } from "../src/format.ts";
 
@@ -92,6 +106,47 @@ const STATUS: Envelope = {
 			ui_url: `http://127.0.0.1:8233/namespaces/default/workflows/${id(6)}`,
 		}),
 	],
+};
+
+/** A delegation of n tasks, each with four tool rows and its last words (six lines each on the run's screen). */
+function manyTasks(n: number): Envelope {
+	return {
+		...STATUS,
+		delegation_id: `delegation-${id(90)}`,
+		items: Array.from({ length: n }, (_, i) =>
+			item({
+				task_id: id(20 + i),
+				index: i,
+				name: `check package ${i}`,
+				status: i < 3 ? "completed" : "running",
+				done: i < 3,
+				output: i < 3 ? `package ${i} is clean` : "",
+				tool_count: 4,
+				elapsed_ms: 30_000 + i * 1000,
+				tool_rows: ["ls", "read", "grep", "bash"].map((name, k) => ({ id: String(k), name, args: `{"path":"pkg${i}/${name}.go"}`, status: k < 3 || i < 3 ? "done" : "running" })),
+				last_text: i < 3 ? undefined : `Reading package ${i}.`,
+				ui_url: `http://127.0.0.1:8233/namespaces/default/workflows/${id(20 + i)}`,
+			}),
+		),
+	};
+}
+
+const MANY: FleetData = { mine: [run({ id: `delegation-${id(90)}`, kind: "delegation", name: "check every package", status: "running", started: ago(200) })], folder: [], schedules: [] };
+
+/** A schedule as `schedule describe` answers: next fires and recent runs. */
+const DESCRIBED: ScheduleItem = {
+	...DATA.schedules[0],
+	cwd: "/home/me/project",
+	overlap: "skip",
+	catchup: "1h0m0s",
+	note: "the day's commits",
+	next_fires: [ago(-300), ago(-86700), ago(-173100)],
+	missed: 1,
+	runs: [
+		{ id: "nightly-review-2026-03-02T02:00:00Z", delegation_id: `delegation-${id(31)}`, status: "completed", fired: ago(28800), summary: "two changes need a test", result_id: "r1", delivered: true },
+		{ id: "nightly-review-2026-03-01T02:00:00Z", delegation_id: `delegation-${id(32)}`, status: "failed", fired: ago(115200), error: { code: "SUBAGENT_TIMEOUT", message: "the reviewer ran out of time" }, result_id: "r2" },
+	],
+	ui_url: "http://127.0.0.1:8233/namespaces/default/schedules/nightly-review",
 };
 
 const TRANSCRIPT = ["[user]: Find every caller of the config loader.", "[assistant]: Looking for LoadConfig.", "→ grep: {\"pattern\":\"LoadConfig\"}", "[tool result]: config/load.go:12", "[assistant]: Three callers so far; checking the tests next."].join("\n");
@@ -180,17 +235,21 @@ test("the theme's colors and the selected line's shade are pi's", () => {
 	assert.ok(lines.some((l) => l.includes("<success>✓</success>")));
 });
 
-/** A source that records what the view asks. */
-function recorder() {
+/** A source that records what the view asks; over answers list and status otherwise. */
+function recorder(over: { list?: () => Promise<{ data: FleetData; problems: string[] }>; status?: Envelope } = {}) {
 	const calls: string[] = [];
 	const source: FleetSource = {
 		async list() {
 			calls.push("list");
-			return { data: DATA, problems: [] };
+			return over.list ? over.list() : { data: DATA, problems: [] };
 		},
 		async status(x) {
 			calls.push(`status ${x}`);
-			return STATUS;
+			return over.status ?? STATUS;
+		},
+		async schedule(x) {
+			calls.push(`schedule ${x}`);
+			return DESCRIBED;
 		},
 		async transcript(x) {
 			calls.push(`transcript ${x}`);
@@ -310,11 +369,6 @@ test("the view: cancel asks first; take and the UI page go to the selected run",
 	await settle();
 	assert.ok(!v.render(80).some((l) => l.includes("Asking again…")), "gone once the answer is there");
 
-	// A schedule opens on a line: when it fires next, how often it ran.
-	for (let i = 0; i < 6; i++) v.handleInput(KEYS.down);
-	v.handleInput(KEYS.enter);
-	const said = v.render(120).join("\n");
-	assert.match(said, /Schedule nightly-review \(cron 0 2 \* \* \*\): next fire in 5m00s, 12 run\(s\) so far/);
 	v.dispose();
 });
 
@@ -364,6 +418,7 @@ test("the widget: asks while something runs, shows what runs, and comes down whe
 	const shown: string[][] = [];
 	let up = false;
 	let waiting = false;
+	let started = false;
 	let beat = () => {};
 	let now = NOW;
 	const w = new FleetWidget({
@@ -375,6 +430,7 @@ test("the widget: asks while something runs, shows what runs, and comes down whe
 		},
 		kit: tui,
 		waiting: () => waiting,
+		started: () => started,
 		now: () => now,
 		every: (_ms, fn) => {
 			beat = fn;
@@ -385,6 +441,11 @@ test("the widget: asks while something runs, shows what runs, and comes down whe
 			if (factory) shown.push(factory(() => {}).render(80, PLAIN));
 		},
 	});
+	w.kick(true);
+	w.kick();
+	await settle();
+	assert.equal(asked, 0, "a session that started nothing and waits for nothing asks nothing");
+	started = true;
 	w.kick(true);
 	await settle();
 	assert.equal(asked, 1);
@@ -428,10 +489,314 @@ test("the widget knows the live progress of this extension's tools", () => {
 	assert.equal(ourProgress(undefined), false);
 });
 
-test("schedules: a verb not there yet is no schedules and no failure; another failure is said", async () => {
+test("schedules: no service running is no schedules; a refusal or another failure is a problem the view names", async () => {
 	const cli = (err: Error | undefined, answer: unknown = {}) => ({ call: async () => (err ? Promise.reject(err) : answer) }) as unknown as SubagentsCli;
-	assert.deepEqual(await schedulesOf(cli(new SubagentsError("INVALID_INPUT", "subagents schedule is being built")), "/p"), { schedules: [] });
+	assert.deepEqual(await schedulesOf(cli(new SubagentsError("SERVICE_UNAVAILABLE", "no subagents service runs (/d/sock)", "unavailable", true)), "/p"), { schedules: [] });
 	assert.deepEqual(await schedulesOf(cli(undefined, { schedules: DATA.schedules }), "/p"), { schedules: DATA.schedules });
+	const refused = await schedulesOf(cli(new SubagentsError("INVALID_INPUT", "--cwd must be an absolute folder")), "/p");
+	assert.deepEqual(refused, { schedules: [], problem: "schedules: INVALID_INPUT: --cwd must be an absolute folder" });
 	const broken = await schedulesOf(cli(new SubagentsError("SERVICE_UNAVAILABLE", "the connection ended")), "/p");
-	assert.deepEqual(broken, { schedules: [], problem: "schedules: the connection ended" });
+	assert.deepEqual(broken, { schedules: [], problem: "schedules: SERVICE_UNAVAILABLE: the connection ended" });
+});
+
+/** The tasks a detail render shows: the ▸ line's task, the task heads, the "more" counts, whether the transcript has its lines. */
+function shownTasks(lines: string[]) {
+	const heads = lines.map((l) => /^ [▸ ] \S+ check package (\d+) /.exec(l)).filter((m) => m !== null);
+	const sel = lines.map((l) => /^ ▸ \S+ check package (\d+) /.exec(l)).find((m) => m !== null);
+	const count = (re: RegExp) => Number(lines.map((l) => re.exec(l)).find((m) => m)?.[1] ?? 0);
+	const at = lines.findIndex((l) => l.startsWith(" Transcript of "));
+	const transcript = at < 0 ? 0 : lines.slice(at + 1).filter((l) => l.startsWith("   ")).length;
+	return { tasks: heads.map((m) => Number(m[1])), selected: sel ? Number(sel[1]) : -1, above: count(/↑ (\d+) more task/), below: count(/↓ (\d+) more task/), transcript };
+}
+
+test("a run of many tasks: they scroll to keep the selected one in sight, say how many are above and below, and its transcript keeps its lines", () => {
+	const row = fleetRows(MANY)[0];
+	// 8 tasks of six lines each at 100 x 40 (the view's 34 lines), the last but one selected.
+	const eight = renderDetail(canvas(100), { row, env: manyTasks(8), task: 7, transcript: TRANSCRIPT, maxLines: 34 });
+	const got = shownTasks(eight);
+	assert.equal(got.selected, 7, eight.join("\n"));
+	assert.ok(got.above > 0 && got.above + got.tasks.length + got.below === 8, `${JSON.stringify(got)}\n${eight.join("\n")}`);
+	assert.ok(got.transcript >= 5, `the transcript's end is shown:\n${eight.join("\n")}`);
+	assert.ok(eight.length <= 34);
+	// Every selection of a delegation of 16 tasks (the most a delegation has), at both widths.
+	for (const width of [80, 120]) {
+		let offset = 0;
+		for (let task = 0; task < 16; task++) {
+			const v = detailView(canvas(width), { row, env: manyTasks(16), task, offset, transcript: TRANSCRIPT, maxLines: 34 });
+			const g = shownTasks(v.lines);
+			assert.equal(g.selected, task, v.lines.join("\n"));
+			assert.equal(g.above + g.tasks.length + g.below, 16, `${JSON.stringify(g)}\n${v.lines.join("\n")}`);
+			assert.equal(g.above, g.tasks[0], "the count above is the tasks not shown above");
+			assert.ok(g.transcript >= 5, v.lines.join("\n"));
+			assert.ok(v.lines.length <= 34, `${v.lines.length} lines`);
+			offset = v.offset;
+		}
+		// Back up: the window stays while the selection moves inside it.
+		const first = detailView(canvas(width), { row, env: manyTasks(16), task: 14, offset, transcript: TRANSCRIPT, maxLines: 34 });
+		assert.equal(first.offset, offset, "moving up inside the window does not move it");
+	}
+});
+
+for (const width of [80, 120]) {
+	test(`golden: a delegation of 16 tasks at ${width} columns, the tenth selected`, () => {
+		const row = fleetRows(MANY)[0];
+		golden(`fleet-detail16-${width}.txt`, renderDetail(canvas(width), { row, env: manyTasks(16), task: 9, transcript: TRANSCRIPT, maxLines: 34 }), width);
+	});
+
+	test(`golden: a schedule opened at ${width} columns`, () => {
+		const row = fleetRows(DATA).find((r) => r.id === "nightly-review")!;
+		golden(`fleet-schedule-${width}.txt`, renderSchedule(canvas(width), { row, item: DESCRIBED, maxLines: 34 }), width);
+	});
+}
+
+test("the view: ↓ through a delegation of 16 tasks keeps the selected one on the screen", async () => {
+	const r = recorder({ list: async () => ({ data: MANY, problems: [] }), status: manyTasks(16) });
+	const { v } = view(r.source);
+	await settle();
+	v.handleInput(KEYS.enter);
+	await settle();
+	for (let task = 0; task < 16; task++) {
+		const g = shownTasks(v.render(100));
+		assert.equal(g.selected, task, v.render(100).join("\n"));
+		assert.equal(g.above + g.tasks.length + g.below, 16);
+		v.handleInput(KEYS.down);
+		await settle();
+	}
+	const bottom = shownTasks(v.render(100));
+	v.handleInput(KEYS.up);
+	await settle();
+	assert.deepEqual(shownTasks(v.render(100)).tasks, bottom.tasks, "↑ inside the window moves the selection, not the window");
+	v.dispose();
+});
+
+test("the view: a problem shows while it holds and goes once the part answers; a notice never hides it", async () => {
+	const down = "The subagents service is not running: nothing runs";
+	let answer: { data: FleetData; problems: string[] } | Error = { data: { mine: [], folder: [], schedules: [] }, problems: [down] };
+	const r = recorder({
+		list: async () => {
+			if (answer instanceof Error) throw answer;
+			return answer;
+		},
+	});
+	const { v } = view(r.source);
+	await settle();
+	const screen = () => v.render(120).join("\n");
+	assert.match(screen(), new RegExp(down));
+	v.handleInput("r");
+	assert.match(screen(), /Asking again…/);
+	assert.match(screen(), new RegExp(down), "asking again keeps the problem on the screen");
+	await settle();
+	assert.doesNotMatch(screen(), /Asking again…/);
+	assert.match(screen(), new RegExp(down), "still down: still said");
+	// The service runs again: the problem goes.
+	answer = { data: DATA, problems: [] };
+	v.handleInput("r");
+	await settle();
+	assert.doesNotMatch(screen(), /not running/, "recovered: the old problem is gone");
+	// An action's notice on the screen, and a new problem: both show.
+	v.handleInput(KEYS.down);
+	v.handleInput(KEYS.down);
+	v.handleInput("s");
+	assert.match(screen(), /has several tasks: open it/);
+	answer = { data: DATA, problems: ["this folder's runs: the connection ended"] };
+	await (v as unknown as { refreshList(): Promise<void> }).refreshList();
+	assert.match(screen(), /has several tasks: open it/);
+	assert.match(screen(), /this folder's runs: the connection ended/, "a notice does not hide a new problem");
+	// A list that fails as a whole is a problem too, gone at the next answer.
+	answer = new Error("the socket closed");
+	v.handleInput("r");
+	await settle();
+	assert.match(screen(), /the socket closed/);
+	answer = { data: DATA, problems: [] };
+	v.handleInput("r");
+	await settle();
+	assert.doesNotMatch(screen(), /the socket closed|connection ended/);
+	v.dispose();
+});
+
+test("the view: a schedule row takes no message or result and says why; enter shows its next fires and recent runs", async () => {
+	const r = recorder();
+	const { v, closed } = view(r.source);
+	await settle();
+	const at = fleetRows(DATA).findIndex((x) => x.id === "nightly-review");
+	for (let i = 0; i < at; i++) v.handleInput(KEYS.down);
+	assert.ok(v.render(120).some((l) => l.startsWith("▸ ↻ review the day's changes")));
+	for (const key of ["s", "t"]) {
+		v.handleInput(key);
+		const said = v.render(120).join(" ");
+		assert.match(said.replace(/\s+/g, " "), /review the day's changes is a schedule: it (takes no message|has no result of its own); its runs are listed under This folder/);
+		assert.doesNotMatch(said, /several tasks/);
+	}
+	v.handleInput("c");
+	assert.match(v.render(120).join(" "), /is a schedule: it is paused or deleted, not cancelled/);
+	v.handleInput(KEYS.enter);
+	await settle();
+	assert.equal(r.calls.at(-1), "schedule nightly-review");
+	const opened = v.render(120).join("\n");
+	assert.match(opened, /Subagents › schedule review the day's changes/);
+	assert.match(opened, /Fired 12 times, 1 missed · next in 5m00s, in 1d00h, in 2d00h/);
+	assert.match(opened, /✓ 8h ago · completed · delivered · two changes need a test · …000000000031/);
+	assert.match(opened, /✗ 1d ago · failed · waits for a pi session here · the reviewer ran out of time · …000000000032/);
+	v.handleInput("u");
+	await settle();
+	assert.equal(r.calls.at(-1), "open http://127.0.0.1:8233/namespaces/default/schedules/nightly-review");
+	v.handleInput(KEYS.esc);
+	await settle();
+	assert.equal(closed(), false, "esc goes back to the list");
+	assert.ok(v.render(120).some((l) => l.startsWith("▸ ↻ review the day's changes")));
+	v.dispose();
+});
+
+/** A pi that records what the fleet registers, and fires its events. */
+function fakePi() {
+	const handlers = new Map<string, Array<(event: unknown, ctx: unknown) => unknown>>();
+	let command: { handler: (args: string, ctx: unknown) => Promise<void> } | undefined;
+	const pi = {
+		on: (name: string, fn: (event: unknown, ctx: unknown) => unknown) => handlers.set(name, [...(handlers.get(name) ?? []), fn]),
+		registerCommand: (_name: string, opts: typeof command) => (command = opts),
+		sendMessage: () => {},
+	} as unknown as ExtensionAPI;
+	const fire = async (name: string, event: unknown = {}, ctx: unknown = {}) => {
+		for (const fn of handlers.get(name) ?? []) await fn(event, ctx);
+	};
+	return { pi, fire, command: () => command! };
+}
+
+/** The fleet registered on a fake pi, with a client that records each call and whether it was passive (starts no service). */
+function fleetOn(over: { down?: boolean; running?: string[]; pending?: boolean } = {}) {
+	const calls: Array<{ verb: string; passive: boolean; args: string[] }> = [];
+	const answers: Record<string, unknown> = {
+		list: { runs: [...DATA.mine] },
+		status: STATUS,
+		transcript: { text: TRANSCRIPT },
+		schedule: { schedules: [DESCRIBED] },
+		send: { accepted_turn: 2 },
+		output: { text: "the loader is config/load.go" },
+		cancel: { cancel_applied: true, prior_status: "running" },
+	};
+	const cli = (passive?: boolean) =>
+		({
+			call: async (verb: string, flags: string[] = [], positional: string[] = [], input?: Record<string, unknown>) => {
+				calls.push({ verb, passive: passive === true, args: [...flags, ...positional, ...(input ? [JSON.stringify(input)] : [])] });
+				if (over.down && passive) throw new SubagentsError("SERVICE_UNAVAILABLE", "no subagents service runs (/d/sock)", "unavailable", true);
+				return answers[verb] ?? {};
+			},
+		}) as unknown as SubagentsCli;
+	const delivery = {
+		parent: () => "parent-session",
+		delivering: () => "parent-session",
+		running: () => over.running ?? [],
+		mayHavePending: () => over.pending ?? false,
+		own: <T>(p: T) => p,
+		watch: () => {},
+	} as unknown as Delivery;
+	const f = fakePi();
+	registerFleet(f.pi, { cli, delivery, loadTui: async () => tui });
+	let widgetUp = false;
+	const notes: string[] = [];
+	const ctx = (mode: string, branch: unknown[] = []) => ({
+		mode,
+		cwd: "/home/me/project",
+		hasUI: true,
+		sessionManager: { getSessionId: () => "parent-session", getBranch: () => branch, getSessionFile: () => undefined },
+		ui: {
+			setWidget: (_key: string, factory: unknown) => (widgetUp = !!factory),
+			notify: (text: string) => notes.push(text),
+			custom: async (factory: (term: unknown, theme: unknown, kb: unknown, done: (v: unknown) => void) => FleetView) => {
+				let done!: () => void;
+				const closed = new Promise<void>((r) => (done = r));
+				const kb = new tui.KeybindingsManager(tui.TUI_KEYBINDINGS);
+				const v = factory({ terminal: { rows: 40 }, requestRender: () => {} }, PLAIN, kb, () => done());
+				viewOpened(v);
+				await closed;
+				v.dispose();
+			},
+		},
+	});
+	let viewOpened: (v: FleetView) => void = () => {};
+	const opened = () => new Promise<FleetView>((r) => (viewOpened = r));
+	return { ...f, calls, ctx, notes, opened, widgetUp: () => widgetUp };
+}
+
+test("the widget asks nothing in a session that started nothing and waits for nothing; it looks once this session delegated", async () => {
+	const f = fleetOn();
+	const ctx = f.ctx("tui");
+	await f.fire("session_start", {}, ctx);
+	await f.fire("turn_end", {}, ctx);
+	await f.fire("agent_settled", {}, ctx);
+	await settle();
+	assert.deepEqual(f.calls, [], "no call at the start, at a turn's end or at settling");
+	await f.fire("tool_execution_end", { toolCallId: "c1", toolName: "bash", result: { details: { exitCode: 0 } } }, ctx);
+	await f.fire("turn_end", {}, ctx);
+	await settle();
+	assert.deepEqual(f.calls, [], "another extension's tool is no delegation");
+	// A call of this extension's (the subagent tool's result): the next turn's end looks.
+	await f.fire("tool_execution_end", { toolCallId: "c2", toolName: "subagent", result: { details: { mode: "single", sessionId: id(2), results: [] } } }, ctx);
+	await f.fire("turn_end", {}, ctx);
+	await settle();
+	assert.deepEqual(f.calls, [{ verb: "list", passive: true, args: ["--kind", "session", "--open", "--parent-session", "parent-session"] }]);
+	await f.fire("session_shutdown");
+
+	// A session whose history holds a delegation (an earlier run of it), or whose mark says results may wait, or that waits for a background delegation: it looks at its start.
+	const branch = [{ type: "message", message: { role: "toolResult", toolName: "task", details: { contract_version: "task.v1", op: "start" } } }];
+	for (const [what, g, c] of [
+		["history", fleetOn(), branch],
+		["mark", fleetOn({ pending: true }), []],
+		["background", fleetOn({ running: [`delegation-${id(4)}`] }), []],
+	] as const) {
+		await g.fire("session_start", {}, g.ctx("tui", [...c]));
+		await settle();
+		assert.equal(g.calls.length, 1, `${what}: ${JSON.stringify(g.calls)}`);
+		await g.fire("session_shutdown");
+	}
+});
+
+test("looking starts no service: /subagents outside the terminal, a run's state and transcript, a schedule, a result taken; sending and cancelling may", async () => {
+	const down = fleetOn({ down: true });
+	await down.command().handler("", down.ctx("print"));
+	assert.deepEqual(
+		down.calls.map((c) => [c.verb, c.passive]),
+		[["list", true]],
+	);
+	assert.match(down.notes[0], /The subagents service is not running: nothing runs/);
+
+	const f = fleetOn();
+	const ctx = f.ctx("tui");
+	const opened = f.opened();
+	const running = f.command().handler("", ctx);
+	const v = await opened;
+	await settle();
+	v.handleInput(KEYS.down);
+	v.handleInput(KEYS.down);
+	v.handleInput(KEYS.enter);
+	await settle();
+	v.handleInput(KEYS.down);
+	await settle();
+	v.handleInput("s");
+	for (const ch of "go on") v.handleInput(ch);
+	v.handleInput(KEYS.enter);
+	await settle();
+	v.handleInput(KEYS.esc);
+	await settle();
+	const at = fleetRows(DATA).findIndex((x) => x.id === "nightly-review");
+	for (let i = 0; i < at; i++) v.handleInput(KEYS.down);
+	v.handleInput(KEYS.enter);
+	await settle();
+	assert.match(v.render(120).join("\n"), /Recent runs/);
+	v.handleInput(KEYS.esc);
+	await settle();
+	// The first row, a one-task delegation: its result taken, and it cancelled.
+	for (let i = 0; i < at; i++) v.handleInput(KEYS.up);
+	v.handleInput("t");
+	await settle();
+	v.handleInput("c");
+	v.handleInput("y");
+	await settle();
+	v.handleInput(KEYS.esc);
+	await running;
+	const by = (verb: string) => [...new Set(f.calls.filter((c) => c.verb === verb).map((c) => c.passive))];
+	assert.deepEqual(by("cancel"), [false], "a cancel may start the service");
+	for (const verb of ["list", "status", "transcript", "schedule", "output"]) assert.deepEqual(by(verb), [true], `${verb}: ${JSON.stringify(f.calls)}`);
+	assert.deepEqual(by("send"), [false], "a message may start the service, as the task tool's send does");
+	assert.ok(f.calls.some((c) => c.verb === "schedule" && c.args.includes(JSON.stringify({ action: "describe", id: "nightly-review" }))));
 });
