@@ -1938,14 +1938,15 @@ function time(iso) {
   return Number.isNaN(t) ? void 0 : t;
 }
 function runRow(r, scope) {
-  const plan = r.id.startsWith("plan-");
+  const plan = r.id.startsWith("plan-") && r.kind !== "session";
   const oneTask = r.kind === "session" && r.delegation_id === oneTaskDelegation(r.id);
   const kind = plan ? "plan" : r.kind === "session" && !oneTask ? "session" : "delegation";
   return {
     id: r.id,
     kind,
     title: r.name || r.description || (kind === "session" ? r.agent : void 0) || `${kind} ${shortId(r.id)}`,
-    agent: r.agent,
+    // A plan lists as its own agent: its steps' rows name theirs.
+    agent: plan && r.agent === "plan" ? void 0 : r.agent,
     status: r.status || r.execution_status,
     started: time(r.started),
     ended: time(r.closed),
@@ -2257,7 +2258,7 @@ function renderSchedule(c, s) {
   }
   const facts = [];
   const policies = [`overlap ${it.overlap ?? "skip"}`, `catch-up ${it.catchup ?? "-"}`, it.quiet ? "quiet (only failures are delivered)" : "", it.end ? `ends ${it.end}` : ""].filter(Boolean);
-  facts.push(`   Runs a ${it.kind ?? "delegation"}${it.cwd ? ` in ${it.cwd}` : ""}${it.timezone ? ` \xB7 times in ${it.timezone}` : ""} \xB7 ${policies.join(" \xB7 ")}`);
+  facts.push(`   Runs a ${it.kind ?? "delegation"} \xB7 ${policies.join(" \xB7 ")}${it.timezone ? ` \xB7 times in ${it.timezone}` : ""}${it.cwd ? ` \xB7 in ${it.cwd}` : ""}`);
   if (it.note) facts.push(c.paint.fg("muted", `   ${it.paused ? "Paused: " : "Note: "}${oneLine(it.note, LINE_CHARS)}`));
   const fired = [`Fired ${it.fires ?? 0} time${it.fires === 1 ? "" : "s"}`, it.missed ? `${it.missed} missed` : "", it.skipped ? `${it.skipped} skipped by overlap` : ""].filter(Boolean).join(", ");
   const next = (it.next_fires ?? []).slice(0, NEXT_FIRES).map((t) => time(t)).filter((t) => t !== void 0).map((t) => `in ${duration(t - c.now)}`);

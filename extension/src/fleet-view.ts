@@ -118,7 +118,8 @@ function time(iso: string | undefined): number | undefined {
 }
 
 function runRow(r: ListItem, scope: FleetRow["scope"]): FleetRow {
-	const plan = r.id.startsWith("plan-");
+	// A plan's steps are sessions whose IDs start with the plan's (`<plan ID>-<key>`).
+	const plan = r.id.startsWith("plan-") && r.kind !== "session";
 	// A one-task delegation is its session's workflow: listed as the session,
 	// it is the delegation the model started.
 	const oneTask = r.kind === "session" && r.delegation_id === oneTaskDelegation(r.id);
@@ -127,7 +128,8 @@ function runRow(r: ListItem, scope: FleetRow["scope"]): FleetRow {
 		id: r.id,
 		kind,
 		title: r.name || r.description || (kind === "session" ? r.agent : undefined) || `${kind} ${shortId(r.id)}`,
-		agent: r.agent,
+		// A plan lists as its own agent: its steps' rows name theirs.
+		agent: plan && r.agent === "plan" ? undefined : r.agent,
 		status: r.status || r.execution_status,
 		started: time(r.started),
 		ended: time(r.closed),
@@ -594,7 +596,8 @@ export function renderSchedule(c: Canvas, s: ScheduleScreen): string[] {
 	}
 	const facts: string[] = [];
 	const policies = [`overlap ${it.overlap ?? "skip"}`, `catch-up ${it.catchup ?? "-"}`, it.quiet ? "quiet (only failures are delivered)" : "", it.end ? `ends ${it.end}` : ""].filter(Boolean);
-	facts.push(`   Runs a ${it.kind ?? "delegation"}${it.cwd ? ` in ${it.cwd}` : ""}${it.timezone ? ` · times in ${it.timezone}` : ""} · ${policies.join(" · ")}`);
+	// Its folder last: usually the view's own, and the longest to cut.
+	facts.push(`   Runs a ${it.kind ?? "delegation"} · ${policies.join(" · ")}${it.timezone ? ` · times in ${it.timezone}` : ""}${it.cwd ? ` · in ${it.cwd}` : ""}`);
 	if (it.note) facts.push(c.paint.fg("muted", `   ${it.paused ? "Paused: " : "Note: "}${oneLine(it.note, LINE_CHARS)}`));
 	const fired = [`Fired ${it.fires ?? 0} time${it.fires === 1 ? "" : "s"}`, it.missed ? `${it.missed} missed` : "", it.skipped ? `${it.skipped} skipped by overlap` : ""].filter(Boolean).join(", ");
 	const next = (it.next_fires ?? [])

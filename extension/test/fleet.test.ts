@@ -190,6 +190,25 @@ test("rows: this session's runs newest first with each delegation's tasks beneat
 	assert.equal(rows.find((r) => r.id === id(2))!.session, id(2), "a one-task delegation is its session");
 });
 
+test("rows: a plan's step is a session beneath its plan, and the plan lists no agent of its own", () => {
+	const planId = `plan-${id(40)}`;
+	const rows = fleetRows({
+		mine: [],
+		folder: [
+			run({ id: planId, kind: "delegation", name: "fleet-plan", agent: "plan", status: "completed", execution_status: "completed", started: ago(5), closed: ago(4), open: false }),
+			run({ id: `${planId}-probe`, delegation_id: planId, name: "probe", agent: "scout", status: "completed", started: ago(5) }),
+		],
+		schedules: [],
+	});
+	assert.deepEqual(
+		rows.map((r) => [r.title, r.kind, r.agent, r.depth, r.session]),
+		[
+			["fleet-plan", "plan", undefined, 0, undefined],
+			["probe", "session", "scout", 1, `${planId}-probe`],
+		],
+	);
+});
+
 for (const width of [80, 120]) {
 	test(`golden: the list at ${width} columns`, () => {
 		const rows = fleetRows(DATA);
