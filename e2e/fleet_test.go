@@ -9,15 +9,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
 )
 
 // TestFleetViewInATerminal: a parent pi in a real terminal delegates one
 // task that finishes and two that run on; the widget above the editor
 // counts the two running; `/subagents` lists all three at 120 and at 80
-// columns; through the view a message goes to a running child (its model
-// gets it as its next turn) and another child is cancelled (its status
-// says so), and a run opens on its tasks and its transcript (docs/fleet.md).
+// columns under This session, a run and a plan started in the folder by
+// the command (outside this pi) under This folder, and the folder's
+// schedule under its own heading; through the view a message goes to a
+// running child (its model gets it as its next turn) and another child is
+// cancelled (its status says so), and a run opens on its tasks and its
+// transcript (docs/fleet.md).
 func TestFleetViewInATerminal(t *testing.T) {
 	e := newEnv(t)
 	e.startWorker(shared.client)
@@ -39,6 +43,13 @@ func TestFleetViewInATerminal(t *testing.T) {
 	sched := scheduleID("fleet-hourly")
 	e.mustSchedule(nil, "create", "--id", sched, "--every", "1h", "--name", "hourly review", "Review the day.")
 	t.Cleanup(func() { e.scheduleCmd(nil, "delete", sched) })
+	// A run and a plan of this folder that another session started: the
+	// command, outside this pi, in the same folder.
+	e.model.Script("c-outside", finalizeStep("outside-run: the folder is tidy"))
+	e.model.Script("p-probe", finalizeStep("probe: nothing to fix"))
+	e.cli().json(0, "", "start", "--agent", "scout", "--name", "outside-run", "[[script:c-outside]] Look around.")
+	plan := writePlan(t, e, "fleet-plan", api.Plan{Name: "fleet-plan", Steps: []api.Step{{Key: "probe", Agent: "scout", Task: "[[script:p-probe]] Probe the folder."}}})
+	e.cli().json(0, "", "start", "--plan", plan)
 	sessionFile := filepath.Join(t.TempDir(), "parent.jsonl")
 	p := e.startTmuxPi(sessionFile, 120, 40, "[[script:parent-fleet]] Start the work.")
 
@@ -62,9 +73,27 @@ func TestFleetViewInATerminal(t *testing.T) {
 			}
 			return false
 		}
-		return strings.Contains(s, "cancel-target") && strings.Contains(s, "done-task")
+		return strings.Contains(s, "cancel-target") && strings.Contains(s, "done-task") && strings.Contains(s, "outside-run") && strings.Contains(s, "fleet-plan")
 	})
 	checkRows(t, view, map[string]string{"done-task": "completed", "send-target": "running", "cancel-target": "running", "hourly review": "every 1h"})
+	for row, section := range map[string]string{
+		"done-task": "This session", "send-target": "This session", "cancel-target": "This session",
+		"outside-run": "This folder", "fleet-plan": "This folder", "hourly review": "Schedules of this folder",
+	} {
+		if got := sectionOf(fleetView(view), row); got != section {
+			t.Fatalf("the row %s is under %q, not %q:\n%s", row, got, section, view)
+		}
+	}
+	if l, _ := lineWith(fleetView(view), "fleet-plan"); !strings.Contains(l, " plan ") {
+		t.Fatalf("the plan's row does not say it is a plan: %q\n%s", l, view)
+	}
+	// Its step is a session of scout's, beneath it.
+	if l, _ := lineWith(fleetView(view), " probe "); !strings.Contains(l, "session") || !strings.Contains(l, "scout") || sectionOf(fleetView(view), " probe ") != "This folder" {
+		t.Fatalf("the plan's step: %q\n%s", l, view)
+	}
+	if l, _ := lineWith(fleetView(view), "outside-run"); !strings.Contains(l, "scout") || !strings.Contains(l, "delegation") {
+		t.Fatalf("the folder's run: %q\n%s", l, view)
+	}
 	if l, _ := lineWith(fleetView(view), "hourly review"); !strings.Contains(l, "active") || !strings.Contains(l, "in 59m5") || !strings.Contains(view, "Schedules of this folder") {
 		t.Fatalf("the schedule's row: %q\n%s", l, view)
 	}
@@ -75,7 +104,12 @@ func TestFleetViewInATerminal(t *testing.T) {
 
 	p.resize(80, 40)
 	narrow := p.waitFor("↑↓ · enter open · s send · c cancel · t take · u UI · r refresh · esc close")
-	checkRows(t, narrow, map[string]string{"done-task": "completed", "send-target": "running", "cancel-target": "running"})
+	checkRows(t, narrow, map[string]string{"done-task": "completed", "send-target": "running", "cancel-target": "running", "outside-run": "scout", "fleet-plan": ""})
+	for _, row := range []string{"outside-run", "fleet-plan"} {
+		if got := sectionOf(fleetView(narrow), row); got != "This folder" {
+			t.Fatalf("at 80 columns the row %s is under %q:\n%s", row, got, narrow)
+		}
+	}
 	for _, l := range strings.Split(fleetView(narrow), "\n") {
 		if len([]rune(l)) > 80 {
 			t.Fatalf("a line wider than the terminal: %q", l)
@@ -117,6 +151,8 @@ func TestFleetViewInATerminal(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("cancel-target after the cancel from the view:\n%s", out)
 		}
+		// A status is one query on the shared server: five a second see
+		// the cancel soon after the workflow records it, at little cost.
 		time.Sleep(200 * time.Millisecond)
 	}
 	p.keys("r")
@@ -151,6 +187,14 @@ func TestFleetViewInATerminal(t *testing.T) {
 	t.Logf("a run opened, at 80 columns:\n%s", detail)
 	p.keys("Escape")
 	p.waitFor("esc close")
+
+	// A schedule opens on what `schedule describe` says of it.
+	selectRow(t, p, "hourly review")
+	p.keys("Enter")
+	described := p.waitFor("Subagents › schedule hourly review", "Fired 0 times · next in 59m", "No runs yet", "esc back")
+	t.Logf("a schedule opened, at 80 columns:\n%s", described)
+	p.keys("Escape")
+	p.waitFor("esc close")
 	p.keys("Escape")
 	p.waitScreen("the view closed", func(s string) bool { return !strings.Contains(s, "esc close") })
 	// Nothing of the session runs any more: the widget is gone.
@@ -162,6 +206,21 @@ func TestFleetViewInATerminal(t *testing.T) {
 func fleetView(screen string) string {
 	if i := strings.Index(screen, "─ Subagents"); i >= 0 {
 		return screen[i:]
+	}
+	return ""
+}
+
+// sectionOf is the heading of the view's section whose rows hold row: the
+// start of the nearest heading line above it ("" when there is none).
+func sectionOf(view, row string) string {
+	lines := strings.Split(view, "\n")
+	_, at := lineWith(view, row)
+	for i := at - 1; i >= 0; i-- {
+		for _, h := range []string{"This session", "This folder", "Schedules of this folder"} {
+			if strings.HasPrefix(lines[i], " "+h) {
+				return h
+			}
+		}
 	}
 	return ""
 }
@@ -180,6 +239,10 @@ func checkRows(t *testing.T, screen string, want map[string]string) {
 // selectRow moves the view's selection (▸) to the row that names title.
 func selectRow(t *testing.T, p *tmuxPi, title string) {
 	t.Helper()
+	// One key a try, each moving the selection a row toward title: 20 is
+	// more rows than the test's view lists (under ten), so a selection that never
+	// reaches its row fails here instead of pressing keys until the test's
+	// deadline.
 	for range 20 {
 		s := fleetView(p.screen())
 		_, at := lineWith(s, title)
@@ -212,6 +275,8 @@ func waitForLine(t *testing.T, path, sub string) string {
 		if time.Now().After(deadline) {
 			t.Fatalf("no line with %q in %s", sub, path)
 		}
+		// pi appends each entry to the session file as it happens: a read
+		// every 100 ms sees it soon, and reading a small file costs nothing.
 		time.Sleep(100 * time.Millisecond)
 	}
 }

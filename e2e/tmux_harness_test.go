@@ -122,6 +122,10 @@ func (p *tmuxPi) waitScreen(what string, ok func(screen string) bool) string {
 		select {
 		case <-ctx.Done():
 			p.t.Fatalf("the terminal never showed %s; it shows:\n%s", what, s)
+		// pi redraws at most every 16 ms and the view's clock beats every
+		// second: a capture every 100 ms sees a change within a tenth of a
+		// second, and one capture-pane process ten times a second costs
+		// the two-core machine little.
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
