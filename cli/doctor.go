@@ -35,6 +35,8 @@ type doctorOptions struct {
 	uiURL      string
 	minFree    byteSize
 	staleAfter time.Duration
+	pi         string
+	timeout    time.Duration
 }
 
 func (o *doctorOptions) register(fs *flag.FlagSet) {
@@ -47,9 +49,33 @@ func (o *doctorOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.taskQueue, "task-queue", "", "the task queue delegations start on (default: the extension's \"taskQueue\", $SUBAGENTS_TASK_QUEUE or "+api.DefaultTaskQueue+")")
 	fs.StringVar(&o.host, "host", "", "the host this folder's tasks are pinned to (\"auto\": this machine; default $SUBAGENTS_HOST, else any worker)")
 	fs.StringVar(&o.uiURL, "ui-url", "", "the Temporal UI's address (env SUBAGENTS_UI_URL; default for the local service: the frontend's port + 1000)")
-	fs.Var(&o.minFree, "min-free", "the least free space the data dir's filesystem may have, e.g. 512MiB or 2GiB (default 512MiB; a warning below 4 times it)")
-	fs.Var(seconds{&o.staleAfter}, "stale-after", "how old a session branch or a delegation waiting for its parent must be to be reported: seconds or a duration like 48h (default 24h)")
+	o.timeout = doctor.DefaultTimeout
+	// Each default is said once, by the flag package, from the value's
+	// own text.
+	fs.Var(&o.minFree, "min-free", "the least free space the data dir's filesystem may have, e.g. 512MiB or 2GiB; a warning below 4 times it")
+	fs.Var(shortDuration{&o.staleAfter}, "stale-after", "how old a session branch or a delegation waiting for its parent must be to be reported: seconds or a duration like 48h")
+	fs.StringVar(&o.pi, "pi", "", "the pi to judge (default: the running local service's, else the one a service started now would find: $SUBAGENTS_PI, the source tree, PATH)")
+	fs.Var(shortDuration{&o.timeout}, "timeout", "how long all the checks may take together: seconds or a duration; a check still running then says it did not answer")
 }
+
+// shortDuration is a flag of seconds or a duration, said as a person would
+// ("24h", not "24h0m0s").
+type shortDuration struct{ d *time.Duration }
+
+func (s shortDuration) String() string {
+	if s.d == nil || *s.d == 0 {
+		return ""
+	}
+	t := s.d.String()
+	for _, zero := range []string{"0s", "0m"} {
+		if strings.HasSuffix(t, "m"+zero) || strings.HasSuffix(t, "h"+zero) {
+			t = strings.TrimSuffix(t, zero)
+		}
+	}
+	return t
+}
+
+func (s shortDuration) Set(v string) error { return seconds(s).Set(v) }
 
 // doctorMain is `subagents doctor` (docs/doctor.md): it checks what
 // delegations from a folder need, says of each thing whether it holds and
@@ -153,6 +179,7 @@ func (o *doctorOptions) config(getenv func(string) string) (doctor.Config, conne
 		Address: opts.HostPort, Namespace: cmp.Or(opts.Namespace, "default"), Local: local,
 		TaskQueue: cmp.Or(o.taskQueue, ext.TaskQueue, getenv("SUBAGENTS_TASK_QUEUE"), api.DefaultTaskQueue), Host: host,
 		UIURL: ui, MinFree: uint64(o.minFree), StaleAfter: o.staleAfter, Getenv: getenv, Now: time.Now(),
+		Pi: o.pi, Timeout: o.timeout,
 	}, conn, nil
 }
 
@@ -216,7 +243,20 @@ func askDoctorService(ctx context.Context, path string) (doctor.SocketInfo, erro
 // (B, KiB, MiB, GiB, TiB, PiB; KB, MB, GB, TB, PB as the same binary units).
 type byteSize uint64
 
-func (b *byteSize) String() string { return fmt.Sprint(uint64(*b)) }
+// String says the size in the largest binary unit that holds it whole
+// ("512MiB"), as -h shows the default.
+func (b *byteSize) String() string {
+	if b == nil || *b == 0 {
+		return "0"
+	}
+	n := uint64(*b)
+	for i, unit := range []string{"PiB", "TiB", "GiB", "MiB", "KiB"} {
+		if size := uint64(1) << (10 * (5 - i)); n%size == 0 {
+			return fmt.Sprintf("%d%s", n/size, unit)
+		}
+	}
+	return fmt.Sprint(n)
+}
 
 func (b *byteSize) Set(v string) error {
 	s := strings.TrimSpace(v)

@@ -67,6 +67,15 @@ func TestServiceLockState(t *testing.T) {
 	}
 }
 
+func TestByteSizeString(t *testing.T) {
+	for n, want := range map[uint64]string{512 << 20: "512MiB", 1 << 30: "1GiB", 3 << 29: "1536MiB", 1000 << 50: "1000PiB", 1000: "1000", 0: "0"} {
+		b := byteSize(n)
+		if got := b.String(); got != want {
+			t.Errorf("%d: %q, want %q", n, got, want)
+		}
+	}
+}
+
 func TestByteSize(t *testing.T) {
 	for in, want := range map[string]uint64{"512": 512, "512MiB": 512 << 20, "2GiB": 2 << 30, "1.5g": 3 << 29, "1 TB": 1 << 40, "3PiB": 3 << 50} {
 		var b byteSize
@@ -104,20 +113,20 @@ func TestDoctorConfig(t *testing.T) {
 	}
 	if cfg.Address != "127.0.0.1:7300" || cfg.Namespace != "team" || cfg.TaskQueue != "theirs" || cfg.Host != "box" ||
 		cfg.DataDir != filepath.Join(agent, "data") || conn.DataDir != cfg.DataDir || !cfg.Local || cfg.UIURL != "http://127.0.0.1:8300" ||
-		cfg.MinFree != doctor.DefaultMinFree || cfg.StaleAfter != doctor.DefaultStaleAfter || cfg.Cwd != agent {
+		cfg.MinFree != doctor.DefaultMinFree || cfg.StaleAfter != doctor.DefaultStaleAfter || cfg.Cwd != agent || cfg.Pi != "" || cfg.Timeout != doctor.DefaultTimeout {
 		t.Fatalf("from the extension's settings: %+v", cfg)
 	}
 
 	o = doctorOptions{}
 	if _, err := ParseFlags("doctor", []string{"--cwd", agent, "--address", "10.1.2.3:7233", "--namespace", "mine", "--task-queue", "q",
-		"--data-dir", "/srv/d", "--host", "other", "--min-free", "1GiB", "--stale-after", "48h"}, &bytes.Buffer{}, o.register); err != nil {
+		"--data-dir", "/srv/d", "--host", "other", "--min-free", "1GiB", "--stale-after", "48h", "--pi", "/opt/pi", "--timeout", "12"}, &bytes.Buffer{}, o.register); err != nil {
 		t.Fatal(err)
 	}
 	if cfg, _, err = o.config(getenv); err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Address != "10.1.2.3:7233" || cfg.Namespace != "mine" || cfg.TaskQueue != "q" || cfg.DataDir != "/srv/d" || cfg.Host != "other" ||
-		cfg.Local || cfg.UIURL != "" || cfg.MinFree != 1<<30 || cfg.StaleAfter != 48*time.Hour {
+		cfg.Local || cfg.UIURL != "" || cfg.MinFree != 1<<30 || cfg.StaleAfter != 48*time.Hour || cfg.Pi != "/opt/pi" || cfg.Timeout != 12*time.Second {
 		t.Fatalf("from the flags: %+v", cfg)
 	}
 
@@ -208,6 +217,19 @@ func TestDoctorUsage(t *testing.T) {
 	}
 	if n := checkPlaceholders(t, "doctor", stderr.String()); n < 10 {
 		t.Fatalf("%d flags in the usage:\n%s", n, stderr.String())
+	}
+	// Each default is said once, as a person writes it; the pi the verdict
+	// of a missing pi tells to pass is a flag here too.
+	usage := stderr.String()
+	for _, want := range []string{"(default 512MiB)\n", "(default 24h)\n", "(default 30s)\n", "  -pi string\n", "  -timeout value\n"} {
+		if !strings.Contains(usage, want) {
+			t.Errorf("the usage lacks %q:\n%s", want, usage)
+		}
+	}
+	for line := range strings.Lines(usage) {
+		if strings.Count(line, "(default") > 1 {
+			t.Errorf("a default said twice: %q", line)
+		}
 	}
 	if err := Run(context.Background(), []string{"doctor", "extra"}, &stdout, &stderr, nil); !errcode.Is(err, errcode.InvalidInput) {
 		t.Fatalf("an argument: %v", err)

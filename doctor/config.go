@@ -44,6 +44,12 @@ type Config struct {
 	Getenv func(string) string
 	// Now is the time the checks measure ages from.
 	Now time.Time
+	// Pi is the pi to judge (--pi): "" judges the running local service's,
+	// or else the one a service started now would find.
+	Pi string
+	// Timeout is the doctor's deadline for all its checks (--timeout; 0:
+	// DefaultTimeout).
+	Timeout time.Duration
 }
 
 // Defaults of the thresholds.
@@ -118,8 +124,16 @@ type Frontend interface {
 // the real ones (DefaultDeps and the service's lock and socket), tests
 // their own.
 type Deps struct {
-	// FindPi finds pi as the service does and runs `pi --version`.
-	FindPi func(ctx context.Context) (worker.Pi, error)
+	// FindPi finds pi as lookup says and runs `pi --version`
+	// (worker.FindPi).
+	FindPi func(ctx context.Context, lookup worker.PiLookup) (worker.Pi, error)
+	// PiLookup is where a service started now would look for pi, flag
+	// being --pi (worker.DefaultPiLookup).
+	PiLookup func(flag string) worker.PiLookup
+	// ServicePiLookup is where the running service of pid looked for pi
+	// when it started; known is false when that cannot be read. nil: never
+	// known.
+	ServicePiLookup func(pid int) (lookup worker.PiLookup, known bool)
 	// NodeVersion is the node found first on a PATH that starts with
 	// prefix (pi's folder, where npm ci puts Node 22), and its version.
 	NodeVersion func(ctx context.Context, prefix string) (path, version string, err error)

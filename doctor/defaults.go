@@ -21,7 +21,8 @@ import (
 
 // Bounds of what the doctor waits for. Each thing it asks is local or one
 // round trip; a bound keeps a hung thing from hanging the doctor, which is
-// what a user runs when something hangs.
+// what a user runs when something hangs. Each check runs within its own
+// bound and the doctor's deadline too (bounds.go).
 const (
 	// dialTimeout: a frontend that answers does within a second; five
 	// allow a loaded machine.
@@ -44,10 +45,10 @@ const (
 // them).
 func DefaultDeps(conn connection.Settings) Deps {
 	return Deps{
-		FindPi: func(ctx context.Context) (worker.Pi, error) {
-			return worker.FindPi(ctx, worker.DefaultPiLookup(""))
-		},
-		NodeVersion: nodeVersion,
+		FindPi:          worker.FindPi,
+		PiLookup:        worker.DefaultPiLookup,
+		ServicePiLookup: ServicePiLookup,
+		NodeVersion:     nodeVersion,
 		Answers: func(address string) bool {
 			c, err := net.DialTimeout("tcp", address, probeTimeout)
 			if err != nil {

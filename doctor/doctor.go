@@ -2,9 +2,10 @@
 // durable subagents need on this machine and in one folder, and says of
 // each thing, in one line, whether it holds and how to fix it. Each check
 // is a small function given what it looks at (a file's content, a lock's
-// state, a frontend's answers), so that it is tested on its own; Run puts
-// them in order, and a check that an earlier failure makes pointless (no
-// service, no namespace) is skipped with the reason. Nothing here starts,
+// state, a frontend's answers), so that it is tested on its own; Run runs
+// them side by side under one deadline and reports them in order, a check
+// that runs out of time saying so, and a check that an earlier failure
+// makes pointless (no service, no namespace) is skipped with the reason. Nothing here starts,
 // stops or changes anything: a doctor that started the service would hide
 // the very problem it is asked about.
 package doctor
@@ -68,6 +69,8 @@ type Result struct {
 	// unavailable marks a failure to reach the service or Temporal: the
 	// exit code says so (3) when nothing else failed.
 	unavailable bool
+	// late marks a check that ran out of time (bounds.go).
+	late bool
 }
 
 func ok(name, verdict string) Result { return Result{Name: name, Status: OK, Verdict: verdict} }

@@ -3,6 +3,7 @@ package doctor
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -73,25 +74,50 @@ func TestCheckPlans(t *testing.T) {
 		files  map[string]string
 		status Status
 		has    string
+		lines  []int
 	}{
-		{"none", nil, OK, "0 saved plans"},
-		{"a good one", map[string]string{".pi/plans/look.yaml": good}, OK, "1 saved plans read and valid"},
-		{"an unknown field", map[string]string{".pi/plans/bad.yaml": good + "    colour: red\n"}, Fail, "bad.yaml:5: unknown field \"colour\""},
-		{"bad YAML", map[string]string{".pi/plans/torn.yaml": "steps:\n  - key: a\n    agent: scout\n    task: look\n      extra: x\n"}, Fail, "torn.yaml:5: mapping values are not allowed"},
-		{"gates in an untrusted project", map[string]string{".pi/plans/gated.yaml": good + "    gate: {command: make test}\n"}, Warn, "not trusted to run"},
+		{"none", nil, OK, "0 saved plans", nil},
+		{"a good one", map[string]string{".pi/plans/look.yaml": good}, OK, "1 saved plans read and valid", nil},
+		{"an unknown field", map[string]string{".pi/plans/bad.yaml": good + "    colour: red\n"}, Fail, "bad.yaml:5: unknown field \"colour\"", []int{5}},
+		{"bad YAML", map[string]string{".pi/plans/torn.yaml": "steps:\n  - key: a\n    agent: scout\n    task: look\n      extra: x\n"}, Fail, "torn.yaml:5: mapping values are not allowed", []int{5}},
+		{"gates in an untrusted project", map[string]string{".pi/plans/gated.yaml": good + "    gate: {command: make test}\n"}, Warn, "not trusted to run", nil},
+		// A run refuses a step whose agent is no profile (UNKNOWN_AGENT):
+		// the step is named at its agent's line, in a group too.
+		{"an unknown agent", map[string]string{".pi/plans/typo.yaml": "steps:\n  - key: a\n    agent: scout\n    task: look\n" +
+			"  - parallel:\n      - key: b\n        task: check\n        agent: nosuchagent\n"}, Fail,
+			`typo.yaml:8: step "b": Unknown profile: "nosuchagent". Available profiles: `, []int{8}},
+		{"an unknown agent in JSON", map[string]string{".pi/plans/j.json": "{\"steps\": [\n  {\"key\": \"a\", \"task\": \"x\",\n   \"agent\": \"ghost\"}\n]}\n"}, Fail,
+			`j.json:3: step "a": Unknown profile: "ghost"`, []int{3}},
+		{"the folder's own profile", map[string]string{".pi/plans/mine.yaml": "steps:\n  - {key: a, agent: mine, task: x}\n",
+			".pi/agents/mine.md": "---\nname: mine\ndescription: x\n---\nDo it.\n"}, OK, "1 saved plans read and valid", nil},
+		{"a step in another folder", map[string]string{".pi/plans/sub.yaml": "steps:\n  - {key: a, agent: mine, task: x, cwd: sub}\n",
+			"sub/.pi/agents/mine.md": "---\nname: mine\ndescription: x\n---\nDo it.\n"}, OK, "1 saved plans read and valid", nil},
+		{"a disabled agent", map[string]string{".pi/plans/off.yaml": "steps:\n  - key: a\n    agent: scout\n    task: x\n",
+			".pi/subagents.json": `{"subagents": {"scout": {"disabled": true}}}`}, Fail, `off.yaml:3: step "a": Subagent "scout" is disabled`, []int{3}},
+		{"a continued step runs as its agent", map[string]string{".pi/plans/more.yaml": good + "  - {key: b, continue: a, task: more}\n"}, OK, "1 saved plans", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			root := t.TempDir()
 			write(t, root, tt.files)
 			agent := filepath.Join(root, "agent")
-			plans, err := profiles.ListPlans(profiles.Options{Cwd: root, AgentDir: agent})
-			r := checkPlans(plans, err, agent)
+			opts := profiles.Options{Cwd: root, AgentDir: agent}
+			plans, err := profiles.ListPlans(opts)
+			r := checkPlans(plans, err, agent, root, profileLookup(opts, func(string) string { return "" }))
 			if r.Status != tt.status || !strings.Contains(r.Verdict, tt.has) {
 				t.Fatalf("%+v", r)
 			}
 			if r.Status == Warn && !strings.Contains(r.Fix, "trustedProjects") {
 				t.Fatalf("fix %q", r.Fix)
+			}
+			if r.Status == Fail {
+				var lines []int
+				for _, e := range r.Details["errors"].([]FileError) {
+					lines = append(lines, e.Line)
+				}
+				if !slices.Equal(lines, tt.lines) {
+					t.Fatalf("lines %v, want %v", lines, tt.lines)
+				}
 			}
 		})
 	}

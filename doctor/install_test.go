@@ -3,6 +3,8 @@ package doctor
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,23 +16,59 @@ func TestCheckPi(t *testing.T) {
 		name   string
 		pi     worker.Pi
 		err    error
+		judged piJudged
 		status Status
 		has    string
+		path   string
 	}{
-		{"the pinned one", worker.Pi{Path: "/t/pi", Version: PinnedPi, Source: "source tree"}, nil, OK, "pi 0.87.1 at /t/pi (source tree)"},
-		{"another release", worker.Pi{Path: "/usr/bin/pi", Version: "0.99.0", Source: "PATH"}, nil, Warn, `pi "0.99.0" at /usr/bin/pi (PATH) is not pi 0.87.1`},
-		{"none", worker.Pi{}, errors.New("pi not found: pass --pi PATH"), Fail, "pi not found"},
+		{"the pinned one", worker.Pi{Path: "/t/pi", Version: PinnedPi, Source: "source tree"}, nil, piJudged{}, OK, "pi 0.87.1 at /t/pi (source tree)", "/t/pi"},
+		{"another release", worker.Pi{Path: "/usr/bin/pi", Version: "0.99.0", Source: "PATH"}, nil, piJudged{}, Warn, `pi "0.99.0" at /usr/bin/pi (PATH) is not pi 0.87.1`, "/usr/bin/pi"},
+		{"none", worker.Pi{}, errors.New("pi not found: pass --pi PATH"), piJudged{}, Fail, "pi not found", ""},
+		{"one that does not run", worker.Pi{}, errors.New("pi at /o/pi (PATH) does not run: boom (pi needs Node >= 22.19)"), piJudged{}, Fail, "pi at /o/pi (PATH) does not run", "/o/pi"},
+		{"the service's", worker.Pi{Path: "/s/pi", Version: PinnedPi, Source: "$SUBAGENTS_PI"}, nil, piJudged{servicePid: 42}, OK,
+			"pi 0.87.1 at /s/pi, the running service's (pid 42; found by $SUBAGENTS_PI)", "/s/pi"},
+		{"the service's, gone", worker.Pi{}, errors.New("pi ($SUBAGENTS_PI): /s/pi does not exist or is not a file"), piJudged{servicePid: 42}, Fail,
+			"the running service's pi (pid 42): pi ($SUBAGENTS_PI): /s/pi does not exist", ""},
+		{"a service whose pi is not known", worker.Pi{Path: "/t/pi", Version: PinnedPi, Source: "source tree"}, nil, piJudged{unreadPid: 42}, OK,
+			"pi 0.87.1 at /t/pi (source tree): the pi this doctor finds; the running service (pid 42) found its own at its start, which its log names", "/t/pi"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := checkPi(context.Background(), func(context.Context) (worker.Pi, error) { return tt.pi, tt.err })
+			r := checkPi(tt.pi, tt.err, tt.judged)
 			if r.Name != CheckPi || r.Status != tt.status || !strings.Contains(r.Verdict, tt.has) {
 				t.Fatalf("%+v", r)
 			}
 			if tt.status != OK && !strings.Contains(r.Fix, "npm ci") {
 				t.Fatalf("fix %q says nothing of npm ci", r.Fix)
 			}
+			if tt.judged.servicePid > 0 && tt.status != OK && !strings.Contains(r.Fix, "restart the service") {
+				t.Fatalf("fix %q says nothing of restarting the service", r.Fix)
+			}
+			if got, _ := r.Details["path"].(string); got != tt.path || piMissing(r) != (tt.path == "") {
+				t.Fatalf("path %q (missing %v), want %q", got, piMissing(r), tt.path)
+			}
 		})
+	}
+}
+
+// TestCheckPiReadsFindPi: the check reads worker.FindPi's own errors: a pi
+// that is not there is missing, one that does not run is found, at its
+// path (the node check looks beside it).
+func TestCheckPiReadsFindPi(t *testing.T) {
+	dir := t.TempDir()
+	broken := filepath.Join(dir, "pi")
+	if err := os.WriteFile(broken, []byte("#!/bin/sh\necho broken >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		flag string
+		path string
+	}{{broken, broken}, {filepath.Join(dir, "none"), ""}} {
+		_, err := worker.FindPi(context.Background(), worker.PiLookup{Flag: tt.flag})
+		r := checkPi(worker.Pi{}, err, piJudged{})
+		if got, _ := r.Details["path"].(string); r.Status != Fail || got != tt.path || piMissing(r) != (tt.path == "") {
+			t.Fatalf("--pi %s: %+v, want path %q", tt.flag, r, tt.path)
+		}
 	}
 }
 

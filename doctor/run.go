@@ -6,13 +6,21 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/durable-pi/subagents/connection"
 	"github.com/durable-pi/subagents/profiles"
+	"github.com/durable-pi/subagents/worker"
 )
 
-// Run runs every check in order, for cfg, looking with deps. A check that
+// Run runs every check, for cfg, looking with deps, within cfg.Timeout:
+// the checks run in four lanes side by side (the programs; the service
+// and Temporal; the folder's files; the machine and what was left
+// behind), each check within its own bound, and the report lists them in
+// Checks' order whatever order they ended in. A check that runs out of
+// time says so as its verdict and the others still report. A check that
 // needs what an earlier one found missing (the service, the namespace) is
 // skipped, saying which. Nothing is started, stopped or changed.
 func Run(ctx context.Context, cfg Config, deps Deps) Report {
@@ -28,130 +36,256 @@ func Run(ctx context.Context, cfg Config, deps Deps) Report {
 	if cfg.MinFree == 0 {
 		cfg.MinFree = DefaultMinFree
 	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	l := lanes{ctx: ctx, timeout: cfg.Timeout}
+
 	queues := folderQueues(cfg)
 	rctx := Context{Cwd: cfg.Cwd, DataDir: cfg.DataDir, AgentDir: cfg.AgentDir, Address: cfg.Address, Namespace: cfg.Namespace, Local: cfg.Local, UIURL: cfg.UIURL}
 	for _, q := range queues {
 		rctx.TaskQueues = append(rctx.TaskQueues, q.Name)
 	}
-	var out []Result
-	add := func(r Result) Result { out = append(out, r); return r }
-
-	// The programs.
-	pi := add(checkPi(ctx, deps.FindPi))
-	prefix, _ := pi.Details["path"].(string)
-	if prefix != "" {
-		prefix = filepath.Dir(prefix)
+	// Each lane puts its results in their own slots: the order is Checks'.
+	slots := make([]Result, len(Checks))
+	add := func(r Result) Result {
+		slots[slices.Index(Checks, r.Name)] = r
+		return r
 	}
-	add(checkNode(ctx, deps.NodeVersion, prefix))
 
-	// The service, its socket and key: only a local one has them.
+	// What the lanes start from: whether the local service runs (its lock,
+	// a connect to its address: each local, within probeTimeout).
 	lock := ServiceLock{}
 	state := serviceOther
-	keyFailed := false
 	if cfg.Local {
 		lock = deps.ServiceLock(cfg.DataDir)
 		var r Result
 		r, state = checkService(lock, lock.Held || deps.Answers(cfg.Address), cfg.Address, cfg.DataDir)
 		add(r)
+	} else {
+		add(skip(CheckService, "Temporal at "+cfg.Address+" is not this machine's local service: no local service, socket or key to check"))
+	}
+
+	var wg sync.WaitGroup
+	lane := func(f func()) { wg.Add(1); go func() { defer wg.Done(); f() }() }
+	lane(func() { programsLane(l, cfg, deps, lock, add) })
+	lane(func() { serviceLane(l, cfg, deps, queues, state, add) })
+	lane(func() { filesLane(l, cfg, add) })
+	lane(func() { machineLane(l, cfg, deps, lock, state, add) })
+	wg.Wait()
+	return newReport(rctx, slots)
+}
+
+// programsLane: pi, then the Node beside it.
+func programsLane(l lanes, cfg Config, deps Deps, lock ServiceLock, add func(Result) Result) {
+	lookup := worker.PiLookup{Flag: cfg.Pi}
+	if deps.PiLookup != nil {
+		lookup = deps.PiLookup(cfg.Pi)
+	}
+	var judged piJudged
+	if cfg.Pi == "" && lock.Held && lock.Pid > 0 {
+		// The running service's pi is the one its children run on.
+		if deps.ServicePiLookup != nil {
+			if sl, known := deps.ServicePiLookup(lock.Pid); known {
+				lookup, judged.servicePid = sl, lock.Pid
+			}
+		}
+		if judged.servicePid == 0 {
+			judged.unreadPid = lock.Pid
+		}
+	}
+	pi := add(l.check(CheckPi, piTimeout, func(ctx context.Context) Result {
+		found, err := deps.FindPi(ctx, lookup)
+		return checkPi(found, err, judged)
+	}))
+	if piMissing(pi) {
+		// A Node elsewhere would be judged for nothing: pi runs on the
+		// one beside it first, and without pi nothing runs on any.
+		add(skip(CheckNode, "needs pi (see pi): the Node that matters is the one pi runs on, found beside it first"))
+		return
+	}
+	prefix, _ := pi.Details["path"].(string)
+	if prefix != "" {
+		prefix = filepath.Dir(prefix)
+	}
+	add(l.check(CheckNode, commandTimeout, func(ctx context.Context) Result {
+		return checkNode(ctx, deps.NodeVersion, prefix)
+	}))
+}
+
+// serviceLane: the local service's socket and key, then Temporal: the
+// namespace, then its search attributes, the workers and the waiting
+// results side by side.
+func serviceLane(l lanes, cfg Config, deps Deps, queues []Queue, state serviceState, add func(Result) Result) {
+	keyFailed := false
+	if cfg.Local {
 		if state == serviceRuns {
-			add(checkSocket(ctx, deps.AskSocket, connection.SocketPath(cfg.DataDir),
-				SocketInfo{Address: cfg.Address, Namespace: cfg.Namespace, TaskQueue: cfg.TaskQueue}))
+			add(l.check(CheckSocket, socketTimeout, func(ctx context.Context) Result {
+				return checkSocket(ctx, deps.AskSocket, connection.SocketPath(cfg.DataDir),
+					SocketInfo{Address: cfg.Address, Namespace: cfg.Namespace, TaskQueue: cfg.TaskQueue})
+			}))
 		} else {
 			add(skip(CheckSocket, "no subagents dev runs for this data dir, so no socket answers (see service)"))
 		}
 		mode := map[serviceState]keyMode{serviceRuns: keyNeeded, serviceOther: keyOptional, serviceDown: keyLater}[state]
-		keyFailed = add(checkAPIKey(deps.ReadKey, cfg.DataDir, mode)).Status == Fail
+		keyFailed = add(l.check(CheckAPIKey, localTimeout, func(context.Context) Result {
+			return checkAPIKey(deps.ReadKey, cfg.DataDir, mode)
+		})).Status == Fail
 	} else {
 		why := "Temporal at " + cfg.Address + " is not this machine's local service: no local service, socket or key to check"
-		add(skip(CheckService, why))
 		add(skip(CheckSocket, why))
 		add(skip(CheckAPIKey, why))
 	}
 
-	// Temporal: the namespace, its search attributes, the workers.
-	var fe Frontend
-	nsOK := false
+	needs := func(why string) {
+		for _, name := range []string{CheckNamespace, CheckSearchAttributes, CheckWorkers, CheckUnacknowledged} {
+			add(skip(name, why))
+		}
+	}
 	switch {
 	case state == serviceDown:
-		for _, name := range []string{CheckNamespace, CheckSearchAttributes, CheckWorkers} {
-			add(skip(name, "needs the service, which does not run (see service)"))
-		}
+		needs("needs the service, which does not run (see service)")
+		return
 	case keyFailed:
 		// Every call would be refused for want of the key: say so once.
-		for _, name := range []string{CheckNamespace, CheckSearchAttributes, CheckWorkers} {
-			add(skip(name, "needs the service's API key (see api_key)"))
-		}
-	default:
-		f, closeFn, err := deps.Dial(ctx)
-		if err == nil {
-			defer closeFn()
-			fe = f
-		}
-		ns := add(withTimeout(ctx, func(ctx context.Context) Result { return checkNamespace(ctx, fe, err, cfg) }))
-		nsOK = ns.Status == OK
-		if nsOK {
-			add(withTimeout(ctx, func(ctx context.Context) Result { return checkSearchAttributes(ctx, fe, cfg.Namespace) }))
-			add(withTimeout(ctx, func(ctx context.Context) Result { return checkWorkers(ctx, fe, queues, cfg.Now) }))
-		} else {
-			add(skip(CheckSearchAttributes, "needs the namespace (see namespace)"))
-			add(skip(CheckWorkers, "needs the namespace (see namespace)"))
-		}
+		needs("needs the service's API key (see api_key)")
+		return
 	}
-
-	// The folder's files.
-	opts := profiles.Options{Cwd: cfg.Cwd, AgentDir: cfg.AgentDir, PromptDirs: cfg.PromptDirs}
-	var list []*profiles.Profile
-	set, loadErr := profiles.Load(opts)
-	if loadErr == nil {
-		list = set.List(true)
-	}
-	add(checkProfiles(list, loadErr, os.ReadFile))
-	plans, plansErr := profiles.ListPlans(opts)
-	add(checkPlans(plans, plansErr, cfg.AgentDir))
-	add(checkSettings(cfg, os.ReadFile))
-	settings, _ := profiles.LoadConfig(cfg.AgentDir, cfg.Cwd, cfg.Getenv)
-	uses, unresolved := modelUses(list, settings.Models, defaultProvider(cfg.AgentDir, cfg.Cwd, os.ReadFile))
-	home, _ := os.UserHomeDir()
-	creds := readCredentials(cfg.AgentDir, os.ReadFile, cfg.Getenv, func(p string) bool { _, err := os.Stat(p); return err == nil }, home)
-	add(checkModelKeys(uses, unresolved, creds, cfg.AgentDir))
-
-	// The machine.
-	switch {
-	case cfg.UIURL == "":
-		add(skip(CheckUI, "no UI address is known for "+cfg.Address+": pass --ui-url or set SUBAGENTS_UI_URL to check one"))
-	case state == serviceDown:
-		add(skip(CheckUI, "the service serves the UI, and it does not run (see service)"))
-	default:
-		add(checkUI(ctx, deps.HTTPGet, cfg.UIURL, cfg.Local))
-	}
-	add(checkDisk(deps.FreeSpace, cfg.DataDir, cfg.MinFree))
-
-	// What was left behind.
-	sessionLocks, sessionErr := deps.StaleSessionLocks(cfg.DataDir, cfg.Now)
-	add(checkStaleLocks(lock, sessionLocks, sessionErr, cfg.DataDir))
-	stale, staleErr := deps.StaleWorktrees(cfg.DataDir)
-	add(checkStaleWorktrees(ctx, cfg, stale, staleErr, deps.Git, func(p string) bool {
-		_, err := os.Stat(p)
-		return err == nil || !errors.Is(err, fs.ErrNotExist)
+	conn := &dialed{}
+	defer conn.finish()
+	ns := add(l.check(CheckNamespace, namespaceTimeout, func(ctx context.Context) Result {
+		fe, closeFn, err := deps.Dial(ctx)
+		if err == nil && !conn.keep(fe, closeFn) {
+			err = ctx.Err()
+		}
+		return checkNamespace(ctx, fe, err, cfg)
 	}))
-	if nsOK {
-		add(withTimeout(ctx, func(ctx context.Context) Result { return checkUnacknowledged(ctx, fe, cfg.Now, cfg.StaleAfter) }))
-	} else {
-		why := "needs Temporal and the namespace (see namespace)"
-		switch {
-		case state == serviceDown:
-			why = "needs the service, which does not run (see service)"
-		case keyFailed:
-			why = "needs the service's API key (see api_key)"
+	if ns.Status != OK {
+		for _, name := range []string{CheckSearchAttributes, CheckWorkers} {
+			add(skip(name, "needs the namespace (see namespace)"))
 		}
-		add(skip(CheckUnacknowledged, why))
+		add(skip(CheckUnacknowledged, "needs Temporal and the namespace (see namespace)"))
+		return
 	}
-	return newReport(rctx, out)
+	fe := conn.frontend()
+	var wg sync.WaitGroup
+	side := func(name string, f func(context.Context) Result) {
+		wg.Add(1)
+		go func() { defer wg.Done(); add(l.check(name, callTimeout, f)) }()
+	}
+	side(CheckSearchAttributes, func(ctx context.Context) Result { return checkSearchAttributes(ctx, fe, cfg.Namespace) })
+	side(CheckWorkers, func(ctx context.Context) Result { return checkWorkers(ctx, fe, queues, cfg.Now) })
+	side(CheckUnacknowledged, func(ctx context.Context) Result { return checkUnacknowledged(ctx, fe, cfg.Now, cfg.StaleAfter) })
+	wg.Wait()
 }
 
-// withTimeout runs a check that calls Temporal within callTimeout.
-func withTimeout(ctx context.Context, check func(context.Context) Result) Result {
-	ctx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
-	return check(ctx)
+// filesLane: the folder's profiles, plans, settings and the keys for the
+// models its profiles name.
+func filesLane(l lanes, cfg Config, add func(Result) Result) {
+	opts := profiles.Options{Cwd: cfg.Cwd, AgentDir: cfg.AgentDir, PromptDirs: cfg.PromptDirs}
+	type listed struct {
+		r    Result
+		list []*profiles.Profile
+	}
+	got, _, late, why := within(l, localTimeout, func(context.Context) listed {
+		var list []*profiles.Profile
+		set, err := profiles.Load(opts)
+		if err == nil {
+			list = set.List(true)
+		}
+		return listed{checkProfiles(list, err, os.ReadFile), list}
+	})
+	if late {
+		add(lateResult(CheckProfiles, why, got.r, false))
+	} else {
+		add(got.r)
+	}
+	add(l.check(CheckPlans, localTimeout, func(context.Context) Result {
+		plans, err := profiles.ListPlans(opts)
+		return checkPlans(plans, err, cfg.AgentDir, cfg.Cwd, profileLookup(opts, cfg.Getenv))
+	}))
+	add(l.check(CheckSettings, localTimeout, func(context.Context) Result { return checkSettings(cfg, os.ReadFile) }))
+	if late {
+		add(skip(CheckModelKeys, "needs the profiles, which could not be read in time (see profiles)"))
+		return
+	}
+	add(l.check(CheckModelKeys, localTimeout, func(context.Context) Result {
+		settings, _ := profiles.LoadConfig(cfg.AgentDir, cfg.Cwd, cfg.Getenv)
+		uses, unresolved := modelUses(got.list, settings.Models, defaultProvider(cfg.AgentDir, cfg.Cwd, os.ReadFile))
+		home, _ := os.UserHomeDir()
+		creds := readCredentials(cfg.AgentDir, os.ReadFile, cfg.Getenv, func(p string) bool { _, err := os.Stat(p); return err == nil }, home)
+		return checkModelKeys(uses, unresolved, creds, cfg.AgentDir)
+	}))
+}
+
+// machineLane: the UI, the disk, and what was left behind. The UI and the
+// git commands may each hang on their own: they run side by side.
+func machineLane(l lanes, cfg Config, deps Deps, lock ServiceLock, state serviceState, add func(Result) Result) {
+	var wg sync.WaitGroup
+	side := func(f func()) { wg.Add(1); go func() { defer wg.Done(); f() }() }
+	side(func() {
+		switch {
+		case cfg.UIURL == "":
+			add(skip(CheckUI, "no UI address is known for "+cfg.Address+": pass --ui-url or set SUBAGENTS_UI_URL to check one"))
+		case state == serviceDown:
+			add(skip(CheckUI, "the service serves the UI, and it does not run (see service)"))
+		default:
+			add(l.check(CheckUI, httpTimeout, func(ctx context.Context) Result { return checkUI(ctx, deps.HTTPGet, cfg.UIURL, cfg.Local) }))
+		}
+	})
+	side(func() {
+		add(l.check(CheckStaleWorktrees, worktreesTimeout, func(ctx context.Context) Result {
+			stale, staleErr := deps.StaleWorktrees(cfg.DataDir)
+			return checkStaleWorktrees(ctx, cfg, stale, staleErr, deps.Git, func(p string) bool {
+				_, err := os.Stat(p)
+				return err == nil || !errors.Is(err, fs.ErrNotExist)
+			})
+		}))
+	})
+	add(l.check(CheckDisk, localTimeout, func(context.Context) Result { return checkDisk(deps.FreeSpace, cfg.DataDir, cfg.MinFree) }))
+	add(l.check(CheckStaleLocks, localTimeout, func(context.Context) Result {
+		sessionLocks, sessionErr := deps.StaleSessionLocks(cfg.DataDir, cfg.Now)
+		return checkStaleLocks(lock, sessionLocks, sessionErr, cfg.DataDir)
+	}))
+	wg.Wait()
+}
+
+// dialed holds the connection to Temporal the namespace check made, for
+// the checks after it; one made after the doctor gave up on it is closed
+// by itself.
+type dialed struct {
+	mu     sync.Mutex
+	fe     Frontend
+	close  func()
+	closed bool
+}
+
+// keep takes the connection, or closes it when Run is done with it.
+func (d *dialed) keep(fe Frontend, closeFn func()) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		closeFn()
+		return false
+	}
+	d.fe, d.close = fe, closeFn
+	return true
+}
+
+func (d *dialed) frontend() Frontend {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.fe
+}
+
+// finish closes the connection, now or when it is made.
+func (d *dialed) finish() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.closed = true
+	if d.close != nil {
+		d.close()
+	}
 }

@@ -1,11 +1,13 @@
 package doctor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io/fs"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,7 +41,7 @@ func newWorld(t *testing.T) *world {
 		Address: "127.0.0.1:7233", Namespace: "default", Local: true, TaskQueue: "subagents", UIURL: "http://127.0.0.1:8233", Now: now,
 	}}
 	w.deps = Deps{
-		FindPi: func(context.Context) (worker.Pi, error) {
+		FindPi: func(context.Context, worker.PiLookup) (worker.Pi, error) {
 			return worker.Pi{Path: "/tree/.bin/pi", Version: PinnedPi, Source: "source tree"}, nil
 		},
 		NodeVersion: func(_ context.Context, prefix string) (string, string, error) {
@@ -104,6 +106,13 @@ func TestRun(t *testing.T) {
 				return nil, nil, errors.New("connection refused")
 			}
 		}, map[string]Status{CheckSocket: Skip, CheckNamespace: Fail, CheckSearchAttributes: Skip, CheckWorkers: Skip, CheckUnacknowledged: Skip}, 3, 1},
+		// One cause, one failure: no pi, so no Node to judge beside it.
+		{"no pi", func(w *world) {
+			w.deps.FindPi = func(context.Context, worker.PiLookup) (worker.Pi, error) {
+				return worker.Pi{}, errors.New("pi not found: pass --pi PATH")
+			}
+			w.deps.NodeVersion = func(context.Context, string) (string, string, error) { return "/usr/bin/node", "v20.20.2", nil }
+		}, map[string]Status{CheckPi: Fail, CheckNode: Skip}, 2, 1},
 		{"no worker", func(w *world) {
 			fe := &fakeFrontend{attrs: api.SearchAttributes()}
 			w.deps.Dial = func(context.Context) (Frontend, func(), error) { w.dialed++; return fe, func() {}, nil }
@@ -136,6 +145,151 @@ func TestRun(t *testing.T) {
 			}
 			if r.ExitCode != tt.exit || w.dialed != tt.dials {
 				t.Fatalf("exit %d after %d dials, want %d after %d", r.ExitCode, w.dialed, tt.exit, tt.dials)
+			}
+		})
+	}
+}
+
+// hang blocks until ctx ends, as a thing that takes calls and never
+// answers; forever ignores its context, as one that cannot be stopped,
+// until the test ends.
+func hang(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
+
+type hungFrontend struct{ *fakeFrontend }
+
+func (hungFrontend) DescribeNamespace(ctx context.Context, _ string) error { return hang(ctx) }
+
+// TestRunDeadline: whatever hangs, the doctor answers by its deadline:
+// what ran out says so, the rest report, in their order.
+func TestRunDeadline(t *testing.T) {
+	w := newWorld(t)
+	forever := make(chan struct{})
+	t.Cleanup(func() { close(forever) })
+	w.deps.FindPi = func(context.Context, worker.PiLookup) (worker.Pi, error) {
+		<-forever
+		return worker.Pi{}, errors.New("never")
+	}
+	w.deps.Dial = func(context.Context) (Frontend, func(), error) { return hungFrontend{&fakeFrontend{}}, func() {}, nil }
+	w.deps.Git = func(ctx context.Context, _ string, _ ...string) (string, error) { return "", hang(ctx) }
+	w.cfg.Timeout = time.Second
+	start := time.Now()
+	r := Run(context.Background(), w.cfg, w.deps)
+	// The deadline, the grace a check has to hand in what it found, and
+	// room for a loaded machine.
+	if took := time.Since(start); took > w.cfg.Timeout+lateGrace+2*time.Second {
+		t.Fatalf("took %s with a deadline of %s", took, w.cfg.Timeout)
+	}
+	var names []string
+	for _, c := range r.Checks {
+		names = append(names, c.Name)
+	}
+	if !slices.Equal(names, Checks) {
+		t.Fatalf("checks %v, want %v", names, Checks)
+	}
+	got := map[string]Result{}
+	for _, c := range r.Checks {
+		got[c.Name] = c
+	}
+	for name, want := range map[string]string{
+		CheckPi:        "`pi --version` did not answer within the doctor's 1s (--timeout)",
+		CheckNamespace: "Temporal did not answer within the doctor's 1s (--timeout)",
+		// pi took its lane's time: Node, after it, had none left.
+		CheckNode: "`node --version` was not checked: the doctor's 1s (--timeout) ran out before its turn",
+	} {
+		if c := got[name]; c.Status != Fail || c.Verdict != want || !strings.Contains(c.Fix, "--timeout") {
+			t.Errorf("%s: %+v, want a failure %q", name, c, want)
+		}
+	}
+	if c := got[CheckStaleWorktrees]; c.Status != Warn || c.Verdict != "git in the folder's repository did not answer within the doctor's 1s (--timeout)" {
+		t.Errorf("stale_worktrees: %+v", c)
+	}
+	for _, name := range []string{CheckService, CheckSocket, CheckAPIKey, CheckProfiles, CheckPlans, CheckSettings, CheckModelKeys, CheckUI, CheckDisk, CheckStaleLocks} {
+		if got[name].Status != OK {
+			t.Errorf("%s: %+v, want ok: it did not hang", name, got[name])
+		}
+	}
+	for _, name := range []string{CheckSearchAttributes, CheckWorkers, CheckUnacknowledged} {
+		if got[name].Status != Skip {
+			t.Errorf("%s: %+v, want a skip for want of the namespace", name, got[name])
+		}
+	}
+	// Temporal that does not answer is unreachable, but pi's failure is not.
+	if r.ExitCode != 2 {
+		t.Fatalf("exit %d", r.ExitCode)
+	}
+}
+
+// TestWithin: a check's own bound, and the doctor's deadline, each named
+// in what the check says; a check that ended just in time keeps its word.
+func TestWithin(t *testing.T) {
+	l := lanes{ctx: context.Background(), timeout: time.Minute}
+	_, got, late, why := within(l, 50*time.Millisecond, func(ctx context.Context) error { return hang(ctx) })
+	if !late || !got || why != "did not answer within 50ms" {
+		t.Fatalf("own bound: got %v late %v %q", got, late, why)
+	}
+	r := l.check(CheckUI, 50*time.Millisecond, func(ctx context.Context) Result {
+		return fail(CheckUI, oneLine(hang(ctx).Error()), "x").with("url", "http://u")
+	})
+	if r.Status != Fail || r.Verdict != "the Temporal UI did not answer within 50ms" || r.Details["url"] != "http://u" || r.Details["said"] != "context deadline exceeded" {
+		t.Fatalf("%+v", r)
+	}
+	r = l.check(CheckDisk, 0, func(context.Context) Result { return ok(CheckDisk, "room") })
+	if r.Status != OK || r.Verdict != "room" {
+		t.Fatalf("%+v", r)
+	}
+	// A check that passes over the error of what it was cut short in (git
+	// in a folder that is no repository says nothing either) and returns
+	// all well: it ran out, and says so.
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	r = lanes{ctx: ctx, timeout: 50 * time.Millisecond}.check(CheckStaleWorktrees, time.Minute, func(ctx context.Context) Result {
+		_ = hang(ctx)
+		return ok(CheckStaleWorktrees, "nothing left behind")
+	})
+	if r.Status != Warn || r.Verdict != "git in the folder's repository did not answer within the doctor's 50ms (--timeout)" {
+		t.Fatalf("a check that passed over its cut: %+v", r)
+	}
+}
+
+// TestRunJudgesTheServicesPi: with a service running, the pi its children
+// run on is judged, read from its process; --pi judges the one it names;
+// a service whose process cannot be read leaves the doctor's own, said so.
+func TestRunJudgesTheServicesPi(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		flag  string
+		known bool
+		want  string
+		has   string
+	}{
+		{"the service's", "", true, "/svc/pi", "the running service's (pid 42"},
+		{"--pi", "/mine/pi", true, "/mine/pi", "(--pi)"},
+		{"not readable", "", false, "", "the running service (pid 42) found its own at its start"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld(t)
+			w.cfg.Pi = tt.flag
+			w.deps.PiLookup = func(flag string) worker.PiLookup { return worker.PiLookup{Flag: flag} }
+			w.deps.ServicePiLookup = func(pid int) (worker.PiLookup, bool) {
+				if pid != 42 {
+					t.Errorf("pid %d", pid)
+				}
+				return worker.PiLookup{Flag: "/svc/pi"}, tt.known
+			}
+			w.deps.FindPi = func(_ context.Context, l worker.PiLookup) (worker.Pi, error) {
+				source := "$SUBAGENTS_PI"
+				if l.Flag == "" {
+					return worker.Pi{Path: "/tree/pi", Version: PinnedPi, Source: "source tree"}, nil
+				}
+				if l.Flag == "/mine/pi" {
+					source = "--pi"
+				}
+				return worker.Pi{Path: l.Flag, Version: PinnedPi, Source: source}, nil
+			}
+			r := Run(context.Background(), w.cfg, w.deps)
+			c := r.Checks[slices.Index(Checks, CheckPi)]
+			if want := cmp.Or(tt.want, "/tree/pi"); c.Status != OK || c.Details["path"] != want || !strings.Contains(c.Verdict, tt.has) {
+				t.Fatalf("%+v, want %s with %q", c, want, tt.has)
 			}
 		})
 	}

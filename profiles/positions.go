@@ -101,3 +101,65 @@ func topKeyLine(doc *yaml.Node, key string) int {
 	}
 	return 0
 }
+
+// PlanStepLines are the lines of a plan document's task steps (src, a
+// plan file's whole content, YAML or JSON), in api.TaskSteps' order: the
+// line of each step's agent, or of its first key when it names none; 0
+// where the document does not say. `subagents doctor` names them beside
+// the file, for a step whose agent a run would refuse.
+func PlanStepLines(src []byte) []int {
+	var doc yaml.Node
+	if yaml.Unmarshal(src, &doc) != nil {
+		return nil
+	}
+	var lines []int
+	var walk func(seq *yaml.Node)
+	walk = func(seq *yaml.Node) {
+		if seq == nil || seq.Kind != yaml.SequenceNode {
+			return
+		}
+		for _, step := range seq.Content {
+			if step.Kind != yaml.MappingNode {
+				continue
+			}
+			// A task step has a task, an agent or a continue (api.Step.IsTask).
+			task := false
+			line := step.Line
+			for _, key := range []string{"task", "agent", "continue"} {
+				if k, v := mappingEntry(step, key); v != nil && v.Kind == yaml.ScalarNode && v.Value != "" {
+					task = true
+					if key == "agent" {
+						line = k.Line
+					}
+				}
+			}
+			if task {
+				lines = append(lines, line)
+				continue
+			}
+			_, steps := mappingEntry(step, "steps")
+			walk(steps)
+			_, parallel := mappingEntry(step, "parallel")
+			walk(parallel)
+		}
+	}
+	root := &doc
+	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
+		root = root.Content[0]
+	}
+	if root.Kind == yaml.MappingNode {
+		_, steps := mappingEntry(root, "steps")
+		walk(steps)
+	}
+	return lines
+}
+
+// mappingEntry is the key and value of key in the mapping m, or nils.
+func mappingEntry(m *yaml.Node, key string) (k, v *yaml.Node) {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i], m.Content[i+1]
+		}
+	}
+	return nil, nil
+}
