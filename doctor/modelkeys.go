@@ -70,6 +70,9 @@ type modelUse struct {
 	Model    string `json:"model,omitempty"`
 	// By says who names it: "profile scout", "pi's default".
 	By string `json:"by"`
+	// Fallback: it is only a fallback of the profile's model, tried when
+	// that one fails.
+	Fallback bool `json:"fallback,omitempty"`
 }
 
 // modelUses are the providers this folder's profiles run on: each
@@ -99,7 +102,7 @@ func modelUses(list []*profiles.Profile, overrides map[string]string, defaultPro
 		}
 		for _, f := range p.FallbackModels {
 			if pr, m, _, err := profiles.ParseModelOverride(f); err == nil && pr != "" {
-				uses = append(uses, modelUse{Provider: pr, Model: m, By: "profile " + p.Name + " (fallback)"})
+				uses = append(uses, modelUse{Provider: pr, Model: m, By: "profile " + p.Name + " (fallback)", Fallback: true})
 			}
 		}
 	}
@@ -226,6 +229,9 @@ func checkModelKeys(uses []modelUse, unresolved []string, creds piCredentials, a
 		return ok(CheckModelKeys, "no profile names a provider; pi picks one of those it has a key for").with("unresolved", unresolved)
 	}
 	byProvider := map[string][]string{}
+	// main are the providers some profile runs on first, not only as a
+	// fallback.
+	main := map[string]bool{}
 	var providers []string
 	for _, u := range uses {
 		if _, seen := byProvider[u.Provider]; !seen {
@@ -234,24 +240,38 @@ func checkModelKeys(uses []modelUse, unresolved []string, creds piCredentials, a
 		if !slices.Contains(byProvider[u.Provider], u.By) {
 			byProvider[u.Provider] = append(byProvider[u.Provider], u.By)
 		}
+		main[u.Provider] = main[u.Provider] || !u.Fallback
 	}
 	slices.Sort(providers)
 	found := map[string]string{}
-	var missing []string
-	var fixes []string
+	// missing fail the runs; fallbacks only a fallback, tried when the
+	// profile's own model fails: the runs work without it.
+	var missing, fallbacks, fixes []string
 	for _, p := range providers {
 		src, why := creds.find(p)
 		if why != "" {
-			missing = append(missing, fmt.Sprintf("%s (for %s)", why, strings.Join(byProvider[p], ", ")))
+			line := fmt.Sprintf("%s (for %s)", why, strings.Join(byProvider[p], ", "))
+			if main[p] {
+				missing = append(missing, line)
+			} else {
+				fallbacks = append(fallbacks, line)
+			}
 			fixes = append(fixes, keyFix(p, creds))
 			continue
 		}
 		found[p] = src
 	}
-	if len(missing) > 0 {
-		return fail(CheckModelKeys, strings.Join(missing, "; "),
-			strings.Join(fixes, "; ")+" (a running service keeps the environment it started with: restart it after setting a variable)").
-			with("found", found).with("used_by", byProvider)
+	fix := strings.Join(fixes, "; ") + " (a running service keeps the environment it started with: restart it after setting a variable)"
+	switch {
+	case len(missing) > 0:
+		v := strings.Join(missing, "; ")
+		if len(fallbacks) > 0 {
+			v += "; and for fallbacks only: " + strings.Join(fallbacks, "; ")
+		}
+		return fail(CheckModelKeys, v, fix).with("found", found).with("used_by", byProvider)
+	case len(fallbacks) > 0:
+		return warn(CheckModelKeys, strings.Join(fallbacks, "; ")+": the runs work on their profiles' own models; only a fallback to these would fail", fix).
+			with("found", found).with("used_by", byProvider).with("unresolved", unresolved)
 	}
 	var parts []string
 	for _, p := range providers {

@@ -91,6 +91,14 @@ func TestCheckModelKeys(t *testing.T) {
 		{"keyed", []modelUse{{Provider: "anthropic", By: "profile a"}}, creds, OK, "anthropic from $ANTHROPIC_API_KEY", ""},
 		{"a provider without", []modelUse{{Provider: "anthropic", By: "profile a"}, {Provider: "openai", By: "profile b"}, {Provider: "openai", By: "profile c"}}, creds, Fail,
 			"no key for openai: $OPENAI_API_KEY is not set and auth.json holds none (for profile b, profile c)", "set OPENAI_API_KEY where the service runs, or run /login in pi and choose openai"},
+		// A fallback without a key fails only when the main model fails.
+		{"a fallback without", []modelUse{{Provider: "anthropic", By: "profile a"}, {Provider: "openai", By: "profile a (fallback)", Fallback: true}}, creds, Warn,
+			"no key for openai: $OPENAI_API_KEY is not set and auth.json holds none (for profile a (fallback)): the runs work on their profiles' own models; only a fallback to these would fail",
+			"set OPENAI_API_KEY"},
+		{"a provider one profile falls back to and another runs on", []modelUse{{Provider: "openai", By: "profile a (fallback)", Fallback: true}, {Provider: "openai", By: "profile b"}}, creds, Fail,
+			"no key for openai: $OPENAI_API_KEY is not set and auth.json holds none (for profile a (fallback), profile b)", "set OPENAI_API_KEY"},
+		{"a main and a fallback without", []modelUse{{Provider: "google", By: "profile a"}, {Provider: "openai", By: "profile a (fallback)", Fallback: true}}, creds, Fail,
+			"no key for google: $GEMINI_API_KEY is not set and auth.json holds none (for profile a); and for fallbacks only: no key for openai", "set GEMINI_API_KEY"},
 		{"nothing named, some key", nil, creds, OK, "pi picks one", ""},
 		{"nothing named, no key at all", nil, none, Fail, "no provider key", "/login"},
 	}
