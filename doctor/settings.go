@@ -109,14 +109,25 @@ func checkSettings(cfg Config, read func(string) ([]byte, error)) Result {
 			errs = append(errs, serviceSettingsError(cfg, read, err))
 		}
 	}
+	ignoredFix := fmt.Sprintf("correct or remove the keys the extension ignores; the program, the address, the data dir and the queue are set in %s or the environment only, never by a project", filepath.Join(cfg.AgentDir, profiles.ConfigFile))
 	switch {
 	case len(errs) > 0:
-		return fail(CheckSettings, fmt.Sprintf("%d %s: %s", len(errs), plural(len(errs), "mistake in the settings", "mistakes in the settings"), listErrors(errs)),
-			"correct the value at that line (docs/settings.md gives each setting's kind and range), or the variable").with("errors", errs).with("files", read1)
+		// The keys ignored are said too: a misspelt key beside a wrong
+		// value is two things to mend, and the second would otherwise
+		// show only once the first is.
+		v := fmt.Sprintf("%d %s: %s", len(errs), plural(len(errs), "mistake in the settings", "mistakes in the settings"), listErrors(errs))
+		fix := "correct the value at that line (docs/settings.md gives each setting's kind and range), or the variable"
+		if len(ignored) > 0 {
+			v += "; and ignored: " + strings.Join(ignored, "; ")
+			fix += "; " + ignoredFix
+		}
+		r := fail(CheckSettings, v, fix).with("errors", errs).with("files", read1)
+		if len(ignored) > 0 {
+			r = r.with("ignored", ignored)
+		}
+		return r
 	case len(ignored) > 0:
-		return warn(CheckSettings, strings.Join(ignored, "; "),
-			fmt.Sprintf("correct or remove the keys the extension ignores; the program, the address, the data dir and the queue are set in %s or the environment only, never by a project", filepath.Join(cfg.AgentDir, profiles.ConfigFile))).
-			with("files", read1).with("ignored", ignored)
+		return warn(CheckSettings, strings.Join(ignored, "; "), ignoredFix).with("files", read1).with("ignored", ignored)
 	}
 	v := "no settings files: the defaults apply"
 	if len(read1) > 0 {

@@ -34,6 +34,10 @@ func TestCheckSettings(t *testing.T) {
 			[]string{"sets bin, taskQueue, which only pi's config dir or the environment may set"}},
 		{"a misspelt key", map[string]string{"agent/subagents.json": "{\"extension\": {\n\"autostart\": false}}"}, nil, Warn,
 			[]string{"subagents.json:2: extension.autostart is no setting of the extension and is ignored (did you mean autoStart?)"}},
+		// Both are said, in the verdict and the details.
+		{"a misspelt key and a mistake", map[string]string{"agent/subagents.json": "{\"extension\": {\n\"taskQueu\": \"q\",\n\"maxLinesPerWindow\": 0}}"}, nil, Fail,
+			[]string{"1 mistake in the settings: ", "subagents.json:3: extension.maxLinesPerWindow: must be a whole number", "; and ignored: ",
+				"subagents.json:2: extension.taskQueu is no setting of the extension and is ignored"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -54,6 +58,11 @@ func TestCheckSettings(t *testing.T) {
 			}
 			if r.Status != OK && r.Fix == "" {
 				t.Fatal("no fix")
+			}
+			if strings.Contains(r.Verdict, "is ignored") {
+				if ign, _ := r.Details["ignored"].([]string); len(ign) == 0 || !strings.Contains(r.Fix, "keys the extension ignores") {
+					t.Fatalf("the ignored keys are not in the details or the fix: %+v", r)
+				}
 			}
 		})
 	}
