@@ -194,12 +194,27 @@ func TestDoctorFindsEachBrokenThing(t *testing.T) {
 	}
 
 	t.Run("pi", func(t *testing.T) {
-		code, r := runDoctor(t, append(env, "SUBAGENTS_PI=/nonexistent/pi"), "--cwd", e.workDir)
+		// The pi named by --pi is judged, and without a pi no Node is.
+		code, r := runDoctor(t, env, "--cwd", e.workDir, "--pi", "/nonexistent/pi")
 		expectFinding(t, code, r, doctor.CheckPi, doctor.Fail, "/nonexistent/pi does not exist", "npm ci", 2)
+		if c := check(t, r, doctor.CheckNode); c.Status != doctor.Skip || !strings.Contains(c.Verdict, "needs pi (see pi)") {
+			t.Fatalf("node with no pi: %+v", c)
+		}
+		// Without --pi, the pi of the running service is judged, read from
+		// its process: a SUBAGENTS_PI of the doctor's own is not what the
+		// service's children run on.
+		code, r = runDoctor(t, append(env, "SUBAGENTS_PI=/nonexistent/pi"), "--cwd", e.workDir)
+		c := check(t, r, doctor.CheckPi)
+		if code != 0 || c.Status != doctor.OK || c.Details["path"] != e.pi.Path ||
+			!strings.Contains(c.Verdict, fmt.Sprintf("the running service's (pid %d; found by $SUBAGENTS_PI)", s.dev.cmd.Process.Pid)) {
+			t.Fatalf("the service's pi: exit %d %+v", code, c)
+		}
 	})
 
 	t.Run("node", func(t *testing.T) {
-		// pi beside a Node 20, as on a machine whose own Node is too old.
+		// pi beside a Node older than pi needs, as on a machine whose own
+		// Node is too old: pi does not run on it, and the doctor says why.
+		old := oldNode(t)
 		dir := t.TempDir()
 		real, err := filepath.EvalSymlinks(e.pi.Path)
 		if err != nil {
@@ -208,11 +223,14 @@ func TestDoctorFindsEachBrokenThing(t *testing.T) {
 		if err := os.Symlink(real, filepath.Join(dir, "pi")); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, "node"), []byte("#!/bin/sh\necho v20.11.0\n"), 0o755); err != nil {
+		if err := os.Symlink(old.path, filepath.Join(dir, "node")); err != nil {
 			t.Fatal(err)
 		}
-		code, r := runDoctor(t, append(env, "SUBAGENTS_PI="+filepath.Join(dir, "pi")), "--cwd", e.workDir)
-		expectFinding(t, code, r, doctor.CheckNode, doctor.Fail, "Node v20.11.0 at "+filepath.Join(dir, "node")+" is older than "+doctor.MinNode, "npm ci", 2)
+		code, r := runDoctor(t, env, "--cwd", e.workDir, "--pi", filepath.Join(dir, "pi"))
+		expectFinding(t, code, r, doctor.CheckNode, doctor.Fail, "Node "+old.version+" at "+filepath.Join(dir, "node")+" is older than "+doctor.MinNode, "npm ci", 2)
+		if c := check(t, r, doctor.CheckPi); old.real && (c.Status != doctor.Fail || !strings.Contains(c.Verdict, "pi at "+filepath.Join(dir, "pi")+" (--pi) does not run")) {
+			t.Fatalf("pi on %s: %+v", old.version, c)
+		}
 	})
 
 	t.Run("socket", func(t *testing.T) {
@@ -283,11 +301,31 @@ func TestDoctorFindsEachBrokenThing(t *testing.T) {
 			"docs/plans.md", 2)
 	})
 
+	t.Run("plan_agent", func(t *testing.T) {
+		// A plan that reads and validates, whose step names a profile that
+		// is not there: a run refuses it with UNKNOWN_AGENT.
+		dir := folder(t, map[string]string{".pi/plans/review.yaml": "steps:\n  - key: look\n    agent: scout\n    task: look\n" +
+			"  - key: judge\n    task: judge\n    agent: nosuchagent\n"})
+		code, r := runDoctor(t, env, "--cwd", dir)
+		expectFinding(t, code, r, doctor.CheckPlans, doctor.Fail,
+			filepath.Join(dir, ".pi", "plans", "review.yaml")+`:7: step "judge": Unknown profile: "nosuchagent". Available profiles: `, "subagents profiles", 2)
+		if c := check(t, r, doctor.CheckPlans); !strings.Contains(c.Verdict, "(UNKNOWN_AGENT: a run refuses the plan)") {
+			t.Fatalf("plans: %+v", c)
+		}
+	})
+
 	t.Run("settings", func(t *testing.T) {
 		dir := folder(t, map[string]string{".pi/subagents.json": "{\n  \"subagents\": {\n    \"taskMaxConcurrency\": 3,\n  }\n}\n"})
 		code, r := runDoctor(t, env, "--cwd", dir)
 		expectFinding(t, code, r, doctor.CheckSettings, doctor.Fail, filepath.Join(dir, ".pi", "subagents.json")+":4: invalid character '}'",
 			"correct the value at that line", 2)
+		// A misspelt key beside a mistake: both are said.
+		dir = folder(t, map[string]string{".pi/subagents.json": "{\n  \"extension\": {\"maxLinesPerWindow\": 0,\n    \"taskQueu\": \"q\"}\n}\n"})
+		code, r = runDoctor(t, env, "--cwd", dir)
+		file := filepath.Join(dir, ".pi", "subagents.json")
+		expectFinding(t, code, r, doctor.CheckSettings, doctor.Fail,
+			file+":2: extension.maxLinesPerWindow: must be a whole number, 1 to 1000, not 0; and ignored: "+file+":3: extension.taskQueu is no setting of the extension and is ignored",
+			"keys the extension ignores", 2)
 	})
 
 	t.Run("model_keys", func(t *testing.T) {
@@ -400,6 +438,33 @@ func TestDoctorFindsEachBrokenThing(t *testing.T) {
 			return check(t, r, doctor.CheckUnacknowledged).Status == doctor.OK
 		})
 	})
+}
+
+// TestDoctorDeadline: a Temporal and a UI that take connections and never
+// answer, as a hung service does. The doctor answers by its --timeout all
+// the same: each hung check says it did not answer within it, and every
+// other check reports.
+func TestDoctorDeadline(t *testing.T) {
+	e := newEnv(t)
+	hung := hangingListener(t)
+	const timeout = 3 * time.Second
+	start := time.Now()
+	code, r := runDoctor(t, e.doctorEnv(hung), "--cwd", e.workDir, "--ui-url", "http://"+hung, "--timeout", "3s")
+	// The deadline, the half second a check has to hand in what it found,
+	// and the command's start and end on a loaded machine.
+	if took := time.Since(start); took > timeout+5*time.Second {
+		t.Fatalf("the doctor took %s with --timeout %s", took, timeout)
+	}
+	expectFinding(t, code, r, doctor.CheckNamespace, doctor.Fail, "Temporal did not answer within the doctor's 3s (--timeout)", "--timeout", 2)
+	expectFinding(t, code, r, doctor.CheckUI, doctor.Fail, "the Temporal UI did not answer within the doctor's 3s (--timeout)", "--timeout", 2)
+	if len(r.Checks) != len(doctor.Checks) {
+		t.Fatalf("%d checks", len(r.Checks))
+	}
+	for _, name := range []string{doctor.CheckPi, doctor.CheckNode, doctor.CheckService, doctor.CheckProfiles, doctor.CheckPlans, doctor.CheckSettings, doctor.CheckDisk} {
+		if c := check(t, r, name); c.Status != doctor.OK {
+			t.Errorf("%s: %+v, want ok: it does not hang", name, c)
+		}
+	}
 }
 
 // TestDoctorInPi: /subagents-doctor in a real pi, with no service running
