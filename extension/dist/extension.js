@@ -1856,9 +1856,10 @@ var Delivery = class {
 
 // src/doctor.ts
 import { spawn as spawn3 } from "node:child_process";
-var DOCTOR_TIMEOUT_MS = 6e4;
+var DOCTOR_DEADLINE_S = 30;
+var DOCTOR_STOP_MS = DOCTOR_DEADLINE_S * 1e3 + 15e3;
 function doctorArgs(cwd, cli) {
-  const args = ["doctor", "--json", "--cwd", cwd, ...cli.options.connection];
+  const args = ["doctor", "--json", "--cwd", cwd, "--timeout", `${DOCTOR_DEADLINE_S}s`, ...cli.options.connection];
   const local = cli.options.local;
   if (local) {
     if (local.taskQueue && !args.includes("--task-queue")) args.push("--task-queue", local.taskQueue);
@@ -1866,12 +1867,12 @@ function doctorArgs(cwd, cli) {
   }
   return args;
 }
-function runDoctor(bin, args, env, cwd) {
+function runDoctor(bin, args, env, cwd, stopMs = DOCTOR_STOP_MS) {
   return new Promise((resolve2, reject) => {
     const child = spawn3(bin, args, { cwd, env, stdio: ["ignore", "pipe", "pipe"] });
     let out = "";
     let err = "";
-    const timer = setTimeout(() => child.kill("SIGTERM"), DOCTOR_TIMEOUT_MS);
+    const timer = setTimeout(() => child.kill("SIGTERM"), stopMs);
     child.stdout.setEncoding("utf8").on("data", (d) => out += d);
     child.stderr.setEncoding("utf8").on("data", (d) => err += d);
     child.on("error", (e) => {
@@ -1885,7 +1886,7 @@ function runDoctor(bin, args, env, cwd) {
         if (Array.isArray(report.checks)) return resolve2(report);
       } catch {
       }
-      const why = signal ? `was stopped (${signal}) after ${DOCTOR_TIMEOUT_MS / 1e3} s` : `exited ${code}`;
+      const why = signal ? `was stopped (${signal}) after ${stopMs / 1e3} s` : `exited ${code}`;
       reject(new SubagentsError("SUBAGENT_FAILED", `subagents doctor ${why}: ${err.trim() || out.trim() || "no output"}`));
     });
   });

@@ -29,15 +29,26 @@ export interface DoctorReport {
 }
 
 /**
- * How long the doctor may take: its own bounds are 5 s to dial Temporal,
- * 10 s per call to it and 20 s for `pi --version`; a minute holds them
- * all on a loaded machine. Past it the command is stopped.
+ * The doctor's deadline, passed as its --timeout: it runs its checks side
+ * by side within it, and a check still running then comes out saying it
+ * did not answer, so that the verdicts arrive even when something hangs
+ * (what a user runs the doctor for). 30 s hold its slowest lane's bounds
+ * (docs/doctor.md, "Deadline").
  */
-const DOCTOR_TIMEOUT_MS = 60_000;
+export const DOCTOR_DEADLINE_S = 30;
+
+/**
+ * When the command is stopped: its deadline, and a margin for what comes
+ * after it, which is bounded too: the half second a check that ran out has
+ * to hand in what it found, and the process's start and its printing of
+ * the document (well under a second each on a loaded machine). A doctor
+ * still running then is itself hung, and is stopped.
+ */
+export const DOCTOR_STOP_MS = DOCTOR_DEADLINE_S * 1000 + 15_000;
 
 /** The command's arguments: the folder, and where this pi's delegations go. */
 export function doctorArgs(cwd: string, cli: SubagentsCli): string[] {
-	const args = ["doctor", "--json", "--cwd", cwd, ...cli.options.connection];
+	const args = ["doctor", "--json", "--cwd", cwd, "--timeout", `${DOCTOR_DEADLINE_S}s`, ...cli.options.connection];
 	const local = cli.options.local;
 	if (local) {
 		if (local.taskQueue && !args.includes("--task-queue")) args.push("--task-queue", local.taskQueue);
@@ -46,13 +57,16 @@ export function doctorArgs(cwd: string, cli: SubagentsCli): string[] {
 	return args;
 }
 
-/** Runs `subagents doctor --json` as bin and reads its document (it exits non-zero when a check fails). */
-export function runDoctor(bin: string, args: string[], env: NodeJS.ProcessEnv, cwd: string): Promise<DoctorReport> {
+/**
+ * Runs `subagents doctor --json` as bin and reads its document (it exits
+ * non-zero when a check fails); stops it after stopMs.
+ */
+export function runDoctor(bin: string, args: string[], env: NodeJS.ProcessEnv, cwd: string, stopMs = DOCTOR_STOP_MS): Promise<DoctorReport> {
 	return new Promise((resolve, reject) => {
 		const child = spawn(bin, args, { cwd, env, stdio: ["ignore", "pipe", "pipe"] });
 		let out = "";
 		let err = "";
-		const timer = setTimeout(() => child.kill("SIGTERM"), DOCTOR_TIMEOUT_MS);
+		const timer = setTimeout(() => child.kill("SIGTERM"), stopMs);
 		child.stdout.setEncoding("utf8").on("data", (d: string) => (out += d));
 		child.stderr.setEncoding("utf8").on("data", (d: string) => (err += d));
 		child.on("error", (e: NodeJS.ErrnoException) => {
@@ -67,7 +81,7 @@ export function runDoctor(bin: string, args: string[], env: NodeJS.ProcessEnv, c
 			} catch {
 				/* not the document: said below */
 			}
-			const why = signal ? `was stopped (${signal}) after ${DOCTOR_TIMEOUT_MS / 1000} s` : `exited ${code}`;
+			const why = signal ? `was stopped (${signal}) after ${stopMs / 1000} s` : `exited ${code}`;
 			reject(new SubagentsError("SUBAGENT_FAILED", `subagents doctor ${why}: ${err.trim() || out.trim() || "no output"}`));
 		});
 	});

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import { SubagentsCli } from "../src/cli.ts";
-import { type DoctorReport, doctorArgs, formatReport, registerDoctor } from "../src/doctor.ts";
+import { DOCTOR_DEADLINE_S, DOCTOR_STOP_MS, type DoctorReport, doctorArgs, formatReport, registerDoctor, runDoctor } from "../src/doctor.ts";
 
 const report: DoctorReport = {
 	status: "fail",
@@ -44,9 +44,26 @@ test("the command is told the folder and where this pi's delegations go", () => 
 		connection: ["--address", "127.0.0.1:7300"],
 		local: { address: "127.0.0.1:7300", addressSet: true, taskQueue: "q", dataDir: "/d", autoStart: true },
 	});
-	assert.deepEqual(doctorArgs("/src/app", cli), ["doctor", "--json", "--cwd", "/src/app", "--address", "127.0.0.1:7300", "--task-queue", "q", "--data-dir", "/d"]);
+	assert.deepEqual(doctorArgs("/src/app", cli), [
+		"doctor", "--json", "--cwd", "/src/app", "--timeout", "30s", "--address", "127.0.0.1:7300", "--task-queue", "q", "--data-dir", "/d",
+	]);
 	const remote = new SubagentsCli({ bin: "subagents", connection: ["--address", "t.example:7233", "--task-queue", "q"] });
-	assert.deepEqual(doctorArgs("/w", remote), ["doctor", "--json", "--cwd", "/w", "--address", "t.example:7233", "--task-queue", "q"]);
+	assert.deepEqual(doctorArgs("/w", remote), ["doctor", "--json", "--cwd", "/w", "--timeout", "30s", "--address", "t.example:7233", "--task-queue", "q"]);
+});
+
+// The doctor answers by its deadline, whatever hangs (its checks that run
+// out say so); pi waits for that with a margin, and only a doctor that is
+// itself hung past it is stopped.
+test("the command is given a deadline, and stopped only well past it", async () => {
+	assert.equal(DOCTOR_DEADLINE_S, 30);
+	assert.ok(DOCTOR_STOP_MS >= DOCTOR_DEADLINE_S * 1000 + 10_000, `stopped after ${DOCTOR_STOP_MS} ms, too close to the ${DOCTOR_DEADLINE_S} s deadline`);
+	const dir = mkdtempSync(join(tmpdir(), "subagents-doctor-"));
+	const bin = join(dir, "subagents");
+	writeFileSync(bin, "#!/bin/sh\nexec sleep 30\n");
+	chmodSync(bin, 0o755);
+	const start = Date.now();
+	await assert.rejects(runDoctor(bin, ["doctor"], process.env, dir, 200), /subagents doctor was stopped \(SIGTERM\) after 0.2 s: no output/);
+	assert.ok(Date.now() - start < 5_000);
 });
 
 // A subagents command that records how it was run and prints report:
@@ -70,7 +87,7 @@ test("/subagents-doctor runs the command itself and shows its verdicts", async (
 	assert.equal(notes.length, 1);
 	assert.equal(notes[0][1], "error");
 	assert.match(notes[0][0], /✗ service: no subagents service runs for data dir \/d\n {4}fix: start it: `subagents dev`/);
-	assert.deepEqual(readFileSync(seen, "utf8").split("\n"), [`doctor --json --cwd ${dir} --data-dir ${data}`, data, ""]);
+	assert.deepEqual(readFileSync(seen, "utf8").split("\n"), [`doctor --json --cwd ${dir} --timeout 30s --data-dir ${data}`, data, ""]);
 
 	// A command that prints no document: what it said, as an error.
 	writeFileSync(bin, "#!/bin/sh\necho 'subagents: unknown command \"doctor\"' >&2\nexit 2\n");
