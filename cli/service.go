@@ -219,31 +219,45 @@ func (h serviceHost) systemdUnit(o serviceOptions) string {
 	fmt.Fprintf(&b, "ExecStart=%s\n", systemdLine(h.serviceArgs(o)))
 	// Paths are whole lines in a unit file: no quotes, only % doubled.
 	fmt.Fprintf(&b, "WorkingDirectory=%s\n", systemdPath(o.dataDir))
+	// An assignment is a word as a command line's are, but systemd
+	// substitutes no variables in it: its $ stays single.
 	for _, kv := range h.serviceEnv(o) {
 		fmt.Fprintf(&b, "Environment=%s\n", systemdQuote(kv[0]+"="+kv[1]))
 	}
 	fmt.Fprintf(&b, "# Put what the service needs beyond these (a provider's API key) here, KEY=value per line:\nEnvironmentFile=-%s\n", systemdPath(h.envFile()))
 	// SIGTERM to the service alone: it stops its children itself, and they
 	// continue at its next start; whatever is left after the timeout is killed.
-	b.WriteString("KillMode=mixed\nTimeoutStopSec=30\n")
-	b.WriteString("Restart=on-failure\nRestartSec=10\n\n[Install]\nWantedBy=default.target\n")
+	b.WriteString("KillMode=mixed\n")
+	// 30 s: the service stops its pi children (SIGTERM, SIGKILL after the
+	// activities' 5 s kill grace) and then its Temporal within seconds;
+	// the rest covers a loaded machine before systemd kills what is left.
+	b.WriteString("TimeoutStopSec=30\n")
+	// 10 s between restarts: a service that fails at once (its port taken,
+	// its database held by a service pi started) is not restarted in a
+	// tight loop, and one that crashed is back soon enough that the fires
+	// it missed are within a catch-up window of a minute or more
+	// (docs/schedules.md).
+	b.WriteString("Restart=on-failure\nRestartSec=10\n")
+	b.WriteString("\n[Install]\nWantedBy=default.target\n")
 	return b.String()
 }
 
-// systemdLine is a command line as a unit file reads it.
+// systemdLine is a command line as a unit file reads it: each word quoted
+// where it must be, and $ doubled, since systemd substitutes variables
+// ($NAME, ${NAME}) in a command line.
 func systemdLine(args []string) string {
 	q := make([]string, len(args))
 	for i, a := range args {
-		q[i] = systemdQuote(a)
+		q[i] = systemdQuote(strings.ReplaceAll(a, "$", "$$"))
 	}
 	return strings.Join(q, " ")
 }
 
 // systemdQuote quotes a word of a unit file where it must be: spaces,
-// quotes and backslashes in double quotes, % and $ doubled (systemd's
-// specifiers and variables).
+// quotes and backslashes in double quotes, % doubled (systemd's
+// specifiers, expanded in command lines and assignments alike).
 func systemdQuote(s string) string {
-	s = strings.NewReplacer("%", "%%", "$", "$$").Replace(s)
+	s = strings.ReplaceAll(s, "%", "%%")
 	if s != "" && !strings.ContainsAny(s, " \t\"'\\;") {
 		return s
 	}

@@ -26,7 +26,7 @@ func testServiceHost(t *testing.T, goos string, fail error) (serviceHost, *[]str
 	}
 	env := map[string]string{
 		"PATH": "/opt/node 22/bin:/usr/bin", "PI_CODING_AGENT_DIR": filepath.Join(home, "pi agent"),
-		"SUBAGENTS_TRUSTED_PROJECTS": "/src/a", "SUBAGENTS_API_KEY": "secret-value", "ANTHROPIC_API_KEY": "sk-secret",
+		"SUBAGENTS_TRUSTED_PROJECTS": "/src/a:/src/$b", "SUBAGENTS_API_KEY": "secret-value", "ANTHROPIC_API_KEY": "sk-secret",
 	}
 	var ran []string
 	h := serviceHost{
@@ -50,7 +50,9 @@ func testServiceHost(t *testing.T, goos string, fail error) (serviceHost, *[]str
 func TestServiceInstallSystemd(t *testing.T) {
 	h, ran := testServiceHost(t, "linux", nil)
 	var out bytes.Buffer
-	dataDir := filepath.Join(h.home, "data 100%")
+	// % is a systemd specifier everywhere; $ a variable in command lines
+	// only: Environment= takes it as it is.
+	dataDir := filepath.Join(h.home, "data 100% $x")
 	if err := h.main(context.Background(), []string{"install", "--data-dir", dataDir, "--port", "7300"}, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
@@ -61,12 +63,14 @@ func TestServiceInstallSystemd(t *testing.T) {
 	}
 	unit := string(b)
 	for _, want := range []string{
-		"ExecStart=" + h.exe + ` dev --data-dir "` + filepath.Join(h.home, "data 100%%") + `" --ip 127.0.0.1 --port 7300`,
-		"ExecStartPre=-" + h.exe + " stop --data-dir",
+		"\nExecStart=" + h.exe + ` dev --data-dir "` + filepath.Join(h.home, "data 100%% $$x") + `" --ip 127.0.0.1 --port 7300` + "\n",
+		"\nExecStartPre=-" + h.exe + ` stop --data-dir "` + filepath.Join(h.home, "data 100%% $$x") + `"` + "\n",
+		"\nWorkingDirectory=" + filepath.Join(h.home, "data 100%% $x") + "\n",
+		`Environment="SUBAGENTS_DATA_DIR=` + filepath.Join(h.home, "data 100%% $x") + `"` + "\n",
 		`Environment="PATH=/opt/node 22/bin:/usr/bin"`,
-		"Environment=SUBAGENTS_TRUSTED_PROJECTS=/src/a",
+		"\nEnvironment=SUBAGENTS_TRUSTED_PROJECTS=/src/a:/src/$b\n",
 		"EnvironmentFile=-" + filepath.Join(h.home, ".config", "subagents", "service.env"),
-		"KillMode=mixed", "Restart=on-failure", "WantedBy=default.target",
+		"KillMode=mixed", "TimeoutStopSec=30", "Restart=on-failure", "RestartSec=10", "WantedBy=default.target",
 	} {
 		if !strings.Contains(unit, want) {
 			t.Errorf("the unit lacks %q:\n%s", want, unit)
