@@ -597,7 +597,7 @@ func (c *Client) status(ctx context.Context, op, id string) (Envelope, error) {
 		}
 		env := c.delegationEnvelope(op, st, live)
 		if !env.Done {
-			c.WithQuestions(ctx, &env)
+			c.withQuestions(ctx, &env, live)
 		}
 		return env, nil
 	}
@@ -633,7 +633,7 @@ func (c *Client) status(ctx context.Context, op, id string) (Envelope, error) {
 		if !env.Done {
 			// A task whose child waits for an answer says so, with the
 			// question (docs/questions.md).
-			c.WithQuestions(ctx, &env)
+			c.withQuestions(ctx, &env, live)
 		}
 		return env, nil
 	}
@@ -695,6 +695,8 @@ func (c *Client) oneTaskStatus(ctx context.Context, desc *workflowservice.Descri
 // liveSession is a running session's last heartbeat.
 type liveSession struct {
 	progress *api.Progress
+	// asks: the session's memo shows a question its child waits on.
+	asks bool
 }
 
 func (c *Client) live(ctx context.Context, sessionID string) (*liveSession, error) {
@@ -706,16 +708,18 @@ func (c *Client) live(ctx context.Context, sessionID string) (*liveSession, erro
 }
 
 func liveFrom(desc *workflowservice.DescribeWorkflowExecutionResponse) *liveSession {
+	l := &liveSession{asks: memoString(desc.GetWorkflowExecutionInfo(), "question") != ""}
 	for _, a := range desc.GetPendingActivities() {
 		if a.GetActivityType().GetName() != api.RunPiActivityName || a.GetHeartbeatDetails() == nil {
 			continue
 		}
 		var p api.Progress
 		if err := converter.GetDefaultDataConverter().FromPayloads(a.GetHeartbeatDetails(), &p); err == nil {
-			return &liveSession{progress: &p}
+			l.progress = &p
+			break
 		}
 	}
-	return &liveSession{}
+	return l
 }
 
 func memoString(info *workflowpb.WorkflowExecutionInfo, key string) string {

@@ -194,13 +194,22 @@ func QuestionText(it Item) string {
 // items come from the delegation, does not carry them. It costs a describe
 // per running task; a question the memo shows is read from its session.
 func (c *Client) WithQuestions(ctx context.Context, env *Envelope) {
+	c.withQuestions(ctx, env, nil)
+}
+
+// withQuestions is WithQuestions that takes, from live, the sessions a
+// status described already (their memo says whether a question waits).
+func (c *Client) withQuestions(ctx context.Context, env *Envelope, live map[string]*liveSession) {
 	for i := range env.Items {
 		it := &env.Items[i]
 		if it.Done || it.Question != nil || it.TaskID == "" {
 			continue
 		}
-		desc, err := c.Temporal.DescribeWorkflowExecution(ctx, it.TaskID, "")
-		if err != nil || memoString(desc.GetWorkflowExecutionInfo(), "question") == "" {
+		if l, ok := live[it.TaskID]; ok {
+			if !l.asks {
+				continue
+			}
+		} else if desc, err := c.Temporal.DescribeWorkflowExecution(ctx, it.TaskID, ""); err != nil || memoString(desc.GetWorkflowExecutionInfo(), "question") == "" {
 			continue
 		}
 		if _, st, err := c.sessionStatus(ctx, "status", it.TaskID); err == nil {
@@ -238,7 +247,7 @@ func (c *Client) WaitOrQuestion(ctx context.Context, id string, timeout time.Dur
 			// The wait says how it ended.
 			continue
 		}
-		c.WithQuestions(ctx, &env)
+		// c.status has set the questions of the tasks still running.
 		for _, it := range env.Items {
 			if it.Question != nil {
 				env.WaitStatus = "question"
