@@ -43,6 +43,8 @@ type scheduleOptions struct {
 	pid      int
 	pidStart string
 	replace  string
+	// prepared is the request once read and checked (prepare).
+	prepared *client.ScheduleRequest
 }
 
 func (o *scheduleOptions) register(fs *flag.FlagSet) {
@@ -73,13 +75,62 @@ func (o *scheduleOptions) register(fs *flag.FlagSet) {
 
 func (o *scheduleOptions) readsStdin() bool { return o.input == "-" }
 
+// scheduleHelp is what `subagents schedule -h` says after its flags: the
+// actions, and an example of each kind of when and of a plan.
+const scheduleHelp = `
+subagents schedule ACTION [ID] [flags] ["prompt words"]: delegations and plans on a timer, run in
+their folder by the service with no pi open; their results reach the next pi started there
+(docs/schedules.md). Flags may come before or after the action, connection flags before it.
+
+Actions:
+  create        make a schedule of this folder (or --cwd): when it fires (one of --at, --every,
+                --cron, --calendar) and what it runs (prompt words, --input tasks, or --plan)
+  list          the schedules (--cwd DIR: that folder's only)
+  describe ID   when it fires, its policies, its next fires and its last ten runs
+  pause ID      no fires until resumed; --note says why
+  resume ID     fires again
+  trigger ID    one run now, paused or not; says which run it started
+  update ID     change what the flags give (when, --timezone, policies, --end, --note, --name,
+                --quiet, the work); the rest stays
+  delete ID     remove it; runs it started go on, and their results still come
+
+Examples:
+  subagents schedule create --at 30m "Check whether the release build passed"
+  subagents schedule create --every 6h --agent scout "Read the new log lines and report anything unusual"
+  subagents schedule create --cron "0 9 * * 1-5" --timezone Europe/Berlin --input tasks.json
+  subagents schedule create --calendar "hour=2 day_of_week=sun" --note "weekly" "Review last week's commits"
+  subagents schedule create --every 1d --plan nightly-review --arg file=cli/cmd.go
+`
+
+// helpText is what -h prints after the verb's flags.
+func (o *scheduleOptions) helpText() string { return scheduleHelp }
+
 // scheduleActions are the actions, and whether each takes a schedule ID.
 var scheduleActions = map[string]bool{
 	"create": false, "list": false, "claim": false, "ack": false,
 	"describe": true, "pause": true, "resume": true, "trigger": true, "update": true, "delete": true,
 }
 
-func (o *scheduleOptions) run(ctx context.Context, cmd *command, c *client.Client) error {
+// prepare reads the action, its flags and words and the request, and checks
+// all of it that needs no service (client.CheckScheduleRequest): a mistake
+// is INVALID_INPUT (or SUBAGENT_DEPTH_EXCEEDED for a subagent's change)
+// before any connection is made, whether or not a service runs. It runs
+// once; a request read from stdin stays readable for a call the local
+// service runs.
+func (o *scheduleOptions) prepare(cmd *command) error {
+	if o.prepared != nil {
+		return nil
+	}
+	var stdin []byte
+	if o.input == "-" {
+		b, err := io.ReadAll(io.LimitReader(cmd.io.In, maxRequestBytes+1))
+		if err != nil {
+			return errcode.Wrap(errcode.InvalidInput, err, "request: "+err.Error())
+		}
+		stdin = b
+		cmd.io.In = bytes.NewReader(stdin)
+		defer func() { cmd.io.In = bytes.NewReader(stdin) }()
+	}
 	rest, err := o.scheduleArgs(cmd)
 	if err != nil {
 		return err
@@ -88,31 +139,30 @@ func (o *scheduleOptions) run(ctx context.Context, cmd *command, c *client.Clien
 	if err != nil {
 		return err
 	}
-	var env client.Envelope
-	switch req.Action {
-	case "create":
-		env, err = c.CreateSchedule(ctx, req)
-	case "list":
-		env, err = c.ListSchedules(ctx, req.Cwd)
-	case "describe":
-		env, err = c.DescribeSchedule(ctx, req.ID)
-	case "pause":
-		env, err = c.PauseSchedule(ctx, req.ID, req.Note)
-	case "resume":
-		env, err = c.ResumeSchedule(ctx, req.ID, req.Note)
-	case "trigger":
-		env, err = c.TriggerSchedule(ctx, req.ID, req.Overlap)
-	case "update":
-		env, err = c.UpdateSchedule(ctx, req)
-	case "delete":
-		env, err = c.DeleteSchedule(ctx, req.ID)
-	case "claim":
-		env, err = c.ClaimResults(ctx, req.Cwd, req.By, req.Holder, req.Replace)
-	case "ack":
-		env, err = c.AckResults(ctx, req.IDs, req.By)
-	}
-	if err != nil {
+	if err := client.CheckScheduleRequest(req, time.Now()); err != nil {
 		return err
+	}
+	o.prepared = &req
+	return nil
+}
+
+// unavailable is err, the service not answering, with what keeps
+// schedules firing: the service, run at login by `subagents service install`.
+func (o *scheduleOptions) unavailable(err error) error {
+	if !errcode.Is(err, errcode.ServiceUnavailable) {
+		return err
+	}
+	return errcode.Wrap(errcode.ServiceUnavailable, err, err.Error()+"; schedules fire only while the service runs: `subagents service install --enable` starts it now and at every login (docs/schedules.md)")
+}
+
+func (o *scheduleOptions) run(ctx context.Context, cmd *command, c *client.Client) error {
+	if err := o.prepare(cmd); err != nil {
+		return err
+	}
+	req := *o.prepared
+	env, err := c.Schedule(ctx, req)
+	if err != nil {
+		return o.unavailable(err)
 	}
 	if req.Action == "create" {
 		if err := markScheduledFolder(cmd.dataDir(), req.Cwd); err != nil {
@@ -178,7 +228,13 @@ func (o *scheduleOptions) scheduleArgs(cmd *command) ([]string, error) {
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				return nil, errcode.New(errcode.InvalidInput, "flags go with the verb: subagents schedule -h")
+				// -h after the action: the same help as before it.
+				plainUsages(fs)
+				fs.SetOutput(cmd.io.Err)
+				_, _ = fmt.Fprintf(cmd.io.Err, "Usage of %s:\n", fs.Name())
+				fs.PrintDefaults()
+				_, _ = fmt.Fprint(cmd.io.Err, o.helpText())
+				return nil, err
 			}
 			return nil, errcode.Wrap(errcode.InvalidInput, err, flagError("schedule", fs, err))
 		}
@@ -249,7 +305,10 @@ func (o *scheduleOptions) request(cmd *command, pos []string) (client.ScheduleRe
 	}
 	takesID, known := scheduleActions[req.Action]
 	if !known {
-		return req, errcode.Errorf(errcode.InvalidInput, "schedule action %q: one of create, list, describe, pause, resume, trigger, update, delete", req.Action)
+		if req.Action == "" {
+			return req, errcode.New(errcode.InvalidInput, "subagents schedule takes an action: create, list, describe, pause, resume, trigger, update or delete (subagents schedule -h shows each with an example)")
+		}
+		return req, errcode.Errorf(errcode.InvalidInput, "schedule action %q: one of create, list, describe, pause, resume, trigger, update, delete (subagents schedule -h shows each with an example)", req.Action)
 	}
 	if takesID && len(pos) > 0 {
 		if req.ID != "" && req.ID != pos[0] {
@@ -285,7 +344,7 @@ func (o *scheduleOptions) request(cmd *command, pos []string) (client.ScheduleRe
 		if req.Cwd == "" {
 			req.Cwd = dir
 		}
-		req.Cwd = cmd.abs(req.Cwd)
+		req.Cwd = realDir(cmd.abs(req.Cwd))
 	}
 	// The caller's host and depth, as a start's.
 	defaults := client.StartRequest{Host: req.Host}
@@ -294,6 +353,17 @@ func (o *scheduleOptions) request(cmd *command, pos []string) (client.ScheduleRe
 	}
 	req.Host, req.Depth = defaults.Host, defaults.Depth
 	return req, nil
+}
+
+// realDir is dir with its symbolic links resolved, as pi names the folder
+// it runs in (the real path): a schedule made through a linked path belongs
+// to the same folder as a pi started there, whose results it claims. A
+// folder that cannot be resolved (not there yet) stays as given.
+func realDir(dir string) string {
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		return real
+	}
+	return dir
 }
 
 // fillWork sets what the schedule runs from the work JSON, --plan, or

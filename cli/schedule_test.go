@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"flag"
 	"io"
 	"os"
 	"path/filepath"
@@ -138,5 +140,161 @@ func TestPrintSchedules(t *testing.T) {
 	printSchedules(&empty, "list", client.Envelope{}, now)
 	if empty.String() != "no schedules\n" {
 		t.Errorf("an empty list prints %q", empty.String())
+	}
+}
+
+// TestScheduleMistakesNeedNoService: every mistake of a schedule command is
+// found before any connection (the verb runs here with no client at all),
+// so that it is INVALID_INPUT whether or not a service runs; a subagent's
+// change of a schedule is refused the same way, its look allowed.
+func TestScheduleMistakesNeedNoService(t *testing.T) {
+	dir := t.TempDir()
+	noService := map[string]string{"TEMPORAL_ADDRESS": "127.0.0.1:1"}
+	sub := map[string]string{"TEMPORAL_ADDRESS": "127.0.0.1:1", "PI_SUBAGENT_DEPTH": "1"}
+	tests := []struct {
+		name  string
+		args  []string
+		stdin string
+		env   map[string]string
+		code  errcode.Code
+		said  string
+	}{
+		{name: "an interval of 0s", args: []string{"create", "--every", "0s", "x"}, code: errcode.InvalidInput, said: "every"},
+		{name: "a cron line that is none", args: []string{"create", "--cron", "bad", "x"}, code: errcode.InvalidInput, said: "cron"},
+		{name: "at yesterday", args: []string{"create", "--at", "yesterday", "x"}, code: errcode.InvalidInput, said: "at"},
+		{name: "at a time past", args: []string{"create", "--at", "2020-01-01T00:00:00Z", "x"}, code: errcode.InvalidInput, said: "in the past"},
+		{name: "two whens", args: []string{"create", "--every", "1h", "--cron", "@daily", "x"}, code: errcode.InvalidInput, said: "one of"},
+		{name: "no when", args: []string{"create", "x"}, code: errcode.InvalidInput, said: "one of"},
+		{name: "nothing to run", args: []string{"create", "--every", "1h"}, code: errcode.InvalidInput, said: "say what the schedule runs"},
+		{name: "an unknown action", args: []string{"bogus"}, code: errcode.InvalidInput, said: "schedule -h"},
+		{name: "no action", args: []string{"--every", "1h"}, code: errcode.InvalidInput, said: "takes an action"},
+		{name: "a bad overlap", args: []string{"create", "--every", "1h", "--overlap", "sometimes", "x"}, code: errcode.InvalidInput, said: "overlap"},
+		{name: "a bad catch-up", args: []string{"create", "--every", "1h", "--catchup", "latest", "x"}, code: errcode.InvalidInput, said: "catchup"},
+		{name: "an end past", args: []string{"create", "--every", "1h", "--end", "2020-01-01T00:00:00Z", "x"}, code: errcode.InvalidInput, said: "end"},
+		{name: "an unknown timezone", args: []string{"create", "--cron", "@daily", "--timezone", "Mars/Olympus", "x"}, code: errcode.InvalidInput, said: "timezone"},
+		{name: "a bad schedule ID", args: []string{"pause", "no/such"}, code: errcode.InvalidInput, said: "schedule ID"},
+		{name: "an update of nothing", args: []string{"update", "nightly"}, code: errcode.InvalidInput, said: "nothing to update"},
+		{name: "an update to a bad timezone", args: []string{"update", "nightly", "--timezone", "Mars/Olympus"}, code: errcode.InvalidInput, said: "timezone"},
+		{name: "a trigger with a bad overlap", args: []string{"trigger", "nightly", "--overlap", "sometimes"}, code: errcode.InvalidInput, said: "overlap"},
+		{name: "a batch with one bad task", args: []string{"create", "--every", "1h", "--input", "-"},
+			stdin: `{"tasks": [{"name": "good", "prompt": "look"}, {"name": "bad", "prompt": "  "}]}`, code: errcode.InvalidInput, said: "tasks[1] (bad)"},
+		{name: "a subagent creates", args: []string{"create", "--every", "1h", "x"}, env: sub, code: errcode.DepthExceeded},
+		{name: "a subagent pauses", args: []string{"pause", "nightly"}, env: sub, code: errcode.DepthExceeded},
+		{name: "a subagent resumes", args: []string{"resume", "nightly"}, env: sub, code: errcode.DepthExceeded},
+		{name: "a subagent triggers", args: []string{"trigger", "nightly"}, env: sub, code: errcode.DepthExceeded},
+		{name: "a subagent updates", args: []string{"update", "nightly", "--note", "x"}, env: sub, code: errcode.DepthExceeded},
+		{name: "a subagent deletes", args: []string{"delete", "nightly"}, env: sub, code: errcode.DepthExceeded},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := cmpOr(tt.env, noService)
+			io := IO{In: strings.NewReader(tt.stdin), Out: io.Discard, Err: io.Discard, Dir: dir, Getenv: func(k string) string { return env[k] }}
+			cmd, v, err := parse("schedule", tt.args, io)
+			if err == nil {
+				// No client: a mistake must be found before one is needed.
+				err = v.run(t.Context(), cmd, nil)
+			}
+			if !errcode.Is(err, tt.code) {
+				t.Fatalf("err = %v, want %s", err, tt.code)
+			}
+			if !strings.Contains(err.Error(), tt.said) {
+				t.Errorf("err %q does not say %q", err, tt.said)
+			}
+			if tt.code == errcode.InvalidInput && errcode.ExitCode(err) != errcode.ExitBadInput {
+				t.Errorf("exit code %d, want %d", errcode.ExitCode(err), errcode.ExitBadInput)
+			}
+		})
+	}
+	// A subagent still looks: list and describe pass the check.
+	for _, args := range [][]string{{"list"}, {"describe", "nightly"}} {
+		io := IO{In: strings.NewReader(""), Err: io.Discard, Dir: dir, Getenv: func(k string) string { return sub[k] }}
+		cmd, v, err := parse("schedule", args, io)
+		if err == nil {
+			err = v.(*scheduleOptions).prepare(cmd)
+		}
+		if err != nil {
+			t.Errorf("a subagent's %v: %v", args, err)
+		}
+	}
+}
+
+func cmpOr(a, b map[string]string) map[string]string {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// TestScheduleHelp: -h after the action prints the help that -h before it
+// adds to the flags: the actions and an example of each kind of schedule.
+func TestScheduleHelp(t *testing.T) {
+	var stderr bytes.Buffer
+	io := IO{In: strings.NewReader(""), Out: io.Discard, Err: &stderr, Dir: t.TempDir(), Getenv: func(string) string { return "" }}
+	cmd, v, err := parse("schedule", []string{"create", "-h"}, io)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.run(t.Context(), cmd, nil); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("create -h: %v, want the help", err)
+	}
+	help := stderr.String()
+	for _, want := range []string{
+		"Usage of subagents schedule:", "-every INTERVAL", "Actions:",
+		"create ", "list ", "describe ID", "pause ID", "resume ID", "trigger ID", "update ID", "delete ID",
+		"--at 30m", "--every 6h", "--cron \"0 9 * * 1-5\"", "--calendar \"hour=2 day_of_week=sun\"", "--plan nightly-review",
+	} {
+		if !strings.Contains(help, want) {
+			t.Errorf("the help lacks %q:\n%s", want, help)
+		}
+	}
+	if v.(*scheduleOptions).helpText() != scheduleHelp || !strings.HasSuffix(help, scheduleHelp) {
+		t.Errorf("-h after the action and -h before it (helpText) say different things")
+	}
+}
+
+// TestScheduleFolderThroughALink: a folder reached through a symbolic link
+// is the schedule's by its real path, as pi names the folder it runs in,
+// so that the mark, the schedule's folder and a claim's agree.
+func TestScheduleFolderThroughALink(t *testing.T) {
+	base := t.TempDir()
+	real := filepath.Join(base, "real")
+	if err := os.Mkdir(real, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(base, "link")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	want, err := filepath.EvalSymlinks(real)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"create", "--every", "1h", "x"},
+		{"claim", "--by", "s"},
+		{"list", "--cwd", "."},
+		{"create", "--every", "1h", "--cwd", link, "x"},
+	} {
+		_, req, err := scheduleRequest(t, link, "", nil, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if req.Cwd != want {
+			t.Errorf("%v from %s: cwd %q, want the real %q", args, link, req.Cwd, want)
+		}
+	}
+}
+
+// TestScheduleUnavailableSaysHowToKeepItRunning: the service not
+// answering a schedule's call says what keeps schedules firing.
+func TestScheduleUnavailableSaysHowToKeepItRunning(t *testing.T) {
+	o := &scheduleOptions{}
+	err := o.unavailable(errcode.New(errcode.ServiceUnavailable, "cannot reach Temporal at 127.0.0.1:7233"))
+	if !errcode.Is(err, errcode.ServiceUnavailable) || !strings.Contains(err.Error(), "cannot reach Temporal") || !strings.Contains(err.Error(), "subagents service install") {
+		t.Fatalf("err = %v", err)
+	}
+	other := errcode.New(errcode.InvalidInput, "x")
+	if o.unavailable(other) != other {
+		t.Fatalf("another error changed")
 	}
 }

@@ -48,6 +48,12 @@ type ScheduleItem struct {
 	Fires   int `json:"fires"`
 	Missed  int `json:"missed,omitempty"`
 	Skipped int `json:"skipped,omitempty"`
+	// Running (claim) counts its runs in the folder that have not left
+	// their results yet: still running, or ended a moment ago (the result
+	// they left may not be listed yet). A schedule deleted while a run of
+	// it runs is in a claim's answer while it does, so that the folder
+	// keeps looking for that run's result.
+	Running int `json:"running,omitempty"`
 	// Runs are its recent runs, newest first (describe: the last ten;
 	// claim: the results this session took).
 	Runs    []ScheduleRun `json:"runs,omitempty"`

@@ -132,6 +132,14 @@ func (c *Client) scheduledInput(id string, req ScheduleRequest) (api.ScheduledIn
 		if err != nil {
 			return in, "", err
 		}
+		// A start runs a batch's good items and reports a bad one on its
+		// own; a schedule would fail that item at every fire: it is refused
+		// now, while someone reads the answer.
+		for i, t := range d.Tasks {
+			if t.Rejected != nil {
+				return in, "", errcode.Errorf(errcode.InvalidInput, "tasks[%d] (%s): %s", i, t.Name, t.Rejected.Message)
+			}
+		}
 		d.SessionIDs, d.MaxConcurrency = nil, req.MaxConcurrency
 		in.Delegation = &d
 		names := make([]string, len(d.Tasks))
@@ -181,8 +189,8 @@ func newScheduleID(name string) string {
 // CreateSchedule makes a schedule (docs/schedules.md): when it fires, its
 // policies, and the delegation or plan each fire starts in req.Cwd.
 func (c *Client) CreateSchedule(ctx context.Context, req ScheduleRequest) (Envelope, error) {
-	if req.Depth > 0 {
-		return Envelope{}, errcode.New(errcode.DepthExceeded, "a subagent cannot schedule work: schedules are made by a top-level pi or a person")
+	if err := checkDepth(req, "create"); err != nil {
+		return Envelope{}, err
 	}
 	if !strings.HasPrefix(req.Cwd, "/") {
 		return Envelope{}, errcode.Errorf(errcode.InvalidInput, "cwd must be an absolute path, not %q", req.Cwd)
@@ -501,49 +509,55 @@ func (c *Client) scheduleLink(id string) string {
 	return strings.TrimRight(c.UIURL, "/") + "/namespaces/" + cmp.Or(c.Namespace, "default") + "/schedules/" + id
 }
 
-// PauseSchedule stops a schedule's fires until it is resumed; note says
-// why (the UI shows it).
-func (c *Client) PauseSchedule(ctx context.Context, id, note string) (Envelope, error) {
-	return c.scheduleChange(ctx, id, "paused", func(h sdkclient.ScheduleHandle) error {
-		return h.Pause(ctx, sdkclient.SchedulePauseOptions{Note: cmp.Or(note, "paused with subagents schedule pause")})
+// The notes pause and resume give a schedule when the request has none:
+// the SDK would put its own ("Paused via Go SDK") in the UI otherwise.
+const (
+	pausedNote  = "paused with subagents schedule pause"
+	resumedNote = "resumed with subagents schedule resume"
+)
+
+// PauseSchedule stops schedule req.ID's fires until it is resumed;
+// req.Note says why (the UI shows it).
+func (c *Client) PauseSchedule(ctx context.Context, req ScheduleRequest) (Envelope, error) {
+	if err := checkDepth(req, "pause"); err != nil {
+		return Envelope{}, err
+	}
+	return c.scheduleChange(ctx, req.ID, "paused", func(h sdkclient.ScheduleHandle) error {
+		return h.Pause(ctx, sdkclient.SchedulePauseOptions{Note: cmp.Or(req.Note, pausedNote)})
 	})
 }
 
-// ResumeSchedule lets a paused schedule fire again; its note becomes note,
-// else the note it was created with.
-func (c *Client) ResumeSchedule(ctx context.Context, id, note string) (Envelope, error) {
-	return c.scheduleChange(ctx, id, "resumed", func(h sdkclient.ScheduleHandle) error {
-		if note == "" {
-			if desc, err := h.Describe(ctx); err == nil {
-				if a, ok := desc.Schedule.Action.(*sdkclient.ScheduleWorkflowAction); ok {
-					note = payloadString(payloadFields(a.Memo), memoNote)
-				}
+// ResumeSchedule lets a paused schedule fire again; its note becomes
+// req.Note, else the note it was created with (resumeNote).
+func (c *Client) ResumeSchedule(ctx context.Context, req ScheduleRequest) (Envelope, error) {
+	if err := checkDepth(req, "resume"); err != nil {
+		return Envelope{}, err
+	}
+	return c.scheduleChange(ctx, req.ID, "resumed", func(h sdkclient.ScheduleHandle) error {
+		created := ""
+		if desc, err := h.Describe(ctx); err == nil {
+			if a, ok := desc.Schedule.Action.(*sdkclient.ScheduleWorkflowAction); ok {
+				created = payloadString(payloadFields(a.Memo), memoNote)
 			}
 		}
-		return h.Unpause(ctx, sdkclient.ScheduleUnpauseOptions{Note: note})
+		return h.Unpause(ctx, sdkclient.ScheduleUnpauseOptions{Note: resumeNote(req.Note, created)})
 	})
 }
 
-// TriggerSchedule fires a schedule now, paused or not. overlap "" lets it
-// run beside a running fire (allow_all): a person who asks for a run now
-// wants one; another policy may be named.
-func (c *Client) TriggerSchedule(ctx context.Context, id, overlap string) (Envelope, error) {
-	policy := enumspb.SCHEDULE_OVERLAP_POLICY_ALLOW_ALL
-	if overlap != "" {
-		p, err := parseOverlap(overlap)
-		if err != nil {
-			return Envelope{}, err
-		}
-		policy = p
-	}
-	return c.scheduleChange(ctx, id, "triggered", func(h sdkclient.ScheduleHandle) error {
-		return h.Trigger(ctx, sdkclient.ScheduleTriggerOptions{Overlap: policy})
-	})
+// resumeNote is the note of a resumed schedule: the one given, else the
+// one it was created with, else ours saying it was resumed (never empty:
+// the SDK puts its own text for an empty one).
+func resumeNote(given, created string) string {
+	return cmp.Or(given, created, resumedNote)
 }
 
-// DeleteSchedule removes a schedule; runs it started go on, and their
+// DeleteSchedule removes schedule req.ID; runs it started go on, and their
 // results still reach the folder.
-func (c *Client) DeleteSchedule(ctx context.Context, id string) (Envelope, error) {
+func (c *Client) DeleteSchedule(ctx context.Context, req ScheduleRequest) (Envelope, error) {
+	if err := checkDepth(req, "delete"); err != nil {
+		return Envelope{}, err
+	}
+	id := req.ID
 	item, err := c.describeSchedule(ctx, id, 0)
 	if err != nil {
 		return Envelope{}, err
@@ -570,12 +584,11 @@ func (c *Client) scheduleChange(ctx context.Context, id, done string, change fun
 	return scheduleEnvelope(fmt.Sprintf("Schedule %s %s%s.", id, done, nextFire(item)), item), nil
 }
 
-// UpdateSchedule changes what req gives of schedule req.ID: when it fires,
-// its policies, end, note, quiet, name, or what it runs (checked as at
-// create). Its folder stays.
+// UpdateSchedule changes what req gives of schedule req.ID (updated): the
+// rest stays as it is. Its folder stays.
 func (c *Client) UpdateSchedule(ctx context.Context, req ScheduleRequest) (Envelope, error) {
-	if req.Depth > 0 {
-		return Envelope{}, errcode.New(errcode.DepthExceeded, "a subagent cannot change schedules")
+	if err := checkDepth(req, "update"); err != nil {
+		return Envelope{}, err
 	}
 	id := req.ID
 	cur, err := c.describeSchedule(ctx, id, 0)
@@ -587,95 +600,12 @@ func (c *Client) UpdateSchedule(ctx context.Context, req ScheduleRequest) (Envel
 	var changed []string
 	err = c.Temporal.ScheduleClient().GetHandle(ctx, id).Update(ctx, sdkclient.ScheduleUpdateOptions{
 		DoUpdate: func(u sdkclient.ScheduleUpdateInput) (*sdkclient.ScheduleUpdate, error) {
-			s := u.Description.Schedule
-			action, ok := s.Action.(*sdkclient.ScheduleWorkflowAction)
-			if !ok {
-				return nil, errcode.Errorf(errcode.SessionNotFound, "schedule %q does not start subagents work", id)
-			}
-			memo := payloadFields(action.Memo)
-			in, err := actionInput(action)
+			s, what, err := c.updated(req, u.Description.Schedule, now)
 			if err != nil {
-				return nil, errcode.Wrap(errcode.Failed, err, fmt.Sprintf("schedule %q: its input: %v", id, err))
+				return nil, err
 			}
-			name, spec, note, catchupText := payloadString(memo, memoName), payloadString(memo, memoSpec), payloadString(memo, memoNote), payloadString(memo, memoCatchup)
-			if req.when().given() {
-				newSpec, text, once, err := buildSpec(req.when(), now)
-				if err != nil {
-					return nil, err
-				}
-				if s.Spec != nil && req.End == "" {
-					newSpec.EndAt = s.Spec.EndAt
-				}
-				s.Spec, spec = &newSpec, text
-				if s.State == nil {
-					s.State = &sdkclient.ScheduleState{}
-				}
-				s.State.LimitedActions, s.State.RemainingActions = once, 0
-				if once {
-					s.State.RemainingActions = 1
-				}
-				changed = append(changed, text)
-			}
-			if req.End != "" {
-				if s.Spec == nil {
-					s.Spec = &sdkclient.ScheduleSpec{}
-				}
-				if err := setEnd(s.Spec, req.End, now); err != nil {
-					return nil, err
-				}
-				changed = append(changed, "ends "+s.Spec.EndAt.Format(time.RFC3339))
-			}
-			if s.Policy == nil {
-				s.Policy = &sdkclient.SchedulePolicies{}
-			}
-			if req.Overlap != "" {
-				if s.Policy.Overlap, err = parseOverlap(req.Overlap); err != nil {
-					return nil, err
-				}
-				changed = append(changed, "overlap "+overlapName(s.Policy.Overlap))
-			}
-			if req.Catchup != "" {
-				if s.Policy.CatchupWindow, err = parseCatchup(req.Catchup); err != nil {
-					return nil, err
-				}
-				catchupText = catchupName(s.Policy.CatchupWindow)
-				changed = append(changed, "catchup "+catchupText)
-			}
-			if req.Note != "" {
-				note = req.Note
-				if s.State == nil {
-					s.State = &sdkclient.ScheduleState{}
-				}
-				if !s.State.Paused {
-					// A paused schedule's note says why; it becomes this at resume.
-					s.State.Note = note
-				}
-				changed = append(changed, "note")
-			}
-			if req.Name != "" {
-				name = req.Name
-				changed = append(changed, "name")
-			}
-			if req.hasWork() {
-				req.Host = cmp.Or(req.Host, in.Host)
-				if req.Quiet == nil {
-					req.Quiet = &in.Quiet
-				}
-				next, _, err := c.scheduledInput(id, req)
-				if err != nil {
-					return nil, err
-				}
-				in = next
-				changed = append(changed, "what it runs")
-			} else if req.Quiet != nil {
-				in.Quiet = *req.Quiet
-				changed = append(changed, fmt.Sprintf("quiet %v", in.Quiet))
-			}
-			if len(changed) == 0 {
-				return nil, errcode.New(errcode.InvalidInput, "nothing to update: give when it runs, overlap, catchup, end, note, name, quiet, or what it runs")
-			}
-			s.Action = c.scheduleAction(id, name, spec, note, catchupText, 0, in)
-			return &sdkclient.ScheduleUpdate{Schedule: &s}, nil
+			changed = what
+			return &sdkclient.ScheduleUpdate{Schedule: s}, nil
 		},
 	})
 	if err != nil {
@@ -686,4 +616,112 @@ func (c *Client) UpdateSchedule(ctx context.Context, req ScheduleRequest) (Envel
 		return Envelope{}, err
 	}
 	return scheduleEnvelope(fmt.Sprintf("Schedule %s updated (%s)%s.", id, strings.Join(changed, ", "), nextFire(item)), item), nil
+}
+
+// updated is schedule s (as described) with what req gives changed, as of
+// now: when it fires (in its timezone unless req names another), the
+// timezone alone, end, overlap, catch-up, note, name, quiet, or what it
+// runs (checked as at create, in the schedule's folder req.Cwd). What req
+// does not give stays; the answer says what changed.
+func (c *Client) updated(req ScheduleRequest, s sdkclient.Schedule, now time.Time) (*sdkclient.Schedule, []string, error) {
+	action, ok := s.Action.(*sdkclient.ScheduleWorkflowAction)
+	if !ok {
+		return nil, nil, errcode.Errorf(errcode.SessionNotFound, "schedule %q does not start subagents work", req.ID)
+	}
+	memo := payloadFields(action.Memo)
+	in, err := actionInput(action)
+	if err != nil {
+		return nil, nil, errcode.Wrap(errcode.Failed, err, fmt.Sprintf("schedule %q: its input: %v", req.ID, err))
+	}
+	name, spec, note, catchupText := payloadString(memo, memoName), payloadString(memo, memoSpec), payloadString(memo, memoNote), payloadString(memo, memoCatchup)
+	if s.Spec == nil {
+		s.Spec = &sdkclient.ScheduleSpec{}
+	}
+	if s.State == nil {
+		s.State = &sdkclient.ScheduleState{}
+	}
+	if s.Policy == nil {
+		s.Policy = &sdkclient.SchedulePolicies{}
+	}
+	var changed []string
+	w := req.when()
+	switch {
+	case w.given():
+		// A new time keeps the zone the schedule reads its times in.
+		w.timezone = cmp.Or(w.timezone, s.Spec.TimeZoneName)
+		newSpec, text, once, err := buildSpec(w, now)
+		if err != nil {
+			return nil, nil, err
+		}
+		newSpec.EndAt = s.Spec.EndAt
+		s.Spec, spec = &newSpec, text
+		s.State.LimitedActions, s.State.RemainingActions = once, 0
+		if once {
+			s.State.RemainingActions = 1
+		}
+		changed = append(changed, text)
+		if req.Timezone != "" && !strings.HasPrefix(text, "at ") {
+			changed = append(changed, "timezone "+req.Timezone)
+		}
+	case req.Timezone != "":
+		if strings.HasPrefix(spec, "at ") {
+			return nil, nil, errcode.Errorf(errcode.InvalidInput, "schedule %s fires once, %s: a timezone does not change an absolute time (give a new at, every, cron or calendar)", req.ID, spec)
+		}
+		if _, err := time.LoadLocation(req.Timezone); err != nil {
+			return nil, nil, errcode.Errorf(errcode.InvalidInput, "timezone %q: %v (an IANA name such as Europe/Berlin)", req.Timezone, err)
+		}
+		s.Spec.TimeZoneName = req.Timezone
+		changed = append(changed, "timezone "+req.Timezone)
+	}
+	if req.End != "" {
+		if err := setEnd(s.Spec, req.End, now); err != nil {
+			return nil, nil, err
+		}
+		changed = append(changed, "ends "+s.Spec.EndAt.Format(time.RFC3339))
+	}
+	if req.Overlap != "" {
+		if s.Policy.Overlap, err = parseOverlap(req.Overlap); err != nil {
+			return nil, nil, err
+		}
+		changed = append(changed, "overlap "+overlapName(s.Policy.Overlap))
+	}
+	if req.Catchup != "" {
+		if s.Policy.CatchupWindow, err = parseCatchup(req.Catchup); err != nil {
+			return nil, nil, err
+		}
+		catchupText = catchupName(s.Policy.CatchupWindow)
+		changed = append(changed, "catchup "+catchupText)
+	}
+	if req.Note != "" {
+		note = req.Note
+		if !s.State.Paused {
+			// A paused schedule's note says why; it becomes this at resume.
+			s.State.Note = note
+		}
+		changed = append(changed, "note")
+	}
+	if req.Name != "" {
+		name = req.Name
+		changed = append(changed, "name")
+	}
+	if req.hasWork() {
+		req.Host = cmp.Or(req.Host, in.Host)
+		if req.Quiet == nil {
+			req.Quiet = &in.Quiet
+		}
+		next, _, err := c.scheduledInput(req.ID, req)
+		if err != nil {
+			return nil, nil, err
+		}
+		in = next
+		changed = append(changed, "what it runs")
+	} else if req.Quiet != nil {
+		in.Quiet = *req.Quiet
+		changed = append(changed, fmt.Sprintf("quiet %v", in.Quiet))
+	}
+	if len(changed) == 0 {
+		return nil, nil, errcode.New(errcode.InvalidInput, "nothing to update: give when it runs, timezone, overlap, catchup, end, note, name, quiet, or what it runs")
+	}
+	s.Action = c.scheduleAction(req.ID, name, spec, note, catchupText, 0, in)
+	return &s, changed, nil
 }

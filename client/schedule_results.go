@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"go.temporal.io/api/workflowservice/v1"
 	sdkclient "go.temporal.io/sdk/client"
@@ -96,23 +97,59 @@ func (c *Client) ClaimResults(ctx context.Context, cwd, by string, holder *api.R
 		}
 		item.Runs = append(item.Runs, run)
 	}
-	// The folder's schedules too, with no runs when none of theirs waits:
-	// a folder with neither has nothing more to look for.
+	// The folder's schedules too, with no runs when none of theirs waits,
+	// and those (deleted perhaps) whose runs have yet to leave a result: a
+	// folder with none of these has nothing more to look for.
+	item := func(sid string) *ScheduleItem {
+		if _, ok := bySchedule[sid]; !ok {
+			bySchedule[sid] = &ScheduleItem{ID: sid, Cwd: cwd, UIURL: c.scheduleLink(sid)}
+			order = append(order, sid)
+		}
+		return bySchedule[sid]
+	}
 	ids, err := c.scheduleIDs(ctx, cwd)
 	if err != nil {
 		return Envelope{}, err
 	}
 	for _, sid := range ids {
-		if _, ok := bySchedule[sid]; !ok {
-			bySchedule[sid] = &ScheduleItem{ID: sid, Cwd: cwd, UIURL: c.scheduleLink(sid)}
-			order = append(order, sid)
-		}
+		item(sid)
+	}
+	running, err := c.runningFires(ctx, cwd)
+	if err != nil {
+		return Envelope{}, err
+	}
+	for _, sid := range running {
+		item(sid).Running++
 	}
 	items := make([]ScheduleItem, 0, len(order))
 	for _, sid := range order {
 		items = append(items, *bySchedule[sid])
 	}
 	return scheduleEnvelope(fmt.Sprintf("%d result(s) of scheduled runs for this session", won), items...), nil
+}
+
+// fireResultLag is how long after a run ended a claim still counts it
+// among those whose results are to come: the run starts its
+// ScheduledResult before it ends, but the listing of workflows may show
+// the run ended a moment before it shows the result waiting.
+const fireResultLag = time.Minute
+
+// runningFires are the schedule IDs of cwd's runs whose results are to
+// come (running, or ended within fireResultLag), one per run.
+func (c *Client) runningFires(ctx context.Context, cwd string) ([]string, error) {
+	q := fmt.Sprintf("WorkflowType = '%s' AND %s = '%s' AND (ExecutionStatus = 'Running' OR CloseTime > '%s')",
+		api.ScheduledWorkflowName, api.CwdKey.GetName(), cwd, c.CurrentTime().Add(-fireResultLag).UTC().Format(time.RFC3339Nano))
+	resp, err := c.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, PageSize: maxWaitingResults})
+	if err != nil {
+		return nil, c.temporalError(err, "")
+	}
+	var ids []string
+	for _, info := range resp.GetExecutions() {
+		if sid := memoString(info, "schedule"); sid != "" {
+			ids = append(ids, sid)
+		}
+	}
+	return ids, nil
 }
 
 // resultEnvelope is what a won result delivers: its delegation's status,
