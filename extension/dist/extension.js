@@ -1161,11 +1161,18 @@ function strays(dataDir2, cwd, except) {
 
 // src/schedule.ts
 import { createHash } from "node:crypto";
-import { mkdirSync as mkdirSync2, writeFileSync as writeFileSync2 } from "node:fs";
+import { mkdirSync as mkdirSync2, realpathSync, writeFileSync as writeFileSync2 } from "node:fs";
 import { join as join3 } from "node:path";
 var SCHEDULE_HELP = "schedule op: {action: create|list|describe|pause|resume|trigger|update|delete, id, name, at (10m or RFC3339: once)|every (2h)|cron|calendar (hour=9 dow=mon-fri), timezone, overlap: skip|buffer_one|cancel_other|allow_all, catchup (1h|none), end, note, quiet (deliver failures only), tasks [{agent,prompt}] or agent+prompt, or plan (doc or saved name)+args}. Runs here with no pi open; results reach the next session here";
 function schedulesOf(env) {
   return env.schedules ?? [];
+}
+function scheduleFolder(cwd) {
+  try {
+    return realpathSync(cwd);
+  } catch {
+    return cwd;
+  }
 }
 function scheduledMark(dir, cwd) {
   return join3(dir, "scheduled", createHash("sha256").update(cwd).digest("hex").slice(0, 32));
@@ -1185,10 +1192,11 @@ async function scheduleOp(cli, ctx, schedule) {
   if (typeof req.action !== "string" || !ACTIONS.has(req.action)) {
     throw new SubagentsError("INVALID_INPUT", `schedule.action must be one of ${[...ACTIONS].join(", ")}`);
   }
-  const env = await cli.call("schedule", [], [], { cwd: ctx.cwd, ...req });
+  const folder = scheduleFolder(ctx.cwd);
+  const env = await cli.call("schedule", [], [], { cwd: folder, ...req });
   if (req.action === "create") {
     try {
-      markScheduled(marksDir(cli), ctx.cwd);
+      markScheduled(marksDir(cli), folder);
     } catch {
     }
   }
@@ -1373,7 +1381,7 @@ var Delivery = class {
   }
   /** Whether results of this folder's scheduled runs may wait for a session here (its schedule mark). */
   mayHaveScheduled(ctx) {
-    return nestedParent() === void 0 && existsSync2(scheduledMark(this.dataDir() ?? dataDir(process.env), ctx.cwd));
+    return nestedParent() === void 0 && existsSync2(scheduledMark(this.dataDir() ?? dataDir(process.env), scheduleFolder(ctx.cwd)));
   }
   marker(parentId) {
     const dir = this.dataDir();
@@ -1470,7 +1478,8 @@ var Delivery = class {
   async scheduledNow(ctx, passive) {
     if (this.closed || nestedParent() !== void 0) return;
     if (!this.mayHaveScheduled(ctx)) return;
-    const mark = scheduledMark(this.dataDir() ?? dataDir(process.env), ctx.cwd);
+    const folder = scheduleFolder(ctx.cwd);
+    const mark = scheduledMark(this.dataDir() ?? dataDir(process.env), folder);
     this.ctx ??= ctx;
     this.parentId ||= this.parent(ctx);
     const me = this.parentId;
@@ -1480,7 +1489,7 @@ var Delivery = class {
     const claim = async (replace) => {
       const env = await this.cli(passive).call("schedule", [], [], {
         action: "claim",
-        cwd: ctx.cwd,
+        cwd: folder,
         by: me,
         holder: { pid: self2.pid, ...self2.start && { start: self2.start }, host: here },
         ...replace.length && { replace }

@@ -15,7 +15,7 @@ import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-a
 import { SubagentsError, type SubagentsCli } from "./cli.ts";
 import { asking, deliveryText, type Envelope, type Item, type StrayReport, taskTree } from "./format.ts";
 import { alive, isThisProcess, type Mark, markName, pendingDir, readMark, thisProcess, withMarkLock, writeMark } from "./liveness.ts";
-import { type ScheduleRunView, scheduledMark, schedulesOf } from "./schedule.ts";
+import { type ScheduleRunView, scheduledMark, scheduleFolder, schedulesOf } from "./schedule.ts";
 import { dataDir as defaultDataDir } from "./service.ts";
 
 /**
@@ -237,7 +237,7 @@ export class Delivery {
 
 	/** Whether results of this folder's scheduled runs may wait for a session here (its schedule mark). */
 	mayHaveScheduled(ctx: ExtensionContext): boolean {
-		return nestedParent() === undefined && existsSync(scheduledMark(this.dataDir() ?? defaultDataDir(process.env), ctx.cwd));
+		return nestedParent() === undefined && existsSync(scheduledMark(this.dataDir() ?? defaultDataDir(process.env), scheduleFolder(ctx.cwd)));
 	}
 
 	private marker(parentId: string): string | undefined {
@@ -347,7 +347,9 @@ export class Delivery {
 		if (this.closed || nestedParent() !== undefined) return;
 		// Only a folder that has (had) schedules asks anything.
 		if (!this.mayHaveScheduled(ctx)) return;
-		const mark = scheduledMark(this.dataDir() ?? defaultDataDir(process.env), ctx.cwd);
+		// The folder by its real path, as the command names it (a link to it is the same folder).
+		const folder = scheduleFolder(ctx.cwd);
+		const mark = scheduledMark(this.dataDir() ?? defaultDataDir(process.env), folder);
 		this.ctx ??= ctx;
 		this.parentId ||= this.parent(ctx);
 		const me = this.parentId;
@@ -357,7 +359,7 @@ export class Delivery {
 		const claim = async (replace: string[]) => {
 			const env = await this.cli(passive).call("schedule", [], [], {
 				action: "claim",
-				cwd: ctx.cwd,
+				cwd: folder,
 				by: me,
 				holder: { pid: self.pid, ...(self.start && { start: self.start }), host: here },
 				...(replace.length && { replace }),
@@ -385,7 +387,9 @@ export class Delivery {
 		if (gone.length) runs = await claim(gone);
 		if (this.closed) return;
 		if (schedules === 0) {
-			// No schedule left here and nothing waiting: later starts ask nothing.
+			// No schedule left here, no run of one whose result is still to
+			// come (the answer lists a deleted schedule while a run of it
+			// runs), nothing waiting: later starts ask nothing.
 			try {
 				if (statSync(mark).mtimeMs < Date.now() - SCHEDULE_MARK_GRACE_MS) unlinkSync(mark);
 			} catch {

@@ -4,7 +4,7 @@
 // results come to the next pi session started there (delivery.ts).
 
 import { createHash } from "node:crypto";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, realpathSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { type SubagentsCli, SubagentsError } from "./cli.ts";
@@ -51,6 +51,8 @@ export interface ScheduleItemView {
 	fires: number;
 	missed?: number;
 	skipped?: number;
+	/** In a claim's answer: its runs whose results are still to come (it may be deleted already). */
+	running?: number;
 	runs?: ScheduleRunView[];
 	ui_url?: string;
 }
@@ -58,6 +60,20 @@ export interface ScheduleItemView {
 /** The schedules of an envelope (`schedule` answers carry them). */
 export function schedulesOf(env: Envelope): ScheduleItemView[] {
 	return (env as Envelope & { schedules?: ScheduleItemView[] }).schedules ?? [];
+}
+
+/**
+ * The folder a schedule belongs to, as the command names it: the real path
+ * (links resolved), so that a pi started through a linked path and the
+ * command run there agree on the folder's mark and its results. A folder
+ * that cannot be resolved stays as given.
+ */
+export function scheduleFolder(cwd: string): string {
+	try {
+		return realpathSync(cwd);
+	} catch {
+		return cwd;
+	}
 }
 
 /**
@@ -91,11 +107,12 @@ export async function scheduleOp(cli: SubagentsCli, ctx: ExtensionContext, sched
 	if (typeof req.action !== "string" || !ACTIONS.has(req.action)) {
 		throw new SubagentsError("INVALID_INPUT", `schedule.action must be one of ${[...ACTIONS].join(", ")}`);
 	}
-	const env = await cli.call("schedule", [], [], { cwd: ctx.cwd, ...req });
+	const folder = scheduleFolder(ctx.cwd);
+	const env = await cli.call("schedule", [], [], { cwd: folder, ...req });
 	if (req.action === "create") {
 		try {
 			// The command marks the folder where it runs; so does this pi, where it looks.
-			markScheduled(marksDir(cli), ctx.cwd);
+			markScheduled(marksDir(cli), folder);
 		} catch {
 			/* the command's own mark stands */
 		}

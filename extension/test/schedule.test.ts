@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, utimesSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, realpathSync, symlinkSync, utimesSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import test from "node:test";
@@ -7,7 +7,7 @@ import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-a
 import { SubagentsError, type SubagentsCli } from "../src/cli.ts";
 import { Delivery } from "../src/delivery.ts";
 import { thisProcess } from "../src/liveness.ts";
-import { markScheduled, scheduledMark, scheduleOp, scheduleText } from "../src/schedule.ts";
+import { markScheduled, scheduledMark, scheduleFolder, scheduleOp, scheduleText } from "../src/schedule.ts";
 
 /** A fake command: answer gives each call's envelope; calls records the requests. */
 function fakeCli(answer: (input: Record<string, unknown>, verb: string) => unknown, local?: string) {
@@ -159,4 +159,53 @@ test("no service running: the look for scheduled results waits for its start", a
 	const d = new Delivery({ sendMessage: () => {} } as unknown as ExtensionAPI, () => cli, () => dir);
 	await d.resume(session("s", "/p"), true);
 	assert.ok(existsSync(scheduledMark(dir, "/p")));
+});
+
+test("a folder reached through a link is its real path: the op's cwd, the mark, and the claim agree with the command's", async () => {
+	const dir = mkdtempSync(join(tmpdir(), "subagents-schedule-"));
+	const base = mkdtempSync(join(tmpdir(), "subagents-folder-"));
+	const real = join(base, "real");
+	mkdirSync(real);
+	const link = join(base, "link");
+	symlinkSync(real, link);
+	const folder = realpathSync(real);
+	assert.equal(scheduleFolder(link), folder);
+	assert.equal(scheduleFolder("/no/such/folder"), "/no/such/folder", "a folder that cannot be resolved stays as given");
+
+	// The op made in pi started through the link: the command gets the real folder, the mark is the real folder's.
+	const made = fakeCli(() => ({ op: "schedule", done: true, schedules: [] }), dir);
+	await scheduleOp(made.cli, session("s", link), { action: "create", every: "1h", prompt: "x" });
+	assert.equal(made.calls[0].input?.cwd, folder);
+	assert.ok(existsSync(scheduledMark(dir, folder)), "the real folder is marked");
+
+	// A mark the command wrote for the real folder is found by a pi started through the link, whose claim names the real folder.
+	const marks = mkdtempSync(join(tmpdir(), "subagents-schedule-"));
+	markScheduled(marks, folder);
+	const { cli, calls } = fakeCli(() => ({ op: "schedule", done: true, schedules: [{ id: "nightly", runs: [] }] }));
+	const d = new Delivery({ sendMessage: () => {} } as unknown as ExtensionAPI, () => cli, () => marks);
+	assert.ok(d.mayHaveScheduled(session("s", link)));
+	await d.resume(session("s", link), true);
+	const claims = calls.filter((c) => c.input?.action === "claim");
+	assert.equal(claims.length, 1);
+	assert.equal(claims[0].input?.cwd, folder);
+	d.shutdown();
+});
+
+test("a folder whose schedule was deleted while a run of it runs keeps its mark until that run's result is taken", async () => {
+	const dir = mkdtempSync(join(tmpdir(), "subagents-schedule-"));
+	const cwd = "/work/project";
+	markScheduled(dir, cwd);
+	const old = new Date(Date.now() - 120_000);
+	utimesSync(scheduledMark(dir, cwd), old, old);
+	// The claim lists the deleted schedule while its run runs (running), and no result yet.
+	let answer: unknown = { op: "schedule", done: true, schedules: [{ id: "gone", running: 1 }] };
+	const { cli } = fakeCli(() => answer);
+	const d = new Delivery({ sendMessage: () => {} } as unknown as ExtensionAPI, () => cli, () => dir);
+	await d.resume(session("s", cwd), true);
+	assert.ok(existsSync(scheduledMark(dir, cwd)), "the mark stays while a run's result is to come");
+	// Its result taken, nothing left: the mark goes.
+	answer = { op: "schedule", done: true, schedules: [] };
+	await d.resume(session("s", cwd), true);
+	assert.equal(existsSync(scheduledMark(dir, cwd)), false);
+	d.shutdown();
 });
