@@ -169,10 +169,9 @@ func TestScheduledResultsTwoPisAtOnce(t *testing.T) {
 	// Paused from the start: its runs are the four triggers.
 	e.mustSchedule(nil, "create", "--id", id, "--every", "1h", "--overlap", "allow_all", "[[script:twice-task]] Look.")
 	e.mustSchedule(nil, "pause", id)
+	// One after another: each trigger starts a run of its own.
 	for range 4 {
 		e.mustSchedule(nil, "trigger", id)
-		// Fires are named by their second: one a second.
-		time.Sleep(1100 * time.Millisecond)
 	}
 	e.waitForSchedule(nil, id, "four finished runs", func(s client.ScheduleItem) bool { n, idle := finishedRuns(s); return n == 4 && idle })
 	_, waiting := e.waitingResults(shared.client, e.workDir)

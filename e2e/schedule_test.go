@@ -72,6 +72,18 @@ func TestScheduleCommandActions(t *testing.T) {
 	if h := updated.NextFires[0].In(mustLocation(t, "Europe/Berlin")); h.Hour() != 9 || h.Minute() != 0 || h.Weekday() == time.Saturday || h.Weekday() == time.Sunday {
 		t.Fatalf("next fire %v is not 09:00 on a weekday in Berlin", h)
 	}
+	// A new time keeps the timezone and the rest; a timezone alone is an update.
+	retimed := e.mustSchedule(nil, "update", id, "--cron", "30 7 * * *").Schedules[0]
+	if retimed.Spec != "cron 30 7 * * *" || retimed.Timezone != "Europe/Berlin" || !retimed.Quiet || retimed.Overlap != "allow_all" || retimed.Catchup != "none" ||
+		retimed.End == nil || retimed.Note != "the hourly check" {
+		t.Fatalf("updated to a new time: %+v", retimed)
+	}
+	if h := retimed.NextFires[0].In(mustLocation(t, "Europe/Berlin")); h.Hour() != 7 || h.Minute() != 30 {
+		t.Fatalf("next fire %v is not 07:30 in Berlin", h)
+	}
+	if rezoned := e.mustSchedule(nil, "update", id, "--timezone", "Asia/Tokyo").Schedules[0]; rezoned.Timezone != "Asia/Tokyo" || rezoned.Spec != "cron 30 7 * * *" {
+		t.Fatalf("updated to a timezone: %+v", rezoned)
+	}
 
 	e.mustSchedule(nil, "delete", id)
 	gone, code := e.scheduleCmd(nil, "describe", id)
