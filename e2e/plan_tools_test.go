@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
 	"path/filepath"
 	"slices"
@@ -36,7 +37,7 @@ func TestToolDefinitionBytes(t *testing.T) {
 	if err := json.Unmarshal(reqs[0].Body, &body); err != nil {
 		t.Fatal(err)
 	}
-	ours, total := 0, 0
+	ours, total, scheduleBytes := 0, 0, 0
 	var names []string
 	for _, raw := range body.Tools {
 		var tool struct {
@@ -60,6 +61,9 @@ func TestToolDefinitionBytes(t *testing.T) {
 		}
 		ours += len(raw)
 		names = append(names, tool.Function.Name)
+		if tool.Function.Name == "task" {
+			scheduleBytes = scheduleSurface(t, raw)
+		}
 	}
 	t.Logf("tool definitions: %d bytes in all, %d of them this extension's (%v)", total, ours, names)
 	if !slices.Contains(names, "task") {
@@ -68,4 +72,43 @@ func TestToolDefinitionBytes(t *testing.T) {
 	if ours > toolDefinitionBudget {
 		t.Fatalf("this extension's tool definitions are %d bytes; the budget is %d", ours, toolDefinitionBudget)
 	}
+	// The schedules' own budget (#34): what the task tool's op schedule
+	// adds, whatever the plans' surface leaves of the budget above.
+	t.Logf("the task tool's op schedule: %d bytes (%d without it)", scheduleBytes, ours-scheduleBytes)
+	if scheduleBytes > scheduleToolBudget {
+		t.Fatalf("the task tool's op schedule adds %d bytes to the tool definitions; its budget is %d", scheduleBytes, scheduleToolBudget)
+	}
+}
+
+// scheduleToolBudget is what the task tool's op schedule may add to the
+// tool definitions: its name in op's enum and the schedule parameter
+// (#34: at most 1 KB).
+const scheduleToolBudget = 1024
+
+// scheduleSurface is the bytes the op schedule adds to the task tool's
+// definition raw, as pi sends it: the "schedule" property (its key, value
+// and the comma that joins it) and "schedule" among op's values.
+func scheduleSurface(t *testing.T, raw json.RawMessage) int {
+	t.Helper()
+	var task struct {
+		Function struct {
+			Parameters struct {
+				Properties map[string]json.RawMessage `json:"properties"`
+			} `json:"parameters"`
+		} `json:"function"`
+	}
+	if err := json.Unmarshal(raw, &task); err != nil {
+		t.Fatal(err)
+	}
+	props := task.Function.Parameters.Properties
+	schedule, op := props["schedule"], props["op"]
+	if schedule == nil || !bytes.Contains(op, []byte(`"schedule"`)) {
+		t.Fatalf("the task tool has no op schedule: %s", raw)
+	}
+	// Each measured as it stands in the definition's bytes.
+	property := append([]byte(`"schedule":`), schedule...)
+	if !bytes.Contains(raw, property) {
+		t.Fatalf("the schedule property is not %s in the definition as sent", property)
+	}
+	return len(property) + len(",") + len(`,"schedule"`)
 }
