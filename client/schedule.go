@@ -73,7 +73,8 @@ type ScheduleRun struct {
 	// or when its preparation failed).
 	DelegationID string `json:"delegation_id,omitempty"`
 	// Status is the run's: running while its delegation runs, then the
-	// delegation's end (completed, failed, cancelled, ...).
+	// delegation's end (completed, failed, cancelled, ...); expired once
+	// its workflow is past the namespace's retention.
 	Status string `json:"status"`
 	// Fired is when it started; Scheduled the time it stood for (earlier
 	// for a fire caught up after the service was down).

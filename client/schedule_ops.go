@@ -458,6 +458,12 @@ func (c *Client) scheduleRun(ctx context.Context, a sdkclient.ScheduleActionResu
 		run.Scheduled = &at
 	}
 	desc, err := c.Temporal.DescribeWorkflowExecution(ctx, id, "")
+	if isNotFound(err) {
+		// Past the namespace's retention: Temporal no longer knows how it
+		// ended.
+		run.Status = RunExpired
+		return run
+	}
 	if err != nil {
 		return run
 	}
@@ -477,6 +483,11 @@ func (c *Client) scheduleRun(ctx context.Context, a sdkclient.ScheduleActionResu
 	run.Delivered = memoString(rinfo, "deliveredTo") != ""
 	return run
 }
+
+// RunExpired is the status of a schedule's recent run whose workflow is
+// past the namespace's retention (30 days after it ended, with `subagents
+// dev`): how it ended is no longer known.
+const RunExpired = "expired"
 
 // fireStatus is a fire's status: running while its workflow runs, else
 // the state it recorded, else how Temporal says it closed.

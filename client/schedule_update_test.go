@@ -7,9 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/mock"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	sdkclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/mocks"
 
 	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/internal/errcode"
@@ -213,5 +216,20 @@ func TestFireID(t *testing.T) {
 	at := time.Date(2026, 11, 26, 11, 25, 31, 900_000_000, time.FixedZone("CET", 3600))
 	if got := FireID("nightly", at); got != "nightly-2026-11-26T10:25:31Z" {
 		t.Fatalf("FireID = %q", got)
+	}
+}
+
+// TestScheduleRunPastRetention: a recent run whose workflow Temporal no
+// longer keeps (past the namespace's retention) is shown expired, not
+// running.
+func TestScheduleRunPastRetention(t *testing.T) {
+	tc := &mocks.Client{}
+	tc.On("DescribeWorkflowExecution", mock.Anything, "weekly-2026-09-01T09:00:00Z", "").Return(nil, serviceerror.NewNotFound("workflow not found"))
+	c := &Client{Temporal: tc}
+	fired := time.Date(2026, 9, 1, 9, 0, 0, 0, time.UTC)
+	run := c.scheduleRun(context.Background(), sdkclient.ScheduleActionResult{ScheduleTime: fired, ActualTime: fired,
+		StartWorkflowResult: &sdkclient.ScheduleWorkflowExecution{WorkflowID: "weekly-2026-09-01T09:00:00Z"}})
+	if run.Status != RunExpired {
+		t.Fatalf("a run past retention: %+v", run)
 	}
 }
