@@ -163,7 +163,7 @@ func TestScheduleMistakesNeedNoService(t *testing.T) {
 		{name: "a cron line that is none", args: []string{"create", "--cron", "bad", "x"}, code: errcode.InvalidInput, said: "cron"},
 		{name: "at yesterday", args: []string{"create", "--at", "yesterday", "x"}, code: errcode.InvalidInput, said: "at"},
 		{name: "at a time past", args: []string{"create", "--at", "2020-01-01T00:00:00Z", "x"}, code: errcode.InvalidInput, said: "in the past"},
-		{name: "two whens", args: []string{"create", "--every", "1h", "--cron", "@daily", "x"}, code: errcode.InvalidInput, said: "one of"},
+		{name: "two whens", args: []string{"create", "--every", "1h", "--cron", "@daily", "x"}, code: errcode.InvalidInput, said: "only one of"},
 		{name: "no when", args: []string{"create", "x"}, code: errcode.InvalidInput, said: "one of"},
 		{name: "nothing to run", args: []string{"create", "--every", "1h"}, code: errcode.InvalidInput, said: "say what the schedule runs"},
 		{name: "an unknown action", args: []string{"bogus"}, code: errcode.InvalidInput, said: "schedule -h"},

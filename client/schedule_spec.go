@@ -38,8 +38,12 @@ func buildSpec(w scheduleWhen, now time.Time) (sdkclient.ScheduleSpec, string, b
 			n++
 		}
 	}
-	if n != 1 {
-		return spec, "", false, errcode.New(errcode.InvalidInput, "say when it runs with one of: at (once: 10m or an RFC 3339 time), every (an interval: 2h, 1d), cron (\"0 9 * * 1-5\"), calendar (\"hour=9 day_of_week=mon-fri\")")
+	const ways = "at (once: 10m or an RFC 3339 time), every (an interval: 2h, 1d), cron (\"0 9 * * 1-5\"), calendar (\"hour=9 day_of_week=mon-fri\")"
+	switch {
+	case n == 0:
+		return spec, "", false, errcode.New(errcode.InvalidInput, "say when it runs with one of: "+ways)
+	case n > 1:
+		return spec, "", false, errcode.New(errcode.InvalidInput, "say when it runs with only one of: "+ways)
 	}
 	if w.timezone != "" {
 		if _, err := time.LoadLocation(w.timezone); err != nil {
