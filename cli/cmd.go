@@ -100,6 +100,18 @@ func runVerb(ctx context.Context, args []string, stdio IO, dial func(*command, c
 		}
 		return cmd.fail(err)
 	}
+	// A verb that reads its whole request itself (schedule) checks it
+	// before any connection: a mistake is INVALID_INPUT whether or not a
+	// service runs, and a service that does not answer says what it needs.
+	p, prepares := v.(preparer)
+	if prepares {
+		if err := p.prepare(cmd); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return err
+			}
+			return cmd.fail(err)
+		}
+	}
 	if dial == nil {
 		// A process of its own: the local service runs the call if it
 		// serves what this process would dial (local.go); it prints what
@@ -111,6 +123,9 @@ func runVerb(ctx context.Context, args []string, stdio IO, dial func(*command, c
 	}
 	c, closeFn, err := dial(cmd, ctx)
 	if err != nil {
+		if prepares {
+			err = p.unavailable(err)
+		}
 		return cmd.fail(limited(ctx, err))
 	}
 	defer closeFn()
@@ -126,6 +141,17 @@ type verb interface {
 	// run does the verb; cmd holds the common flags and the arguments.
 	run(ctx context.Context, cmd *command, c *client.Client) error
 }
+
+// preparer is a verb that reads and checks its request before the
+// connection is made (prepare), and says more when the connection fails
+// (unavailable).
+type preparer interface {
+	prepare(cmd *command) error
+	unavailable(err error) error
+}
+
+// helper is a verb whose -h says more than its flags: helpText follows them.
+type helper interface{ helpText() string }
 
 // verbs makes each client verb's options, by name.
 var verbs = map[string]func() verb{
@@ -164,6 +190,9 @@ func parse(name string, args []string, stdio IO) (*command, verb, error) {
 	v := mk()
 	fs, err := ParseFlags(name, args, stdio.Err, cmd.common, v.register)
 	if err != nil {
+		if h, ok := v.(helper); ok && errors.Is(err, flag.ErrHelp) && stdio.Err != nil {
+			_, _ = fmt.Fprint(stdio.Err, h.helpText())
+		}
 		return cmd, v, err
 	}
 	cmd.args = fs.Args()

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/client"
+	"github.com/durable-pi/subagents/connection"
 	"github.com/durable-pi/subagents/internal/errcode"
 )
 
@@ -296,5 +298,43 @@ func TestScheduleUnavailableSaysHowToKeepItRunning(t *testing.T) {
 	other := errcode.New(errcode.InvalidInput, "x")
 	if o.unavailable(other) != other {
 		t.Fatalf("another error changed")
+	}
+}
+
+// TestScheduleChecksBeforeConnecting: the command finds a schedule's
+// mistakes before it connects (the dial here fails as with no service,
+// and must not be reached); a good request that finds no service says
+// what keeps schedules firing.
+func TestScheduleChecksBeforeConnecting(t *testing.T) {
+	dialed := 0
+	noService := func(cmd *command, ctx context.Context) (*client.Client, func(), error) {
+		dialed++
+		return nil, nil, connection.Unavailable("127.0.0.1:1", errors.New("connection refused"))
+	}
+	for _, args := range [][]string{
+		{"create", "--every", "0s", "x"}, {"create", "--cron", "bad", "x"}, {"create", "--at", "yesterday", "x"},
+		{"create", "--every", "1h", "--cron", "@daily", "x"}, {"bogus"}, {"update", "nightly"},
+	} {
+		stdio := IO{In: strings.NewReader(""), Out: io.Discard, Err: io.Discard, Dir: t.TempDir(), Getenv: func(string) string { return "" }}
+		err := runVerb(t.Context(), append([]string{"schedule"}, args...), stdio, noService)
+		if !errcode.Is(err, errcode.InvalidInput) || errcode.ExitCode(err) != errcode.ExitBadInput {
+			t.Errorf("schedule %v: %v (exit %d), want INVALID_INPUT, exit 2", args, err, errcode.ExitCode(err))
+		}
+	}
+	var help bytes.Buffer
+	stdio := IO{In: strings.NewReader(""), Out: io.Discard, Err: &help, Getenv: func(string) string { return "" }}
+	for _, args := range [][]string{{"-h"}, {"create", "-h"}} {
+		help.Reset()
+		if err := runVerb(t.Context(), append([]string{"schedule"}, args...), stdio, noService); !errors.Is(err, flag.ErrHelp) || !strings.Contains(help.String(), "Examples:") {
+			t.Errorf("schedule %v: %v\n%s", args, err, help.String())
+		}
+	}
+	if dialed != 0 {
+		t.Fatalf("a mistake dialed %d times", dialed)
+	}
+	stdio = IO{In: strings.NewReader(""), Out: io.Discard, Err: io.Discard, Dir: t.TempDir(), Getenv: func(string) string { return "" }}
+	err := runVerb(t.Context(), []string{"schedule", "list"}, stdio, noService)
+	if !errcode.Is(err, errcode.ServiceUnavailable) || !strings.Contains(err.Error(), "subagents service install") || dialed != 1 {
+		t.Fatalf("list with no service: %v (dialed %d)", err, dialed)
 	}
 }
