@@ -30,22 +30,15 @@ type StaleWorktree struct {
 // StaleWorktrees lists dataDir's worktree journals that no running attempt
 // holds (by their session's lock), in name order.
 func StaleWorktrees(dataDir string) ([]StaleWorktree, error) {
-	entries, err := os.ReadDir(worktreesDir(dataDir))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
+	paths, err := journalPaths(dataDir)
 	if err != nil {
 		return nil, err
 	}
 	var out []StaleWorktree
-	for _, e := range entries {
-		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") || strings.HasPrefix(e.Name(), ".") {
-			continue
-		}
-		path := filepath.Join(worktreesDir(dataDir), e.Name())
+	for _, path := range paths {
 		j, err := readJournal(path)
 		if err != nil {
-			out = append(out, StaleWorktree{Session: strings.TrimSuffix(e.Name(), ".json"), Journal: path, Error: err.Error()})
+			out = append(out, StaleWorktree{Session: strings.TrimSuffix(filepath.Base(path), ".json"), Journal: path, Error: err.Error()})
 			continue
 		}
 		if lockHeldBySomeone(j.SessionFile + ".lock") {

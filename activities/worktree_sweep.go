@@ -27,20 +27,13 @@ func SettleWorktrees(ctx context.Context, dataDir string, logger *slog.Logger) (
 	if logger == nil {
 		logger = slog.Default()
 	}
-	entries, err := os.ReadDir(worktreesDir(dataDir))
-	if errors.Is(err, os.ErrNotExist) {
-		return 0, nil
-	}
+	paths, err := journalPaths(dataDir)
 	if err != nil {
 		return 0, err
 	}
 	settled := 0
 	var errs []error
-	for _, e := range entries {
-		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") || strings.HasPrefix(e.Name(), ".") {
-			continue
-		}
-		path := filepath.Join(worktreesDir(dataDir), e.Name())
+	for _, path := range paths {
 		j, err := readJournal(path)
 		if err != nil {
 			errs = append(errs, err)
@@ -131,4 +124,24 @@ func tryLockSession(sessionFile string) (lock *sessionLock, ok bool, err error) 
 		return nil, false, nil
 	}
 	return &sessionLock{f: f}, true, nil
+}
+
+// journalPaths are the worktree journals in dataDir, in name order (none
+// when it has no worktrees folder).
+func journalPaths(dataDir string) ([]string, error) {
+	entries, err := os.ReadDir(worktreesDir(dataDir))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var paths []string
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		paths = append(paths, filepath.Join(worktreesDir(dataDir), e.Name()))
+	}
+	return paths, nil
 }
