@@ -696,3 +696,34 @@ func toolResultDetails(t *testing.T, p *parentPi, tool string) []map[string]any 
 	}
 	return out
 }
+
+// TestParentTerminatedLeavesItsWorkRunning: a parent pi ended by SIGTERM
+// (a service manager, a worker stopping a child that delegates) while a
+// task call waits is no cancel: pi aborts its tool calls as it goes, and
+// the work runs on to its end, its result waiting for the session. A
+// parent aborted by its user cancels (TestParentAbortCancelsTheDelegation).
+func TestParentTerminatedLeavesItsWorkRunning(t *testing.T) {
+	e := newEnv(t)
+	e.startWorker(shared.client)
+	long := finalizeStep("long job: done after the parent left")
+	long.DelayMS = 3000
+	e.model.Script("c-term", long)
+	e.model.Script("parent-term", call("delegate_to_subagents", map[string]any{"tasks": []map[string]string{{"name": "migrate", "prompt": "[[script:c-term]] Migrate the files."}}}))
+	sessionFile := filepath.Join(t.TempDir(), "parent.jsonl")
+	p := e.startParent("json", sessionFile, "[[script:parent-term]] Migrate everything.")
+	if _, err := e.model.WaitForRequests(e.ctx(), 1, func(r scriptedmodel.Request) bool { return r.Script == "c-term" }); err != nil {
+		t.Fatalf("the child never started: %v", err)
+	}
+	if err := syscall.Kill(p.cmd.Process.Pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	<-p.done
+	list, out := e.cli().json(0, "", "list", "--kind", "delegation", "--parent-session", sessionIDOf(t, sessionFile))
+	if len(list.Runs) != 1 {
+		t.Fatalf("delegations of the parent: %s", out)
+	}
+	env, out := e.cli().json(0, "", "wait", list.Runs[0].ID)
+	if env.Status != "completed" || len(env.Items) != 1 || env.Items[0].Output != "long job: done after the parent left" {
+		t.Fatalf("the work after the parent's SIGTERM: %s", out)
+	}
+}

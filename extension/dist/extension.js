@@ -3199,6 +3199,18 @@ function quickExit() {
   } catch {
   }
 }
+var signalled = false;
+var listening = false;
+function listenForSignals() {
+  if (listening) return;
+  listening = true;
+  for (const sig of ["SIGTERM", "SIGHUP"]) {
+    process.prependListener(sig, () => {
+      signalled = true;
+      if (process.listenerCount(sig) === 1) process.exit(sig === "SIGTERM" ? 143 : 129);
+    });
+  }
+}
 function interactive(ctx) {
   return ctx.mode === "tui" || ctx.mode === "rpc";
 }
@@ -3287,6 +3299,9 @@ function activate(pi, host) {
       host.loadTui().then((m) => tui = m).catch(() => {
       });
   };
+  listenForSignals();
+  let shutDown = false;
+  const terminating = () => signalled || shutDown;
   let settings = loadSettings(process.cwd());
   let current;
   const status = (line) => {
@@ -3344,7 +3359,7 @@ function activate(pi, host) {
       return started;
     }
     let cancelling;
-    const onAbort = () => cancelling ??= cancelAndFollow(id);
+    const onAbort = () => cancelling ??= new Promise((r) => setImmediate(r)).then(() => terminating() ? void 0 : cancelAndFollow(id));
     if (opts.signal?.aborted) onAbort();
     else opts.signal?.addEventListener("abort", onAbort, { once: true });
     const update = throttled(opts.onUpdate);
@@ -3947,6 +3962,7 @@ ${plans.map((p) => p.summary).join("\n")}` : "";
     }
   });
   pi.on("session_shutdown", async () => {
+    shutDown = true;
     current = void 0;
     delivery.shutdown();
     await stopServers();

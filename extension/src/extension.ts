@@ -68,6 +68,32 @@ function quickExit() {
 	}
 }
 
+/**
+ * Set when this process ends on a signal (the worker stopping a child, a
+ * service manager, kill): pi aborts its running tool calls as it disposes
+ * of the session, which is nobody's cancel. The work is durable, goes on,
+ * and its result comes back at the next start.
+ */
+let signalled = false;
+let listening = false;
+
+/**
+ * Listens, once per process, for the signals that end it: prepended, so
+ * that signalled is set before pi's own handler aborts anything; alone (pi
+ * has not put its own yet), it ends the process as the signal's default
+ * would.
+ */
+function listenForSignals(): void {
+	if (listening) return;
+	listening = true;
+	for (const sig of ["SIGTERM", "SIGHUP"] as const) {
+		process.prependListener(sig, () => {
+			signalled = true;
+			if (process.listenerCount(sig) === 1) process.exit(sig === "SIGTERM" ? 143 : 129);
+		});
+	}
+}
+
 /** Whether ctx's session shows results as they come (terminal, RPC): print and JSON runs end with their answer. */
 function interactive(ctx: ExtensionContext): boolean {
 	return ctx.mode === "tui" || ctx.mode === "rpc";
@@ -208,6 +234,14 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 				.catch(() => {});
 	};
 
+	listenForSignals();
+	/**
+	 * Set when this session shuts down (pi's exit, a session replaced):
+	 * see signalled.
+	 */
+	let shutDown = false;
+	const terminating = () => signalled || shutDown;
+
 	let settings: Settings = loadSettings(process.cwd());
 	/** The session's context, for the status line while the service starts. */
 	let current: ExtensionContext | undefined;
@@ -310,7 +344,9 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 		// with the work's state after the cancel (cancelled, or the answers
 		// of tasks that had finished), not with a wait that stopped midway.
 		let cancelling: Promise<Envelope | undefined> | undefined;
-		const onAbort = () => (cancelling ??= cancelAndFollow(id));
+		// Decided a moment later: a process that is ending aborts first and
+		// says so (terminating) within the same turn of the event loop.
+		const onAbort = () => (cancelling ??= new Promise((r) => setImmediate(r)).then(() => (terminating() ? undefined : cancelAndFollow(id))));
 		if (opts.signal?.aborted) onAbort();
 		else opts.signal?.addEventListener("abort", onAbort, { once: true });
 		const update = throttled(opts.onUpdate);
@@ -1138,6 +1174,7 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 	});
 
 	pi.on("session_shutdown", async () => {
+		shutDown = true;
 		// Start-up work still under way (onServiceStarted) stops using it.
 		current = undefined;
 		delivery.shutdown();
