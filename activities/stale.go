@@ -64,14 +64,7 @@ func StaleSessionLocks(dataDir string, now time.Time) ([]string, error) {
 		if d.IsDir() || !strings.HasSuffix(d.Name(), ".jsonl.lock") {
 			return nil
 		}
-		info, err := d.Info()
-		if err != nil {
-			return nil
-		}
-		if exists(strings.TrimSuffix(path, ".lock")) && now.Sub(info.ModTime()) < LockIdle {
-			return nil
-		}
-		if !lockHeldBySomeone(path) {
+		if lockMayGo(path, d, now) && !lockHeldBySomeone(path) {
 			out = append(out, path)
 		}
 		return nil

@@ -33,13 +33,7 @@ func TestStaleSessionLocks(t *testing.T) {
 		{"scout_d.jsonl.lock", old, false}, // held by a running attempt
 	}
 	for _, f := range files {
-		p := filepath.Join(dir, f.name)
-		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chtimes(p, f.age, f.age); err != nil {
-			t.Fatal(err)
-		}
+		writeAged(t, filepath.Join(dir, f.name), f.age)
 	}
 	hold(t, filepath.Join(dir, "scout_d.jsonl.lock"))
 	got, err := StaleSessionLocks(data, now)
@@ -106,6 +100,17 @@ func TestStaleWorktrees(t *testing.T) {
 
 // hold takes an exclusive lock on path (made if missing) until the test
 // ends, as a running attempt holds its session's lock.
+// writeAged writes a file at path last changed at age.
+func writeAged(t *testing.T, path string, age time.Time) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(path, age, age); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func hold(t *testing.T, path string) {
 	t.Helper()
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)

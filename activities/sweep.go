@@ -38,15 +38,7 @@ func SweepSessions(dataDir string, now time.Time) (int, error) {
 		name := d.Name()
 		switch {
 		case strings.HasSuffix(name, ".jsonl.lock"):
-			session := strings.TrimSuffix(path, ".lock")
-			info, err := d.Info()
-			if err != nil {
-				return nil
-			}
-			if exists(session) && now.Sub(info.ModTime()) < LockIdle {
-				return nil
-			}
-			if removeUnlocked(path) {
+			if lockMayGo(path, d, now) && removeUnlocked(path) {
 				removed++
 			}
 		case strings.HasSuffix(name, ".output.md") && strings.Contains(name, ".turn-"):
@@ -58,6 +50,17 @@ func SweepSessions(dataDir string, now time.Time) (int, error) {
 		return nil
 	})
 	return removed, err
+}
+
+// lockMayGo says whether the session lock file at path may go at now,
+// unless an attempt holds it: its session file is gone, or it has been
+// idle for LockIdle.
+func lockMayGo(path string, d fs.DirEntry, now time.Time) bool {
+	info, err := d.Info()
+	if err != nil {
+		return false
+	}
+	return !exists(strings.TrimSuffix(path, ".lock")) || now.Sub(info.ModTime()) >= LockIdle
 }
 
 // removeUnlocked removes a lock file unless an attempt holds it; it holds

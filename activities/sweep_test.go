@@ -3,7 +3,6 @@ package activities
 import (
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -35,22 +34,9 @@ func TestSweepSessions(t *testing.T) {
 		{"notes.md", old, true},                  // not ours
 	}
 	for _, f := range files {
-		p := filepath.Join(dir, f.name)
-		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chtimes(p, f.age, f.age); err != nil {
-			t.Fatal(err)
-		}
+		writeAged(t, filepath.Join(dir, f.name), f.age)
 	}
-	held, err := os.OpenFile(filepath.Join(dir, "scout_d.jsonl.lock"), os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Close()
-	if err := syscall.Flock(int(held.Fd()), syscall.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
+	hold(t, filepath.Join(dir, "scout_d.jsonl.lock"))
 	n, err := SweepSessions(data, now)
 	if err != nil {
 		t.Fatal(err)
