@@ -1269,6 +1269,9 @@ ${taskTree(it)}`,
     details: { questionId: questionKey(it) }
   };
 }
+function sendDraft(pi, d, options) {
+  pi.sendMessage({ customType: d.customType, content: d.content, display: d.display, details: d.details }, options);
+}
 function toldInBranch(ctx) {
   const told = /* @__PURE__ */ new Set();
   for (const e of ctx.sessionManager.getBranch()) {
@@ -1677,9 +1680,10 @@ var Delivery = class {
    * told at once, as a result would be, since the child waits for it.
    */
   noticeQuestions(env) {
+    const asked = asking(env);
+    if (asked.length && this.ctx) this.toldOf(toldInBranch(this.ctx));
     let fresh = false;
-    if (asking(env).length && this.ctx) this.toldOf(toldInBranch(this.ctx));
-    for (const it of asking(env)) {
+    for (const it of asked) {
       const key = questionKey(it);
       if (this.told.has(key) || this.questions.has(key)) continue;
       this.questions.set(key, it);
@@ -1712,13 +1716,13 @@ var Delivery = class {
     if (!ctx.isIdle() || this.ready.size + this.questions.size === 0) return;
     const interactive2 = ctx.mode === "tui" || ctx.mode === "rpc";
     for (const d of this.takeQuestions()) {
-      this.pi.sendMessage({ customType: d.customType, content: d.content, display: d.display, details: d.details }, { triggerTurn: interactive2 });
+      sendDraft(this.pi, d, { triggerTurn: interactive2 });
     }
     for (const [id, { env, origin }] of this.ready) {
       this.ready.delete(id);
       this.handed.add(id);
       const d = deliveryDraft(env, this.adoptedFrom.get(id), this.scheduledFrom.get(id));
-      this.pi.sendMessage({ customType: d.customType, content: d.content, display: d.display, details: d.details }, { triggerTurn: startsTurn(origin, interactive2) });
+      sendDraft(this.pi, d, { triggerTurn: startsTurn(origin, interactive2) });
     }
     void this.ackPersisted(ctx);
   }
@@ -3913,7 +3917,7 @@ ${plans.map((p) => p.summary).join("\n")}` : "";
       if (told.has(questionKey(it))) continue;
       const d = questionDraft(it, "A subagent task of this folder waits for your answer.");
       delivery.toldOf([questionKey(it)]);
-      pi.sendMessage({ customType: d.customType, content: d.content, display: d.display, details: d.details }, { deliverAs: "nextTurn" });
+      sendDraft(pi, d, { deliverAs: "nextTurn" });
     }
   }
   pi.on("before_agent_start", async (_event, ctx) => {
@@ -3931,7 +3935,7 @@ ${plans.map((p) => p.summary).join("\n")}` : "";
     }
     for (const origin of ["earlier", "scheduled"]) {
       for (const d of delivery.takeDrafts(false, origin).entries) {
-        pi.sendMessage({ customType: d.customType, content: d.content, display: d.display, details: d.details }, { deliverAs: "nextTurn" });
+        sendDraft(pi, d, { deliverAs: "nextTurn" });
       }
     }
   });

@@ -102,6 +102,11 @@ export function questionDraft(it: Item, intro: string) {
 	};
 }
 
+/** A delivery or question draft, sent as the custom message it describes. */
+export function sendDraft(pi: ExtensionAPI, d: { customType: string; content: string; display: boolean; details: unknown }, options: Parameters<ExtensionAPI["sendMessage"]>[1]): void {
+	pi.sendMessage({ customType: d.customType, content: d.content, display: d.display, details: d.details }, options);
+}
+
 /** The questions a session's branch has been told of (an earlier run of it included). */
 export function toldInBranch(ctx: ExtensionContext): Set<string> {
 	const told = new Set<string>();
@@ -582,9 +587,10 @@ export class Delivery {
 	 * told at once, as a result would be, since the child waits for it.
 	 */
 	private noticeQuestions(env: Envelope): void {
+		const asked = asking(env);
+		if (asked.length && this.ctx) this.toldOf(toldInBranch(this.ctx));
 		let fresh = false;
-		if (asking(env).length && this.ctx) this.toldOf(toldInBranch(this.ctx));
-		for (const it of asking(env)) {
+		for (const it of asked) {
 			const key = questionKey(it);
 			if (this.told.has(key) || this.questions.has(key)) continue;
 			this.questions.set(key, it);
@@ -621,13 +627,13 @@ export class Delivery {
 		if (!ctx.isIdle() || this.ready.size + this.questions.size === 0) return;
 		const interactive = ctx.mode === "tui" || ctx.mode === "rpc";
 		for (const d of this.takeQuestions()) {
-			this.pi.sendMessage({ customType: d.customType, content: d.content, display: d.display, details: d.details }, { triggerTurn: interactive });
+			sendDraft(this.pi, d, { triggerTurn: interactive });
 		}
 		for (const [id, { env, origin }] of this.ready) {
 			this.ready.delete(id);
 			this.handed.add(id);
 			const d = deliveryDraft(env, this.adoptedFrom.get(id), this.scheduledFrom.get(id));
-			this.pi.sendMessage({ customType: d.customType, content: d.content, display: d.display, details: d.details }, { triggerTurn: startsTurn(origin, interactive) });
+			sendDraft(this.pi, d, { triggerTurn: startsTurn(origin, interactive) });
 		}
 		void this.ackPersisted(ctx);
 	}

@@ -12,7 +12,7 @@ import { setFlagsFromString } from "node:v8";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import type { Type as TypeBuilder } from "typebox";
 import { onServiceStarted, SubagentsCli, SubagentsError, stopServers } from "./cli.ts";
-import { Delivery, nestedParent, questionDraft, questionKey, toldInBranch } from "./delivery.ts";
+import { Delivery, nestedParent, questionDraft, questionKey, sendDraft, toldInBranch } from "./delivery.ts";
 import {
 	delegateResult,
 	type Envelope,
@@ -1098,7 +1098,7 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 			if (told.has(questionKey(it))) continue;
 			const d = questionDraft(it, "A subagent task of this folder waits for your answer.");
 			delivery.toldOf([questionKey(it)]);
-			pi.sendMessage({ customType: d.customType, content: d.content, display: d.display, details: d.details }, { deliverAs: "nextTurn" });
+			sendDraft(pi, d, { deliverAs: "nextTurn" });
 		}
 	}
 
@@ -1131,7 +1131,7 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 		}
 		for (const origin of ["earlier", "scheduled"] as const) {
 			for (const d of delivery.takeDrafts(false, origin).entries) {
-				pi.sendMessage({ customType: d.customType, content: d.content, display: d.display, details: d.details }, { deliverAs: "nextTurn" });
+				sendDraft(pi, d, { deliverAs: "nextTurn" });
 			}
 		}
 	});
