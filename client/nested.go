@@ -28,18 +28,15 @@ const (
 // level; a failed query leaves the tree as far as it got (the status
 // itself stands).
 func (c *Client) WithNested(ctx context.Context, env *Envelope) {
-	index := map[string]int{}
+	// The item each run descends from, by the run's ID: the tasks' own
+	// first.
+	root := map[string]int{}
 	var frontier []string
 	for i, it := range env.Items {
 		if it.TaskID != "" {
-			index[it.TaskID] = i
+			root[it.TaskID] = i
 			frontier = append(frontier, it.TaskID)
 		}
-	}
-	// The item each run descends from, by the run's ID.
-	root := map[string]int{}
-	for id, i := range index {
-		root[id] = i
 	}
 	total := 0
 	for level := 0; level < nestedLevels && len(frontier) > 0 && total < nestedMaxRuns; level++ {
