@@ -9,7 +9,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -259,7 +258,10 @@ func plan(ctx context.Context, top string, c rawChange, blobs map[string][]byte,
 	if c.oldMode == modeGitlink || c.newMode == modeGitlink {
 		return op, false, "a submodule changed: apply it by hand", nil
 	}
-	if beyondLink(top, c.path) {
+	block, blockMode, blocked := notAFolder(top, c.path)
+	if blocked && blockMode&fs.ModeSymlink != 0 {
+		// Writing there would write outside the checkout, which git
+		// refuses as well.
 		return op, false, "it is beyond a symbolic link in this checkout", nil
 	}
 	cur, err := readCurrent(filepath.Join(top, c.path))
@@ -282,7 +284,9 @@ func plan(ctx context.Context, top string, c rawChange, blobs map[string][]byte,
 	case c.oldMode == modeAbsent:
 		// The task added it.
 		switch {
-		case fileOnPath(top, c.path, deleted):
+		case blocked && !deleted[block]:
+			// A file the task turned into a folder may give way only when
+			// the change deletes it.
 			return op, false, "a file here has the name of a folder it is in, and the task did not delete it", nil
 		case !cur.exists:
 			return op, false, "", nil
@@ -320,19 +324,6 @@ func plan(ctx context.Context, top string, c rawChange, blobs map[string][]byte,
 		op.mode = cur.mode
 	}
 	return op, false, "", nil
-}
-
-// fileOnPath says whether a folder on rel's path is a file (or a link) in
-// the checkout that the change does not delete: a file the task turned
-// into a folder may replace it only when the change deletes it.
-func fileOnPath(top, rel string, deleted map[string]bool) bool {
-	for dir := path.Dir(rel); dir != "." && dir != "/"; dir = path.Dir(dir) {
-		info, err := os.Lstat(filepath.Join(top, filepath.FromSlash(dir)))
-		if err == nil && !info.IsDir() && !deleted[dir] {
-			return true
-		}
-	}
-	return false
 }
 
 // emptiedBy says whether every file under dir (the checkout's folder rel)
@@ -373,23 +364,23 @@ func binary(b []byte) bool {
 	return bytes.IndexByte(b[:min(len(b), binaryProbe)], 0) >= 0
 }
 
-// beyondLink reports whether a folder on the way to path (from top) is a
-// symbolic link: writing there would write outside the checkout, which
-// git refuses as well.
-func beyondLink(top, path string) bool {
-	dir := top
-	parts := strings.Split(filepath.ToSlash(path), "/")
-	for _, p := range parts[:len(parts)-1] {
-		dir = filepath.Join(dir, p)
-		info, err := os.Lstat(dir)
+// notAFolder is the first folder on the way to rel (from top) that is
+// not one in the checkout, a link or a file, with its mode: found is false
+// when every folder on the way is one or is not there (then nothing below
+// it is either).
+func notAFolder(top, rel string) (dir string, mode fs.FileMode, found bool) {
+	parts := strings.Split(filepath.ToSlash(rel), "/")
+	for i := 1; i < len(parts); i++ {
+		dir = strings.Join(parts[:i], "/")
+		info, err := os.Lstat(filepath.Join(top, filepath.FromSlash(dir)))
 		if err != nil {
-			return false
+			return "", 0, false
 		}
-		if info.Mode()&fs.ModeSymlink != 0 {
-			return true
+		if !info.IsDir() {
+			return dir, info.Mode(), true
 		}
 	}
-	return false
+	return "", 0, false
 }
 
 // mergeFile merges the change from base to theirs into ours, line by line
