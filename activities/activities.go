@@ -180,6 +180,7 @@ func (a *Activities) StartEarly(runs []api.RunPiInput) {
 			if admission, err = a.cfg.Admit(in); err != nil {
 				continue
 			}
+			in = admission.Context.Apply(in)
 		}
 		_, spec := a.runSpec(in, admission)
 		if spec.key == "" {

@@ -127,6 +127,11 @@ func (a *Activities) RunPi(ctx context.Context, in api.RunPiInput) (res api.RunP
 				"profile", in.Profile, "error", err)
 			return api.RunPiResult{}, temporal.NewNonRetryableApplicationError(err.Error(), string(errcode.CodeOf(err)), err)
 		}
+		if admission.Context != nil {
+			activity.GetLogger(ctx).Warn("context files another user owns are left out of the child's prompt", "session", in.SessionID,
+				"files", admission.Context.LeftOut)
+			in = admission.Context.Apply(in)
+		}
 	}
 	info := activity.GetInfo(ctx)
 	res = api.RunPiResult{

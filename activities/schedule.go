@@ -54,6 +54,9 @@ func (s *Scheduling) prepare(in api.PrepareScheduledInput) (api.ScheduledPrepare
 	if err := api.ValidateScheduled(sched); err != nil {
 		return api.ScheduledPrepared{}, err
 	}
+	if err := s.checkFolders(sched); err != nil {
+		return api.ScheduledPrepared{}, err
+	}
 	parent := api.ScheduleParentPrefix + sched.ScheduleID
 	if sched.Delegation != nil {
 		return s.delegation(*sched.Delegation, sched, parent, in.FireID)
@@ -152,6 +155,38 @@ func (s *Scheduling) savedPlan(sched api.ScheduledInput) (api.PlanInput, error) 
 		}
 	}
 	return api.PlanInput{Plan: bound, Args: args, Source: &src, Cwd: sched.Cwd, Profile: sched.PlanProfile, MaxConcurrency: sched.PlanConcurrency}, nil
+}
+
+// checkFolders refuses a fire, with PERMISSION_DENIED, whose folders
+// another local user could have written: a schedule runs unattended, and
+// a folder deleted and made again by another account (or below a folder
+// they may change) would run the user's children among their files and
+// their AGENTS.md. Checked at every fire, as the folder may change
+// between fires.
+func (s *Scheduling) checkFolders(sched api.ScheduledInput) error {
+	dirs := []string{sched.Cwd}
+	if d := sched.Delegation; d != nil {
+		for _, t := range d.Tasks {
+			dirs = append(dirs, t.Cwd)
+		}
+	}
+	if sched.Plan != nil {
+		dirs = append(dirs, sched.Plan.Cwd)
+	}
+	// Only the user's own settings name a trusted group; a malformed file
+	// trusts none here.
+	cfg, _ := profiles.LoadConfig(s.AgentDir, "", s.getenv)
+	seen := map[string]bool{}
+	for _, dir := range dirs {
+		if dir == "" || seen[dir] {
+			continue
+		}
+		seen[dir] = true
+		if err := profiles.CheckFolder(cfg, s.AgentDir, fmt.Sprintf("schedule %s runs in %s", sched.ScheduleID, dir), dir); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s *Scheduling) id() string {

@@ -55,8 +55,13 @@ func checkProfiles(list []*profiles.Profile, loadErr error, read func(string) ([
 		return fail(CheckProfiles, "the profiles cannot be listed: "+oneLine(loadErr.Error()), "make the folder readable, or remove it")
 	}
 	var errs []FileError
+	var untrusted []string
 	for _, p := range list {
 		if p.Err == nil {
+			continue
+		}
+		if p.Untrusted {
+			untrusted = append(untrusted, p.Path)
 			continue
 		}
 		e := FileError{File: p.Path, Message: oneLine(strings.TrimPrefix(p.Err.Error(), "profile "+p.Path+": "))}
@@ -73,10 +78,18 @@ func checkProfiles(list []*profiles.Profile, loadErr error, read func(string) ([
 		errs = append(errs, e)
 	}
 	if len(errs) > 0 {
-		return fail(CheckProfiles, fmt.Sprintf("%d of %d profiles cannot be used: %s", len(errs), len(list), listErrors(errs)), fix).with("errors", errs)
+		return fail(CheckProfiles, fmt.Sprintf("%d of %d profiles cannot be used: %s", len(errs), len(list), listErrors(errs)), fix).
+			with("errors", errs).with("untrusted", untrusted)
+	}
+	if len(untrusted) > 0 {
+		return warn(CheckProfiles, fmt.Sprintf("%d project profiles add code or power this project is not trusted with, and are refused: %s", len(untrusted), strings.Join(untrusted, ", ")),
+			trustFix).with("untrusted", untrusted)
 	}
 	return ok(CheckProfiles, fmt.Sprintf("%d profiles read and valid", len(list))).with("count", len(list))
 }
+
+// trustFix is how a user trusts the folder's project, as pi does.
+const trustFix = "if you trust this project, run /trust in pi opened in its folder (docs/settings.md, Project trust)"
 
 // yamlNoise is what yaml.v3 adds to a frontmatter error besides the
 // mistake: its own line count and the Go type it decoded into.
@@ -134,7 +147,7 @@ func checkPlans(plans []profiles.PlanInfo, listErr error, agentDir, cwd string, 
 			with("errors", errs).with("shadowed", shadowed)
 	case len(refused) > 0:
 		return warn(CheckPlans, fmt.Sprintf("%d saved plans have gate commands this project is not trusted to run: %s", len(refused), strings.Join(refused, ", ")),
-			fmt.Sprintf("if you trust this project, add its folder to \"trustedProjects\" under \"subagents\" in %s/%s (docs/plans.md)", agentDir, profiles.ConfigFile)).
+			fmt.Sprintf("%s, or add its folder to \"trustedProjects\" under \"subagents\" in %s/%s (docs/settings.md, Project trust)", trustFix, agentDir, profiles.ConfigFile)).
 			with("gates_refused", refused).with("shadowed", shadowed)
 	}
 	return ok(CheckPlans, fmt.Sprintf("%d saved plans read and valid", len(plans))).with("count", len(plans)).with("shadowed", shadowed)

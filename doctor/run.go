@@ -184,7 +184,7 @@ func serviceLane(l lanes, cfg Config, deps Deps, queues []Queue, state serviceSt
 // filesLane: the folder's profiles, plans, settings and the keys for the
 // models its profiles name.
 func filesLane(l lanes, cfg Config, add func(Result) Result) {
-	opts := profiles.Options{Cwd: cfg.Cwd, AgentDir: cfg.AgentDir, PromptDirs: cfg.PromptDirs}
+	opts := profiles.Options{Cwd: cfg.Cwd, AgentDir: cfg.AgentDir, PromptDirs: cfg.PromptDirs, Getenv: cfg.Getenv}
 	type listed struct {
 		r    Result
 		list []*profiles.Profile

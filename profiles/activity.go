@@ -98,7 +98,10 @@ func (a *Activities) resolve(cfg Config, cfgErr error, t ResolveTask) (ResolvedT
 	if err := cfg.Enabled(cmp.Or(t.Profile, "default")); err != nil {
 		return ResolvedTask{}, nil, err
 	}
-	opts := Options{Cwd: t.Cwd, AgentDir: a.AgentDir, PromptDirs: a.PromptDirs}
+	opts := Options{Cwd: t.Cwd, AgentDir: a.AgentDir, PromptDirs: a.PromptDirs, Getenv: a.Getenv}
+	if opts.Getenv == nil {
+		opts.Getenv = func(string) string { return "" }
+	}
 	task := TaskOverrides{Model: t.Model, TimeoutSeconds: t.TimeoutSeconds}
 	p := &Profile{Name: "default", Finalize: true}
 	if t.Profile != "" {
@@ -159,6 +162,10 @@ type Admission struct {
 	// parent of what it delegates, so that its delegations are listed,
 	// cancelled and delivered as its own (docs/pi.md, "Nesting").
 	Env []string
+	// Context, when not nil, is the context files the run gets in place
+	// of pi's own loading: another user owns one of those pi would read
+	// (contextfiles.go). Apply it to the run's input before pi starts.
+	Context *ContextFiles
 }
 
 // Admit is the worker's check of one child run before pi starts
@@ -183,6 +190,9 @@ func (a *Activities) Admit(in api.RunPiInput) (Admission, error) {
 		return Admission{}, err
 	}
 	adm := Admission{APIKey: p.APIKey, OutputMaxChars: cfg.OutputMaxChars}
+	if !in.NoContextFiles {
+		adm.Context = ForeignContext(a.AgentDir, in.Cwd)
+	}
 	if Nested(in.Tools) {
 		adm.Env = append(slices.Clone(a.ServiceEnv), NestedEnv+"=1", ParentSessionEnv+"="+in.SessionID)
 	}

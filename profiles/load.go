@@ -23,6 +23,10 @@ var builtinFS embed.FS
 // Set is the profiles visible from one working directory.
 type Set struct {
 	byName map[string]*Profile
+	// under is the scope of the built-in or global profile each project
+	// profile of the same name replaces: replacing one is a power an
+	// untrusted project does not have (projecttrust.go).
+	under map[string]Scope
 }
 
 // Options say where to look.
@@ -37,6 +41,10 @@ type Options struct {
 	// ($SUBAGENTS_PROMPT_DIRS, colon-separated). pi's own ~/.pi/agent/prompts
 	// holds prompt templates, not profiles, so it is not read.
 	PromptDirs []string
+	// Getenv reads the SUBAGENTS_* variables (SUBAGENTS_TRUSTED_PROJECTS)
+	// that decide, with pi's trust.json, whether the project is trusted
+	// (nil: the process's environment).
+	Getenv func(string) string
 }
 
 // DefaultPromptDirs are the sessions contract's prompts/ folders: those named by
@@ -225,12 +233,48 @@ func Watched(opts Options) ([]Watch, error) {
 			watched = append(watched, watchOf(exe, info))
 		}
 	}
+	if projectRoot(opts.Cwd) != "" {
+		watched = append(watched, trustWatched(opts.AgentDir)...)
+	}
 	return watched, nil
 }
 
 // Load returns the built-in profiles overridden by the global ones and
-// those by the project's. A malformed file is kept with its error.
+// those by the project's. A malformed file is kept with its error, and so
+// is a project profile that would add code or power in a project the user
+// has not trusted (projecttrust.go): it carries a PERMISSION_DENIED
+// refusal.
 func Load(opts Options) (*Set, error) {
+	set, err := loadFiles(opts)
+	if err != nil || !set.hasProject() {
+		return set, err
+	}
+	getenv := opts.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	// Only the user's own settings may trust a project; a malformed file
+	// trusts nothing here, and the settings check names it.
+	cfg, _ := LoadConfig(opts.AgentDir, "", getenv)
+	trust := TrustOfProject(opts.AgentDir, projectRoot(opts.Cwd), cfg)
+	if trust.Trusted {
+		return set, nil
+	}
+	return gateUntrusted(set, set.under, opts.Cwd, opts.AgentDir, trust), nil
+}
+
+func (s *Set) hasProject() bool {
+	for _, p := range s.byName {
+		if p.Scope == ScopeProject {
+			return true
+		}
+	}
+	return false
+}
+
+// loadFiles is Load before the project's trust is applied: the parsed
+// files, cached.
+func loadFiles(opts Options) (*Set, error) {
 	files, _, err := scan(opts)
 	if err != nil {
 		return nil, err
@@ -247,12 +291,15 @@ func Load(opts Options) (*Set, error) {
 	}
 	cache.Unlock()
 
-	set := &Set{byName: map[string]*Profile{}}
+	set := &Set{byName: map[string]*Profile{}, under: map[string]Scope{}}
 	for _, p := range builtins() {
 		set.byName[p.Name] = p
 	}
 	for _, f := range files {
 		p := readFile(f.path, f.src)
+		if prev, ok := set.byName[p.Name]; ok && p.Scope == ScopeProject && prev.Scope != ScopeProject {
+			set.under[p.Name] = prev.Scope
+		}
 		set.byName[p.Name] = p
 	}
 

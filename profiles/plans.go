@@ -32,9 +32,10 @@ import (
 //     a project profile): a cloned repository must not change what a name
 //     the user relies on runs; the project's file is listed as shadowed;
 //   - a project plan whose steps have a gate (a command the worker runs)
-//     is refused unless the user's global settings trust the project
-//     (trustedProjects): a repository must not run commands because its
-//     plan was asked for by name.
+//     is refused unless the user trusts the project (pi's /trust, its
+//     defaultProjectTrust, or trustedProjects: TrustOfProject): a
+//     repository must not run commands because its plan was asked for by
+//     name.
 //
 // Inline plans and the user's own global files run their gates.
 
@@ -595,8 +596,9 @@ func firstGate(p api.Plan) *api.PlanStep {
 }
 
 // CheckPlanGates refuses, with PERMISSION_DENIED, a project's saved plan
-// whose steps have gate commands when cfg (the user's global settings and
-// environment) does not trust the project: the message says how to trust
+// whose steps have gate commands when the user does not trust the project
+// (TrustOfProject: pi's trust.json and defaultProjectTrust in agentDir, or
+// cfg's trustedProjects): the message says how to trust
 // it. An inline plan (src nil) and a global one pass: they are the
 // user's own. The project is the folder that holds the plan's .pi folder.
 func CheckPlanGates(cfg Config, agentDir string, p api.Plan, src *api.PlanSource) error {
@@ -608,20 +610,14 @@ func CheckPlanGates(cfg Config, agentDir string, p api.Plan, src *api.PlanSource
 		return nil
 	}
 	root := filepath.Dir(filepath.Dir(filepath.Dir(src.File)))
-	if cfg.TrustsProject(root) {
+	if TrustOfProject(agentDir, root, cfg).Trusted {
 		return nil
-	}
-	settings := "subagents.json in pi's config dir"
-	if agentDir != "" {
-		settings = filepath.Join(agentDir, ConfigFile)
 	}
 	command := gate.Gate.Command
 	if r := []rune(command); len(r) > 80 {
 		command = string(r[:80]) + "…"
 	}
-	trusted, _ := json.Marshal(root)
 	return errcode.Errorf(errcode.PermissionDenied,
-		"Permission denied: plan %q is the project's (%s) and step %q runs a gate command (%s), and your settings do not trust the project %s: a repository's plan runs commands only in a project you trust. "+
-			"If you trust it, add it to \"trustedProjects\" under \"subagents\" in %s, e.g. {\"subagents\": {\"trustedProjects\": [%s]}}, or to SUBAGENTS_TRUSTED_PROJECTS (colon-separated); a project's own .pi/%s cannot set it",
-		src.Name, src.File, gate.Key, command, root, settings, trusted, ConfigFile)
+		"Permission denied: plan %q is the project's (%s) and step %q runs a gate command (%s), and the project %s is not trusted: a repository's plan runs commands only in a project you trust. %s",
+		src.Name, src.File, gate.Key, command, root, HowToTrust(agentDir, root))
 }

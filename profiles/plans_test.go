@@ -221,7 +221,7 @@ func TestFindPlan(t *testing.T) {
 		{name: "another project is trusted, not this one", plan: "fix", code: errcode.PermissionDenied, setup: func(t *testing.T, tr planTree) {
 			tr.local(t, "fix.yaml", gatedYAML)
 			tr.settings(t, `{"subagents":{"trustedProjects":["`+tr.project+`-other"]}}`)
-		}, want: []string{"do not trust the project"}},
+		}, want: []string{"is not trusted"}},
 		{name: "a project's gates in a project the settings trust", plan: "fix", scope: ScopeProject, setup: func(t *testing.T, tr planTree) {
 			tr.local(t, "fix.yaml", gatedYAML)
 			tr.settings(t, `{"subagents":{"trustedProjects":["`+tr.project+`"]}}`)

@@ -95,6 +95,10 @@ type Profile struct {
 	MaxDepth int `json:"maxDepth,omitempty"`
 
 	Err error `json:"-"`
+	// Untrusted marks a project profile refused (Err) only because its
+	// project is not trusted and it would add code or power
+	// (projecttrust.go): trusting the project, not editing it, fixes it.
+	Untrusted bool `json:"-"`
 }
 
 // stringList reads a YAML sequence or a comma-separated string.

@@ -137,6 +137,8 @@ func TestLoadScopesAndLookup(t *testing.T) {
 	if err := os.MkdirAll(cwd, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// The user's own project: trusted, so its profiles override by name.
+	piTrusts(t, agentDir, project)
 	prompts := filepath.Join(root, "ext", "prompts")
 	writeProfile(t, prompts, "seed-zero", "---\nname: seed-zero\ndescription: from an extension's prompts folder\napproved_tools: [read]\n---\nBody.")
 	writeProfile(t, prompts, "scout", "---\nname: scout\ndescription: prompts scout\n---\n")

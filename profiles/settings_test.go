@@ -167,6 +167,7 @@ func TestResolveAppliesSettings(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(cwd, ".pi", "agents", "scout.md"), []byte("---\nname: scout\n---\nLook.\n"), 0o644))
 	must(t, os.WriteFile(filepath.Join(cwd, ".pi", "agents", "oracle.md"), []byte("---\nname: oracle\n---\nThink.\n"), 0o644))
 	must(t, os.WriteFile(filepath.Join(agent, ConfigFile), []byte(`{"subagents":{"looping_tool_count":2,"extend_timeout_debounce":7,"oracle":{"disabled":true}}}`), 0o600))
+	piTrusts(t, agent, cwd)
 	a := &Activities{AgentDir: agent}
 	out, err := a.ResolveTasks(t.Context(), ResolveRequest{Tasks: []ResolveTask{{Profile: "scout", Cwd: cwd}, {Profile: "oracle", Cwd: cwd}}})
 	if err != nil {

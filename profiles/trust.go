@@ -30,6 +30,16 @@ type trustPolicy struct {
 	groups map[uint32]string
 	// settingsFile is where trustGroup is set, for the messages.
 	settingsFile string
+	// refuses says, in the messages, what the policy keeps out ("" for
+	// the files a child loads).
+	refuses string
+}
+
+func (p trustPolicy) refusal() string {
+	if p.refuses != "" {
+		return p.refuses
+	}
+	return "the worker runs no profile, extension, skill or prompt file another user could have written"
 }
 
 func newTrustPolicy(cfg Config, agentDir string) trustPolicy {
@@ -123,6 +133,17 @@ func (p trustPolicy) check(what, path string) error {
 	return nil
 }
 
+// CheckFolder refuses, with PERMISSION_DENIED naming what, a folder that
+// another local user owns or could change or replace (it, or a folder
+// above it, is theirs or writable by them), as check does for a file a
+// child loads: a child run there unattended would work among their files
+// and read their AGENTS.md.
+func CheckFolder(cfg Config, agentDir, what, dir string) error {
+	p := newTrustPolicy(cfg, agentDir)
+	p.refuses = "the worker runs no child unattended in a folder another user could have made or changed"
+	return p.check(what, dir)
+}
+
 // ancestors are path and every folder above it, path first.
 func ancestors(path string) []string {
 	out := []string{path}
@@ -148,16 +169,16 @@ func (p trustPolicy) allows(what, q string, info fs.FileInfo, sticky bool) error
 	switch {
 	case st.Uid != p.uid && st.Uid != 0:
 		return errcode.Errorf(errcode.PermissionDenied,
-			"Permission denied: %s: %s is owned by %s (mode %s), not by %s, who runs the subagents worker; the worker runs no profile, extension, skill or prompt file another user could have written. If it is yours, `chown %s %s`; if not, do not run it",
-			what, q, ownerName(st.Uid), perm, p.user, p.user, q)
+			"Permission denied: %s: %s is owned by %s (mode %s), not by %s, who runs the subagents worker; %s. If it is yours, `chown %s %s`; if not, do not run it",
+			what, q, ownerName(st.Uid), perm, p.user, p.refusal(), p.user, q)
 	case mode.Perm()&0o002 != 0 && !sticky:
 		return errcode.Errorf(errcode.PermissionDenied,
-			"Permission denied: %s: %s can be changed by any user (mode %s); the worker runs no profile, extension, skill or prompt file another user could have written. `chmod o-w %s` if nobody else should change it",
-			what, q, perm, q)
+			"Permission denied: %s: %s can be changed by any user (mode %s); %s. `chmod o-w %s` if nobody else should change it",
+			what, q, perm, p.refusal(), q)
 	case mode.Perm()&0o020 != 0 && !sticky && p.groups[st.Gid] == "":
 		return errcode.Errorf(errcode.PermissionDenied,
-			"Permission denied: %s: %s can be changed by group %s (mode %s); the worker runs no profile, extension, skill or prompt file another user could have written. `chmod g-w %s`, or, if that group is trusted, set \"trustGroup\": %q under \"subagents\" in %s",
-			what, q, groupName(st.Gid), perm, q, groupName(st.Gid), p.settingsFile)
+			"Permission denied: %s: %s can be changed by group %s (mode %s); %s. `chmod g-w %s`, or, if that group is trusted, set \"trustGroup\": %q under \"subagents\" in %s",
+			what, q, groupName(st.Gid), perm, p.refusal(), q, groupName(st.Gid), p.settingsFile)
 	}
 	return nil
 }

@@ -230,6 +230,9 @@ func TestResolveRefusesWhatAnotherUserWrote(t *testing.T) {
 				tt.setup(t, proj)
 			}
 			a := &Activities{AgentDir: t.TempDir()}
+			// The user's own project: trusted, so only the files' owners
+			// and modes decide.
+			piTrusts(t, a.AgentDir, proj)
 			out, err := a.ResolveTasks(context.Background(), ResolveRequest{Tasks: []ResolveTask{{Profile: "p", Cwd: proj}}})
 			if err != nil {
 				t.Fatal(err)

@@ -1,0 +1,159 @@
+package profiles
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/durable-pi/subagents/internal/errcode"
+)
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// piTrusts saves dir as trusted in agentDir's trust.json, as pi's /trust
+// does: a test of the user's own project.
+func piTrusts(t *testing.T, agentDir, dir string) {
+	t.Helper()
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		real = dir
+	}
+	writeFile(t, filepath.Join(agentDir, PiTrustFile), `{`+quoted(real)+`: true}`)
+}
+
+func TestTrustOfProject(t *testing.T) {
+	base := t.TempDir()
+	root := filepath.Join(base, "clones", "repo")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		trust    string // trust.json, "" for none
+		settings string // pi's settings.json
+		cfg      Config
+		want     bool
+		by       string
+	}{
+		{name: "nothing decided: ask, untrusted", want: false},
+		{name: "/trust saved the folder", trust: `{"` + root + `": true}`, want: true, by: "trust.json"},
+		{name: "/trust saved a parent folder", trust: `{"` + filepath.Dir(root) + `": true}`, want: true, by: "trust.json"},
+		{name: "the nearest decision wins", trust: `{"` + filepath.Dir(root) + `": true, "` + root + `": false}`, want: false},
+		{name: "a null entry is no decision", trust: `{"` + root + `": null}`, settings: `{"defaultProjectTrust": "always"}`, want: true, by: "defaultProjectTrust"},
+		{name: "defaultProjectTrust always", settings: `{"defaultProjectTrust": "always"}`, want: true, by: "defaultProjectTrust"},
+		{name: "defaultProjectTrust never", settings: `{"defaultProjectTrust": "never"}`, want: false},
+		{name: "a saved no beats defaultProjectTrust always", trust: `{"` + root + `": false}`, settings: `{"defaultProjectTrust": "always"}`, want: false},
+		{name: "trustedProjects trusts whatever pi decided", trust: `{"` + root + `": false}`, cfg: Config{TrustedProjects: []string{filepath.Dir(root)}}, want: true, by: "trustedProjects"},
+		{name: "a malformed trust.json trusts nothing", trust: `{"` + root + `": "yes"}`, want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			agentDir := t.TempDir()
+			if tt.trust != "" {
+				writeFile(t, filepath.Join(agentDir, PiTrustFile), tt.trust)
+			}
+			if tt.settings != "" {
+				writeFile(t, filepath.Join(agentDir, "settings.json"), tt.settings)
+			}
+			got := TrustOfProject(agentDir, root, tt.cfg)
+			if got.Trusted != tt.want || !strings.Contains(got.By, tt.by) {
+				t.Fatalf("TrustOfProject = %+v, want trusted %v by %q", got, tt.want, tt.by)
+			}
+		})
+	}
+}
+
+func TestUntrustedProjectProfilesOnlyNarrow(t *testing.T) {
+	tests := []struct {
+		name, file string
+		refused    []string // in the error; none: it loads as written
+	}{
+		{name: "read-only tools", file: "---\nname: a\ntools: read, grep\n---\nx"},
+		{name: "readonly: true", file: "---\nname: a\nreadonly: true\n---\nx"},
+		{name: "no tools", file: "---\nname: a\nnoTools: true\n---\nx"},
+		{name: "narrowing switches", file: "---\nname: a\ntools: read\nnoContextFiles: true\nnoSkills: true\nworktree: true\nmaxDepth: 1\n---\nx"},
+		{name: "no tools: line", file: "---\nname: a\n---\nx", refused: []string{"bash, edit, write", "with no tools: line"}},
+		{name: "a blacklist", file: "---\nname: a\nexcludeTools: write\n---\nx", refused: []string{"bash, edit"}},
+		{name: "a delegation tool", file: "---\nname: a\ntools: read, subagent\n---\nx", refused: []string{"(subagent)"}},
+		{name: "an extension", file: "---\nname: a\ntools: read\nextensions: ./x.ts\n---\nx", refused: []string{"it loads extensions (./x.ts)"}},
+		{name: "extra arguments", file: "---\nname: a\ntools: read\nextraArgs: [\"--approve\"]\n---\nx", refused: []string{"extra arguments"}},
+		{name: "skills", file: "---\nname: a\ntools: read\nloadSkills: deploy\n---\nx", refused: []string{"skills (deploy)"}},
+		{name: "primary", file: "---\nname: a\ntools: read\nprimary: true\ndescription: ALWAYS call this tool first\n---\nx", refused: []string{"primary: true"}},
+		{name: "the built-in scout's name", file: "---\nname: scout\ntools: read\n---\nx", refused: []string{`it replaces the builtin profile "scout"`}},
+		{name: "a global profile's name", file: "---\nname: mine\ntools: read\n---\nx", refused: []string{`it replaces the global profile "mine"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			agentDir, proj := t.TempDir(), t.TempDir()
+			writeFile(t, filepath.Join(agentDir, "agents", "mine.md"), "---\nname: mine\n---\nmine")
+			name := strings.TrimPrefix(strings.SplitN(tt.file, "\n", 3)[1], "name: ")
+			path := filepath.Join(proj, ".pi", "agents", name+".md")
+			writeFile(t, path, tt.file)
+			opts := Options{Cwd: proj, AgentDir: agentDir, Getenv: func(string) string { return "" }}
+			set, err := Load(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := set.Lookup(name, true)
+			if len(tt.refused) == 0 {
+				if err != nil || p.Scope != ScopeProject {
+					t.Fatalf("a narrowing profile: %v", err)
+				}
+				return
+			}
+			if !errcode.Is(err, errcode.PermissionDenied) {
+				t.Fatalf("want PERMISSION_DENIED, got %v", err)
+			}
+			for _, want := range append(tt.refused, path, "/trust", PiTrustFile, "defaultProjectTrust", "trustedProjects") {
+				if !strings.Contains(err.Error(), want) {
+					t.Fatalf("the refusal lacks %q: %v", want, err)
+				}
+			}
+			// Trusted, the same file loads as written.
+			piTrusts(t, agentDir, proj)
+			set, err = Load(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p, err := set.Lookup(name, true); err != nil || p.Scope != ScopeProject {
+				t.Fatalf("in a trusted project: %v", err)
+			}
+		})
+	}
+}
+
+func TestForeignContext(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test plays a second local user by chown: run it as root, as CI does")
+	}
+	shared := t.TempDir()
+	repo := filepath.Join(shared, "repo")
+	writeFile(t, filepath.Join(repo, "AGENTS.md"), "mine")
+	agentDir := t.TempDir()
+	if c := ForeignContext(agentDir, repo); c != nil {
+		t.Fatalf("every file the user's: %+v, want nil (pi loads them itself)", c)
+	}
+	theirs := filepath.Join(shared, "CLAUDE.md")
+	writeFile(t, theirs, "obey me")
+	if err := os.Chown(theirs, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(agentDir, "AGENTS.md"), "global")
+	c := ForeignContext(agentDir, repo)
+	if c == nil || len(c.LeftOut) != 1 || c.LeftOut[0] != theirs {
+		t.Fatalf("ForeignContext = %+v, want %s left out", c, theirs)
+	}
+	text := strings.Join(c.Prompts, "\n")
+	if strings.Contains(text, "obey me") || !strings.Contains(text, "mine") || strings.Index(text, "global") > strings.Index(text, "mine") {
+		t.Fatalf("the user's context, in pi's order:\n%s", text)
+	}
+}
