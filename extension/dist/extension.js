@@ -3124,7 +3124,12 @@ function loadSettings(cwd, env = process.env) {
   const ignored = GLOBAL_ONLY.filter((k) => project[k] !== void 0);
   const projectSafe = { ...project };
   for (const k of GLOBAL_ONLY) delete projectSafe[k];
-  const merged = { ...global, ...projectSafe, tools: { ...global.tools, ...project.tools } };
+  const projectTools = {};
+  for (const [k, v] of Object.entries(project.tools ?? {})) {
+    if (v === false) projectTools[k] = false;
+    else if (global.tools?.[k] === false) ignored.push(`tools.${k}`);
+  }
+  const merged = { ...global, ...projectSafe, tools: { ...global.tools, ...projectTools } };
   const warnings = ignored.length ? [`subagents: ${projectFile} sets ${ignored.join(", ")}, which only ${globalFile} or the environment may set: ignored`] : [];
   return {
     bin: global.bin || env.SUBAGENTS_BIN || "subagents",

@@ -90,10 +90,17 @@ export function loadSettings(cwd: string, env: NodeJS.ProcessEnv = process.env):
 	const projectFile = join(cwd, ".pi", "subagents.json");
 	const global = readExtensionSettings(globalFile);
 	const project = readExtensionSettings(projectFile);
-	const ignored = GLOBAL_ONLY.filter((k) => project[k] !== undefined);
+	const ignored: string[] = GLOBAL_ONLY.filter((k) => project[k] !== undefined);
 	const projectSafe = { ...project };
 	for (const k of GLOBAL_ONLY) delete projectSafe[k];
-	const merged = { ...global, ...projectSafe, tools: { ...global.tools, ...project.tools } };
+	// A project may turn a tool family off, never back on: a repository
+	// must not add tools to the user's pi that the user turned off.
+	const projectTools: Partial<ToolFamilies> = {};
+	for (const [k, v] of Object.entries(project.tools ?? {}) as Array<[keyof ToolFamilies, boolean]>) {
+		if (v === false) projectTools[k] = false;
+		else if (global.tools?.[k] === false) ignored.push(`tools.${k}`);
+	}
+	const merged = { ...global, ...projectSafe, tools: { ...global.tools, ...projectTools } };
 	const warnings = ignored.length
 		? [`subagents: ${projectFile} sets ${ignored.join(", ")}, which only ${globalFile} or the environment may set: ignored`]
 		: [];

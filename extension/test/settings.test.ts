@@ -28,6 +28,7 @@ test("a project's settings cannot route delegations", () => {
 		{ name: "the global file still routes", global: { taskQueue: "mine", namespace: "ns" }, project: { taskQueue: "evil", namespace: "evil" }, queue: "mine", namespace: "ns", ignored: ["namespace", "taskQueue"] },
 		{ name: "the environment still routes", project: { taskQueue: "evil" }, env: { SUBAGENTS_TASK_QUEUE: "env-queue", TEMPORAL_NAMESPACE: "env-ns" }, queue: "env-queue", namespace: "env-ns", ignored: ["taskQueue"] },
 		{ name: "harmless keys are no warning", project: { maxLinesPerWindow: 3, tools: { primary: false } }, ignored: [] },
+		{ name: "a tool family the user turned off", global: { tools: { primary: false } }, project: { tools: { primary: true } }, ignored: ["tools.primary"] },
 	];
 	for (const c of cases) {
 		const w = world(c.global, c.project);
@@ -58,6 +59,8 @@ test("the project still sets what is harmless", () => {
 	const s = loadSettings(w.cwd, w.env);
 	assert.equal(s.maxLinesPerWindow, 3);
 	assert.deepEqual(s.tools, { subagent: true, task: false, delegate: true, primary: false });
+	const on = world({ tools: { primary: false } }, { tools: { primary: true, task: false } });
+	assert.deepEqual(loadSettings(on.cwd, on.env).tools, { subagent: true, task: false, delegate: true, primary: false }, "a project turns a family off, never on");
 });
 
 // The task contract's knobs: its own variables work, ours win over them, a
