@@ -161,8 +161,10 @@ func TestLocalServiceStartsItself(t *testing.T) {
 		t.Fatal("the second parent listed the profiles again, though no folder or file of them changed")
 	}
 
-	// A primary profile added to the project: the next parent's listing at
-	// start sees the change, and its delegation's next request offers it.
+	// A primary profile added to the project, the user's own (trusted, as
+	// /trust saves it): the next parent's listing at start sees the
+	// change, and its delegation's next request offers it.
+	e.trustWithPi(e.workDir)
 	if err := os.MkdirAll(filepath.Join(e.workDir, ".pi", "agents"), 0o755); err != nil {
 		t.Fatal(err)
 	}

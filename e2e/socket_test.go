@@ -182,6 +182,7 @@ func TestCommandHandsItsCallToTheService(t *testing.T) {
 		t.Fatal(err)
 	}
 	profile := "---\nname: local-only\nmodel: " + scriptedmodel.ModelRef + "\n---\nAnswer.\n"
+	e.trustWithPi(project) // the user's own project
 	if err := os.WriteFile(filepath.Join(project, ".pi", "agents", "local-only.md"), []byte(profile), 0o644); err != nil {
 		t.Fatal(err)
 	}

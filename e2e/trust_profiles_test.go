@@ -83,6 +83,9 @@ func TestProjectProfileMustBeTheServiceUsers(t *testing.T) {
 	// the command's time.
 	subagentsBinary(t)
 	base := t.TempDir()
+	// The user trusts every project here (trust_repo_test.go): what is
+	// refused below is refused for its files' owners and modes alone.
+	e.trustWithPi(base)
 
 	// Each case is the same attack on a folder of its own; the command's
 	// checks report on the test itself (e.cli() fails e.t).

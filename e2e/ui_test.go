@@ -137,6 +137,7 @@ func TestUIInARealBrowser(t *testing.T) {
 	if err := os.MkdirAll(agents, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	e.trustWithPi(e.workDir) // the user's own project
 	profile := fmt.Sprintf("---\nname: keyed\ndescription: a profile with its own API key\nmodel: %s\napiKey: %s\n---\nYou look things up.\n", scriptedmodel.ModelRef, profileAPIKey)
 	if err := os.WriteFile(filepath.Join(agents, "keyed.md"), []byte(profile), 0o644); err != nil {
 		t.Fatal(err)
