@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,6 +25,39 @@ func write(t *testing.T, root string, files map[string]string) {
 	}
 }
 
+// piTrusts saves root as trusted in agentDir's trust.json, as pi's /trust
+// does: the folder is the user's own project.
+func piTrusts(t *testing.T, agentDir, root string) {
+	t.Helper()
+	if err := os.MkdirAll(agentDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	real, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(map[string]bool{real: true})
+	if err := os.WriteFile(filepath.Join(agentDir, profiles.PiTrustFile), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A project profile that adds power in a folder the user has not
+// trusted is refused: a warning saying how to trust it, not a broken file.
+func TestCheckProfilesUntrusted(t *testing.T) {
+	root := t.TempDir()
+	write(t, root, map[string]string{".pi/agents/mine.md": "---\nname: mine\ndescription: x\n---\nDo it.\n"})
+	set, err := profiles.Load(profiles.Options{Cwd: root, AgentDir: filepath.Join(root, "agent"), Getenv: func(string) string { return "" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := checkProfiles(set.List(true), nil, os.ReadFile)
+	if r.Status != Warn || !strings.Contains(r.Verdict, "1 project profiles add code or power") || !strings.Contains(r.Verdict, filepath.Join(root, ".pi", "agents", "mine.md")) ||
+		!strings.Contains(r.Fix, "/trust") {
+		t.Fatalf("%+v", r)
+	}
+}
+
 func TestCheckProfiles(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -44,6 +78,7 @@ func TestCheckProfiles(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			root := t.TempDir()
 			write(t, root, tt.files)
+			piTrusts(t, filepath.Join(root, "agent"), root)
 			set, err := profiles.Load(profiles.Options{Cwd: root, AgentDir: filepath.Join(root, "agent")})
 			if err != nil {
 				t.Fatal(err)
@@ -101,6 +136,13 @@ func TestCheckPlans(t *testing.T) {
 			root := t.TempDir()
 			write(t, root, tt.files)
 			agent := filepath.Join(root, "agent")
+			for f := range tt.files {
+				if strings.Contains(f, ".pi/agents/") {
+					// A folder with profiles of its own here is the user's
+					// own project, trusted: the plan's steps use them.
+					piTrusts(t, agent, root)
+				}
+			}
 			opts := profiles.Options{Cwd: root, AgentDir: agent}
 			plans, err := profiles.ListPlans(opts)
 			r := checkPlans(plans, err, agent, root, profileLookup(opts, func(string) string { return "" }))

@@ -49,7 +49,13 @@ func TestModelUses(t *testing.T) {
 		".pi/agents/b.md": "---\nname: b\nmodel: gpt-bare\n---\n",
 		".pi/agents/c.md": "---\nname: c\n---\n",
 	})
-	set, err := profiles.Load(profiles.Options{Cwd: root})
+	// The user's own project, trusted by the settings' variable.
+	set, err := profiles.Load(profiles.Options{Cwd: root, Getenv: func(k string) string {
+		if k == "SUBAGENTS_TRUSTED_PROJECTS" {
+			return root
+		}
+		return ""
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}

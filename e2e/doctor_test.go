@@ -329,7 +329,9 @@ func TestDoctorFindsEachBrokenThing(t *testing.T) {
 	})
 
 	t.Run("model_keys", func(t *testing.T) {
-		dir := folder(t, map[string]string{".pi/agents/claude.md": "---\nname: claude\nmodel: anthropic/claude-sonnet-4-5\n---\nbody\n"})
+		// Read-only tools: a profile an untrusted folder may have
+		// (docs/profiles.md).
+		dir := folder(t, map[string]string{".pi/agents/claude.md": "---\nname: claude\nmodel: anthropic/claude-sonnet-4-5\ntools: read\n---\nbody\n"})
 		code, r := runDoctor(t, env, "--cwd", dir)
 		expectFinding(t, code, r, doctor.CheckModelKeys, doctor.Fail, "no key for anthropic: $ANTHROPIC_API_KEY is not set and auth.json holds none (for profile claude)",
 			"set ANTHROPIC_API_KEY where the service runs, or run /login in pi and choose anthropic", 2)
