@@ -140,7 +140,7 @@ func planLine(p profiles.PlanInfo) string {
 	}
 	switch {
 	case p.GatesRefused:
-		parts = append(parts, "gates: refused until the project is trusted (trustedProjects)")
+		parts = append(parts, "gates: refused until the project is trusted (/trust in pi, or trustedProjects)")
 	case p.Gates:
 		parts = append(parts, "gates")
 	}

@@ -133,7 +133,7 @@ func TestPlanLine(t *testing.T) {
 		{"gates", profiles.PlanInfo{Name: "p", Scope: profiles.ScopeGlobal, Steps: 1, Gates: true},
 			"p (plan, global) · steps: 1 · gates"},
 		{"gates refused", profiles.PlanInfo{Name: "p", Scope: profiles.ScopeProject, Steps: 1, Gates: true, GatesRefused: true},
-			"p (plan, project) · steps: 1 · gates: refused until the project is trusted (trustedProjects)"},
+			"p (plan, project) · steps: 1 · gates: refused until the project is trusted (/trust in pi, or trustedProjects)"},
 		{"shadowed", profiles.PlanInfo{Name: "p", Scope: profiles.ScopeProject, Steps: 1, ShadowedBy: "/a/plans/p.yaml"},
 			"p (plan, project) — not used: the global plan /a/plans/p.yaml has its name, and a project plan never replaces a global one"},
 		{"broken", profiles.PlanInfo{Name: "p", Scope: profiles.ScopeProject, Error: "plan file x: line 2: unknown field"},
