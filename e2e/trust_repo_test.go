@@ -51,6 +51,17 @@ func (e *env) trustWithPi(dir string) {
 	}
 }
 
+// scoutFromParent runs a real parent pi in e.workDir whose model (script)
+// calls subagent with the agent scout and task, and returns the text the
+// model got for that call.
+func (e *env) scoutFromParent(script, task string) string {
+	e.t.Helper()
+	e.model.Script(script, call("subagent", map[string]string{"agent": "scout", "task": task}), scriptedmodel.Step{Text: "Done."})
+	p := e.startParent("json", filepath.Join(e.t.TempDir(), script+".jsonl"), "[[script:"+script+"]] Scout it.")
+	p.wait(e.t)
+	return toolResultText(e.t, e.model.RequestsFor(script), 1)
+}
+
 // TestClonedRepoScoutCannotRunItsCode: issue 39's first observed case. A
 // cloned repository's .pi/agents/scout.md names ./.pi/x.ts: it shadowed
 // the built-in scout, and the parent's first `subagent` call to scout ran
@@ -71,13 +82,7 @@ func TestClonedRepoScoutCannotRunItsCode(t *testing.T) {
 	repoWrite(t, e.workDir, ".pi/extensions/own.ts", markerExtension(piRan))
 
 	e.model.Script("c-scout", finalizeStep("scouted"))
-	e.model.Script("parent",
-		call("subagent", map[string]string{"agent": "scout", "task": "[[script:c-scout]] Find the config loader."}),
-		scriptedmodel.Step{Text: "Done."},
-	)
-	p := e.startParent("json", filepath.Join(t.TempDir(), "parent.jsonl"), "[[script:parent]] Scout it.")
-	p.wait(t)
-	res := toolResultText(t, e.model.RequestsFor("parent"), 1)
+	res := e.scoutFromParent("parent", "[[script:c-scout]] Find the config loader.")
 	for _, want := range []string{"PERMISSION_DENIED", profile, "not trusted", "it loads extensions (./.pi/x.ts)", `it replaces the builtin profile "scout"`, "/trust", "trust.json", "defaultProjectTrust", "trustedProjects"} {
 		if !strings.Contains(res, want) {
 			t.Fatalf("the subagent result lacks %q:\n%s", want, res)
@@ -95,13 +100,7 @@ func TestClonedRepoScoutCannotRunItsCode(t *testing.T) {
 
 	// Trusted as /trust trusts it: the project's scout is the user's choice.
 	e.trustWithPi(e.workDir)
-	e.model.Script("parent2",
-		call("subagent", map[string]string{"agent": "scout", "task": "[[script:c-scout]] Find the config loader."}),
-		scriptedmodel.Step{Text: "Done."},
-	)
-	p = e.startParent("json", filepath.Join(t.TempDir(), "parent2.jsonl"), "[[script:parent2]] Scout it.")
-	p.wait(t)
-	if res := toolResultText(t, e.model.RequestsFor("parent2"), 1); !strings.Contains(res, "**Status:** SUCCESS") || !strings.Contains(res, "scouted") {
+	if res := e.scoutFromParent("parent2", "[[script:c-scout]] Find the config loader."); !strings.Contains(res, "**Status:** SUCCESS") || !strings.Contains(res, "scouted") {
 		t.Fatalf("the trusted project's scout did not run:\n%s", res)
 	}
 	if !trustFileExists(scoutRan) {
@@ -226,13 +225,7 @@ func TestForeignContextFilesStayOutOfAChild(t *testing.T) {
 	e.workDir = repo
 	e.startWorker(shared.client)
 	e.model.Script("c-ctx", finalizeStep("looked"))
-	e.model.Script("parent",
-		call("subagent", map[string]string{"agent": "scout", "task": "[[script:c-ctx]] Look around."}),
-		scriptedmodel.Step{Text: "Done."},
-	)
-	p := e.startParent("json", filepath.Join(t.TempDir(), "parent.jsonl"), "[[script:parent]] Scout it.")
-	p.wait(t)
-	if res := toolResultText(t, e.model.RequestsFor("parent"), 1); !strings.Contains(res, "**Status:** SUCCESS") {
+	if res := e.scoutFromParent("parent", "[[script:c-ctx]] Look around."); !strings.Contains(res, "**Status:** SUCCESS") {
 		t.Fatalf("the scout did not run:\n%s", res)
 	}
 	reqs := e.model.RequestsFor("c-ctx")
