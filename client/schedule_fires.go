@@ -138,7 +138,7 @@ func rangeMatcher(ranges []sdkclient.ScheduleRange, def func(int) bool) func(int
 	}
 }
 
-func matchAll(int) bool  { return true }
+func matchAll(int) bool    { return true }
 func matchZero(v int) bool { return v == 0 }
 
 // nextCalendarFire is the first time after now that cal matches in loc,
