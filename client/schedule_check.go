@@ -32,10 +32,13 @@ func ChangesSchedules(action string) bool {
 }
 
 // CheckScheduleRequest checks all of req that needs no service, as of
-// now: the action, the caller's depth, the schedule ID, when it fires, its
-// end and policies, and at create what it runs (each task valid, a saved
-// plan found). The command runs it before it connects, so that a mistake
-// is INVALID_INPUT whether or not a service runs; Schedule runs it again.
+// now: the action, the caller's depth, the schedule ID, when it fires
+// (a cron line as Temporal reads it, and a first fire before its end),
+// its end and policies, and at create what it runs (each task valid, a
+// saved plan found with its arguments bound, a plan document valid). The
+// command runs it before it connects, so that a mistake is INVALID_INPUT
+// whether or not a service runs; Schedule runs it again, and resolves the
+// work's agents where the schedule is made (checkAgents).
 func CheckScheduleRequest(req ScheduleRequest, now time.Time) error {
 	if req.Depth > 0 && ChangesSchedules(req.Action) {
 		return depthError(req.Action)
