@@ -1,8 +1,11 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -10,6 +13,7 @@ import (
 
 	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/internal/errcode"
+	"github.com/durable-pi/subagents/profiles"
 )
 
 // ScheduleActions are the actions of `subagents schedule`
@@ -28,10 +32,13 @@ func ChangesSchedules(action string) bool {
 }
 
 // CheckScheduleRequest checks all of req that needs no service, as of
-// now: the action, the caller's depth, the schedule ID, when it fires, its
-// end and policies, and at create what it runs (each task valid, a saved
-// plan found). The command runs it before it connects, so that a mistake
-// is INVALID_INPUT whether or not a service runs; Schedule runs it again.
+// now: the action, the caller's depth, the schedule ID, when it fires
+// (a cron line as Temporal reads it, and a first fire before its end),
+// its end and policies, and at create what it runs (each task valid, a
+// saved plan found with its arguments bound, a plan document valid). The
+// command runs it before it connects, so that a mistake is INVALID_INPUT
+// whether or not a service runs; Schedule runs it again, and resolves the
+// work's agents where the schedule is made (checkAgents).
 func CheckScheduleRequest(req ScheduleRequest, now time.Time) error {
 	if req.Depth > 0 && ChangesSchedules(req.Action) {
 		return depthError(req.Action)
@@ -93,9 +100,12 @@ func CheckScheduleRequest(req ScheduleRequest, now time.Time) error {
 // end and policies.
 func checkTiming(req ScheduleRequest, create bool, now time.Time) error {
 	w := req.when()
+	var spec sdkclient.ScheduleSpec
+	text := ""
 	switch {
 	case create || w.given():
-		if _, _, _, err := buildSpec(w, now); err != nil {
+		var err error
+		if spec, text, _, err = buildSpec(w, now); err != nil {
 			return err
 		}
 	case req.Timezone != "":
@@ -103,8 +113,15 @@ func checkTiming(req ScheduleRequest, create bool, now time.Time) error {
 			return errcode.Errorf(errcode.InvalidInput, "timezone %q: %v (an IANA name such as Europe/Berlin)", req.Timezone, err)
 		}
 	}
-	if err := setEnd(&sdkclient.ScheduleSpec{}, req.End, now); err != nil {
+	if err := setEnd(&spec, req.End, now); err != nil {
 		return err
+	}
+	// An update's end or time meets the other half only in the schedule
+	// (updated checks them there); here what the request gives whole.
+	if text != "" {
+		if err := checkFires(spec, text, now); err != nil {
+			return err
+		}
 	}
 	if _, err := parseOverlap(req.Overlap); err != nil {
 		return err
@@ -161,4 +178,93 @@ func checkDepth(req ScheduleRequest, action string) error {
 
 func depthError(action string) error {
 	return errcode.Errorf(errcode.DepthExceeded, "a subagent cannot %s schedules: schedules are made and changed by a top-level pi or a person (list and describe are open to it)", action)
+}
+
+// checkedPlan is a schedule's plan checked as `start --plan` checks it: a
+// saved plan found, its arguments bound, the document valid. Every check
+// of a scheduled plan goes through here, so that the plan start's whole
+// check replaces this one call when it checks more.
+func (c *Client) checkedPlan(req PlanRequest) (api.PlanInput, error) {
+	return c.planInput(req)
+}
+
+// checkAgents resolves the agents of in's work as the worker will at each
+// fire, in the schedule's folder (profiles.Activities, with this process's
+// pi config dir, prompt folders and settings variables: the local
+// service's are its worker's). An unknown, disabled or refused agent is
+// refused now, with its code (UNKNOWN_AGENT, ...) and the task or step it
+// belongs to, instead of failing every fire unattended. Work bound for
+// another host's workers is resolved there, at the fire.
+func (c *Client) checkAgents(in api.ScheduledInput) error {
+	if in.Host != "" {
+		if h, err := os.Hostname(); err != nil || h != in.Host {
+			return nil
+		}
+	}
+	var tasks []profiles.ResolveTask
+	var labels []string
+	if d := in.Delegation; d != nil {
+		for i, t := range d.Tasks {
+			if t.Rejected != nil {
+				continue
+			}
+			// Depth 1: a fire's delegation is a top-level one (its children
+			// are at depth 1), as PrepareScheduled makes it.
+			tasks = append(tasks, profiles.ResolveTask{Profile: t.ProfileOr(d.Profile), Cwd: t.Cwd, Model: t.Model, TimeoutSeconds: t.TimeoutSeconds, Tool: d.Tool, Depth: 1})
+			labels = append(labels, fmt.Sprintf("tasks[%d] (%s)", i, t.Name))
+		}
+	} else {
+		p := in.Plan
+		if p == nil {
+			pin, err := c.checkedPlan(PlanRequest{Name: in.PlanName, Args: in.PlanArgs, Cwd: in.Cwd, Profile: in.PlanProfile, Host: in.Host})
+			if err != nil {
+				return err
+			}
+			p = &pin
+		}
+		steps := api.TaskSteps(p.Plan)
+		for i := range steps {
+			agent, cwd := planStepAgent(steps, i, p.Profile, p.Cwd)
+			tasks = append(tasks, profiles.ResolveTask{Profile: agent, Cwd: cwd, Model: steps[i].Model, TimeoutSeconds: steps[i].Timeout, Tool: p.Tool, Depth: 1})
+			labels = append(labels, fmt.Sprintf("step %q", steps[i].Key))
+		}
+	}
+	r := &profiles.Activities{AgentDir: profiles.DefaultAgentDir(), PromptDirs: profiles.DefaultPromptDirs(), Getenv: os.Getenv}
+	for i, t := range tasks {
+		if err := r.CheckTask(t); err != nil {
+			return errcode.Wrap(errcode.CodeOf(err), err, labels[i]+": "+err.Error())
+		}
+	}
+	return nil
+}
+
+// planStepAgent is the agent and folder step i of a plan runs with, as the
+// plan's run reads them (workflows: planRun.agentOf, cwdOf): a step that
+// continues another runs as that one; else its own agent, or the plan's
+// default, in its folder, relative to the plan's.
+func planStepAgent(steps []api.PlanStep, i int, profile, cwd string) (string, string) {
+	// A plan is valid (checked before): its continues name earlier steps,
+	// so this walk ends; the bound keeps it finite whatever it is given.
+	for range steps {
+		if steps[i].Continue == "" {
+			break
+		}
+		next := -1
+		for j, s := range steps {
+			if s.Key == steps[i].Continue {
+				next = j
+				break
+			}
+		}
+		if next < 0 {
+			break
+		}
+		i = next
+	}
+	s := steps[i]
+	dir := cmp.Or(s.Cwd, cwd)
+	if s.Cwd != "" && !filepath.IsAbs(s.Cwd) {
+		dir = filepath.Join(cwd, s.Cwd)
+	}
+	return cmp.Or(s.Agent, profile), dir
 }

@@ -150,8 +150,9 @@ func (c *Client) scheduledInput(id string, req ScheduleRequest) (api.ScheduledIn
 	case len(req.Plan) > 0:
 		var name string
 		if json.Unmarshal(req.Plan, &name) == nil {
-			// A saved plan is read at each fire; it must exist now.
-			if _, _, err := findPlan(req.Cwd, name); err != nil {
+			// A saved plan is read at each fire; it must exist now and
+			// take these arguments, as a start of it would.
+			if _, err := c.checkedPlan(PlanRequest{Name: name, Args: req.Args, Cwd: req.Cwd, Profile: req.Profile, MaxConcurrency: req.MaxConcurrency, Host: req.Host}); err != nil {
 				return in, "", err
 			}
 			in.PlanName, in.PlanArgs, in.PlanProfile, in.PlanConcurrency = name, req.Args, req.Profile, req.MaxConcurrency
@@ -161,7 +162,7 @@ func (c *Client) scheduledInput(id string, req ScheduleRequest) (api.ScheduledIn
 		if err != nil {
 			return in, "", err
 		}
-		pin, err := c.planInput(PlanRequest{Plan: &p, Args: req.Args, Cwd: req.Cwd, Profile: req.Profile, MaxConcurrency: req.MaxConcurrency, Host: req.Host})
+		pin, err := c.checkedPlan(PlanRequest{Plan: &p, Args: req.Args, Cwd: req.Cwd, Profile: req.Profile, MaxConcurrency: req.MaxConcurrency, Host: req.Host})
 		if err != nil {
 			return in, "", err
 		}
@@ -203,6 +204,9 @@ func (c *Client) CreateSchedule(ctx context.Context, req ScheduleRequest) (Envel
 	if err := setEnd(&spec, req.End, now); err != nil {
 		return Envelope{}, err
 	}
+	if err := checkFires(spec, text, now); err != nil {
+		return Envelope{}, err
+	}
 	overlap, err := parseOverlap(req.Overlap)
 	if err != nil {
 		return Envelope{}, err
@@ -227,6 +231,9 @@ func (c *Client) CreateSchedule(ctx context.Context, req ScheduleRequest) (Envel
 	}
 	in.ScheduleID = id
 	if err := api.ValidateScheduled(in); err != nil {
+		return Envelope{}, err
+	}
+	if err := c.checkAgents(in); err != nil {
 		return Envelope{}, err
 	}
 	opts := sdkclient.ScheduleOptions{
@@ -690,6 +697,13 @@ func (c *Client) updated(req ScheduleRequest, s sdkclient.Schedule, now time.Tim
 		}
 		changed = append(changed, "ends "+s.Spec.EndAt.Format(time.RFC3339))
 	}
+	if w.given() || req.End != "" {
+		// The new time with the old end, or the new end with the old time:
+		// a schedule that would never fire again is refused, not made.
+		if err := checkFires(*s.Spec, spec, now); err != nil {
+			return nil, nil, err
+		}
+	}
 	if req.Overlap != "" {
 		if s.Policy.Overlap, err = parseOverlap(req.Overlap); err != nil {
 			return nil, nil, err
@@ -722,6 +736,9 @@ func (c *Client) updated(req ScheduleRequest, s sdkclient.Schedule, now time.Tim
 		}
 		next, _, err := c.scheduledInput(req.ID, req)
 		if err != nil {
+			return nil, nil, err
+		}
+		if err := c.checkAgents(next); err != nil {
 			return nil, nil, err
 		}
 		in = next

@@ -60,6 +60,9 @@ func buildSpec(w scheduleWhen, now time.Time) (sdkclient.ScheduleSpec, string, b
 		if !t.After(now) {
 			return spec, "", false, errcode.Errorf(errcode.InvalidInput, "at %s is in the past", t.Format(time.RFC3339))
 		}
+		if t.UTC().Year() > maxCalendarYear {
+			return spec, "", false, errcode.Errorf(errcode.InvalidInput, "at %s: Temporal's schedules end with the year %d", t.Format(time.RFC3339), maxCalendarYear)
+		}
 		// One calendar entry matching that second, in UTC whatever the
 		// timezone: it fires once.
 		t = t.UTC().Truncate(time.Second)
@@ -83,8 +86,10 @@ func buildSpec(w scheduleWhen, now time.Time) (sdkclient.ScheduleSpec, string, b
 		return spec, "every " + formatDuration(d), false, nil
 	case w.cron != "":
 		c := strings.TrimSpace(w.cron)
-		if f := len(strings.Fields(c)); !strings.HasPrefix(c, "@") && (f < 5 || f > 7) {
-			return spec, "", false, errcode.Errorf(errcode.InvalidInput, "cron %q: a cron line has 5 fields (minute hour day-of-month month day-of-week), 6 or 7, or is @daily, @hourly, @weekly, @monthly, @yearly", c)
+		// Read here as Temporal reads it: a field out of range is this
+		// command's INVALID_INPUT, whether or not the service runs.
+		if _, err := parseCron(c); err != nil {
+			return spec, "", false, err
 		}
 		spec.CronExpressions = []string{c}
 		return spec, "cron " + c, false, nil
@@ -180,9 +185,9 @@ var calendarFields = map[string]struct {
 	"minute":       {0, 59, nil},
 	"hour":         {0, 23, nil},
 	"day_of_month": {1, 31, nil},
-	"month":        {1, 12, []string{"jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"}},
-	"year":         {1970, 9999, nil},
-	"day_of_week":  {0, 6, []string{"sun", "mon", "tue", "wed", "thu", "fri", "sat"}},
+	"month":        {1, 12, []string{"january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december"}},
+	"year":         {minCalendarYear, maxCalendarYear, nil},
+	"day_of_week":  {0, 6, []string{"sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday"}},
 }
 
 // parseCalendar reads "hour=9 minute=30 day_of_week=mon-fri": each key a
@@ -215,28 +220,13 @@ func parseCalendar(s string) (sdkclient.ScheduleCalendarSpec, error) {
 		seen[k] = true
 		var ranges []sdkclient.ScheduleRange
 		for _, item := range strings.Split(strings.ToLower(v), ",") {
-			r, err := parseRange(item, f.min, f.max, f.names)
+			r, err := parseRange(item, f.min, f.max, f.names, 3)
 			if err != nil {
 				return bad("%s=%s: %v", k, v, err)
 			}
 			ranges = append(ranges, r)
 		}
-		switch k {
-		case "second":
-			cal.Second = ranges
-		case "minute":
-			cal.Minute = ranges
-		case "hour":
-			cal.Hour = ranges
-		case "day_of_month":
-			cal.DayOfMonth = ranges
-		case "month":
-			cal.Month = ranges
-		case "year":
-			cal.Year = ranges
-		case "day_of_week":
-			cal.DayOfWeek = ranges
-		}
+		setCalendarField(&cal, k, ranges)
 	}
 	if len(seen) == 0 {
 		return bad("no field given")
@@ -244,8 +234,10 @@ func parseCalendar(s string) (sdkclient.ScheduleCalendarSpec, error) {
 	return cal, nil
 }
 
-// parseRange reads "*", "N", "N-M", each with an optional "/STEP".
-func parseRange(item string, lo, hi int, names []string) (sdkclient.ScheduleRange, error) {
+// parseRange reads "*", "N", "N-M", each with an optional "/STEP"; a
+// value may be one of names (its index counts from lo), or a prefix of
+// one at least prefix letters long (Temporal reads "sept" and "mo").
+func parseRange(item string, lo, hi int, names []string, prefix int) (sdkclient.ScheduleRange, error) {
 	r := sdkclient.ScheduleRange{}
 	body, step, hasStep := strings.Cut(item, "/")
 	if hasStep {
@@ -257,7 +249,7 @@ func parseRange(item string, lo, hi int, names []string) (sdkclient.ScheduleRang
 	}
 	value := func(s string) (int, error) {
 		for i, name := range names {
-			if s == name {
+			if s == name || len(s) >= prefix && strings.HasPrefix(name, s) {
 				return i + lo, nil
 			}
 		}

@@ -90,6 +90,15 @@ func (a *Activities) ResolveTasks(_ context.Context, req ResolveRequest) ([]Reso
 	return out, nil
 }
 
+// CheckTask resolves t as ResolveTasks would and says why it would fail,
+// or nil: for work refused before anything starts (a schedule's create and
+// update), where a fire's failure would come only later and unattended.
+func (a *Activities) CheckTask(t ResolveTask) error {
+	cfg, cfgErr := a.config(t.Cwd)
+	_, _, err := a.resolve(cfg, cfgErr, t)
+	return err
+}
+
 // resolve resolves one task, and returns the profile it used.
 func (a *Activities) resolve(cfg Config, cfgErr error, t ResolveTask) (ResolvedTask, *Profile, error) {
 	if cfgErr != nil {

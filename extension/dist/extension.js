@@ -1458,7 +1458,7 @@ var Delivery = class {
         failed = e;
       }
       try {
-        await this.scheduledNow(ctx, passive);
+        await this.scheduledNow(ctx);
       } catch (e) {
         failed ??= e;
       }
@@ -1478,7 +1478,7 @@ var Delivery = class {
    * claimed before and already holds (a restart) is only acknowledged.
    * A child that delegates takes none: its folder is its parent's.
    */
-  async scheduledNow(ctx, passive) {
+  async scheduledNow(ctx) {
     if (this.closed || nestedParent() !== void 0) return;
     if (!this.mayHaveScheduled(ctx)) return;
     const folder = scheduleFolder(ctx.cwd);
@@ -1490,7 +1490,7 @@ var Delivery = class {
     const self2 = thisProcess();
     let schedules = 0;
     const claim = async (replace) => {
-      const env = await this.cli(passive).call("schedule", [], [], {
+      const env = await this.cli(true).call("schedule", [], [], {
         action: "claim",
         cwd: folder,
         by: me,

@@ -328,7 +328,7 @@ export class Delivery {
 				failed = e;
 			}
 			try {
-				await this.scheduledNow(ctx, passive);
+				await this.scheduledNow(ctx);
 			} catch (e) {
 				failed ??= e;
 			}
@@ -348,7 +348,7 @@ export class Delivery {
 	 * claimed before and already holds (a restart) is only acknowledged.
 	 * A child that delegates takes none: its folder is its parent's.
 	 */
-	private async scheduledNow(ctx: ExtensionContext, passive: boolean): Promise<void> {
+	private async scheduledNow(ctx: ExtensionContext): Promise<void> {
 		if (this.closed || nestedParent() !== undefined) return;
 		// Only a folder that has (had) schedules asks anything.
 		if (!this.mayHaveScheduled(ctx)) return;
@@ -362,7 +362,11 @@ export class Delivery {
 		const self = thisProcess();
 		let schedules = 0;
 		const claim = async (replace: string[]) => {
-			const env = await this.cli(passive).call("schedule", [], [], {
+			// Passive whatever the caller: a folder's schedules never start
+			// the service (a service stopped stays stopped, its schedules
+			// with it); their results wait in Temporal until a delegation or
+			// an explicit command starts it, and the look runs again then.
+			const env = await this.cli(true).call("schedule", [], [], {
 				action: "claim",
 				cwd: folder,
 				by: me,
