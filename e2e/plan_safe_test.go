@@ -88,6 +88,7 @@ func TestPlanGateDiesWithService(t *testing.T) {
 	if n := len(e.model.RequestsFor("gate-kill")); n != 1 {
 		t.Fatalf("the step's child ran %d times, want once", n)
 	}
+	recordHistory(t, c, started.DelegationID, "plan-gate-killed-v3")
 	p.stop(t)
 }
 
@@ -122,6 +123,9 @@ func TestPlanArgsAreLiteral(t *testing.T) {
 			text := userText(reqs[0])
 			if want := "Use <" + value + "> after SECRET-OF-S1."; !strings.Contains(text, want) {
 				t.Fatalf("s2's task:\n%s\nwant %q", text, want)
+			}
+			if i == 0 {
+				recordHistory(t, shared.client, env.DelegationID, "plan-args-literal-v3")
 			}
 		})
 	}
