@@ -18,6 +18,11 @@ import (
 // session per task step, so a crash re-runs no finished step. It is data,
 // not a script, so that it can be checked whole before any child starts and
 // written by a model in one tool call.
+//
+// This file is one piece past 600 lines because the document's types, its
+// checks, its reference syntax (refRule) and the filling in of references
+// and arguments all read the same syntax: split, a change to one would have
+// to be found again in the others.
 
 // PlanIDPrefix starts every plan's workflow ID.
 const PlanIDPrefix = "plan-"
