@@ -92,6 +92,9 @@ func (a *Activities) RunGate(ctx context.Context, in api.GateInput) (api.GateRes
 	if err != nil {
 		return api.GateResult{}, errcode.Wrap(errcode.InvalidInput, err, fmt.Sprintf("gate of step %q: cannot run %q in %s: %v", in.Step, in.Command, in.Cwd, err))
 	}
+	// The pipe's read end is closed on every way out (again, after the
+	// output was read: harmless).
+	defer output(0)
 	start := time.Now()
 	beat := func() {
 		if activity.IsActivity(ctx) {
