@@ -18,6 +18,11 @@ import (
 // session per task step, so a crash re-runs no finished step. It is data,
 // not a script, so that it can be checked whole before any child starts and
 // written by a model in one tool call.
+//
+// This file is one piece past 600 lines because the document's types, its
+// checks, its reference syntax (refRule) and the filling in of references
+// and arguments all read the same syntax: split, a change to one would have
+// to be found again in the others.
 
 // PlanIDPrefix starts every plan's workflow ID.
 const PlanIDPrefix = "plan-"
@@ -222,6 +227,11 @@ var stepKeyRule = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
 // refRule finds the references a task may hold.
 var refRule = regexp.MustCompile(`\{(steps\.([a-z0-9][a-z0-9_-]*)\.(output|status|verdict|session)|args\.([A-Za-z0-9_-]+)|round)\}`)
 
+// likeRefRule finds what a writer meant as a reference: a misspelt one
+// ({steps.scout.ouput}, {args.}) would otherwise reach the child as text,
+// silently, instead of the value the task needed.
+var likeRefRule = regexp.MustCompile(`\{(steps|args)\.[^{}\s]*\}`)
+
 // ParsePlan reads a plan document in JSON, refusing fields it does not
 // know (a misspelt `paralel` must not silently run steps in sequence).
 func ParsePlan(doc []byte) (Plan, error) {
@@ -285,9 +295,15 @@ func groupKey(s Step, path []string) string {
 }
 
 // ValidatePlan checks a plan whole, before any child starts: its shape,
-// keys, limits and references. The error is INVALID_INPUT naming the step.
-// Agents are checked by the workflow as it resolves them.
-func ValidatePlan(p Plan) error {
+// keys, limits, references and loops' verdicts, as the current PlanVersion
+// does. The error is INVALID_INPUT naming the step. Agents are resolved
+// where profiles are read (the client's CheckPlan, and the workflow).
+func ValidatePlan(p Plan) error { return ValidatePlanAsOf(p, PlanVersion) }
+
+// ValidatePlanAsOf checks p as the plan workflow of version checked it: a
+// plan that started before a check was added still replays, and runs, as
+// it was accepted.
+func ValidatePlanAsOf(p Plan, version int) error {
 	if len(p.Steps) == 0 {
 		return errcode.New(errcode.InvalidInput, "plan: steps must hold at least one step")
 	}
@@ -310,7 +326,7 @@ func ValidatePlan(p Plan) error {
 	if v.runs > MaxPlanRuns {
 		return errcode.Errorf(errcode.InvalidInput, "plan: its loops could start %d child sessions; a plan starts at most %d (lower a loop's max)", v.runs, MaxPlanRuns)
 	}
-	return checkReferences(p)
+	return checkReferences(p, version >= 3)
 }
 
 type planCheck struct {
@@ -451,8 +467,10 @@ func validateBudget(what string, b *Budget) error {
 
 // checkReferences checks that every step a task, a continue or a loop's
 // until names exists and runs before the step that names it, and names
-// the cycle when two steps wait for each other.
-func checkReferences(p Plan) error {
+// the cycle when two steps wait for each other. strict (PlanVersion 3)
+// also refuses a misspelt reference, an argument the plan does not
+// declare, and a loop waiting for a verdict its step may not give.
+func checkReferences(p Plan, strict bool) error {
 	steps := TaskSteps(p)
 	byKey := map[string]int{}
 	for i, s := range steps {
@@ -464,6 +482,11 @@ func checkReferences(p Plan) error {
 	before := RunsBefore(p)
 	deps := make([][]string, len(steps))
 	for i, s := range steps {
+		if strict {
+			if err := checkRefSpelling(p, s); err != nil {
+				return err
+			}
+		}
 		for _, m := range refRule.FindAllStringSubmatch(s.Task, -1) {
 			if m[2] != "" {
 				deps[i] = append(deps[i], m[2])
@@ -494,26 +517,51 @@ func checkReferences(p Plan) error {
 			return errcode.Errorf(errcode.InvalidInput, "step %q: continues step %q, whose agent is %q: a continued session keeps its agent (drop agent)", s.Key, s.Continue, steps[byKey[s.Continue]].Agent)
 		}
 	}
-	return checkLoops(p.Steps, nil, byKey)
+	return checkLoops(p.Steps, nil, strict)
 }
 
-// checkLoops checks that each loop's until names a task step in its body.
-func checkLoops(steps []Step, path []string, byKey map[string]int) error {
+// checkRefSpelling refuses what looks like a reference in s's task but is
+// none (refRule), and an {args.NAME} the plan does not declare: either
+// would reach the child as its literal text.
+func checkRefSpelling(p Plan, s PlanStep) error {
+	for _, m := range likeRefRule.FindAllString(s.Task, -1) {
+		sub := refRule.FindStringSubmatch(m)
+		switch {
+		case sub == nil || sub[0] != m:
+			return errcode.Errorf(errcode.InvalidInput, "step %q: %s is not a reference: a task uses {steps.KEY.output}, {steps.KEY.status}, {steps.KEY.verdict}, {steps.KEY.session}, {args.NAME} or {round}", s.Key, m)
+		case sub[4] != "":
+			if _, ok := p.Args[sub[4]]; !ok {
+				return errcode.Errorf(errcode.InvalidInput, "step %q: uses {args.%s}, which the plan does not declare under args (it takes: %s)", s.Key, sub[4], argNames(p))
+			}
+		}
+	}
+	return nil
+}
+
+// checkLoops checks that each loop's until names a task step in its body
+// and, strict, that a verdict it waits for is one its step may give: with
+// verdicts declared the worker accepts no other word, so the loop could
+// never end by it and would always fail LOOP_EXHAUSTED.
+func checkLoops(steps []Step, path []string, strict bool) error {
 	for _, s := range steps {
 		if s.IsTask() {
 			continue
 		}
 		if s.Loop != nil {
-			body := TaskSteps(Plan{Steps: s.Steps})
-			found := false
-			for _, b := range body {
-				found = found || b.Key == s.Loop.Until.Step
+			var until *PlanStep
+			for _, b := range TaskSteps(Plan{Steps: s.Steps}) {
+				if b.Key == s.Loop.Until.Step {
+					until = &b
+				}
 			}
-			if !found {
+			if until == nil {
 				return errcode.Errorf(errcode.InvalidInput, "step %q: the loop's until names step %q, which is not among the loop's own steps", groupKey(s, path), s.Loop.Until.Step)
 			}
+			if v := s.Loop.Until.Verdict; strict && v != "" && len(until.Verdicts) > 0 && !slices.ContainsFunc(until.Verdicts, func(w string) bool { return strings.EqualFold(w, v) }) {
+				return errcode.Errorf(errcode.InvalidInput, "step %q: the loop waits for verdict %q of step %q, whose verdicts are %s: add it there, or wait for one of them", groupKey(s, path), v, until.Key, strings.Join(until.Verdicts, ", "))
+			}
 		}
-		if err := checkLoops(append(s.Steps, s.Parallel...), path, byKey); err != nil {
+		if err := checkLoops(append(s.Steps, s.Parallel...), path, strict); err != nil {
 			return err
 		}
 	}
@@ -590,34 +638,23 @@ func RunsBefore(p Plan) [][]bool {
 	return out
 }
 
-// BindPlanArgs fills in {args.NAME} from args and the plan's defaults: a
-// required argument missing, or one the plan does not declare, is
-// INVALID_INPUT. A plan that declares no args takes none.
+// BindPlanArgs checks args against the plan's declared arguments and binds
+// them: a required argument missing, one the plan does not declare, or a
+// value over MaxPlanArgChars is INVALID_INPUT. A plan that declares no args
+// takes none. It returns the plan with its folders (cwd) and gate commands
+// bound; PlanArgValues are the values the run fills its tasks in with.
+//
+// A task's {args.NAME} stays in the plan: the run fills it in with the
+// values, in the same single pass as the task's step references and
+// {round} (ExpandTask), so that a value is the user's text, literally, and
+// never a template of its own: `{steps.scout.output}` given as an argument
+// reaches the child as those characters, not as the scout's output, and
+// `{round}` is not refused for a step outside a loop. A folder and a gate
+// command hold no other references, so binding them here is that one pass.
 func BindPlanArgs(p Plan, args map[string]string) (Plan, error) {
-	names := make([]string, 0, len(args))
-	for k := range args {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
-		if _, ok := p.Args[k]; !ok {
-			return p, errcode.Errorf(errcode.InvalidInput, "plan %s: takes no argument %q (it takes: %s)", p.Name, k, argNames(p))
-		}
-		if len(args[k]) > MaxPlanArgChars {
-			return p, errcode.Errorf(errcode.InvalidInput, "plan %s: argument %q is over %d KiB", p.Name, k, MaxPlanArgChars>>10)
-		}
-	}
-	values := map[string]string{}
-	for _, k := range sortedArgNames(p) {
-		a := p.Args[k]
-		v, ok := args[k]
-		if !ok {
-			if a.Required {
-				return p, errcode.Errorf(errcode.InvalidInput, "plan %s: argument %q is required (%s)", p.Name, k, a.Description)
-			}
-			v = a.Default
-		}
-		values[k] = v
+	values, err := PlanArgValues(p, args)
+	if err != nil {
+		return p, err
 	}
 	var bind func(steps []Step) ([]Step, error)
 	bind = func(steps []Step) ([]Step, error) {
@@ -638,7 +675,8 @@ func BindPlanArgs(p Plan, args map[string]string) (Plan, error) {
 					return v
 				})
 			}
-			s.Task = replace(s.Task)
+			// Only checked: the run binds the task (ExpandTask).
+			_ = replace(s.Task)
 			s.Cwd = replace(s.Cwd)
 			if s.Gate != nil {
 				g := *s.Gate
@@ -665,6 +703,41 @@ func BindPlanArgs(p Plan, args map[string]string) (Plan, error) {
 	return p, nil
 }
 
+// PlanArgValues checks args against p's declared arguments (as
+// BindPlanArgs) and returns every declared argument's value: given, else
+// its default; nil when p declares none.
+func PlanArgValues(p Plan, args map[string]string) (map[string]string, error) {
+	names := make([]string, 0, len(args))
+	for k := range args {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if _, ok := p.Args[k]; !ok {
+			return nil, errcode.Errorf(errcode.InvalidInput, "plan %s: takes no argument %q (it takes: %s)", p.Name, k, argNames(p))
+		}
+		if len(args[k]) > MaxPlanArgChars {
+			return nil, errcode.Errorf(errcode.InvalidInput, "plan %s: argument %q is over %d KiB", p.Name, k, MaxPlanArgChars>>10)
+		}
+	}
+	if len(p.Args) == 0 {
+		return nil, nil
+	}
+	values := map[string]string{}
+	for _, k := range sortedArgNames(p) {
+		a := p.Args[k]
+		v, ok := args[k]
+		if !ok {
+			if a.Required {
+				return nil, errcode.Errorf(errcode.InvalidInput, "plan %s: argument %q is required (%s)", p.Name, k, a.Description)
+			}
+			v = a.Default
+		}
+		values[k] = v
+	}
+	return values, nil
+}
+
 func sortedArgNames(p Plan) []string {
 	names := make([]string, 0, len(p.Args))
 	for k := range p.Args {
@@ -689,15 +762,24 @@ type StepView struct {
 	Session string
 }
 
-// ExpandTask fills a task's step references and {round} in: lookup gives
-// an earlier step's view (ok false: it has not run, which validation
-// rules out for a step that runs before).
-func ExpandTask(text string, round int, lookup func(key string) (StepView, bool)) string {
+// ExpandTask fills a task's step references, {round} and {args.NAME} in,
+// in one pass over the task as written: what it puts in is never read
+// again, so an argument's value or a step's output that holds "{round}"
+// stays that text. lookup gives an earlier step's view (ok false: it has
+// not run, which validation rules out for a step that runs before). args
+// nil leaves {args.NAME} as it is: a plan of PlanVersion 2 or before had
+// its tasks bound when it started.
+func ExpandTask(text string, round int, args map[string]string, lookup func(key string) (StepView, bool)) string {
 	return refRule.ReplaceAllStringFunc(text, func(m string) string {
 		sub := refRule.FindStringSubmatch(m)
 		switch {
 		case sub[1] == "round":
 			return fmt.Sprint(round)
+		case sub[4] != "":
+			if v, ok := args[sub[4]]; ok {
+				return v
+			}
+			return m
 		case sub[2] != "":
 			v, ok := lookup(sub[2])
 			if !ok {
@@ -736,17 +818,18 @@ func PlanStepSessionID(planID, key string, round, attempt int) string {
 // ReusableSteps are the steps of prior (an earlier attempt's) that a
 // resumed plan keeps: completed, defined the same in the old and the new
 // document, and run after no step whose definition changed (whose result
-// they may have used).
-func ReusableSteps(old, updated Plan, prior []StepState) []StepState {
+// they may have used). oldArgs and args are the argument values each
+// document runs with (PlanInput.Args): a task is defined by them too.
+func ReusableSteps(old Plan, oldArgs map[string]string, updated Plan, args map[string]string, prior []StepState) []StepState {
 	defs := map[string]string{}
 	for _, s := range TaskSteps(old) {
-		defs[s.Key] = stepDef(s)
+		defs[s.Key] = stepDef(s, oldArgs)
 	}
 	steps := TaskSteps(updated)
 	changed := make([]bool, len(steps))
 	for i, s := range steps {
 		d, ok := defs[s.Key]
-		changed[i] = !ok || d != stepDef(s)
+		changed[i] = !ok || d != stepDef(s, args)
 	}
 	done := map[string]StepState{}
 	for _, s := range prior {
@@ -774,8 +857,17 @@ func ReusableSteps(old, updated Plan, prior []StepState) []StepState {
 	return out
 }
 
-// stepDef is a task step's definition, to compare two documents by.
-func stepDef(s PlanStep) string {
+// stepDef is a task step's definition, to compare two documents by: the
+// step with its task as it runs (the arguments it uses filled in).
+func stepDef(s PlanStep, args map[string]string) string {
+	s.Task = refRule.ReplaceAllStringFunc(s.Task, func(m string) string {
+		if sub := refRule.FindStringSubmatch(m); sub[4] != "" {
+			if v, ok := args[sub[4]]; ok {
+				return v
+			}
+		}
+		return m
+	})
 	b, _ := json.Marshal(s.Step)
 	return string(b) + "|" + strings.Join(s.Path, "/") + "|" + s.Loop
 }

@@ -57,6 +57,15 @@ func TestValidatePlan(t *testing.T) {
 		{"a key that collides with a step's own", Plan{Steps: []Step{{Agent: "scout", Task: "x"}, task("step1", "scout", "y")}}, "two steps have this key"},
 		{"a continue with a model", Plan{Steps: []Step{task("a", "scout", "x"), {Key: "b", Continue: "a", Task: "y", Model: "p/m"}}}, "runs in that session as it was started"},
 		{"a verdict of two words", Plan{Steps: []Step{{Key: "a", Agent: "scout", Task: "x", Verdicts: []string{"all good"}}}}, "one word"},
+		{"a misspelt step field", Plan{Steps: []Step{task("s1", "scout", "x"), task("s2", "scout", "use {steps.s1.bogus}")}}, "{steps.s1.bogus} is not a reference"},
+		{"a step reference without a field", Plan{Steps: []Step{task("s1", "scout", "x"), task("s2", "scout", "use {steps.s1}")}}, "{steps.s1} is not a reference"},
+		{"an argument not declared", Plan{Steps: []Step{task("s1", "scout", "for {args.who}")}}, "does not declare under args"},
+		{"a declared argument", Plan{Args: map[string]PlanArg{"who": {}}, Steps: []Step{task("s1", "scout", "for {args.who}")}}, ""},
+		{"text in braces is not a reference", Plan{Steps: []Step{task("s1", "scout", `print {"steps": 1} and {steps of it}`)}}, ""},
+		{"an until verdict the step may not give", Plan{Steps: []Step{loop(2, Until{Step: "review", Verdict: "approved"},
+			Step{Key: "review", Agent: "reviewer", Task: "x", Verdicts: []string{"clean", "changes"}})}}, `waits for verdict "approved" of step "review", whose verdicts are clean, changes`},
+		{"an until verdict in another case", Plan{Steps: []Step{loop(2, Until{Step: "review", Verdict: "Clean"},
+			Step{Key: "review", Agent: "reviewer", Task: "x", Verdicts: []string{"clean", "changes"}})}}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := ValidatePlan(tc.plan)
@@ -74,6 +83,18 @@ func TestValidatePlan(t *testing.T) {
 	}
 }
 
+// TestValidatePlanAsOf: a plan that started under an earlier version is
+// checked as it was then, so that its history replays.
+func TestValidatePlanAsOf(t *testing.T) {
+	p := Plan{Steps: []Step{task("s1", "scout", "x"), task("s2", "scout", "use {steps.s1.bogus}")}}
+	if err := ValidatePlanAsOf(p, 2); err != nil {
+		t.Fatalf("version 2 accepted this plan: %v", err)
+	}
+	if err := ValidatePlanAsOf(p, 3); err == nil {
+		t.Fatal("version 3 accepts a misspelt reference")
+	}
+}
+
 func TestParsePlanRefusesUnknownFields(t *testing.T) {
 	_, err := ParsePlan([]byte(`{"steps":[{"paralel":[{"agent":"a","task":"x"}]}]}`))
 	if err == nil || !strings.Contains(err.Error(), "paralel") {
@@ -82,12 +103,25 @@ func TestParsePlanRefusesUnknownFields(t *testing.T) {
 }
 
 func TestExpandTask(t *testing.T) {
-	views := map[string]StepView{"scout": {Output: "found 3 files", Status: "completed", Verdict: "", Session: "plan-1-scout"}}
-	got := ExpandTask("Use {steps.scout.output} ({steps.scout.status}, {steps.scout.session}) in round {round}; keep {other} and {steps.x.y}", 2,
-		func(k string) (StepView, bool) { v, ok := views[k]; return v, ok })
-	want := "Use found 3 files (completed, plan-1-scout) in round 2; keep {other} and {steps.x.y}"
-	if got != want {
-		t.Fatalf("got  %q\nwant %q", got, want)
+	views := map[string]StepView{"scout": {Output: "found {round} and {args.who}", Status: "completed", Verdict: "", Session: "plan-1-scout"}}
+	lookup := func(k string) (StepView, bool) { v, ok := views[k]; return v, ok }
+	for _, tc := range []struct {
+		name, text string
+		args       map[string]string
+		want       string
+	}{
+		{"step references and the round", "Use {steps.scout.output} ({steps.scout.status}, {steps.scout.session}) in round {round}; keep {other} and {steps.x.y}", nil,
+			"Use found {round} and {args.who} (completed, plan-1-scout) in round 2; keep {other} and {steps.x.y}"},
+		{"an argument's value is put in literally, once", "Change {args.change} (round {round})",
+			map[string]string{"change": "{steps.scout.output} {steps.scout.status} {round} {args.who}", "who": "me"},
+			"Change {steps.scout.output} {steps.scout.status} {round} {args.who} (round 2)"},
+		{"a plan bound before version 3 keeps its text", "Change {args.change}", nil, "Change {args.change}"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ExpandTask(tc.text, 2, tc.args, lookup); got != tc.want {
+				t.Fatalf("got  %q\nwant %q", got, tc.want)
+			}
+		})
 	}
 }
 
@@ -98,8 +132,12 @@ func TestBindPlanArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := bound.Steps[0].Task; got != "Review api/ (quick) using {steps.x.output}" {
+	// The run fills the task in, in one pass with its step references.
+	if got := bound.Steps[0].Task; got != p.Steps[0].Task {
 		t.Fatalf("task %q", got)
+	}
+	if values, err := PlanArgValues(p, map[string]string{"target": "api/"}); err != nil || values["target"] != "api/" || values["depth"] != "quick" || len(values) != 2 {
+		t.Fatalf("values %v, %v", values, err)
 	}
 	if got := bound.Steps[0].Gate.Command; got != "test -e api/" {
 		t.Fatalf("gate %q", got)
@@ -145,13 +183,36 @@ func TestReusableSteps(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
-			for _, s := range ReusableSteps(old, tc.updated, prior) {
+			for _, s := range ReusableSteps(old, nil, tc.updated, nil, prior) {
 				got = append(got, s.Key)
 			}
 			if strings.Join(got, ",") != strings.Join(tc.want, ",") {
 				t.Fatalf("kept %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestReusableStepsWithArgs: a task is defined by the argument values it
+// uses, which a resume may change.
+func TestReusableStepsWithArgs(t *testing.T) {
+	p := Plan{Args: map[string]PlanArg{"change": {}}, Steps: []Step{task("scout", "scout", "map"), task("impl", "implementer", "do {args.change}")}}
+	prior := []StepState{{Key: "scout", State: StateCompleted}, {Key: "impl", State: StateCompleted}}
+	for _, tc := range []struct {
+		name string
+		args map[string]string
+		want string
+	}{
+		{"the same values keep both", map[string]string{"change": "a"}, "scout,impl"},
+		{"a changed value runs the step that uses it", map[string]string{"change": "b"}, "scout"},
+	} {
+		var got []string
+		for _, s := range ReusableSteps(p, map[string]string{"change": "a"}, p, tc.args, prior) {
+			got = append(got, s.Key)
+		}
+		if strings.Join(got, ",") != tc.want {
+			t.Fatalf("%s: kept %v, want %s", tc.name, got, tc.want)
+		}
 	}
 }
 

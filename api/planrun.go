@@ -5,14 +5,16 @@ import "github.com/durable-pi/subagents/internal/errcode"
 // PlanVersion is the plan workflow's code version: its input says which
 // it was started with, so that a change of behaviour can keep old runs
 // replaying as they ran. 2: each attempt numbers its turns apart from the
-// earlier attempts'.
-const PlanVersion = 2
+// earlier attempts'. 3: tasks keep their {args.NAME} until they run, filled
+// in with Args in one pass with the step references (ExpandTask); the plan
+// is checked for misspelt references and loops' verdicts.
+const PlanVersion = 3
 
 // PlanInput starts a plan (or resumes one: Attempt > 1 with Prior).
 type PlanInput struct {
 	// Plan is the document with its arguments bound (BindPlanArgs); Args
 	// are the values it was bound with (a resume binds a changed document
-	// with them).
+	// with them) and, from PlanVersion 3, those its tasks are filled in with.
 	Plan Plan              `json:"plan"`
 	Args map[string]string `json:"args,omitempty"`
 	// Source says where a saved plan was read from ("" for one given
@@ -122,6 +124,9 @@ type GateResult struct {
 	Output   string `json:"output"`
 	// DurationMS is the command's wall time.
 	DurationMS int64 `json:"durationMs"`
+	// Runs is how many times the command was started for this result: more
+	// than 1 when a worker died while it ran and the retry ran it again.
+	Runs int `json:"runs,omitempty"`
 }
 
 // Passed reports a gate that passed.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -51,8 +52,20 @@ func (c *Client) StartPlan(ctx context.Context, req PlanRequest) (Envelope, erro
 	return c.startPlan(ctx, api.PlanIDPrefix+c.id(), in, enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE)
 }
 
-// planInput binds the plan's arguments and checks it.
-func (c *Client) planInput(req PlanRequest) (api.PlanInput, error) {
+// planInput is req's plan input, checked whole (CheckPlan).
+func (c *Client) planInput(req PlanRequest) (api.PlanInput, error) { return CheckPlan(req) }
+
+// CheckPlan checks a plan request whole, as its start does, before
+// anything starts: a saved plan found by name, its arguments (declared,
+// required, their size), the document (shape, keys, limits, references,
+// loops' verdicts: api.ValidatePlan), a fork's parent file, and every
+// step's agent, resolved from the profiles and settings this machine's
+// worker reads (unknown: UNKNOWN_AGENT, not allowed: PERMISSION_DENIED,
+// naming the step). It needs no connection: StartPlan calls it, and so
+// can whatever keeps a plan to start later (a schedule's create), so that
+// a plan that cannot run is refused then, not at each start. It returns
+// the plan's input, its arguments bound.
+func CheckPlan(req PlanRequest) (api.PlanInput, error) {
 	in := api.PlanInput{
 		Cwd: req.Cwd, Profile: req.Profile, ParentSessionID: req.ParentSessionID, ParentSessionFile: req.ParentSessionFile,
 		Depth: req.Depth, Host: req.Host, Tool: req.Tool, Deliver: req.Deliver, IdleTTLSeconds: req.IdleTTLSeconds,
@@ -75,12 +88,7 @@ func (c *Client) planInput(req PlanRequest) (api.PlanInput, error) {
 	default:
 		return in, errcode.New(errcode.InvalidInput, "a plan (steps) or the name of a saved plan is required")
 	}
-	p, err := api.BindPlanArgs(in.Plan, req.Args)
-	if err != nil {
-		return in, err
-	}
-	in.Plan, in.Args = p, boundArgs(in.Plan, req.Args)
-	if err := api.ValidatePlan(in.Plan); err != nil {
+	if err := bindPlan(&in, in.Plan, req.Args); err != nil {
 		return in, err
 	}
 	for _, s := range api.TaskSteps(in.Plan) {
@@ -91,23 +99,79 @@ func (c *Client) planInput(req PlanRequest) (api.PlanInput, error) {
 	if b, err := json.Marshal(in); err == nil && len(b) > MaxStartBytes {
 		return in, errcode.Errorf(errcode.InvalidInput, "the plan's input is %d KiB; Temporal takes at most %d KiB", len(b)>>10, MaxStartBytes>>10)
 	}
+	if err := resolvePlanAgents(in); err != nil {
+		return in, err
+	}
 	return in, nil
 }
 
-// boundArgs are the values p's arguments took: args, else the defaults.
-func boundArgs(p api.Plan, args map[string]string) map[string]string {
-	if len(p.Args) == 0 {
+// bindPlan binds p's arguments with args into in (its plan, its
+// arguments' values, the current PlanVersion) and checks the result.
+func bindPlan(in *api.PlanInput, p api.Plan, args map[string]string) error {
+	values, err := api.PlanArgValues(p, args)
+	if err != nil {
+		return err
+	}
+	bound, err := api.BindPlanArgs(p, args)
+	if err != nil {
+		return err
+	}
+	in.Plan, in.Args, in.Version = bound, values, api.PlanVersion
+	return api.ValidatePlan(in.Plan)
+}
+
+// resolvePlanAgents resolves every step's agent as the plan's workflow
+// will (its resolve): a step that continues another runs as that one. A
+// plan for another machine's worker (Host) is left to it: its profiles are
+// not this machine's.
+func resolvePlanAgents(in api.PlanInput) error {
+	if here, _ := os.Hostname(); in.Host != "" && in.Host != here {
 		return nil
 	}
-	out := map[string]string{}
-	for name, a := range p.Args {
-		if v, ok := args[name]; ok {
-			out[name] = v
-		} else {
-			out[name] = a.Default
+	steps := api.TaskSteps(in.Plan)
+	byKey := map[string]int{}
+	for i, s := range steps {
+		byKey[s.Key] = i
+	}
+	// first is the step whose session step i runs in.
+	var first func(i int) int
+	first = func(i int) int {
+		if c := steps[i].Continue; c != "" {
+			return first(byKey[c])
+		}
+		return i
+	}
+	req := profiles.ResolveRequest{Depth: in.Depth + 1}
+	var which []int
+	for i := range steps {
+		if steps[i].Continue != "" {
+			continue
+		}
+		s := steps[first(i)]
+		cwd := s.Cwd
+		if cwd == "" {
+			cwd = in.Cwd
+		} else if !filepath.IsAbs(cwd) {
+			cwd = filepath.Join(in.Cwd, cwd)
+		}
+		agent := s.Agent
+		if agent == "" {
+			agent = in.Profile
+		}
+		req.Tasks = append(req.Tasks, profiles.ResolveTask{Profile: agent, Cwd: cwd, Model: s.Model, TimeoutSeconds: s.Timeout, Tool: in.Tool})
+		which = append(which, i)
+	}
+	acts := profiles.Activities{AgentDir: profiles.DefaultAgentDir(), PromptDirs: profiles.DefaultPromptDirs(), Getenv: os.Getenv}
+	out, err := acts.ResolveTasks(context.Background(), req)
+	if err != nil {
+		return err
+	}
+	for k, r := range out {
+		if r.Error != nil {
+			return errcode.Errorf(r.Error.Code, "step %q: %s", steps[which[k]].Key, r.Error.Message)
 		}
 	}
-	return out
+	return nil
 }
 
 // startPlan starts plan in under id and waits (briefly) for its first
@@ -264,12 +328,11 @@ func (c *Client) ResumePlan(ctx context.Context, id string, plan *api.Plan, args
 		// The caller's own document: not the saved file it replaces (whose
 		// project trust rules no longer apply to it), bound with the
 		// arguments the plan ran with and those given now.
-		bound, err := api.BindPlanArgs(*plan, onlyDeclared(*plan, values))
-		if err != nil {
+		in.Source = nil
+		if err := bindPlan(&in, *plan, onlyDeclared(*plan, values)); err != nil {
 			return Envelope{}, err
 		}
-		in.Plan, in.Source, in.Args = bound, nil, boundArgs(*plan, values)
-		if err := api.ValidatePlan(in.Plan); err != nil {
+		if err := resolvePlanAgents(in); err != nil {
 			return Envelope{}, err
 		}
 	case len(args) > 0:
@@ -285,7 +348,12 @@ func (c *Client) ResumePlan(ctx context.Context, id string, plan *api.Plan, args
 			}
 			steps[i] = s
 		}
-		prior = api.ReusableSteps(old.Plan, in.Plan, steps)
+		var oldArgs map[string]string
+		if old.Version >= 3 {
+			// Before 3 the tasks were bound when the plan started.
+			oldArgs = old.Args
+		}
+		prior = api.ReusableSteps(old.Plan, oldArgs, in.Plan, in.Args, steps)
 		c.cancelLeftovers(ctx, steps)
 	}
 	in.Prior, in.Attempt = prior, old.Attempt+1

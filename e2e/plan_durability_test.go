@@ -187,7 +187,7 @@ func TestInvalidPlansAreRefused(t *testing.T) {
 		text string
 	}{
 		{"unknown agent", api.Plan{Steps: []api.Step{{Key: "a", Agent: "scout", Task: "[[script:never]] x"}, {Key: "b", Agent: "code-wizard", Task: "[[script:never]] y"}}},
-			1, errcode.UnknownAgent, `step "b": Unknown profile: "code-wizard"`},
+			2, errcode.UnknownAgent, `step "b": Unknown profile: "code-wizard"`},
 		{"a cycle", api.Plan{Steps: []api.Step{{Parallel: []api.Step{{Key: "a", Agent: "scout", Task: "[[script:never]] {steps.b.output}"}, {Key: "b", Agent: "scout", Task: "[[script:never]] {steps.a.output}"}}}}},
 			2, errcode.InvalidInput, "a cycle: a → b → a"},
 		{"a missing step", api.Plan{Steps: []api.Step{{Key: "a", Agent: "scout", Task: "[[script:never]] {steps.ghost.output}"}}},

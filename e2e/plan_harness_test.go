@@ -14,7 +14,7 @@ import (
 )
 
 // examplePlan reads a plan of docs/plans (the examples users read), binds
-// args, and puts each task step's script marker before its task
+// args (as the defaults of its arguments), and puts each task step's script marker before its task
 // ([[script:PREFIX-KEY]]), so that the scripted model answers each step by
 // its key. It writes the result as a plan file in the work dir and returns
 // its path.
@@ -27,7 +27,14 @@ func (e *env) examplePlan(name, prefix string, args map[string]string) string {
 	if p, err = api.BindPlanArgs(p, args); err != nil {
 		e.t.Fatal(err)
 	}
-	p.Args = nil
+	// The tasks keep their {args.NAME} until they run: the values go with
+	// the file, as its arguments' defaults.
+	for name, a := range p.Args {
+		if v, ok := args[name]; ok {
+			a.Default, a.Required = v, false
+			p.Args[name] = a
+		}
+	}
 	markSteps(p.Steps, prefix)
 	b, err := json.MarshalIndent(p, "", "  ")
 	if err != nil {

@@ -6,8 +6,9 @@ package gates
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
+	"io"
+	"os"
 	"os/exec"
 	"sync"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/durable-pi/subagents/activities"
 	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/internal/errcode"
 	"github.com/durable-pi/subagents/profiles"
@@ -25,11 +27,14 @@ import (
 // Activities holds the gate activity. Shell is the shell that runs a
 // command (default /bin/sh): a gate is a line a person would type.
 // AgentDir and Getenv are where the worker reads the user's settings
-// (trustedProjects), as profiles.Activities does.
+// (trustedProjects), as profiles.Activities does. Procs are the worker's
+// activities, whose reaper starts the command: in the reaper's tree it,
+// and all it starts, die with the worker, as a child pi's tools do.
 type Activities struct {
 	Shell    string
 	AgentDir string
 	Getenv   func(string) string
+	Procs    *activities.Activities
 }
 
 // heartbeatEvery is how often a running gate reports: the activity's
@@ -41,17 +46,28 @@ const heartbeatEvery = 10 * time.Second
 // SIGTERM before SIGKILL: a test runner's own clean-up.
 const killGrace = 5 * time.Second
 
+// drainWait bounds the wait for the end of the command's output once it
+// exited and its group was killed: the reaper has ended what it left, so
+// the pipe closes at once; a descriptor passed out of the tree (to a
+// process no kill reaches) must not hold the result back.
+const drainWait = 2 * time.Second
+
 // keepBytes bounds what of a command's output is held: its end is what
 // says why it failed, and api.GateOutputChars of it is reported.
 const keepBytes = 64 << 10
 
-// RunGate runs in.Command with `sh -c` in in.Cwd, in a process group of
-// its own, stdin from /dev/null; past in.TimeoutSeconds the group is
-// ended. A command that fails is a result (ExitCode, Output), not an
-// error: only a command that cannot start at all is one.
+// RunGate runs in.Command with `sh -c` in in.Cwd, started by the worker's
+// reaper in a process group of its own, stdin from /dev/null; past
+// in.TimeoutSeconds the group is ended. A command that fails is a result
+// (ExitCode, Output), not an error: only a command that cannot start at
+// all is one. Runs counts this attempt's predecessors too: a worker that
+// died mid-command took the command with it, and this retry runs it again.
 func (a *Activities) RunGate(ctx context.Context, in api.GateInput) (api.GateResult, error) {
 	if err := a.trusted(in); err != nil {
 		return api.GateResult{}, temporal.NewNonRetryableApplicationError(err.Error(), string(errcode.CodeOf(err)), err)
+	}
+	if a.Procs == nil {
+		return api.GateResult{}, errcode.New(errcode.Failed, "the worker runs no gate: it has no reaper to start the command under")
 	}
 	shell := a.Shell
 	if shell == "" {
@@ -61,67 +77,125 @@ func (a *Activities) RunGate(ctx context.Context, in api.GateInput) (api.GateRes
 	if timeout <= 0 {
 		timeout = api.DefaultGateTimeoutSeconds * time.Second
 	}
-	out := &tailBuffer{max: keepBytes}
-	cmd := exec.Command(shell, "-c", in.Command)
-	cmd.Dir = in.Cwd
-	cmd.Stdout, cmd.Stderr = out, out
-	// Its own process group, so that a timeout ends all of it; and it dies
-	// with the worker (Pdeathsig), whose retry runs the gate again.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if activity.IsActivity(ctx) && activity.HasHeartbeatDetails(ctx) {
-		// A retry after this gate's worker died: end what the earlier
-		// attempt started, if anything of it is left.
+	res := api.GateResult{Runs: 1}
+	if activity.IsActivity(ctx) {
+		res.Runs = int(activity.GetInfo(ctx).Attempt)
 		var prev gateBeat
-		if activity.GetHeartbeatDetails(ctx, &prev) == nil && prev.Pgid > 0 {
-			_ = syscall.Kill(-prev.Pgid, syscall.SIGKILL)
+		if activity.HasHeartbeatDetails(ctx) && activity.GetHeartbeatDetails(ctx, &prev) == nil {
+			// A retry after this gate's worker died: its reaper ended the
+			// command with it; should anything of it still run (the reaper
+			// was killed first), end it before the command runs again.
+			activities.KillMarked(prev.Mark)
 		}
 	}
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	p, output, err := a.start(shell, in)
+	if err != nil {
 		return api.GateResult{}, errcode.Wrap(errcode.InvalidInput, err, fmt.Sprintf("gate of step %q: cannot run %q in %s: %v", in.Step, in.Command, in.Cwd, err))
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	// The pipe's read end is closed on every way out (again, after the
+	// output was read: harmless).
+	defer output(0)
+	start := time.Now()
+	beat := func() {
+		if activity.IsActivity(ctx) {
+			activity.RecordHeartbeat(ctx, gateBeat{Pgid: p.Pid, Mark: p.Mark, ElapsedMS: time.Since(start).Milliseconds()})
+		}
+	}
+	// At once: a worker that dies in the command's first seconds leaves
+	// its retry the mark.
+	beat()
+	done := make(chan ended, 1)
+	go func() {
+		st, err := p.Wait()
+		done <- ended{st, err}
+	}()
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
-	beat := time.NewTicker(heartbeatEvery)
-	defer beat.Stop()
-	res := api.GateResult{}
-	var waitErr error
+	ticker := time.NewTicker(heartbeatEvery)
+	defer ticker.Stop()
+	var end ended
 	for finished := false; !finished; {
 		select {
-		case waitErr = <-done:
+		case end = <-done:
 			finished = true
-		case <-beat.C:
-			if activity.IsActivity(ctx) {
-				activity.RecordHeartbeat(ctx, gateBeat{Pgid: cmd.Process.Pid, ElapsedMS: time.Since(start).Milliseconds()})
-			}
+		case <-ticker.C:
+			beat()
 		case <-deadline.C:
 			res.TimedOut = true
-			waitErr = endGroup(cmd, done)
+			end = endGroup(p.Pid, done)
 			finished = true
 		case <-ctx.Done():
-			_ = endGroup(cmd, done)
+			_ = endGroup(p.Pid, done)
 			return api.GateResult{}, ctx.Err()
 		}
 	}
+	// What is left in its group; what left the group the reaper ended.
+	_ = syscall.Kill(-p.Pid, syscall.SIGKILL)
 	res.DurationMS = time.Since(start).Milliseconds()
-	var exit *exec.ExitError
-	switch {
-	case waitErr == nil:
-	case errors.As(waitErr, &exit):
-		res.ExitCode = exit.ExitCode()
-		if res.ExitCode < 0 {
-			res.ExitCode = 128 + int(syscall.SIGKILL)
-		}
+	if end.err != nil {
+		// The reaper died with the command (it ends what is below it): the
+		// activity's retry runs the command again.
+		return api.GateResult{}, fmt.Errorf("gate of step %q: %w", in.Step, end.err)
+	}
+	switch ws := end.status; {
+	case ws.Exited():
+		res.ExitCode = ws.ExitStatus()
+	case ws.Signaled():
+		res.ExitCode = 128 + int(ws.Signal())
 	default:
 		res.ExitCode = -1
 	}
+	out := output(drainWait)
 	if res.TimedOut {
-		fmt.Fprintf(out, "\n[gate timed out after %s]\n", timeout)
+		out += fmt.Sprintf("\n[gate timed out after %s]\n", timeout)
 	}
-	res.Output = lastChars(out.String(), api.GateOutputChars)
+	res.Output = lastChars(out, api.GateOutputChars)
 	return res, nil
+}
+
+// ended is how the command ended, as the reaper told.
+type ended struct {
+	status syscall.WaitStatus
+	err    error
+}
+
+// start starts the command under the reaper, its stdout and stderr one
+// pipe; output waits (at most its argument) for the pipe's end and returns
+// the end of what came through it.
+func (a *Activities) start(shell string, in api.GateInput) (*activities.ReapedProcess, func(time.Duration) string, error) {
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer null.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	cmd := exec.Command(shell, "-c", in.Command)
+	cmd.Dir = in.Cwd
+	p, err := a.Procs.StartReaped(cmd, [3]*os.File{null, w, w})
+	// The command holds its end now (or never will).
+	_ = w.Close()
+	if err != nil {
+		_ = r.Close()
+		return nil, nil, err
+	}
+	out := &tailBuffer{max: keepBytes}
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		_, _ = io.Copy(out, r)
+	}()
+	output := func(wait time.Duration) string {
+		select {
+		case <-read:
+		case <-time.After(wait):
+		}
+		_ = r.Close()
+		return out.String()
+	}
+	return p, output, nil
 }
 
 // trusted checks again, where the command would run, that a project's
@@ -143,21 +217,22 @@ func (a *Activities) trusted(in api.GateInput) error {
 	return profiles.CheckPlanGates(cfg, a.AgentDir, plan, in.Source)
 }
 
-// gateBeat is a running gate's heartbeat: its process group, which a retry
-// ends, and how long it has run.
+// gateBeat is a running gate's heartbeat: its process group, its mark
+// (what a retry ends of it, activities.KillMarked), and how long it has run.
 type gateBeat struct {
-	Pgid      int   `json:"pgid"`
-	ElapsedMS int64 `json:"elapsedMs"`
+	Pgid      int    `json:"pgid"`
+	Mark      string `json:"mark,omitempty"`
+	ElapsedMS int64  `json:"elapsedMs"`
 }
 
 // endGroup ends the command's process group: SIGTERM, then SIGKILL after
-// killGrace; it returns the command's wait error.
-func endGroup(cmd *exec.Cmd, done <-chan error) error {
-	pgid := cmd.Process.Pid
+// killGrace; it returns how the command ended. The reaper keeps the
+// command's pid until it is waited for, so the group's ID is still its own.
+func endGroup(pgid int, done <-chan ended) ended {
 	_ = syscall.Kill(-pgid, syscall.SIGTERM)
 	select {
-	case err := <-done:
-		return err
+	case e := <-done:
+		return e
 	case <-time.After(killGrace):
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		return <-done

@@ -7,9 +7,56 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/durable-pi/subagents/activities"
 	"github.com/durable-pi/subagents/api"
 )
+
+// procs are a worker's activities, whose reaper starts the gates (this
+// test binary is its own reaper, as every binary that links activities).
+func procs(t *testing.T) *activities.Activities {
+	t.Helper()
+	a, err := activities.New(activities.Config{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	return a
+}
+
+// TestRunGateEndsItsLeftovers: what a gate put in the background does not
+// outlive it, and a retry's heartbeat mark finds the command's processes.
+func TestRunGateEndsItsLeftovers(t *testing.T) {
+	dir := t.TempDir()
+	a := &Activities{Procs: procs(t)}
+	res, err := a.RunGate(context.Background(), api.GateInput{Command: "sleep 300 & echo $! > bg.pid; echo mark=$" + activities.ProcMarkEnv, Cwd: dir, TimeoutSeconds: 10, Step: "s"})
+	if err != nil || !res.Passed() || res.Runs != 1 {
+		t.Fatalf("res %+v err %v", res, err)
+	}
+	if !strings.HasPrefix(res.Output, "mark=") || strings.TrimSpace(res.Output) == "mark=" {
+		t.Fatalf("the command ran without the reaper's mark: output %q", res.Output)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "bg.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); running(pid); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the gate's background sleep (pid %d) outlived it", pid)
+		}
+	}
+}
+
+// running: pid exists and is not a zombie.
+func running(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	return err == nil && !strings.Contains(string(stat), ") Z ")
+}
 
 func TestRunGate(t *testing.T) {
 	dir := t.TempDir()
@@ -31,7 +78,7 @@ func TestRunGate(t *testing.T) {
 		{"is ended past its timeout", "echo started; sleep 30", 1, 0, true, "timed out after 1s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a := &Activities{}
+			a := &Activities{Procs: procs(t)}
 			res, err := a.RunGate(context.Background(), api.GateInput{Command: tc.command, Cwd: dir, TimeoutSeconds: tc.timeout, Step: "s"})
 			if err != nil {
 				t.Fatal(err)
@@ -53,7 +100,7 @@ func TestRunGate(t *testing.T) {
 }
 
 func TestRunGateMissingFolder(t *testing.T) {
-	a := &Activities{}
+	a := &Activities{Procs: procs(t)}
 	_, err := a.RunGate(context.Background(), api.GateInput{Command: "true", Cwd: "/nonexistent/folder", TimeoutSeconds: 5, Step: "s"})
 	if err == nil || !strings.Contains(err.Error(), "/nonexistent/folder") {
 		t.Fatalf("err = %v, want one naming the folder", err)
@@ -85,7 +132,7 @@ func TestRunGateTrust(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.setup()
-			a := &Activities{AgentDir: agentDir}
+			a := &Activities{AgentDir: agentDir, Procs: procs(t)}
 			res, err := a.RunGate(context.Background(), api.GateInput{Command: "echo ran", Cwd: root, TimeoutSeconds: 5, Step: "s", Source: tc.source})
 			if tc.denied {
 				if err == nil || !strings.Contains(err.Error(), "trustedProjects") || !strings.Contains(err.Error(), "PERMISSION_DENIED") && !strings.Contains(err.Error(), "Permission denied") {

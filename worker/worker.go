@@ -323,7 +323,7 @@ func Register(r sdkworker.Registry, acts *activities.Activities, profs *profiles
 	r.RegisterWorkflowWithOptions(workflows.Delegation, workflow.RegisterOptions{Name: api.DelegationWorkflowName})
 	r.RegisterWorkflowWithOptions(workflows.ReadSession, workflow.RegisterOptions{Name: api.ReadSessionWorkflowName})
 	r.RegisterWorkflowWithOptions(workflows.Plan, workflow.RegisterOptions{Name: api.PlanWorkflowName})
-	r.RegisterActivityWithOptions(gatesOf(profs).RunGate, activity.RegisterOptions{Name: api.RunGateActivityName})
+	r.RegisterActivityWithOptions(gatesOf(acts, profs).RunGate, activity.RegisterOptions{Name: api.RunGateActivityName})
 	r.RegisterActivityWithOptions(acts.ReadSession, activity.RegisterOptions{Name: api.ReadSessionActivityName})
 	r.RegisterActivityWithOptions(acts.RunPi, activity.RegisterOptions{Name: api.RunPiActivityName})
 	r.RegisterActivityWithOptions(res.ResolveTasks, activity.RegisterOptions{Name: api.ResolveTasksActivityName})
@@ -340,7 +340,7 @@ func Register(r sdkworker.Registry, acts *activities.Activities, profs *profiles
 func registerHostActivities(r sdkworker.Registry, acts *activities.Activities, profs *profiles.Activities) {
 	r.RegisterActivityWithOptions(acts.RunPi, activity.RegisterOptions{Name: api.RunPiActivityName})
 	r.RegisterActivityWithOptions(acts.ReadSession, activity.RegisterOptions{Name: api.ReadSessionActivityName})
-	r.RegisterActivityWithOptions(gatesOf(profs).RunGate, activity.RegisterOptions{Name: api.RunGateActivityName})
+	r.RegisterActivityWithOptions(gatesOf(acts, profs).RunGate, activity.RegisterOptions{Name: api.RunGateActivityName})
 	r.RegisterActivityWithOptions(resolver{profs: profs, acts: acts}.ResolveTasks, activity.RegisterOptions{Name: api.ResolveTasksActivityName})
 	r.RegisterActivityWithOptions(schedulingOf(profs).PrepareScheduled, activity.RegisterOptions{Name: api.PrepareScheduledActivityName})
 }
@@ -350,9 +350,10 @@ func schedulingOf(profs *profiles.Activities) *activities.Scheduling {
 	return &activities.Scheduling{AgentDir: profs.AgentDir, PromptDirs: profs.PromptDirs, Getenv: profs.Getenv}
 }
 
-// gatesOf is the gate activity, reading the settings where profs does.
-func gatesOf(profs *profiles.Activities) *gates.Activities {
-	return &gates.Activities{AgentDir: profs.AgentDir, Getenv: profs.Getenv}
+// gatesOf is the gate activity, reading the settings where profs does and
+// starting its command under the reaper of acts.
+func gatesOf(acts *activities.Activities, profs *profiles.Activities) *gates.Activities {
+	return &gates.Activities{AgentDir: profs.AgentDir, Getenv: profs.Getenv, Procs: acts}
 }
 
 // resolver is the ResolveTasks activity: the tasks' profiles, after which

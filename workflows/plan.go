@@ -76,7 +76,9 @@ type planRun struct {
 }
 
 func newPlanRun(ctx workflow.Context, in api.PlanInput) (*planRun, error) {
-	if err := api.ValidatePlan(in.Plan); err != nil {
+	// As the plan's version checked it when it started: a plan accepted
+	// then still replays and runs.
+	if err := api.ValidatePlanAsOf(in.Plan, max(in.Version, 1)); err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), string(errcode.CodeOf(err)), err)
 	}
 	p := &planRun{
@@ -556,7 +558,12 @@ func (p *planRun) step(ctx workflow.Context, i, round int) bool {
 	s := p.steps[i]
 	st.State, st.Round, st.Turn, st.Error, st.Verdict, st.GateOutput = api.StateRunning, round, nil, nil, "", ""
 	p.showDetails(ctx)
-	prompt := api.ExpandTask(s.Task, round, p.view)
+	var args map[string]string
+	if p.in.Version >= 3 {
+		// Before 3 the task was bound when the plan started.
+		args = p.in.Args
+	}
+	prompt := api.ExpandTask(s.Task, round, args, p.view)
 	if len(s.Verdicts) > 0 {
 		prompt += fmt.Sprintf("\n\nWhen you call subagent_finalize, set verdict to one of: %s.", strings.Join(s.Verdicts, ", "))
 	}
@@ -593,7 +600,9 @@ func (p *planRun) step(ctx workflow.Context, i, round int) bool {
 		}
 		if s.Gate != nil {
 			res, err := p.gate(ctx, i)
-			st.GateRuns++
+			// A run the worker's death cut short ran too (the activity's
+			// retry ran the command again): count each.
+			st.GateRuns += max(res.Runs, 1)
 			if p.cancel || temporal.IsCanceledError(err) || ctx.Err() != nil {
 				st.State, st.Error = api.StateCancelled, errcode.NewInfo(errcode.Cancelled, "the plan was cancelled while the step's gate ran")
 				return false
