@@ -45,15 +45,12 @@ type PlanRequest struct {
 // status after its first workflow task, so a step whose agent does not
 // resolve refuses the plan here, before any child starts.
 func (c *Client) StartPlan(ctx context.Context, req PlanRequest) (Envelope, error) {
-	in, err := c.planInput(req)
+	in, err := CheckPlan(req)
 	if err != nil {
 		return Envelope{}, err
 	}
 	return c.startPlan(ctx, api.PlanIDPrefix+c.id(), in, enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE)
 }
-
-// planInput is req's plan input, checked whole (CheckPlan).
-func (c *Client) planInput(req PlanRequest) (api.PlanInput, error) { return CheckPlan(req) }
 
 // CheckPlan checks a plan request whole, as its start does, before
 // anything starts: a saved plan found by name, its arguments (declared,

@@ -180,14 +180,6 @@ func depthError(action string) error {
 	return errcode.Errorf(errcode.DepthExceeded, "a subagent cannot %s schedules: schedules are made and changed by a top-level pi or a person (list and describe are open to it)", action)
 }
 
-// checkedPlan is a schedule's plan checked as `start --plan` checks it: a
-// saved plan found, its arguments bound, the document valid. Every check
-// of a scheduled plan goes through here, so that the plan start's whole
-// check replaces this one call when it checks more.
-func (c *Client) checkedPlan(req PlanRequest) (api.PlanInput, error) {
-	return c.planInput(req)
-}
-
 // checkAgents resolves the agents of in's work as the worker will at each
 // fire, in the schedule's folder (profiles.Activities, with this process's
 // pi config dir, prompt folders and settings variables: the local
@@ -216,7 +208,7 @@ func (c *Client) checkAgents(in api.ScheduledInput) error {
 	} else {
 		p := in.Plan
 		if p == nil {
-			pin, err := c.checkedPlan(PlanRequest{Name: in.PlanName, Args: in.PlanArgs, Cwd: in.Cwd, Profile: in.PlanProfile, Host: in.Host})
+			pin, err := CheckPlan(PlanRequest{Name: in.PlanName, Args: in.PlanArgs, Cwd: in.Cwd, Profile: in.PlanProfile, Host: in.Host})
 			if err != nil {
 				return err
 			}

@@ -152,7 +152,7 @@ func (c *Client) scheduledInput(id string, req ScheduleRequest) (api.ScheduledIn
 		if json.Unmarshal(req.Plan, &name) == nil {
 			// A saved plan is read at each fire; it must exist now and
 			// take these arguments, as a start of it would.
-			if _, err := c.checkedPlan(PlanRequest{Name: name, Args: req.Args, Cwd: req.Cwd, Profile: req.Profile, MaxConcurrency: req.MaxConcurrency, Host: req.Host}); err != nil {
+			if _, err := CheckPlan(PlanRequest{Name: name, Args: req.Args, Cwd: req.Cwd, Profile: req.Profile, MaxConcurrency: req.MaxConcurrency, Host: req.Host}); err != nil {
 				return in, "", err
 			}
 			in.PlanName, in.PlanArgs, in.PlanProfile, in.PlanConcurrency = name, req.Args, req.Profile, req.MaxConcurrency
@@ -162,7 +162,7 @@ func (c *Client) scheduledInput(id string, req ScheduleRequest) (api.ScheduledIn
 		if err != nil {
 			return in, "", err
 		}
-		pin, err := c.checkedPlan(PlanRequest{Plan: &p, Args: req.Args, Cwd: req.Cwd, Profile: req.Profile, MaxConcurrency: req.MaxConcurrency, Host: req.Host})
+		pin, err := CheckPlan(PlanRequest{Plan: &p, Args: req.Args, Cwd: req.Cwd, Profile: req.Profile, MaxConcurrency: req.MaxConcurrency, Host: req.Host})
 		if err != nil {
 			return in, "", err
 		}
