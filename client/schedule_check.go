@@ -1,11 +1,9 @@
 package client
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -206,20 +204,12 @@ func (c *Client) checkAgents(in api.ScheduledInput) error {
 			labels = append(labels, fmt.Sprintf("tasks[%d] (%s)", i, t.Name))
 		}
 	} else {
-		p := in.Plan
-		if p == nil {
-			pin, err := CheckPlan(PlanRequest{Name: in.PlanName, Args: in.PlanArgs, Cwd: in.Cwd, Profile: in.PlanProfile, Host: in.Host})
-			if err != nil {
-				return err
-			}
-			p = &pin
+		// A plan's steps resolve as its start resolves them (CheckPlan).
+		if in.Plan != nil {
+			return resolvePlanAgents(*in.Plan)
 		}
-		steps := api.TaskSteps(p.Plan)
-		for i := range steps {
-			agent, cwd := planStepAgent(steps, i, p.Profile, p.Cwd)
-			tasks = append(tasks, profiles.ResolveTask{Profile: agent, Cwd: cwd, Model: steps[i].Model, TimeoutSeconds: steps[i].Timeout, Tool: p.Tool, Depth: 1})
-			labels = append(labels, fmt.Sprintf("step %q", steps[i].Key))
-		}
+		_, err := CheckPlan(PlanRequest{Name: in.PlanName, Args: in.PlanArgs, Cwd: in.Cwd, Profile: in.PlanProfile, Host: in.Host})
+		return err
 	}
 	r := &profiles.Activities{AgentDir: profiles.DefaultAgentDir(), PromptDirs: profiles.DefaultPromptDirs(), Getenv: os.Getenv}
 	for i, t := range tasks {
@@ -228,35 +218,4 @@ func (c *Client) checkAgents(in api.ScheduledInput) error {
 		}
 	}
 	return nil
-}
-
-// planStepAgent is the agent and folder step i of a plan runs with, as the
-// plan's run reads them (workflows: planRun.agentOf, cwdOf): a step that
-// continues another runs as that one; else its own agent, or the plan's
-// default, in its folder, relative to the plan's.
-func planStepAgent(steps []api.PlanStep, i int, profile, cwd string) (string, string) {
-	// A plan is valid (checked before): its continues name earlier steps,
-	// so this walk ends; the bound keeps it finite whatever it is given.
-	for range steps {
-		if steps[i].Continue == "" {
-			break
-		}
-		next := -1
-		for j, s := range steps {
-			if s.Key == steps[i].Continue {
-				next = j
-				break
-			}
-		}
-		if next < 0 {
-			break
-		}
-		i = next
-	}
-	s := steps[i]
-	dir := cmp.Or(s.Cwd, cwd)
-	if s.Cwd != "" && !filepath.IsAbs(s.Cwd) {
-		dir = filepath.Join(cwd, s.Cwd)
-	}
-	return cmp.Or(s.Agent, profile), dir
 }
