@@ -740,6 +740,8 @@ func PlanArgValues(p Plan, args map[string]string) (map[string]string, error) {
 
 func sortedArgNames(p Plan) []string {
 	names := make([]string, 0, len(p.Args))
+	// Sorted below: the order a workflow sees never depends on the map's.
+	//workflowcheck:ignore
 	for k := range p.Args {
 		names = append(names, k)
 	}
