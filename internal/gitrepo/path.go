@@ -38,7 +38,7 @@ func UnsafePath(p string, link bool) string {
 		// Windows reads a backslash as a folder's end.
 		for _, sub := range strings.Split(part, `\`) {
 			if dotGit(sub, "git", "git~1") {
-				return "a .git part (git's own files)"
+				return "a .git part"
 			}
 		}
 	}
