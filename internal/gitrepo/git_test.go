@@ -150,12 +150,7 @@ func TestResolveCommit(t *testing.T) {
 // the patch applies to the base, the runtime state stays out.
 func TestWorktreeCapture(t *testing.T) {
 	ctx := context.Background()
-	top := newRepo(t, map[string]string{"a.txt": "a\n", "gone.txt": "bye\n", "dir/c.txt": "c\n"})
-	base := git(t, top, "rev-parse", "HEAD")
-	wt := filepath.Join(t.TempDir(), "wt")
-	if err := AddWorktree(ctx, top, wt, "subagents/s1", base); err != nil {
-		t.Fatal(err)
-	}
+	top, base, wt := newWorktree(t, "subagents/s1", map[string]string{"a.txt": "a\n", "gone.txt": "bye\n", "dir/c.txt": "c\n"})
 	if ok, err := HasWorktree(ctx, top, wt); err != nil || !ok {
 		t.Fatalf("HasWorktree = %v, %v", ok, err)
 	}
@@ -254,12 +249,7 @@ func TestRemoveWorktreeOfAFolderGitForgot(t *testing.T) {
 // the child's commit. With nothing new since a capture, there is none.
 func TestCaptureAfterTheChildsOwnCommit(t *testing.T) {
 	ctx := context.Background()
-	top := newRepo(t, map[string]string{"a.txt": "a\n"})
-	base := git(t, top, "rev-parse", "HEAD")
-	wt := filepath.Join(t.TempDir(), "wt")
-	if err := AddWorktree(ctx, top, wt, "subagents/s2", base); err != nil {
-		t.Fatal(err)
-	}
+	top, base, wt := newWorktree(t, "subagents/s2", map[string]string{"a.txt": "a\n"})
 	writeFiles(t, wt, map[string]string{"own.txt": "own\n"})
 	git(t, wt, "add", "own.txt")
 	git(t, wt, "-c", "user.name=child", "-c", "user.email=c@c", "commit", "-q", "-m", "the child's own commit")

@@ -100,6 +100,20 @@ func hostileCommit(t *testing.T, wt, name, mode string) {
 	git(t, wt, "update-ref", "HEAD", commit)
 }
 
+// newWorktree makes a repository with files committed and a worktree of
+// it on a new branch at its HEAD: the repository's top, the base commit
+// and the worktree's folder.
+func newWorktree(t *testing.T, branch string, files map[string]string) (top, base, wt string) {
+	t.Helper()
+	top = newRepo(t, files)
+	base = git(t, top, "rev-parse", "HEAD")
+	wt = filepath.Join(t.TempDir(), "wt")
+	if err := AddWorktree(context.Background(), top, wt, branch, base); err != nil {
+		t.Fatal(err)
+	}
+	return top, base, wt
+}
+
 // gitIn runs a git command of the test's with stdin.
 func gitIn(t *testing.T, dir, stdin string, args ...string) string {
 	t.Helper()
@@ -116,12 +130,7 @@ func gitIn(t *testing.T, dir, stdin string, args ...string) string {
 // files are all captured; pi's untracked runtime state is not.
 func TestCaptureWhatTheChildDid(t *testing.T) {
 	ctx := context.Background()
-	top := newRepo(t, map[string]string{"old.txt": "old\n", "x.txt": "x\n", "run.sh": "echo\n", "edit.txt": "e\n", ".pi/tracked": "t\n"})
-	base := git(t, top, "rev-parse", "HEAD")
-	wt := filepath.Join(t.TempDir(), "wt")
-	if err := AddWorktree(ctx, top, wt, "subagents/s", base); err != nil {
-		t.Fatal(err)
-	}
+	top, base, wt := newWorktree(t, "subagents/s", map[string]string{"old.txt": "old\n", "x.txt": "x\n", "run.sh": "echo\n", "edit.txt": "e\n", ".pi/tracked": "t\n"})
 	git(t, wt, "rm", "-q", "old.txt")
 	git(t, wt, "mv", "x.txt", "y.txt")
 	if err := os.Chmod(filepath.Join(wt, "run.sh"), 0o755); err != nil {
@@ -159,12 +168,7 @@ func TestCaptureWhatTheChildDid(t *testing.T) {
 // the change is captured, and the branch's tip holds none of them.
 func TestCaptureRefusesPathsGitRefuses(t *testing.T) {
 	ctx := context.Background()
-	top := newRepo(t, map[string]string{"a.txt": "a\n"})
-	base := git(t, top, "rev-parse", "HEAD")
-	wt := filepath.Join(t.TempDir(), "wt")
-	if err := AddWorktree(ctx, top, wt, "subagents/s", base); err != nil {
-		t.Fatal(err)
-	}
+	top, base, wt := newWorktree(t, "subagents/s", map[string]string{"a.txt": "a\n"})
 	hostileCommit(t, wt, "../pwn-outside.txt", "100644")
 	hostileCommit(t, wt, ".git/hooks/post-merge", "100755")
 	writeFiles(t, wt, map[string]string{"a.txt": "changed\n", "GIT~1": "x\n", ".git. /y": "y\n"})
@@ -190,12 +194,7 @@ func TestCaptureRefusesPathsGitRefuses(t *testing.T) {
 // the worker's GIT_AUTHOR_* and GIT_COMMITTER_* say.
 func TestCaptureIdentity(t *testing.T) {
 	ctx := context.Background()
-	top := newRepo(t, map[string]string{"a.txt": "a\n"})
-	base := git(t, top, "rev-parse", "HEAD")
-	wt := filepath.Join(t.TempDir(), "wt")
-	if err := AddWorktree(ctx, top, wt, "subagents/s", base); err != nil {
-		t.Fatal(err)
-	}
+	top, base, wt := newWorktree(t, "subagents/s", map[string]string{"a.txt": "a\n"})
 	writeFiles(t, wt, map[string]string{"a.txt": "b\n"})
 	for _, v := range []string{"GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"} {
 		t.Setenv(v, "Worker Env")
@@ -216,12 +215,7 @@ func TestCaptureIdentity(t *testing.T) {
 // there has its commit on the branch, and HEAD back on the branch.
 func TestCaptureAfterHEADMoved(t *testing.T) {
 	ctx := context.Background()
-	top := newRepo(t, map[string]string{"a.txt": "a\n"})
-	base := git(t, top, "rev-parse", "HEAD")
-	wt := filepath.Join(t.TempDir(), "wt")
-	if err := AddWorktree(ctx, top, wt, "subagents/s", base); err != nil {
-		t.Fatal(err)
-	}
+	top, base, wt := newWorktree(t, "subagents/s", map[string]string{"a.txt": "a\n"})
 	git(t, wt, "checkout", "-q", "--detach")
 	writeFiles(t, wt, map[string]string{"d.txt": "detached\n"})
 	git(t, wt, "add", "d.txt")
@@ -245,12 +239,7 @@ func TestApplyChangeRefusesUnsafePaths(t *testing.T) {
 	for _, name := range []string{"../pwn-outside.txt", ".git/hooks/post-merge", ".GIT/x", "git~1/config", "a/.git /config"} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			top := newRepo(t, map[string]string{"a.txt": "a\n"})
-			base := git(t, top, "rev-parse", "HEAD")
-			wt := filepath.Join(t.TempDir(), "wt")
-			if err := AddWorktree(ctx, top, wt, "task", base); err != nil {
-				t.Fatal(err)
-			}
+			top, base, wt := newWorktree(t, "task", map[string]string{"a.txt": "a\n"})
 			writeFiles(t, wt, map[string]string{"a.txt": "changed\n"})
 			git(t, wt, "commit", "-q", "-am", "clean")
 			hostileCommit(t, wt, name, "100755")
