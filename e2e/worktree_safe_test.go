@@ -134,8 +134,10 @@ func TestWorktreeCapturesRmMvAndModes(t *testing.T) {
 	}
 	e := newEnv(t)
 	e.initWorkRepo(map[string]string{"old.txt": "old\n", "x.txt": "x\n", "run.sh": "echo run\n"})
-	e.model.Script("mover", bashStep(`set -e; git rm -q old.txt; git mv x.txt y.txt; chmod +x run.sh
-echo own > own.txt; git add own.txt; git -c user.name=child -c user.email=child@example.com commit -q -m own`), finalizeStep("moved"))
+	// Its own commit first: what it did after is staged or changed, not
+	// committed.
+	e.model.Script("mover", bashStep(`set -e; echo own > own.txt; git add own.txt; git -c user.name=child -c user.email=child@example.com commit -q -m own
+git rm -q old.txt; git mv x.txt y.txt; chmod +x run.sh`), finalizeStep("moved"))
 	e.startWorker(shared.client)
 
 	it := e.runWorktreeTask(0, "mover")
