@@ -278,3 +278,26 @@ func TestWorktreeFailedCaptureSettles(t *testing.T) {
 		t.Fatalf("the discarded change reached the checkout: %v", err)
 	}
 }
+
+// TestWorktreeApplyNamesLinksOutside: a writer that made links pointing
+// outside the checkout and into its .git has them applied, as git would
+// write them, and apply's answer names both; a link inside is not named.
+func TestWorktreeApplyNamesLinksOutside(t *testing.T) {
+	e := newEnv(t)
+	e.initWorkRepo(map[string]string{"a.txt": "a\n"})
+	e.model.Script("linker", bashStep("ln -s /etc/hostname host; ln -s .git/config cfg; ln -s a.txt inside"), finalizeStep("linked"))
+	e.startWorker(shared.client)
+	it := e.runWorktreeTask(0, "linker")
+	if it.Status != "completed" {
+		t.Fatalf("task: %+v", it)
+	}
+	applied, out := e.cli().json(0, "", "apply", it.TaskID)
+	got := applied.Items[0].Output
+	if applied.Items[0].Status != client.ApplyApplied || !strings.Contains(got, "host -> /etc/hostname") ||
+		!strings.Contains(got, "cfg -> .git/config") || strings.Contains(got, "inside ->") {
+		t.Fatalf("apply: %s", out)
+	}
+	if target, err := os.Readlink(filepath.Join(e.workDir, "host")); err != nil || target != "/etc/hostname" {
+		t.Fatalf("host -> %q, %v", target, err)
+	}
+}
