@@ -50,10 +50,6 @@ const maxChangeFiles = 200
 // dirtyNamed is how many of a dirty checkout's files its error names.
 const dirtyNamed = 5
 
-// changeIdentity is who the commits of a capture are by: the branch is
-// the worker's, and a commit must not fail for want of a user.email.
-var changeIdentity = gitrepo.Identity{Name: "subagents", Email: "subagents@localhost"}
-
 // BranchPrefix starts the name of every session's branch.
 const BranchPrefix = "subagents/"
 
@@ -274,12 +270,16 @@ func captureWorktree(ctx context.Context, j *worktreeJournal, message string) (a
 	if err != nil {
 		return api.Change{}, err
 	}
+	change := api.Change{Repo: j.Repo, Base: j.Base, Branch: j.Branch}
 	if has {
-		if _, err := gitrepo.CommitAll(ctx, j.Path, message, j.Base, j.Session, changeIdentity); err != nil {
+		captured, err := gitrepo.Capture(ctx, j.Path, j.Branch, message, j.Base, j.Session, gitrepo.CaptureIdentity)
+		if err != nil {
 			return api.Change{}, err
 		}
+		for _, r := range captured.Refused {
+			change.Refused = append(change.Refused, r.String())
+		}
 	}
-	change := api.Change{Repo: j.Repo, Base: j.Base, Branch: j.Branch}
 	tip, err := gitrepo.BranchTip(ctx, j.Repo, j.Branch)
 	if err != nil {
 		return change, err
@@ -322,8 +322,11 @@ func closeWorktree(ctx context.Context, dataDir string, j *worktreeJournal, chan
 
 // leaveWorktree ends a run in j's worktree: it captures the change into
 // res and removes the worktree, then returns the run's result and error
-// as they were, with the change. A capture that fails leaves the worktree
-// and journal, and fails the attempt so that its retry captures them.
+// as they were, with the change. A change with paths left out (refused)
+// fails the run with PERMISSION_DENIED. A capture that fails leaves the
+// worktree and journal and fails the run with the change as far as it is
+// known (its worktree named): running the child again would not help the
+// capture, and an apply, a discard or the sweep settles it.
 func (a *Activities) leaveWorktree(ctx context.Context, j *worktreeJournal, in api.RunPiInput, res api.RunPiResult, runErr error, beat func()) (api.RunPiResult, error) {
 	gctx, cancel := gitContext(ctx)
 	defer cancel()
@@ -332,17 +335,23 @@ func (a *Activities) leaveWorktree(ctx context.Context, j *worktreeJournal, in a
 	msg := fmt.Sprintf("subagents: %s, session %s, turn %d", api.AgentName(in.Agent), in.SessionID, max(in.Turn, 1))
 	change, err := captureWorktree(gctx, j, msg)
 	log := activity.GetLogger(ctx)
-	if err != nil {
-		log.Error("could not capture the worktree's change; its retry will", "session", in.SessionID, "worktree", j.Path, "error", err)
-		if runErr == nil {
-			return res, fmt.Errorf("capture the worktree's change: %w", err)
-		}
-		return res, runErr
+	switch {
+	case err != nil:
+		log.Error("could not capture the worktree's change; it stays in the worktree", "session", in.SessionID, "worktree", j.Path, "error", err)
+		change = api.Change{Repo: j.Repo, Base: j.Base, Branch: j.Branch, Worktree: j.Path}
+		a.failRun(&res, errcode.Failed, fmt.Sprintf("could not capture the child's change: %v. Its work stays in the worktree %s: "+
+			"`subagents apply %s` captures and applies it, `subagents apply --discard %s` deletes it, and the worker's sweep captures it at its next start",
+			err, j.Path, in.SessionID, in.SessionID))
+	case len(change.Refused) > 0:
+		a.failRun(&res, errcode.PermissionDenied, fmt.Sprintf("the child's change names paths git refuses to write (outside the checkout, or in its .git folder): %s; "+
+			"they were left out of the change", strings.Join(change.Refused[:min(len(change.Refused), dirtyNamed)], ", ")))
 	}
 	res.Change = &change
-	if err := closeWorktree(gctx, a.cfg.DataDir, j, change); err != nil {
-		// The change is on its branch: a settle removes what is left.
-		log.Warn("could not remove the worktree; the next settle will", "session", in.SessionID, "worktree", j.Path, "error", err)
+	if err == nil {
+		if err := closeWorktree(gctx, a.cfg.DataDir, j, change); err != nil {
+			// The change is on its branch: a settle removes what is left.
+			log.Warn("could not remove the worktree; the next settle will", "session", in.SessionID, "worktree", j.Path, "error", err)
+		}
 	}
 	var cancelled *temporal.CanceledError
 	if errors.As(runErr, &cancelled) {
@@ -350,6 +359,17 @@ func (a *Activities) leaveWorktree(ctx context.Context, j *worktreeJournal, in a
 		runErr = temporal.NewCanceledError(res)
 	}
 	return res, runErr
+}
+
+// failRun makes res a failed run with code and msg, after the error it
+// has already, if any.
+func (a *Activities) failRun(res *api.RunPiResult, code errcode.Code, msg string) {
+	msg = a.sanitizer.Sanitize(msg)
+	if res.Error != nil {
+		res.Error.Message += "; and " + msg
+		return
+	}
+	res.Error = errcode.NewInfo(code, msg)
 }
 
 // gitContext is ctx for git work, or, when ctx has ended (a cancel), one

@@ -23,4 +23,12 @@ type Change struct {
 	PatchFile string   `json:"patchFile"`
 	Files     []string `json:"files,omitempty"`
 	Empty     bool     `json:"empty,omitempty"`
+	// Refused are the paths the worker left out of the change, each with
+	// why ("../x (a .. part)"): paths git refuses to write, outside the
+	// checkout or in its .git folder. The run that made them failed.
+	Refused []string `json:"refused,omitempty"`
+	// Worktree is set when the capture failed: the child's work is still
+	// in this worktree, not yet on the branch. An apply captures it first,
+	// a discard removes it, and the worker's sweep captures it meanwhile.
+	Worktree string `json:"worktree,omitempty"`
 }

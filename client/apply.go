@@ -129,11 +129,24 @@ func (c *Client) applyTask(ctx context.Context, t Item, discard bool) Item {
 	if err := sameCheckout(ctx, st.Cwd, ch.Repo); err != nil {
 		return fail(err)
 	}
+	if ch.Worktree != "" {
+		// Its capture failed: the child's work may still be in its
+		// worktree, not on the branch.
+		if err := settleWorktree(ctx, ch, t.TaskID, discard); err != nil {
+			return fail(err)
+		}
+	}
 	tip, err := gitrepo.BranchTip(ctx, ch.Repo, ch.Branch)
 	if err != nil {
 		return fail(errcode.Wrap(errcode.Failed, err, err.Error()))
 	}
 	if tip == "" {
+		if ch.Worktree != "" && discard {
+			// The worktree held nothing on the branch yet: gone with it.
+			it.Status, it.ArtifactFile = ApplyDiscarded, ""
+			it.Output = fmt.Sprintf("%s: discarded its change (its worktree removed)", label)
+			return it
+		}
 		return fail(errcode.Errorf(errcode.InvalidInput, "its branch %s is gone from %s: the change was discarded", ch.Branch, ch.Repo))
 	}
 	if discard {
@@ -147,19 +160,25 @@ func (c *Client) applyTask(ctx context.Context, t Item, discard bool) Item {
 		it.Output = fmt.Sprintf("%s: discarded its change (branch %s and its patch deleted)", label, ch.Branch)
 		return it
 	}
-	applied, conflicts, err := gitrepo.ApplyChange(ctx, ch.Repo, ch.Base, tip)
+	res, err := gitrepo.ApplyChange(ctx, ch.Repo, ch.Base, tip)
 	if err != nil {
-		if len(applied) > 0 {
-			err = fmt.Errorf("%w (written before it stopped: %s)", err, strings.Join(applied, ", "))
-		}
 		return fail(errcode.Wrap(errcode.Failed, err, err.Error()))
 	}
-	if len(conflicts) > 0 {
+	if len(res.Refused) > 0 {
 		var named []string
-		for _, cf := range conflicts[:min(len(conflicts), maxNamedFiles)] {
+		for _, r := range res.Refused[:min(len(res.Refused), maxNamedFiles)] {
+			named = append(named, r.String())
+		}
+		return fail(errcode.Errorf(errcode.PermissionDenied,
+			"its change names paths git refuses to write in %s: %s; nothing of it was applied. Discard it (subagents apply --discard %s)",
+			ch.Repo, strings.Join(named, ", "), t.TaskID))
+	}
+	if len(res.Conflicts) > 0 {
+		var named []string
+		for _, cf := range res.Conflicts[:min(len(res.Conflicts), maxNamedFiles)] {
 			named = append(named, fmt.Sprintf("%s (%s)", cf.Path, cf.Why))
 		}
-		if more := len(conflicts) - len(named); more > 0 {
+		if more := len(res.Conflicts) - len(named); more > 0 {
 			named = append(named, fmt.Sprintf("and %d more", more))
 		}
 		it.Status = ApplyConflict
@@ -170,13 +189,48 @@ func (c *Client) applyTask(ctx context.Context, t Item, discard bool) Item {
 		return it
 	}
 	it.Status = ApplyApplied
-	if len(applied) == 0 {
+	if len(res.Files) == 0 {
 		it.Output = fmt.Sprintf("%s: its change is in %s already", label, ch.Repo)
 	} else {
-		it.Output = fmt.Sprintf("%s: applied %d %s to %s: %s (branch %s)", label, len(applied), plural(len(applied), "file", "files"),
-			ch.Repo, namedFiles(applied), ch.Branch)
+		it.Output = fmt.Sprintf("%s: applied %d %s to %s: %s (branch %s)", label, len(res.Files), plural(len(res.Files), "file", "files"),
+			ch.Repo, namedFiles(res.Files), ch.Branch)
+	}
+	if len(res.OutsideLinks) > 0 {
+		var links []string
+		for _, l := range res.OutsideLinks[:min(len(res.OutsideLinks), maxNamedFiles)] {
+			links = append(links, l.String())
+		}
+		it.Output += fmt.Sprintf(". Mind the %s it wrote that %s outside the checkout or into .git: %s",
+			plural(len(links), "link", "links"), plural(len(links), "points", "point"), strings.Join(links, ", "))
 	}
 	return it
+}
+
+// settleWorktree settles the worktree a failed capture left (ch.Worktree):
+// an apply captures what it holds onto the branch, a discard drops it;
+// either removes it. Only a worktree of the change's repository other than
+// its main checkout is touched. One that is gone (the worker's sweep
+// captured it) leaves the branch as it is.
+func settleWorktree(ctx context.Context, ch *api.Change, session string, discard bool) error {
+	linked, err := gitrepo.LinkedWorktree(ctx, ch.Repo, ch.Worktree)
+	if err != nil {
+		return errcode.Wrap(errcode.Failed, err, err.Error())
+	}
+	if !linked {
+		return nil
+	}
+	if !discard {
+		msg := fmt.Sprintf("subagents: session %s, captured by apply", session)
+		if _, err := gitrepo.Capture(ctx, ch.Worktree, ch.Branch, msg, ch.Base, session, gitrepo.CaptureIdentity); err != nil {
+			return errcode.Errorf(errcode.Failed,
+				"its change is still in the worktree %s and could not be captured: %v. Fix that and apply again, or discard it (subagents apply --discard %s)",
+				ch.Worktree, err, session)
+		}
+	}
+	if err := gitrepo.RemoveWorktree(ctx, ch.Repo, ch.Worktree); err != nil {
+		return errcode.Wrap(errcode.Failed, err, err.Error())
+	}
+	return nil
 }
 
 // open reports whether session id's workflow is open: a closed one (ended

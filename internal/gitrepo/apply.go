@@ -50,18 +50,52 @@ type fileOp struct {
 	mode    os.FileMode
 }
 
+// Applied is what ApplyChange did, or why it did nothing.
+type Applied struct {
+	// Files are the files written.
+	Files []string
+	// Conflicts are the files that do not apply to the checkout as it
+	// is; Refused the paths that may not be written in it (UnsafePath).
+	// Either means nothing was written.
+	Conflicts []Conflict
+	Refused   []Refusal
+	// OutsideLinks are the links written whose target is outside the
+	// checkout or in its .git folder: git writes such links too, and what
+	// follows one reads or writes there.
+	OutsideLinks []Link
+}
+
+// Link is a symbolic link a change writes, and where it points.
+type Link struct {
+	Path   string `json:"path"`
+	Target string `json:"target"`
+}
+
+func (l Link) String() string { return l.Path + " -> " + l.Target }
+
 // ApplyChange applies the change from base to tip (commits of the
 // repository at top) to the files of its working tree, file by file as a
 // three-way merge would: a file the checkout left as base had it takes
 // tip's content, one that already has tip's is left, and one changed on
 // both sides is merged line by line (git merge-file) when both are text.
-// Any file that cannot be merged cleanly is a conflict, and then nothing
-// is written: it returns the conflicts and no error. Else it writes every
-// file (not staged, as `git apply` leaves them) and returns their paths.
-func ApplyChange(ctx context.Context, top, base, tip string) (applied []string, conflicts []Conflict, err error) {
+// A change that names a path git refuses (outside the checkout, in its
+// .git folder: UnsafePath) is refused whole, and any file that cannot be
+// merged cleanly is a conflict: then nothing is written, and the result
+// says why. Else it writes every file (not staged, as `git apply` leaves
+// them).
+func ApplyChange(ctx context.Context, top, base, tip string) (Applied, error) {
+	var res Applied
 	changes, err := rawDiff(ctx, top, base, tip)
 	if err != nil {
-		return nil, nil, err
+		return res, err
+	}
+	for _, c := range changes {
+		if why := UnsafePath(c.path, c.oldMode == modeLink || c.newMode == modeLink); why != "" {
+			res.Refused = append(res.Refused, Refusal{Path: c.path, Why: why})
+		}
+	}
+	if len(res.Refused) > 0 {
+		return res, nil
 	}
 	var shas []string
 	for _, c := range changes {
@@ -69,7 +103,7 @@ func ApplyChange(ctx context.Context, top, base, tip string) (applied []string, 
 	}
 	blobs, err := readBlobs(ctx, top, shas)
 	if err != nil {
-		return nil, nil, err
+		return res, err
 	}
 	// The paths the change deletes: a folder of them only may become a
 	// file of the same name.
@@ -83,17 +117,17 @@ func ApplyChange(ctx context.Context, top, base, tip string) (applied []string, 
 	for _, c := range changes {
 		op, skip, why, err := plan(ctx, top, c, blobs, deleted)
 		if err != nil {
-			return nil, nil, err
+			return res, err
 		}
 		switch {
 		case why != "":
-			conflicts = append(conflicts, Conflict{Path: c.path, Why: why})
+			res.Conflicts = append(res.Conflicts, Conflict{Path: c.path, Why: why})
 		case !skip:
 			ops = append(ops, op)
 		}
 	}
-	if len(conflicts) > 0 {
-		return nil, conflicts, nil
+	if len(res.Conflicts) > 0 {
+		return res, nil
 	}
 	// Deletions first: a folder the change empties is gone before a file
 	// takes its name (git lists a/b after a).
@@ -118,13 +152,35 @@ func ApplyChange(ctx context.Context, top, base, tip string) (applied []string, 
 			for i := len(undo) - 1; i >= 0; i-- {
 				_ = write(top, undo[i])
 			}
-			return nil, nil, fmt.Errorf("%s: %w (the files written before it were put back)", op.path, err)
+			return Applied{}, fmt.Errorf("%s: %w (the files written before it were put back)", op.path, err)
 		}
 		undo = append(undo, before)
-		applied = append(applied, op.path)
+		res.Files = append(res.Files, op.path)
+		if op.link && pointsOutside(top, op.path, string(op.content)) {
+			res.OutsideLinks = append(res.OutsideLinks, Link{Path: op.path, Target: string(op.content)})
+		}
 	}
-	slices.Sort(applied)
-	return applied, nil, nil
+	slices.Sort(res.Files)
+	return res, nil
+}
+
+// pointsOutside reports whether the link at path (from top) to target
+// points outside the checkout at top or into its .git folder.
+func pointsOutside(top, path, target string) bool {
+	abs := target
+	if !filepath.IsAbs(abs) {
+		abs = filepath.Join(top, filepath.Dir(filepath.FromSlash(path)), target)
+	}
+	rel, err := filepath.Rel(top, filepath.Clean(abs))
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return true
+	}
+	for _, part := range strings.Split(filepath.ToSlash(rel), "/") {
+		if dotGit(part, "git", "git~1") {
+			return true
+		}
+	}
+	return false
 }
 
 // snapshot is the operation that puts path back as it is now: its
@@ -150,7 +206,7 @@ func snapshot(top, path string) (fileOp, error) {
 // rawDiff lists the files that differ between base and tip, with their
 // modes and blobs.
 func rawDiff(ctx context.Context, top, base, tip string) ([]rawChange, error) {
-	out, err := run(ctx, top, nil, "diff", "--raw", "-z", "--no-renames", "--no-abbrev", base, tip, "--")
+	out, err := run(ctx, top, nil, "diff", "--raw", "-z", "--no-renames", "--no-abbrev", "--no-ext-diff", "--no-textconv", base, tip, "--")
 	if err != nil {
 		return nil, err
 	}

@@ -21,7 +21,7 @@ func change(t *testing.T, top string, edit func(wt string)) (base, tip string) {
 		t.Fatal(err)
 	}
 	edit(wt)
-	if _, err := CommitAll(ctx, wt, "task", base, "s", Identity{Name: "t", Email: "t@t"}); err != nil {
+	if _, err := Capture(ctx, wt, "task", "task", base, "s", Identity{Name: "t", Email: "t@t"}); err != nil {
 		t.Fatal(err)
 	}
 	tip = git(t, wt, "rev-parse", "HEAD")
@@ -143,7 +143,8 @@ func TestApplyChange(t *testing.T) {
 			top := newRepo(t, start)
 			base, tip := change(t, top, func(wt string) { tt.task(t, wt) })
 			tt.here(t, top)
-			applied, conflicts, err := ApplyChange(context.Background(), top, base, tip)
+			res, err := ApplyChange(context.Background(), top, base, tip)
+			applied, conflicts := res.Files, res.Conflicts
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -178,7 +179,8 @@ func TestApplyChangeModes(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	applied, conflicts, err := ApplyChange(context.Background(), top, base, tip)
+	res, err := ApplyChange(context.Background(), top, base, tip)
+	applied, conflicts := res.Files, res.Conflicts
 	if err != nil || len(conflicts) > 0 || !slices.Equal(applied, []string{"link", "run.sh"}) {
 		t.Fatalf("applied %q conflicts %+v err %v", applied, conflicts, err)
 	}
@@ -204,7 +206,8 @@ func TestApplyChangeBeyondALink(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(top, "d")); err != nil {
 		t.Fatal(err)
 	}
-	_, conflicts, err := ApplyChange(context.Background(), top, base, tip)
+	res, err := ApplyChange(context.Background(), top, base, tip)
+	conflicts := res.Conflicts
 	if err != nil || len(conflicts) != 1 || conflicts[0].Path != "d/a.txt" {
 		t.Fatalf("conflicts %+v, %v", conflicts, err)
 	}
@@ -229,7 +232,8 @@ func TestApplyChangePutsBackOnAFailedWrite(t *testing.T) {
 		}
 		return write(top, op)
 	}
-	applied, conflicts, err := ApplyChange(context.Background(), top, base, tip)
+	res, err := ApplyChange(context.Background(), top, base, tip)
+	applied, conflicts := res.Files, res.Conflicts
 	if err == nil || !strings.Contains(err.Error(), "no space left") {
 		t.Fatalf("applied %q (conflicts %+v, err %v) with a failing write", applied, conflicts, err)
 	}
@@ -240,7 +244,8 @@ func TestApplyChangePutsBackOnAFailedWrite(t *testing.T) {
 
 	// The user made a file named b meanwhile (untracked).
 	writeFiles(t, top, map[string]string{"b": "in the way\n"})
-	applied, conflicts, err = ApplyChange(context.Background(), top, base, tip)
+	res, err = ApplyChange(context.Background(), top, base, tip)
+	applied, conflicts = res.Files, res.Conflicts
 	if err != nil || len(applied) > 0 || len(conflicts) != 1 || conflicts[0].Path != "b/new.txt" {
 		t.Fatalf("applied %q conflicts %+v err %v with a file where a folder must be", applied, conflicts, err)
 	}
@@ -269,7 +274,8 @@ func TestApplyChangeFileAndFolderSwap(t *testing.T) {
 
 	top := newRepo(t, start)
 	base, tip := change(t, top, func(wt string) { swap(t, wt) })
-	applied, conflicts, err := ApplyChange(context.Background(), top, base, tip)
+	res, err := ApplyChange(context.Background(), top, base, tip)
+	applied, conflicts := res.Files, res.Conflicts
 	if err != nil || len(conflicts) > 0 {
 		t.Fatalf("applied %q conflicts %+v err %v", applied, conflicts, err)
 	}
@@ -280,7 +286,8 @@ func TestApplyChangeFileAndFolderSwap(t *testing.T) {
 	top = newRepo(t, start)
 	base, tip = change(t, top, func(wt string) { swap(t, wt) })
 	writeFiles(t, top, map[string]string{"dir/mine.txt": "the user's\n"})
-	applied, conflicts, err = ApplyChange(context.Background(), top, base, tip)
+	res, err = ApplyChange(context.Background(), top, base, tip)
+	applied, conflicts = res.Files, res.Conflicts
 	if err != nil || len(applied) > 0 || len(conflicts) != 1 || conflicts[0].Path != "dir" {
 		t.Fatalf("applied %q conflicts %+v err %v", applied, conflicts, err)
 	}

@@ -7,9 +7,13 @@
 // Every command runs the git on PATH with the repository named explicitly
 // (-C), in the C locale, never prompting, without the caller's GIT_DIR and
 // friends (a worker started from a git hook must not aim at another
-// repository) and, where it checks out or commits, without the user's
-// hooks: a hook may start a build or a server, which a worker that
-// captures and removes the worktree right after cannot wait for.
+// repository) and without running any of the repository's own code: no
+// hook, no fsmonitor, no external diff or textconv, and no filter driver
+// the repository's config names (guards). A cloned or a child's repository
+// may configure any of them, and the worker and `apply` run git there
+// unasked; a hook may also start a build or a server, which a worker that
+// captures and removes the worktree right after cannot wait for. The
+// user's own filter drivers (the global config's, such as LFS) still run.
 package gitrepo
 
 import (
@@ -42,7 +46,10 @@ func env() []string {
 	var out []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
-		if isLocationVar(name) || name == "LC_ALL" || name == "GIT_TERMINAL_PROMPT" {
+		// Who a commit is by is the caller's to say (Capture), not the
+		// worker's environment's.
+		identity := strings.HasPrefix(name, "GIT_AUTHOR_") || strings.HasPrefix(name, "GIT_COMMITTER_")
+		if isLocationVar(name) || identity || name == "LC_ALL" || name == "GIT_TERMINAL_PROMPT" {
 			continue
 		}
 		out = append(out, kv)
@@ -61,10 +68,48 @@ func isLocationVar(name string) bool {
 	return false
 }
 
-// noHooks are the options of a command that checks out or commits: no
-// hook of the user's runs (see the package comment), no signing key is
-// asked for.
-var noHooks = []string{"-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false"}
+// safeOptions go before every command: no hook runs, nor the
+// repository's fsmonitor (git runs it to speed up status), and no signing
+// key is asked for (see the package comment).
+var safeOptions = []string{"-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "commit.gpgsign=false"}
+
+// guards are the options that turn off the filter drivers the repository
+// at dir configures itself (its local and worktree config): git runs a
+// driver's command for each file whose attributes name it, on checkout,
+// add and status, and a tree's .gitattributes may name any driver. Reading
+// the config runs nothing. The global and system config are the user's.
+func guards(ctx context.Context, dir string) ([]string, error) {
+	out, err := run(ctx, dir, nil, "config", "-z", "--list", "--show-scope")
+	if err != nil {
+		return nil, err
+	}
+	var opts []string
+	seen := map[string]bool{}
+	fields := bytes.Split(out, []byte{0})
+	for i := 0; i+1 < len(fields); i += 2 {
+		scope := string(fields[i])
+		key, _, _ := strings.Cut(string(fields[i+1]), "\n")
+		if scope != "local" && scope != "worktree" {
+			continue
+		}
+		// filter.<driver>.<what>: the driver's name may hold dots.
+		rest, ok := strings.CutPrefix(strings.ToLower(key), "filter.")
+		dot := strings.LastIndexByte(rest, '.')
+		if !ok || dot < 0 {
+			continue
+		}
+		name := key[len("filter.") : len("filter.")+dot]
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		for _, what := range []string{"clean", "smudge", "process"} {
+			opts = append(opts, "-c", "filter."+name+"."+what+"=")
+		}
+		opts = append(opts, "-c", "filter."+name+".required=false")
+	}
+	return opts, nil
+}
 
 // stderrLines is how much of git's stderr an error quotes: its last lines
 // say what went wrong; more would bury it.
@@ -80,8 +125,13 @@ func run(ctx context.Context, dir string, stdin io.Reader, args ...string) ([]by
 
 // runTo is run with stdout going to w.
 func runTo(ctx context.Context, dir string, stdin io.Reader, w io.Writer, args ...string) error {
-	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
-	cmd.Env = env()
+	return runEnv(ctx, dir, nil, stdin, w, args...)
+}
+
+// runEnv is runTo with extra variables in git's environment.
+func runEnv(ctx context.Context, dir string, extra []string, stdin io.Reader, w io.Writer, args ...string) error {
+	cmd := exec.CommandContext(ctx, "git", append(append([]string{"-C", dir}, safeOptions...), args...)...)
+	cmd.Env = append(env(), extra...)
 	cmd.Stdin = stdin
 	cmd.Stdout = w
 	var stderr bytes.Buffer

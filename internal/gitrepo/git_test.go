@@ -150,12 +150,7 @@ func TestResolveCommit(t *testing.T) {
 // the patch applies to the base, the runtime state stays out.
 func TestWorktreeCapture(t *testing.T) {
 	ctx := context.Background()
-	top := newRepo(t, map[string]string{"a.txt": "a\n", "gone.txt": "bye\n", "dir/c.txt": "c\n"})
-	base := git(t, top, "rev-parse", "HEAD")
-	wt := filepath.Join(t.TempDir(), "wt")
-	if err := AddWorktree(ctx, top, wt, "subagents/s1", base); err != nil {
-		t.Fatal(err)
-	}
+	top, base, wt := newWorktree(t, "subagents/s1", map[string]string{"a.txt": "a\n", "gone.txt": "bye\n", "dir/c.txt": "c\n"})
 	if ok, err := HasWorktree(ctx, top, wt); err != nil || !ok {
 		t.Fatalf("HasWorktree = %v, %v", ok, err)
 	}
@@ -163,9 +158,9 @@ func TestWorktreeCapture(t *testing.T) {
 	if err := os.Remove(filepath.Join(wt, "gone.txt")); err != nil {
 		t.Fatal(err)
 	}
-	committed, err := CommitAll(ctx, wt, "subagents: s1", base, "s1", Identity{Name: "subagents", Email: "subagents@localhost"})
-	if err != nil || !committed {
-		t.Fatalf("CommitAll = %v, %v", committed, err)
+	captured, err := Capture(ctx, wt, "subagents/s1", "subagents: s1", base, "s1", Identity{Name: "subagents", Email: "subagents@localhost"})
+	if err != nil || !captured.Committed {
+		t.Fatalf("Capture = %+v, %v", captured, err)
 	}
 	tip, err := BranchTip(ctx, top, "subagents/s1")
 	if err != nil || tip == base || tip == "" {
@@ -195,8 +190,8 @@ func TestWorktreeCapture(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Nothing more to commit: a second capture is a no-op.
-	if committed, err := CommitAll(ctx, wt, "again", base, "s1", Identity{Name: "x", Email: "x@y"}); err != nil || committed {
-		t.Fatalf("second CommitAll = %v, %v", committed, err)
+	if captured, err := Capture(ctx, wt, "subagents/s1", "again", base, "s1", Identity{Name: "x", Email: "x@y"}); err != nil || captured.Committed {
+		t.Fatalf("second Capture = %+v, %v", captured, err)
 	}
 	if err := RemoveWorktree(ctx, top, wt); err != nil {
 		t.Fatal(err)
@@ -254,18 +249,13 @@ func TestRemoveWorktreeOfAFolderGitForgot(t *testing.T) {
 // the child's commit. With nothing new since a capture, there is none.
 func TestCaptureAfterTheChildsOwnCommit(t *testing.T) {
 	ctx := context.Background()
-	top := newRepo(t, map[string]string{"a.txt": "a\n"})
-	base := git(t, top, "rev-parse", "HEAD")
-	wt := filepath.Join(t.TempDir(), "wt")
-	if err := AddWorktree(ctx, top, wt, "subagents/s2", base); err != nil {
-		t.Fatal(err)
-	}
+	top, base, wt := newWorktree(t, "subagents/s2", map[string]string{"a.txt": "a\n"})
 	writeFiles(t, wt, map[string]string{"own.txt": "own\n"})
 	git(t, wt, "add", "own.txt")
 	git(t, wt, "-c", "user.name=child", "-c", "user.email=c@c", "commit", "-q", "-m", "the child's own commit")
 	who := Identity{Name: "subagents", Email: "subagents@localhost"}
-	if committed, err := CommitAll(ctx, wt, "subagents: s2", base, "s2", who); err != nil || !committed {
-		t.Fatalf("CommitAll = %v, %v", committed, err)
+	if captured, err := Capture(ctx, wt, "subagents/s2", "subagents: s2", base, "s2", who); err != nil || !captured.Committed {
+		t.Fatalf("Capture = %+v, %v", captured, err)
 	}
 	tip := git(t, wt, "rev-parse", "HEAD")
 	if got, err := BaseOf(ctx, top, tip); err != nil || got != base {
@@ -274,7 +264,7 @@ func TestCaptureAfterTheChildsOwnCommit(t *testing.T) {
 	if files, err := ChangedFiles(ctx, top, base, tip); err != nil || !slices.Equal(files, []string{"own.txt"}) {
 		t.Fatalf("ChangedFiles = %q, %v", files, err)
 	}
-	if committed, err := CommitAll(ctx, wt, "subagents: s2", base, "s2", who); err != nil || committed {
-		t.Fatalf("a second capture = %v, %v", committed, err)
+	if captured, err := Capture(ctx, wt, "subagents/s2", "subagents: s2", base, "s2", who); err != nil || captured.Committed {
+		t.Fatalf("a second capture = %+v, %v", captured, err)
 	}
 }

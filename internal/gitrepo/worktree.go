@@ -5,8 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -34,7 +37,11 @@ func (e Entry) Runtime() bool {
 // changed, staged and untracked files (each file of an untracked folder),
 // ignored ones left out.
 func Status(ctx context.Context, dir string) ([]Entry, error) {
-	out, err := run(ctx, dir, nil, "status", "--porcelain=v1", "-z", "--untracked-files=all")
+	opts, err := guards(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	out, err := run(ctx, dir, nil, append(opts, "status", "--porcelain=v1", "-z", "--untracked-files=all")...)
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +91,11 @@ func AddWorktree(ctx context.Context, top, path, branch, base string) error {
 	if err != nil {
 		return err
 	}
-	args := append(append([]string(nil), noHooks...), "worktree", "add", "--quiet")
+	opts, err := guards(ctx, top)
+	if err != nil {
+		return err
+	}
+	args := append(opts, "worktree", "add", "--quiet")
 	if tip == "" {
 		args = append(args, "-b", branch, "--", path, base)
 	} else {
@@ -113,6 +124,18 @@ func Worktrees(ctx context.Context, top string) ([]string, error) {
 // HasWorktree reports whether path is a worktree of the repository at top
 // and is there.
 func HasWorktree(ctx context.Context, top, path string) (bool, error) {
+	return worktreeAt(ctx, top, path, 0)
+}
+
+// LinkedWorktree reports whether path is a worktree of the repository at
+// top other than its main checkout, and is there: one that may be removed.
+func LinkedWorktree(ctx context.Context, top, path string) (bool, error) {
+	return worktreeAt(ctx, top, path, 1)
+}
+
+// worktreeAt reports whether path is there and one of the repository's
+// worktrees after the first skip (the main checkout is the first).
+func worktreeAt(ctx context.Context, top, path string, skip int) (bool, error) {
 	if _, err := os.Stat(filepath.Join(path, ".git")); err != nil {
 		return false, nil
 	}
@@ -121,7 +144,7 @@ func HasWorktree(ctx context.Context, top, path string) (bool, error) {
 		return false, err
 	}
 	want := realPath(path)
-	for _, d := range dirs {
+	for _, d := range dirs[min(skip, len(dirs)):] {
 		if realPath(d) == want {
 			return true, nil
 		}
@@ -159,6 +182,11 @@ func Prune(ctx context.Context, top string) error {
 // Identity is who the commits of a capture are by.
 type Identity struct{ Name, Email string }
 
+// CaptureIdentity is who every capture is by (docs/worktrees.md): the
+// branch is the worker's, and a commit must not fail for want of a
+// user.email.
+var CaptureIdentity = Identity{Name: "subagents", Email: "subagents@localhost"}
+
 // BaseTrailer and SessionTrailer are the trailers of a capture's commit:
 // the commit the change is made on, and the session it is from. A later
 // run of the session reads its base from the branch's tip (BaseOf).
@@ -167,63 +195,200 @@ const (
 	SessionTrailer = "Subagents-Session"
 )
 
-// CommitAll commits everything that changed in the worktree at dir (but
-// pi's runtime state) onto its branch, with message and the trailers that
-// name base and session. It reports whether there was anything to commit.
-func CommitAll(ctx context.Context, dir, message, base, session string, who Identity) (bool, error) {
-	entries, err := Status(ctx, dir)
+// Captured is what Capture did.
+type Captured struct {
+	// Commit is the branch's tip after the capture.
+	Commit string
+	// Committed is true when the capture made a commit.
+	Committed bool
+	// Refused are the paths left out of the capture (UnsafePath).
+	Refused []Refusal
+}
+
+// Refusal is a path left out of a change, and why.
+type Refusal struct {
+	Path string `json:"path"`
+	Why  string `json:"why"`
+}
+
+func (r Refusal) String() string { return r.Path + " (" + r.Why + ")" }
+
+// Capture commits the worktree at dir (its top folder) as its files are
+// onto branch, with message and the trailers that name base and session,
+// by who whatever the environment's GIT_AUTHOR_* and GIT_COMMITTER_* say.
+//
+// The child that worked there controls the worktree's index, HEAD and
+// commits, so none of them is trusted as it is: the commit's tree is
+// built in an index of its own, from HEAD's tree with every path git
+// refuses (UnsafePath) left out, then the files of the worktree over it:
+// what the child deleted, renamed, staged or not, made executable, and
+// every untracked file but pi's runtime state (an untracked file in a .pi
+// folder) and names git refuses. Its parent is HEAD's commit, so the
+// child's own commits are part of the change; the branch is set to it
+// even when the child moved HEAD elsewhere, and HEAD back to the branch.
+// Nothing to commit (but the child's commits, which then get an empty
+// capture on top: a later run reads the base from the branch, BaseOf)
+// makes no commit.
+func Capture(ctx context.Context, dir, branch, message, base, session string, who Identity) (Captured, error) {
+	var c Captured
+	opts, err := guards(ctx, dir)
 	if err != nil {
-		return false, err
+		return c, err
 	}
-	var paths bytes.Buffer
-	for _, e := range entries {
-		if e.Runtime() {
+	head, err := revParse(ctx, dir, "HEAD^{commit}")
+	if err != nil {
+		return c, err
+	}
+	old, err := BranchTip(ctx, dir, branch)
+	if err != nil {
+		return c, err
+	}
+	index, err := gitPath(ctx, dir, "index")
+	if err != nil {
+		return c, err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(index), "index.subagents-*")
+	if err != nil {
+		return c, err
+	}
+	// Git writes the index itself: an empty file would read as a broken one.
+	_ = tmp.Close()
+	_ = os.Remove(tmp.Name())
+	defer func() { _ = os.Remove(tmp.Name()) }()
+	inIndex := append([]string{"GIT_INDEX_FILE=" + tmp.Name()}, who.env()...)
+	// Every command that reads the index may run a filter (a file whose
+	// stat changed is cleaned to compare it).
+	git := func(stdin io.Reader, w io.Writer, args ...string) error {
+		return runEnv(ctx, dir, inIndex, stdin, w, append(slices.Clone(opts), args...)...)
+	}
+	if c.Refused, err = readTreeSafely(ctx, dir, git, head); err != nil {
+		return c, err
+	}
+	var others bytes.Buffer
+	if err := git(nil, &others, "ls-files", "-z", "--others", "--exclude-standard"); err != nil {
+		return c, err
+	}
+	specs := bytes.NewBufferString(":/\x00")
+	for _, f := range bytes.Split(others.Bytes(), []byte{0}) {
+		path := string(f)
+		if path == "" {
 			continue
 		}
-		paths.WriteString(e.Path)
-		paths.WriteByte(0)
-		if e.From != "" {
-			paths.WriteString(e.From)
-			paths.WriteByte(0)
+		why := UnsafePath(path, false)
+		if why != "" {
+			c.Refused = append(c.Refused, Refusal{Path: path, Why: why})
+		}
+		if why != "" || (Entry{State: "??", Path: path}).Runtime() {
+			specs.WriteString(":(exclude,top,literal)" + path + "\x00")
 		}
 	}
-	staged := false
-	if paths.Len() > 0 {
-		// Literal pathspecs: a file named ":(glob)*" is that file.
-		if _, err := run(ctx, dir, &paths, "--literal-pathspecs", "add", "--all", "--pathspec-from-file=-", "--pathspec-file-nul"); err != nil {
-			return false, err
+	if err := git(specs, io.Discard, "add", "--all", "--pathspec-from-file=-", "--pathspec-file-nul"); err != nil {
+		return c, err
+	}
+	var out bytes.Buffer
+	if err := git(nil, &out, "write-tree"); err != nil {
+		return c, err
+	}
+	tree := strings.TrimSpace(out.String())
+	headTree, err := revParse(ctx, dir, head+"^{tree}")
+	if err != nil {
+		return c, err
+	}
+	c.Commit = head
+	if tree != headTree || head != base {
+		// Nothing changed since the child's own commits, if any: those
+		// get a capture on top unless one is there already.
+		named := base
+		if tree == headTree {
+			if named, err = BaseOf(ctx, dir, head); err != nil {
+				return c, err
+			}
 		}
-		if _, err := run(ctx, dir, nil, "diff", "--cached", "--quiet"); err == nil {
-			staged = false
-		} else if exitCode(err) != 1 {
-			return false, err
-		} else {
-			staged = true
+		if tree != headTree || named != base {
+			msg := fmt.Sprintf("%s\n\n%s: %s\n%s: %s\n", message, BaseTrailer, base, SessionTrailer, session)
+			out.Reset()
+			if err := git(strings.NewReader(msg), &out, "commit-tree", tree, "-p", head, "-F", "-"); err != nil {
+				return c, err
+			}
+			c.Commit, c.Committed = strings.TrimSpace(out.String()), true
 		}
 	}
-	args := append(append([]string(nil), noHooks...), "-c", "user.name="+who.Name, "-c", "user.email="+who.Email,
-		"commit", "--quiet", "--no-verify", "--file=-")
-	if !staged {
-		// Nothing left to commit; but a child that committed its work
-		// itself left commits without the trailers: an empty capture on
-		// top keeps the base for the session's next run (BaseOf).
-		head, err := run(ctx, dir, nil, "rev-parse", "HEAD")
-		if err != nil {
-			return false, err
+	if c.Commit != old {
+		// Only from the tip it had: a settle and an apply that capture at
+		// once do not lose each other's commit.
+		if err := git(nil, io.Discard, "update-ref", "-m", "subagents: capture", "refs/heads/"+branch, c.Commit, old); err != nil {
+			return c, err
 		}
-		if h := strings.TrimSpace(string(head)); h == base {
-			return false, nil
-		}
-		if named, err := BaseOf(ctx, dir, "HEAD"); err != nil || named == base {
-			return false, err
-		}
-		args = append(args, "--allow-empty")
 	}
-	msg := fmt.Sprintf("%s\n\n%s: %s\n%s: %s\n", message, BaseTrailer, base, SessionTrailer, session)
-	if _, err := run(ctx, dir, strings.NewReader(msg), args...); err != nil {
-		return false, err
+	if at, err := run(ctx, dir, nil, "symbolic-ref", "-q", "HEAD"); err != nil || strings.TrimSpace(string(at)) != "refs/heads/"+branch {
+		if _, err := run(ctx, dir, nil, "symbolic-ref", "HEAD", "refs/heads/"+branch); err != nil {
+			return c, err
+		}
 	}
-	return true, nil
+	// The worktree's own index becomes the capture's: a retry that goes
+	// on in the worktree sees its files as committed.
+	if err := os.Rename(tmp.Name(), index); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return c, err
+	}
+	return c, nil
+}
+
+// env is the environment that makes a commit by who.
+func (who Identity) env() []string {
+	return []string{"GIT_AUTHOR_NAME=" + who.Name, "GIT_AUTHOR_EMAIL=" + who.Email,
+		"GIT_COMMITTER_NAME=" + who.Name, "GIT_COMMITTER_EMAIL=" + who.Email}
+}
+
+// readTreeSafely reads the tree of commit into the index git (a command
+// runner) works on, every path UnsafePath refuses left out, and returns
+// those.
+func readTreeSafely(ctx context.Context, dir string, git func(io.Reader, io.Writer, ...string) error, commit string) ([]Refusal, error) {
+	out, err := run(ctx, dir, nil, "ls-tree", "-r", "-z", "--full-tree", commit)
+	if err != nil {
+		return nil, err
+	}
+	var refused []Refusal
+	var entries bytes.Buffer
+	for _, rec := range bytes.Split(out, []byte{0}) {
+		// "<mode> <type> <object>\t<path>", as update-index reads it.
+		meta, path, ok := strings.Cut(string(rec), "\t")
+		if !ok {
+			continue
+		}
+		if why := UnsafePath(path, strings.HasPrefix(meta, modeLink+" ")); why != "" {
+			refused = append(refused, Refusal{Path: path, Why: why})
+			continue
+		}
+		entries.Write(rec)
+		entries.WriteByte(0)
+	}
+	if err := git(&entries, io.Discard, "update-index", "-z", "--index-info"); err != nil {
+		return nil, err
+	}
+	return refused, nil
+}
+
+// revParse is the object rev names.
+func revParse(ctx context.Context, dir, rev string) (string, error) {
+	out, err := run(ctx, dir, nil, "rev-parse", "--verify", "--quiet", rev)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// gitPath is the file name of the repository's (or worktree's) file
+// inside its git folder, as `git rev-parse --git-path` names it.
+func gitPath(ctx context.Context, dir, name string) (string, error) {
+	out, err := run(ctx, dir, nil, "rev-parse", "--git-path", name)
+	if err != nil {
+		return "", err
+	}
+	p := strings.TrimSpace(string(out))
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(dir, p)
+	}
+	return p, nil
 }
 
 // baseSearchDepth bounds how far back BaseOf looks for a capture: a
@@ -253,7 +418,7 @@ func BaseOf(ctx context.Context, top, rev string) (string, error) {
 
 // ChangedFiles are the files that differ between two commits.
 func ChangedFiles(ctx context.Context, top, base, tip string) ([]string, error) {
-	out, err := run(ctx, top, nil, "diff", "--name-only", "-z", "--no-renames", base, tip, "--")
+	out, err := run(ctx, top, nil, "diff", "--name-only", "-z", "--no-renames", "--no-ext-diff", "--no-textconv", base, tip, "--")
 	if err != nil {
 		return nil, err
 	}
@@ -277,7 +442,7 @@ func WritePatch(ctx context.Context, top, base, tip, file string) error {
 	if err != nil {
 		return err
 	}
-	err = runTo(ctx, top, nil, tmp, "diff", "--binary", "--full-index", "--no-renames", "--no-color", "--no-ext-diff", base, tip, "--")
+	err = runTo(ctx, top, nil, tmp, "diff", "--binary", "--full-index", "--no-renames", "--no-color", "--no-ext-diff", "--no-textconv", base, tip, "--")
 	if err := errors.Join(err, tmp.Sync(), tmp.Close()); err != nil {
 		_ = os.Remove(tmp.Name())
 		return err

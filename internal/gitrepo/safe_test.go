@@ -1,0 +1,329 @@
+package gitrepo
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// What a hostile child can do to a capture and an apply: paths git
+// refuses, index tricks, its own commits, and the repository's own code.
+
+func TestUnsafePath(t *testing.T) {
+	tests := []struct {
+		path string
+		link bool
+		// want is part of the reason, "" for a path that may be written.
+		want string
+	}{
+		{path: "a.txt"},
+		{path: "dir/sub/a.txt"},
+		{path: ".gitignore"},
+		{path: ".gitattributes"},
+		{path: ".github/workflows/ci.yml"},
+		{path: "a/.gitkeep"},
+		{path: "git~2"},
+		{path: "x.git"},
+		{path: ".gitx"},
+		{path: "..a"},
+		{path: "a..b"},
+		{path: ".pi/state"},
+		{path: `a\b.txt`},
+		{path: ".gitmodules"},
+		{path: "dir/.gitmodules"},
+		{path: ".gitmodules", link: true, want: ".gitmodules"},
+		{path: "d/.GITMODULES", link: true, want: ".gitmodules"},
+		{path: "GITMOD~1", link: true, want: ".gitmodules"},
+		{path: ".gitmodules ", link: true, want: ".gitmodules"},
+		{path: "", want: "empty path"},
+		{path: "/etc/passwd", want: "absolute"},
+		{path: "../pwn-outside.txt", want: "a .. part"},
+		{path: "a/../../b", want: "a .. part"},
+		{path: "..", want: "a .. part"},
+		{path: "./a", want: "a . part"},
+		{path: "a//b", want: "empty part"},
+		{path: "a/", want: "empty part"},
+		{path: ".git", want: ".git part"},
+		{path: ".git/hooks/post-merge", want: ".git part"},
+		{path: "sub/.git/config", want: ".git part"},
+		{path: ".GIT/config", want: ".git part"},
+		{path: ".Git/config", want: ".git part"},
+		{path: ".gIt", want: ".git part"},
+		// NTFS drops trailing dots and spaces, reads an 8.3 short name
+		// and a stream after a colon.
+		{path: "git~1/config", want: ".git part"},
+		{path: "GIT~1", want: ".git part"},
+		{path: ".git./hooks/x", want: ".git part"},
+		{path: ".git /config", want: ".git part"},
+		{path: ".git. . /config", want: ".git part"},
+		{path: ".git::$INDEX_ALLOCATION/config", want: ".git part"},
+		{path: "git~1 ./x", want: ".git part"},
+		{path: `a\.git\config`, want: ".git part"},
+		{path: `.git\config`, want: ".git part"},
+		// HFS+ ignores these code points in a name.
+		{path: ".g\u200cit/config", want: ".git part"},
+		{path: "\u200d.git/hooks/x", want: ".git part"},
+		{path: ".gi\u200et", want: ".git part"},
+		{path: ".GIT\ufeff/x", want: ".git part"},
+		{path: ".g\u202ait\u206f", want: ".git part"},
+		{path: ".g\u00e9it"},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%q link=%v", tt.path, tt.link), func(t *testing.T) {
+			got := UnsafePath(tt.path, tt.link)
+			if (got == "") != (tt.want == "") || !strings.Contains(got, tt.want) {
+				t.Fatalf("UnsafePath(%q, %v) = %q, want %q", tt.path, tt.link, got, tt.want)
+			}
+		})
+	}
+}
+
+// hostileCommit makes, in the worktree wt, a commit on HEAD whose tree
+// adds the file name (with mode) to HEAD's tree by hand, as git's own
+// commands refuse to: git mktree takes any name.
+func hostileCommit(t *testing.T, wt, name, mode string) {
+	t.Helper()
+	blob := gitIn(t, wt, "pwned\n", "hash-object", "-w", "--stdin")
+	parts := strings.Split(name, "/")
+	entry := fmt.Sprintf("%s blob %s\t%s\n", mode, blob, parts[len(parts)-1])
+	for i := len(parts) - 2; i >= 0; i-- {
+		tree := gitIn(t, wt, entry, "mktree")
+		entry = fmt.Sprintf("040000 tree %s\t%s\n", tree, parts[i])
+	}
+	head := gitIn(t, wt, "", "ls-tree", "HEAD")
+	tree := gitIn(t, wt, head+"\n"+entry, "mktree")
+	commit := gitIn(t, wt, "the child's own commit", "commit-tree", tree, "-p", "HEAD")
+	git(t, wt, "update-ref", "HEAD", commit)
+}
+
+// newWorktree makes a repository with files committed and a worktree of
+// it on a new branch at its HEAD: the repository's top, the base commit
+// and the worktree's folder.
+func newWorktree(t *testing.T, branch string, files map[string]string) (top, base, wt string) {
+	t.Helper()
+	top = newRepo(t, files)
+	base = git(t, top, "rev-parse", "HEAD")
+	wt = filepath.Join(t.TempDir(), "wt")
+	if err := AddWorktree(context.Background(), top, wt, branch, base); err != nil {
+		t.Fatal(err)
+	}
+	return top, base, wt
+}
+
+// gitIn runs a git command of the test's with stdin.
+func gitIn(t *testing.T, dir, stdin string, args ...string) string {
+	t.Helper()
+	out, err := run(context.Background(), dir, strings.NewReader(stdin),
+		append([]string{"-c", "user.name=child", "-c", "user.email=c@c"}, args...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestCaptureWhatTheChildDid: staged deletions (git rm), renames (git mv),
+// a mode change, an unstaged edit, the child's own commit and untracked
+// files are all captured; pi's untracked runtime state is not.
+func TestCaptureWhatTheChildDid(t *testing.T) {
+	ctx := context.Background()
+	top, base, wt := newWorktree(t, "subagents/s", map[string]string{"old.txt": "old\n", "x.txt": "x\n", "run.sh": "echo\n", "edit.txt": "e\n", ".pi/tracked": "t\n"})
+	git(t, wt, "rm", "-q", "old.txt")
+	git(t, wt, "mv", "x.txt", "y.txt")
+	if err := os.Chmod(filepath.Join(wt, "run.sh"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, wt, map[string]string{"own.txt": "own\n"})
+	git(t, wt, "add", "own.txt")
+	git(t, wt, "commit", "-q", "-m", "the child's own commit")
+	writeFiles(t, wt, map[string]string{"edit.txt": "edited\n", "new/n.txt": "n\n", ".pi/runtime": "r\n", ".pi/tracked": "changed\n"})
+	captured, err := Capture(ctx, wt, "subagents/s", "capture", base, "s", CaptureIdentity)
+	if err != nil || !captured.Committed || len(captured.Refused) > 0 {
+		t.Fatalf("Capture = %+v, %v", captured, err)
+	}
+	tip, _ := BranchTip(ctx, top, "subagents/s")
+	if tip != captured.Commit {
+		t.Fatalf("branch at %s, capture %s", tip, captured.Commit)
+	}
+	files, err := ChangedFiles(ctx, top, base, tip)
+	want := []string{".pi/tracked", "edit.txt", "new/n.txt", "old.txt", "own.txt", "run.sh", "x.txt", "y.txt"}
+	if err != nil || !slices.Equal(files, want) {
+		t.Fatalf("ChangedFiles = %q, %v; want %q", files, err, want)
+	}
+	if mode := git(t, top, "ls-tree", tip, "run.sh"); !strings.HasPrefix(mode, "100755") {
+		t.Fatalf("run.sh on the branch: %s", mode)
+	}
+	// The worktree's index is the capture's: nothing left to commit.
+	if st := git(t, wt, "status", "--porcelain"); st != "?? .pi/runtime" {
+		t.Fatalf("status after the capture: %q", st)
+	}
+}
+
+// TestCaptureRefusesPathsGitRefuses: a child's own commit that names
+// ../pwn-outside.txt or .git/hooks/post-merge, and untracked files with
+// names git refuses, are left out of the capture and named; the rest of
+// the change is captured, and the branch's tip holds none of them.
+func TestCaptureRefusesPathsGitRefuses(t *testing.T) {
+	ctx := context.Background()
+	top, base, wt := newWorktree(t, "subagents/s", map[string]string{"a.txt": "a\n"})
+	hostileCommit(t, wt, "../pwn-outside.txt", "100644")
+	hostileCommit(t, wt, ".git/hooks/post-merge", "100755")
+	writeFiles(t, wt, map[string]string{"a.txt": "changed\n", "GIT~1": "x\n", ".git. /y": "y\n"})
+	captured, err := Capture(ctx, wt, "subagents/s", "capture", base, "s", CaptureIdentity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refused []string
+	for _, r := range captured.Refused {
+		refused = append(refused, r.Path)
+	}
+	slices.Sort(refused)
+	if want := []string{"../pwn-outside.txt", ".git. /y", ".git/hooks/post-merge", "GIT~1"}; !slices.Equal(refused, want) {
+		t.Fatalf("refused %q, want %q", refused, want)
+	}
+	files, err := ChangedFiles(ctx, top, base, captured.Commit)
+	if err != nil || !slices.Equal(files, []string{"a.txt"}) {
+		t.Fatalf("ChangedFiles = %q, %v", files, err)
+	}
+}
+
+// TestCaptureIdentity: the capture is by the documented identity whatever
+// the worker's GIT_AUTHOR_* and GIT_COMMITTER_* say.
+func TestCaptureIdentity(t *testing.T) {
+	ctx := context.Background()
+	top, base, wt := newWorktree(t, "subagents/s", map[string]string{"a.txt": "a\n"})
+	writeFiles(t, wt, map[string]string{"a.txt": "b\n"})
+	for _, v := range []string{"GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"} {
+		t.Setenv(v, "Worker Env")
+	}
+	for _, v := range []string{"GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"} {
+		t.Setenv(v, "env@example.com")
+	}
+	captured, err := Capture(ctx, wt, "subagents/s", "capture", base, "s", CaptureIdentity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if who := git(t, top, "log", "-1", "--format=%an <%ae> %cn <%ce>", captured.Commit); who != "subagents <subagents@localhost> subagents <subagents@localhost>" {
+		t.Fatalf("the capture is by %s", who)
+	}
+}
+
+// TestCaptureAfterHEADMoved: a child that detached HEAD and committed
+// there has its commit on the branch, and HEAD back on the branch.
+func TestCaptureAfterHEADMoved(t *testing.T) {
+	ctx := context.Background()
+	top, base, wt := newWorktree(t, "subagents/s", map[string]string{"a.txt": "a\n"})
+	git(t, wt, "checkout", "-q", "--detach")
+	writeFiles(t, wt, map[string]string{"d.txt": "detached\n"})
+	git(t, wt, "add", "d.txt")
+	git(t, wt, "commit", "-q", "-m", "detached")
+	captured, err := Capture(ctx, wt, "subagents/s", "capture", base, "s", CaptureIdentity)
+	if err != nil || !captured.Committed {
+		t.Fatalf("Capture = %+v, %v", captured, err)
+	}
+	if files, err := ChangedFiles(ctx, top, base, "subagents/s"); err != nil || !slices.Equal(files, []string{"d.txt"}) {
+		t.Fatalf("the branch's change: %q, %v", files, err)
+	}
+	if at := git(t, wt, "symbolic-ref", "HEAD"); at != "refs/heads/subagents/s" {
+		t.Fatalf("HEAD is %s", at)
+	}
+}
+
+// TestApplyChangeRefusesUnsafePaths: a change whose commits name a path
+// outside the checkout or in its .git folder is refused whole: nothing is
+// written, there or anywhere.
+func TestApplyChangeRefusesUnsafePaths(t *testing.T) {
+	for _, name := range []string{"../pwn-outside.txt", ".git/hooks/post-merge", ".GIT/x", "git~1/config", "a/.git /config"} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			top, base, wt := newWorktree(t, "task", map[string]string{"a.txt": "a\n"})
+			writeFiles(t, wt, map[string]string{"a.txt": "changed\n"})
+			git(t, wt, "commit", "-q", "-am", "clean")
+			hostileCommit(t, wt, name, "100755")
+			res, err := ApplyChange(ctx, top, base, git(t, wt, "rev-parse", "HEAD"))
+			if err != nil || len(res.Refused) != 1 || res.Refused[0].Path != name || len(res.Files) > 0 {
+				t.Fatalf("ApplyChange = %+v, %v", res, err)
+			}
+			if got := read(t, filepath.Join(top, "a.txt")); got != "a\n" {
+				t.Fatalf("a.txt = %q after a refused apply", got)
+			}
+			for _, p := range []string{filepath.Join(top, "..", "pwn-outside.txt"), filepath.Join(top, ".git", "hooks", "post-merge")} {
+				if _, err := os.Lstat(p); err == nil {
+					t.Fatalf("%s was written", p)
+				}
+			}
+		})
+	}
+}
+
+// TestApplyChangeNamesLinksOutside: links the change writes that point
+// outside the checkout or into .git are named; one inside is not.
+func TestApplyChangeNamesLinksOutside(t *testing.T) {
+	top := newRepo(t, map[string]string{"a.txt": "a\n", "d/b.txt": "b\n"})
+	base, tip := change(t, top, func(wt string) {
+		for link, target := range map[string]string{"in": "a.txt", "d/up": "../a.txt", "abs": "/etc/passwd", "d/out": "../../x", "cfg": ".git/config"} {
+			if err := os.Symlink(target, filepath.Join(wt, link)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	res, err := ApplyChange(context.Background(), top, base, tip)
+	if err != nil || len(res.Files) != 5 {
+		t.Fatalf("ApplyChange = %+v, %v", res, err)
+	}
+	var named []string
+	for _, l := range res.OutsideLinks {
+		named = append(named, l.String())
+	}
+	if want := []string{"abs -> /etc/passwd", "cfg -> .git/config", "d/out -> ../../x"}; !slices.Equal(named, want) {
+		t.Fatalf("outside links %q, want %q", named, want)
+	}
+}
+
+// TestNoRepositoryCode: the repository's fsmonitor, hooks and filter
+// drivers do not run for the git commands of a worktree's life: the
+// dirty check, making it, capturing, writing the patch, applying.
+func TestNoRepositoryCode(t *testing.T) {
+	ctx := context.Background()
+	top := newRepo(t, map[string]string{"a.txt": "a\n", ".gitattributes": "*.txt filter=evil diff=evil\n"})
+	marks := t.TempDir()
+	script := filepath.Join(marks, "run.sh")
+	writeFiles(t, marks, map[string]string{"run.sh": "#!/bin/sh\ntouch " + marks + "/ran-$1\ncat\n"})
+	if err := os.Chmod(script, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for key, what := range map[string]string{"core.fsmonitor": "fsmonitor", "filter.evil.clean": "clean", "filter.evil.smudge": "smudge",
+		"diff.evil.textconv": "textconv", "diff.evil.command": "diffcommand", "core.hooksPath": "hooks"} {
+		git(t, top, "config", key, script+" "+what)
+	}
+	writeFiles(t, top, map[string]string{".git/hooks/post-checkout": "#!/bin/sh\ntouch " + marks + "/ran-hook\n"})
+	if err := os.Chmod(filepath.Join(top, ".git/hooks/post-checkout"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Dirty(ctx, top); err != nil {
+		t.Fatal(err)
+	}
+	base := git(t, top, "rev-parse", "HEAD")
+	wt := filepath.Join(t.TempDir(), "wt")
+	if err := AddWorktree(ctx, top, wt, "subagents/s", base); err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, wt, map[string]string{"a.txt": "changed\n"})
+	captured, err := Capture(ctx, wt, "subagents/s", "capture", base, "s", CaptureIdentity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WritePatch(ctx, top, base, captured.Commit, filepath.Join(marks, "p", "s.patch")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ApplyChange(ctx, top, base, captured.Commit); err != nil {
+		t.Fatal(err)
+	}
+	ran, _ := filepath.Glob(filepath.Join(marks, "ran-*"))
+	if len(ran) > 0 {
+		t.Fatalf("the repository's code ran: %q", ran)
+	}
+}
