@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/durable-pi/subagents/connection"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
 )
 
@@ -162,5 +163,59 @@ func TestKnobsArePerPi(t *testing.T) {
 	}
 	if out, events := result(plain); out != long || events < 2 {
 		t.Fatalf("the pi without knobs got %d of %d characters and %d events, want the whole output and the default timeline", len(out), len(long), events)
+	}
+}
+
+// TestACallerCannotLieAboutItsSession: a grandchild's session (depth 2)
+// is what Temporal records; a call that names it with the worker's token
+// is refused at the limit even when it claims depth 0, before and after the
+// worker restarts (the key is a file); naming it without the token, or
+// with the token of another session, is PERMISSION_DENIED; nothing starts.
+func TestACallerCannotLieAboutItsSession(t *testing.T) {
+	e, cfg, stop := newNestingEnv(t)
+	e.model.Script("lead", taskCall("deep", "[[script:deep]] Find the answer."), finalizeStep("The lead is done."))
+	e.model.Script("deep", finalizeStep("The answer is 42."))
+	c := e.cli()
+	env, out := c.json(0, "", "run", "--agent", "lead", "[[script:lead]] Delegate the search.")
+	if len(env.Items) != 1 || env.Items[0].Status != "completed" {
+		t.Fatalf("the top task: %s", out)
+	}
+	grandchild := waitForNested(t, c, env.Items[0].TaskID)
+	key, err := os.ReadFile(filepath.Join(e.dataDir, "nesting.key"))
+	if err != nil {
+		t.Fatalf("the worker's nesting key: %v", err)
+	}
+	tokenOf := func(session string) string { return connection.SessionToken(strings.TrimSpace(string(key)), session) }
+	try := func(env ...string) string {
+		t.Helper()
+		code, out, _ := runSubagents(t, append(e.cliEnv(), env...),
+			append(append([]string{"start", "--json"}, c.args...), "--agent", "leaf", "[[script:never]] Too deep.")...)
+		if code == 0 {
+			t.Fatalf("a call as %v started work:\n%s", env, out)
+		}
+		return out
+	}
+	as := func(session, token string) []string {
+		return []string{"PI_SUBAGENT_PARENT_SESSION=" + session, "PI_SUBAGENT_TOKEN=" + token, "PI_SUBAGENT_DEPTH=0"}
+	}
+	if out := try(as(grandchild, tokenOf(grandchild))...); !strings.Contains(out, `"SUBAGENT_DEPTH_EXCEEDED"`) {
+		t.Fatalf("the grandchild's session, claiming depth 0:\n%s", out)
+	}
+	if out := try("PI_SUBAGENT_PARENT_SESSION="+grandchild, "PI_SUBAGENT_DEPTH=0"); !strings.Contains(out, `"PERMISSION_DENIED"`) {
+		t.Fatalf("the grandchild's session without its token:\n%s", out)
+	}
+	if out := try(as(grandchild, tokenOf(env.Items[0].TaskID))...); !strings.Contains(out, `"PERMISSION_DENIED"`) {
+		t.Fatalf("the grandchild's session with the child's token:\n%s", out)
+	}
+	stop()
+	e.startWorkerWith(shared.client, cfg)
+	if out := try(as(grandchild, tokenOf(grandchild))...); !strings.Contains(out, `"SUBAGENT_DEPTH_EXCEEDED"`) {
+		t.Fatalf("after the worker's restart:\n%s", out)
+	}
+	if listed, out := c.json(0, "", "list", "--agent", "leaf"); len(listed.Runs) != 0 {
+		t.Fatalf("a refused call started something: %s", out)
+	}
+	if n := len(e.model.RequestsFor("never")); n != 0 {
+		t.Fatalf("a refused call's child asked its model %d times", n)
 	}
 }
