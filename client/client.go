@@ -103,6 +103,10 @@ type SendRequest struct {
 	// `subagent` tool's sessionId; client/sticky.go).
 	Sticky bool   `json:"sticky,omitempty"`
 	Cwd    string `json:"cwd,omitempty"`
+	// Depth and Knobs are the caller's (StartRequest's), for a send that
+	// starts its session (Sticky) or runs a closed one again.
+	Depth int              `json:"-"`
+	Knobs *api.CallerKnobs `json:"-"`
 }
 
 // ListFilter narrows `list`; empty fields match everything.
@@ -991,6 +995,7 @@ func (c *Client) Send(ctx context.Context, req SendRequest) (Envelope, error) {
 		Tasks: []api.TaskSpec{{Name: name, Prompt: req.Prompt, Files: req.Files, Resume: req.TaskID, Cwd: searchAttr(info, api.CwdKey.GetName()),
 			Profile: profile}},
 		ParentSessionID: req.ParentSessionID, Deliver: req.Deliver, Host: memoString(info, "host"),
+		Depth: req.Depth, Knobs: req.Knobs,
 	}
 	if req.Sticky {
 		// The subagent tool's: its rules (read-only agents unless
