@@ -222,3 +222,26 @@ func TestACallerCannotLieAboutItsSession(t *testing.T) {
 		t.Fatalf("a refused call's child asked its model %d times", n)
 	}
 }
+
+// TestAStickySessionStartsAtTheCallersDepth: a child (depth 1) whose
+// `subagent` call names a new sessionId starts that session one level
+// below itself, as any delegation of its: the grandchild, whose profile
+// lists task, is at the limit and is offered no delegation tool.
+func TestAStickySessionStartsAtTheCallersDepth(t *testing.T) {
+	e, _, _ := newNestingEnv(t)
+	writeAgent(t, e.agentDir, "keeper", "read, subagent")
+	e.model.Script("keeper", call("subagent", map[string]any{"agent": "deep", "task": "[[script:kept]] Find the answer.", "sessionId": "kept-session-1"}),
+		finalizeStep("The keeper is done."))
+	e.model.Script("kept", finalizeStep("The answer is 42."))
+	env, out := e.cli().json(0, "", "run", "--agent", "keeper", "[[script:keeper]] Keep a session.")
+	if len(env.Items) != 1 || env.Items[0].Status != "completed" {
+		t.Fatalf("the top task: %s", out)
+	}
+	kept := e.model.RequestsFor("kept")
+	if len(kept) == 0 {
+		t.Fatal("the sticky session never ran")
+	}
+	if tools := toolNames(kept[0].Parsed); slices.Contains(tools, "task") {
+		t.Fatalf("the sticky session a depth-1 child started was offered %v", tools)
+	}
+}
