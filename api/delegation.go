@@ -92,6 +92,35 @@ type DelegationInput struct {
 	// Tool is the tool family the delegation came through ("subagent",
 	// "task", ...), for the profile policies that depend on it.
 	Tool string `json:"tool,omitempty"`
+	// Knobs are the calling pi's own settings of its tasks.
+	Knobs *CallerKnobs `json:"knobs,omitempty"`
+}
+
+// CallerKnobs are settings of the pi that delegates, per pi process (the
+// task contract's OHM_SUBAGENTS_OUTPUT_MAX_CHARS and
+// OHM_SUBAGENTS_TASK_MAX_EVENTS): the request carries them, and they apply
+// to its tasks only, over the settings files. A service started by one pi
+// serves every other, so its own environment says nothing of theirs.
+type CallerKnobs struct {
+	// OutputMaxChars caps each task's output in its results (0: the
+	// settings').
+	OutputMaxChars int `json:"outputMaxChars,omitempty"`
+	// TaskMaxEvents caps each task's event timeline (nil: the settings').
+	TaskMaxEvents *int `json:"taskMaxEvents,omitempty"`
+}
+
+// Apply sets what k holds on a task's child run; a nil k sets nothing.
+func (k *CallerKnobs) Apply(child *RunPiInput) {
+	if k == nil {
+		return
+	}
+	if k.OutputMaxChars > 0 {
+		child.OutputMaxChars = k.OutputMaxChars
+	}
+	if k.TaskMaxEvents != nil {
+		n := *k.TaskMaxEvents
+		child.MaxEvents = &n
+	}
 }
 
 // TaskResult is one task of a delegation.

@@ -38,6 +38,8 @@ type PlanInput struct {
 	IdleTTLSeconds int    `json:"idleTtlSeconds,omitempty"`
 	// MaxConcurrency is the caller's bound when the plan names none.
 	MaxConcurrency int `json:"maxConcurrency,omitempty"`
+	// Knobs are the calling pi's (DelegationInput.Knobs).
+	Knobs *CallerKnobs `json:"knobs,omitempty"`
 	// Attempt numbers the plan's runs under its ID: 1, then 2 for the
 	// first resume (new sessions get an A2 suffix).
 	Attempt int `json:"attempt,omitempty"`

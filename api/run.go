@@ -68,6 +68,9 @@ type RunPiInput struct {
 	// MaxEvents caps the run's event timeline (the task contract's task max events,
 	// default 120, 0 keeps none); nil means the default.
 	MaxEvents *int `json:"maxEvents,omitempty"`
+	// OutputMaxChars caps the run's output in its result when the calling
+	// pi set it (CallerKnobs); 0: the settings', else the worker's.
+	OutputMaxChars int `json:"outputMaxChars,omitempty"`
 	// MaxRuntimeSeconds is the turn's hard ceiling (Ceiling); nil: the
 	// timeout plus DefaultMaxExtension.
 	MaxRuntimeSeconds *int `json:"maxRuntimeSeconds,omitempty"`

@@ -70,6 +70,8 @@ type DelegationRole struct {
 	// family the call came through.
 	Depth int    `json:"depth,omitempty"`
 	Tool  string `json:"tool,omitempty"`
+	// Knobs are the calling pi's (DelegationInput.Knobs).
+	Knobs *CallerKnobs `json:"knobs,omitempty"`
 	// Deliver and AckTTLSeconds are DelegationInput's.
 	Deliver       bool `json:"deliver,omitempty"`
 	AckTTLSeconds int  `json:"ackTtlSeconds,omitempty"`

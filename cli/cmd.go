@@ -20,6 +20,7 @@ import (
 	"github.com/durable-pi/subagents/client"
 	"github.com/durable-pi/subagents/connection"
 	"github.com/durable-pi/subagents/internal/errcode"
+	"github.com/durable-pi/subagents/profiles"
 )
 
 // Verbs lists the client verbs of the subagents command.
@@ -39,6 +40,9 @@ type IO struct {
 	Compact bool
 	// Dir is the caller's folder; empty: this process's.
 	Dir string
+	// DataDir is the service's data dir, whose nesting key checks a
+	// caller's session (caller.go); empty: connection.DefaultDataDir.
+	DataDir string
 }
 
 // dir is the caller's folder.
@@ -343,7 +347,9 @@ func failedItems(env client.Envelope) int {
 	return n
 }
 
-// fillDefaults gives tasks the caller's folder and the request its depth.
+// fillDefaults gives tasks the caller's folder, and the request the depth
+// the caller claims (caller.go: a call that starts work then proves it
+// with cmd.depth) and its knobs.
 func (cmd *command) fillDefaults(req *client.StartRequest) error {
 	wd, err := cmd.io.dir()
 	if err != nil {
@@ -364,16 +370,11 @@ func (cmd *command) fillDefaults(req *client.StartRequest) error {
 		}
 		req.Host = h
 	}
-	if d := cmd.io.getenv("PI_SUBAGENT_DEPTH"); d != "" {
-		n, err := strconv.Atoi(d)
-		if err != nil || n < 0 {
-			return errcode.Errorf(errcode.InvalidInput, "PI_SUBAGENT_DEPTH must be a number, not %q", d)
-		}
-		req.Depth = n
-	} else if cmd.io.getenv("PI_SUBAGENT_CHILD") == "1" {
-		req.Depth = 1
+	if req.Depth, err = claimedDepth(cmd.io.getenv); err != nil {
+		return err
 	}
-	return nil
+	req.Knobs, err = profiles.CallerKnobs(cmd.io.getenv)
+	return err
 }
 
 func (cmd *command) readJSON(path string, v any) error {

@@ -124,6 +124,7 @@ func (lc *localConn) forward(ctx context.Context, cmd *command, v verb, args []s
 			req.Env[k] = val
 		}
 	}
+	req.Caller = callerOf(cmd.io.getenv)
 	if r, ok := v.(stdinReader); ok && r.readsStdin() {
 		b, err := io.ReadAll(io.LimitReader(cmd.io.In, maxRequestBytes+1))
 		if err != nil {

@@ -114,7 +114,12 @@ func runPlan(ctx context.Context, cmd *command, c *client.Client, req client.Pla
 	if err := cmd.fillDefaults(&defaults); err != nil {
 		return err
 	}
-	req.Host, req.Depth = defaults.Host, defaults.Depth
+	req.Host, req.Knobs = defaults.Host, defaults.Knobs
+	depth, err := cmd.depth(ctx, c, defaults.Depth)
+	if err != nil {
+		return err
+	}
+	req.Depth = depth
 	env, err := c.StartPlan(ctx, req)
 	if err != nil {
 		return err

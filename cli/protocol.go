@@ -21,6 +21,7 @@ import (
 
 	"github.com/durable-pi/subagents/client"
 	"github.com/durable-pi/subagents/internal/errcode"
+	"github.com/durable-pi/subagents/profiles"
 )
 
 // ServeRequest is one line a program writes to the service (`subagents
@@ -42,11 +43,23 @@ type ServeRequest struct {
 	Env      map[string]string `json:"env,omitempty"`
 	Terminal bool              `json:"terminal,omitempty"`
 	Indent   bool              `json:"indent,omitempty"`
+	// Caller is the calling pi's own side (CallerPiEnv: where it is in
+	// the tree of delegations, and its knobs), sent by the pi extension
+	// and by a command that hands its call over. The service never reads
+	// its own values of these: a key that is missing is unset.
+	Caller map[string]string `json:"caller,omitempty"`
 }
 
 // CallerEnv are the variables a client verb reads: a call handed to the
 // service carries the caller's values of them (ServeRequest.Env).
-var CallerEnv = []string{"SUBAGENTS_TASK_QUEUE", "SUBAGENTS_HOST", "SUBAGENTS_UI_URL", "PI_SUBAGENT_DEPTH", "PI_SUBAGENT_CHILD"}
+var CallerEnv = []string{"SUBAGENTS_TASK_QUEUE", "SUBAGENTS_HOST", "SUBAGENTS_UI_URL"}
+
+// CallerPiEnv are the variables that say who calls (ServeRequest.Caller):
+// its claimed depth, whether it is a child, the session it runs as and
+// the worker's token for it (profiles/nesting.go), and its per-process
+// knobs (profiles.CallerKnobVars). A service started by one pi keeps that
+// pi's environment and serves every other: these never come from it.
+var CallerPiEnv = append([]string{profiles.DepthEnv, profiles.ChildEnv, profiles.ParentSessionEnv, profiles.TokenEnv}, profiles.CallerKnobVars...)
 
 // ServeReply is one line the service writes: a line of a request's stdout
 // as the command would print it, or, last, its exit code.
@@ -103,8 +116,13 @@ type Server struct {
 	// Logger gets the socket's trouble (nil: slog's default logger).
 	Logger *slog.Logger
 	// Info, when set, answers the `service` request: what this service
-	// serves, so that a client can tell it is the one it wants.
+	// serves, so that a client can tell it is the one it wants. Its
+	// DataDir holds the nesting key that checks a caller's token.
 	Info *ServiceInfo
+	// CallersEnv says the environment is the one caller's (stdio serve,
+	// which each pi starts for itself): a request that carries no Caller
+	// reads CallerPiEnv there. A shared service's is nobody's.
+	CallersEnv bool
 }
 
 // ServiceInfo is the answer to a `service` request.
@@ -118,13 +136,14 @@ type ServiceInfo struct {
 	DataDir         string `json:"data_dir,omitempty"`
 	// Protocol is the client protocol's version: 2 takes the caller's
 	// side of a call (ServeRequest.Dir, Env, Terminal, Indent) and says a
-	// failure's message (ServeReply.Error). A command hands its calls only
-	// to a service of version 2 or later.
+	// failure's message (ServeReply.Error); 3 takes the calling pi's
+	// (ServeRequest.Caller). A command hands its calls only to a service
+	// of this build's version or later.
 	Protocol int `json:"protocol,omitempty"`
 }
 
 // ProtocolVersion is this build's Protocol.
-const ProtocolVersion = 2
+const ProtocolVersion = 3
 
 // NewServer serves verbs with c's Temporal client, shared by every call. A
 // verb's --task-queue applies; without one, c's queue (the one the
@@ -273,6 +292,9 @@ func (s *Server) ServeConn(ctx context.Context, r io.Reader, w io.Writer, opts C
 			out := &lineWriter{emit: func(line string) { reply(ServeReply{ID: req.ID, Line: &line}) }}
 			stdio := IO{In: strings.NewReader(req.Input), Out: out, Err: io.Discard, Getenv: s.getenvFor(req),
 				Terminal: func() bool { return req.Terminal }, Compact: !req.Indent, Dir: req.Dir}
+			if s.Info != nil {
+				stdio.DataDir = s.Info.DataDir
+			}
 			err := s.one(rctx, req, stdio)
 			out.flush()
 			code, said := errcode.ExitOK, ""
@@ -299,17 +321,21 @@ func (s *Server) ServeConn(ctx context.Context, r io.Reader, w io.Writer, opts C
 }
 
 // getenvFor is the environment req's verb sees: the caller's values of
-// CallerEnv when it sent them, the service's otherwise.
+// CallerEnv when it sent them, the service's otherwise; the caller's of
+// CallerPiEnv always (the service's own only where it is the caller's).
 func (s *Server) getenvFor(req ServeRequest) func(string) string {
 	base := s.Getenv
 	if base == nil {
 		base = os.Getenv
 	}
-	if req.Env == nil {
-		return base
-	}
 	return func(k string) string {
-		if slices.Contains(CallerEnv, k) {
+		switch {
+		case slices.Contains(CallerPiEnv, k):
+			if req.Caller == nil && s.CallersEnv {
+				return base(k)
+			}
+			return req.Caller[k]
+		case req.Env != nil && slices.Contains(CallerEnv, k):
 			return req.Env[k]
 		}
 		return base(k)

@@ -40,6 +40,17 @@ func (o *sendOptions) run(ctx context.Context, cmd *command, c *client.Client) e
 		req = client.SendRequest{TaskID: cmd.args[0], Prompt: strings.Join(cmd.args[1:], " "), Files: o.files,
 			ParentSessionID: o.parentSession, Deliver: o.deliver, Agent: o.agent}
 	}
+	// A send that starts its session or runs a closed one again is a
+	// delegation of the caller's, at its depth (caller.go).
+	var who client.StartRequest
+	if err := cmd.fillDefaults(&who); err != nil {
+		return err
+	}
+	depth, err := cmd.depth(ctx, c, who.Depth)
+	if err != nil {
+		return err
+	}
+	req.Depth, req.Knobs = depth, who.Knobs
 	before := 0
 	if !o.wait && !cmd.asJSON {
 		// The session's turn before this send: the one a resumed session

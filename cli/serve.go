@@ -20,7 +20,8 @@ func serveMain(ctx context.Context, args []string, stdio IO) error {
 	}
 	conn := &sharedConn{base: base}
 	defer conn.close()
-	s := &Server{dial: conn.dial, Getenv: stdio.Getenv}
+	// Each pi starts a serve of its own, with its own environment.
+	s := &Server{dial: conn.dial, Getenv: stdio.Getenv, CallersEnv: true}
 	return s.ServeConn(ctx, stdio.In, stdio.Out, ConnOptions{})
 }
 

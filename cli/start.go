@@ -84,6 +84,11 @@ func (o *startOptions) run(ctx context.Context, cmd *command, c *client.Client) 
 	if err := cmd.fillDefaults(&req); err != nil {
 		return err
 	}
+	depth, err := cmd.depth(ctx, c, req.Depth)
+	if err != nil {
+		return err
+	}
+	req.Depth = depth
 	env, err := c.Start(ctx, req)
 	if err != nil {
 		return err

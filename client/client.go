@@ -76,9 +76,12 @@ type StartRequest struct {
 	// exist); "" lets any worker run them. The command fills it in from
 	// --host / SUBAGENTS_HOST ("auto": this machine).
 	Host string `json:"host,omitempty"`
-	// Depth is the caller's own subagent depth (PI_SUBAGENT_DEPTH); the
-	// command fills it in from its environment.
-	Depth int `json:"-"`
+	// Depth is the caller's own subagent depth and Knobs its own settings
+	// of the tasks: the command fills them in from the caller's side of
+	// the call (its session, its environment), never from the request's
+	// JSON, which the caller writes as it likes.
+	Depth int              `json:"-"`
+	Knobs *api.CallerKnobs `json:"-"`
 	// ParentSessionFile is the parent pi's session file: tasks whose
 	// context is fork start from a copy of its conversation.
 	ParentSessionFile string `json:"parent_session_file,omitempty"`
@@ -100,6 +103,10 @@ type SendRequest struct {
 	// `subagent` tool's sessionId; client/sticky.go).
 	Sticky bool   `json:"sticky,omitempty"`
 	Cwd    string `json:"cwd,omitempty"`
+	// Depth and Knobs are the caller's (StartRequest's), for a send that
+	// starts its session (Sticky) or runs a closed one again.
+	Depth int              `json:"-"`
+	Knobs *api.CallerKnobs `json:"-"`
 }
 
 // ListFilter narrows `list`; empty fields match everything.
@@ -182,7 +189,7 @@ func (c *Client) delegationInput(req StartRequest) (api.DelegationInput, error) 
 	in := api.DelegationInput{
 		Tasks: req.Tasks, Profile: req.Profile, ParentSessionID: req.ParentSessionID, Deliver: req.Deliver,
 		MaxConcurrency: req.MaxConcurrency, IdleTTLSeconds: req.IdleTTLSeconds, Depth: req.Depth, Host: req.Host,
-		Version: api.CurrentVersion, Tool: req.Tool, ParentSessionFile: req.ParentSessionFile,
+		Version: api.CurrentVersion, Tool: req.Tool, ParentSessionFile: req.ParentSessionFile, Knobs: req.Knobs,
 	}
 	for i := range in.Tasks {
 		t := &in.Tasks[i]
@@ -350,7 +357,7 @@ func (c *Client) startOneTask(ctx context.Context, in api.DelegationInput) (Enve
 		SessionID: sid, Agent: profile, Cwd: t.Cwd, Prompt: t.Prompt, Files: t.Files, Name: t.Name,
 		ParentSessionID: in.ParentSessionID, Host: in.Host, IdleTTLSeconds: in.IdleTTLSeconds, Version: in.Version,
 		Delegation: &api.DelegationRole{
-			ID: id, Depth: in.Depth, Tool: in.Tool, Deliver: in.Deliver, AckTTLSeconds: in.AckTTLSeconds,
+			ID: id, Depth: in.Depth, Tool: in.Tool, Deliver: in.Deliver, AckTTLSeconds: in.AckTTLSeconds, Knobs: in.Knobs,
 			// What the session resolves; its prompt and files are the
 			// session's own.
 			Task: api.TaskSpec{Name: t.Name, Profile: profile, Model: t.Model, TimeoutSeconds: t.TimeoutSeconds, Cwd: t.Cwd, Description: t.Description,
@@ -988,6 +995,7 @@ func (c *Client) Send(ctx context.Context, req SendRequest) (Envelope, error) {
 		Tasks: []api.TaskSpec{{Name: name, Prompt: req.Prompt, Files: req.Files, Resume: req.TaskID, Cwd: searchAttr(info, api.CwdKey.GetName()),
 			Profile: profile}},
 		ParentSessionID: req.ParentSessionID, Deliver: req.Deliver, Host: memoString(info, "host"),
+		Depth: req.Depth, Knobs: req.Knobs,
 	}
 	if req.Sticky {
 		// The subagent tool's: its rules (read-only agents unless

@@ -6,9 +6,12 @@ import (
 	"slices"
 	"strings"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/durable-pi/subagents/api"
+	"github.com/durable-pi/subagents/internal/errcode"
 )
 
 // Bounds of the nested tree `status` shows under a task. The depth limit
@@ -84,4 +87,43 @@ func (c *Client) childSessions(ctx context.Context, parents []string, limit int)
 	// runs were started.
 	slices.SortStableFunc(out, func(a, b ListItem) int { return a.Started.Compare(b.Started) })
 	return out, nil
+}
+
+// SessionDepth is the depth of the child that runs session id, as Temporal
+// records it: the input its latest run started with (a continue-as-new or a
+// resumed session's run carries its depth again). A session that is not
+// this project's, or not found, is SESSION_NOT_FOUND.
+func (c *Client) SessionDepth(ctx context.Context, id string) (int, error) {
+	notFound := errcode.Errorf(errcode.SessionNotFound, "the calling session %q is not found: a nested child delegates only while its session exists", id)
+	iter := c.Temporal.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	if !iter.HasNext() {
+		return 0, notFound
+	}
+	ev, err := iter.Next()
+	if isNotFound(err) {
+		return 0, notFound
+	}
+	if err != nil {
+		return 0, c.temporalError(err, id)
+	}
+	attrs := ev.GetWorkflowExecutionStartedEventAttributes()
+	if attrs == nil || attrs.GetWorkflowType().GetName() != api.SessionWorkflowName || len(attrs.GetInput().GetPayloads()) == 0 {
+		return 0, notFound
+	}
+	var in api.SessionInput
+	if err := converter.GetDefaultDataConverter().FromPayload(attrs.GetInput().GetPayloads()[0], &in); err != nil {
+		return 0, errcode.Wrap(errcode.Failed, err, fmt.Sprintf("session %s: cannot read its input: %v", id, err))
+	}
+	return sessionDepth(in), nil
+}
+
+// sessionDepth is the depth of in's child: the one its input names, else
+// one below the caller of the one-task delegation it stands for (resolved
+// in the workflow, after its input was written); a child is at least 1.
+func sessionDepth(in api.SessionInput) int {
+	d := in.Child.Depth
+	if in.Delegation != nil {
+		d = max(d, in.Delegation.Depth+1)
+	}
+	return max(d, 1)
 }

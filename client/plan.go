@@ -39,6 +39,8 @@ type PlanRequest struct {
 	IdleTTLSeconds    int    `json:"idle_ttl_seconds,omitempty"`
 	Host              string `json:"host,omitempty"`
 	Depth             int    `json:"-"`
+	// Knobs are the caller's (StartRequest.Knobs).
+	Knobs *api.CallerKnobs `json:"-"`
 }
 
 // StartPlan checks a plan whole and starts it; the answer is the plan's
@@ -66,7 +68,7 @@ func CheckPlan(req PlanRequest) (api.PlanInput, error) {
 	in := api.PlanInput{
 		Cwd: req.Cwd, Profile: req.Profile, ParentSessionID: req.ParentSessionID, ParentSessionFile: req.ParentSessionFile,
 		Depth: req.Depth, Host: req.Host, Tool: req.Tool, Deliver: req.Deliver, IdleTTLSeconds: req.IdleTTLSeconds,
-		MaxConcurrency: req.MaxConcurrency, Attempt: 1, Version: api.PlanVersion,
+		MaxConcurrency: req.MaxConcurrency, Attempt: 1, Version: api.PlanVersion, Knobs: req.Knobs,
 	}
 	if !filepath.IsAbs(in.Cwd) {
 		return in, errcode.Errorf(errcode.InvalidInput, "cwd must be an absolute path, not %q", in.Cwd)

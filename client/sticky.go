@@ -72,7 +72,7 @@ func (c *Client) stickySession(ctx context.Context, req SendRequest) (string, bo
 func (c *Client) startSticky(ctx context.Context, req SendRequest, id string) (Envelope, error) {
 	start := StartRequest{
 		Tasks:           []api.TaskSpec{{Name: req.Agent, Prompt: req.Prompt, Files: req.Files, Profile: req.Agent, Cwd: req.Cwd}},
-		ParentSessionID: req.ParentSessionID, Deliver: req.Deliver, Tool: "subagent",
+		ParentSessionID: req.ParentSessionID, Deliver: req.Deliver, Tool: "subagent", Depth: req.Depth, Knobs: req.Knobs,
 	}
 	in, err := c.delegationInput(start)
 	if err != nil {

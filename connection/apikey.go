@@ -50,11 +50,20 @@ func DefaultDataDir() (string, error) {
 // EnsureKey returns the API key of dataDir's service, making it on the
 // first start: a 0600 file in the 0700 data dir. A key file that another
 // user owns or could read is refused, not used: it would let that user in.
-func EnsureKey(dataDir string) (string, error) {
+func EnsureKey(dataDir string) (string, error) { return ensureSecret(dataDir, KeyName, "the API key") }
+
+// ReadKey reads the API key of dataDir's service. A missing file is
+// fs.ErrNotExist (no local service has started there); a file another user
+// owns, or that group or others may read or write, is PERMISSION_DENIED.
+func ReadKey(dataDir string) (string, error) { return readSecret(dataDir, KeyName, "the API key") }
+
+// ensureSecret returns the secret in dataDir's file name (what says which
+// secret, for errors), making it when there is none.
+func ensureSecret(dataDir, name, what string) (string, error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return "", errcode.Wrap(errcode.InvalidInput, err, fmt.Sprintf("create the data dir %s: %v", dataDir, err))
 	}
-	key, err := ReadKey(dataDir)
+	key, err := readSecret(dataDir, name, what)
 	if err == nil {
 		return key, nil
 	}
@@ -63,18 +72,18 @@ func EnsureKey(dataDir string) (string, error) {
 	}
 	raw := make([]byte, keyBytes)
 	if _, err := rand.Read(raw); err != nil {
-		return "", errcode.Wrap(errcode.ServiceUnavailable, err, "make an API key: "+err.Error())
+		return "", errcode.Wrap(errcode.ServiceUnavailable, err, "make "+what+": "+err.Error())
 	}
 	key = hex.EncodeToString(raw)
-	path := KeyPath(dataDir)
+	path := filepath.Join(dataDir, name)
 	// O_EXCL: two services starting on one data dir at once (the lock is
 	// taken after this) make one key, and the second reads it.
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, fs.ErrExist) {
-		return ReadKey(dataDir)
+		return readSecret(dataDir, name, what)
 	}
 	if err != nil {
-		return "", errcode.Wrap(errcode.InvalidInput, err, fmt.Sprintf("write the API key %s: %v", path, err))
+		return "", errcode.Wrap(errcode.InvalidInput, err, fmt.Sprintf("write %s %s: %v", what, path, err))
 	}
 	_, werr := f.WriteString(key + "\n")
 	if cerr := f.Close(); werr == nil {
@@ -82,40 +91,39 @@ func EnsureKey(dataDir string) (string, error) {
 	}
 	if werr != nil {
 		_ = os.Remove(path)
-		return "", errcode.Wrap(errcode.InvalidInput, werr, fmt.Sprintf("write the API key %s: %v", path, werr))
+		return "", errcode.Wrap(errcode.InvalidInput, werr, fmt.Sprintf("write %s %s: %v", what, path, werr))
 	}
 	return key, nil
 }
 
-// ReadKey reads the API key of dataDir's service. A missing file is
-// fs.ErrNotExist (no local service has started there); a file another user
-// owns, or that group or others may read or write, is PERMISSION_DENIED.
-func ReadKey(dataDir string) (string, error) {
-	path := KeyPath(dataDir)
+// readSecret reads the secret in dataDir's file name, refusing one that
+// another user owns or could read or write.
+func readSecret(dataDir, name, what string) (string, error) {
+	path := filepath.Join(dataDir, name)
 	info, err := os.Lstat(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return "", err
 		}
-		return "", errcode.Wrap(errcode.PermissionDenied, err, fmt.Sprintf("read the API key %s: %v", path, err))
+		return "", errcode.Wrap(errcode.PermissionDenied, err, fmt.Sprintf("read %s %s: %v", what, path, err))
 	}
 	if !info.Mode().IsRegular() {
-		return "", errcode.Errorf(errcode.PermissionDenied, "the API key %s is not a regular file: refusing to use it", path)
+		return "", errcode.Errorf(errcode.PermissionDenied, "%s %s is not a regular file: refusing to use it", what, path)
 	}
 	if st, ok := info.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
-		return "", errcode.Errorf(errcode.PermissionDenied, "the API key %s belongs to user %d, not to this user (%d): refusing to use it", path, st.Uid, os.Getuid())
+		return "", errcode.Errorf(errcode.PermissionDenied, "%s %s belongs to user %d, not to this user (%d): refusing to use it", what, path, st.Uid, os.Getuid())
 	}
 	if info.Mode().Perm()&0o077 != 0 {
 		return "", errcode.Errorf(errcode.PermissionDenied,
-			"the API key %s may be read or written by other users (mode %04o): refusing to use it; remove it and start the service again for a new one", path, info.Mode().Perm())
+			"%s %s may be read or written by other users (mode %04o): refusing to use it; remove it and start the service again for a new one", what, path, info.Mode().Perm())
 	}
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		return "", errcode.Wrap(errcode.PermissionDenied, err, fmt.Sprintf("read the API key %s: %v", path, err))
+		return "", errcode.Wrap(errcode.PermissionDenied, err, fmt.Sprintf("read %s %s: %v", what, path, err))
 	}
 	key := strings.TrimSpace(string(raw))
 	if key == "" {
-		return "", errcode.Errorf(errcode.PermissionDenied, "the API key %s is empty; remove it and start the service again for a new one", path)
+		return "", errcode.Errorf(errcode.PermissionDenied, "%s %s is empty; remove it and start the service again for a new one", what, path)
 	}
 	return key, nil
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/durable-pi/subagents/api"
+	"github.com/durable-pi/subagents/connection"
 	"github.com/durable-pi/subagents/internal/errcode"
 )
 
@@ -17,6 +18,8 @@ type ResolveRequest struct {
 	// Depth is the depth of the tasks' children: with the tasks marked
 	// Early, what the worker needs to start their children early.
 	Depth int `json:"depth,omitempty"`
+	// Knobs are the calling pi's settings of the tasks, over the files'.
+	Knobs *api.CallerKnobs `json:"knobs,omitempty"`
 }
 
 // ResolveTask is one task's profile and overrides.
@@ -65,6 +68,10 @@ type Activities struct {
 	// to reach this worker's service (its address, namespace, task queue,
 	// data dir, the subagents command): see Admission.Env.
 	ServiceEnv []string
+	// NestingKey signs the session of a child that delegates (TokenEnv,
+	// connection.SessionToken); "": its child gets no token, and a service
+	// that has the key refuses what it delegates.
+	NestingKey string
 }
 
 // config is the settings for a task in cwd.
@@ -85,6 +92,7 @@ func (a *Activities) ResolveTasks(_ context.Context, req ResolveRequest) ([]Reso
 			out[i].Error = errcode.NewInfo(code, err.Error())
 			continue
 		}
+		req.Knobs.Apply(&r.Child)
 		out[i] = r
 	}
 	return out, nil
@@ -202,8 +210,16 @@ func (a *Activities) Admit(in api.RunPiInput) (Admission, error) {
 	if !in.NoContextFiles {
 		adm.Context = ForeignContext(a.AgentDir, in.Cwd)
 	}
+	if in.OutputMaxChars > 0 {
+		// The calling pi's cap (CallerKnobs), bounded as the settings' is:
+		// a workflow input may have been written by hand.
+		adm.OutputMaxChars = min(in.OutputMaxChars, MaxOutputChars)
+	}
 	if Nested(in.Tools) {
 		adm.Env = append(slices.Clone(a.ServiceEnv), NestedEnv+"=1", ParentSessionEnv+"="+in.SessionID)
+		if a.NestingKey != "" {
+			adm.Env = append(adm.Env, TokenEnv+"="+connection.SessionToken(a.NestingKey, in.SessionID))
+		}
 	}
 	return adm, nil
 }

@@ -74,9 +74,18 @@ func Nested(tools []string) bool {
 // The variables that tell this project's extension, in a child's pi, that
 // it registers the delegation tools (NestedEnv) and which session
 // delegates (ParentSessionEnv: the task's own session ID, which the
-// workflow set; every delegation of the child records it as its parent).
-// The child's depth is PI_SUBAGENT_DEPTH, from the run's input as well.
+// workflow set; every delegation of the child records it as its parent),
+// with the worker's proof of that session (TokenEnv: only a worker with the
+// nesting key makes it, connection.SessionToken). The child's depth is
+// DepthEnv, from the run's input as well; ChildEnv marks every child.
+//
+// The service takes a delegation's depth from the session the token
+// proves, as Temporal records it; DepthEnv and ChildEnv are the caller's
+// word, which may only make it deeper (cli's callerDepth).
 const (
 	NestedEnv        = "PI_SUBAGENT_NESTED"
 	ParentSessionEnv = "PI_SUBAGENT_PARENT_SESSION"
+	TokenEnv         = "PI_SUBAGENT_TOKEN"
+	DepthEnv         = "PI_SUBAGENT_DEPTH"
+	ChildEnv         = "PI_SUBAGENT_CHILD"
 )

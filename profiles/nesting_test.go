@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/durable-pi/subagents/api"
+	"github.com/durable-pi/subagents/connection"
 	"github.com/durable-pi/subagents/internal/errcode"
 )
 
@@ -133,5 +134,61 @@ func TestNoNestingWhileTheServiceRefuses(t *testing.T) {
 	p := &Profile{Tools: []string{"task"}}
 	if got := p.NestedTools(1, DefaultMaxDepth); got != nil {
 		t.Fatalf("NestedTools = %v", got)
+	}
+}
+
+// TestAdmitGivesANestedChildItsSessionToken: with the nesting key, a child
+// that delegates gets the token of its own session, which the service
+// checks; a child that does not delegate gets none (nor its session).
+func TestAdmitGivesANestedChildItsSessionToken(t *testing.T) {
+	letServiceNest(t, 2)
+	agent, cwd := t.TempDir(), t.TempDir()
+	must(t, os.MkdirAll(filepath.Join(agent, "agents"), 0o755))
+	must(t, os.WriteFile(filepath.Join(agent, "agents", "lead.md"), []byte("---\nname: lead\ndescription: d\ntools: read, task\n---\nLead.\n"), 0o600))
+	a := &Activities{AgentDir: agent, DelegationExtension: "/ext/src/nested.ts", NestingKey: "k"}
+	out, err := a.ResolveTasks(t.Context(), ResolveRequest{Depth: 1, Tasks: []ResolveTask{{Profile: "lead", Cwd: cwd}}})
+	if err != nil || out[0].Error != nil {
+		t.Fatalf("resolve: %v %+v", err, out[0].Error)
+	}
+	child := out[0].Child
+	child.SessionID, child.Prompt, child.Depth, child.Cwd = "s1", "p", 1, cwd
+	adm, err := a.Admit(child)
+	if want := TokenEnv + "=" + connection.SessionToken("k", "s1"); err != nil || !slices.Contains(adm.Env, want) {
+		t.Fatalf("a nested child's env %v (%v), want %s", adm.Env, err, want)
+	}
+	leaf := api.RunPiInput{SessionID: "s2", Prompt: "p", Cwd: cwd, Depth: 2}
+	if adm, err := a.Admit(leaf); err != nil || len(adm.Env) != 0 {
+		t.Fatalf("a child that does not delegate: %v %v", adm.Env, err)
+	}
+}
+
+// TestCallerKnobsApplyToTheirTasks: the calling pi's knobs are checked as
+// the settings' are, set on its tasks' runs over the files', and the
+// worker's own environment never supplies them.
+func TestCallerKnobsApplyToTheirTasks(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	if k, err := CallerKnobs(env(nil)); k != nil || err != nil {
+		t.Fatalf("none set: %+v %v", k, err)
+	}
+	k, err := CallerKnobs(env(map[string]string{"OHM_SUBAGENTS_OUTPUT_MAX_CHARS": "500000", "OHM_SUBAGENTS_TASK_MAX_EVENTS": "3"}))
+	if err != nil || k.OutputMaxChars != MaxOutputChars || k.TaskMaxEvents == nil || *k.TaskMaxEvents != 3 {
+		t.Fatalf("knobs: %+v %v", k, err)
+	}
+	if _, err := CallerKnobs(env(map[string]string{"OHM_SUBAGENTS_TASK_MAX_EVENTS": "many"})); errcode.CodeOf(err) != errcode.InvalidInput || !strings.Contains(err.Error(), "OHM_SUBAGENTS_TASK_MAX_EVENTS") {
+		t.Fatalf("a bad knob: %v", err)
+	}
+	if got := WithoutCallerKnobs(env(map[string]string{"OHM_SUBAGENTS_OUTPUT_MAX_CHARS": "9", "SUBAGENTS_MAX_DEPTH": "1"})); got("OHM_SUBAGENTS_OUTPUT_MAX_CHARS") != "" || got("SUBAGENTS_MAX_DEPTH") != "1" {
+		t.Fatal("the worker's view of its environment")
+	}
+
+	cwd := t.TempDir()
+	a := &Activities{AgentDir: t.TempDir()}
+	out, err := a.ResolveTasks(t.Context(), ResolveRequest{Depth: 1, Knobs: k, Tasks: []ResolveTask{{Cwd: cwd}}})
+	if err != nil || out[0].Error != nil || out[0].Child.OutputMaxChars != MaxOutputChars || *out[0].Child.MaxEvents != 3 {
+		t.Fatalf("resolved with knobs: %+v %v", out[0], err)
+	}
+	in := api.RunPiInput{SessionID: "s", Prompt: "p", Cwd: cwd, Depth: 1, OutputMaxChars: 7 * MaxOutputChars}
+	if adm, err := a.Admit(in); err != nil || adm.OutputMaxChars != MaxOutputChars {
+		t.Fatalf("a run's own cap is bounded: %+v %v", adm, err)
 	}
 }

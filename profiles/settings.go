@@ -461,3 +461,43 @@ func (c Config) Enabled(name string) error {
 	}
 	return nil
 }
+
+// CallerKnobVars are the settings' variables that belong to the pi that
+// delegates, not to the service (api.CallerKnobs): the task contract sets
+// them per pi process. A service a pi started holds that pi's environment
+// and serves every other pi too, so the worker never reads them from its
+// own (WithoutCallerKnobs); each request carries its pi's (CallerKnobs).
+var CallerKnobVars = []string{"OHM_SUBAGENTS_OUTPUT_MAX_CHARS", "OHM_SUBAGENTS_TASK_MAX_EVENTS"}
+
+// CallerKnobs reads the calling pi's knobs from getenv (its environment),
+// checked and bounded as the settings' values are; nil when it sets none.
+func CallerKnobs(getenv func(string) string) (*api.CallerKnobs, error) {
+	var cfg Config
+	set := false
+	for _, s := range settings {
+		if !slices.Contains(CallerKnobVars, s.alias) {
+			continue
+		}
+		if v := strings.TrimSpace(getenv(s.alias)); v != "" {
+			if err := s.apply(&cfg, v, s.alias); err != nil {
+				return nil, err
+			}
+			set = true
+		}
+	}
+	if !set {
+		return nil, nil
+	}
+	return &api.CallerKnobs{OutputMaxChars: cfg.OutputMaxChars, TaskMaxEvents: cfg.TaskMaxEvents}, nil
+}
+
+// WithoutCallerKnobs is getenv without CallerKnobVars: the worker's view
+// of its environment.
+func WithoutCallerKnobs(getenv func(string) string) func(string) string {
+	return func(k string) string {
+		if slices.Contains(CallerKnobVars, k) {
+			return ""
+		}
+		return getenv(k)
+	}
+}

@@ -187,8 +187,17 @@ func New(c client.Client, cfg Config) (*Worker, error) {
 	if cfg.ServiceEnv == nil {
 		cfg.ServiceEnv = serviceEnv(cfg)
 	}
-	profs := &profiles.Activities{AgentDir: agentDir(cfg.ChildEnv), PromptDirs: profiles.DefaultPromptDirs(), MaxDepth: cfg.MaxDepth, Getenv: os.Getenv,
-		DelegationExtension: cfg.DelegationExtension, ServiceEnv: cfg.ServiceEnv}
+	// The key that signs the session of each child that delegates, for the
+	// service that takes its delegations (connection/nesting.go).
+	nestingKey, err := connection.EnsureNestingKey(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	profs := &profiles.Activities{AgentDir: agentDir(cfg.ChildEnv), PromptDirs: profiles.DefaultPromptDirs(), MaxDepth: cfg.MaxDepth,
+		// The knobs of a pi come with its requests: this process's values
+		// are those of whichever pi started the service.
+		Getenv:              profiles.WithoutCallerKnobs(os.Getenv),
+		DelegationExtension: cfg.DelegationExtension, ServiceEnv: cfg.ServiceEnv, NestingKey: nestingKey}
 	acts, err := activities.New(activities.Config{
 		Pi:                cfg.Pi.Path,
 		PathPrefix:        cfg.Pi.PathPrefix,

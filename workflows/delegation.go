@@ -332,7 +332,7 @@ func (d *delegation) checkResumes(ctx workflow.Context) error {
 }
 
 func (d *delegation) resolve(ctx workflow.Context) ([]profiles.ResolvedTask, error) {
-	req := profiles.ResolveRequest{Depth: d.in.Depth + 1}
+	req := profiles.ResolveRequest{Depth: d.in.Depth + 1, Knobs: d.in.Knobs}
 	early := 0
 	for i, t := range d.in.Tasks {
 		_, resuming := d.resumes[i]

@@ -303,7 +303,7 @@ func (p *planRun) cancelledByTemporal(ctx workflow.Context) {
 // resolve resolves every step's agent before any child starts: an unknown
 // or denied agent refuses the whole plan, naming the step.
 func (p *planRun) resolve(ctx workflow.Context) error {
-	req := profiles.ResolveRequest{Depth: p.in.Depth + 1}
+	req := profiles.ResolveRequest{Depth: p.in.Depth + 1, Knobs: p.in.Knobs}
 	before := api.RunsBefore(p.in.Plan)
 	early := 0
 	for i, s := range p.steps {

@@ -688,7 +688,7 @@ func (s *session) recordCancelled(ctx workflow.Context) {
 // without a child).
 func (s *session) resolve(ctx workflow.Context) error {
 	r := s.in.Delegation
-	req := profiles.ResolveRequest{Depth: r.Depth + 1, Tasks: []profiles.ResolveTask{{
+	req := profiles.ResolveRequest{Depth: r.Depth + 1, Knobs: r.Knobs, Tasks: []profiles.ResolveTask{{
 		Profile: r.Task.ProfileOr(""), Cwd: s.in.Cwd, Model: r.Task.Model, TimeoutSeconds: r.Task.TimeoutSeconds,
 		Tool: r.Tool, Early: true,
 	}}}

@@ -178,8 +178,8 @@ var Channel = class {
   /** Set once the connection ended; answered is whether it ever replied. */
   ended = false;
   answered = false;
-  /** Runs one verb; onLine gets its stdout lines as they come. */
-  request(args, input, onLine, signal) {
+  /** Runs one verb; onLine gets its stdout lines as they come; caller says who asks (callerOf). */
+  request(args, input, onLine, signal, caller) {
     if (this.ended) return Promise.reject(new SubagentsError("SERVICE_UNAVAILABLE", "the connection to the subagents service has ended"));
     const id = this.nextId++;
     return new Promise((resolve2, reject) => {
@@ -201,7 +201,7 @@ var Channel = class {
         }
       });
       this.hold(true);
-      this.send({ id, args, input });
+      this.send({ id, args, input, caller });
       if (signal?.aborted) onAbort();
       else signal?.addEventListener("abort", onAbort, { once: true });
     });
@@ -301,6 +301,22 @@ var starting = /* @__PURE__ */ new Map();
 var startedListeners = [];
 function onServiceStarted(listener) {
   startedListeners.push(listener);
+}
+var CALLER_ENV = [
+  "PI_SUBAGENT_DEPTH",
+  "PI_SUBAGENT_CHILD",
+  "PI_SUBAGENT_PARENT_SESSION",
+  "PI_SUBAGENT_TOKEN",
+  "OHM_SUBAGENTS_OUTPUT_MAX_CHARS",
+  "OHM_SUBAGENTS_TASK_MAX_EVENTS"
+];
+function callerOf(env) {
+  const out = {};
+  for (const k of CALLER_ENV) {
+    const v = env[k];
+    if (v) out[k] = v;
+  }
+  return out;
 }
 function disabled(env) {
   return ["1", "true", "yes", "on"].includes((env.SUBAGENTS_DISABLED ?? "").trim().toLowerCase());
@@ -448,7 +464,8 @@ var SubagentsCli = class {
     if ("channel" in route) {
       const channel = route.channel;
       try {
-        return { code: await channel.request(this.argv(verb, flags, positional, route.connection), input, onLine, signal), err: "" };
+        const args2 = this.argv(verb, flags, positional, route.connection);
+        return { code: await channel.request(args2, input, onLine, signal, callerOf(this.env)), err: "" };
       } catch (e) {
         if (channel.answered || channel instanceof SocketChannel || !(e instanceof SubagentsError) || e.code !== "SERVICE_UNAVAILABLE") throw e;
         route = { spawn: true, connection: route.connection };

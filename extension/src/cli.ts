@@ -78,8 +78,8 @@ abstract class Channel {
 	/** Ends the connection; resolves when nothing of it is left (a process exited and was reaped). */
 	abstract stop(): Promise<void>;
 
-	/** Runs one verb; onLine gets its stdout lines as they come. */
-	request(args: string[], input: string, onLine: LineSink, signal?: AbortSignal): Promise<number> {
+	/** Runs one verb; onLine gets its stdout lines as they come; caller says who asks (callerOf). */
+	request(args: string[], input: string, onLine: LineSink, signal?: AbortSignal, caller?: Record<string, string>): Promise<number> {
 		if (this.ended) return Promise.reject(new SubagentsError("SERVICE_UNAVAILABLE", "the connection to the subagents service has ended"));
 		const id = this.nextId++;
 		return new Promise<number>((resolve, reject) => {
@@ -101,7 +101,7 @@ abstract class Channel {
 				},
 			});
 			this.hold(true);
-			this.send({ id, args, input });
+			this.send({ id, args, input, caller });
 			if (signal?.aborted) onAbort();
 			else signal?.addEventListener("abort", onAbort, { once: true });
 		});
@@ -231,6 +231,32 @@ const startedListeners: Array<() => void> = [];
 /** Called after this pi started the local service (deferred start-up work). */
 export function onServiceStarted(listener: () => void): void {
 	startedListeners.push(listener);
+}
+
+/**
+ * The variables that say who this pi is (its depth, the task session it
+ * runs as in a child that delegates, and the worker's token for that
+ * session) and its own knobs: the service's CallerPiEnv. Every call
+ * carries them; the service never reads its own values, which are those
+ * of whichever pi started it.
+ */
+export const CALLER_ENV = [
+	"PI_SUBAGENT_DEPTH",
+	"PI_SUBAGENT_CHILD",
+	"PI_SUBAGENT_PARENT_SESSION",
+	"PI_SUBAGENT_TOKEN",
+	"OHM_SUBAGENTS_OUTPUT_MAX_CHARS",
+	"OHM_SUBAGENTS_TASK_MAX_EVENTS",
+] as const;
+
+/** This pi's values of CALLER_ENV (the request's "caller"); a key it does not set is left out. */
+export function callerOf(env: NodeJS.ProcessEnv): Record<string, string> {
+	const out: Record<string, string> = {};
+	for (const k of CALLER_ENV) {
+		const v = env[k];
+		if (v) out[k] = v;
+	}
+	return out;
 }
 
 /** Whether SUBAGENTS_DISABLED turns delegation off (as the service reads it). */
@@ -418,7 +444,8 @@ export class SubagentsCli {
 		if ("channel" in route) {
 			const channel = route.channel;
 			try {
-				return { code: await channel.request(this.argv(verb, flags, positional, route.connection), input, onLine, signal), err: "" };
+				const args = this.argv(verb, flags, positional, route.connection);
+				return { code: await channel.request(args, input, onLine, signal, callerOf(this.env)), err: "" };
 			} catch (e) {
 				// A serve process that ended without answering anything is
 				// an older subagents: fall back; anything else is the answer.

@@ -4,9 +4,10 @@
 // the entry of a parent pi, registers nothing in a child; this one
 // activates the same extension there. pi's --tools allowlist keeps only
 // the delegation tools the profile listed; every delegation records the
-// task's session (PI_SUBAGENT_PARENT_SESSION) as its parent, and the
-// command reads the child's depth (PI_SUBAGENT_DEPTH), both set by the
-// worker from the run's input. Outside such a child it does nothing.
+// task's session (PI_SUBAGENT_PARENT_SESSION) as its parent, and each
+// request carries that session with the worker's token for it
+// (PI_SUBAGENT_TOKEN), from which the service takes the depth (cli.ts
+// callerOf). Outside such a child it does nothing.
 
 import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
 import { Type } from "typebox";
