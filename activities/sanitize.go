@@ -80,12 +80,13 @@ var secretRules = []secretRule{
 	{regexp.MustCompile(`(?i)\b(https?://)[0-9a-f]{32}(?::[0-9a-f]{32})?@`), "${1}[REDACTED]@"},
 	// Passwords a command line takes glued or after its own flag, where
 	// no name says "password": curl -u user:pw, mysql -ppw, sshpass -p pw.
-	// Each rule starts at its command, so -u 1000:1000 (docker) and -p
-	// 5432 (psql) stay; the password ends at a blank, a quote or a
-	// backslash (a JSON escape is not part of it).
-	{regexp.MustCompile(`(\bcurl\b[^\n]*?[ \t](?:-u|-U|--user|--proxy-user)(?:[ \t]+|=)?["']?[^\s:"'\\]*:)[^\s"'\\]+`), "${1}[REDACTED]"},
-	{regexp.MustCompile(`(\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlcheck|mysqlshow|mysqlslap|mariadb|mariadb-dump)\b[^\n]*?[ \t]-p["']?)[^\s"'\\-][^\s"'\\]*`), "${1}[REDACTED]"},
-	{regexp.MustCompile(`(\bsshpass\b[^\n]*?[ \t]-p[ \t]*["']?)[^\s"'\\]+`), "${1}[REDACTED]"},
+	// Each rule starts at its command (a word, or after a JSON escape as
+	// tokenRule's), so -u 1000:1000 (docker) and -p 5432 (psql) stay; the
+	// password ends at a blank, a quote or a backslash (a JSON escape is
+	// not part of it).
+	{regexp.MustCompile(`((?:\b|\\[nrtfv])curl\b[^\n]*?[ \t](?:-u|-U|--user|--proxy-user)(?:[ \t]+|=)?["']?[^\s:"'\\]*:)[^\s"'\\]+`), "${1}[REDACTED]"},
+	{regexp.MustCompile(`((?:\b|\\[nrtfv])(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlcheck|mysqlshow|mysqlslap|mariadb|mariadb-dump)\b[^\n]*?[ \t]-p["']?)[^\s"'\\-][^\s"'\\]*`), "${1}[REDACTED]"},
+	{regexp.MustCompile(`((?:\b|\\[nrtfv])sshpass\b[^\n]*?[ \t]-p[ \t]*["']?)[^\s"'\\]+`), "${1}[REDACTED]"},
 	// Credentials in a URL: scheme://user:password@host keeps the user,
 	// with or without one. The password runs to the last "@" before the
 	// query, so one holding "@" or "/" is masked whole (a path holding "@"
@@ -103,8 +104,9 @@ func tokenRule(shape, label string) secretRule {
 }
 
 // cookieHeader is a Cookie or Set-Cookie header's value, to the end of its
-// line, a quote or a backslash (a JSON escape ends it).
-var cookieHeader = regexp.MustCompile(`(?i)\b((?:set-)?cookie)(\\?["']?[ \t]*:[ \t]*\\?["']?)([^\r\n"'\\]+)`)
+// line, a quote or a backslash (a JSON escape ends it); the header starts
+// a word or follows a JSON escape, as tokenRule's tokens.
+var cookieHeader = regexp.MustCompile(`(?i)(?:\b|\\[nrtfv])((?:set-)?cookie)(\\?["']?[ \t]*:[ \t]*\\?["']?)([^\r\n"'\\]+)`)
 
 // cookiePair is one name=value of a cookie header.
 var cookiePair = regexp.MustCompile(`[^\s=;,]+=[^\s;,]+`)

@@ -75,6 +75,8 @@ func TestSanitize(t *testing.T) {
 		{"curl -u", "curl -s -u admin:pw https://x/api; curl --user 'bob:p@ss w' -X GET; curl -u bob https://x",
 			"curl -s -u admin:[REDACTED] https://x/api; curl --user 'bob:[REDACTED] w' -X GET; curl -u bob https://x"},
 		{"curl -u in JSON", `{"command":"curl -u admin:hunter2\nnext"}`, `{"command":"curl -u admin:[REDACTED]\nnext"}`},
+		{"commands after a JSON escape", `{"result":"x:\ncurl -u admin:pw1\nmysql -pX2 db\nsshpass -p pw3 ssh h\nCookie: sid=abc4"}`,
+			`{"result":"x:\ncurl -u admin:[REDACTED]\nmysql -p[REDACTED] db\nsshpass -p [REDACTED] ssh h\nCookie: sid=[REDACTED]"}`},
 		{"-u of other commands stays", "docker run -u 1000:1000 img", "docker run -u 1000:1000 img"},
 		{"mysql -p", "mysql -u root -pX -h db; mysqldump -p'hunter2' app; mysql -u root -p app",
 			"mysql -u root -p[REDACTED] -h db; mysqldump -p'[REDACTED]' app; mysql -u root -p app"},
