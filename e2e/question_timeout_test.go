@@ -16,6 +16,7 @@ func TestQuestionTimeoutFromAStartAndAProfile(t *testing.T) {
 	e := newEnv(t)
 	e.model.Script("asks-start", askingScript()...)
 	e.model.Script("asks-profile", askingScript()...)
+	e.model.Script("asks-task", askingScript()...)
 	e.startWorker(shared.client)
 	c := e.cli()
 	asker := e.askerProfile()
@@ -32,18 +33,22 @@ func TestQuestionTimeoutFromAStartAndAProfile(t *testing.T) {
 		t.Errorf("--question-timeout 90m: the question waits %s", got)
 	}
 
-	// The profile's, given by a JSON request's task that names none.
-	req := `{"tasks":[{"name":"db","prompt":"[[script:asks-profile]] Set up the database.","profile":"patient","cwd":"` + e.workDir + `"}]}`
+	// A JSON request of two tasks (a delegation of its sessions): the
+	// profile's for the task that names none, the task's own over it.
+	req := `{"tasks":[{"name":"db","prompt":"[[script:asks-profile]] Set up the database.","profile":"patient","cwd":"` + e.workDir + `"},` +
+		`{"name":"cache","prompt":"[[script:asks-task]] Set up the cache.","profile":"patient","questionTimeoutSeconds":600,"cwd":"` + e.workDir + `"}]}`
 	started, out = c.json(0, req, "start", "--input", "-")
-	if len(started.Items) != 1 {
+	if len(started.Items) != 2 {
 		t.Fatalf("start --input: %s", out)
 	}
-	q = c.waitForQuestion(started.Items[0].TaskID).Question
-	if got := q.Deadline.Sub(q.Asked); got != 2*time.Hour {
-		t.Errorf("profile questionTimeoutSeconds 7200: the question waits %s", got)
+	for i, want := range []time.Duration{2 * time.Hour, 10 * time.Minute} {
+		q = c.waitForQuestion(started.Items[i].TaskID).Question
+		if got := q.Deadline.Sub(q.Asked); got != want {
+			t.Errorf("task %d of the request: the question waits %s, want %s", i, got, want)
+		}
 	}
-	// Nobody answers: the two waiting tasks end here.
-	c.json(0, "", "cancel", first, started.Items[0].TaskID)
+	// Nobody answers: the waiting tasks end here.
+	c.json(0, "", "cancel", first, started.Items[0].TaskID, started.Items[1].TaskID)
 
 	// Out of range: refused before anything starts.
 	if _, out := c.json(2, "", "start", "--agent", asker, "--cwd", e.workDir, "--question-timeout", "169h", "Anything."); !strings.Contains(out, "questionTimeoutSeconds must be 1 to 604800") {

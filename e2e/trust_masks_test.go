@@ -89,23 +89,7 @@ func TestSecretsOfIssue39ReachNoResultHistoryOrParent(t *testing.T) {
 		t.Fatalf("get_subagent_session:\n%s", transcript)
 	}
 
-	parentID := sessionIDOf(t, sessionFile)
-	list, out := e.cli().json(0, "", "list", "--parent-session", parentID, "--kind", "session")
-	if len(list.Runs) != 1 {
-		t.Fatalf("sessions of the parent: %s", out)
-	}
-	places := map[string]string{"the parent's events (tool results and details)": p.events.String()}
-	for i, r := range reqs {
-		b, _ := json.Marshal(r.Parsed.Messages)
-		places[fmt.Sprintf("the parent's model request %d", i+1)] = string(b)
-	}
-	payloads := historyPayloads(t, shared.client, list.Runs[0].ID)
-	if len(payloads) == 0 {
-		t.Fatal("no payloads in the session's history")
-	}
-	for i, payload := range payloads {
-		places[fmt.Sprintf("history payload %d", i+1)] = payload
-	}
+	places := e.parentPlaces(p, reqs, sessionFile)
 	for _, s := range issue39Secrets {
 		for where, text := range places {
 			if i := strings.Index(text, s.secret); i >= 0 {
@@ -113,6 +97,46 @@ func TestSecretsOfIssue39ReachNoResultHistoryOrParent(t *testing.T) {
 			}
 		}
 	}
+}
+
+// parentPlaces are the texts of a parent pi that delegated one session
+// (its events, its model requests) and every payload of that session's
+// history, by where they are: what must hold no secret of the session's.
+func (e *env) parentPlaces(p *parentPi, reqs []scriptedmodel.Request, sessionFile string) map[string]string {
+	e.t.Helper()
+	list, out := e.cli().json(0, "", "list", "--parent-session", sessionIDOf(e.t, sessionFile), "--kind", "session")
+	if len(list.Runs) != 1 {
+		e.t.Fatalf("sessions of the parent: %s", out)
+	}
+	places := map[string]string{"the parent's events (tool results and details)": p.events.String()}
+	for i, r := range reqs {
+		b, _ := json.Marshal(r.Parsed.Messages)
+		places[fmt.Sprintf("the parent's model request %d", i+1)] = string(b)
+	}
+	payloads := historyPayloads(e.t, shared.client, list.Runs[0].ID)
+	if len(payloads) == 0 {
+		e.t.Fatal("no payloads in the session's history")
+	}
+	for i, payload := range payloads {
+		places[fmt.Sprintf("history payload %d", i+1)] = payload
+	}
+	return places
+}
+
+// printedByTool is what the tools of a child's first step returned, as
+// its model received them in its second request.
+func printedByTool(t *testing.T, reqs []scriptedmodel.Request) string {
+	t.Helper()
+	if len(reqs) != 2 {
+		t.Fatalf("the model saw %d requests, want 2", len(reqs))
+	}
+	var printed string
+	for _, m := range reqs[1].Parsed.Messages {
+		if m.Role == "tool" {
+			printed += m.Text()
+		}
+	}
+	return printed
 }
 
 // issue39Env are the variables issue 39 found in a child's environment,
@@ -148,16 +172,7 @@ func TestChildEnvLacksIssue39Secrets(t *testing.T) {
 	if turn := res.LastTurn.Result; turn.Error != nil || turn.Finalize == nil {
 		t.Fatalf("turn: error %+v finalize %+v", turn.Error, turn.Finalize)
 	}
-	reqs := e.model.RequestsFor("env-39")
-	if len(reqs) != 2 {
-		t.Fatalf("the model saw %d requests, want 2", len(reqs))
-	}
-	var printed string
-	for _, m := range reqs[1].Parsed.Messages {
-		if m.Role == "tool" {
-			printed += m.Text()
-		}
-	}
+	printed := printedByTool(t, e.model.RequestsFor("env-39"))
 	if !strings.Contains(printed, "ZZ_E2E_USER_SETTING=kept-7Qx") || !strings.Contains(printed, "PATH=") {
 		t.Fatalf("the child's environment lacks the user's settings:\n%s", printed)
 	}
