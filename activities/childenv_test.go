@@ -32,6 +32,11 @@ var issueSecrets = []string{
 	"CI_JOB_JWT=x",                     // JWT
 	"SSH_AUTH_SOCK=/tmp/ssh-x/agent.1", // AUTH: the agent signs as the user
 	"KUBECONFIG=/home/u/.kube/config",  // the cluster's credentials
+	// Issue 39.
+	"SLACK_WEBHOOK_URL=https://hooks.slack.com/services/T0/B0/XXXX",             // a webhook's URL
+	"SENTRY_DSN=https://e3b0c44298fc1c149afbf4c8996fb924@o1.ingest.sentry.io/2", // DSN
+	"APP_SALT=pepper", // SALT
+	"NOTIFY=https://hooks.slack.com/services/T0/B0/XXXX", // a Slack webhook, whatever names it
 }
 
 // neededEnv are variables a child needs: all pass by default.

@@ -249,7 +249,9 @@ func (a *Activities) RunPi(ctx context.Context, in api.RunPiInput) (res api.RunP
 		return res, fmt.Errorf("session lock: %w", err)
 	}
 	earlier := replayRun(msgs[res.MessagesBefore:], a.sanitizer)
-	if info.Attempt > 1 && (runEnded(earlier, in.NoFinalize) || askedQuestion(msgs[res.MessagesBefore:])) {
+	// A run whose finalize is optional ended with either.
+	earlierEnded := runEnded(earlier, in.NoFinalize) || in.FinalizeOptional && runEnded(earlier, true)
+	if info.Attempt > 1 && (earlierEnded || askedQuestion(msgs[res.MessagesBefore:])) {
 		return a.recovered(ctx, in, res, earlier, admission.OutputMaxChars), nil
 	}
 	// The turn's time runs from its first attempt: a retry (the worker died,
@@ -809,7 +811,7 @@ func (r *childRun) run(ctx context.Context, args []string, spec warmSpec, sessio
 // its warm child is worth keeping for that next run.
 func (r *childRun) correctable(out outcome) bool {
 	s := &r.stream
-	return !r.in.NoFinalize && s.Finalize == nil && out.stop == stopNone && s.CommandError == "" && !s.Failed()
+	return !r.in.NoFinalize && !r.in.FinalizeOptional && s.Finalize == nil && out.stop == stopNone && s.CommandError == "" && !s.Failed()
 }
 
 // sendPrompt sends a warm or kept child its prompt; its answer and events

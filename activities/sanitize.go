@@ -12,12 +12,36 @@ import (
 // leaves a child run: results, heartbeats, artifacts (the SingleResult contract).
 type Sanitizer struct {
 	home string
+	// ownHome is home as a whole path part: /home/alice, not /home/alice2.
+	ownHome *regexp.Regexp
 }
 
 // NewSanitizer returns a sanitizer that also replaces home (the worker
 // user's home folder) with "~"; empty home skips that rule.
 func NewSanitizer(home string) *Sanitizer {
-	return &Sanitizer{home: strings.TrimRight(home, "/")}
+	home = strings.TrimRight(home, "/")
+	return &Sanitizer{home: home, ownHome: regexp.MustCompile(regexp.QuoteMeta(home) + `($|[^A-Za-z0-9._-])`)}
+}
+
+// otherHome is a path in another account's home folder (/home/bob/...,
+// /Users/bob/...): what follows the account's name stays, the name is
+// masked. The worker's own home is "~" by then. A path starts the text,
+// follows a character that no path holds, a JSON escape or "file://";
+// /srv/home/bob is no home folder.
+var otherHome = regexp.MustCompile(`(^|[^A-Za-z0-9._~/\\-]|\\[nrtfv]|file://)(/home|/Users)/([A-Za-z0-9_][A-Za-z0-9._-]*)`)
+
+// sharedHomes are folders beside the accounts' homes that belong to none.
+var sharedHomes = map[string]bool{"Shared": true, "Guest": true}
+
+// otherUser is what stands for another account's name in a path.
+const otherUser = "[REDACTED user]"
+
+func maskOtherHome(m string) string {
+	sub := otherHome.FindStringSubmatch(m)
+	if sharedHomes[sub[3]] {
+		return m
+	}
+	return sub[1] + sub[2] + "/" + otherUser
 }
 
 type secretRule struct {
@@ -42,13 +66,27 @@ var secretRules = []secretRule{
 	tokenRule(`AIza[0-9A-Za-z_-]{30,}`, "[REDACTED google key]"),
 	tokenRule(`(?:AKIA|ASIA)[0-9A-Z]{16}\b`, "[REDACTED aws key id]"),
 	tokenRule(`gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}`, "[REDACTED github token]"),
-	tokenRule(`xox[abprs]-[A-Za-z0-9-]{10,}`, "[REDACTED slack token]"),
+	tokenRule(`xox[abprse]-[A-Za-z0-9-]{10,}|xapp-[0-9]+-[A-Za-z0-9-]{10,}`, "[REDACTED slack token]"),
+	tokenRule(`SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}`, "[REDACTED sendgrid key]"),
 	tokenRule(`eyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}`, "[REDACTED jwt]"),
 	// A token's start where a preview was cut ("…"). Every preview of this
 	// package is cut after it is sanitized (issue 31); a text cut by
 	// someone else before it reached the sanitizer still loses the start
 	// of its token here, which is most of the secret.
-	tokenRule(`(?:sk-|(?:sk|rk)_(?:live|test)_|whsec_|gl(?:pat|dt|rt|ptt|ft|cbt|oas|soat|imt|agent)-|npm_|hf_|AIza|AKIA|ASIA|gh[pousr]_|github_pat_|xox[abprs]-|eyJ)[A-Za-z0-9_./+=-]*…`, "[REDACTED cut token]…"),
+	tokenRule(`(?:sk-|(?:sk|rk)_(?:live|test)_|whsec_|gl(?:pat|dt|rt|ptt|ft|cbt|oas|soat|imt|agent)-|npm_|hf_|AIza|AKIA|ASIA|gh[pousr]_|github_pat_|xox[abprse]-|xapp-|SG\.|eyJ)[A-Za-z0-9_./+=-]*…`, "[REDACTED cut token]…"),
+	// A Slack webhook's URL is its secret; a Sentry DSN's key is the user
+	// part of its URL, with no password after it.
+	{regexp.MustCompile(`\bhttps://hooks\.slack(?:-gov)?\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_-]+`), "https://hooks.slack.com/[REDACTED slack webhook]"},
+	{regexp.MustCompile(`(?i)\b(https?://)[0-9a-f]{32}(?::[0-9a-f]{32})?@`), "${1}[REDACTED]@"},
+	// Passwords a command line takes glued or after its own flag, where
+	// no name says "password": curl -u user:pw, mysql -ppw, sshpass -p pw.
+	// Each rule starts at its command (a word, or after a JSON escape as
+	// tokenRule's), so -u 1000:1000 (docker) and -p 5432 (psql) stay; the
+	// password ends at a blank, a quote or a backslash (a JSON escape is
+	// not part of it).
+	{regexp.MustCompile(`((?:\b|\\[nrtfv])curl\b[^\n]*?[ \t](?:-u|-U|--user|--proxy-user)(?:[ \t]+|=)?["']?[^\s:"'\\]*:)[^\s"'\\]+`), "${1}[REDACTED]"},
+	{regexp.MustCompile(`((?:\b|\\[nrtfv])(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlcheck|mysqlshow|mysqlslap|mariadb|mariadb-dump)\b[^\n]*?[ \t]-p["']?)[^\s"'\\-][^\s"'\\]*`), "${1}[REDACTED]"},
+	{regexp.MustCompile(`((?:\b|\\[nrtfv])sshpass\b[^\n]*?[ \t]-p[ \t]*["']?)[^\s"'\\]+`), "${1}[REDACTED]"},
 	// Credentials in a URL: scheme://user:password@host keeps the user,
 	// with or without one. The password runs to the last "@" before the
 	// query, so one holding "@" or "/" is masked whole (a path holding "@"
@@ -56,12 +94,40 @@ var secretRules = []secretRule{
 	{urlCredentials, "${1}:[REDACTED]@"},
 }
 
-// tokenRule is the rule for a token of a known shape: it starts a word, or
+// tokenRule is the rule for a token of a known shape: it starts a word,
 // follows an escape as JSON text writes it ("echo hi\nghp_…" in a tool
-// call's arguments, where "\n" leaves no word boundary before the token);
-// the escape stays, the token is masked.
+// call's arguments, where "\n" leaves no word boundary before the token),
+// or is glued to a word by "_" (token_ghp_…); the escape or the "_" stays,
+// the token is masked.
 func tokenRule(shape, label string) secretRule {
-	return secretRule{regexp.MustCompile(`(?:\b|(\\[nrtfv]|\\u[0-9A-Fa-f]{4}))(?:` + shape + `)`), "${1}" + label}
+	return secretRule{regexp.MustCompile(`(?:\b|(\\[nrtfv]|\\u[0-9A-Fa-f]{4}|_))(?:` + shape + `)`), "${1}" + label}
+}
+
+// cookieHeader is a Cookie or Set-Cookie header's value, to the end of its
+// line, a quote or a backslash (a JSON escape ends it); the header starts
+// a word or follows a JSON escape, as tokenRule's tokens.
+var cookieHeader = regexp.MustCompile(`(?i)(?:\b|\\[nrtfv])((?:set-)?cookie)(\\?["']?[ \t]*:[ \t]*\\?["']?)([^\r\n"'\\]+)`)
+
+// cookiePair is one name=value of a cookie header.
+var cookiePair = regexp.MustCompile(`[^\s=;,]+=[^\s;,]+`)
+
+// maskCookies masks the values of a cookie header (cookieHeader's match):
+// a cookie's value is a session. Every value of a Cookie header; only the
+// first of a Set-Cookie header, the cookie itself (the others are its
+// path, expiry and flags).
+func maskCookies(h string) string {
+	m := cookieHeader.FindStringSubmatchIndex(h)
+	head, value := h[:m[6]], h[m[6]:]
+	first := strings.EqualFold(h[m[2]:m[3]], "set-cookie")
+	n := 0
+	return head + cookiePair.ReplaceAllStringFunc(value, func(pair string) string {
+		n++
+		if first && n > 1 {
+			return pair
+		}
+		name, _, _ := strings.Cut(pair, "=")
+		return name + "=[REDACTED]"
+	})
 }
 
 // urlCredentials is a password in a URL's authority.
@@ -75,6 +141,9 @@ func secretValue(v string) bool {
 		if r.re.MatchString(v) {
 			return true
 		}
+	}
+	if cookieHeader.MatchString(v) && cookiePair.MatchString(v) {
+		return true
 	}
 	if !strings.Contains(v, "://") {
 		return false
@@ -96,7 +165,9 @@ func secretValue(v string) bool {
 // password, passwd, passphrase, pass; pwd (not PWD, OLDPWD: folders);
 // secret; token (not a count of tokens); credential; private; jwt; auth
 // (not author, authSource); pat as a word (GITHUB_PAT, GH_PAT2; not PATH,
-// PATTERN);
+// PATTERN); salt (APP_SALT: what makes its hashes unguessable); dsn (a
+// Sentry DSN, a database's: credentials in a URL); a webhook's URL
+// (SLACK_WEBHOOK_URL: whoever holds it posts);
 // key after another word (STRIPE_API_KEY, AccessKey; not "key" alone, a
 // map's key).
 func secretName(name string) bool {
@@ -118,7 +189,8 @@ func secretName(name string) bool {
 			strings.Contains(w, "pass") && !innocentPass[w],
 			strings.Contains(w, "auth") && !authSetting(w, next),
 			w == "pat" || strings.HasPrefix(w, "pat") && len(w) > 3 && strings.Trim(w[3:], "0123456789") == "",
-			w == "key" && i > 0, strings.HasSuffix(w, "apikey"), keyWords[w]:
+			w == "key" && i > 0, strings.HasSuffix(w, "apikey"), keyWords[w],
+			w == "salt" || w == "dsn" || w == "webhook" && (next == "url" || next == "uri"), w == "webhookurl":
 			return true
 		}
 	}
@@ -349,12 +421,13 @@ func (z *Sanitizer) Sanitize(s string) string {
 		return s
 	}
 	if z != nil && z.home != "" && z.home != "/" {
-		s = strings.ReplaceAll(s, z.home+"/", "~/")
-		s = strings.ReplaceAll(s, z.home, "~")
+		s = z.ownHome.ReplaceAllString(s, "~$1")
 	}
+	s = otherHome.ReplaceAllStringFunc(s, maskOtherHome)
 	for _, r := range secretRules {
 		s = r.re.ReplaceAllString(s, r.repl)
 	}
+	s = cookieHeader.ReplaceAllStringFunc(s, maskCookies)
 	s = maskValues(s)
 	return cutStackTraces(s)
 }

@@ -25,6 +25,9 @@ var (
 	jsonText = regexp.MustCompile(`^[^"\\\x00-\x1f]+$`)
 	// urlPassword is a password as it stands in a URL ("@" and "/" in it).
 	urlPassword = regexp.MustCompile(`^[^\s?#"'<>]+$`)
+	// argument is a command's argument: it ends at a blank, and holds no
+	// quote or backslash (that end a quoted argument or a JSON string).
+	argument = regexp.MustCompile(`^[^\s"'\\]+$`)
 	// anything but the END line that closes a private key.
 	anything = regexp.MustCompile(`^[\s\S]+$`)
 )
@@ -49,6 +52,21 @@ var secretShapes = []secretShape{
 	{"mysql --password %s -h db", word},
 	{"psql --password=%s", word},
 	{"-----BEGIN RSA PRIVATE KEY-----\n%s", anything},
+	// Issue 39.
+	{"token_ghp_%s", regexp.MustCompile(`^[A-Za-z0-9]{30,}$`)},
+	{"curl -u admin:%s https://api.internal/x", argument},
+	{"mysql -u root -p%s -h db", regexp.MustCompile(`^[^\s"'\\-][^\s"'\\]*$`)},
+	{"sshpass -p %s ssh host", argument},
+	{"sendgrid SG.%s", regexp.MustCompile(`^[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}$`)},
+	{"slack xapp-1-%s", regexp.MustCompile(`^[A-Za-z0-9-]{10,}$`)},
+	{"curl -H 'Cookie: sessionid=%s' https://x", regexp.MustCompile(`^[^\s;,"'\\]+$`)},
+	// The account's name (lower case: /Users/Shared is no account's).
+	{"cat /home/%s/.ssh/id_rsa", regexp.MustCompile(`^[a-z0-9_][a-z0-9._-]*$`)},
+	{"SLACK_WEBHOOK_URL=%s", word},
+	{"SENTRY_DSN=%s", word},
+	{"APP_SALT=%s", word},
+	{"notify https://hooks.slack.com/services/%s", regexp.MustCompile(`^[A-Za-z0-9/_-]+$`)},
+	{"dsn https://%s@o1.ingest.sentry.io/2", regexp.MustCompile(`^[0-9a-f]{32}$`)},
 }
 
 // FuzzSanitize: a secret in any shape of secretShapes, whatever stands on
@@ -59,6 +77,9 @@ func FuzzSanitize(f *testing.F) {
 		"hunter2", "p@ss;w0rd", "correct horse battery staple", "e2eResult@PgPass7Qx", "wJalrXUtnFEMI/K7MDENG/bPxRfiCY",
 		"51H8yZkA2eZvKYlo2CuSeTp7xQw9", "AbCdEfGhIjKlMnOpQrSt", "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
 		"MIIEowIBAAKCAQEA7bq0\nQm9vbGVhbg", "s3cr3t value",
+		// Issue 39.
+		"Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv1Wx2", "pw:with:colons", "ngeVfQFYQlKU0ufo8x5d1A.TwL2iGABf9DHoTf-09kqeF8tAmbihYzrnopKc",
+		"A0123ABCDEF-4567890123-abcdef0123", "T0B0/XXXXXXXX", "bobsmith", "e3b0c44298fc1c149afbf4c8996fb924",
 	} {
 		f.Add("", uint8(i), seed, "")
 		f.Add("line before\n", uint8(i+len(secretShapes)/2), seed, "\nline after")

@@ -25,14 +25,17 @@ const (
 // TaskSpec is one task of a delegation (the delegate contract's task object; `agent` is
 // the sessions contract's name for `profile`).
 type TaskSpec struct {
-	Name           string     `json:"name"`
-	Prompt         string     `json:"prompt"`
-	Profile        string     `json:"profile,omitempty"`
-	Agent          string     `json:"agent,omitempty"`
-	Cwd            string     `json:"cwd"`
-	TimeoutSeconds int        `json:"timeout,omitempty"`
-	Files          []FileSpec `json:"files,omitempty"`
-	Model          string     `json:"model,omitempty"`
+	Name           string `json:"name"`
+	Prompt         string `json:"prompt"`
+	Profile        string `json:"profile,omitempty"`
+	Agent          string `json:"agent,omitempty"`
+	Cwd            string `json:"cwd"`
+	TimeoutSeconds int    `json:"timeout,omitempty"`
+	// QuestionTimeoutSeconds is how long a question of the task's child
+	// waits for its answer (0: the profile's, else DefaultQuestionTimeout).
+	QuestionTimeoutSeconds int        `json:"questionTimeoutSeconds,omitempty"`
+	Files                  []FileSpec `json:"files,omitempty"`
+	Model                  string     `json:"model,omitempty"`
 	// Resume continues an earlier session (its ID) instead of starting one:
 	// the same pi session file, so the child keeps its context.
 	Resume string `json:"resume,omitempty"`
@@ -285,6 +288,8 @@ func ValidateTask(i int, t TaskSpec) error {
 		return errcode.Errorf(errcode.InvalidInput, "tasks[%d] (%s): prompt must not be empty", i, t.Name)
 	case t.TimeoutSeconds < 0:
 		return errcode.Errorf(errcode.InvalidInput, "tasks[%d] (%s): timeout must be at least 1 second", i, t.Name)
+	case !ValidQuestionTimeout(t.QuestionTimeoutSeconds):
+		return errcode.Errorf(errcode.InvalidInput, "tasks[%d] (%s): questionTimeoutSeconds must be 1 to %d (a week)", i, t.Name, MaxQuestionTimeoutSeconds)
 	case t.Profile != "" && t.Agent != "" && t.Profile != t.Agent:
 		return errcode.Errorf(errcode.InvalidInput, "tasks[%d] (%s): agent %q and profile %q disagree", i, t.Name, t.Agent, t.Profile)
 	case t.Context != "" && t.Context != "fresh" && t.Context != "fork":

@@ -42,6 +42,13 @@ const (
 	QuestionDropped QuestionState = "dropped"
 )
 
+// ValidQuestionTimeout is whether seconds is a question timeout a start, a
+// task or a profile may give: 0 (the default) or 1 to
+// MaxQuestionTimeoutSeconds.
+func ValidQuestionTimeout(seconds int) bool {
+	return seconds >= 0 && seconds <= MaxQuestionTimeoutSeconds
+}
+
 // Limits of questions and answers.
 const (
 	// DefaultQuestionTimeout is how long a question waits for its answer
@@ -52,6 +59,11 @@ const (
 	// nobody attends should not hold its caller (a parent's wait, a plan)
 	// any longer.
 	DefaultQuestionTimeout = time.Hour
+	// MaxQuestionTimeoutSeconds bounds a question's wait (a start's, a
+	// task's or a profile's questionTimeoutSeconds): a week covers a
+	// person's time away; a longer wait holds a parent's delegation (and
+	// its timer in history) for a task nobody attends.
+	MaxQuestionTimeoutSeconds = 7 * 24 * 3600
 	// MaxQuestionChars bounds a question's text in history and status: the
 	// output cap's default; the session file keeps it whole.
 	MaxQuestionChars = 8000

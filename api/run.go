@@ -57,6 +57,12 @@ type RunPiInput struct {
 	// NoFinalize runs without subagent_finalize: the final assistant text
 	// is the result (a profile's `finalize: false`).
 	NoFinalize bool `json:"noFinalize,omitempty"`
+	// FinalizeOptional offers subagent_finalize without asking for it:
+	// a run that ends in plain text has that text as its result, with no
+	// corrective feedback (the delegate contract's delegate_to_subagents,
+	// whose result is the child's last assistant text, for a profile that
+	// does not ask for finalize itself).
+	FinalizeOptional bool `json:"finalizeOptional,omitempty"`
 	// Depth is the child's depth: 1 for a child of a top-level pi.
 	Depth int `json:"depth,omitempty"`
 	// TimeoutSeconds (default 600), ExtendDebounceSeconds (default 30,

@@ -17,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/durable-pi/subagents/connection"
 	"github.com/durable-pi/subagents/internal/errcode"
@@ -163,6 +165,40 @@ func (h serviceHost) envFile() string {
 	return filepath.Join(base, "subagents", "service.env")
 }
 
+// refuseControl refuses a value the service file would hold with a
+// control character in it: a line break in a unit file starts a line of
+// its own (--data-dir $'/x\nExecStartPre=...' would run a command of its
+// own at every login), and neither quoting nor XML escapes it.
+func (h serviceHost) refuseControl(o serviceOptions) error {
+	values := [][2]string{{"--data-dir", o.dataDir}, {"--ip", o.ip}, {"--namespace", o.namespace},
+		{"the subagents binary's path", h.exe}, {"the env file's path", h.envFile()}}
+	for _, kv := range h.serviceEnv(o)[1:] {
+		values = append(values, [2]string{"$" + kv[0], kv[1]})
+	}
+	for _, v := range values {
+		if i := strings.IndexFunc(v[1], unicode.IsControl); i >= 0 {
+			r, _ := utf8.DecodeRuneInString(v[1][i:])
+			return errcode.Errorf(errcode.InvalidInput, "%s holds a control character (%U): the service file would read it as more than a value", v[0], r)
+		}
+	}
+	return nil
+}
+
+// tightenDataDir makes a data dir that already exists its owner's alone:
+// it holds the service's socket, database and keys, and MkdirAll leaves an
+// existing folder's mode as it is. It says what it did, or why not.
+func tightenDataDir(dir string, out io.Writer) {
+	fi, err := os.Stat(dir)
+	if err != nil || fi.Mode().Perm()&0o077 == 0 {
+		return
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		_, _ = fmt.Fprintf(out, "warning: %s is %04o, open to other users, and stays so: %v\n", dir, fi.Mode().Perm(), err)
+		return
+	}
+	_, _ = fmt.Fprintf(out, "made %s its owner's alone (%04o, was %04o): it holds the service's socket and database\n", dir, 0o700, fi.Mode().Perm())
+}
+
 // serviceArgs is the command the service manager runs.
 func (h serviceHost) serviceArgs(o serviceOptions) []string {
 	args := []string{h.exe, "dev", "--data-dir", o.dataDir, "--ip", o.ip, "--port", strconv.Itoa(o.port)}
@@ -304,6 +340,9 @@ func (h serviceHost) install(ctx context.Context, o serviceOptions, out io.Write
 	if err != nil {
 		return err
 	}
+	if err := h.refuseControl(o); err != nil {
+		return err
+	}
 	text := h.systemdUnit(o)
 	if h.goos == "darwin" {
 		text = h.launchdPlist(o)
@@ -314,6 +353,7 @@ func (h serviceHost) install(ctx context.Context, o serviceOptions, out io.Write
 	if err := os.MkdirAll(o.dataDir, 0o700); err != nil {
 		return errcode.Wrap(errcode.InvalidInput, err, "--data-dir: "+err.Error())
 	}
+	tightenDataDir(o.dataDir, out)
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		return errcode.Wrap(errcode.InvalidInput, err, err.Error())
 	}

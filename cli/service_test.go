@@ -193,3 +193,94 @@ func TestServiceUsage(t *testing.T) {
 		t.Errorf("install on plan9: %v", err)
 	}
 }
+
+// TestServiceInstallRefusesControlCharacters (issue 39): a value the unit
+// file holds with a line break in it would write a line of its own there
+// (an ExecStartPre= that runs at every login); install refuses it, says
+// which value, and writes no file.
+func TestServiceInstallRefusesControlCharacters(t *testing.T) {
+	tests := []struct {
+		name  string
+		args  []string
+		env   map[string]string
+		where string
+	}{
+		{"data dir", []string{"--data-dir", "/x\nExecStartPre=/bin/touch /tmp/owned"}, nil, "--data-dir"},
+		{"namespace", []string{"--namespace", "default\nExecStartPre=/bin/touch /tmp/owned"}, nil, "--namespace"},
+		{"ip", []string{"--ip", "127.0.0.1\r"}, nil, "--ip"},
+		{"a tab is a control character too", []string{"--namespace", "a\tb"}, nil, "--namespace"},
+		{"the shell's PATH", nil, map[string]string{"PATH": "/usr/bin\nExecStartPre=/bin/sh"}, "$PATH"},
+		{"a setting of the shell's", nil, map[string]string{"SUBAGENTS_TRUSTED_PROJECTS": "/src\n[Install]"}, "$SUBAGENTS_TRUSTED_PROJECTS"},
+	}
+	for _, goos := range []string{"linux", "darwin"} {
+		for _, tt := range tests {
+			t.Run(goos+"/"+tt.name, func(t *testing.T) {
+				h, _ := testServiceHost(t, goos, nil)
+				if tt.env != nil {
+					getenv := h.getenv
+					h.getenv = func(k string) string {
+						if v, ok := tt.env[k]; ok {
+							return v
+						}
+						return getenv(k)
+					}
+					environ := h.environ
+					h.environ = func() []string {
+						out := environ()
+						for k, v := range tt.env {
+							out = append(out, k+"="+v)
+						}
+						return out
+					}
+				}
+				var out bytes.Buffer
+				err := h.main(context.Background(), append([]string{"install"}, tt.args...), &out, io.Discard)
+				if errcode.CodeOf(err) != errcode.InvalidInput || !strings.Contains(err.Error(), tt.where) || !strings.Contains(err.Error(), "control character") {
+					t.Fatalf("install: %v (%s), want %s refused as INVALID_INPUT", err, errcode.CodeOf(err), tt.where)
+				}
+				path, perr := h.unitPath()
+				if perr != nil {
+					t.Fatal(perr)
+				}
+				if _, serr := os.Stat(path); !errors.Is(serr, os.ErrNotExist) {
+					t.Fatalf("a service file was written: %v", serr)
+				}
+			})
+		}
+	}
+}
+
+// TestServiceInstallTightensDataDir (issue 39): a data dir that already
+// exists open to other users (0755) is made its owner's alone, and install
+// says so; one that is already 0700 is left without a word.
+func TestServiceInstallTightensDataDir(t *testing.T) {
+	h, _ := testServiceHost(t, "linux", nil)
+	dir := filepath.Join(h.home, "data")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := h.main(context.Background(), []string{"install", "--data-dir", dir}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o700 {
+		t.Errorf("the data dir is %04o after install, want 0700", fi.Mode().Perm())
+	}
+	if !strings.Contains(out.String(), "made "+dir+" its owner's alone (0700, was 0755)") {
+		t.Errorf("install does not say it tightened the data dir:\n%s", out.String())
+	}
+	out.Reset()
+	if err := h.main(context.Background(), []string{"install", "--data-dir", dir}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "its owner's alone") {
+		t.Errorf("a second install speaks of a data dir already 0700:\n%s", out.String())
+	}
+}

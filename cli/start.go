@@ -21,7 +21,7 @@ type startOptions struct {
 	maxConcurrency                                                     int
 	deliver                                                            bool
 	files                                                              fileFlags
-	timeout, waitTimeout                                               time.Duration
+	timeout, waitTimeout, questionTimeout                              time.Duration
 	plans                                                              planOptions
 }
 
@@ -36,6 +36,7 @@ func (o *startOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.parentSession, "parent-session", "", "pi session ID that delegates (for list --parent-session and delivery)")
 	fs.BoolVar(&o.deliver, "deliver", false, "keep the delegation open until the parent acknowledges its results (ack)")
 	fs.Var(seconds{&o.timeout}, "timeout", "how long a turn may run: seconds or a duration like 10m (default 600 s)")
+	fs.Var(seconds{&o.questionTimeout}, "question-timeout", "how long a question of the child waits for its answer: seconds or a duration like 30m (default: the profile's, else 1h)")
 	fs.IntVar(&o.maxConcurrency, "max-concurrency", 0, "tasks run at once (default 4, at most 16)")
 	fs.Var(&o.files, "file", "file to put before the prompt, relative to --cwd (repeatable)")
 	fs.Var(seconds{&o.waitTimeout}, "wait-timeout", "run: stop waiting after this long (the tasks go on): seconds or a duration like 10m")
@@ -45,6 +46,9 @@ func (o *startOptions) register(fs *flag.FlagSet) {
 func (o *startOptions) run(ctx context.Context, cmd *command, c *client.Client) error {
 	if o.timeout%time.Second != 0 {
 		return errcode.Errorf(errcode.InvalidInput, "--timeout %s: a turn's timeout is whole seconds", o.timeout)
+	}
+	if o.questionTimeout%time.Second != 0 {
+		return errcode.Errorf(errcode.InvalidInput, "--question-timeout %s: a question's timeout is whole seconds", o.questionTimeout)
 	}
 	if o.plans.plan != "" {
 		req, err := o.plans.planRequest(cmd, o)
@@ -79,6 +83,7 @@ func (o *startOptions) run(ctx context.Context, cmd *command, c *client.Client) 
 		req = client.StartRequest{Tasks: []api.TaskSpec{{
 			Name: o.name, Description: o.description, Prompt: prompt, Profile: o.agent, Cwd: absPath(o.cwd),
 			TimeoutSeconds: int(o.timeout / time.Second), Model: o.model, Resume: o.resume, Files: o.files,
+			QuestionTimeoutSeconds: int(o.questionTimeout / time.Second),
 		}}, ParentSessionID: o.parentSession, Deliver: o.deliver, MaxConcurrency: o.maxConcurrency}
 	}
 	if err := cmd.fillDefaults(&req); err != nil {

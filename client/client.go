@@ -356,6 +356,7 @@ func (c *Client) startOneTask(ctx context.Context, in api.DelegationInput) (Enve
 	sin := api.SessionInput{
 		SessionID: sid, Agent: profile, Cwd: t.Cwd, Prompt: t.Prompt, Files: t.Files, Name: t.Name,
 		ParentSessionID: in.ParentSessionID, Host: in.Host, IdleTTLSeconds: in.IdleTTLSeconds, Version: in.Version,
+		QuestionTimeoutSeconds: t.QuestionTimeoutSeconds,
 		Delegation: &api.DelegationRole{
 			ID: id, Depth: in.Depth, Tool: in.Tool, Deliver: in.Deliver, AckTTLSeconds: in.AckTTLSeconds, Knobs: in.Knobs,
 			// What the session resolves; its prompt and files are the

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -98,19 +97,7 @@ func TestContractsSecretCutByAPreviewIsMasked(t *testing.T) {
 		t.Fatalf("task status:\n%s", status)
 	}
 
-	parentID := sessionIDOf(t, sessionFile)
-	list, out := e.cli().json(0, "", "list", "--parent-session", parentID, "--kind", "session")
-	if len(list.Runs) != 1 {
-		t.Fatalf("sessions of the parent: %s", out)
-	}
-	places := map[string]string{"the parent's events (tool results and details)": p.events.String()}
-	for i, r := range reqs {
-		b, _ := json.Marshal(r.Parsed.Messages)
-		places[fmt.Sprintf("the parent's model request %d", i+1)] = string(b)
-	}
-	for i, payload := range historyPayloads(t, shared.client, list.Runs[0].ID) {
-		places[fmt.Sprintf("history payload %d", i+1)] = payload
-	}
+	places := e.parentPlaces(p, reqs, sessionFile)
 	for _, token := range []string{cutSecrets.args, cutSecrets.escaped, cutSecrets.result} {
 		for where, text := range places {
 			for _, piece := range tokenPieces(token) {

@@ -112,16 +112,7 @@ func TestChildEnvHoldsNoSecretsAndHistoryMasksThem(t *testing.T) {
 	}
 
 	// What the child's `env` printed, as its model received it.
-	reqs := e.model.RequestsFor("env")
-	if len(reqs) != 2 {
-		t.Fatalf("the model saw %d requests, want 2", len(reqs))
-	}
-	var printed string
-	for _, m := range reqs[1].Parsed.Messages {
-		if m.Role == "tool" {
-			printed += m.Text()
-		}
-	}
+	printed := printedByTool(t, e.model.RequestsFor("env"))
 	if !strings.Contains(printed, "PATH=") {
 		t.Fatalf("the bash tool printed no environment:\n%s", printed)
 	}

@@ -47,8 +47,16 @@ type ResolveTask struct {
 type ResolvedTask struct {
 	Child              api.RunPiInput `json:"child"`
 	MaxFinalizeRetries *int           `json:"maxFinalizeRetries,omitempty"`
-	Error              *errcode.Info  `json:"error,omitempty"`
+	// QuestionTimeoutSeconds is the profile's (0: none given).
+	QuestionTimeoutSeconds int           `json:"questionTimeoutSeconds,omitempty"`
+	Error                  *errcode.Info `json:"error,omitempty"`
 }
+
+// TextResultTool is the tool family whose children answer in plain text:
+// delegate_to_subagents (the delegate contract), whose result is a child's
+// last assistant text. A child is offered subagent_finalize there but not
+// asked for it, unless its profile says `finalize: true`.
+const TextResultTool = "delegate"
 
 // Activities resolve profiles on the worker, where the task's cwd and pi's
 // config dir are: a workflow cannot read files.
@@ -138,8 +146,12 @@ func (a *Activities) resolve(cfg Config, cfgErr error, t ResolveTask) (ResolvedT
 		return ResolvedTask{}, nil, err
 	}
 	if t.Profile == "" {
-		// No profile: pi's defaults, still under the finalize contract.
+		// No profile: pi's defaults, still under the finalize contract
+		// (but see TextResultTool).
 		r.Child.Profile = ""
+	}
+	if t.Tool == TextResultTool && !r.Child.NoFinalize && !p.AsksFinalize {
+		r.Child.FinalizeOptional = true
 	}
 	if t.Tool == "subagent" && !cfg.AllowWrite {
 		if w := WriteTools(r.Child.Tools, r.Child.NoTools); len(w) > 0 {
@@ -161,7 +173,7 @@ func (a *Activities) resolve(cfg Config, cfgErr error, t ResolveTask) (ResolvedT
 		r.Child.NoTools = false
 		r.Child.Extensions = append(slices.Clone(r.Child.Extensions), a.DelegationExtension)
 	}
-	return ResolvedTask{Child: r.Child, MaxFinalizeRetries: r.MaxFinalizeRetries}, p, nil
+	return ResolvedTask{Child: r.Child, MaxFinalizeRetries: r.MaxFinalizeRetries, QuestionTimeoutSeconds: p.QuestionTimeoutSeconds}, p, nil
 }
 
 // Admission is what Admit gives a run it lets start.

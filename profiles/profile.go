@@ -82,11 +82,18 @@ type Profile struct {
 	Primary  bool `json:"primary,omitempty"`
 	Internal bool `json:"internal,omitempty"`
 
-	TimeoutSeconds     int  `json:"timeout,omitempty"`
-	MaxFinalizeRetries *int `json:"maxFinalizeRetries,omitempty"`
+	TimeoutSeconds int `json:"timeout,omitempty"`
+	// QuestionTimeoutSeconds is how long a question of its children waits
+	// for an answer (0: api.DefaultQuestionTimeout); a task's own wins.
+	QuestionTimeoutSeconds int  `json:"questionTimeoutSeconds,omitempty"`
+	MaxFinalizeRetries     *int `json:"maxFinalizeRetries,omitempty"`
 	// Finalize false accepts the final assistant text as the result.
 	Finalize bool `json:"finalize"`
-	Readonly bool `json:"readonly,omitempty"`
+	// AsksFinalize is a profile's `finalize: true`, said in so many words:
+	// under delegate_to_subagents only such a profile's children must
+	// finalize (TextResultTool).
+	AsksFinalize bool `json:"-"`
+	Readonly     bool `json:"readonly,omitempty"`
 	// Worktree runs every task of the profile in a git worktree of its
 	// cwd (docs/worktrees.md): a task cannot turn it off.
 	Worktree bool `json:"worktree,omitempty"`
@@ -163,6 +170,7 @@ type frontmatter struct {
 	Primary            bool       `yaml:"primary"`
 	Internal           bool       `yaml:"internal"`
 	Timeout            int        `yaml:"timeout"`
+	QuestionTimeout    int        `yaml:"questionTimeoutSeconds"`
 	MaxFinalizeRetries *int       `yaml:"maxFinalizeRetries"`
 	Finalize           *bool      `yaml:"finalize"`
 	Readonly           bool       `yaml:"readonly"`
@@ -199,6 +207,7 @@ func Parse(src []byte, path string, scope Scope) (*Profile, error) {
 		NoContextFiles: fm.NoContextFiles, AppendSystemPrompt: fm.AppendSystemPrompt, APIKey: fm.APIKey,
 		ExtraArgs: fm.ExtraArgs, Primary: fm.Primary, Internal: fm.Internal, TimeoutSeconds: fm.Timeout,
 		MaxFinalizeRetries: fm.MaxFinalizeRetries, Finalize: fm.Finalize == nil || *fm.Finalize, Readonly: fm.Readonly,
+		AsksFinalize: fm.Finalize != nil && *fm.Finalize, QuestionTimeoutSeconds: fm.QuestionTimeout,
 		Worktree: fm.Worktree, MaxDepth: fm.MaxDepth,
 	}
 	if err := p.setModel(fm.Model); err != nil {
@@ -296,6 +305,9 @@ func (p *Profile) validate() error {
 	}
 	if p.TimeoutSeconds < 0 {
 		return fmt.Errorf("timeout must be at least 1 second")
+	}
+	if !api.ValidQuestionTimeout(p.QuestionTimeoutSeconds) {
+		return fmt.Errorf("questionTimeoutSeconds must be 1 to %d (a week)", api.MaxQuestionTimeoutSeconds)
 	}
 	if p.MaxFinalizeRetries != nil && (*p.MaxFinalizeRetries < 0 || *p.MaxFinalizeRetries > 10) {
 		return fmt.Errorf("maxFinalizeRetries must be between 0 and 10")

@@ -430,6 +430,11 @@ func (d *delegation) runTask(ctx workflow.Context, i int, r profiles.ResolvedTas
 		Name: t.Name, ParentSessionID: d.in.ParentSessionID, Child: child, Host: host,
 		MaxFinalizeRetries: r.MaxFinalizeRetries, IdleTTLSeconds: d.in.IdleTTLSeconds,
 		NotifyWorkflowID: d.id, NotifyIndex: i, Version: d.in.Version,
+		QuestionTimeoutSeconds: r.QuestionTimeoutSeconds,
+	}
+	if t.QuestionTimeoutSeconds > 0 {
+		// The task's own wins over its profile's.
+		in.QuestionTimeoutSeconds = t.QuestionTimeoutSeconds
 	}
 	// A session starts running its first turn at once.
 	initial := api.StateQueued

@@ -857,6 +857,7 @@ func (p *planRun) startSession(ctx workflow.Context, i, n int, prompt string, fi
 		ParentSessionID: p.in.ParentSessionID, Child: child, Host: p.in.Host,
 		MaxFinalizeRetries: r.MaxFinalizeRetries, IdleTTLSeconds: p.in.IdleTTLSeconds,
 		NotifyWorkflowID: p.id, NotifyIndex: n, Version: api.CurrentVersion,
+		QuestionTimeoutSeconds: r.QuestionTimeoutSeconds,
 	}
 	task := api.TaskSpec{Name: s.Key, Prompt: prompt, Cwd: cwd}
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{

@@ -459,7 +459,7 @@ func (s *session) runTurn(ctx workflow.Context, req api.SendRequest) {
 			}
 			continue
 		}
-		if s.in.Child.NoFinalize || res.Finalize != nil {
+		if s.in.Child.NoFinalize || s.in.Child.FinalizeOptional || res.Finalize != nil {
 			turn.State = api.StateCompleted
 			if truncated {
 				turn.Error = res.Error
@@ -706,6 +706,10 @@ func (s *session) resolve(ctx workflow.Context) error {
 	s.in.Child.ForkFrom = r.ForkFrom
 	if m := out[0].MaxFinalizeRetries; m != nil {
 		s.in.MaxFinalizeRetries, s.maxRetries = m, max(*m, 0)
+	}
+	// The task's own (set by its start) wins over its profile's.
+	if s.in.QuestionTimeoutSeconds == 0 {
+		s.in.QuestionTimeoutSeconds = out[0].QuestionTimeoutSeconds
 	}
 	return nil
 }

@@ -174,6 +174,7 @@ function schemas(Type: TypeBuilder) {
 				cwd: Type.Optional(Type.String({ description: "Absolute working directory (default: this session's)" })),
 				profile: Type.Optional(Type.String({ description: "Profile for this task (overrides the top-level profile)" })),
 				timeout: Type.Optional(Type.Number({ minimum: 1, description: "Timeout in seconds (default 600)" })),
+				questionTimeoutSeconds: Type.Optional(Type.Integer({ minimum: 1 })),
 				resume: Type.Optional(Type.String({ description: "A previous session ID to continue" })),
 				files: Type.Optional(Type.Array(FileSpec, { description: "Files to put before the prompt" })),
 			}),
@@ -804,7 +805,9 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 			async execute(callId, params, signal, onUpdate, ctx) {
 				const env = await delegate(
 					ctx,
-					{ tasks: params.tasks.map((t) => ({ ...t, cwd: t.cwd || ctx.cwd })), profile: params.profile },
+					// tool "delegate": a child's last text is its result (the
+					// delegate contract), finalize only where its profile asks.
+					{ tasks: params.tasks.map((t) => ({ ...t, cwd: t.cwd || ctx.cwd })), profile: params.profile, tool: "delegate" },
 					{ signal, onUpdate, progress: (e) => ({ text: progressText(e, settings.maxLinesPerWindow), details: delegateResult(e, settings.maxLinesPerWindow).details }) },
 				);
 				const r = delegateResult(env, settings.maxLinesPerWindow);
