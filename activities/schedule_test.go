@@ -66,8 +66,11 @@ func TestPrepareScheduled(t *testing.T) {
 				if pl == nil || pl.Source == nil || pl.Source.Scope != "global" || pl.Args["file"] != "cli.go" || pl.Cwd != project {
 					t.Fatalf("plan = %+v", pl)
 				}
-				if got := api.TaskSteps(pl.Plan)[0].Task; got != "Review cli.go" {
-					t.Fatalf("step task = %q", got)
+				// The argument is filled in when the step runs, in one pass
+				// with the plan's other references (plan version 3).
+				task := api.TaskSteps(pl.Plan)[0].Task
+				if got := api.ExpandTask(task, 1, pl.Args, nil); task != "Review {args.file}" || got != "Review cli.go" {
+					t.Fatalf("step task = %q, filled in %q", task, got)
 				}
 				if !api.IsPlanID(p.ChildID) || pl.ParentSessionID != "schedule:nightly" || pl.Attempt != 1 {
 					t.Fatalf("child %q, plan %+v", p.ChildID, pl)
