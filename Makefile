@@ -93,8 +93,10 @@ test-ext: pi
 # The e2e package runs for minutes (real pi, a PostgreSQL cluster it builds
 # the Temporal server for): beyond go test's default 10 minute limit on a
 # cold CI cache.
+# The race detector slows the activities package five- to tenfold: past go
+# test's default 10 minutes per package on a loaded two-core machine.
 test-go: testprogress
-	$(GOBIN)/testprogress -- $(GO) test -json -race ./activities/... ./workflows/...
+	$(GOBIN)/testprogress -- $(GO) test -json -race -timeout 20m ./activities/... ./workflows/...
 	$(GOBIN)/testprogress -- $(GO) test -json -timeout 30m ./...
 
 # go test through cmd/testprogress: each test's name as it passes (the e2e

@@ -325,11 +325,39 @@ func trimCR(b []byte) []byte {
 	return b
 }
 
-// preview is a tool call's arguments on one line, sanitized whole before
-// they are cut: a token the cut went through would keep most of itself
-// and lose the shape that masks it.
+// preview is a tool call's arguments on one line, sanitized before they
+// are cut: a token the cut went through would keep most of itself and
+// lose the shape that masks it. Only the arguments' opening is sanitized
+// (previewSource): a write of many megabytes would otherwise be masked in
+// full for a preview of 120 characters.
 func preview(z *Sanitizer, raw json.RawMessage) string {
-	return clip(strings.Join(strings.Fields(z.Sanitize(string(raw))), " "), argsPreviewChars)
+	return clip(strings.Join(strings.Fields(z.Sanitize(previewSource(string(raw)))), " "), argsPreviewChars)
+}
+
+// previewMargin is how much visible text previewSource keeps past the
+// preview's end: far longer than any secret the sanitizer masks (a 4096-bit
+// PEM key is about 3.3 KiB), so a secret that starts inside the preview
+// ends inside what is sanitized, and is masked whole as the full text
+// would mask it.
+const previewMargin = 16 << 10
+
+// previewSource is the opening of s that a preview is cut from: the
+// shortest one holding argsPreviewChars runes of visible text (at most 4
+// bytes each) and previewMargin bytes more. White space does not count, as
+// the preview folds it away; everything else does, so the cut is never
+// nearer than the full text's preview would be.
+func previewSource(s string) string {
+	visible := 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case ' ', '\t', '\n', '\r', '\v', '\f':
+			continue
+		}
+		if visible++; visible >= 4*argsPreviewChars+previewMargin {
+			return s[:i+1]
+		}
+	}
+	return s
 }
 
 // clip cuts s to n runes, the last one an ellipsis when it cut.

@@ -2,6 +2,7 @@ package activities
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -332,4 +333,37 @@ func FuzzReadLines(f *testing.F) {
 			t.Fatalf("error %v", err)
 		}
 	})
+}
+
+// TestPreviewSanitizesOnlyItsSource: a preview of arguments of any size is
+// the one the whole sanitized text would give, secrets masked whole,
+// wherever white space moves them.
+func TestPreviewSanitizesOnlyItsSource(t *testing.T) {
+	z := NewSanitizer("/home/alice")
+	key := "-----BEGIN RSA PRIVATE KEY-----\n" + strings.Repeat(strings.Repeat("A", 64)+"\n", 50) + "-----END RSA PRIVATE KEY-----"
+	token := "ghp_" + strings.Repeat("a1B2", 9)
+	tests := []struct{ name, args string }{
+		{"short", `{"command":"echo ` + token + `"}`},
+		{"a token, then much more", `{"command":"echo ` + token + ` ` + strings.Repeat("x", 256<<10) + `"}`},
+		{"white space, then a token", `{"command":"` + strings.Repeat(" ", 128<<10) + token + ` ` + strings.Repeat("y", 256<<10) + `"}`},
+		{"a key, then much more", `{"content":` + strconvQuote(key) + `,"more":"` + strings.Repeat("z", 256<<10) + `"}`},
+		{"a key after white space", `{"content":"` + strings.Repeat(" ", 64<<10) + `",` + `"key":` + strconvQuote(key+strings.Repeat(" ", 128<<10)+"tail") + `}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			whole := clip(strings.Join(strings.Fields(z.Sanitize(tt.args)), " "), argsPreviewChars)
+			got := preview(z, json.RawMessage(tt.args))
+			if got != whole {
+				t.Fatalf("preview %q, the whole text's %q", got, whole)
+			}
+			if strings.Contains(got, token[4:12]) || strings.Contains(got, "AAAAAAAA") {
+				t.Fatalf("preview %q keeps a secret", got)
+			}
+		})
+	}
+}
+
+func strconvQuote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }
