@@ -1376,8 +1376,8 @@ var Delivery = class {
   /**
    * The parent session ID for a delegation whose results come back here:
    * it also marks, in the data dir, that this session waits for results,
-   * so that its next start looks for them even when no service runs
-   * (and starts it), and otherwise asks nothing.
+   * so that its next start looks for them (while the service runs: a
+   * look never starts it), and otherwise asks nothing.
    */
   delivering(ctx) {
     const id = this.parent(ctx);
@@ -1461,16 +1461,19 @@ var Delivery = class {
    * On start or resume: acknowledge what the session already holds,
    * deliver what finished while the parent was away, and wait in the
    * background for what still runs. With the local service, only a
-   * session that marked itself waiting asks anything (starting the
-   * service if it must): any other has nothing to get, and its start
-   * makes no call. A remote Temporal keeps no marks and is asked each
-   * time; passive: only a service that runs already.
+   * session that marked itself waiting asks anything: any other has
+   * nothing to get, and its start makes no call. A remote Temporal keeps
+   * no marks and is asked each time. The look is passive: it asks only a
+   * service that runs already, since only a delegation or an explicit
+   * command starts the service (a stopped one stays stopped); the
+   * results wait in Temporal, and the look runs again when this pi starts
+   * the service (onServiceStarted) or at the session's next start.
    */
-  resume(ctx, passive = false) {
+  resume(ctx) {
     const next = this.resuming.then(async () => {
       let failed;
       try {
-        await this.resumeNow(ctx, passive);
+        await this.resumeNow(ctx);
       } catch (e) {
         failed = e;
       }
@@ -1550,7 +1553,7 @@ var Delivery = class {
     if (toAck.length) await this.ack(toAck);
     if (!this.closed) this.flushIdle(ctx);
   }
-  async resumeNow(ctx, passive) {
+  async resumeNow(ctx) {
     this.ctx = ctx;
     this.parentId = this.parent(ctx);
     const branch = ctx.sessionManager.getBranch();
@@ -1562,7 +1565,7 @@ var Delivery = class {
     if (own && !this.claim(own, ctx)) return;
     let open;
     try {
-      open = await this.openDelegations(passive && !local);
+      open = await this.openDelegations();
     } catch (e) {
       if (e instanceof SubagentsError && e.notRunning) return;
       throw e;
@@ -1585,7 +1588,7 @@ var Delivery = class {
       if (this.mine.has(run.id)) continue;
       let env;
       try {
-        env = await this.cli().call("status", [], [run.id]);
+        env = await this.cli(true).call("status", [], [run.id]);
       } catch {
       }
       if (this.closed) return;
@@ -1642,12 +1645,14 @@ var Delivery = class {
   /**
    * Counts what the sessions of strays still hold open: what waits for
    * nobody. A stray whose delegations are all closed has its mark
-   * removed (nothing of it is left to find).
+   * removed (nothing of it is left to find). Passive: another session's
+   * leftovers never start the service (a SubagentsError with notRunning
+   * when none runs).
    */
   async strayReport(strays2) {
     const report = { sessions: [], open: 0, running: 0 };
     for (const s of strays2) {
-      const open = await this.cli().call("list", ["--kind", "delegation", "--open", "--parent-session", s.id]);
+      const open = await this.cli(true).call("list", ["--kind", "delegation", "--open", "--parent-session", s.id]);
       const runs = open.runs ?? [];
       if (runs.length === 0) {
         this.dropMark(s.id, s.path);
@@ -1799,13 +1804,18 @@ var Delivery = class {
     const ids = [...deliveredIds(branch)].filter((id) => !this.acked.has(id) && onDisk.includes(id));
     if (ids.length) await this.ack(ids);
   }
+  /**
+   * Acknowledges delivered results. Passive: they were delivered while
+   * the service ran; one stopped since stays stopped, and the session's
+   * next look (which acknowledges what its branch holds) settles them.
+   */
   async ack(all) {
     const scheduled = all.filter((id) => this.scheduledFrom.has(id));
     const ids = all.filter((id) => !this.scheduledFrom.has(id));
     if (scheduled.length) {
       try {
         const results = scheduled.map((id) => this.scheduledFrom.get(id)?.resultId);
-        await this.cli().call("schedule", [], [], { action: "ack", by: this.parentId, ids: results });
+        await this.cli(true).call("schedule", [], [], { action: "ack", by: this.parentId, ids: results });
         for (const id of scheduled) {
           this.acked.add(id);
           this.handed.delete(id);
@@ -1815,7 +1825,7 @@ var Delivery = class {
     }
     if (ids.length === 0) return;
     try {
-      await this.cli().call("ack", ["--by", this.parentId], ids);
+      await this.cli(true).call("ack", ["--by", this.parentId], ids);
       for (const id of ids) {
         this.acked.add(id);
         this.handed.delete(id);
@@ -1833,14 +1843,14 @@ var Delivery = class {
     if (!marker || !this.held.has(from)) return;
     if ([...this.watchers.keys()].some((id) => this.adoptedFrom.get(id) === from)) return;
     try {
-      const open = await this.cli().call("list", ["--kind", "delegation", "--open", "--parent-session", from]);
+      const open = await this.cli(true).call("list", ["--kind", "delegation", "--open", "--parent-session", from]);
       if ((open.runs ?? []).every((r) => this.acked.has(r.id))) this.dropMark(from, marker);
     } catch {
     }
   }
-  /** This session's delegations that are still open (not acknowledged). */
-  openDelegations(passive = false) {
-    return this.cli(passive).call("list", ["--kind", "delegation", "--open", "--parent-session", this.parentId]);
+  /** This session's delegations that are still open (not acknowledged); asks only a service that runs. */
+  openDelegations() {
+    return this.cli(true).call("list", ["--kind", "delegation", "--open", "--parent-session", this.parentId]);
   }
   /** Removes the session's waiting mark once none of its delegations is open. */
   async clearMarkIfDone() {
@@ -3872,7 +3882,7 @@ ${plans.map((p) => p.summary).join("\n")}` : "";
     }
     if (current !== ctx) return;
     try {
-      await delivery.resume(ctx, passive);
+      await delivery.resume(ctx);
       const running = delivery.running();
       if (running.length && current === ctx && ctx.hasUI && ctx.mode !== "tui") ctx.ui.setStatus("subagents", `subagents: ${running.length} running`);
     } catch (e) {
@@ -3898,10 +3908,16 @@ ${plans.map((p) => p.summary).join("\n")}` : "";
     const local = localService(settings);
     const me = delivery.parent(ctx);
     if (!local || strayLookOf === me) return;
-    strayLookOf = me;
     const found = strays(local.dataDir, ctx.cwd, me);
     if (found.length === 0) return;
-    const report = await delivery.strayReport(found);
+    let report;
+    try {
+      report = await delivery.strayReport(found);
+    } catch (e) {
+      if (e instanceof SubagentsError && e.notRunning) return;
+      throw e;
+    }
+    strayLookOf = me;
     if (report.open > 0 && current === ctx) say(ctx, strayHint(report));
   }
   onServiceStarted(() => {

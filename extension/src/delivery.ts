@@ -211,8 +211,8 @@ export class Delivery {
 	/**
 	 * The parent session ID for a delegation whose results come back here:
 	 * it also marks, in the data dir, that this session waits for results,
-	 * so that its next start looks for them even when no service runs
-	 * (and starts it), and otherwise asks nothing.
+	 * so that its next start looks for them (while the service runs: a
+	 * look never starts it), and otherwise asks nothing.
 	 */
 	delivering(ctx: ExtensionContext): string {
 		const id = this.parent(ctx);
@@ -309,12 +309,15 @@ export class Delivery {
 	 * On start or resume: acknowledge what the session already holds,
 	 * deliver what finished while the parent was away, and wait in the
 	 * background for what still runs. With the local service, only a
-	 * session that marked itself waiting asks anything (starting the
-	 * service if it must): any other has nothing to get, and its start
-	 * makes no call. A remote Temporal keeps no marks and is asked each
-	 * time; passive: only a service that runs already.
+	 * session that marked itself waiting asks anything: any other has
+	 * nothing to get, and its start makes no call. A remote Temporal keeps
+	 * no marks and is asked each time. The look is passive: it asks only a
+	 * service that runs already, since only a delegation or an explicit
+	 * command starts the service (a stopped one stays stopped); the
+	 * results wait in Temporal, and the look runs again when this pi starts
+	 * the service (onServiceStarted) or at the session's next start.
 	 */
-	resume(ctx: ExtensionContext, passive = false): Promise<void> {
+	resume(ctx: ExtensionContext): Promise<void> {
 		// One look at a time: pi's start and the start of the service (which
 		// runs the look again, now that there is something to ask) may both
 		// ask, and two looks at once would both find the same delegation.
@@ -323,7 +326,7 @@ export class Delivery {
 			// whatever the session's own look finds (or fails with).
 			let failed: unknown;
 			try {
-				await this.resumeNow(ctx, passive);
+				await this.resumeNow(ctx);
 			} catch (e) {
 				failed = e;
 			}
@@ -419,7 +422,7 @@ export class Delivery {
 		if (!this.closed) this.flushIdle(ctx);
 	}
 
-	private async resumeNow(ctx: ExtensionContext, passive: boolean): Promise<void> {
+	private async resumeNow(ctx: ExtensionContext): Promise<void> {
 		this.ctx = ctx;
 		this.parentId = this.parent(ctx);
 		const branch = ctx.sessionManager.getBranch() as Entry[];
@@ -432,7 +435,7 @@ export class Delivery {
 		if (own && !this.claim(own, ctx)) return;
 		let open: Envelope;
 		try {
-			open = await this.openDelegations(passive && !local);
+			open = await this.openDelegations();
 		} catch (e) {
 			// No service runs: nothing can have finished; this runs again
 			// when the service starts.
@@ -463,7 +466,7 @@ export class Delivery {
 			if (this.mine.has(run.id)) continue;
 			let env: Envelope | undefined;
 			try {
-				env = await this.cli().call("status", [], [run.id]);
+				env = await this.cli(true).call("status", [], [run.id]);
 			} catch {
 				// The wait below asks again, and rides out a worker that has
 				// not polled yet.
@@ -526,12 +529,14 @@ export class Delivery {
 	/**
 	 * Counts what the sessions of strays still hold open: what waits for
 	 * nobody. A stray whose delegations are all closed has its mark
-	 * removed (nothing of it is left to find).
+	 * removed (nothing of it is left to find). Passive: another session's
+	 * leftovers never start the service (a SubagentsError with notRunning
+	 * when none runs).
 	 */
 	async strayReport(strays: Array<{ id: string; path: string; mark: Mark }>): Promise<StrayReport> {
 		const report: StrayReport = { sessions: [], open: 0, running: 0 };
 		for (const s of strays) {
-			const open = await this.cli().call("list", ["--kind", "delegation", "--open", "--parent-session", s.id]);
+			const open = await this.cli(true).call("list", ["--kind", "delegation", "--open", "--parent-session", s.id]);
 			const runs = open.runs ?? [];
 			if (runs.length === 0) {
 				this.dropMark(s.id, s.path);
@@ -710,6 +715,11 @@ export class Delivery {
 		if (ids.length) await this.ack(ids);
 	}
 
+	/**
+	 * Acknowledges delivered results. Passive: they were delivered while
+	 * the service ran; one stopped since stays stopped, and the session's
+	 * next look (which acknowledges what its branch holds) settles them.
+	 */
 	private async ack(all: string[]): Promise<void> {
 		// A scheduled run's result is acknowledged to the workflow that
 		// holds it for the folder, the rest to their delegations.
@@ -718,7 +728,7 @@ export class Delivery {
 		if (scheduled.length) {
 			try {
 				const results = scheduled.map((id) => this.scheduledFrom.get(id)?.resultId as string);
-				await this.cli().call("schedule", [], [], { action: "ack", by: this.parentId, ids: results });
+				await this.cli(true).call("schedule", [], [], { action: "ack", by: this.parentId, ids: results });
 				for (const id of scheduled) {
 					this.acked.add(id);
 					this.handed.delete(id);
@@ -729,7 +739,7 @@ export class Delivery {
 		}
 		if (ids.length === 0) return;
 		try {
-			await this.cli().call("ack", ["--by", this.parentId], ids);
+			await this.cli(true).call("ack", ["--by", this.parentId], ids);
 			for (const id of ids) {
 				this.acked.add(id);
 				this.handed.delete(id);
@@ -750,16 +760,16 @@ export class Delivery {
 		if (!marker || !this.held.has(from)) return;
 		if ([...this.watchers.keys()].some((id) => this.adoptedFrom.get(id) === from)) return;
 		try {
-			const open = await this.cli().call("list", ["--kind", "delegation", "--open", "--parent-session", from]);
+			const open = await this.cli(true).call("list", ["--kind", "delegation", "--open", "--parent-session", from]);
 			if ((open.runs ?? []).every((r) => this.acked.has(r.id))) this.dropMark(from, marker);
 		} catch {
 			/* kept: a later look finds what is left */
 		}
 	}
 
-	/** This session's delegations that are still open (not acknowledged). */
-	private openDelegations(passive = false): Promise<Envelope> {
-		return this.cli(passive).call("list", ["--kind", "delegation", "--open", "--parent-session", this.parentId]);
+	/** This session's delegations that are still open (not acknowledged); asks only a service that runs. */
+	private openDelegations(): Promise<Envelope> {
+		return this.cli(true).call("list", ["--kind", "delegation", "--open", "--parent-session", this.parentId]);
 	}
 
 	/** Removes the session's waiting mark once none of its delegations is open. */

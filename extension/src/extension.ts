@@ -975,9 +975,12 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 	// --- lifecycle: delivery of results, acknowledgements ---
 	/**
 	 * What a session does once the service answers: register the primary
-	 * profiles' tools and deliver what earlier runs left. At pi's start it
-	 * starts nothing (passive): with no service running there is nothing to
-	 * deliver yet, and it runs when this pi starts the service.
+	 * profiles' tools and deliver what earlier runs left. It never starts
+	 * the service (only a delegation or an explicit command does, so a
+	 * stopped one stays stopped): with none running, what earlier runs left
+	 * waits in Temporal, and this runs again when this pi starts the
+	 * service. passive (pi's start): the remembered listing of the primary
+	 * profiles serves.
 	 */
 	async function startUp(ctx: ExtensionContext, passive: boolean) {
 		// A child that delegates has the tools its profile listed, no
@@ -992,10 +995,8 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 		}
 		if (current !== ctx) return;
 		try {
-			// A session that waits for results looks for them at once,
-			// starting the service if it must; any other asks only a
-			// running service.
-			await delivery.resume(ctx, passive);
+			// Only a running service is asked: results wait until it runs.
+			await delivery.resume(ctx);
 			const running = delivery.running();
 			// The terminal shows the fleet widget instead (docs/fleet.md).
 			if (running.length && current === ctx && ctx.hasUI && ctx.mode !== "tui") ctx.ui.setStatus("subagents", `subagents: ${running.length} running`);
@@ -1034,17 +1035,23 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 	 * sessions of this folder wait for nobody (their pi was killed, or
 	 * closed with work running) and how to take them. It reads the marks'
 	 * folder; only when a mark of this folder has no live pi does it ask
-	 * the service what is still open (starting it if it must, as a
-	 * session's own mark does).
+	 * the service what is still open, and only a service that runs: with
+	 * none, it looks again when this pi starts the service.
 	 */
 	async function lookForStrays(ctx: ExtensionContext) {
 		const local = localService(settings);
 		const me = delivery.parent(ctx);
 		if (!local || strayLookOf === me) return;
-		strayLookOf = me;
 		const found = strays(local.dataDir, ctx.cwd, me);
 		if (found.length === 0) return;
-		const report = await delivery.strayReport(found);
+		let report: Awaited<ReturnType<typeof delivery.strayReport>>;
+		try {
+			report = await delivery.strayReport(found);
+		} catch (e) {
+			if (e instanceof SubagentsError && e.notRunning) return;
+			throw e;
+		}
+		strayLookOf = me;
 		// Not to a session pi has shut down meanwhile (it refuses every use of it).
 		if (report.open > 0 && current === ctx) say(ctx, strayHint(report));
 	}
@@ -1120,12 +1127,13 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 		const pending = delivery.mayHavePending(ctx);
 		if (interactive(ctx) || (!pending && !delivery.mayHaveScheduled(ctx))) return;
 		await startUpDone();
-		// Once more, with the service up: a look that ran while it was still
-		// starting found nothing, and the results it missed would come
-		// after the answer with no turn to read them (a look finds each
-		// delegation once: arrive and watch keep one of each).
+		// Once more, in case the service came up since the start-up look
+		// (which then found nothing): the results it missed would come after
+		// the answer with no turn to read them (a look finds each delegation
+		// once: arrive and watch keep one of each). It starts nothing: with
+		// the service stopped, the results wait for a later start.
 		await delivery.resume(ctx).catch(() => {
-			/* no service: nothing can have finished */
+			/* no service: the results wait until it runs */
 		});
 		const waiting = delivery.waitingFor("earlier");
 		if (waiting > 0) {

@@ -40,22 +40,22 @@ test("a start asks the local service nothing unless its session marked itself wa
 	const dir = mkdtempSync(join(tmpdir(), "subagents-delivery-"));
 	const r = recorder();
 	const d = new Delivery(pi, r.cli, () => dir);
-	await d.resume(session("fresh"), true);
+	await d.resume(session("fresh"));
 	assert.deepEqual(r.calls, [], "a session that never delegated makes no call at pi's start");
 
 	mkdirSync(join(dir, "pending"), { recursive: true });
 	writeFileSync(join(dir, "pending", "waiting"), "");
 	// Written by an earlier pi: one this process wrote stays, its delegation may not have started yet.
 	utimesSync(join(dir, "pending", "waiting"), new Date(0), new Date(0));
-	await d.resume(session("waiting"), true);
-	assert.deepEqual(r.calls, [{ verb: "list", passive: false }], "a marked session asks, starting the service if it must");
+	await d.resume(session("waiting"));
+	assert.deepEqual(r.calls, [{ verb: "list", passive: true }], "a marked session asks only a service that runs: its results wait for one");
 	assert.equal(existsSync(join(dir, "pending", "waiting")), false, "the mark goes once nothing of the session is open");
 });
 
-test("a remote Temporal keeps no marks: every start asks, and a passive start starts nothing", async () => {
+test("a remote Temporal keeps no marks: every start asks, and starts nothing", async () => {
 	const r = recorder();
 	const d = new Delivery(pi, r.cli, () => undefined);
-	await d.resume(session("any"), true);
+	await d.resume(session("any"));
 	assert.deepEqual(r.calls, [{ verb: "list", passive: true }]);
 });
 
@@ -91,7 +91,7 @@ test("a session shut down while its start-up still asks the service starts nothi
 			throw new Error("This extension ctx is stale");
 		},
 	} as unknown as ExtensionContext;
-	const resumed = d.resume(stale, false);
+	const resumed = d.resume(stale);
 	d.shutdown();
 	answer({ runs: [{ id: "delegation-1" }] });
 	await resumed;
@@ -118,7 +118,7 @@ test("a delegation this process is starting is not found again as an earlier one
 		}) as unknown as SubagentsCli;
 	const d = new Delivery(pi, cli, () => undefined);
 	const own = d.own(start as Promise<never>);
-	const resumed = d.resume(session("s"), false);
+	const resumed = d.resume(session("s"));
 	await new Promise((r) => setTimeout(r, 10));
 	assert.deepEqual(calls, ["list"], "the look waits for the start under way before it decides");
 	started({ delegation_id: "delegation-new" });
@@ -145,7 +145,7 @@ test("looks for earlier results run one after another, and a status that fails f
 			follow: () => new Promise(() => {}),
 		}) as unknown as SubagentsCli;
 	const d = new Delivery(pi, cli, () => undefined);
-	await Promise.all([d.resume(session("s"), false), d.resume(session("s"), false)]);
+	await Promise.all([d.resume(session("s")), d.resume(session("s"))]);
 	assert.equal(most, 1, "two looks never ask at the same time");
 	assert.deepEqual(d.running(), ["delegation-1"], "the delegation is waited for once, though its status could not be read");
 	d.shutdown();
@@ -233,13 +233,13 @@ test("a session resumed while another live pi holds its results leaves them to i
 	writeMark(join(dir, "pending", "s"), { holder: { pid: process.ppid }, cwd: "/work/project" });
 	const r = recorder();
 	const d = new Delivery(pi, r.cli, () => dir);
-	await d.resume(session("s"), true);
+	await d.resume(session("s"));
 	assert.deepEqual(r.calls, [], "nothing asked, nothing delivered a second time");
 
 	// Its pi gone, the session takes them back and holds the mark.
 	writeMark(join(dir, "pending", "s"), { holder: { pid: deadPid() }, cwd: "/work/project" });
-	await d.resume(session("s"), true);
-	assert.deepEqual(r.calls, [{ verb: "list", passive: false }]);
+	await d.resume(session("s"));
+	assert.deepEqual(r.calls, [{ verb: "list", passive: true }]);
 });
 
 test("a closed session lets its mark go: what is still open waits for nobody", () => {
@@ -259,7 +259,7 @@ test("print runs: an earlier run's result rides along without a turn, the run's 
 	const svc = service([{ id: "delegation-old" }], new Set());
 	const d = new Delivery(sent().api, svc.cli, () => undefined);
 	// A run under way: results wait for its turn boundaries.
-	await d.resume(session("s", { idle: false }), false);
+	await d.resume(session("s", { idle: false }));
 	assert.equal(d.waitingFor("earlier"), 1);
 	d.watch("delegation-mine");
 	assert.equal(d.waitingFor("own"), 1);
@@ -288,7 +288,21 @@ test("a mark this process wrote by delegating stays while its delegation may not
 	const r = recorder();
 	const d = new Delivery(pi, r.cli, () => dir);
 	d.delivering(session("s"));
-	await d.resume(session("s"), true);
-	assert.deepEqual(r.calls, [{ verb: "list", passive: false }]);
+	await d.resume(session("s"));
+	assert.deepEqual(r.calls, [{ verb: "list", passive: true }]);
 	assert.ok(existsSync(join(dir, "pending", "s")), "the delegation this process is starting may not be listed yet");
+});
+
+test("the look for other sessions' leftovers asks only a service that runs", async () => {
+	// `subagents stop`, then a pi in a folder where an earlier pi left a
+	// mark: the look must not start the service (only a delegation or an
+	// explicit command does); with none running it fails as not running.
+	const notRunning = new SubagentsError("SERVICE_UNAVAILABLE", "no subagents service runs", "unavailable", true);
+	const r = recorder(() => notRunning);
+	const d = new Delivery(pi, r.cli, () => mkdtempSync(join(tmpdir(), "subagents-delivery-")));
+	await assert.rejects(
+		d.strayReport([{ id: "gone", path: "/nonexistent/pending/gone", mark: { holder: { pid: deadPid() }, cwd: "/work/project" } }]),
+		(e: unknown) => e instanceof SubagentsError && e.notRunning,
+	);
+	assert.deepEqual(r.calls, [{ verb: "list", passive: true }]);
 });
