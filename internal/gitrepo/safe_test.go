@@ -474,3 +474,73 @@ func TestPointsOutsideFollowsTheCheckoutsLinks(t *testing.T) {
 		})
 	}
 }
+
+// TestCaptureLeavesOutGitmodulesLinks: a link named .gitmodules (in any
+// of git's spellings), new or made of a tracked file, is left out of the
+// capture and named, and the rest is captured: the branch applies, so one
+// bad link does not block the child's other work. A plain .gitmodules
+// file is captured as any file.
+func TestCaptureLeavesOutGitmodulesLinks(t *testing.T) {
+	tests := []struct {
+		name    string
+		tracked map[string]string
+		// links are the links the child makes (path: target), files the
+		// files it writes.
+		links   map[string]string
+		files   map[string]string
+		refused []string
+		changed []string
+	}{
+		{name: "a new link", links: map[string]string{".gitmodules": "/etc/passwd"},
+			refused: []string{".gitmodules"}, changed: []string{"work.txt"}},
+		{name: "a new link in a folder, another spelling", links: map[string]string{"sub/.GITMODULES": "../a.txt"},
+			refused: []string{"sub/.GITMODULES"}, changed: []string{"work.txt"}},
+		{name: "a tracked file made a link", tracked: map[string]string{".gitmodules": "[submodule]\n"},
+			links: map[string]string{".gitmodules": "a.txt"}, refused: []string{".gitmodules"}, changed: []string{"work.txt"}},
+		{name: "a plain file", files: map[string]string{".gitmodules": "[submodule]\n"},
+			changed: []string{".gitmodules", "work.txt"}},
+		{name: "a link of another name", links: map[string]string{"gitmodules": "a.txt"},
+			changed: []string{"gitmodules", "work.txt"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			files := map[string]string{"a.txt": "a\n"}
+			for p, c := range tt.tracked {
+				files[p] = c
+			}
+			top, base, wt := newWorktree(t, "subagents/s", files)
+			writeFiles(t, wt, map[string]string{"work.txt": "work\n"})
+			writeFiles(t, wt, tt.files)
+			for link, target := range tt.links {
+				p := filepath.Join(wt, link)
+				_ = os.Remove(p)
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Symlink(target, p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			captured, err := Capture(ctx, wt, "subagents/s", "capture", base, "s", CaptureIdentity)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var refused []string
+			for _, r := range captured.Refused {
+				refused = append(refused, r.Path)
+			}
+			if !slices.Equal(refused, tt.refused) {
+				t.Fatalf("refused %q, want %q", refused, tt.refused)
+			}
+			changed, err := ChangedFiles(ctx, top, base, captured.Commit)
+			if err != nil || !slices.Equal(changed, tt.changed) {
+				t.Fatalf("ChangedFiles = %q, %v; want %q", changed, err, tt.changed)
+			}
+			res, err := ApplyChange(ctx, top, base, captured.Commit)
+			if err != nil || len(res.Refused) > 0 || len(res.Conflicts) > 0 || read(t, filepath.Join(top, "work.txt")) != "work\n" {
+				t.Fatalf("ApplyChange = %+v, %v", res, err)
+			}
+		})
+	}
+}
