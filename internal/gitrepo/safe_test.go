@@ -162,6 +162,21 @@ func TestCaptureWhatTheChildDid(t *testing.T) {
 	}
 }
 
+// captureOnto captures the worktree wt onto the branch subagents/s and
+// returns what it did and the paths it refused.
+func captureOnto(t *testing.T, wt, base string) (Captured, []string) {
+	t.Helper()
+	captured, err := Capture(context.Background(), wt, "subagents/s", "capture", base, "s", CaptureIdentity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refused []string
+	for _, r := range captured.Refused {
+		refused = append(refused, r.Path)
+	}
+	return captured, refused
+}
+
 // TestCaptureRefusesPathsGitRefuses: a child's own commit that names
 // ../pwn-outside.txt or .git/hooks/post-merge, and untracked files with
 // names git refuses, are left out of the capture and named; the rest of
@@ -172,14 +187,7 @@ func TestCaptureRefusesPathsGitRefuses(t *testing.T) {
 	hostileCommit(t, wt, "../pwn-outside.txt", "100644")
 	hostileCommit(t, wt, ".git/hooks/post-merge", "100755")
 	writeFiles(t, wt, map[string]string{"a.txt": "changed\n", "GIT~1": "x\n", ".git. /y": "y\n"})
-	captured, err := Capture(ctx, wt, "subagents/s", "capture", base, "s", CaptureIdentity)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var refused []string
-	for _, r := range captured.Refused {
-		refused = append(refused, r.Path)
-	}
+	captured, refused := captureOnto(t, wt, base)
 	slices.Sort(refused)
 	if want := []string{"../pwn-outside.txt", ".git. /y", ".git/hooks/post-merge", "GIT~1"}; !slices.Equal(refused, want) {
 		t.Fatalf("refused %q, want %q", refused, want)
@@ -522,14 +530,7 @@ func TestCaptureLeavesOutGitmodulesLinks(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			captured, err := Capture(ctx, wt, "subagents/s", "capture", base, "s", CaptureIdentity)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var refused []string
-			for _, r := range captured.Refused {
-				refused = append(refused, r.Path)
-			}
+			captured, refused := captureOnto(t, wt, base)
 			if !slices.Equal(refused, tt.refused) {
 				t.Fatalf("refused %q, want %q", refused, tt.refused)
 			}
