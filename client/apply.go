@@ -132,8 +132,17 @@ func (c *Client) applyTask(ctx context.Context, t Item, discard bool) Item {
 	if ch.Worktree != "" {
 		// Its capture failed: the child's work may still be in its
 		// worktree, not on the branch.
-		if err := settleWorktree(ctx, ch, t.TaskID, discard); err != nil {
+		refused, err := settleWorktree(ctx, ch, t.TaskID, discard)
+		if err != nil {
 			return fail(err)
+		}
+		if len(refused) > 0 {
+			// As the worker's own capture fails the run: the rest is on
+			// the branch, and a second apply takes it knowingly.
+			return fail(errcode.Errorf(errcode.PermissionDenied,
+				"its worktree held paths git refuses to write (outside the checkout, or in its .git folder): %s; they were left out of its change (branch %s) and nothing was applied. "+
+					"Apply again to apply the rest (subagents apply %s), or discard it (subagents apply --discard %s)",
+				refusalList(refused), ch.Branch, t.TaskID, t.TaskID))
 		}
 	}
 	tip, err := gitrepo.BranchTip(ctx, ch.Repo, ch.Branch)
@@ -165,13 +174,9 @@ func (c *Client) applyTask(ctx context.Context, t Item, discard bool) Item {
 		return fail(errcode.Wrap(errcode.Failed, err, err.Error()))
 	}
 	if len(res.Refused) > 0 {
-		var named []string
-		for _, r := range res.Refused[:min(len(res.Refused), maxNamedFiles)] {
-			named = append(named, r.String())
-		}
 		return fail(errcode.Errorf(errcode.PermissionDenied,
 			"its change names paths git refuses to write in %s: %s; nothing of it was applied. Discard it (subagents apply --discard %s)",
-			ch.Repo, strings.Join(named, ", "), t.TaskID))
+			ch.Repo, refusalList(res.Refused), t.TaskID))
 	}
 	if len(res.Conflicts) > 0 {
 		var named []string
@@ -210,27 +215,42 @@ func (c *Client) applyTask(ctx context.Context, t Item, discard bool) Item {
 // an apply captures what it holds onto the branch, a discard drops it;
 // either removes it. Only a worktree of the change's repository other than
 // its main checkout is touched. One that is gone (the worker's sweep
-// captured it) leaves the branch as it is.
-func settleWorktree(ctx context.Context, ch *api.Change, session string, discard bool) error {
+// captured it) leaves the branch as it is. refused are the paths the
+// capture left out (gitrepo.UnsafePath), as the worker's would.
+func settleWorktree(ctx context.Context, ch *api.Change, session string, discard bool) (refused []gitrepo.Refusal, err error) {
 	linked, err := gitrepo.LinkedWorktree(ctx, ch.Repo, ch.Worktree)
 	if err != nil {
-		return errcode.Wrap(errcode.Failed, err, err.Error())
+		return nil, errcode.Wrap(errcode.Failed, err, err.Error())
 	}
 	if !linked {
-		return nil
+		return nil, nil
 	}
 	if !discard {
 		msg := fmt.Sprintf("subagents: session %s, captured by apply", session)
-		if _, err := gitrepo.Capture(ctx, ch.Worktree, ch.Branch, msg, ch.Base, session, gitrepo.CaptureIdentity); err != nil {
-			return errcode.Errorf(errcode.Failed,
+		captured, err := gitrepo.Capture(ctx, ch.Worktree, ch.Branch, msg, ch.Base, session, gitrepo.CaptureIdentity)
+		if err != nil {
+			return nil, errcode.Errorf(errcode.Failed,
 				"its change is still in the worktree %s and could not be captured: %v. Fix that and apply again, or discard it (subagents apply --discard %s)",
 				ch.Worktree, err, session)
 		}
+		refused = captured.Refused
 	}
 	if err := gitrepo.RemoveWorktree(ctx, ch.Repo, ch.Worktree); err != nil {
-		return errcode.Wrap(errcode.Failed, err, err.Error())
+		return nil, errcode.Wrap(errcode.Failed, err, err.Error())
 	}
-	return nil
+	return refused, nil
+}
+
+// refusalList names refused paths, each with why, for an apply's error.
+func refusalList(refused []gitrepo.Refusal) string {
+	var named []string
+	for _, r := range refused[:min(len(refused), maxNamedFiles)] {
+		named = append(named, r.String())
+	}
+	if more := len(refused) - len(named); more > 0 {
+		named = append(named, fmt.Sprintf("and %d more", more))
+	}
+	return strings.Join(named, ", ")
 }
 
 // open reports whether session id's workflow is open: a closed one (ended

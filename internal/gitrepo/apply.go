@@ -94,6 +94,7 @@ func ApplyChange(ctx context.Context, top, base, tip string) (Applied, error) {
 			res.Refused = append(res.Refused, Refusal{Path: c.path, Why: why})
 		}
 	}
+	res.Refused = append(res.Refused, beyondWritten(changes)...)
 	if len(res.Refused) > 0 {
 		return res, nil
 	}
@@ -164,14 +165,56 @@ func ApplyChange(ctx context.Context, top, base, tip string) (Applied, error) {
 	return res, nil
 }
 
+// beyondWritten refuses the paths a change writes below another path it
+// writes as a link or a file. No tree git makes holds both, but a
+// hand-made one (git mktree takes a name twice) can: written in order,
+// "d -> /home/u/.ssh" then "d/authorized_keys" would write through the
+// link, outside the checkout.
+func beyondWritten(changes []rawChange) []Refusal {
+	written := map[string]bool{}
+	for _, c := range changes {
+		if c.newMode != modeAbsent {
+			written[c.path] = true
+		}
+	}
+	var refused []Refusal
+	for _, c := range changes {
+		if c.newMode == modeAbsent {
+			continue
+		}
+		for i := strings.IndexByte(c.path, '/'); i >= 0; i = next(c.path, i) {
+			if written[c.path[:i]] {
+				refused = append(refused, Refusal{Path: c.path, Why: "below " + c.path[:i] + ", which the change writes as a link or a file"})
+				break
+			}
+		}
+	}
+	return refused
+}
+
+// next is the index of the next "/" in p after i, or -1.
+func next(p string, i int) int {
+	j := strings.IndexByte(p[i+1:], '/')
+	if j < 0 {
+		return -1
+	}
+	return i + 1 + j
+}
+
 // pointsOutside reports whether the link at path (from top) to target
-// points outside the checkout at top or into its .git folder.
+// points outside the checkout at top or into its .git folder, as the
+// system follows it: through the checkout's own links on the way (a
+// "vendor/.." where vendor is a link to /opt/x is /opt), and from the
+// checkout's real folder.
 func pointsOutside(top, path, target string) bool {
+	top = resolvedPrefix(top)
 	abs := target
 	if !filepath.IsAbs(abs) {
-		abs = filepath.Join(top, filepath.Dir(filepath.FromSlash(path)), target)
+		// Not Join, which would drop "vendor/.." before vendor is
+		// followed.
+		abs = resolvedPrefix(filepath.Join(top, filepath.Dir(filepath.FromSlash(path)))) + string(filepath.Separator) + target
 	}
-	rel, err := filepath.Rel(top, filepath.Clean(abs))
+	rel, err := filepath.Rel(top, resolvedPrefix(abs))
 	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
 		return true
 	}
@@ -181,6 +224,20 @@ func pointsOutside(top, path, target string) bool {
 		}
 	}
 	return false
+}
+
+// resolvedPrefix is p with every link on it followed, as far as its
+// folders exist: a target that is not there yet is judged by where its
+// existing part leads.
+func resolvedPrefix(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	dir, base := filepath.Dir(p), filepath.Base(p)
+	if dir == p || base == "" {
+		return filepath.Clean(p)
+	}
+	return filepath.Join(resolvedPrefix(dir), base)
 }
 
 // snapshot is the operation that puts path back as it is now: its
@@ -474,6 +531,16 @@ var writeOp = write
 
 func write(top string, op fileOp) error {
 	path := filepath.Join(top, op.path)
+	// Checked again just before the write, after the ops before it: a
+	// folder on the way that became a link (or a file) would take the
+	// write elsewhere.
+	if dir, mode, found := notAFolder(top, op.path); found {
+		what := "a file"
+		if mode&fs.ModeSymlink != 0 {
+			what = "a symbolic link"
+		}
+		return fmt.Errorf("%s on its way is %s", dir, what)
+	}
 	if op.remove {
 		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err

@@ -162,6 +162,21 @@ func TestCaptureWhatTheChildDid(t *testing.T) {
 	}
 }
 
+// captureOnto captures the worktree wt onto the branch subagents/s and
+// returns what it did and the paths it refused.
+func captureOnto(t *testing.T, wt, base string) (Captured, []string) {
+	t.Helper()
+	captured, err := Capture(context.Background(), wt, "subagents/s", "capture", base, "s", CaptureIdentity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refused []string
+	for _, r := range captured.Refused {
+		refused = append(refused, r.Path)
+	}
+	return captured, refused
+}
+
 // TestCaptureRefusesPathsGitRefuses: a child's own commit that names
 // ../pwn-outside.txt or .git/hooks/post-merge, and untracked files with
 // names git refuses, are left out of the capture and named; the rest of
@@ -172,14 +187,7 @@ func TestCaptureRefusesPathsGitRefuses(t *testing.T) {
 	hostileCommit(t, wt, "../pwn-outside.txt", "100644")
 	hostileCommit(t, wt, ".git/hooks/post-merge", "100755")
 	writeFiles(t, wt, map[string]string{"a.txt": "changed\n", "GIT~1": "x\n", ".git. /y": "y\n"})
-	captured, err := Capture(ctx, wt, "subagents/s", "capture", base, "s", CaptureIdentity)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var refused []string
-	for _, r := range captured.Refused {
-		refused = append(refused, r.Path)
-	}
+	captured, refused := captureOnto(t, wt, base)
 	slices.Sort(refused)
 	if want := []string{"../pwn-outside.txt", ".git. /y", ".git/hooks/post-merge", "GIT~1"}; !slices.Equal(refused, want) {
 		t.Fatalf("refused %q, want %q", refused, want)
@@ -325,5 +333,215 @@ func TestNoRepositoryCode(t *testing.T) {
 	ran, _ := filepath.Glob(filepath.Join(marks, "ran-*"))
 	if len(ran) > 0 {
 		t.Fatalf("the repository's code ran: %q", ran)
+	}
+}
+
+// handMadeTree commits on top's HEAD, by hand (git mktree takes a name
+// twice, git's own commands do not), HEAD's tree with entries added:
+// lines "<mode> <type> <object>\t<name>" of the top folder.
+func handMadeTree(t *testing.T, top string, entries ...string) string {
+	t.Helper()
+	head := gitIn(t, top, "", "ls-tree", "HEAD")
+	tree := gitIn(t, top, head+"\n"+strings.Join(entries, "\n")+"\n", "mktree")
+	return gitIn(t, top, "hand-made", "commit-tree", tree, "-p", "HEAD")
+}
+
+// TestApplyChangeNeverWritesThroughItsOwnLinks: a change that writes a
+// link (or a file) and a path below it, as only a hand-made tree holds,
+// is refused whole; nothing is written through the link, outside the
+// checkout. A change that turns a file into a folder still applies.
+func TestApplyChangeNeverWritesThroughItsOwnLinks(t *testing.T) {
+	tests := []struct {
+		name string
+		// entries are the tree's added lines, given the blob of the
+		// link's target and the tree holding authorized_keys.
+		entries func(target, sub string) []string
+		refused string
+	}{
+		{name: "a link and a folder of the same name", refused: "d/authorized_keys",
+			entries: func(target, sub string) []string {
+				return []string{"120000 blob " + target + "\td", "040000 tree " + sub + "\td"}
+			}},
+		{name: "a file and a folder of the same name", refused: "d/authorized_keys",
+			entries: func(target, sub string) []string {
+				return []string{"100644 blob " + target + "\td", "040000 tree " + sub + "\td"}
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			top := newRepo(t, map[string]string{"a.txt": "a\n"})
+			base := git(t, top, "rev-parse", "HEAD")
+			outside := t.TempDir()
+			target := gitIn(t, top, outside, "hash-object", "-w", "--stdin")
+			key := gitIn(t, top, "ssh-ed25519 AAAA child\n", "hash-object", "-w", "--stdin")
+			sub := gitIn(t, top, "100644 blob "+key+"\tauthorized_keys\n", "mktree")
+			tip := handMadeTree(t, top, tt.entries(target, sub)...)
+			res, err := ApplyChange(context.Background(), top, base, tip)
+			if err != nil || len(res.Refused) != 1 || res.Refused[0].Path != tt.refused || len(res.Files) > 0 {
+				t.Fatalf("ApplyChange = %+v, %v", res, err)
+			}
+			if _, err := os.Lstat(filepath.Join(outside, "authorized_keys")); err == nil {
+				t.Fatal("authorized_keys was written outside the checkout")
+			}
+			if _, err := os.Lstat(filepath.Join(top, "d")); err == nil {
+				t.Fatal("d was written by a refused change")
+			}
+		})
+	}
+	t.Run("a file becomes a folder", func(t *testing.T) {
+		top := newRepo(t, map[string]string{"d": "file\n"})
+		base, tip := change(t, top, func(wt string) {
+			if err := os.Remove(filepath.Join(wt, "d")); err != nil {
+				t.Fatal(err)
+			}
+			writeFiles(t, wt, map[string]string{"d/k": "k\n"})
+		})
+		res, err := ApplyChange(context.Background(), top, base, tip)
+		if err != nil || len(res.Refused) > 0 || len(res.Conflicts) > 0 || read(t, filepath.Join(top, "d", "k")) != "k\n" {
+			t.Fatalf("ApplyChange = %+v, %v", res, err)
+		}
+	})
+}
+
+// TestWriteChecksItsWayAgain: a folder on a write's way that became a
+// link (or a file) after the change was planned fails the write; nothing
+// is written or deleted through it.
+func TestWriteChecksItsWayAgain(t *testing.T) {
+	tests := []struct {
+		name string
+		op   fileOp
+		way  string
+	}{
+		{name: "a file written", op: fileOp{path: "d/k", content: []byte("k\n"), mode: 0o644}, way: "d on its way is a symbolic link"},
+		{name: "a link written", op: fileOp{path: "d/e/k", content: []byte("/etc"), link: true}, way: "d on its way is a symbolic link"},
+		{name: "a file removed", op: fileOp{path: "d/k", remove: true}, way: "d on its way is a symbolic link"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			top, outside := t.TempDir(), t.TempDir()
+			writeFiles(t, outside, map[string]string{"k": "theirs\n", "e/k": "theirs\n"})
+			if err := os.Symlink(outside, filepath.Join(top, "d")); err != nil {
+				t.Fatal(err)
+			}
+			err := write(top, tt.op)
+			if err == nil || !strings.Contains(err.Error(), tt.way) {
+				t.Fatalf("write = %v, want %q", err, tt.way)
+			}
+			if got := read(t, filepath.Join(outside, "k")); got != "theirs\n" {
+				t.Fatalf("the file outside the checkout is %q", got)
+			}
+			if target, err := os.Readlink(filepath.Join(outside, "e", "k")); err == nil {
+				t.Fatalf("a link was written outside the checkout, to %s", target)
+			}
+		})
+	}
+}
+
+// TestPointsOutsideFollowsTheCheckoutsLinks: a link is judged where the
+// system takes it: through the checkout's own links (vendor -> /opt/x
+// makes "vendor/.." the folder above /opt/x) and from the checkout's real
+// folder when the checkout is reached through a link.
+func TestPointsOutsideFollowsTheCheckoutsLinks(t *testing.T) {
+	real := t.TempDir()
+	opt := filepath.Join(t.TempDir(), "x")
+	writeFiles(t, real, map[string]string{"a.txt": "a\n", "sub/b.txt": "b\n", "inner/c.txt": "c\n"})
+	writeFiles(t, opt, map[string]string{"lib.txt": "l\n"})
+	if err := os.Symlink(opt, filepath.Join(real, "vendor")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("inner", filepath.Join(real, "in")); err != nil {
+		t.Fatal(err)
+	}
+	// The checkout reached through a link of its own.
+	top := filepath.Join(t.TempDir(), "top")
+	if err := os.Symlink(real, top); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		path, target string
+		outside      bool
+	}{
+		{path: "v", target: "vendor/..", outside: true},
+		{path: "v", target: "vendor/../../etc", outside: true},
+		{path: "v", target: "vendor", outside: true},
+		{path: "sub/v", target: "../vendor/lib.txt", outside: true},
+		{path: "v", target: "in/../a.txt"},
+		{path: "sub/v", target: "../in/c.txt"},
+		{path: "v", target: "a.txt"},
+		{path: "v", target: "not-there-yet/x"},
+		{path: "v", target: real + "/a.txt"},
+		{path: "v", target: top + "/a.txt"},
+		{path: "v", target: "../escape", outside: true},
+		{path: "v", target: "in/../.git/config", outside: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path+" -> "+tt.target, func(t *testing.T) {
+			if got := pointsOutside(top, tt.path, tt.target); got != tt.outside {
+				t.Fatalf("pointsOutside(%s -> %s) = %v, want %v", tt.path, tt.target, got, tt.outside)
+			}
+		})
+	}
+}
+
+// TestCaptureLeavesOutGitmodulesLinks: a link named .gitmodules (in any
+// of git's spellings), new or made of a tracked file, is left out of the
+// capture and named, and the rest is captured: the branch applies, so one
+// bad link does not block the child's other work. A plain .gitmodules
+// file is captured as any file.
+func TestCaptureLeavesOutGitmodulesLinks(t *testing.T) {
+	tests := []struct {
+		name    string
+		tracked map[string]string
+		// links are the links the child makes (path: target), files the
+		// files it writes.
+		links   map[string]string
+		files   map[string]string
+		refused []string
+		changed []string
+	}{
+		{name: "a new link", links: map[string]string{".gitmodules": "/etc/passwd"},
+			refused: []string{".gitmodules"}, changed: []string{"work.txt"}},
+		{name: "a new link in a folder, another spelling", links: map[string]string{"sub/.GITMODULES": "../a.txt"},
+			refused: []string{"sub/.GITMODULES"}, changed: []string{"work.txt"}},
+		{name: "a tracked file made a link", tracked: map[string]string{".gitmodules": "[submodule]\n"},
+			links: map[string]string{".gitmodules": "a.txt"}, refused: []string{".gitmodules"}, changed: []string{"work.txt"}},
+		{name: "a plain file", files: map[string]string{".gitmodules": "[submodule]\n"},
+			changed: []string{".gitmodules", "work.txt"}},
+		{name: "a link of another name", links: map[string]string{"gitmodules": "a.txt"},
+			changed: []string{"gitmodules", "work.txt"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			files := map[string]string{"a.txt": "a\n"}
+			for p, c := range tt.tracked {
+				files[p] = c
+			}
+			top, base, wt := newWorktree(t, "subagents/s", files)
+			writeFiles(t, wt, map[string]string{"work.txt": "work\n"})
+			writeFiles(t, wt, tt.files)
+			for link, target := range tt.links {
+				p := filepath.Join(wt, link)
+				_ = os.Remove(p)
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Symlink(target, p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			captured, refused := captureOnto(t, wt, base)
+			if !slices.Equal(refused, tt.refused) {
+				t.Fatalf("refused %q, want %q", refused, tt.refused)
+			}
+			changed, err := ChangedFiles(ctx, top, base, captured.Commit)
+			if err != nil || !slices.Equal(changed, tt.changed) {
+				t.Fatalf("ChangedFiles = %q, %v; want %q", changed, err, tt.changed)
+			}
+			res, err := ApplyChange(ctx, top, base, captured.Commit)
+			if err != nil || len(res.Refused) > 0 || len(res.Conflicts) > 0 || read(t, filepath.Join(top, "work.txt")) != "work\n" {
+				t.Fatalf("ApplyChange = %+v, %v", res, err)
+			}
+		})
 	}
 }

@@ -223,9 +223,11 @@ func (r Refusal) String() string { return r.Path + " (" + r.Why + ")" }
 // refuses (UnsafePath) left out, then the files of the worktree over it:
 // what the child deleted, renamed, staged or not, made executable, and
 // every untracked file but pi's runtime state (an untracked file in a .pi
-// folder) and names git refuses. Its parent is HEAD's commit, so the
-// child's own commits are part of the change; the branch is set to it
-// even when the child moved HEAD elsewhere, and HEAD back to the branch.
+// folder) and names git refuses, a link named .gitmodules among them (a
+// tracked file the child made one stays as HEAD has it). Its parent is
+// HEAD's commit, so the child's own commits are part of the change; the
+// branch is set to it even when the child moved HEAD elsewhere, and HEAD
+// back to the branch.
 // Nothing to commit (but the child's commits, which then get an empty
 // capture on top: a later run reads the base from the branch, BaseOf)
 // makes no commit.
@@ -264,22 +266,36 @@ func Capture(ctx context.Context, dir, branch, message, base, session string, wh
 	if c.Refused, err = readTreeSafely(ctx, dir, git, head); err != nil {
 		return c, err
 	}
-	var others bytes.Buffer
+	var others, tracked bytes.Buffer
 	if err := git(nil, &others, "ls-files", "-z", "--others", "--exclude-standard"); err != nil {
 		return c, err
 	}
+	if err := git(nil, &tracked, "ls-files", "-z", "--cached"); err != nil {
+		return c, err
+	}
 	specs := bytes.NewBufferString(":/\x00")
+	exclude := func(path string) { specs.WriteString(":(exclude,top,literal)" + path + "\x00") }
 	for _, f := range bytes.Split(others.Bytes(), []byte{0}) {
 		path := string(f)
 		if path == "" {
 			continue
 		}
-		why := UnsafePath(path, false)
+		why := unsafeFile(dir, path)
 		if why != "" {
 			c.Refused = append(c.Refused, Refusal{Path: path, Why: why})
 		}
 		if why != "" || (Entry{State: "??", Path: path}).Runtime() {
-			specs.WriteString(":(exclude,top,literal)" + path + "\x00")
+			exclude(path)
+		}
+	}
+	// A tracked file the child made a link (a .gitmodules one) is left as
+	// HEAD has it: `git add` would take the link.
+	for _, f := range bytes.Split(tracked.Bytes(), []byte{0}) {
+		if path := string(f); path != "" {
+			if why := unsafeFile(dir, path); why != "" {
+				c.Refused = append(c.Refused, Refusal{Path: path, Why: why})
+				exclude(path)
+			}
 		}
 	}
 	if err := git(specs, io.Discard, "add", "--all", "--pathspec-from-file=-", "--pathspec-file-nul"); err != nil {
@@ -331,6 +347,23 @@ func Capture(ctx context.Context, dir, branch, message, base, session string, wh
 		return c, err
 	}
 	return c, nil
+}
+
+// unsafeFile is UnsafePath for the file path of the worktree at dir, as
+// `git add` would take it: a link when lstat says so.
+func unsafeFile(dir, path string) string {
+	if why := UnsafePath(path, false); why != "" {
+		return why
+	}
+	if UnsafePath(path, true) == "" {
+		// Only a name a link may not have needs the lstat.
+		return ""
+	}
+	info, err := os.Lstat(filepath.Join(dir, filepath.FromSlash(path)))
+	if err != nil || info.Mode()&fs.ModeSymlink == 0 {
+		return ""
+	}
+	return UnsafePath(path, true)
 }
 
 // env is the environment that makes a commit by who.
