@@ -168,6 +168,24 @@ func TestKnobsArePerPi(t *testing.T) {
 	}
 }
 
+// runToGrandchild runs a top task `lead` (depth 1) whose child `deep`
+// (depth 2, the default limit) finishes, and returns the child's and the
+// grandchild's sessions and the worker's nesting key.
+func runToGrandchild(t *testing.T, e *env, c *cli) (child, grandchild, key string) {
+	t.Helper()
+	e.model.Script("lead", taskCall("deep", "[[script:deep]] Find the answer."), finalizeStep("The lead is done."))
+	e.model.Script("deep", finalizeStep("The answer is 42."))
+	env, out := c.json(0, "", "run", "--agent", "lead", "[[script:lead]] Delegate the search.")
+	if len(env.Items) != 1 || env.Items[0].Status != "completed" {
+		t.Fatalf("the top task: %s", out)
+	}
+	raw, err := os.ReadFile(filepath.Join(e.dataDir, connection.NestingKeyName))
+	if err != nil {
+		t.Fatalf("the worker's nesting key: %v", err)
+	}
+	return env.Items[0].TaskID, waitForNested(t, c, env.Items[0].TaskID), strings.TrimSpace(string(raw))
+}
+
 // TestACallerCannotLieAboutItsSession: a grandchild's session (depth 2)
 // is what Temporal records; a call that names it with the worker's token
 // is refused at the limit even when it claims depth 0, before and after the
@@ -175,21 +193,9 @@ func TestKnobsArePerPi(t *testing.T) {
 // with the token of another session, is PERMISSION_DENIED; nothing starts.
 func TestACallerCannotLieAboutItsSession(t *testing.T) {
 	e, cfg, stop := newNestingEnv(t)
-	e.model.Script("lead", taskCall("deep", "[[script:deep]] Find the answer."), finalizeStep("The lead is done."))
-	e.model.Script("deep", finalizeStep("The answer is 42."))
 	c := e.cli()
-	env, out := c.json(0, "", "run", "--agent", "lead", "[[script:lead]] Delegate the search.")
-	if len(env.Items) != 1 || env.Items[0].Status != "completed" {
-		t.Fatalf("the top task: %s", out)
-	}
-	grandchild := waitForNested(t, c, env.Items[0].TaskID)
-	key, err := os.ReadFile(filepath.Join(e.dataDir, "nesting.key"))
-	if err != nil {
-		// Errorf: without a key, the calls below still show what a
-		// caller's word does.
-		t.Errorf("the worker's nesting key: %v", err)
-	}
-	tokenOf := func(session string) string { return connection.SessionToken(strings.TrimSpace(string(key)), session) }
+	child, grandchild, key := runToGrandchild(t, e, c)
+	tokenOf := func(session string) string { return connection.SessionToken(key, session) }
 	try := func(env ...string) string {
 		t.Helper()
 		code, out, _ := runSubagents(t, append(e.cliEnv(), env...),
@@ -208,7 +214,7 @@ func TestACallerCannotLieAboutItsSession(t *testing.T) {
 	if out := try("PI_SUBAGENT_PARENT_SESSION="+grandchild, "PI_SUBAGENT_DEPTH=0"); !strings.Contains(out, `"PERMISSION_DENIED"`) {
 		t.Fatalf("the grandchild's session without its token:\n%s", out)
 	}
-	if out := try(as(grandchild, tokenOf(env.Items[0].TaskID))...); !strings.Contains(out, `"PERMISSION_DENIED"`) {
+	if out := try(as(grandchild, tokenOf(child))...); !strings.Contains(out, `"PERMISSION_DENIED"`) {
 		t.Fatalf("the grandchild's session with the child's token:\n%s", out)
 	}
 	stop()
@@ -255,20 +261,9 @@ func TestAStickySessionStartsAtTheCallersDepth(t *testing.T) {
 // no schedule: each is SUBAGENT_DEPTH_EXCEEDED, and nothing starts.
 func TestACallerAtTheLimitStartsNoPlanOrSchedule(t *testing.T) {
 	e, _, _ := newNestingEnv(t)
-	e.model.Script("lead", taskCall("deep", "[[script:deep]] Find the answer."), finalizeStep("The lead is done."))
-	e.model.Script("deep", finalizeStep("The answer is 42."))
 	c := e.cli()
-	env, out := c.json(0, "", "run", "--agent", "lead", "[[script:lead]] Delegate the search.")
-	if len(env.Items) != 1 || env.Items[0].Status != "completed" {
-		t.Fatalf("the top task: %s", out)
-	}
-	grandchild := waitForNested(t, c, env.Items[0].TaskID)
-	key, err := os.ReadFile(filepath.Join(e.dataDir, connection.NestingKeyName))
-	if err != nil {
-		t.Fatalf("the worker's nesting key: %v", err)
-	}
-	asGrandchild := []string{"PI_SUBAGENT_PARENT_SESSION=" + grandchild,
-		"PI_SUBAGENT_TOKEN=" + connection.SessionToken(strings.TrimSpace(string(key)), grandchild)}
+	_, grandchild, key := runToGrandchild(t, e, c)
+	asGrandchild := []string{"PI_SUBAGENT_PARENT_SESSION=" + grandchild, "PI_SUBAGENT_TOKEN=" + connection.SessionToken(key, grandchild)}
 	refused := func(what, out string) {
 		t.Helper()
 		if !strings.Contains(out, `"SUBAGENT_DEPTH_EXCEEDED"`) {
@@ -320,5 +315,34 @@ func TestACallerAtTheLimitStartsNoPlanOrSchedule(t *testing.T) {
 	}
 	if listed := e.mustSchedule(nil, "list", "--cwd", e.workDir); len(listed.Schedules) != 0 {
 		t.Fatalf("a refused create made a schedule: %+v", listed.Schedules)
+	}
+}
+
+// TestAMessageToARunningSessionNeedsNoProof: a send that only queues a
+// message on a running session starts no work, so a caller's stale token
+// (its session gone) does not block it; the same caller starting work is
+// still refused.
+func TestAMessageToARunningSessionNeedsNoProof(t *testing.T) {
+	e, _, _ := newNestingEnv(t)
+	slow := finalizeStep("done slowly")
+	slow.DelayMS = 6000
+	e.model.Script("slowone", slow)
+	e.model.Script("next", finalizeStep("the next turn"))
+	c := e.cli()
+	started, _ := c.json(0, "", "start", "--agent", "leaf", "[[script:slowone]] Take your time.")
+	if _, err := e.model.WaitForRequests(e.ctx(), 1, func(r scriptedmodel.Request) bool { return r.Script == "slowone" }); err != nil {
+		t.Fatal(err)
+	}
+	stale := append(e.cliEnv(), "PI_SUBAGENT_PARENT_SESSION=a-session-long-gone", "PI_SUBAGENT_TOKEN=stale")
+	code, out, errOut := runSubagents(t, stale, append(append([]string{"send", "--json"}, c.args...), started.TaskID, "[[script:next]] Then this.")...)
+	var sent struct {
+		AcceptedTurn int `json:"accepted_turn"`
+	}
+	if err := json.Unmarshal([]byte(out), &sent); code != 0 || err != nil || sent.AcceptedTurn != 2 {
+		t.Fatalf("a message to the running session: exit %d, %v\n%s\n%s", code, err, out, errOut)
+	}
+	code, out, _ = runSubagents(t, stale, append(append([]string{"start", "--json"}, c.args...), "--agent", "leaf", "[[script:never]] New work.")...)
+	if code == 0 || !strings.Contains(out, `"PERMISSION_DENIED"`) {
+		t.Fatalf("new work with the stale token: exit %d\n%s", code, out)
 	}
 }
