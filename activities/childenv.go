@@ -7,12 +7,15 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/durable-pi/subagents/profiles"
 )
 
 // EnvPolicy decides which of the worker's environment variables a child pi
 // sees. A child is a coding agent: it needs the user's environment and its
 // model's provider credentials, not the user's other secrets nor the
-// service's own. By default it never gets:
+// service's own. It never gets the worker's own nesting variables
+// (callerEnv: PI_SUBAGENT_*), whatever Allow says. By default it never gets:
 //   - the worker's Temporal settings (TEMPORAL_*: its address, API key and
 //     TLS material);
 //   - a variable whose name looks secret (secretName: PASS, PWD, PAT, AUTH,
@@ -40,6 +43,14 @@ type EnvPolicy struct {
 	Allow  []string
 	Deny   []string
 	Strict bool
+}
+
+// callerEnv say who a pi is (profiles' nesting variables): a worker started
+// by a child's pi would have that child's, and pass another session's ID
+// and token to every child it runs. A child gets its own, set by the
+// worker (childEnv), never the worker's.
+var callerEnv = map[string]bool{
+	profiles.NestedEnv: true, profiles.ParentSessionEnv: true, profiles.TokenEnv: true, profiles.DepthEnv: true, profiles.ChildEnv: true,
 }
 
 // providerEnv are the provider credentials and settings pi reads, by exact
@@ -119,6 +130,10 @@ func (p EnvPolicy) FilterFor(model string, env []string) []string {
 func (p EnvPolicy) passes(name, value, provider string, configured map[string]bool) bool {
 	upper := strings.ToUpper(name)
 	switch {
+	case callerEnv[upper]:
+		// Whatever Allow says: they are the worker's, and a child gets its
+		// own (childEnv, the admission's).
+		return false
 	case matchAny(p.Allow, name):
 		return true
 	case matchAny(p.Deny, name), strings.HasPrefix(upper, "TEMPORAL_"):

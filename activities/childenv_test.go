@@ -118,6 +118,19 @@ func TestEnvPolicy(t *testing.T) {
 	}
 }
 
+// TestEnvPolicyDropsTheWorkersNesting: a worker started by a child's pi
+// has that child's PI_SUBAGENT_* variables; no child it runs gets them,
+// under any policy, even one that allows PI_*; the rest of PI_* passes.
+func TestEnvPolicyDropsTheWorkersNesting(t *testing.T) {
+	env := []string{"PATH=/bin", "PI_CODING_AGENT_DIR=/a", "PI_SUBAGENT_PARENT_SESSION=another-session", "PI_SUBAGENT_NESTED=1",
+		"PI_SUBAGENT_TOKEN=abc", "PI_SUBAGENT_DEPTH=1", "PI_SUBAGENT_CHILD=1"}
+	for _, p := range []EnvPolicy{{}, {Strict: true}, {Allow: []string{"PI_*"}}} {
+		if got, want := envNames(p.Filter(env)), []string{"PATH", "PI_CODING_AGENT_DIR"}; !slices.Equal(got, want) {
+			t.Fatalf("%+v: got %v, want %v", p, got, want)
+		}
+	}
+}
+
 // TestEnvPolicyKeepsConfiguredKeys: a key the user's pi config reads for a
 // provider of its own ($NAME in models.json) is a provider key.
 func TestEnvPolicyKeepsConfiguredKeys(t *testing.T) {

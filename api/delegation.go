@@ -229,16 +229,26 @@ const DelegationIDPrefix = "delegation-"
 // sessionID stands for (SessionInput.Delegation).
 func OneTaskDelegationID(sessionID string) string { return DelegationIDPrefix + sessionID }
 
-// ValidateDelegation checks a request before anything starts; the client
-// runs it too, so that bad input never becomes a workflow.
-func ValidateDelegation(in DelegationInput) error {
-	maxDepth := in.MaxDepth
+// CheckDepth refuses work started by a caller at depth, when the limit
+// is maxDepth (0: DefaultMaxDepth): a caller at the limit starts nothing,
+// a delegation, a plan or a resumed plan alike (SUBAGENT_DEPTH_EXCEEDED).
+func CheckDepth(depth, maxDepth int) error {
 	if maxDepth <= 0 {
 		maxDepth = DefaultMaxDepth
 	}
+	if depth >= maxDepth {
+		return errcode.Errorf(errcode.DepthExceeded, "Subagent depth %d reached the limit of %d: a subagent cannot delegate further", depth, maxDepth)
+	}
+	return nil
+}
+
+// ValidateDelegation checks a request before anything starts; the client
+// runs it too, so that bad input never becomes a workflow.
+func ValidateDelegation(in DelegationInput) error {
+	if err := CheckDepth(in.Depth, in.MaxDepth); err != nil {
+		return err
+	}
 	switch {
-	case in.Depth >= maxDepth:
-		return errcode.Errorf(errcode.DepthExceeded, "Subagent depth %d reached the limit of %d: a subagent cannot delegate further", in.Depth, maxDepth)
 	case len(in.Tasks) == 0:
 		return errcode.New(errcode.InvalidInput, "tasks must hold 1 to 16 tasks, got none")
 	case len(in.Tasks) > MaxTasks:

@@ -105,3 +105,20 @@ func TestNestedUnderAndTaskDetails(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckDepth: a caller at the limit (the given one, else the default)
+// starts nothing; one above it neither.
+func TestCheckDepth(t *testing.T) {
+	for _, tc := range []struct {
+		depth, max int
+		refused    bool
+	}{
+		{0, 0, false}, {DefaultMaxDepth - 1, 0, false}, {DefaultMaxDepth, 0, true}, {5, 0, true},
+		{2, 3, false}, {3, 3, true}, {1, 1, true},
+	} {
+		err := CheckDepth(tc.depth, tc.max)
+		if got := errcode.CodeOf(err) == errcode.DepthExceeded; got != tc.refused || (err != nil && !tc.refused) {
+			t.Errorf("depth %d, limit %d: %v, want refused %v", tc.depth, tc.max, err, tc.refused)
+		}
+	}
+}

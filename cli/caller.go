@@ -17,8 +17,15 @@ import (
 // session, which the worker proves with a token (connection.SessionToken)
 // and whose depth Temporal records. What the caller says of itself
 // (PI_SUBAGENT_DEPTH, PI_SUBAGENT_CHILD) is its word: it may make the call
-// deeper, never shallower. A caller that names no session and claims no
-// depth is a top-level pi.
+// deeper; with a session named, never shallower than that session. A
+// caller that names no session and claims no depth is a top-level pi.
+//
+// What this binds: a child that delegates through its pi's own tools and
+// extension (they send what the worker gave it), a token copied from
+// another child, a session a caller merely names. What it does not: a
+// child's bash runs as the user, who can unset these variables (it calls
+// as a top-level pi then) and read the data dir's nesting key
+// (docs/security.md, "The bound on nesting").
 
 // callerOf is the caller's side of a call handed to the service
 // (ServeRequest.Caller): its values of CallerPiEnv, never nil, so that the
@@ -79,13 +86,14 @@ func provenDepth(ctx context.Context, getenv func(string) string, key string, cl
 }
 
 // nestingKey is the key of the worker this call's service runs (the data
-// dir's; "" when no worker made one there).
+// dir's; "" when no worker made one there). A data dir that cannot be
+// named is an error, not "no key": that would turn the token check off.
 func (cmd *command) nestingKey() (string, error) {
 	dir := cmd.io.DataDir
 	if dir == "" {
 		d, err := connection.DefaultDataDir()
 		if err != nil {
-			return "", nil
+			return "", err
 		}
 		dir = d
 	}
@@ -99,6 +107,11 @@ func (cmd *command) nestingKey() (string, error) {
 // depth is the caller's depth for a call that starts work, claimed
 // depth its word (fillDefaults).
 func (cmd *command) depth(ctx context.Context, c *client.Client, claimed int) (int, error) {
+	if cmd.io.getenv(profiles.ParentSessionEnv) == "" {
+		// No session to prove: no key to read (a top-level caller runs
+		// where no data dir may be named).
+		return claimed, nil
+	}
 	key, err := cmd.nestingKey()
 	if err != nil {
 		return 0, err

@@ -115,3 +115,14 @@ func TestCallerEnvIsNeverTheServices(t *testing.T) {
 		}
 	}
 }
+
+// TestNestingKeyWithoutADataDir: a call that cannot name its data dir is
+// refused, not left without the token check.
+func TestNestingKeyWithoutADataDir(t *testing.T) {
+	t.Setenv("SUBAGENTS_DATA_DIR", "")
+	t.Setenv("HOME", "")
+	cmd := &command{}
+	if key, err := cmd.nestingKey(); err == nil {
+		t.Fatalf("key %q and no error without a data dir", key)
+	}
+}

@@ -188,7 +188,16 @@ func (o *resumeOptions) run(ctx context.Context, cmd *command, c *client.Client)
 		}
 		plan = &p
 	}
-	env, err := c.ResumePlan(ctx, cmd.args[0], plan, o.args)
+	// The new run is the caller's, as a start's: its proven depth, its knobs.
+	var defaults client.StartRequest
+	if err := cmd.fillDefaults(&defaults); err != nil {
+		return err
+	}
+	depth, err := cmd.depth(ctx, c, defaults.Depth)
+	if err != nil {
+		return err
+	}
+	env, err := c.ResumePlan(ctx, cmd.args[0], plan, o.args, client.PlanCaller{Depth: depth, Knobs: defaults.Knobs})
 	if err != nil {
 		return err
 	}

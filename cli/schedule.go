@@ -160,6 +160,19 @@ func (o *scheduleOptions) run(ctx context.Context, cmd *command, c *client.Clien
 		return err
 	}
 	req := *o.prepared
+	switch req.Action {
+	case "create", "update", "pause", "resume", "delete", "trigger":
+		// The actions a subagent may not take get the caller's proven
+		// depth, as a start's (fillDefaults gave its claim): a child that
+		// keeps its token but drops its claim is still a child. The others
+		// (list, describe, claim, ack) are open to a subagent, so a stale
+		// token does not block them.
+		depth, err := cmd.depth(ctx, c, req.Depth)
+		if err != nil {
+			return err
+		}
+		req.Depth = depth
+	}
 	env, err := c.Schedule(ctx, req)
 	if err != nil {
 		return o.unavailable(err)

@@ -41,16 +41,14 @@ func (o *sendOptions) run(ctx context.Context, cmd *command, c *client.Client) e
 			ParentSessionID: o.parentSession, Deliver: o.deliver, Agent: o.agent}
 	}
 	// A send that starts its session or runs a closed one again is a
-	// delegation of the caller's, at its depth (caller.go).
+	// delegation of the caller's, at its proven depth (caller.go); a
+	// message to a running session is not, and needs no proof.
 	var who client.StartRequest
 	if err := cmd.fillDefaults(&who); err != nil {
 		return err
 	}
-	depth, err := cmd.depth(ctx, c, who.Depth)
-	if err != nil {
-		return err
-	}
-	req.Depth, req.Knobs = depth, who.Knobs
+	req.Depth, req.Knobs = who.Depth, who.Knobs
+	req.CallerDepth = func(ctx context.Context) (int, error) { return cmd.depth(ctx, c, who.Depth) }
 	before := 0
 	if !o.wait && !cmd.asJSON {
 		// The session's turn before this send: the one a resumed session

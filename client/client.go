@@ -107,6 +107,11 @@ type SendRequest struct {
 	// starts its session (Sticky) or runs a closed one again.
 	Depth int              `json:"-"`
 	Knobs *api.CallerKnobs `json:"-"`
+	// CallerDepth, when set, proves the caller's depth (Depth is then its
+	// claim): called only where the send starts work, so that a plain
+	// message to a running session needs no history read and a stale
+	// token does not block it.
+	CallerDepth func(ctx context.Context) (int, error) `json:"-"`
 }
 
 // ListFilter narrows `list`; empty fields match everything.
@@ -930,6 +935,19 @@ func (c *Client) aborted(op, id string) Envelope {
 	return Envelope{ContractVersion: ContractVersion, Op: op, Backend: Backend, TaskID: id, WaitStatus: "aborted"}
 }
 
+// proveDepth sets Depth to the caller's proven depth (CallerDepth).
+func (req *SendRequest) proveDepth(ctx context.Context) error {
+	if req.CallerDepth == nil {
+		return nil
+	}
+	d, err := req.CallerDepth(ctx)
+	if err != nil {
+		return err
+	}
+	req.Depth = d
+	return nil
+}
+
 // Send queues a follow-up prompt on a session. A session whose turn runs
 // takes it as its next turn; one that waits for input or has ended is
 // resumed by a delegation, so that its parent gets the result delivered.
@@ -948,6 +966,9 @@ func (c *Client) Send(ctx context.Context, req SendRequest) (Envelope, error) {
 			return Envelope{}, err
 		}
 		if !exists {
+			if err := req.proveDepth(ctx); err != nil {
+				return Envelope{}, err
+			}
 			return c.startSticky(ctx, req, id)
 		}
 		req.TaskID = id
@@ -984,6 +1005,9 @@ func (c *Client) Send(ctx context.Context, req SendRequest) (Envelope, error) {
 		}
 		env.AcceptedTurn = acc.Turn
 		return env, nil
+	}
+	if err := req.proveDepth(ctx); err != nil {
+		return Envelope{}, err
 	}
 	name := memoString(info, "name")
 	// The session goes on with its own profile (its tools, model and

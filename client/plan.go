@@ -43,6 +43,13 @@ type PlanRequest struct {
 	Knobs *api.CallerKnobs `json:"-"`
 }
 
+// PlanCaller is who resumes a plan: its proven depth and its knobs
+// (StartRequest.Knobs).
+type PlanCaller struct {
+	Depth int
+	Knobs *api.CallerKnobs
+}
+
 // StartPlan checks a plan whole and starts it; the answer is the plan's
 // status after its first workflow task, so a step whose agent does not
 // resolve refuses the plan here, before any child starts.
@@ -57,7 +64,8 @@ func (c *Client) StartPlan(ctx context.Context, req PlanRequest) (Envelope, erro
 // CheckPlan checks a plan request whole, as its start does, before
 // anything starts: a saved plan found by name, its arguments (declared,
 // required, their size), the document (shape, keys, limits, references,
-// loops' verdicts: api.ValidatePlan), a fork's parent file, and every
+// loops' verdicts: api.ValidatePlan), the caller's depth (api.CheckDepth:
+// a caller at the limit starts nothing), a fork's parent file, and every
 // step's agent, resolved from the profiles and settings this machine's
 // worker reads (unknown: UNKNOWN_AGENT, not allowed: PERMISSION_DENIED,
 // naming the step). It needs no connection: StartPlan calls it, and so
@@ -69,6 +77,10 @@ func CheckPlan(req PlanRequest) (api.PlanInput, error) {
 		Cwd: req.Cwd, Profile: req.Profile, ParentSessionID: req.ParentSessionID, ParentSessionFile: req.ParentSessionFile,
 		Depth: req.Depth, Host: req.Host, Tool: req.Tool, Deliver: req.Deliver, IdleTTLSeconds: req.IdleTTLSeconds,
 		MaxConcurrency: req.MaxConcurrency, Attempt: 1, Version: api.PlanVersion, Knobs: req.Knobs,
+	}
+	// First: a caller at the limit starts no plan, whatever it holds.
+	if err := api.CheckDepth(in.Depth, 0); err != nil {
+		return in, err
 	}
 	if !filepath.IsAbs(in.Cwd) {
 		return in, errcode.Errorf(errcode.InvalidInput, "cwd must be an absolute path, not %q", in.Cwd)
@@ -275,8 +287,13 @@ func planDetails(in api.PlanInput) string {
 // ID: the steps it completed keep their results and do not run again;
 // the rest run, as new sessions. With plan, that document replaces the
 // old one: a step whose definition changed runs again, and so does every
-// step after it.
-func (c *Client) ResumePlan(ctx context.Context, id string, plan *api.Plan, args map[string]string) (Envelope, error) {
+// step after it. The new run is the caller's: it runs at the deeper of
+// the plan's depth and caller.Depth (a child at the limit resumes no plan,
+// not even a top-level one), with caller.Knobs.
+func (c *Client) ResumePlan(ctx context.Context, id string, plan *api.Plan, args map[string]string, caller PlanCaller) (Envelope, error) {
+	if err := api.CheckDepth(caller.Depth, 0); err != nil {
+		return Envelope{}, err
+	}
 	desc, err := c.Temporal.DescribeWorkflowExecution(ctx, id, "")
 	if err != nil {
 		return Envelope{}, c.temporalError(err, id)
@@ -315,6 +332,10 @@ func (c *Client) ResumePlan(ctx context.Context, id string, plan *api.Plan, args
 		return Envelope{}, errcode.Errorf(errcode.InvalidInput, "plan %s completed: there is nothing to resume", id)
 	}
 	in := old
+	in.Depth, in.Knobs = max(old.Depth, caller.Depth), caller.Knobs
+	if err := api.CheckDepth(in.Depth, 0); err != nil {
+		return Envelope{}, err
+	}
 	values := map[string]string{}
 	for k, v := range old.Args {
 		values[k] = v

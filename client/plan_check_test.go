@@ -36,6 +36,9 @@ func TestCheckPlan(t *testing.T) {
 		{"a required argument missing", PlanRequest{Plan: &api.Plan{Args: args, Steps: []api.Step{{Key: "a", Agent: "scout", Task: "{args.x}"}}}}, errcode.InvalidInput, `argument "x" is required`},
 		{"a misspelt reference", PlanRequest{Plan: &api.Plan{Steps: []api.Step{{Key: "a", Agent: "scout", Task: "x"}, {Key: "b", Agent: "scout", Task: "{steps.a.bogus}"}}}}, errcode.InvalidInput, "is not a reference"},
 		{"a saved plan that is not there", PlanRequest{Name: "nosuchplan"}, errcode.InvalidInput, `Unknown plan: "nosuchplan"`},
+		{"a child below the limit", PlanRequest{Depth: api.DefaultMaxDepth - 1, Plan: &api.Plan{Steps: []api.Step{{Key: "a", Agent: "scout", Task: "x"}}}}, "", ""},
+		{"a caller at the limit", PlanRequest{Depth: api.DefaultMaxDepth, Plan: &api.Plan{Steps: []api.Step{{Key: "a", Agent: "scout", Task: "x"}}}},
+			errcode.DepthExceeded, "reached the limit of 2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.req.Cwd = cwd

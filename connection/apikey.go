@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	sdkclient "go.temporal.io/sdk/client"
 	"google.golang.org/grpc"
@@ -76,22 +77,34 @@ func ensureSecret(dataDir, name, what string) (string, error) {
 	}
 	key = hex.EncodeToString(raw)
 	path := filepath.Join(dataDir, name)
-	// O_EXCL: two services starting on one data dir at once (the lock is
-	// taken after this) make one key, and the second reads it.
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		return readSecret(dataDir, name, what)
-	}
-	if err != nil {
+	fail := func(err error) (string, error) {
 		return "", errcode.Wrap(errcode.InvalidInput, err, fmt.Sprintf("write %s %s: %v", what, path, err))
 	}
-	_, werr := f.WriteString(key + "\n")
-	if cerr := f.Close(); werr == nil {
+	// Written whole under a temporary name, then linked to its own: a
+	// process killed half way leaves no empty key behind, and no reader
+	// ever sees a key before it is on disk. os.Link, unlike a rename, never
+	// replaces a key that is there: of two services starting on one data
+	// dir at once (the lock is taken after this), one makes the key and the
+	// other reads it.
+	tmp, err := os.CreateTemp(dataDir, "."+name+".tmp-*")
+	if err != nil {
+		return fail(err)
+	}
+	defer func() { _ = os.Remove(tmp.Name()) }()
+	_, werr := tmp.WriteString(key + "\n")
+	if werr == nil {
+		werr = tmp.Sync()
+	}
+	if cerr := tmp.Close(); werr == nil {
 		werr = cerr
 	}
 	if werr != nil {
-		_ = os.Remove(path)
-		return "", errcode.Wrap(errcode.InvalidInput, werr, fmt.Sprintf("write %s %s: %v", what, path, werr))
+		return fail(werr)
+	}
+	if err := os.Link(tmp.Name(), path); errors.Is(err, fs.ErrExist) {
+		return readSecret(dataDir, name, what)
+	} else if err != nil {
+		return fail(err)
 	}
 	return key, nil
 }
@@ -117,16 +130,28 @@ func readSecret(dataDir, name, what string) (string, error) {
 		return "", errcode.Errorf(errcode.PermissionDenied,
 			"%s %s may be read or written by other users (mode %04o): refusing to use it; remove it and start the service again for a new one", what, path, info.Mode().Perm())
 	}
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return "", errcode.Wrap(errcode.PermissionDenied, err, fmt.Sprintf("read %s %s: %v", what, path, err))
+	// An empty file is one an older version of this service was still
+	// writing (it created the file, then wrote it): read it again for a
+	// while before calling it broken.
+	for deadline := time.Now().Add(emptySecretWait); ; {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return "", errcode.Wrap(errcode.PermissionDenied, err, fmt.Sprintf("read %s %s: %v", what, path, err))
+		}
+		if key := strings.TrimSpace(string(raw)); key != "" {
+			return key, nil
+		}
+		if time.Now().After(deadline) {
+			return "", errcode.Errorf(errcode.PermissionDenied, "%s %s is empty; remove it and start the service again for a new one", what, path)
+		}
+		time.Sleep(emptySecretWait / 20)
 	}
-	key := strings.TrimSpace(string(raw))
-	if key == "" {
-		return "", errcode.Errorf(errcode.PermissionDenied, "%s %s is empty; remove it and start the service again for a new one", what, path)
-	}
-	return key, nil
 }
+
+// emptySecretWait is how long an empty secret file is read again: a writer
+// fills it within milliseconds of making it, so a file still empty after a
+// second was left by a writer that died between the two.
+const emptySecretWait = time.Second
 
 // withLocalKey gives opts the local service's API key when they carry no
 // credentials of their own and name a loopback frontend: the address of a

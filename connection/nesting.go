@@ -10,8 +10,12 @@ import (
 // it is with a token the worker gives it in its environment: an HMAC of
 // its task's session ID under a key in the worker's data dir. The service
 // that takes the child's delegation checks the token with the same key and
-// reads the depth of that session from Temporal, so a child cannot make
-// itself shallower by naming another session or another depth. The key
+// reads the depth of that session from Temporal, so a child that delegates
+// through its pi's own tools and extension, or a caller with a copied token
+// or a session it merely names, cannot make itself shallower. It does not
+// bind a child's bash: that runs as the user, who can unset the variables
+// (a top-level caller then) and read this key (docs/security.md, "The
+// bound on nesting"). The key
 // lives in a file, not in the service's memory: a token a worker gave
 // before a restart still checks after it, with no state to keep, and
 // neither key nor token is ever written into a workflow history.

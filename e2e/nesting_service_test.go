@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/connection"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
 )
@@ -167,6 +168,24 @@ func TestKnobsArePerPi(t *testing.T) {
 	}
 }
 
+// runToGrandchild runs a top task `lead` (depth 1) whose child `deep`
+// (depth 2, the default limit) finishes, and returns the child's and the
+// grandchild's sessions and the worker's nesting key.
+func runToGrandchild(t *testing.T, e *env, c *cli) (child, grandchild, key string) {
+	t.Helper()
+	e.model.Script("lead", taskCall("deep", "[[script:deep]] Find the answer."), finalizeStep("The lead is done."))
+	e.model.Script("deep", finalizeStep("The answer is 42."))
+	env, out := c.json(0, "", "run", "--agent", "lead", "[[script:lead]] Delegate the search.")
+	if len(env.Items) != 1 || env.Items[0].Status != "completed" {
+		t.Fatalf("the top task: %s", out)
+	}
+	raw, err := os.ReadFile(filepath.Join(e.dataDir, connection.NestingKeyName))
+	if err != nil {
+		t.Fatalf("the worker's nesting key: %v", err)
+	}
+	return env.Items[0].TaskID, waitForNested(t, c, env.Items[0].TaskID), strings.TrimSpace(string(raw))
+}
+
 // TestACallerCannotLieAboutItsSession: a grandchild's session (depth 2)
 // is what Temporal records; a call that names it with the worker's token
 // is refused at the limit even when it claims depth 0, before and after the
@@ -174,21 +193,9 @@ func TestKnobsArePerPi(t *testing.T) {
 // with the token of another session, is PERMISSION_DENIED; nothing starts.
 func TestACallerCannotLieAboutItsSession(t *testing.T) {
 	e, cfg, stop := newNestingEnv(t)
-	e.model.Script("lead", taskCall("deep", "[[script:deep]] Find the answer."), finalizeStep("The lead is done."))
-	e.model.Script("deep", finalizeStep("The answer is 42."))
 	c := e.cli()
-	env, out := c.json(0, "", "run", "--agent", "lead", "[[script:lead]] Delegate the search.")
-	if len(env.Items) != 1 || env.Items[0].Status != "completed" {
-		t.Fatalf("the top task: %s", out)
-	}
-	grandchild := waitForNested(t, c, env.Items[0].TaskID)
-	key, err := os.ReadFile(filepath.Join(e.dataDir, "nesting.key"))
-	if err != nil {
-		// Errorf: without a key, the calls below still show what a
-		// caller's word does.
-		t.Errorf("the worker's nesting key: %v", err)
-	}
-	tokenOf := func(session string) string { return connection.SessionToken(strings.TrimSpace(string(key)), session) }
+	child, grandchild, key := runToGrandchild(t, e, c)
+	tokenOf := func(session string) string { return connection.SessionToken(key, session) }
 	try := func(env ...string) string {
 		t.Helper()
 		code, out, _ := runSubagents(t, append(e.cliEnv(), env...),
@@ -207,7 +214,7 @@ func TestACallerCannotLieAboutItsSession(t *testing.T) {
 	if out := try("PI_SUBAGENT_PARENT_SESSION="+grandchild, "PI_SUBAGENT_DEPTH=0"); !strings.Contains(out, `"PERMISSION_DENIED"`) {
 		t.Fatalf("the grandchild's session without its token:\n%s", out)
 	}
-	if out := try(as(grandchild, tokenOf(env.Items[0].TaskID))...); !strings.Contains(out, `"PERMISSION_DENIED"`) {
+	if out := try(as(grandchild, tokenOf(child))...); !strings.Contains(out, `"PERMISSION_DENIED"`) {
 		t.Fatalf("the grandchild's session with the child's token:\n%s", out)
 	}
 	stop()
@@ -243,5 +250,99 @@ func TestAStickySessionStartsAtTheCallersDepth(t *testing.T) {
 	}
 	if tools := toolNames(kept[0].Parsed); slices.Contains(tools, "task") {
 		t.Fatalf("the sticky session a depth-1 child started was offered %v", tools)
+	}
+}
+
+// TestACallerAtTheLimitStartsNoPlanOrSchedule: a caller that runs as a
+// grandchild's session (depth 2, the default limit), with that session's
+// token as its worker gave it and no claim of depth (PI_SUBAGENT_DEPTH and
+// PI_SUBAGENT_CHILD unset, as a child's bash may leave them), starts no
+// plan, resumes no top-level plan (not even with its own steps) and makes
+// no schedule: each is SUBAGENT_DEPTH_EXCEEDED, and nothing starts.
+func TestACallerAtTheLimitStartsNoPlanOrSchedule(t *testing.T) {
+	e, _, _ := newNestingEnv(t)
+	c := e.cli()
+	_, grandchild, key := runToGrandchild(t, e, c)
+	asGrandchild := []string{"PI_SUBAGENT_PARENT_SESSION=" + grandchild, "PI_SUBAGENT_TOKEN=" + connection.SessionToken(key, grandchild)}
+	refused := func(what, out string) {
+		t.Helper()
+		if !strings.Contains(out, `"SUBAGENT_DEPTH_EXCEEDED"`) {
+			t.Fatalf("%s as the grandchild:\n%s", what, out)
+		}
+	}
+
+	// A top-level plan, cancelled while its step runs, is there to resume.
+	goOn := filepath.Join(e.workDir, "go-on")
+	e.model.Script("lim-b", bashStep("test -f "+goOn+" || sleep 120"), finalizeStep("b: done"))
+	started, _ := c.json(0, "", "start", "--plan", writePlan(t, e, "top", api.Plan{Steps: []api.Step{
+		{Key: "b", Agent: "implementer", Task: "[[script:lim-b]] Build."},
+	}}))
+	if _, err := e.model.WaitForRequests(e.ctx(), 1, func(r scriptedmodel.Request) bool { return r.Script == "lim-b" }); err != nil {
+		t.Fatal(err)
+	}
+	c.json(0, "", "cancel", started.DelegationID)
+	c.json(1, "", "wait", started.DelegationID)
+	if err := os.WriteFile(goOn, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := len(e.model.RequestsFor("lim-b"))
+
+	own := writePlan(t, e, "own", api.Plan{Steps: []api.Step{{Key: "x", Agent: "leaf", Task: "[[script:never]] Too deep."}}})
+	run := func(args ...string) string {
+		t.Helper()
+		code, out, _ := runSubagentsIn(t, e.workDir, append(e.parentEnv(), asGrandchild...), args...)
+		if code == 0 {
+			t.Fatalf("subagents %v as the grandchild started work:\n%s", args, out)
+		}
+		return out
+	}
+	refused("a plan", run(append(append([]string{"start", "--json"}, c.args...), "--plan", own)...))
+	refused("resume", run(append(append([]string{"resume", "--json"}, c.args...), started.DelegationID)...))
+	refused("resume with its own steps", run(append(append([]string{"resume", "--json"}, c.args...), "--plan", own, started.DelegationID)...))
+	sched, code := e.scheduleCmd(append(e.parentEnv(), asGrandchild...), "create", "--every", "1h", "--agent", "leaf", "[[script:never]] Too deep.")
+	if code == 0 || sched.Error == nil || string(sched.Error.Code) != "SUBAGENT_DEPTH_EXCEEDED" {
+		t.Fatalf("schedule create as the grandchild: exit %d, %+v", code, sched.Error)
+	}
+
+	if ended, _ := c.json(1, "", "wait", started.DelegationID); ended.Status != "cancelled" || ended.Plan.Attempt != 1 {
+		t.Fatalf("the top-level plan after the refused resumes: %s, attempt %d", ended.Status, ended.Plan.Attempt)
+	}
+	if n := len(e.model.RequestsFor("lim-b")); n != before {
+		t.Fatalf("the plan's step asked its model %d more times after the refused resumes", n-before)
+	}
+	if n := len(e.model.RequestsFor("never")); n != 0 {
+		t.Fatalf("a refused call's child asked its model %d times", n)
+	}
+	if listed := e.mustSchedule(nil, "list", "--cwd", e.workDir); len(listed.Schedules) != 0 {
+		t.Fatalf("a refused create made a schedule: %+v", listed.Schedules)
+	}
+}
+
+// TestAMessageToARunningSessionNeedsNoProof: a send that only queues a
+// message on a running session starts no work, so a caller's stale token
+// (its session gone) does not block it; the same caller starting work is
+// still refused.
+func TestAMessageToARunningSessionNeedsNoProof(t *testing.T) {
+	e, _, _ := newNestingEnv(t)
+	slow := finalizeStep("done slowly")
+	slow.DelayMS = 6000
+	e.model.Script("slowone", slow)
+	e.model.Script("next", finalizeStep("the next turn"))
+	c := e.cli()
+	started, _ := c.json(0, "", "start", "--agent", "leaf", "[[script:slowone]] Take your time.")
+	if _, err := e.model.WaitForRequests(e.ctx(), 1, func(r scriptedmodel.Request) bool { return r.Script == "slowone" }); err != nil {
+		t.Fatal(err)
+	}
+	stale := append(e.cliEnv(), "PI_SUBAGENT_PARENT_SESSION=a-session-long-gone", "PI_SUBAGENT_TOKEN=stale")
+	code, out, errOut := runSubagents(t, stale, append(append([]string{"send", "--json"}, c.args...), started.TaskID, "[[script:next]] Then this.")...)
+	var sent struct {
+		AcceptedTurn int `json:"accepted_turn"`
+	}
+	if err := json.Unmarshal([]byte(out), &sent); code != 0 || err != nil || sent.AcceptedTurn != 2 {
+		t.Fatalf("a message to the running session: exit %d, %v\n%s\n%s", code, err, out, errOut)
+	}
+	code, out, _ = runSubagents(t, stale, append(append([]string{"start", "--json"}, c.args...), "--agent", "leaf", "[[script:never]] New work.")...)
+	if code == 0 || !strings.Contains(out, `"PERMISSION_DENIED"`) {
+		t.Fatalf("new work with the stale token: exit %d\n%s", code, out)
 	}
 }

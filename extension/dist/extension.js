@@ -104,6 +104,19 @@ function withOwnPrompts(env) {
   if (!dirs.includes(ownPromptsDir())) dirs.push(ownPromptsDir());
   return { ...env, SUBAGENTS_PROMPT_DIRS: dirs.join(delimiter), SUBAGENTS_EXTENSION_DIR: env.SUBAGENTS_EXTENSION_DIR || ownExtensionDir() };
 }
+var CALLER_ENV = [
+  "PI_SUBAGENT_DEPTH",
+  "PI_SUBAGENT_CHILD",
+  "PI_SUBAGENT_PARENT_SESSION",
+  "PI_SUBAGENT_TOKEN",
+  "OHM_SUBAGENTS_OUTPUT_MAX_CHARS",
+  "OHM_SUBAGENTS_TASK_MAX_EVENTS"
+];
+function serviceEnv(env) {
+  const out = withOwnPrompts(env);
+  for (const k of [...CALLER_ENV, "PI_SUBAGENT_NESTED"]) if (k.startsWith("PI_SUBAGENT_")) delete out[k];
+  return out;
+}
 function buildAdvice() {
   const tree = resolve(sourceTreeBinary(), "..", "..");
   const inTree = existsSync(join(tree, "go.mod"));
@@ -122,7 +135,7 @@ async function startService(opts) {
   if (opts.namespace) args.push("--namespace", opts.namespace);
   let exited;
   try {
-    const child = spawn(opts.bin, args, { cwd: opts.dir, env: withOwnPrompts(opts.env), detached: true, stdio: ["ignore", fd, fd] });
+    const child = spawn(opts.bin, args, { cwd: opts.dir, env: serviceEnv(opts.env), detached: true, stdio: ["ignore", fd, fd] });
     child.on("error", () => exited = -1);
     child.on("exit", (code) => exited = code);
     child.unref();
@@ -302,14 +315,6 @@ var startedListeners = [];
 function onServiceStarted(listener) {
   startedListeners.push(listener);
 }
-var CALLER_ENV = [
-  "PI_SUBAGENT_DEPTH",
-  "PI_SUBAGENT_CHILD",
-  "PI_SUBAGENT_PARENT_SESSION",
-  "PI_SUBAGENT_TOKEN",
-  "OHM_SUBAGENTS_OUTPUT_MAX_CHARS",
-  "OHM_SUBAGENTS_TASK_MAX_EVENTS"
-];
 function callerOf(env) {
   const out = {};
   for (const k of CALLER_ENV) {

@@ -7,7 +7,7 @@ import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
 import type { Socket } from "node:net";
 import { createInterface } from "node:readline";
 import type { Envelope } from "./format.ts";
-import { answers, buildAdvice, dial, findBinary, sameAddress, socketPath, sourceTreeBinary, startService } from "./service.ts";
+import { answers, buildAdvice, CALLER_ENV, dial, findBinary, sameAddress, socketPath, sourceTreeBinary, startService } from "./service.ts";
 
 /** An error with one of the stable codes of the README's error code table. */
 export class SubagentsError extends Error {
@@ -232,22 +232,6 @@ const startedListeners: Array<() => void> = [];
 export function onServiceStarted(listener: () => void): void {
 	startedListeners.push(listener);
 }
-
-/**
- * The variables that say who this pi is (its depth, the task session it
- * runs as in a child that delegates, and the worker's token for that
- * session) and its own knobs: the service's CallerPiEnv. Every call
- * carries them; the service never reads its own values, which are those
- * of whichever pi started it.
- */
-export const CALLER_ENV = [
-	"PI_SUBAGENT_DEPTH",
-	"PI_SUBAGENT_CHILD",
-	"PI_SUBAGENT_PARENT_SESSION",
-	"PI_SUBAGENT_TOKEN",
-	"OHM_SUBAGENTS_OUTPUT_MAX_CHARS",
-	"OHM_SUBAGENTS_TASK_MAX_EVENTS",
-] as const;
 
 /** This pi's values of CALLER_ENV (the request's "caller"); a key it does not set is left out. */
 export function callerOf(env: NodeJS.ProcessEnv): Record<string, string> {

@@ -143,6 +143,35 @@ export function withOwnPrompts(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
 	return { ...env, SUBAGENTS_PROMPT_DIRS: dirs.join(delimiter), SUBAGENTS_EXTENSION_DIR: env.SUBAGENTS_EXTENSION_DIR || ownExtensionDir() };
 }
 
+/**
+ * The variables that say who this pi is (its depth, the task session it
+ * runs as in a child that delegates, and the worker's token for that
+ * session) and its own knobs: the service's CallerPiEnv. Every call
+ * carries them; the service never reads its own values, which are those
+ * of whichever pi started it.
+ */
+export const CALLER_ENV = [
+	"PI_SUBAGENT_DEPTH",
+	"PI_SUBAGENT_CHILD",
+	"PI_SUBAGENT_PARENT_SESSION",
+	"PI_SUBAGENT_TOKEN",
+	"OHM_SUBAGENTS_OUTPUT_MAX_CHARS",
+	"OHM_SUBAGENTS_TASK_MAX_EVENTS",
+] as const;
+
+/**
+ * The service's environment when this pi starts it: withOwnPrompts, without
+ * who this pi is (the PI_SUBAGENT_* of CALLER_ENV, and PI_SUBAGENT_NESTED of
+ * a child that delegates). The service outlives the pi that started it and serves every
+ * pi of the user: a child's session, token or depth left in its
+ * environment would reach every child its worker starts later.
+ */
+export function serviceEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+	const out = withOwnPrompts(env);
+	for (const k of [...CALLER_ENV, "PI_SUBAGENT_NESTED"]) if (k.startsWith("PI_SUBAGENT_")) delete out[k];
+	return out;
+}
+
 /** What a user runs to get the binary. */
 export function buildAdvice(): string {
 	const tree = resolve(sourceTreeBinary(), "..", "..");
@@ -177,7 +206,7 @@ export async function startService(opts: { bin: string; address: string; namespa
 	if (opts.namespace) args.push("--namespace", opts.namespace);
 	let exited: number | null | undefined;
 	try {
-		const child = spawn(opts.bin, args, { cwd: opts.dir, env: withOwnPrompts(opts.env), detached: true, stdio: ["ignore", fd, fd] });
+		const child = spawn(opts.bin, args, { cwd: opts.dir, env: serviceEnv(opts.env), detached: true, stdio: ["ignore", fd, fd] });
 		child.on("error", () => (exited = -1));
 		child.on("exit", (code) => (exited = code));
 		// The service outlives this pi: nothing here waits for it.

@@ -131,6 +131,29 @@ test("the service the extension starts reads the sessions contract's prompts/ be
 	assert.equal(withOwnPrompts({ SUBAGENTS_PROMPT_DIRS: ownPromptsDir() }).SUBAGENTS_PROMPT_DIRS, ownPromptsDir(), "named once");
 });
 
+test("the service a child starts keeps none of that child's variables", async () => {
+	const { serviceEnv } = await import("../src/service.ts");
+	const child = {
+		PATH: "/bin",
+		PI_CODING_AGENT_DIR: "/agent",
+		PI_SUBAGENT_CHILD: "1",
+		PI_SUBAGENT_DEPTH: "1",
+		PI_SUBAGENT_NESTED: "1",
+		PI_SUBAGENT_PARENT_SESSION: "task-of-the-child",
+		PI_SUBAGENT_TOKEN: "its-token",
+		OHM_SUBAGENTS_OUTPUT_MAX_CHARS: "50",
+	};
+	const env = serviceEnv(child);
+	for (const k of ["PI_SUBAGENT_CHILD", "PI_SUBAGENT_DEPTH", "PI_SUBAGENT_NESTED", "PI_SUBAGENT_PARENT_SESSION", "PI_SUBAGENT_TOKEN"]) {
+		assert.equal(env[k], undefined, `${k} reached the service`);
+	}
+	assert.equal(env.PATH, "/bin");
+	assert.equal(env.PI_CODING_AGENT_DIR, "/agent");
+	assert.equal(env.OHM_SUBAGENTS_OUTPUT_MAX_CHARS, "50", "a knob the service never reads of its own is left as it was");
+	assert.ok(env.SUBAGENTS_PROMPT_DIRS, "the prompts beside the extension are still added");
+	assert.equal(child.PI_SUBAGENT_TOKEN, "its-token", "the pi's own environment is not changed");
+});
+
 test("maxLinesPerWindow comes from the settings or SUBAGENTS_MAX_LINES_PER_WINDOW, checked", () => {
 	const agent = mkdtempSync(join(tmpdir(), "subagents-settings-"));
 	writeFileSync(join(agent, "subagents.json"), JSON.stringify({ extension: { maxLinesPerWindow: 4 } }));
