@@ -54,11 +54,19 @@ func TestTrustOfProject(t *testing.T) {
 		{name: "a saved no beats defaultProjectTrust always", trust: `{"` + root + `": false}`, settings: `{"defaultProjectTrust": "always"}`, want: false},
 		{name: "trustedProjects trusts whatever pi decided", trust: `{"` + root + `": false}`, cfg: Config{TrustedProjects: []string{filepath.Dir(root)}}, want: true, by: "trustedProjects"},
 		{name: "a malformed trust.json trusts nothing", trust: `{"` + root + `": "yes"}`, want: false},
+		// Not defaultProjectTrust's "always": the file may hold a "no".
+		{name: "a malformed trust.json beats defaultProjectTrust always", trust: `{"` + root + `": false,}`, settings: `{"defaultProjectTrust": "always"}`, want: false, by: "is not pi's trust file"},
+		{name: "an unreadable trust.json beats defaultProjectTrust always", trust: "dir", settings: `{"defaultProjectTrust": "always"}`, want: false, by: "cannot be read"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			agentDir := t.TempDir()
-			if tt.trust != "" {
+			if tt.trust == "dir" {
+				// Read fails (EISDIR) even for root, who may read any file.
+				if err := os.Mkdir(filepath.Join(agentDir, PiTrustFile), 0o700); err != nil {
+					t.Fatal(err)
+				}
+			} else if tt.trust != "" {
 				writeFile(t, filepath.Join(agentDir, PiTrustFile), tt.trust)
 			}
 			if tt.settings != "" {
