@@ -157,7 +157,9 @@ func HowToTrust(agentDir, root string) string {
 }
 
 // powers are what a project profile adds beyond narrowing pi's defaults:
-// code or prompt files it makes the child load, tools beyond the
+// code or prompt files it makes the child load, a provider key of its own
+// (the child's requests, and what the task reads, would go to the
+// account of whoever wrote the key), tools beyond the
 // read-only set, a tool of its own in the parent (primary), or a name
 // that replaces one of the user's or a built-in profile (shadows, by
 // name, that profile's scope). An empty list: it only narrows.
@@ -168,6 +170,10 @@ func (p *Profile) powers(shadows map[string]Scope, cwd string) []string {
 	}
 	if len(p.Extensions) > 0 {
 		out = append(out, "it loads extensions ("+strings.Join(p.Extensions, ", ")+")")
+	}
+	if p.APIKey != "" {
+		// The key itself is never put in a message.
+		out = append(out, "it sets an apiKey for the child's provider")
 	}
 	if len(p.ExtraArgs) > 0 {
 		out = append(out, "it passes extra arguments to pi ("+strings.Join(p.ExtraArgs, " ")+")")
