@@ -37,6 +37,11 @@ var issueSecrets = []string{
 	"SENTRY_DSN=https://e3b0c44298fc1c149afbf4c8996fb924@o1.ingest.sentry.io/2", // DSN
 	"APP_SALT=pepper", // SALT
 	"NOTIFY=https://hooks.slack.com/services/T0/B0/XXXX", // a Slack webhook, whatever names it
+	// Issue 39's review.
+	"DISCORD_WEBHOOK=https://discord.com/api/webhooks/1/abc",       // WEBHOOK
+	"TEAMS_WEBHOOK=https://x.webhook.office.com/webhookb2/a/b",     // WEBHOOK
+	"ALERTS=https://discord.com/api/webhooks/1234567890/AbCdEf_gh", // a Discord webhook, whatever names it
+	"REDIS_CMD=redis-cli -a s3cretpw",                              // a password after redis-cli -a
 }
 
 // neededEnv are variables a child needs: all pass by default.

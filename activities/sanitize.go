@@ -25,7 +25,9 @@ func NewSanitizer(home string) *Sanitizer {
 
 // otherHome is a path in another account's home folder (/home/bob/...,
 // /Users/bob/...): what follows the account's name stays, the name is
-// masked. The worker's own home is "~" by then. A path starts the text,
+// masked. /root stays as it is when the worker is not root: it names no
+// account but root, which every machine has, and what follows it is
+// what the child saw there (a secret in it is masked by the rules below). The worker's own home is "~" by then. A path starts the text,
 // follows a character that no path holds, a JSON escape or "file://";
 // /srv/home/bob is no home folder.
 var otherHome = regexp.MustCompile(`(^|[^A-Za-z0-9._~/\\-]|\\[nrtfv]|file://)(/home|/Users)/([A-Za-z0-9_][A-Za-z0-9._-]*)`)
@@ -66,17 +68,21 @@ var secretRules = []secretRule{
 	tokenRule(`AIza[0-9A-Za-z_-]{30,}`, "[REDACTED google key]"),
 	tokenRule(`(?:AKIA|ASIA)[0-9A-Z]{16}\b`, "[REDACTED aws key id]"),
 	tokenRule(`gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}`, "[REDACTED github token]"),
-	tokenRule(`xox[abprse]-[A-Za-z0-9-]{10,}|xapp-[0-9]+-[A-Za-z0-9-]{10,}`, "[REDACTED slack token]"),
+	// xoxd- (a browser session's cookie) is URL-encoded: "%" is in it.
+	tokenRule(`xox[a-z]-[A-Za-z0-9%-]{10,}|xapp-[0-9]+-[A-Za-z0-9-]{10,}`, "[REDACTED slack token]"),
 	tokenRule(`SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}`, "[REDACTED sendgrid key]"),
 	tokenRule(`eyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}`, "[REDACTED jwt]"),
 	// A token's start where a preview was cut ("…"). Every preview of this
 	// package is cut after it is sanitized (issue 31); a text cut by
 	// someone else before it reached the sanitizer still loses the start
 	// of its token here, which is most of the secret.
-	tokenRule(`(?:sk-|(?:sk|rk)_(?:live|test)_|whsec_|gl(?:pat|dt|rt|ptt|ft|cbt|oas|soat|imt|agent)-|npm_|hf_|AIza|AKIA|ASIA|gh[pousr]_|github_pat_|xox[abprse]-|xapp-|SG\.|eyJ)[A-Za-z0-9_./+=-]*…`, "[REDACTED cut token]…"),
+	tokenRule(`(?:sk-|(?:sk|rk)_(?:live|test)_|whsec_|gl(?:pat|dt|rt|ptt|ft|cbt|oas|soat|imt|agent)-|npm_|hf_|AIza|AKIA|ASIA|gh[pousr]_|github_pat_|xox[a-z]-|xapp-|SG\.|eyJ)[A-Za-z0-9_./+=-]*…`, "[REDACTED cut token]…"),
 	// A Slack webhook's URL is its secret; a Sentry DSN's key is the user
 	// part of its URL, with no password after it.
 	{regexp.MustCompile(`\bhttps://hooks\.slack(?:-gov)?\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_-]+`), "https://hooks.slack.com/[REDACTED slack webhook]"},
+	// Discord's and Teams' webhook URLs are their secret the same way.
+	{regexp.MustCompile(`\bhttps://(?:(?:ptb|canary)\.)?discord(?:app)?\.com/api/webhooks/[A-Za-z0-9/_-]+`), "https://discord.com/api/webhooks/[REDACTED discord webhook]"},
+	{regexp.MustCompile(`\bhttps://[A-Za-z0-9-]+\.webhook\.office\.com/[A-Za-z0-9/@_.-]+`), "https://webhook.office.com/[REDACTED teams webhook]"},
 	{regexp.MustCompile(`(?i)\b(https?://)[0-9a-f]{32}(?::[0-9a-f]{32})?@`), "${1}[REDACTED]@"},
 	// Passwords a command line takes glued or after its own flag, where
 	// no name says "password": curl -u user:pw, mysql -ppw, sshpass -p pw.
@@ -87,6 +93,8 @@ var secretRules = []secretRule{
 	{regexp.MustCompile(`((?:\b|\\[nrtfv])curl\b[^\n]*?[ \t](?:-u|-U|--user|--proxy-user)(?:[ \t]+|=)?["']?[^\s:"'\\]*:)[^\s"'\\]+`), "${1}[REDACTED]"},
 	{regexp.MustCompile(`((?:\b|\\[nrtfv])(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlcheck|mysqlshow|mysqlslap|mariadb|mariadb-dump)\b[^\n]*?[ \t]-p["']?)[^\s"'\\-][^\s"'\\]*`), "${1}[REDACTED]"},
 	{regexp.MustCompile(`((?:\b|\\[nrtfv])sshpass\b[^\n]*?[ \t]-p[ \t]*["']?)[^\s"'\\]+`), "${1}[REDACTED]"},
+	// redis-cli -a pw (its --pass is a name that says so).
+	{regexp.MustCompile(`((?:\b|\\[nrtfv])redis-cli\b[^\n]*?[ \t]-a[ \t]+["']?)[^\s"'\\]+`), "${1}[REDACTED]"},
 	// Credentials in a URL: scheme://user:password@host keeps the user,
 	// with or without one. The password runs to the last "@" before the
 	// query, so one holding "@" or "/" is masked whole (a path holding "@"
@@ -107,6 +115,21 @@ func tokenRule(shape, label string) secretRule {
 // line, a quote or a backslash (a JSON escape ends it); the header starts
 // a word or follows a JSON escape, as tokenRule's tokens.
 var cookieHeader = regexp.MustCompile(`(?i)(?:\b|\\[nrtfv])((?:set-)?cookie)(\\?["']?[ \t]*:[ \t]*\\?["']?)([^\r\n"'\\]+)`)
+
+// curlCookie is curl's -b/--cookie and its argument: quoted (to its
+// quote, blanks and all: "a=1; b=2") or a word. An argument with no "="
+// is a cookie file's name and stays.
+var curlCookie = regexp.MustCompile(`((?:\b|\\[nrtfv])curl\b[^\n]*?[ \t](?:-b|--cookie)(?:[ \t]+|=))(\\?["'][^\n"'\\]*|[^\s"'\\]+)`)
+
+// maskCurlCookies masks the values of curlCookie's match, as a Cookie
+// header's.
+func maskCurlCookies(m string) string {
+	sub := curlCookie.FindStringSubmatchIndex(m)
+	return m[:sub[4]] + cookiePair.ReplaceAllStringFunc(m[sub[4]:], func(pair string) string {
+		name, _, _ := strings.Cut(pair, "=")
+		return name + "=[REDACTED]"
+	})
+}
 
 // cookiePair is one name=value of a cookie header.
 var cookiePair = regexp.MustCompile(`[^\s=;,]+=[^\s;,]+`)
@@ -142,7 +165,7 @@ func secretValue(v string) bool {
 			return true
 		}
 	}
-	if cookieHeader.MatchString(v) && cookiePair.MatchString(v) {
+	if (cookieHeader.MatchString(v) || curlCookie.MatchString(v)) && cookiePair.MatchString(v) {
 		return true
 	}
 	if !strings.Contains(v, "://") {
@@ -166,8 +189,9 @@ func secretValue(v string) bool {
 // secret; token (not a count of tokens); credential; private; jwt; auth
 // (not author, authSource); pat as a word (GITHUB_PAT, GH_PAT2; not PATH,
 // PATTERN); salt (APP_SALT: what makes its hashes unguessable); dsn (a
-// Sentry DSN, a database's: credentials in a URL); a webhook's URL
-// (SLACK_WEBHOOK_URL: whoever holds it posts);
+// Sentry DSN, a database's: credentials in a URL); webhook
+// (SLACK_WEBHOOK_URL, DISCORD_WEBHOOK, TEAMS_WEBHOOK: a webhook's URL is
+// its secret, whoever holds it posts; not "webhooks", a switch);
 // key after another word (STRIPE_API_KEY, AccessKey; not "key" alone, a
 // map's key).
 func secretName(name string) bool {
@@ -190,7 +214,7 @@ func secretName(name string) bool {
 			strings.Contains(w, "auth") && !authSetting(w, next),
 			w == "pat" || strings.HasPrefix(w, "pat") && len(w) > 3 && strings.Trim(w[3:], "0123456789") == "",
 			w == "key" && i > 0, strings.HasSuffix(w, "apikey"), keyWords[w],
-			w == "salt" || w == "dsn" || w == "webhook" && (next == "url" || next == "uri"), w == "webhookurl":
+			w == "salt" || w == "dsn" || w == "webhook" || w == "webhookurl" || w == "webhookuri":
 			return true
 		}
 	}
@@ -428,6 +452,7 @@ func (z *Sanitizer) Sanitize(s string) string {
 		s = r.re.ReplaceAllString(s, r.repl)
 	}
 	s = cookieHeader.ReplaceAllStringFunc(s, maskCookies)
+	s = curlCookie.ReplaceAllStringFunc(s, maskCurlCookies)
 	s = maskValues(s)
 	return cutStackTraces(s)
 }

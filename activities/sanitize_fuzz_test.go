@@ -67,6 +67,14 @@ var secretShapes = []secretShape{
 	{"APP_SALT=%s", word},
 	{"notify https://hooks.slack.com/services/%s", regexp.MustCompile(`^[A-Za-z0-9/_-]+$`)},
 	{"dsn https://%s@o1.ingest.sentry.io/2", regexp.MustCompile(`^[0-9a-f]{32}$`)},
+	// Issue 39's review.
+	{"slack xoxd-%s", regexp.MustCompile(`^[A-Za-z0-9%-]{10,}$`)},
+	{"curl -b 'sessionid=%s' https://x", regexp.MustCompile(`^[^\s;,"'\\]+$`)},
+	{"curl --cookie sid=%s https://x", regexp.MustCompile(`^[^\s;,"'\\]+$`)},
+	{"redis-cli -h cache -a %s ping", argument},
+	{"DISCORD_WEBHOOK=%s", word},
+	{"TEAMS_WEBHOOK=%s", word},
+	{"notify https://discord.com/api/webhooks/%s", regexp.MustCompile(`^[A-Za-z0-9/_-]+$`)},
 }
 
 // FuzzSanitize: a secret in any shape of secretShapes, whatever stands on
@@ -80,6 +88,7 @@ func FuzzSanitize(f *testing.F) {
 		// Issue 39.
 		"Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv1Wx2", "pw:with:colons", "ngeVfQFYQlKU0ufo8x5d1A.TwL2iGABf9DHoTf-09kqeF8tAmbihYzrnopKc",
 		"A0123ABCDEF-4567890123-abcdef0123", "T0B0/XXXXXXXX", "bobsmith", "e3b0c44298fc1c149afbf4c8996fb924",
+		"AbCdEf%2FGhIjKl%3D", "1234567890/AbCdEf_gh-ij",
 	} {
 		f.Add("", uint8(i), seed, "")
 		f.Add("line before\n", uint8(i+len(secretShapes)/2), seed, "\nline after")

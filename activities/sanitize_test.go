@@ -92,6 +92,17 @@ func TestSanitize(t *testing.T) {
 		{"set-cookie keeps its attributes", "Set-Cookie: sessionid=abc123; Path=/; HttpOnly", "Set-Cookie: sessionid=[REDACTED]; Path=/; HttpOnly"},
 		{"cookie words stay", "the cookie: a jar; cookie: req.headers.cookie", "the cookie: a jar; cookie: req.headers.cookie"},
 		{"salt, dsn, webhook url", "APP_SALT=pepper SENTRY_DSN=x SLACK_WEBHOOK_URL=y webhooks: on", "APP_SALT=[REDACTED] SENTRY_DSN=[REDACTED] SLACK_WEBHOOK_URL=[REDACTED] webhooks: on"},
+		// Issue 39's review.
+		{"slack session tokens", "xoxc-1234567890-abcdefghij and xoxd-AbCdEf%2FGhIjKl%3D", "[REDACTED slack token] and [REDACTED slack token]"},
+		{"curl -b and --cookie", `curl -b 'sessionid=abc123' https://x; curl --cookie "a=1; b=two" https://x; curl -b jar.txt https://x`,
+			`curl -b 'sessionid=[REDACTED]' https://x; curl --cookie "a=[REDACTED]; b=[REDACTED]" https://x; curl -b jar.txt https://x`},
+		{"curl --cookie= after a JSON escape", `"x\ncurl --cookie=sid=abc123 https://x"`, `"x\ncurl --cookie=sid=[REDACTED] https://x"`},
+		{"redis-cli -a", "redis-cli -h cache -p 6379 -a s3cretpw ping", "redis-cli -h cache -p 6379 -a [REDACTED] ping"},
+		{"discord and teams webhooks", "DISCORD_WEBHOOK=x TEAMS_WEBHOOK=y post https://discord.com/api/webhooks/1234567890/AbCdEf_gh-ij and https://contoso.webhook.office.com/webhookb2/abc@def/IncomingWebhook/123/xyz",
+			"DISCORD_WEBHOOK=[REDACTED] TEAMS_WEBHOOK=[REDACTED] post https://discord.com/api/webhooks/[REDACTED discord webhook] and https://webhook.office.com/[REDACTED teams webhook]"},
+		// /root names no account but root: the worker that is not root
+		// sees it as it is (docs/security.md).
+		{"root's home stays", "see /root/.npm/_logs/x.log", "see /root/.npm/_logs/x.log"},
 		{"other users' homes", "see /home/bob/.ssh/id_rsa, \"/Users/carol/x\" and file:///home/dan/y",
 			"see /home/[REDACTED user]/.ssh/id_rsa, \"/Users/[REDACTED user]/x\" and file:///home/[REDACTED user]/y"},
 		{"other home after a JSON escape", `"a\n/home/bob/x"`, `"a\n/home/[REDACTED user]/x"`},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/google/uuid"
@@ -74,6 +75,9 @@ func (s *Scheduling) prepare(in api.PrepareScheduledInput) (api.ScheduledPrepare
 	p.ParentSessionID, p.ParentSessionFile, p.Deliver, p.Depth = parent, "", false, 0
 	p.Host, p.Attempt, p.Prior, p.Version = sched.Host, 1, nil, api.PlanVersion
 	if err := api.ValidatePlan(p.Plan); err != nil {
+		return api.ScheduledPrepared{}, err
+	}
+	if err := s.checkDirs(sched, stepFolders(p)); err != nil {
 		return api.ScheduledPrepared{}, err
 	}
 	name := p.Plan.Name
@@ -173,6 +177,11 @@ func (s *Scheduling) checkFolders(sched api.ScheduledInput) error {
 	if sched.Plan != nil {
 		dirs = append(dirs, sched.Plan.Cwd)
 	}
+	return s.checkDirs(sched, dirs)
+}
+
+// checkDirs is checkFolders' check of each of dirs.
+func (s *Scheduling) checkDirs(sched api.ScheduledInput, dirs []string) error {
 	// Only the user's own settings name a trusted group; a malformed file
 	// trusts none here.
 	cfg, _ := profiles.LoadConfig(s.AgentDir, "", s.getenv)
@@ -187,6 +196,25 @@ func (s *Scheduling) checkFolders(sched api.ScheduledInput) error {
 		}
 	}
 	return nil
+}
+
+// stepFolders are the folders p's task steps run in, resolved as the
+// plan workflow resolves them (a relative one from the plan's, a step
+// that continues another in that one's): a step may name its own folder
+// (absolute, or ../elsewhere), which the plan's check does not cover.
+func stepFolders(p api.PlanInput) []string {
+	var out []string
+	for _, st := range api.TaskSteps(p.Plan) {
+		switch {
+		case st.Cwd == "" || st.Continue != "":
+			// The plan's folder, or the continued step's, checked on its own.
+		case filepath.IsAbs(st.Cwd):
+			out = append(out, filepath.Clean(st.Cwd))
+		default:
+			out = append(out, filepath.Join(p.Cwd, st.Cwd))
+		}
+	}
+	return out
 }
 
 func (s *Scheduling) id() string {

@@ -30,6 +30,16 @@ func TestPrepareScheduled(t *testing.T) {
 	writeFile(t, filepath.Join(agentDir, "subagents.json"), `{"subagents": {"taskMaxConcurrency": 2}}`)
 	writeFile(t, filepath.Join(agentDir, "plans", "review.yaml"), "description: Review a file\nargs:\n  file: {default: main.go}\nsteps:\n  - task: Review {args.file}\n")
 	writeFile(t, filepath.Join(project, ".pi", "plans", "gated.yaml"), "steps:\n  - task: Fix it\n    gate: {command: make test}\n")
+	// A folder anyone may change, beside the project: a step naming it
+	// (absolute, or ../open from the plan's folder) would run there.
+	open := filepath.Join(filepath.Dir(project), "open")
+	if err := os.MkdirAll(open, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(project, ".pi", "plans", "elsewhere.yaml"), "steps:\n  - task: Look\n  - task: Look there\n    cwd: ../open\n")
 	task := func(name string) api.TaskSpec {
 		return api.TaskSpec{Name: name, Prompt: "look at " + name, Cwd: project}
 	}
@@ -76,6 +86,10 @@ func TestPrepareScheduled(t *testing.T) {
 					t.Fatalf("child %q, plan %+v", p.ChildID, pl)
 				}
 			}},
+		{name: "an inline plan's step in a folder anyone may change",
+			in:   api.ScheduledInput{Plan: &api.PlanInput{Cwd: project, Plan: api.Plan{Steps: []api.Step{{Task: "Look"}, {Task: "Look there", Cwd: open}}}}},
+			code: errcode.PermissionDenied},
+		{name: "a saved plan's step in ../ a folder anyone may change", in: api.ScheduledInput{PlanName: "elsewhere"}, code: errcode.PermissionDenied},
 		{name: "a saved plan that is gone", in: api.ScheduledInput{PlanName: "nightly-sweep"}, code: errcode.InvalidInput},
 		{name: "a project's plan with a gate, the project not trusted", in: api.ScheduledInput{PlanName: "gated"}, code: errcode.PermissionDenied},
 	}

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -184,19 +185,32 @@ func (h serviceHost) refuseControl(o serviceOptions) error {
 	return nil
 }
 
-// tightenDataDir makes a data dir that already exists its owner's alone:
-// it holds the service's socket, database and keys, and MkdirAll leaves an
-// existing folder's mode as it is. It says what it did, or why not.
-func tightenDataDir(dir string, out io.Writer) {
+// SecureDataDir makes the data dir (if missing) and keeps it its owner's
+// alone: it holds the service's socket, database and keys, and MkdirAll
+// leaves an existing folder's mode as it is. A folder another account
+// owns is refused with PERMISSION_DENIED: they could read the keys or
+// swap the socket whatever mode it has now. note says what it changed,
+// "" when nothing.
+func SecureDataDir(dir string) (note string, err error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", errcode.Wrap(errcode.InvalidInput, err, fmt.Sprintf("data dir %s: %v", dir, err))
+	}
 	fi, err := os.Stat(dir)
-	if err != nil || fi.Mode().Perm()&0o077 == 0 {
-		return
+	if err != nil {
+		return "", errcode.Wrap(errcode.InvalidInput, err, fmt.Sprintf("data dir %s: %v", dir, err))
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != uint32(os.Geteuid()) {
+		return "", errcode.Errorf(errcode.PermissionDenied,
+			"Permission denied: data dir %s is owned by uid %d, not by uid %d, who runs subagents: it would hold this service's socket, database and keys. Use a data dir of your own (--data-dir), or `chown` it if it is yours",
+			dir, st.Uid, os.Geteuid())
+	}
+	if fi.Mode().Perm()&0o077 == 0 {
+		return "", nil
 	}
 	if err := os.Chmod(dir, 0o700); err != nil {
-		_, _ = fmt.Fprintf(out, "warning: %s is %04o, open to other users, and stays so: %v\n", dir, fi.Mode().Perm(), err)
-		return
+		return "", errcode.Wrap(errcode.PermissionDenied, err, fmt.Sprintf("Permission denied: data dir %s is %04o, open to other users, and cannot be made its owner's alone: %v", dir, fi.Mode().Perm(), err))
 	}
-	_, _ = fmt.Fprintf(out, "made %s its owner's alone (%04o, was %04o): it holds the service's socket and database\n", dir, 0o700, fi.Mode().Perm())
+	return fmt.Sprintf("made %s its owner's alone (%04o, was %04o): it holds the service's socket and database", dir, 0o700, fi.Mode().Perm()), nil
 }
 
 // serviceArgs is the command the service manager runs.
@@ -350,10 +364,13 @@ func (h serviceHost) install(ctx context.Context, o serviceOptions, out io.Write
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return errcode.Wrap(errcode.InvalidInput, err, err.Error())
 	}
-	if err := os.MkdirAll(o.dataDir, 0o700); err != nil {
-		return errcode.Wrap(errcode.InvalidInput, err, "--data-dir: "+err.Error())
+	note, err := SecureDataDir(o.dataDir)
+	if err != nil {
+		return err
 	}
-	tightenDataDir(o.dataDir, out)
+	if note != "" {
+		_, _ = fmt.Fprintln(out, note)
+	}
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		return errcode.Wrap(errcode.InvalidInput, err, err.Error())
 	}

@@ -284,3 +284,75 @@ func TestServiceInstallTightensDataDir(t *testing.T) {
 		t.Errorf("a second install speaks of a data dir already 0700:\n%s", out.String())
 	}
 }
+
+// TestSecureDataDir: the data dir is made 0700 when missing, tightened
+// (with a note) when open, and refused with PERMISSION_DENIED when another
+// account owns it, by install as by dev: install only warned and carried on.
+func TestSecureDataDir(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test plays a second local user by chown: run it as root, as CI does")
+	}
+	tests := []struct {
+		name  string
+		mode  os.FileMode // 0: missing
+		owner int         // -1: the test's own user
+		note  string
+		code  errcode.Code
+	}{
+		{name: "missing: made 0700, no word", owner: -1},
+		{name: "already 0700: no word", mode: 0o700, owner: -1},
+		{name: "open: tightened, said", mode: 0o755, owner: -1, note: "(0700, was 0755)"},
+		{name: "another account's, even 0700", mode: 0o700, owner: 65534, code: errcode.PermissionDenied},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "data")
+			if tt.mode != 0 {
+				if err := os.Mkdir(dir, tt.mode); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chmod(dir, tt.mode); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tt.owner >= 0 {
+				if err := os.Chown(dir, tt.owner, tt.owner); err != nil {
+					t.Fatal(err)
+				}
+			}
+			note, err := SecureDataDir(dir)
+			if tt.code != "" {
+				if !errcode.Is(err, tt.code) || !strings.Contains(err.Error(), dir) {
+					t.Fatalf("SecureDataDir = %q, %v; want %s naming %s", note, err, tt.code, dir)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			fi, err := os.Stat(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi.Mode().Perm() != 0o700 || (tt.note == "") != (note == "") || !strings.Contains(note, tt.note) {
+				t.Fatalf("data dir %04o, note %q, want 0700 and %q", fi.Mode().Perm(), note, tt.note)
+			}
+		})
+	}
+	// install refuses it too, and writes no service file.
+	h, _ := testServiceHost(t, "linux", nil)
+	dir := filepath.Join(h.home, "theirs")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := h.main(context.Background(), []string{"install", "--data-dir", dir}, &out, io.Discard); !errcode.Is(err, errcode.PermissionDenied) {
+		t.Fatalf("install with another account's data dir: %v\n%s", err, out.String())
+	}
+	if strings.Contains(out.String(), "wrote ") {
+		t.Fatalf("install wrote a service file:\n%s", out.String())
+	}
+}

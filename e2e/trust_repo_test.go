@@ -189,7 +189,10 @@ func sharedParent(t *testing.T, foreignRule string) (shared, repo, theirs string
 	if err := os.Mkdir(shared, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	trustChmod(t, shared, 0o777)
+	// Sticky, as a shared /srv/work or /tmp is: others may add files, not
+	// rename the user's repository away (a folder without the bit would
+	// leave the user's own AGENTS.md below it out too).
+	trustChmod(t, shared, 0o777|os.ModeSticky)
 	theirs = repoWrite(t, shared, "AGENTS.md", foreignRule+"\n")
 	if err := os.Chown(theirs, otherUser, otherUser); err != nil {
 		t.Fatal(err)
@@ -225,14 +228,7 @@ func TestForeignContextFilesStayOutOfAChild(t *testing.T) {
 	e.workDir = repo
 	e.startWorker(shared.client)
 	e.model.Script("c-ctx", finalizeStep("looked"))
-	if res := e.scoutFromParent("parent", "[[script:c-ctx]] Look around."); !strings.Contains(res, "**Status:** SUCCESS") {
-		t.Fatalf("the scout did not run:\n%s", res)
-	}
-	reqs := e.model.RequestsFor("c-ctx")
-	if len(reqs) == 0 {
-		t.Fatal("the child never asked the model")
-	}
-	prompt := requestTexts(reqs[0])
+	prompt := e.scoutPrompt("parent", "c-ctx")
 	if strings.Contains(prompt, "FOREIGN-RULE") {
 		t.Fatalf("another account's AGENTS.md is in the child's prompt:\n%s", prompt)
 	}

@@ -220,7 +220,7 @@ func (a *Activities) Admit(in api.RunPiInput) (Admission, error) {
 	}
 	adm := Admission{APIKey: p.APIKey, OutputMaxChars: cfg.OutputMaxChars}
 	if !in.NoContextFiles {
-		adm.Context = ForeignContext(a.AgentDir, in.Cwd)
+		adm.Context = ForeignContext(cfg, a.AgentDir, in.Cwd)
 	}
 	if in.OutputMaxChars > 0 {
 		// The calling pi's cap (CallerKnobs), bounded as the settings' is:

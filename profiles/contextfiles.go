@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/durable-pi/subagents/api"
 )
@@ -16,7 +15,11 @@ import (
 // loadProjectContextFiles). A folder above a checkout may be shared (a
 // world-writable /srv/work, a team's parent folder): another local account
 // could put instructions there that steer the user's children. The worker
-// leaves such files out.
+// leaves such files out: each is judged by the trust policy's check (its
+// owner, its mode and every folder above it), and where another account
+// could make a file between the check and pi's start (a folder pi looks in
+// that it may write to), pi's own loading is off and the files the check
+// accepted are passed inline, so pi never reads one the check did not see.
 
 // contextCandidates are the names pi looks for in each folder, in its
 // order: the first that is a file is the folder's context file.
@@ -28,10 +31,11 @@ var contextCandidates = []string{"AGENTS.override.md", "AGENTS.md", "AGENTS.MD",
 const maxInlineContext = 100_000
 
 // ContextFiles is what a child's prompt gets of the context files pi
-// would load, when another user owns one of them.
+// would load, when another user could have written one of them or could
+// add one before pi starts.
 type ContextFiles struct {
-	// LeftOut are the files another user owns: none of them reaches the
-	// child's prompt.
+	// LeftOut are the files another user could have written: none of them
+	// reaches the child's prompt.
 	LeftOut []string `json:"leftOut,omitempty"`
 	// Prompts are the user's own files, rendered as pi renders them, for
 	// --append-system-prompt (pi's own loading is turned off).
@@ -73,23 +77,34 @@ func contextFileIn(dir string) string {
 }
 
 // ForeignContext is nil when every context file pi would load for a child
-// in cwd is the service user's or root's (the child then loads them
-// itself, its prompt as pi makes it); else which files are left out and
-// the text of the others.
-func ForeignContext(agentDir, cwd string) *ContextFiles {
+// in cwd passes the trust policy (trustPolicy.check, cfg's trustGroup)
+// and no folder pi looks in is one another account could add a file to
+// (the child then loads them itself, its prompt as pi makes it); else
+// which files are left out and the text of the others.
+func ForeignContext(cfg Config, agentDir, cwd string) *ContextFiles {
 	if cwd == "" {
 		return nil
 	}
-	uid := uint32(os.Geteuid())
+	policy := newTrustPolicy(cfg, agentDir)
+	policy.refuses = "a child's prompt gets no context file another user could have written"
+	dirs := ancestors(filepath.Clean(cwd))
+	if agentDir != "" {
+		dirs = append(dirs, agentDir)
+	}
+	// A folder that fails the check is one another account owns or may
+	// write to (a sticky /tmp too: they may add a name that is not there):
+	// what pi would find there a moment later is not what was checked.
+	open := false
+	for _, dir := range dirs {
+		if _, err := os.Stat(dir); err == nil && policy.check("context files in "+dir, dir) != nil {
+			open = true
+			break
+		}
+	}
 	var out ContextFiles
 	var own []contextFile
 	for _, p := range contextFilesOf(agentDir, cwd) {
-		info, err := os.Stat(p)
-		if err != nil {
-			continue
-		}
-		st, ok := info.Sys().(*syscall.Stat_t)
-		if ok && st.Uid != uid && st.Uid != 0 {
+		if err := policy.check("context file "+p, p); err != nil {
 			out.LeftOut = append(out.LeftOut, p)
 			continue
 		}
@@ -99,7 +114,7 @@ func ForeignContext(agentDir, cwd string) *ContextFiles {
 		}
 		own = append(own, contextFile{p, strings.TrimPrefix(string(data), "\ufeff")})
 	}
-	if len(out.LeftOut) == 0 {
+	if len(out.LeftOut) == 0 && !open {
 		return nil
 	}
 	if len(own) > 0 {

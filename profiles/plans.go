@@ -610,7 +610,8 @@ func CheckPlanGates(cfg Config, agentDir string, p api.Plan, src *api.PlanSource
 		return nil
 	}
 	root := filepath.Dir(filepath.Dir(filepath.Dir(src.File)))
-	if TrustOfProject(agentDir, root, cfg).Trusted {
+	trust := TrustOfProject(agentDir, root, cfg)
+	if trust.Trusted {
 		return nil
 	}
 	command := gate.Gate.Command
@@ -618,6 +619,6 @@ func CheckPlanGates(cfg Config, agentDir string, p api.Plan, src *api.PlanSource
 		command = string(r[:80]) + "…"
 	}
 	return errcode.Errorf(errcode.PermissionDenied,
-		"Permission denied: plan %q is the project's (%s) and step %q runs a gate command (%s), and the project %s is not trusted: a repository's plan runs commands only in a project you trust. %s",
-		src.Name, src.File, gate.Key, command, root, HowToTrust(agentDir, root))
+		"Permission denied: plan %q is the project's (%s) and step %q runs a gate command (%s), and the project %s %s: a repository's plan runs commands only in a project you trust. %s",
+		src.Name, src.File, gate.Key, command, root, trust.notTrusted(), HowToTrust(agentDir, root))
 }

@@ -2,7 +2,9 @@ package profiles
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -33,6 +35,19 @@ type ProjectTrust struct {
 	// By names the decision, for messages: pi's trust.json entry,
 	// defaultProjectTrust, or trustedProjects.
 	By string
+	// Unreadable says why trust.json could not be read, when it exists
+	// but could not be read or parsed: the project is then untrusted,
+	// and a refusal says so (fixing the file may be all that is needed).
+	Unreadable string
+}
+
+// notTrusted is what a refusal says after "the project ROOT": why it is
+// not trusted when that is not simply the absence of a decision.
+func (t ProjectTrust) notTrusted() string {
+	if t.Unreadable != "" {
+		return "is not trusted (" + t.Unreadable + ", so no decision in it counts)"
+	}
+	return "is not trusted"
 }
 
 // TrustOfProject decides whether the user trusts the project whose root
@@ -43,7 +58,9 @@ type ProjectTrust struct {
 // not, as pi without its prompt does not). The settings' trustedProjects
 // trust a project too, whatever pi decided: they are the user's word in
 // this project's own settings file. A trust.json pi cannot read trusts
-// nothing, as pi then refuses to start.
+// nothing, as pi then refuses to start: an unreadable or malformed file
+// does not fall through to defaultProjectTrust, or a saved "no" in it
+// would turn into "always".
 func TrustOfProject(agentDir, root string, cfg Config) ProjectTrust {
 	t := ProjectTrust{Root: root}
 	if root == "" {
@@ -56,7 +73,13 @@ func TrustOfProject(agentDir, root string, cfg Config) ProjectTrust {
 	if agentDir == "" {
 		return t
 	}
-	if path, decision, ok := piTrustDecision(agentDir, root); ok {
+	path, decision, ok, err := piTrustDecision(agentDir, root)
+	if err != nil {
+		t.Unreadable = err.Error()
+		t.By = t.Unreadable
+		return t
+	}
+	if ok {
 		t.Trusted, t.By = decision, fmt.Sprintf("%s in %s", quoted(path), filepath.Join(agentDir, PiTrustFile))
 		return t
 	}
@@ -68,15 +91,20 @@ func TrustOfProject(agentDir, root string, cfg Config) ProjectTrust {
 
 // piTrustDecision is the nearest saved decision for root or a folder
 // above it, as pi finds it (trust-manager.ts findNearestTrustEntry): keys
-// are canonical paths, so root's links are resolved first.
-func piTrustDecision(agentDir, root string) (path string, trusted, ok bool) {
-	data, err := os.ReadFile(filepath.Join(agentDir, PiTrustFile))
+// are canonical paths, so root's links are resolved first. A missing
+// file is no decision; any other failure to read or parse it is an error.
+func piTrustDecision(agentDir, root string) (path string, trusted, ok bool, err error) {
+	file := filepath.Join(agentDir, PiTrustFile)
+	data, err := os.ReadFile(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", false, false, nil
+	}
 	if err != nil {
-		return "", false, false
+		return "", false, false, fmt.Errorf("%s cannot be read: %w", file, err)
 	}
 	var entries map[string]*bool
 	if err := json.Unmarshal(data, &entries); err != nil {
-		return "", false, false
+		return "", false, false, fmt.Errorf("%s is not pi's trust file (a JSON object of folder to true, false or null): %w", file, err)
 	}
 	dir := filepath.Clean(root)
 	if real, err := filepath.EvalSymlinks(dir); err == nil {
@@ -84,11 +112,11 @@ func piTrustDecision(agentDir, root string) (path string, trusted, ok bool) {
 	}
 	for {
 		if v, found := entries[dir]; found && v != nil {
-			return dir, *v, true
+			return dir, *v, true, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", false, false
+			return "", false, false, nil
 		}
 		dir = parent
 	}
@@ -129,7 +157,9 @@ func HowToTrust(agentDir, root string) string {
 }
 
 // powers are what a project profile adds beyond narrowing pi's defaults:
-// code or prompt files it makes the child load, tools beyond the
+// code or prompt files it makes the child load, a provider key of its own
+// (the child's requests, and what the task reads, would go to the
+// account of whoever wrote the key), tools beyond the
 // read-only set, a tool of its own in the parent (primary), or a name
 // that replaces one of the user's or a built-in profile (shadows, by
 // name, that profile's scope). An empty list: it only narrows.
@@ -140,6 +170,10 @@ func (p *Profile) powers(shadows map[string]Scope, cwd string) []string {
 	}
 	if len(p.Extensions) > 0 {
 		out = append(out, "it loads extensions ("+strings.Join(p.Extensions, ", ")+")")
+	}
+	if p.APIKey != "" {
+		// The key itself is never put in a message.
+		out = append(out, "it sets an apiKey for the child's provider")
 	}
 	if len(p.ExtraArgs) > 0 {
 		out = append(out, "it passes extra arguments to pi ("+strings.Join(p.ExtraArgs, " ")+")")
@@ -195,8 +229,8 @@ func gateUntrusted(set *Set, underneath map[string]Scope, cwd, agentDir string, 
 		refused := *p
 		refused.Primary, refused.Untrusted = false, true
 		refused.Err = errcode.Errorf(errcode.PermissionDenied,
-			"Permission denied: profile %q (%s) is the project's, and the project %s is not trusted: %s. A profile in a project you have not trusted may only narrow what a child does (read-only tools, no extensions, skills, prompt files or extra arguments, not primary, no built-in or user profile's name). %s",
-			name, p.Path, t.Root, strings.Join(why, "; "), HowToTrust(agentDir, t.Root))
+			"Permission denied: profile %q (%s) is the project's, and the project %s %s: %s. A profile in a project you have not trusted may only narrow what a child does (read-only tools, no extensions, skills, prompt files or extra arguments, not primary, no built-in or user profile's name). %s",
+			name, p.Path, t.Root, t.notTrusted(), strings.Join(why, "; "), HowToTrust(agentDir, t.Root))
 		out.byName[name] = &refused
 	}
 	if out == nil {

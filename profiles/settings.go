@@ -409,30 +409,37 @@ func asFolders(key string, v any, from string) ([]string, error) {
 
 // TrustsProject reports whether the settings trust the project whose root
 // is root: it is one of TrustedProjects or inside one (a folder of
-// clones the user trusts as a whole). Both sides are compared as named
-// and with their links resolved, so /tmp/x and its real path agree.
+// clones the user trusts as a whole). Both sides are compared by their
+// real paths only, as pi keys trust.json: a link inside a trusted folder
+// that points outside it leads to a folder the user never trusted.
 func (c Config) TrustsProject(root string) bool {
 	if root == "" || !filepath.IsAbs(root) {
 		return false
 	}
-	forms := func(p string) []string {
-		p = filepath.Clean(p)
-		out := []string{p}
-		if real, err := filepath.EvalSymlinks(p); err == nil && real != p {
-			out = append(out, real)
-		}
-		return out
-	}
+	r := realPath(root)
 	for _, trusted := range c.TrustedProjects {
-		for _, t := range forms(trusted) {
-			for _, r := range forms(root) {
-				if r == t || strings.HasPrefix(r, t+string(filepath.Separator)) || t == string(filepath.Separator) {
-					return true
-				}
-			}
+		t := realPath(trusted)
+		if r == t || strings.HasPrefix(r, t+string(filepath.Separator)) || t == string(filepath.Separator) {
+			return true
 		}
 	}
 	return false
+}
+
+// realPath is p with the links of its longest existing part resolved
+// (the rest, missing, cannot be a link yet).
+func realPath(p string) string {
+	p = filepath.Clean(p)
+	var rest []string
+	for dir := p; ; dir = filepath.Dir(dir) {
+		if real, err := filepath.EvalSymlinks(dir); err == nil {
+			return filepath.Join(append([]string{real}, rest...)...)
+		}
+		if filepath.Dir(dir) == dir {
+			return p
+		}
+		rest = append([]string{filepath.Base(dir)}, rest...)
+	}
 }
 
 func quoted(v any) string {

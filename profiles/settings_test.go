@@ -266,6 +266,9 @@ func TestTrustsProject(t *testing.T) {
 	must(t, os.MkdirAll(filepath.Join(real, "repo"), 0o755))
 	link := filepath.Join(base, "link")
 	must(t, os.Symlink(real, link))
+	outside := filepath.Join(base, "outside")
+	must(t, os.MkdirAll(outside, 0o755))
+	must(t, os.Symlink(outside, filepath.Join(real, "escape")))
 	tests := []struct {
 		name    string
 		trusted []string
@@ -279,6 +282,8 @@ func TestTrustsProject(t *testing.T) {
 		{"a folder above the trusted one", []string{"/src/a"}, "/src", false},
 		{"trusted through a link", []string{link}, filepath.Join(real, "repo"), true},
 		{"a project reached through a link", []string{real}, filepath.Join(link, "repo"), true},
+		{"a link inside a trusted folder to one outside", []string{real}, filepath.Join(real, "escape"), false},
+		{"a missing project under a linked trusted folder", []string{real}, filepath.Join(link, "repo", "new"), true},
 		{"no root", []string{"/"}, "", false},
 	}
 	for _, tt := range tests {

@@ -80,6 +80,16 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
 			return errcode.Wrap(errcode.InvalidInput, err, "--db-filename: "+err.Error())
 		}
 	}
+	// The data dir holds the socket, the database and the keys: refused if
+	// another account owns it, made 0700 if it is open (an older service,
+	// or a folder made by hand).
+	note, err := cli.SecureDataDir(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	if note != "" {
+		logger.Warn(note)
+	}
 	// One service per data dir: a second `subagents dev` (two pis starting
 	// the service at the same moment, or a person running it by hand) stops
 	// here, and its clients use the first one's socket.
