@@ -189,7 +189,9 @@ func (a *Activities) start(shell string, in api.GateInput) (*activities.ReapedPr
 	}
 	cmd := exec.Command(shell, "-c", in.Command)
 	cmd.Dir = in.Cwd
-	cmd.Env = append(os.Environ(), api.GateArgsEnv(in.Args)...)
+	// Environ, not os.Environ: it adds PWD for Dir, as a shell started
+	// there would have it.
+	cmd.Env = append(cmd.Environ(), api.GateArgsEnv(in.Args)...)
 	p, err := a.Procs.StartReaped(cmd, [3]*os.File{null, w, w})
 	// The command holds its end now (or never will).
 	_ = w.Close()
