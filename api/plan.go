@@ -747,6 +747,32 @@ func GateArgEnv(name string) string {
 	return "SUBAGENTS_ARG_" + strings.ReplaceAll(name, "-", "_")
 }
 
+// GateCommandText is command as people and the child read it: each
+// "$SUBAGENTS_ARG_NAME" BindPlanArgs made of an {args.NAME} shown as its
+// value, so that a failed check names what ran (`./check.sh`, not the
+// variable). For messages only: the command runs as bound.
+func GateCommandText(command string, values map[string]string) string {
+	if !strings.Contains(command, `"$SUBAGENTS_ARG_`) {
+		return command
+	}
+	pairs := make([]string, 0, 2*len(values))
+	for _, k := range sortedKeys(values) {
+		pairs = append(pairs, `"$`+GateArgEnv(k)+`"`, values[k])
+	}
+	return strings.NewReplacer(pairs...).Replace(command)
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	// Sorted below: the order a workflow sees never depends on the map's.
+	//workflowcheck:ignore
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
 // GateArgsEnv is the environment a gate command runs with: each argument's
 // value under its GateArgEnv name, sorted, so that the same arguments give
 // the same environment.

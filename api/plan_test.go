@@ -303,3 +303,19 @@ func TestBudgetExceeded(t *testing.T) {
 		t.Fatal("no budget is never exceeded")
 	}
 }
+
+// TestGateCommandText: a failed gate's message names the values that ran.
+func TestGateCommandText(t *testing.T) {
+	p := Plan{Args: map[string]PlanArg{"check": {}, "pkg": {}}, Steps: []Step{{Key: "a", Agent: "s", Task: "t", Gate: &Gate{Command: "{args.check} {args.pkg}"}}}}
+	values := map[string]string{"check": "./check.sh", "pkg": "a b"}
+	bound, err := BindPlanArgs(p, values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := GateCommandText(bound.Steps[0].Gate.Command, values); got != "./check.sh a b" {
+		t.Fatalf("text %q", got)
+	}
+	if got := GateCommandText("go test ./...", values); got != "go test ./..." {
+		t.Fatalf("text %q", got)
+	}
+}

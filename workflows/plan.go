@@ -621,11 +621,11 @@ func (p *planRun) step(ctx workflow.Context, i, round int) bool {
 				st.GateOutput = res.Output
 				if gates >= s.Gate.GateAttempts() {
 					st.State, st.Error = api.StateFailed, errcode.NewInfo(errcode.GateFailed,
-						fmt.Sprintf("step %q: the gate `%s` %s after %d corrective round(s):\n%s", st.Key, s.Gate.Command, gateEnd(res), gates, res.Output))
+						fmt.Sprintf("step %q: the gate `%s` %s after %d corrective round(s):\n%s", st.Key, api.GateCommandText(s.Gate.Command, p.in.Args), gateEnd(res), gates, res.Output))
 					return false
 				}
 				gates++
-				turn = p.nextTurn(ctx, i, gateFeedback(s.Gate.Command, res))
+				turn = p.nextTurn(ctx, i, gateFeedback(api.GateCommandText(s.Gate.Command, p.in.Args), res))
 				continue
 			}
 			st.GateOutput = ""
