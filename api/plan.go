@@ -228,9 +228,14 @@ var stepKeyRule = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
 var refRule = regexp.MustCompile(`\{(steps\.([a-z0-9][a-z0-9_-]*)\.(output|status|verdict|session)|args\.([A-Za-z0-9_-]+)|round)\}`)
 
 // likeRefRule finds what a writer meant as a reference: a misspelt one
-// ({steps.scout.ouput}, {args.}) would otherwise reach the child as text,
-// silently, instead of the value the task needed.
-var likeRefRule = regexp.MustCompile(`\{(steps|args)\.[^{}\s]*\}`)
+// ({steps.scout.ouput}, {args.}, {Steps.scout.output}, { steps.scout.output},
+// {round }) would otherwise reach the child as text, silently, instead of
+// the value the task needed.
+var likeRefRule = regexp.MustCompile(`(?i)\{\s*(?:(?:steps|args)\s*\.[^{}\s]*|round)\s*\}`)
+
+// likeRefRuleV3 is likeRefRule as PlanVersion 3 had it (lower case, no
+// spaces): a plan it accepted must replay as accepted.
+var likeRefRuleV3 = regexp.MustCompile(`\{(steps|args)\.[^{}\s]*\}`)
 
 // ParsePlan reads a plan document in JSON, refusing fields it does not
 // know (a misspelt `paralel` must not silently run steps in sequence).
@@ -326,7 +331,7 @@ func ValidatePlanAsOf(p Plan, version int) error {
 	if v.runs > MaxPlanRuns {
 		return errcode.Errorf(errcode.InvalidInput, "plan: its loops could start %d child sessions; a plan starts at most %d (lower a loop's max)", v.runs, MaxPlanRuns)
 	}
-	return checkReferences(p, version >= 3)
+	return checkReferences(p, version)
 }
 
 type planCheck struct {
@@ -467,10 +472,12 @@ func validateBudget(what string, b *Budget) error {
 
 // checkReferences checks that every step a task, a continue or a loop's
 // until names exists and runs before the step that names it, and names
-// the cycle when two steps wait for each other. strict (PlanVersion 3)
+// the cycle when two steps wait for each other. From PlanVersion 3 it
 // also refuses a misspelt reference, an argument the plan does not
-// declare, and a loop waiting for a verdict its step may not give.
-func checkReferences(p Plan, strict bool) error {
+// declare, and a loop waiting for a verdict its step may not give; from 4
+// a reference in another case or with spaces is misspelt too.
+func checkReferences(p Plan, version int) error {
+	strict := version >= 3
 	steps := TaskSteps(p)
 	byKey := map[string]int{}
 	for i, s := range steps {
@@ -483,7 +490,7 @@ func checkReferences(p Plan, strict bool) error {
 	deps := make([][]string, len(steps))
 	for i, s := range steps {
 		if strict {
-			if err := checkRefSpelling(p, s); err != nil {
+			if err := checkRefSpelling(p, s, version); err != nil {
 				return err
 			}
 		}
@@ -523,8 +530,12 @@ func checkReferences(p Plan, strict bool) error {
 // checkRefSpelling refuses what looks like a reference in s's task but is
 // none (refRule), and an {args.NAME} the plan does not declare: either
 // would reach the child as its literal text.
-func checkRefSpelling(p Plan, s PlanStep) error {
-	for _, m := range likeRefRule.FindAllString(s.Task, -1) {
+func checkRefSpelling(p Plan, s PlanStep, version int) error {
+	like := likeRefRule
+	if version < 4 {
+		like = likeRefRuleV3
+	}
+	for _, m := range like.FindAllString(s.Task, -1) {
 		sub := refRule.FindStringSubmatch(m)
 		switch {
 		case sub == nil || sub[0] != m:
@@ -649,8 +660,11 @@ func RunsBefore(p Plan) [][]bool {
 // {round} (ExpandTask), so that a value is the user's text, literally, and
 // never a template of its own: `{steps.scout.output}` given as an argument
 // reaches the child as those characters, not as the scout's output, and
-// `{round}` is not refused for a step outside a loop. A folder and a gate
-// command hold no other references, so binding them here is that one pass.
+// `{round}` is not refused for a step outside a loop. A folder holds no
+// other references, so binding it here is that one pass; a value that
+// would take it out of the plan's folder (absolute, `..`) is INVALID_INPUT.
+// A gate command's {args.NAME} becomes "$SUBAGENTS_ARG_NAME" (GateArgEnv),
+// which the gate's environment holds: the value is never shell text.
 func BindPlanArgs(p Plan, args map[string]string) (Plan, error) {
 	values, err := PlanArgValues(p, args)
 	if err != nil {
@@ -662,25 +676,48 @@ func BindPlanArgs(p Plan, args map[string]string) (Plan, error) {
 		for i := range out {
 			s := &out[i]
 			var err error
-			replace := func(text string) string {
+			// replace fills in text's {args.NAME} with with(NAME, value).
+			replace := func(text string, with func(name, v string) string) string {
 				return refRule.ReplaceAllStringFunc(text, func(m string) string {
 					sub := refRule.FindStringSubmatch(m)
 					if sub[4] == "" {
 						return m
 					}
 					v, ok := values[sub[4]]
-					if !ok && err == nil {
-						err = errcode.Errorf(errcode.InvalidInput, "step %q: uses {args.%s}, which the plan does not declare under args", s.Key, sub[4])
+					if !ok {
+						if err == nil {
+							err = errcode.Errorf(errcode.InvalidInput, "step %q: uses {args.%s}, which the plan does not declare under args", s.Key, sub[4])
+						}
+						return ""
 					}
-					return v
+					return with(sub[4], v)
 				})
 			}
+			literal := func(_, v string) string { return v }
 			// Only checked: the run binds the task (ExpandTask).
-			_ = replace(s.Task)
-			s.Cwd = replace(s.Cwd)
+			_ = replace(s.Task, literal)
+			s.Cwd = replace(s.Cwd, func(name, v string) string {
+				if bad := escapingPath(v); bad != "" && err == nil {
+					err = errcode.Errorf(errcode.InvalidInput, "step %q: argument %q fills in its cwd with %q, which %s: an argument names a folder inside the plan's folder", s.Key, name, v, bad)
+				}
+				return v
+			})
 			if s.Gate != nil {
 				g := *s.Gate
-				g.Command = replace(g.Command)
+				// The command is shell text: a value spliced into it would be
+				// read as shell (`1; curl …|sh` runs curl). The gate gets the
+				// value in its environment instead, and the command a
+				// double-quoted reference to it, which the shell expands once
+				// into one word and never reads as code.
+				g.Command = replace(g.Command, func(name, _ string) string {
+					env := GateArgEnv(name)
+					for other := range values {
+						if other != name && GateArgEnv(other) == env && err == nil {
+							err = errcode.Errorf(errcode.InvalidInput, "step %q: its gate uses {args.%s}, which reaches the command as $%s, as does argument %q: rename one", s.Key, name, env, other)
+						}
+					}
+					return `"$` + env + `"`
+				})
 				s.Gate = &g
 			}
 			if err != nil {
@@ -701,6 +738,70 @@ func BindPlanArgs(p Plan, args map[string]string) (Plan, error) {
 	}
 	p.Steps = steps
 	return p, nil
+}
+
+// GateArgEnv is the environment variable a gate command reads argument
+// name from: {args.NAME} in a gate command becomes "$SUBAGENTS_ARG_NAME"
+// (a `-` in the name becomes `_`, which a shell name allows).
+func GateArgEnv(name string) string {
+	return "SUBAGENTS_ARG_" + strings.ReplaceAll(name, "-", "_")
+}
+
+// GateCommandText is command as people and the child read it: each
+// "$SUBAGENTS_ARG_NAME" BindPlanArgs made of an {args.NAME} shown as its
+// value, so that a failed check names what ran (`./check.sh`, not the
+// variable). For messages only: the command runs as bound.
+func GateCommandText(command string, values map[string]string) string {
+	if !strings.Contains(command, `"$SUBAGENTS_ARG_`) {
+		return command
+	}
+	pairs := make([]string, 0, 2*len(values))
+	for _, k := range sortedKeys(values) {
+		pairs = append(pairs, `"$`+GateArgEnv(k)+`"`, values[k])
+	}
+	return strings.NewReplacer(pairs...).Replace(command)
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	// Sorted below: the order a workflow sees never depends on the map's.
+	//workflowcheck:ignore
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// GateArgsEnv is the environment a gate command runs with: each argument's
+// value under its GateArgEnv name, sorted, so that the same arguments give
+// the same environment.
+func GateArgsEnv(values map[string]string) []string {
+	out := make([]string, 0, len(values))
+	//workflowcheck:ignore
+	for k, v := range values {
+		out = append(out, GateArgEnv(k)+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// escapingPath says how an argument's value filled into a step's cwd
+// would leave the plan's folder ("" if it would not): absolute, a home
+// folder, or a `..` part.
+func escapingPath(v string) string {
+	switch {
+	case strings.HasPrefix(v, "/"):
+		return "is absolute"
+	case strings.HasPrefix(v, "~"):
+		return "names a home folder"
+	}
+	for _, part := range strings.FieldsFunc(v, func(r rune) bool { return r == '/' || r == '\\' }) {
+		if part == ".." {
+			return "has a `..` part"
+		}
+	}
+	return ""
 }
 
 // PlanArgValues checks args against p's declared arguments (as

@@ -60,6 +60,10 @@ func TestValidatePlan(t *testing.T) {
 		{"a misspelt step field", Plan{Steps: []Step{task("s1", "scout", "x"), task("s2", "scout", "use {steps.s1.bogus}")}}, "{steps.s1.bogus} is not a reference"},
 		{"a step reference without a field", Plan{Steps: []Step{task("s1", "scout", "x"), task("s2", "scout", "use {steps.s1}")}}, "{steps.s1} is not a reference"},
 		{"an argument not declared", Plan{Steps: []Step{task("s1", "scout", "for {args.who}")}}, "does not declare under args"},
+		{"a reference in another case", Plan{Steps: []Step{task("s1", "scout", "x"), task("s2", "scout", "use {Steps.s1.output}")}}, "{Steps.s1.output} is not a reference"},
+		{"a reference with a space", Plan{Steps: []Step{task("s1", "scout", "x"), task("s2", "scout", "use { steps.s1.output}")}}, "{ steps.s1.output} is not a reference"},
+		{"round with a space", Plan{Steps: []Step{loop(2, Until{Step: "a", Verdict: "ok"}, task("a", "scout", "round {round }"))}}, "{round } is not a reference"},
+		{"an argument in another case", Plan{Args: map[string]PlanArg{"who": {}}, Steps: []Step{task("s1", "scout", "for {ARGS.who}")}}, "{ARGS.who} is not a reference"},
 		{"a declared argument", Plan{Args: map[string]PlanArg{"who": {}}, Steps: []Step{task("s1", "scout", "for {args.who}")}}, ""},
 		{"text in braces is not a reference", Plan{Steps: []Step{task("s1", "scout", `print {"steps": 1} and {steps of it}`)}}, ""},
 		{"an until verdict the step may not give", Plan{Steps: []Step{loop(2, Until{Step: "review", Verdict: "approved"},
@@ -92,6 +96,13 @@ func TestValidatePlanAsOf(t *testing.T) {
 	}
 	if err := ValidatePlanAsOf(p, 3); err == nil {
 		t.Fatal("version 3 accepts a misspelt reference")
+	}
+	spaced := Plan{Steps: []Step{task("s1", "scout", "x"), task("s2", "scout", "use {Steps.s1.output} { steps.s1.output}")}}
+	if err := ValidatePlanAsOf(spaced, 3); err != nil {
+		t.Fatalf("version 3 accepted this plan: %v", err)
+	}
+	if err := ValidatePlanAsOf(spaced, 4); err == nil {
+		t.Fatal("version 4 accepts a reference in another case")
 	}
 }
 
@@ -139,7 +150,7 @@ func TestBindPlanArgs(t *testing.T) {
 	if values, err := PlanArgValues(p, map[string]string{"target": "api/"}); err != nil || values["target"] != "api/" || values["depth"] != "quick" || len(values) != 2 {
 		t.Fatalf("values %v, %v", values, err)
 	}
-	if got := bound.Steps[0].Gate.Command; got != "test -e api/" {
+	if got := bound.Steps[0].Gate.Command; got != `test -e "$SUBAGENTS_ARG_target"` {
 		t.Fatalf("gate %q", got)
 	}
 	if p.Steps[0].Gate.Command != "test -e {args.target}" {
@@ -158,6 +169,50 @@ func TestBindPlanArgs(t *testing.T) {
 	}
 	if _, err := BindPlanArgs(Plan{Steps: []Step{task("a", "s", "{args.x}")}}, nil); err == nil || !strings.Contains(err.Error(), "does not declare") {
 		t.Fatalf("undeclared arg: %v", err)
+	}
+}
+
+// TestBindPlanArgsGateAndCwd: a value never becomes shell text in a gate
+// command, and never takes a step's folder out of the plan's.
+func TestBindPlanArgsGateAndCwd(t *testing.T) {
+	p := Plan{Name: "p", Args: map[string]PlanArg{"x": {}, "dir": {Default: "sub"}, "a-b": {}},
+		Steps: []Step{{Key: "a", Agent: "s", Task: "t", Cwd: "{args.dir}", Gate: &Gate{Command: "echo {args.x} {args.a-b}"}}}}
+	evil := `1; touch pwned; $(touch pwned2)`
+	bound, err := BindPlanArgs(p, map[string]string{"x": evil, "a-b": "v"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := bound.Steps[0].Gate.Command; got != `echo "$SUBAGENTS_ARG_x" "$SUBAGENTS_ARG_a_b"` {
+		t.Fatalf("gate %q", got)
+	}
+	values, _ := PlanArgValues(p, map[string]string{"x": evil, "a-b": "v"})
+	if env := GateArgsEnv(values); strings.Join(env, "|") != "SUBAGENTS_ARG_a_b=v|SUBAGENTS_ARG_dir=sub|SUBAGENTS_ARG_x="+evil {
+		t.Fatalf("env %q", env)
+	}
+	if bound.Steps[0].Cwd != "sub" {
+		t.Fatalf("cwd %q", bound.Steps[0].Cwd)
+	}
+	for _, tc := range []struct{ dir, want string }{
+		{"..", "has a `..` part"},
+		{"a/../../b", "has a `..` part"},
+		{`a\..\b`, "has a `..` part"},
+		{"/etc", "is absolute"},
+		{"~/x", "names a home folder"},
+		{"a/..b/c", ""},
+		{"./a/b", ""},
+	} {
+		_, err := BindPlanArgs(p, map[string]string{"dir": tc.dir})
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("dir %q refused: %v", tc.dir, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || errcode.CodeOf(err) != errcode.InvalidInput):
+			t.Errorf("dir %q: err %v, want INVALID_INPUT with %q", tc.dir, err, tc.want)
+		}
+	}
+	// Two names one variable: the gate could not tell them apart.
+	clash := Plan{Args: map[string]PlanArg{"a-b": {}, "a_b": {}}, Steps: []Step{{Key: "a", Agent: "s", Task: "t", Gate: &Gate{Command: "echo {args.a-b}"}}}}
+	if _, err := BindPlanArgs(clash, nil); err == nil || !strings.Contains(err.Error(), "rename one") {
+		t.Fatalf("clash: %v", err)
 	}
 }
 
@@ -246,5 +301,21 @@ func TestBudgetExceeded(t *testing.T) {
 	var none *Budget
 	if none.Exceeded(100, Usage{Cost: 9}) != "" {
 		t.Fatal("no budget is never exceeded")
+	}
+}
+
+// TestGateCommandText: a failed gate's message names the values that ran.
+func TestGateCommandText(t *testing.T) {
+	p := Plan{Args: map[string]PlanArg{"check": {}, "pkg": {}}, Steps: []Step{{Key: "a", Agent: "s", Task: "t", Gate: &Gate{Command: "{args.check} {args.pkg}"}}}}
+	values := map[string]string{"check": "./check.sh", "pkg": "a b"}
+	bound, err := BindPlanArgs(p, values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := GateCommandText(bound.Steps[0].Gate.Command, values); got != "./check.sh a b" {
+		t.Fatalf("text %q", got)
+	}
+	if got := GateCommandText("go test ./...", values); got != "go test ./..." {
+		t.Fatalf("text %q", got)
 	}
 }

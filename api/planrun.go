@@ -7,8 +7,11 @@ import "github.com/durable-pi/subagents/internal/errcode"
 // replaying as they ran. 2: each attempt numbers its turns apart from the
 // earlier attempts'. 3: tasks keep their {args.NAME} until they run, filled
 // in with Args in one pass with the step references (ExpandTask); the plan
-// is checked for misspelt references and loops' verdicts.
-const PlanVersion = 3
+// is checked for misspelt references and loops' verdicts. 4: a reference
+// in another case or with spaces ({Steps.x.output}, {round }) is misspelt
+// too; a gate's re-runs are counted from its heartbeat (GateResult.Runs),
+// and a gate that failed for good counts the runs it started.
+const PlanVersion = 4
 
 // PlanInput starts a plan (or resumes one: Attempt > 1 with Prior).
 type PlanInput struct {
@@ -116,6 +119,16 @@ type GateInput struct {
 	// its gates only in a project the worker's user trusts, checked again
 	// where the command runs.
 	Source *PlanSource `json:"source,omitempty"`
+	// Args are the plan's argument values: the command reads them from its
+	// environment (GateArgsEnv), never spliced into its text.
+	Args map[string]string `json:"args,omitempty"`
+}
+
+// GateRunCount is how many times a gate's command started, as its error's
+// details say (and its heartbeat, under the same field): a gate that failed
+// for good counts the runs it made, none for one refused before it ran.
+type GateRunCount struct {
+	Runs int `json:"runs"`
 }
 
 // GateResult is how the command ended: Output is the end of its combined

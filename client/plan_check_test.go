@@ -60,7 +60,8 @@ func TestCheckPlan(t *testing.T) {
 }
 
 // TestCheckPlanKeepsArgumentsForTheRun: the tasks keep {args.NAME}, and the
-// input carries every argument's value, for the run's one pass.
+// input carries every argument's value, for the run's one pass (and the
+// gate's environment: its command holds a reference to the value).
 func TestCheckPlanKeepsArgumentsForTheRun(t *testing.T) {
 	t.Setenv("PI_CODING_AGENT_DIR", t.TempDir())
 	p := api.Plan{Args: map[string]api.PlanArg{"x": {}, "y": {Default: "why"}}, Steps: []api.Step{{Key: "a", Agent: "scout", Task: "do {args.x} {args.y}", Gate: &api.Gate{Command: "test {args.y}"}}}}
@@ -68,7 +69,7 @@ func TestCheckPlanKeepsArgumentsForTheRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := in.Plan.Steps[0]; got.Task != "do {args.x} {args.y}" || got.Gate.Command != "test why" {
+	if got := in.Plan.Steps[0]; got.Task != "do {args.x} {args.y}" || got.Gate.Command != `test "$SUBAGENTS_ARG_y"` {
 		t.Fatalf("task %q gate %q", got.Task, got.Gate.Command)
 	}
 	if in.Args["x"] != "{round}" || in.Args["y"] != "why" {

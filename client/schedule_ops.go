@@ -697,9 +697,10 @@ func (c *Client) updated(req ScheduleRequest, s sdkclient.Schedule, now time.Tim
 		}
 		changed = append(changed, "ends "+s.Spec.EndAt.Format(time.RFC3339))
 	}
-	if w.given() || req.End != "" {
-		// The new time with the old end, or the new end with the old time:
-		// a schedule that would never fire again is refused, not made.
+	if w.given() || req.End != "" || req.Timezone != "" {
+		// The new time with the old end, the new end with the old time, or
+		// the old time read in a new zone (which moves its fires): a
+		// schedule that would never fire again is refused, not made.
 		if err := checkFires(*s.Spec, spec, now); err != nil {
 			return nil, nil, err
 		}

@@ -60,6 +60,9 @@ func buildSpec(w scheduleWhen, now time.Time) (sdkclient.ScheduleSpec, string, b
 		if !t.After(now) {
 			return spec, "", false, errcode.Errorf(errcode.InvalidInput, "at %s is in the past", t.Format(time.RFC3339))
 		}
+		if t.Before(now.Add(minAtLead)) {
+			return spec, "", false, errcode.Errorf(errcode.InvalidInput, "at %s is less than %s from now: the server may make the schedule after that second, and it would never fire (give at least %s ahead)", t.Format(time.RFC3339), minAtLead, minAtLead)
+		}
 		if t.UTC().Year() > maxCalendarYear {
 			return spec, "", false, errcode.Errorf(errcode.InvalidInput, "at %s: Temporal's schedules end with the year %d", t.Format(time.RFC3339), maxCalendarYear)
 		}
@@ -346,3 +349,9 @@ func catchupName(d time.Duration) string {
 	}
 	return formatDuration(d)
 }
+
+// minAtLead is how far ahead a one-time `at` must be: the schedule fires
+// only at that second, and the client reads the clock before it dials the
+// server and the server makes the schedule; on a loaded machine that takes
+// seconds, and a schedule made after its one second never fires.
+const minAtLead = 5 * time.Second

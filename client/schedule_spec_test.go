@@ -26,6 +26,8 @@ func TestBuildSpec(t *testing.T) {
 		{name: "at, relative with a plus and days", when: scheduleWhen{at: "+1d"}, text: "at 2026-11-27T10:25:31Z", once: true},
 		{name: "at, absolute with an offset, kept in UTC", when: scheduleWhen{at: "2026-12-01T09:00:00+01:00"}, text: "at 2026-12-01T08:00:00Z", once: true},
 		{name: "at, in the past", when: scheduleWhen{at: "2020-01-01T00:00:00Z"}, bad: true},
+		{name: "at, too soon to be made in time", when: scheduleWhen{at: "2s"}, bad: true},
+		{name: "at, just far enough", when: scheduleWhen{at: "5s"}, text: "at 2026-11-26T10:25:36Z", once: true},
 		{name: "at, nonsense", when: scheduleWhen{at: "tomorrow"}, bad: true},
 		{name: "every, from now", when: scheduleWhen{every: "2s"}, text: "every 2s",
 			spec: sdkclient.ScheduleSpec{Intervals: []sdkclient.ScheduleIntervalSpec{{Every: 2 * time.Second, Offset: time.Second}}}},

@@ -137,6 +137,17 @@ func TestUpdateKeepsWhatItIsNotGiven(t *testing.T) {
 	if _, _, err := c.updated(ScheduleRequest{ID: "nightly", Timezone: "Asia/Tokyo"}, s, now); !errcode.Is(err, errcode.InvalidInput) {
 		t.Errorf("a timezone for an at schedule: %v", err)
 	}
+	// A timezone alone moves the fires: 09:00 in Berlin is 08:00 UTC, before
+	// the end at 08:30; 09:00 UTC is after it, and the schedule would never
+	// fire again.
+	s = described(t, now)
+	s.Spec.EndAt = time.Date(2026, 11, 27, 8, 30, 0, 0, time.UTC)
+	if _, _, err := c.updated(ScheduleRequest{ID: "nightly", Timezone: "Europe/Helsinki"}, s, now); err != nil {
+		t.Errorf("a timezone that still fires before the end: %v", err)
+	}
+	if _, _, err := c.updated(ScheduleRequest{ID: "nightly", Timezone: "UTC"}, s, now); !errcode.Is(err, errcode.InvalidInput) || !strings.Contains(err.Error(), "never fire") {
+		t.Errorf("a timezone that moves the first fire past the end: %v", err)
+	}
 	if _, _, err := c.updated(ScheduleRequest{ID: "nightly"}, described(t, now), now); !errcode.Is(err, errcode.InvalidInput) {
 		t.Errorf("an update of nothing: %v", err)
 	}

@@ -6,6 +6,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -169,5 +170,41 @@ func TestPlanStartChecksWhole(t *testing.T) {
 	}
 	if n := len(e.model.Requests()); n != 0 {
 		t.Fatalf("%d model calls: a refused plan started a child", n)
+	}
+}
+
+// TestPlanGateArgIsText: an argument with shell syntax reaches a gate
+// command as its text and runs nothing; a cwd argument that leaves the
+// plan's folder is refused at start (exit 2, INVALID_INPUT), no child runs.
+func TestPlanGateArgIsText(t *testing.T) {
+	e := newEnv(t)
+	e.startWorker(shared.client)
+	e.model.Script("gate-arg", finalizeStep("done"))
+	out, pwned := filepath.Join(t.TempDir(), "gate-arg.txt"), filepath.Join(t.TempDir(), "pwned")
+	plan := api.Plan{Args: map[string]api.PlanArg{"x": {Required: true}}, Steps: []api.Step{
+		{Key: "s1", Agent: "scout", Task: "[[script:gate-arg]] Look.", Gate: &api.Gate{Command: "printf '[%s]' {args.x} > " + out}},
+	}}
+	value := "1; touch " + pwned + "; $(touch " + pwned + ")"
+	env := e.runPlan(0, writePlan(t, e, "gate-arg", plan), "--arg", "x="+value)
+	if env.Status != "completed" {
+		t.Fatalf("plan %s: %+v", env.Status, env.Error)
+	}
+	if got := fileText(t, out); got != "["+value+"]" {
+		t.Fatalf("the gate got %q, want the value as one word", got)
+	}
+	if _, err := os.Stat(pwned); err == nil {
+		t.Fatal("the argument ran a command in the gate")
+	}
+
+	before := len(e.model.Requests())
+	up := api.Plan{Args: map[string]api.PlanArg{"dir": {Required: true}}, Steps: []api.Step{
+		{Key: "s1", Agent: "scout", Task: "[[script:never]] Look.", Cwd: "{args.dir}"},
+	}}
+	refused := e.runPlan(2, writePlan(t, e, "cwd-arg", up), "--arg", "dir=../..")
+	if refused.Error == nil || refused.Error.Code != errcode.InvalidInput || !strings.Contains(refused.Error.Message, "`..` part") {
+		t.Fatalf("error %+v, want INVALID_INPUT naming the `..` part", refused.Error)
+	}
+	if n := len(e.model.Requests()); n != before {
+		t.Fatalf("%d model calls: a refused plan started a child", n-before)
 	}
 }

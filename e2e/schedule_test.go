@@ -96,7 +96,7 @@ func TestScheduleCommandActions(t *testing.T) {
 
 	// Once: it fires, and then has nothing next.
 	once := scheduleID("once")
-	e.mustSchedule(nil, "create", "--id", once, "--at", "3s", "[[script:hourly]] Check once.")
+	e.mustSchedule(nil, "create", "--id", once, "--at", "5s", "[[script:hourly]] Check once.")
 	fired := e.waitForSchedule(nil, once, "its one run", func(s client.ScheduleItem) bool { n, _ := finishedRuns(s); return n == 1 })
 	if fired.Fires != 1 || len(fired.NextFires) != 0 || !strings.HasPrefix(fired.Spec, "at ") {
 		t.Fatalf("a schedule that fires once: %+v", fired)
@@ -112,7 +112,7 @@ func TestScheduleCommandActions(t *testing.T) {
 		t.Fatal(err)
 	}
 	planned := scheduleID("plan")
-	if s := e.mustSchedule(nil, "create", "--id", planned, "--at", "2s", "--plan", "nightly-review", "--arg", "file=cli.go").Schedules[0]; s.Kind != "plan" || s.Name != "nightly-review" {
+	if s := e.mustSchedule(nil, "create", "--id", planned, "--at", "5s", "--plan", "nightly-review", "--arg", "file=cli.go").Schedules[0]; s.Kind != "plan" || s.Name != "nightly-review" {
 		t.Fatalf("plan schedule %+v", s)
 	}
 	pr := e.waitForSchedule(nil, planned, "its plan's run", func(s client.ScheduleItem) bool { n, _ := finishedRuns(s); return n == 1 })

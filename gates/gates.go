@@ -60,14 +60,37 @@ const keepBytes = 64 << 10
 // reaper in a process group of its own, stdin from /dev/null; past
 // in.TimeoutSeconds the group is ended. A command that fails is a result
 // (ExitCode, Output), not an error: only a command that cannot start at
-// all is one. Runs counts this attempt's predecessors too: a worker that
-// died mid-command took the command with it, and this retry runs it again.
+// all is one. Runs counts the times the command started, this attempt's
+// predecessors' included (from their heartbeat): a worker that died
+// mid-command took the command with it, and this retry runs it again; an
+// attempt that never started it (a worker that died first, a start that
+// failed) counts none. An error carries that count too (api.GateRunCount
+// in its details), so that a gate that fails for good is counted as it ran.
 func (a *Activities) RunGate(ctx context.Context, in api.GateInput) (api.GateResult, error) {
+	// Runs before this attempt: each heartbeat is written after a start.
+	prevRuns := 0
+	if activity.IsActivity(ctx) {
+		var prev gateBeat
+		if activity.HasHeartbeatDetails(ctx) && activity.GetHeartbeatDetails(ctx, &prev) == nil {
+			// A retry after this gate's worker died: its reaper ended the
+			// command with it; should anything of it still run (the reaper
+			// was killed first), end it before the command runs again.
+			activities.KillMarked(prev.Mark)
+			// A beat of a worker from before Runs was kept still says a
+			// run started.
+			prevRuns = max(prev.Runs, 1)
+		}
+	}
+	runs := prevRuns
+	fail := func(err error, nonRetryable bool, code string) error {
+		return temporal.NewApplicationErrorWithOptions(err.Error(), code, temporal.ApplicationErrorOptions{
+			NonRetryable: nonRetryable, Cause: err, Details: []any{api.GateRunCount{Runs: runs}}})
+	}
 	if err := a.trusted(in); err != nil {
-		return api.GateResult{}, temporal.NewNonRetryableApplicationError(err.Error(), string(errcode.CodeOf(err)), err)
+		return api.GateResult{}, fail(err, true, string(errcode.CodeOf(err)))
 	}
 	if a.Procs == nil {
-		return api.GateResult{}, errcode.New(errcode.Failed, "the worker runs no gate: it has no reaper to start the command under")
+		return api.GateResult{}, fail(errcode.New(errcode.Failed, "the worker runs no gate: it has no reaper to start the command under"), false, "")
 	}
 	shell := a.Shell
 	if shell == "" {
@@ -77,28 +100,19 @@ func (a *Activities) RunGate(ctx context.Context, in api.GateInput) (api.GateRes
 	if timeout <= 0 {
 		timeout = api.DefaultGateTimeoutSeconds * time.Second
 	}
-	res := api.GateResult{Runs: 1}
-	if activity.IsActivity(ctx) {
-		res.Runs = int(activity.GetInfo(ctx).Attempt)
-		var prev gateBeat
-		if activity.HasHeartbeatDetails(ctx) && activity.GetHeartbeatDetails(ctx, &prev) == nil {
-			// A retry after this gate's worker died: its reaper ended the
-			// command with it; should anything of it still run (the reaper
-			// was killed first), end it before the command runs again.
-			activities.KillMarked(prev.Mark)
-		}
-	}
 	p, output, err := a.start(shell, in)
 	if err != nil {
-		return api.GateResult{}, errcode.Wrap(errcode.InvalidInput, err, fmt.Sprintf("gate of step %q: cannot run %q in %s: %v", in.Step, in.Command, in.Cwd, err))
+		return api.GateResult{}, fail(errcode.Wrap(errcode.InvalidInput, err, fmt.Sprintf("gate of step %q: cannot run %q in %s: %v", in.Step, in.Command, in.Cwd, err)), false, "")
 	}
+	runs++
+	res := api.GateResult{Runs: runs}
 	// The pipe's read end is closed on every way out (again, after the
 	// output was read: harmless).
 	defer output(0)
 	start := time.Now()
 	beat := func() {
 		if activity.IsActivity(ctx) {
-			activity.RecordHeartbeat(ctx, gateBeat{Pgid: p.Pid, Mark: p.Mark, ElapsedMS: time.Since(start).Milliseconds()})
+			activity.RecordHeartbeat(ctx, gateBeat{Pgid: p.Pid, Mark: p.Mark, ElapsedMS: time.Since(start).Milliseconds(), Runs: runs})
 		}
 	}
 	// At once: a worker that dies in the command's first seconds leaves
@@ -129,13 +143,14 @@ func (a *Activities) RunGate(ctx context.Context, in api.GateInput) (api.GateRes
 			return api.GateResult{}, ctx.Err()
 		}
 	}
-	// What is left in its group; what left the group the reaper ended.
-	_ = syscall.Kill(-p.Pid, syscall.SIGKILL)
+	// No kill of the group here: the reaper has waited for the command, so
+	// its pid, and the group's ID, may be another's by now. Its Wait swept
+	// what the command left in the reaper's tree, in its group or out.
 	res.DurationMS = time.Since(start).Milliseconds()
 	if end.err != nil {
 		// The reaper died with the command (it ends what is below it): the
 		// activity's retry runs the command again.
-		return api.GateResult{}, fmt.Errorf("gate of step %q: %w", in.Step, end.err)
+		return api.GateResult{}, fail(fmt.Errorf("gate of step %q: %w", in.Step, end.err), false, "")
 	}
 	switch ws := end.status; {
 	case ws.Exited():
@@ -174,6 +189,9 @@ func (a *Activities) start(shell string, in api.GateInput) (*activities.ReapedPr
 	}
 	cmd := exec.Command(shell, "-c", in.Command)
 	cmd.Dir = in.Cwd
+	// Environ, not os.Environ: it adds PWD for Dir, as a shell started
+	// there would have it.
+	cmd.Env = append(cmd.Environ(), api.GateArgsEnv(in.Args)...)
 	p, err := a.Procs.StartReaped(cmd, [3]*os.File{null, w, w})
 	// The command holds its end now (or never will).
 	_ = w.Close()
@@ -218,11 +236,14 @@ func (a *Activities) trusted(in api.GateInput) error {
 }
 
 // gateBeat is a running gate's heartbeat: its process group, its mark
-// (what a retry ends of it, activities.KillMarked), and how long it has run.
+// (what a retry ends of it, activities.KillMarked), how long it has run,
+// and the runs started so far, this one's included (api.GateRunCount's
+// field, which the workflow reads of a gate whose last attempt timed out).
 type gateBeat struct {
 	Pgid      int    `json:"pgid"`
 	Mark      string `json:"mark,omitempty"`
 	ElapsedMS int64  `json:"elapsedMs"`
+	Runs      int    `json:"runs"`
 }
 
 // endGroup ends the command's process group: SIGTERM, then SIGKILL after

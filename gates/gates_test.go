@@ -2,12 +2,16 @@ package gates
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
 
 	"github.com/durable-pi/subagents/activities"
 	"github.com/durable-pi/subagents/api"
@@ -142,6 +146,77 @@ func TestRunGateTrust(t *testing.T) {
 			}
 			if err != nil || !strings.Contains(res.Output, "ran") {
 				t.Fatalf("res %+v err %v", res, err)
+			}
+		})
+	}
+}
+
+// TestRunGateArgsAreText: a plan argument with shell syntax reaches the
+// bound gate command as its text, in the environment, and runs nothing.
+func TestRunGateArgsAreText(t *testing.T) {
+	dir := t.TempDir()
+	p := api.Plan{Args: map[string]api.PlanArg{"x": {}}, Steps: []api.Step{{Key: "s", Agent: "a", Task: "t", Gate: &api.Gate{Command: "printf '[%s]' {args.x}"}}}}
+	evil := "1; touch pwned; $(touch pwned2) `touch pwned3` * '\""
+	bound, err := api.BindPlanArgs(p, map[string]string{"x": evil})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Activities{Procs: procs(t)}
+	res, err := a.RunGate(context.Background(), api.GateInput{Command: bound.Steps[0].Gate.Command, Cwd: dir, TimeoutSeconds: 10, Step: "s", Args: map[string]string{"x": evil}})
+	if err != nil || !res.Passed() {
+		t.Fatalf("res %+v err %v", res, err)
+	}
+	if res.Output != "["+evil+"]" {
+		t.Fatalf("output %q, want the value as one word", res.Output)
+	}
+	for _, f := range []string{"pwned", "pwned2", "pwned3"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			t.Fatalf("the argument ran a command: %s exists", f)
+		}
+	}
+}
+
+// TestRunGateCountsRuns: Runs counts the command's starts, read back from
+// the heartbeat a retry finds, not the attempt number; an error carries
+// the count (none for a trust refusal or a start that failed at once).
+func TestRunGateCountsRuns(t *testing.T) {
+	dir, agentDir := t.TempDir(), t.TempDir()
+	a := &Activities{AgentDir: agentDir, Procs: procs(t)}
+	untrusted := &api.PlanSource{Name: "check", File: filepath.Join(dir, ".pi", "plans", "check.yaml"), Scope: "project"}
+	for _, tc := range []struct {
+		name string
+		beat *gateBeat // the heartbeat an earlier attempt left, nil: none
+		in   api.GateInput
+		runs int
+		err  bool
+	}{
+		{"a first attempt", nil, api.GateInput{Command: "true", Cwd: dir}, 1, false},
+		{"a retry after one run", &gateBeat{Runs: 1}, api.GateInput{Command: "true", Cwd: dir}, 2, false},
+		{"a retry after a beat without a count", &gateBeat{Pgid: 1}, api.GateInput{Command: "true", Cwd: dir}, 2, false},
+		{"a start that fails after two runs", &gateBeat{Runs: 2}, api.GateInput{Command: "true", Cwd: "/nonexistent/folder"}, 2, true},
+		{"a start that fails at once", nil, api.GateInput{Command: "true", Cwd: "/nonexistent/folder"}, 0, true},
+		{"a trust refusal", nil, api.GateInput{Command: "true", Cwd: dir, Source: untrusted}, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var suite testsuite.WorkflowTestSuite
+			env := suite.NewTestActivityEnvironment()
+			env.RegisterActivity(a.RunGate)
+			if tc.beat != nil {
+				env.SetHeartbeatDetails(*tc.beat)
+			}
+			tc.in.Step, tc.in.TimeoutSeconds = "s", 10
+			val, err := env.ExecuteActivity(a.RunGate, tc.in)
+			if tc.err {
+				var app *temporal.ApplicationError
+				var n api.GateRunCount
+				if !errors.As(err, &app) || app.Details(&n) != nil || n.Runs != tc.runs {
+					t.Fatalf("err %v: runs %d, want %d", err, n.Runs, tc.runs)
+				}
+				return
+			}
+			var res api.GateResult
+			if err != nil || val.Get(&res) != nil || res.Runs != tc.runs {
+				t.Fatalf("res %+v err %v, want %d runs", res, err, tc.runs)
 			}
 		})
 	}

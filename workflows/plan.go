@@ -601,8 +601,14 @@ func (p *planRun) step(ctx workflow.Context, i, round int) bool {
 		if s.Gate != nil {
 			res, err := p.gate(ctx, i)
 			// A run the worker's death cut short ran too (the activity's
-			// retry ran the command again): count each.
-			st.GateRuns += max(res.Runs, 1)
+			// retry ran the command again): count each. From PlanVersion 4
+			// a gate that failed for good counts the runs its attempts
+			// started (none for one refused before it ran); before, 1.
+			if p.in.Version >= 4 && err != nil && !temporal.IsCanceledError(err) {
+				st.GateRuns += gateRunsOf(err)
+			} else {
+				st.GateRuns += max(res.Runs, 1)
+			}
 			if p.cancel || temporal.IsCanceledError(err) || ctx.Err() != nil {
 				st.State, st.Error = api.StateCancelled, errcode.NewInfo(errcode.Cancelled, "the plan was cancelled while the step's gate ran")
 				return false
@@ -615,11 +621,11 @@ func (p *planRun) step(ctx workflow.Context, i, round int) bool {
 				st.GateOutput = res.Output
 				if gates >= s.Gate.GateAttempts() {
 					st.State, st.Error = api.StateFailed, errcode.NewInfo(errcode.GateFailed,
-						fmt.Sprintf("step %q: the gate `%s` %s after %d corrective round(s):\n%s", st.Key, s.Gate.Command, gateEnd(res), gates, res.Output))
+						fmt.Sprintf("step %q: the gate `%s` %s after %d corrective round(s):\n%s", st.Key, api.GateCommandText(s.Gate.Command, p.in.Args), gateEnd(res), gates, res.Output))
 					return false
 				}
 				gates++
-				turn = p.nextTurn(ctx, i, gateFeedback(s.Gate.Command, res))
+				turn = p.nextTurn(ctx, i, gateFeedback(api.GateCommandText(s.Gate.Command, p.in.Args), res))
 				continue
 			}
 			st.GateOutput = ""
@@ -695,6 +701,23 @@ func gateError(key string, err error) *errcode.Info {
 	return errcode.NewInfo(code, fmt.Sprintf("step %q: the gate could not run: %s", key, msg))
 }
 
+// gateRunsOf is how many times a gate that failed for good started its
+// command: its last attempt's error says (api.GateRunCount), or, when that
+// attempt timed out, its last heartbeat (one that predates the count
+// still says a run started); nothing says none ran.
+func gateRunsOf(err error) int {
+	var n api.GateRunCount
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) && app.HasDetails() && app.Details(&n) == nil {
+		return n.Runs
+	}
+	var timeout *temporal.TimeoutError
+	if errors.As(err, &timeout) && timeout.HasLastHeartbeatDetails() && timeout.LastHeartbeatDetails(&n) == nil {
+		return max(n.Runs, 1)
+	}
+	return 0
+}
+
 // gateEnd says how a failed gate ended.
 func gateEnd(r api.GateResult) string {
 	if r.TimedOut {
@@ -734,7 +757,7 @@ func (p *planRun) gate(ctx workflow.Context, i int) (api.GateResult, error) {
 	})
 	var res api.GateResult
 	err := workflow.ExecuteActivity(actx, api.RunGateActivityName,
-		api.GateInput{Command: g.Command, Cwd: p.cwdOf(i), TimeoutSeconds: g.GateTimeout(), Step: p.steps[i].Key, Source: p.in.Source}).Get(ctx, &res)
+		api.GateInput{Command: g.Command, Cwd: p.cwdOf(i), TimeoutSeconds: g.GateTimeout(), Step: p.steps[i].Key, Source: p.in.Source, Args: p.in.Args}).Get(ctx, &res)
 	return res, err
 }
 

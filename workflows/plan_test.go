@@ -2,11 +2,14 @@ package workflows
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
@@ -298,5 +301,31 @@ func TestPlanKeepsPriorSteps(t *testing.T) {
 	}
 	if b := stateOf(st, "b"); !strings.HasSuffix(b.SessionID, "-b-A2") {
 		t.Fatalf("b %+v", b)
+	}
+}
+
+// TestGateRunsOf: a gate that failed for good counts the runs its
+// attempts started, as its last error or its last heartbeat says.
+func TestGateRunsOf(t *testing.T) {
+	withRuns := func(n int) error {
+		return temporal.NewApplicationErrorWithOptions("cannot run", "", temporal.ApplicationErrorOptions{Details: []any{api.GateRunCount{Runs: n}}})
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want int
+	}{
+		{"three runs, the reaper died each time", withRuns(3), 3},
+		{"refused before it ran", temporal.NewNonRetryableApplicationError("Permission denied", "PERMISSION_DENIED", nil, api.GateRunCount{}), 0},
+		{"an error of a worker that kept no count", temporal.NewApplicationError("boom", ""), 0},
+		{"the last attempt timed out after its second run", temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_HEARTBEAT, nil, api.GateRunCount{Runs: 2}), 2},
+		{"a timeout whose beat has no count", temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_HEARTBEAT, nil, api.GateRunCount{}), 1},
+		{"a timeout with no beat", temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := gateRunsOf(fmt.Errorf("activity error: %w", tc.err)); got != tc.want {
+				t.Fatalf("runs %d, want %d", got, tc.want)
+			}
+		})
 	}
 }
