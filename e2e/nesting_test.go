@@ -142,7 +142,8 @@ func TestDepthBeyondTheLimitIsRefused(t *testing.T) {
 	if code == 0 || !strings.Contains(out, `"SUBAGENT_DEPTH_EXCEEDED"`) {
 		t.Fatalf("a call from depth 2: exit %d\n%s", code, out)
 	}
-	if listed, out := c.json(0, "", "list", "--agent", "leaf"); len(listed.Runs) != 0 {
+	// In this test's folder: other tests' leaf sessions share the server.
+	if listed, out := c.json(0, "", "list", "--agent", "leaf", "--cwd", e.workDir); len(listed.Runs) != 0 {
 		t.Fatalf("a refused call started something: %s", out)
 	}
 
