@@ -1261,6 +1261,7 @@ var SCHEDULE_MARK_GRACE_MS = 6e4;
 function startsTurn(origin, interactive2) {
   return origin === "own" || origin === "earlier" && interactive2;
 }
+var previousAttemptExitMs = 8e3;
 function nestedParent(env = process.env) {
   if (env.PI_SUBAGENT_CHILD !== "1" || env.PI_SUBAGENT_NESTED !== "1") return void 0;
   return env.PI_SUBAGENT_PARENT_SESSION || void 0;
@@ -1430,6 +1431,24 @@ var Delivery = class {
     if (taken === true) this.held.add(this.parent(ctx));
     return taken === true;
   }
+  /**
+   * claim, waiting in a nested child for the pi of its task's previous
+   * attempt to exit: the worker ends that pi before it runs the next
+   * attempt on the same session, but the pi may still be exiting when the
+   * next one starts, and its mark is then this attempt's to take (else
+   * the grandchild's result never reaches the retried child). A user's pi
+   * never waits: another live pi on its session is a real second holder.
+   */
+  async claimAfterPreviousAttempt(marker, ctx) {
+    if (this.claim(marker, ctx)) return true;
+    if (nestedParent() === void 0) return false;
+    const deadline = Date.now() + previousAttemptExitMs;
+    while (Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 100));
+      if (this.claim(marker, ctx)) return true;
+    }
+    return false;
+  }
   running() {
     return [...this.watchers.keys()];
   }
@@ -1567,7 +1586,7 @@ var Delivery = class {
     const local = this.dataDir() !== void 0;
     if (local && !this.mayHavePending(ctx)) return;
     const own = this.marker(this.parentId);
-    if (own && !this.claim(own, ctx)) return;
+    if (own && !await this.claimAfterPreviousAttempt(own, ctx)) return;
     let open;
     try {
       open = await this.openDelegations();

@@ -49,6 +49,13 @@ export function startsTurn(origin: Origin, interactive: boolean): boolean {
 }
 
 /**
+ * How long a retried nested child waits for its previous attempt's pi to
+ * exit: the worker's kill grace (SIGTERM, then SIGKILL after 5 s) and a
+ * loaded machine's slack.
+ */
+const previousAttemptExitMs = 8000;
+
+/**
  * In a child that delegates (the worker set PI_SUBAGENT_NESTED), the
  * task's session ID the worker gave it; undefined elsewhere.
  */
@@ -269,6 +276,25 @@ export class Delivery {
 		return taken === true;
 	}
 
+	/**
+	 * claim, waiting in a nested child for the pi of its task's previous
+	 * attempt to exit: the worker ends that pi before it runs the next
+	 * attempt on the same session, but the pi may still be exiting when the
+	 * next one starts, and its mark is then this attempt's to take (else
+	 * the grandchild's result never reaches the retried child). A user's pi
+	 * never waits: another live pi on its session is a real second holder.
+	 */
+	private async claimAfterPreviousAttempt(marker: string, ctx: ExtensionContext): Promise<boolean> {
+		if (this.claim(marker, ctx)) return true;
+		if (nestedParent() === undefined) return false;
+		const deadline = Date.now() + previousAttemptExitMs;
+		while (Date.now() < deadline) {
+			await new Promise((r) => setTimeout(r, 100));
+			if (this.claim(marker, ctx)) return true;
+		}
+		return false;
+	}
+
 	running(): string[] {
 		return [...this.watchers.keys()];
 	}
@@ -432,7 +458,7 @@ export class Delivery {
 		if (local && !this.mayHavePending(ctx)) return;
 		// Another live pi holds this session's results: they are its to deliver.
 		const own = this.marker(this.parentId);
-		if (own && !this.claim(own, ctx)) return;
+		if (own && !(await this.claimAfterPreviousAttempt(own, ctx))) return;
 		let open: Envelope;
 		try {
 			open = await this.openDelegations();
