@@ -18,6 +18,7 @@ const (
 	LookupSessionsActivityName = "LookupSessions"
 	ReadSessionActivityName    = "ReadSession"
 	RunGateActivityName        = "RunGate"
+	SendToSessionActivityName  = "SendToSession"
 )
 
 // Names of the signals, queries and updates, in one place: they are part of
@@ -80,7 +81,14 @@ const (
 // a failure; a session or delegation cancelled through Temporal records
 // cancelled before it closes; a resume target is busy only while a turn
 // runs or waits to.
-const CurrentVersion = 4
+//
+// Version 5: a session's run ends with its turn, in Temporal's own terms
+// (completed; failed with the error code as the failure's type; or
+// canceled), so that Running in the Temporal UI means a child works; its
+// result holds the input of its next run (SessionResult.Next), which a
+// send starts under the same workflow ID (activities.Sessions.SendToSession).
+// A plan of PlanVersion 5 starts version 5 sessions.
+const CurrentVersion = 5
 
 // AckRequest is the payload of AckUpdate.
 type AckRequest struct {

@@ -10,8 +10,11 @@ import "github.com/durable-pi/subagents/internal/errcode"
 // is checked for misspelt references and loops' verdicts. 4: a reference
 // in another case or with spaces ({Steps.x.output}, {round }) is misspelt
 // too; a gate's re-runs are counted from its heartbeat (GateResult.Runs),
-// and a gate that failed for good counts the runs it started.
-const PlanVersion = 4
+// and a gate that failed for good counts the runs it started. 5: its steps'
+// sessions are of CurrentVersion 5 (they close after each turn), and a step
+// that continues a closed session reopens it with what it carried
+// (SendToSession) rather than starting it afresh.
+const PlanVersion = 5
 
 // PlanInput starts a plan (or resumes one: Attempt > 1 with Prior).
 type PlanInput struct {

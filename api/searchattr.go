@@ -18,6 +18,11 @@ var (
 	// ended and, with Deliver, its parent has acknowledged it; then
 	// DelegationClosed. `list --kind delegation --open` finds it by it.
 	DelegationKey = temporal.NewSearchAttributeKeyKeyword("SubagentDelegation")
+	// SendUntilKey is when a sticky session whose run has closed stops
+	// taking a send that reopens it (version 5: its last turn's end plus
+	// its idle TTL): `list --open` finds the sessions that still take one
+	// by it, with those whose run is running.
+	SendUntilKey = temporal.NewSearchAttributeKeyTime("SubagentSendUntil")
 )
 
 // Values of DelegationKey.
@@ -41,5 +46,6 @@ func SearchAttributes() map[string]enumspb.IndexedValueType {
 	for _, k := range []temporal.SearchAttributeKeyKeyword{AgentKey, StatusKey, CwdKey, ParentSessionKey, DelegationKey} {
 		out[k.GetName()] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
 	}
+	out[SendUntilKey.GetName()] = enumspb.INDEXED_VALUE_TYPE_DATETIME
 	return out
 }

@@ -13,10 +13,16 @@ import (
 func TestSearchAttributes(t *testing.T) {
 	all := SearchAttributes()
 	names := slices.Sorted(maps.Keys(all))
-	if want := []string{"SubagentAgent", "SubagentCwd", "SubagentDelegation", "SubagentParentSession", "SubagentStatus"}; !slices.Equal(names, want) {
+	if want := []string{"SubagentAgent", "SubagentCwd", "SubagentDelegation", "SubagentParentSession", "SubagentSendUntil", "SubagentStatus"}; !slices.Equal(names, want) {
 		t.Fatalf("attributes %v, want %v", names, want)
 	}
 	for name, typ := range all {
+		if name == SendUntilKey.GetName() {
+			if typ != enumspb.INDEXED_VALUE_TYPE_DATETIME {
+				t.Errorf("%s is %v, want a datetime", name, typ)
+			}
+			continue
+		}
 		if typ != enumspb.INDEXED_VALUE_TYPE_KEYWORD {
 			t.Errorf("%s is %v, want a keyword", name, typ)
 		}

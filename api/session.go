@@ -198,4 +198,45 @@ type SessionResult struct {
 	// Delegation is SessionStatus.Delegation, for a status read from the
 	// result of a closed session.
 	Delegation *DelegationView `json:"delegation,omitempty"`
+	// Next is the input of the session's next run (version 5): what a
+	// send that reopens it starts that run with (ReopenInput). Its carry
+	// leaves out the last and first turns, which the result holds already:
+	// the close event would hold them twice.
+	Next *SessionInput `json:"next,omitempty"`
+}
+
+// ReopenInput is the input a send starts the session's next run with, from
+// the result its last run closed with; false when that run cannot be
+// reopened so (it closed before version 5, or was not sticky).
+func (r SessionResult) ReopenInput() (SessionInput, bool) {
+	if r.Next == nil || r.Next.Carry == nil {
+		return SessionInput{}, false
+	}
+	next := *r.Next
+	carry := *next.Carry
+	carry.LastTurn = r.LastTurn
+	if r.Delegation != nil {
+		carry.FirstTurn = r.Delegation.FirstTurn
+	}
+	next.Carry = &carry
+	return next, true
+}
+
+// SendToSessionInput is the SendToSession activity's input: a send to a
+// session from a workflow (a delegation that resumes it, a plan's step that
+// continues it).
+type SendToSessionInput struct {
+	SessionID string      `json:"sessionId"`
+	Send      SendRequest `json:"send"`
+}
+
+// SendToSessionResult says whether the send reached the session: its
+// running workflow, or a new run reopened with what its last run carried.
+// Not sent: its last run cannot be reopened (it closed before version 5,
+// was terminated, or its idle TTL has passed), and the caller starts it
+// again on its pi session file as before.
+type SendToSessionResult struct {
+	Sent     bool   `json:"sent"`
+	Reopened bool   `json:"reopened,omitempty"`
+	RunID    string `json:"runId,omitempty"`
 }

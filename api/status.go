@@ -80,6 +80,11 @@ func ClosedAs(exec enumspb.WorkflowExecutionStatus, recorded State) State {
 	case enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED:
 		return StateCancelled
 	case enumspb.WORKFLOW_EXECUTION_STATUS_FAILED:
+		if recorded == StateTimedOut {
+			// A session closes failed with a turn that timed out
+			// (version 5): the record says which.
+			return StateTimedOut
+		}
 		return StateFailed
 	case enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT:
 		return StateTimedOut
@@ -112,11 +117,12 @@ func StateClause(st State) string {
 	case StateCompleted:
 		return fmt.Sprintf("(%s AND %s)", recorded(st), ranToEnd)
 	case StateFailed:
-		return fmt.Sprintf("((%s AND %s) OR ExecutionStatus = 'Failed')", recorded(st), ranToEnd)
+		// A session whose turn timed out closes failed too (version 5).
+		return fmt.Sprintf("((%s AND %s) OR (ExecutionStatus = 'Failed' AND (%s IS NULL OR %s != '%s')))", recorded(st), ranToEnd, attr, attr, StateTimedOut)
 	case StateCancelled:
 		return fmt.Sprintf("((%s AND %s) OR ExecutionStatus = 'Canceled')", recorded(st), ranToEnd)
 	case StateTimedOut:
-		return fmt.Sprintf("((%s AND %s) OR ExecutionStatus = 'TimedOut')", recorded(st), ranToEnd)
+		return fmt.Sprintf("((%s AND (%s OR ExecutionStatus = 'Failed')) OR ExecutionStatus = 'TimedOut')", recorded(st), ranToEnd)
 	case StateTerminated:
 		return "ExecutionStatus = 'Terminated'"
 	case StateWaitingForInput:

@@ -51,7 +51,8 @@ func TestStateClause(t *testing.T) {
 	}{
 		{StateRunning, "(SubagentStatus = 'running' AND ExecutionStatus = 'Running')"},
 		{StateCompleted, "(SubagentStatus = 'completed' AND ExecutionStatus IN ('Running', 'Completed', 'ContinuedAsNew'))"},
-		{StateFailed, "((SubagentStatus = 'failed' AND ExecutionStatus IN ('Running', 'Completed', 'ContinuedAsNew')) OR ExecutionStatus = 'Failed')"},
+		{StateFailed, "((SubagentStatus = 'failed' AND ExecutionStatus IN ('Running', 'Completed', 'ContinuedAsNew')) OR (ExecutionStatus = 'Failed' AND (SubagentStatus IS NULL OR SubagentStatus != 'timed_out')))"},
+		{StateTimedOut, "((SubagentStatus = 'timed_out' AND (ExecutionStatus IN ('Running', 'Completed', 'ContinuedAsNew') OR ExecutionStatus = 'Failed')) OR ExecutionStatus = 'TimedOut')"},
 		{StateCancelled, "((SubagentStatus = 'cancelled' AND ExecutionStatus IN ('Running', 'Completed', 'ContinuedAsNew')) OR ExecutionStatus = 'Canceled')"},
 		{StateTerminated, "ExecutionStatus = 'Terminated'"},
 		{StateWaitingForInput, "(SubagentStatus IN ('waiting_for_input', 'completed', 'failed', 'cancelled', 'timed_out') AND ExecutionStatus = 'Running' AND WorkflowType = 'Session')"},

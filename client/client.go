@@ -123,9 +123,17 @@ type ListFilter struct {
 	// Kind is "session", "delegation" or "" for both.
 	Kind string `json:"kind,omitempty"`
 	// Open keeps only workflows that still run (delegations awaiting their
-	// parent's acknowledgement among them).
+	// parent's acknowledgement among them) and sessions that still take a
+	// send (api.SendUntilKey).
 	Open  bool `json:"open,omitempty"`
 	Limit int  `json:"limit,omitempty"`
+
+	// running keeps only workflows that still run (Open without the
+	// sessions whose run has closed).
+	running bool
+	// now is when a closed session stops taking a send is compared with
+	// (time.Now when zero).
+	now time.Time
 }
 
 // id is a new task or delegation ID: a UUIDv7, whose first bits are the
@@ -571,9 +579,15 @@ func (c *Client) query(ctx context.Context, id string, open bool, out any) error
 		return c.temporalError(err, id)
 	}
 	if rerr := c.Temporal.GetWorkflow(ctx, id, "").Get(ctx, out); rerr != nil {
+		// A session closes failed or cancelled with its result in the
+		// failure's details (version 5).
 		var cancelled *temporal.CanceledError
 		if errors.As(rerr, &cancelled) && cancelled.HasDetails() {
 			return cancelled.Details(out)
+		}
+		var app *temporal.ApplicationError
+		if errors.As(rerr, &app) && app.HasDetails() {
+			return app.Details(out)
 		}
 		return c.temporalError(err, id)
 	}
@@ -988,23 +1002,12 @@ func (c *Client) Send(ctx context.Context, req SendRequest) (Envelope, error) {
 	}
 	state := searchAttr(info, api.StatusKey.GetName())
 	if info.GetCloseTime() == nil && (state == string(api.StateRunning) || state == string(api.StateQueued)) {
-		h, err := c.updateWorkflow(ctx, sdkclient.UpdateWorkflowOptions{
-			WorkflowID: req.TaskID, UpdateName: api.SendUpdate, WaitForStage: sdkclient.WorkflowUpdateStageCompleted,
-			Args: []any{api.SendRequest{Prompt: req.Prompt, Files: req.Files}},
-		})
-		if err != nil {
-			return Envelope{}, c.temporalError(err, req.TaskID)
+		env, err := c.sendToRunning(ctx, req)
+		if err == nil || !isClosed(err) {
+			return env, err
 		}
-		var acc api.SendAccepted
-		if err := h.Get(ctx, &acc); err != nil {
-			return Envelope{}, c.temporalError(err, req.TaskID)
-		}
-		env, err := c.status(ctx, "send", req.TaskID)
-		if err != nil {
-			return Envelope{}, err
-		}
-		env.AcceptedTurn = acc.Turn
-		return env, nil
+		// Its turn ended and its run closed in the meantime (version 5):
+		// a delegation reopens it below.
 	}
 	if err := req.proveDepth(ctx); err != nil {
 		return Envelope{}, err
@@ -1032,6 +1035,42 @@ func (c *Client) Send(ctx context.Context, req SendRequest) (Envelope, error) {
 		return Envelope{}, err
 	}
 	env.Op = "send"
+	return env, nil
+}
+
+// takesSend reports whether the workflow info describes is open: it runs,
+// or it is a session whose run closed with its turn and still takes a send
+// that reopens it (api.SendUntilKey).
+func takesSend(info *workflowpb.WorkflowExecutionInfo) bool {
+	if info.GetCloseTime() == nil {
+		return true
+	}
+	var until time.Time
+	p := info.GetSearchAttributes().GetIndexedFields()[api.SendUntilKey.GetName()]
+	return p != nil && converter.GetDefaultDataConverter().FromPayload(p, &until) == nil && time.Now().Before(until)
+}
+
+// sendToRunning queues req on a session whose turn runs: its next turn.
+func (c *Client) sendToRunning(ctx context.Context, req SendRequest) (Envelope, error) {
+	h, err := c.updateWorkflow(ctx, sdkclient.UpdateWorkflowOptions{
+		WorkflowID: req.TaskID, UpdateName: api.SendUpdate, WaitForStage: sdkclient.WorkflowUpdateStageCompleted,
+		Args: []any{api.SendRequest{Prompt: req.Prompt, Files: req.Files}},
+	})
+	var acc api.SendAccepted
+	if err == nil {
+		err = h.Get(ctx, &acc)
+	}
+	if err != nil {
+		if isClosed(err) {
+			return Envelope{}, err
+		}
+		return Envelope{}, c.temporalError(err, req.TaskID)
+	}
+	env, err := c.status(ctx, "send", req.TaskID)
+	if err != nil {
+		return Envelope{}, err
+	}
+	env.AcceptedTurn = acc.Turn
 	return env, nil
 }
 
@@ -1205,8 +1244,15 @@ func listQuery(f ListFilter) (string, error) {
 		}
 		clauses = append(clauses, fmt.Sprintf("%s = '%s'", kv.attr, kv.value))
 	}
-	if f.Open {
+	switch {
+	case f.running:
 		clauses = append(clauses, "ExecutionStatus = 'Running'")
+	case f.Open:
+		now := f.now
+		if now.IsZero() {
+			now = time.Now()
+		}
+		clauses = append(clauses, fmt.Sprintf("(ExecutionStatus = 'Running' OR %s > '%s')", api.SendUntilKey.GetName(), now.UTC().Format(time.RFC3339Nano)))
 	}
 	return strings.Join(clauses, " AND "), nil
 }
@@ -1219,7 +1265,7 @@ func (c *Client) listItem(info *workflowpb.WorkflowExecutionInfo) ListItem {
 		Agent:      searchAttr(info, api.AgentKey.GetName()),
 		Status:     string(api.ClosedAs(info.GetStatus(), api.State(searchAttr(info, api.StatusKey.GetName())))),
 		Cwd:        searchAttr(info, api.CwdKey.GetName()), ParentSessionID: searchAttr(info, api.ParentSessionKey.GetName()),
-		Open: info.GetCloseTime() == nil, Started: info.GetStartTime().AsTime(), UIURL: c.uiLink(id),
+		Open: takesSend(info), Started: info.GetStartTime().AsTime(), UIURL: c.uiLink(id),
 		ExecutionStatus: strings.ToLower(strings.TrimPrefix(info.GetStatus().String(), "WORKFLOW_EXECUTION_STATUS_")),
 	}
 	if n := info.GetType().GetName(); n == api.DelegationWorkflowName || n == api.PlanWorkflowName {

@@ -41,8 +41,10 @@ func endedByTemporal(st *api.DelegationStatus, ended api.State) {
 // execution status): a session terminated or cancelled while idle keeps its
 // last turn's result, but is reported as terminated or cancelled.
 func sessionEndedByTemporal(env *Envelope, exec enumspb.WorkflowExecutionStatus) {
-	ended := api.ClosedAs(exec, "")
-	if ended == "" || ended == api.StateFailed && env.Status == string(api.StateFailed) {
+	ended := api.ClosedAs(exec, api.State(env.Status))
+	if ended == "" || ended == api.State(env.Status) {
+		// Its code's own end: a session closes as its turn ended
+		// (version 5), a failed one failed.
 		return
 	}
 	env.Status, env.Done = string(ended), true

@@ -125,7 +125,7 @@ type QuestionFilter struct {
 // one item each, with its Question. The workflows' memo says which wait
 // (one visibility call); each is then asked for its question itself.
 func (c *Client) Questions(ctx context.Context, f QuestionFilter) (Envelope, error) {
-	q, err := listQuery(ListFilter{Kind: string(kindSession), Cwd: f.Cwd, ParentSessionID: f.ParentSessionID, Open: true})
+	q, err := listQuery(ListFilter{Kind: string(kindSession), Cwd: f.Cwd, ParentSessionID: f.ParentSessionID, running: true})
 	if err != nil {
 		return Envelope{}, err
 	}

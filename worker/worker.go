@@ -337,6 +337,7 @@ func Register(r sdkworker.Registry, acts *activities.Activities, profs *profiles
 	r.RegisterActivityWithOptions(acts.RunPi, activity.RegisterOptions{Name: api.RunPiActivityName})
 	r.RegisterActivityWithOptions(res.ResolveTasks, activity.RegisterOptions{Name: api.ResolveTasksActivityName})
 	r.RegisterActivityWithOptions(sessions.LookupSessions, activity.RegisterOptions{Name: api.LookupSessionsActivityName})
+	r.RegisterActivityWithOptions(sessions.SendToSession, activity.RegisterOptions{Name: api.SendToSessionActivityName})
 	r.RegisterActivityWithOptions(sessions.CancelNested, activity.RegisterOptions{Name: workflows.CancelNestedActivityName})
 	// Schedules (docs/schedules.md): a fire, the result it leaves, and its preparation.
 	r.RegisterWorkflowWithOptions(workflows.Scheduled, workflow.RegisterOptions{Name: api.ScheduledWorkflowName})

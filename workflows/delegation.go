@@ -396,15 +396,17 @@ func (d *delegation) runTask(ctx workflow.Context, i int, r profiles.ResolvedTas
 	t := d.in.Tasks[i]
 	d.tasks[i].State = api.StateRunning
 	lookup, resuming := d.resumes[i]
-	if resuming && lookup.Open {
-		// The session waits for input: its next turn is this task.
+	if resuming {
+		// Its next turn is this task: sent to the session's run, or to a
+		// new run that reopens it (version 5).
 		req := api.SendRequest{Prompt: t.Prompt, Files: t.Files, NotifyWorkflowID: d.id, NotifyIndex: i, Name: t.Name}
-		if err := workflow.SignalExternalWorkflow(ctx, lookup.SessionID, "", api.SendSignal, req).Get(ctx, nil); err == nil {
+		if sendToSession(ctx, d.in.Version, lookup.SessionID, lookup.Open, req) {
 			d.started[i] = true
 			_ = workflow.Await(ctx, func() bool { return d.tasks[i].State.Terminal() })
 			return
 		}
-		// It closed in the meantime: start it again below.
+		// It closed before version 5, or past its idle TTL: start it
+		// again below, on its pi session file.
 	}
 	child := r.Child
 	profiles.Isolate(&child, t.Worktree, t.BaseRef)
@@ -464,6 +466,10 @@ func (d *delegation) runTask(ctx workflow.Context, i int, r profiles.ResolvedTas
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		var res api.SessionResult
 		err := fut.Get(ctx, &res)
+		if d.in.Version >= 5 && sessionResultOf(err, &res) {
+			// It closed as its turn ended (failed or cancelled).
+			err = nil
+		}
 		switch {
 		case err == nil && res.LastTurn != nil:
 			d.finish(i, res.State, res.LastTurn, res.LastTurn.Error)
@@ -485,4 +491,48 @@ func (d *delegation) status() api.DelegationStatus {
 	}
 	st.Summarize(d.cancel)
 	return st
+}
+
+// sendToSession sends req to session sid as its next turn: by a signal
+// while its run is open, else (version 5) by SendToSession, which reopens
+// a run that closed with its turn. False when it cannot be sent so: the
+// caller starts the session again.
+func sendToSession(ctx workflow.Context, version int, sid string, open bool, req api.SendRequest) bool {
+	if open {
+		if err := workflow.SignalExternalWorkflow(ctx, sid, "", api.SendSignal, req).Get(ctx, nil); err == nil {
+			return true
+		}
+		// It closed in the meantime.
+	}
+	if version < 5 {
+		return false
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		Summary: "send to session " + sid,
+		// A describe, a history read and a signal-with-start to the
+		// frontend; the bound catches a frontend that does not answer.
+		StartToCloseTimeout: resolveActivityTimeoutSec * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
+	})
+	var out api.SendToSessionResult
+	if err := workflow.ExecuteActivity(actx, api.SendToSessionActivityName, api.SendToSessionInput{SessionID: sid, Send: req}).Get(ctx, &out); err != nil {
+		workflow.GetLogger(ctx).Warn("could not send to the session", "session", sid, "error", err)
+		return false
+	}
+	return out.Sent
+}
+
+// sessionResultOf reads into res the result a version 5 session closed
+// with when its turn failed or was cancelled (the failure's details): true
+// when err held one.
+func sessionResultOf(err error, res *api.SessionResult) bool {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) && app.HasDetails() {
+		return app.Details(res) == nil && res.SessionID != ""
+	}
+	var cancelled *temporal.CanceledError
+	if errors.As(err, &cancelled) && cancelled.HasDetails() {
+		return cancelled.Details(res) == nil && res.SessionID != ""
+	}
+	return false
 }

@@ -822,7 +822,7 @@ func (p *planRun) sendTurn(ctx workflow.Context, i int, prompt string, files []a
 	sid := p.state[i].SessionID
 	n := p.expect(i, sid)
 	req := api.SendRequest{Prompt: prompt, Files: files, NotifyWorkflowID: p.id, NotifyIndex: n, Name: p.steps[i].Key}
-	if err := workflow.SignalExternalWorkflow(ctx, sid, "", api.SendSignal, req).Get(ctx, nil); err != nil {
+	if !sendToSession(ctx, p.in.Version, sid, true, req) {
 		if !p.startSession(ctx, i, n, prompt, files) {
 			return p.turns[n]
 		}
@@ -832,6 +832,16 @@ func (p *planRun) sendTurn(ctx workflow.Context, i int, prompt string, files []a
 		workflow.SignalExternalWorkflow(ctx, sid, "", api.CancelSignal, api.CancelRequest{Reason: "plan cancelled"})
 	}
 	return p.await(ctx, n)
+}
+
+// sessionVersion is the version of the sessions the plan starts: 5 from
+// PlanVersion 5 (they close after each turn, and a continuing step
+// reopens them), else 4, as such a plan started them when it ran.
+func (p *planRun) sessionVersion() int {
+	if p.in.Version >= 5 {
+		return api.CurrentVersion
+	}
+	return 4
 }
 
 // expect numbers a turn step i waits for from session sid.
@@ -879,7 +889,7 @@ func (p *planRun) startSession(ctx workflow.Context, i, n int, prompt string, fi
 		SessionID: sid, Agent: agent, Cwd: cwd, Prompt: prompt, Files: files, Name: s.Key,
 		ParentSessionID: p.in.ParentSessionID, Child: child, Host: p.in.Host,
 		MaxFinalizeRetries: r.MaxFinalizeRetries, IdleTTLSeconds: p.in.IdleTTLSeconds,
-		NotifyWorkflowID: p.id, NotifyIndex: n, Version: api.CurrentVersion,
+		NotifyWorkflowID: p.id, NotifyIndex: n, Version: p.sessionVersion(),
 		QuestionTimeoutSeconds: r.QuestionTimeoutSeconds,
 	}
 	task := api.TaskSpec{Name: s.Key, Prompt: prompt, Cwd: cwd}
@@ -910,6 +920,10 @@ func (p *planRun) startSession(ctx workflow.Context, i, n int, prompt string, fi
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		var res api.SessionResult
 		err := fut.Get(ctx, &res)
+		if p.in.Version >= 5 && sessionResultOf(err, &res) {
+			// It closed as its turn ended (failed or cancelled).
+			err = nil
+		}
 		last := p.latest[sid]
 		if last == 0 || p.turns[last] != nil {
 			return

@@ -26,6 +26,12 @@ const (
 	// continue-as-new (about 60 bytes each); a transcript, capped at 1 MiB,
 	// never shows more runs than that anyway.
 	maxRunMarks = 1000
+	// reopenWait is how long a reopened run waits for the send it was
+	// reopened for when that did not come with its start: signal-with-start
+	// brings it in the first workflow task, so only a run started some
+	// other way (by hand, from the UI) ever waits, and then ends as it
+	// began.
+	reopenWait = time.Minute
 )
 
 // Session runs a subagent task as a sticky session: turns of child pi runs
@@ -63,9 +69,19 @@ type session struct {
 	refused        *errcode.Info
 	cancelledEarly bool
 
+	// owed is the notice of a turn whose starter reads it from the run's
+	// close (version 5), until a send keeps the run open (payOwed).
+	owed *owedNotice
+
 	// The children's questions to their parent and progress updates
 	// (question.go).
 	questionLog
+}
+
+// owedNotice is a turn's TaskDone not sent yet (session.owed).
+type owedNotice struct {
+	req  api.SendRequest
+	turn api.TurnResult
 }
 
 func newSession(ctx workflow.Context, in api.SessionInput) (*session, error) {
@@ -313,8 +329,32 @@ func (s *session) run(ctx workflow.Context) (api.SessionResult, error) {
 			return s.result(), err
 		}
 	}
-	for {
+	if s.in.Version >= 5 && s.in.Carry != nil && len(s.Pending) == 0 {
+		// A reopened run: the send that reopened it came with its start
+		// (SendToSession's signal-with-start), in this first task.
+		s.drainSends(ctx)
 		if len(s.Pending) == 0 {
+			if _, err := workflow.AwaitWithTimeout(ctx, reopenWait, func() bool { return len(s.Pending) > 0 }); err != nil {
+				s.recordCancelled(ctx)
+				return s.result(), err
+			}
+		}
+	}
+	for {
+		if s.in.Version >= 5 {
+			if len(s.Pending) == 0 {
+				res, closed, err := s.close(ctx)
+				if closed {
+					return res, err
+				}
+				continue
+			}
+			if s.turnsRun >= maxTurnsPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+				// Sends queued faster than the turns end: the queue goes on
+				// in the next run.
+				return s.continueAsNew(ctx)
+			}
+		} else if len(s.Pending) == 0 {
 			if s.in.Version >= 2 && s.idleTTL == 0 && s.LastTurn != nil {
 				// Not sticky: done as soon as its turns are.
 				return s.finish(ctx)
@@ -367,6 +407,117 @@ func (s *session) finish(ctx workflow.Context) (api.SessionResult, error) {
 		return s.result(), err
 	}
 	return s.result(), nil
+}
+
+// close ends the run (version 5) once its turns have: in Temporal's own
+// terms, as its last turn ended (closeWith). Not closed when a send came
+// in the meantime: the caller runs it. A one-task delegation that delivers
+// waits for its parent's ack first, as finish does: its result is not yet
+// where it was asked for.
+func (s *session) close(ctx workflow.Context) (api.SessionResult, bool, error) {
+	if s.LastTurn == nil {
+		// A run with no turn to run: reopened without its send (started by
+		// hand), or a carry with nothing queued. It ends as it began.
+		return s.closeWith(), true, nil
+	}
+	if r := s.in.Delegation; r != nil && r.Deliver && !s.Delivered && s.FirstTurn != nil {
+		if _, err := workflow.AwaitWithTimeout(ctx, api.AckTTL(r.AckTTLSeconds), func() bool { return s.Delivered || len(s.Pending) > 0 }); err != nil {
+			s.recordCancelled(ctx)
+			return s.result(), true, err
+		}
+		if len(s.Pending) > 0 {
+			s.payOwed(ctx)
+			return api.SessionResult{}, false, nil
+		}
+	}
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+		s.recordCancelled(ctx)
+		return s.result(), true, err
+	}
+	// A send whose signal came with the last workflow task: the server
+	// refuses to close a run that has not seen it, and the task that
+	// follows reads it here.
+	s.drainSends(ctx)
+	if len(s.Pending) > 0 {
+		s.payOwed(ctx)
+		return api.SessionResult{}, false, nil
+	}
+	return s.closeWith(), true, s.closeError()
+}
+
+// payOwed tells the workflow that started the run how its turn ended, when
+// the run was to tell it by closing (completesNow) but a send came first:
+// the close will answer the later turn.
+func (s *session) payOwed(ctx workflow.Context) {
+	if o := s.owed; o != nil {
+		s.owed = nil
+		s.notify(ctx, o.req, o.turn)
+	}
+}
+
+// closeWith is the result a version 5 run closes with: its status, and the
+// input its next run starts with when a send reopens it (sticky sessions
+// only: one that is not was asked to be done with its turns).
+func (s *session) closeWith() api.SessionResult {
+	res := s.result()
+	if s.idleTTL > 0 && s.refused == nil {
+		next := s.in
+		next.Prompt, next.Files, next.NotifyWorkflowID, next.NotifyIndex = "", nil, "", 0
+		next.Version = api.CurrentVersion
+		carry := s.SessionCarry
+		// The result holds them (SessionResult.ReopenInput).
+		carry.LastTurn, carry.FirstTurn, carry.Pending = nil, nil, nil
+		next.Carry = &carry
+		res.Next = &next
+	}
+	return res
+}
+
+// closeError is how the run's last turn ended, as Temporal records a
+// workflow's end: nil for a completed turn (Completed), a CanceledError for
+// a cancelled one (Canceled), else a failure whose type is the turn's error
+// code and whose message is its message (Failed), the result in its
+// details either way.
+func (s *session) closeError() error {
+	st := s.reportedState()
+	switch st {
+	case api.StateCompleted:
+		return nil
+	case api.StateCancelled:
+		return temporal.NewCanceledError(s.closeWith())
+	}
+	code, msg := errcode.Failed, "the task failed"
+	if st == api.StateTimedOut {
+		code, msg = errcode.Timeout, "the task timed out"
+	}
+	if e := s.lastError(); e != nil {
+		code, msg = e.Code, e.Message
+	}
+	return temporal.NewNonRetryableApplicationError(msg, string(code), nil, s.closeWith())
+}
+
+// lastError is the last turn's error, or the refusal of a one-task
+// delegation's task.
+func (s *session) lastError() *errcode.Info {
+	if s.LastTurn != nil && s.LastTurn.Error != nil {
+		return s.LastTurn.Error
+	}
+	return s.refused
+}
+
+// drainSends takes the sends already delivered to the run without
+// blocking: before its first turn (a reopened run's) and before it closes.
+func (s *session) drainSends(ctx workflow.Context) {
+	sends := workflow.GetSignalChannel(ctx, api.SendSignal)
+	for {
+		var req api.SendRequest
+		if !sends.ReceiveAsync(&req) {
+			return
+		}
+		if validateSend(req) == nil {
+			s.accept(req)
+		}
+	}
 }
 
 func (s *session) continueAsNew(ctx workflow.Context) (api.SessionResult, error) {
@@ -495,6 +646,12 @@ func (s *session) runTurn(ctx workflow.Context, req api.SendRequest) {
 			closed = append(closed, api.DelegationKey.ValueSet(api.DelegationClosed))
 		}
 	}
+	if s.in.Version >= 5 && len(s.Pending) == 0 && s.idleTTL > 0 && s.refused == nil && ctx.Err() == nil {
+		// The run closes with this turn: it takes a send that reopens it
+		// until then (`list --open`). Not when Temporal cancelled the
+		// workflow itself: an operator ended the session.
+		closed = append(closed, api.SendUntilKey.ValueSet(workflow.Now(ctx).Add(s.idleTTL)))
+	}
 	if s.in.Version >= 2 && s.in.Version < 4 && len(s.Pending) == 0 && s.idleTTL > 0 {
 		// Nothing queued: the session now waits for a send. One upsert says
 		// so; the turn's own state is in its result.
@@ -504,9 +661,11 @@ func (s *session) runTurn(ctx workflow.Context, req api.SendRequest) {
 	}
 	// A session that completes now needs no signal to its own delegation:
 	// the delegation reads the turn from the child's completion instead.
-	completesNow := s.in.Version >= 2 && s.idleTTL == 0 && len(s.Pending) == 0 && req.NotifyWorkflowID == s.in.NotifyWorkflowID
+	completesNow := s.in.Version >= 2 && (s.idleTTL == 0 || s.in.Version >= 5) && len(s.Pending) == 0 && req.NotifyWorkflowID == s.in.NotifyWorkflowID
 	if req.NotifyWorkflowID != "" && !completesNow {
 		s.notify(ctx, req, *turn)
+	} else if req.NotifyWorkflowID != "" && s.in.Version >= 5 {
+		s.owed = &owedNotice{req: req, turn: *turn}
 	}
 }
 

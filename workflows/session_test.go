@@ -367,6 +367,8 @@ func TestSessionAsOneTaskDelegation(t *testing.T) {
 		{name: "deliver: the parent acknowledges", profile: "scout", deliver: true, ack: "update", state: api.StateCompleted, children: 1, delivered: true},
 		{name: "deliver: the ack signal", profile: "scout", deliver: true, ack: "signal", state: api.StateCompleted, children: 1, delivered: true},
 		{name: "deliver: nobody acknowledges, the TTL ends it", profile: "scout", deliver: true, state: api.StateCompleted, children: 1},
+		// Version 4's model, where the session stays open for its next
+		// turn (TestReopenedSessionKeepsItsDelegation is version 5's).
 		{name: "a later turn is not the delegation's", profile: "scout", send: true, state: api.StateCompleted, children: 2},
 	}
 	for _, tc := range tests {
@@ -376,7 +378,7 @@ func TestSessionAsOneTaskDelegation(t *testing.T) {
 			in := oneTaskDelegation(tc.profile)
 			in.Delegation.Deliver, in.Delegation.AckTTLSeconds, in.Delegation.Depth = tc.deliver, 3600, 0
 			if tc.send {
-				in.IdleTTLSeconds = 600
+				in.IdleTTLSeconds, in.Version = 600, 4
 			}
 			var early error
 			env.RegisterDelayedCallback(func() {
@@ -400,10 +402,7 @@ func TestSessionAsOneTaskDelegation(t *testing.T) {
 				}
 			}, time.Minute)
 			env.ExecuteWorkflow(api.SessionWorkflowName, in)
-			var res api.SessionResult
-			if err := env.GetWorkflowResult(&res); err != nil {
-				t.Fatal(err)
-			}
+			res, _ := closedResult(t, env)
 			if early == nil || !strings.Contains(early.Error(), "nothing to acknowledge") {
 				t.Fatalf("an ack before the turn ended = %v, want a rejection", early)
 			}
@@ -454,9 +453,9 @@ func TestOneTaskDelegationCancelledBeforeItsChild(t *testing.T) {
 		}, api.CancelRequest{Reason: "test"})
 	}, 0)
 	env.ExecuteWorkflow(api.SessionWorkflowName, oneTaskDelegation("scout"))
-	var res api.SessionResult
-	if err := env.GetWorkflowResult(&res); err != nil {
-		t.Fatal(err)
+	res, err := closedResult(t, env)
+	if !temporal.IsCanceledError(err) {
+		t.Fatalf("closed with %v, want canceled", err)
 	}
 	st := api.SessionStatus{SessionID: res.SessionID, State: res.State, Delegation: res.Delegation}.AsDelegation()
 	if !answer.CancelApplied || st.State != api.StateCancelled || st.Tasks[0].Error == nil || st.Tasks[0].Error.Code != errcode.Cancelled || len(child.inputs) != 0 {
@@ -520,5 +519,158 @@ func TestSessionKeepsItsWorktreeBase(t *testing.T) {
 	}
 	if len(child.inputs) != 2 || child.inputs[0].Worktree.Base != "" || child.inputs[1].Worktree.Base != "abc123" {
 		t.Fatalf("worktree of each run: %+v", child.inputs)
+	}
+}
+
+// closedResult is the result a session closed with: its value, or (version
+// 5) the details of the failure or cancellation it closed with, which err
+// then is.
+func closedResult(t *testing.T, env *testsuite.TestWorkflowEnvironment) (api.SessionResult, error) {
+	t.Helper()
+	var res api.SessionResult
+	err := env.GetWorkflowResult(&res)
+	if err != nil && !sessionResultOf(err, &res) {
+		t.Fatalf("the session closed without its result: %v", err)
+	}
+	return res, err
+}
+
+// TestSessionClosesWithItsTurn: a version 5 session's run ends with its
+// turn, in Temporal's terms: completed; failed, with the turn's error code
+// as the failure's type and its message as the failure's message; or
+// canceled. Its result holds the input a send reopens it with, only when
+// it is sticky.
+func TestSessionClosesWithItsTurn(t *testing.T) {
+	zero := 0
+	tests := []struct {
+		name     string
+		result   api.RunPiResult
+		cancel   bool
+		idleTTL  int
+		state    api.State
+		failType string // "" completed, "canceled", else the failure's type
+		message  string
+		reopen   bool
+	}{
+		{name: "completed", result: finalized("42"), idleTTL: 600, state: api.StateCompleted, reopen: true},
+		{name: "finalize missing: failed with its code", result: api.RunPiResult{Output: "text only"}, idleTTL: 600,
+			state: api.StateFailed, failType: string(errcode.FinalizeMissing), message: "without a valid subagent_finalize", reopen: true},
+		{name: "timed out: failed, the record says timed out", result: api.RunPiResult{Error: &errcode.Info{Code: errcode.Timeout, Message: "Timed out after 600s."}},
+			idleTTL: 600, state: api.StateTimedOut, failType: string(errcode.Timeout), message: "Timed out after 600s.", reopen: true},
+		{name: "cancelled: canceled", cancel: true, idleTTL: 600, state: api.StateCancelled, failType: "canceled", reopen: true},
+		{name: "not sticky: nothing to reopen", result: finalized("42"), idleTTL: -1, state: api.StateCompleted},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var env *testsuite.TestWorkflowEnvironment
+			if tc.cancel {
+				env = newTestEnv(t, untilCancelled(api.RunPiResult{Output: "partial"}))
+				env.RegisterDelayedCallback(func() { env.SignalWorkflow(api.CancelSignal, api.CancelRequest{}) }, time.Second)
+			} else {
+				child := &fakeChild{results: []api.RunPiResult{tc.result}}
+				env = newTestEnv(t, child.run)
+			}
+			in := oneTurn("Find the answer.")
+			in.Version, in.IdleTTLSeconds, in.MaxFinalizeRetries = api.CurrentVersion, tc.idleTTL, &zero
+			env.ExecuteWorkflow(api.SessionWorkflowName, in)
+			if !env.IsWorkflowCompleted() {
+				t.Fatal("the run is still open after its turn")
+			}
+			res, err := closedResult(t, env)
+			var app *temporal.ApplicationError
+			switch {
+			case tc.failType == "":
+				if err != nil {
+					t.Fatalf("closed with %v, want completed", err)
+				}
+			case tc.failType == "canceled":
+				if !temporal.IsCanceledError(err) {
+					t.Fatalf("closed with %v, want canceled", err)
+				}
+			case !errors.As(err, &app) || app.Type() != tc.failType || !strings.Contains(app.Message(), tc.message) || !app.NonRetryable():
+				t.Fatalf("closed with %v, want a failure of type %s saying %q", err, tc.failType, tc.message)
+			}
+			if res.State != tc.state || res.LastTurn == nil || res.LastTurn.State != tc.state || res.Turns != 1 {
+				t.Fatalf("result %+v", res)
+			}
+			next, ok := res.ReopenInput()
+			if ok != tc.reopen {
+				t.Fatalf("reopenable = %v, want %v (next %+v)", ok, tc.reopen, res.Next)
+			}
+			if ok && (next.Carry.Ended != 1 || next.Carry.Accepted != 1 || next.Carry.LastTurn == nil || next.Carry.LastTurn.State != tc.state ||
+				next.Prompt != "" || next.SessionID != "s-1" || next.Agent != "scout" || next.Version != api.CurrentVersion || len(next.Carry.Runs) != 1) {
+				t.Fatalf("next run's input %+v, carry %+v", next, next.Carry)
+			}
+			if ok && res.Next.Carry.LastTurn != nil {
+				t.Fatal("the result holds its last turn twice")
+			}
+		})
+	}
+}
+
+// TestReopenedSessionRunsTheNextTurn: the run a send reopens a closed
+// session with goes on from what the closed run carried (its turn count,
+// usage, settings and worktree base) and closes with the new turn.
+func TestReopenedSessionRunsTheNextTurn(t *testing.T) {
+	child := &fakeChild{results: []api.RunPiResult{finalized("first"), finalized("second")}}
+	env := newTestEnv(t, child.run)
+	in := oneTurn("First.")
+	in.Version, in.IdleTTLSeconds, in.Child.Model = api.CurrentVersion, 600, "m/x"
+	in.Child.Worktree = &api.WorktreeSpec{}
+	env.ExecuteWorkflow(api.SessionWorkflowName, in)
+	first, err := closedResult(t, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, ok := first.ReopenInput()
+	if !ok {
+		t.Fatalf("not reopenable: %+v", first)
+	}
+
+	env = newTestEnv(t, child.run)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(api.SendSignal, api.SendRequest{Prompt: "Second."}) }, 0)
+	env.ExecuteWorkflow(api.SessionWorkflowName, next)
+	second, err := closedResult(t, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Turns != 2 || second.LastTurn.Turn != 2 || second.LastTurn.Result.Output != "second" || second.Usage.Input != 20 {
+		t.Fatalf("reopened run's result %+v", second)
+	}
+	if len(child.inputs) != 2 || child.inputs[1].Turn != 2 || child.inputs[1].Model != "m/x" || child.inputs[1].Prompt != "Second." {
+		t.Fatalf("the second child run %+v", child.inputs)
+	}
+	if n, _ := second.ReopenInput(); len(n.Carry.Runs) != 2 || n.Carry.Runs[1].Turn != 2 {
+		t.Fatalf("turn marks %+v", n.Carry.Runs)
+	}
+}
+
+// TestReopenedSessionKeepsItsDelegation: a one-task delegation's session
+// reopened for a later turn still answers as that delegation, whose task
+// stays its first turn, acknowledged.
+func TestReopenedSessionKeepsItsDelegation(t *testing.T) {
+	child := &fakeChild{results: []api.RunPiResult{finalized("first"), finalized("second")}}
+	env := newDelegationEnv(t, child.run, "scout")
+	in := oneTaskDelegation("scout")
+	in.IdleTTLSeconds = 600
+	env.ExecuteWorkflow(api.SessionWorkflowName, in)
+	first, err := closedResult(t, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, ok := first.ReopenInput()
+	if !ok || next.Delegation == nil || next.Carry.FirstTurn == nil {
+		t.Fatalf("next run's input %+v", next)
+	}
+	env = newDelegationEnv(t, child.run, "scout")
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(api.SendSignal, api.SendRequest{Prompt: "t2"}) }, 0)
+	env.ExecuteWorkflow(api.SessionWorkflowName, next)
+	second, err := closedResult(t, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := api.SessionStatus{SessionID: second.SessionID, State: second.State, Delegation: second.Delegation}.AsDelegation()
+	if second.LastTurn.Result.Output != "second" || st.Tasks[0].Turn.Turn != 1 || st.Tasks[0].Turn.Result.Output != "first" || !st.Done {
+		t.Fatalf("delegation %+v, last turn %+v", st, second.LastTurn)
 	}
 }
