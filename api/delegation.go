@@ -97,6 +97,12 @@ type DelegationInput struct {
 	Tool string `json:"tool,omitempty"`
 	// Knobs are the calling pi's own settings of its tasks.
 	Knobs *CallerKnobs `json:"knobs,omitempty"`
+	// Send marks the delegation a `send` started (version 5): its resume
+	// target takes the task as its next turn even while a turn runs, as a
+	// send to a running session does, where the delegate contract's resume
+	// refuses a running session (SESSION_RUNNING). Two sends that race to
+	// a finished session both become turns of it.
+	Send bool `json:"send,omitempty"`
 }
 
 // CallerKnobs are settings of the pi that delegates, per pi process (the

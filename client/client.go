@@ -54,6 +54,11 @@ type Client struct {
 	NewID func() string
 	// Now is the clock for elapsed times; nil means time.Now.
 	Now func() time.Time
+	// WorkflowVersion is the workflow code version the delegations and
+	// sessions it starts run (api.CurrentVersion when zero): an earlier
+	// one starts runs as the previous release did, for the upgrade tests
+	// and the benchmarks that compare the two.
+	WorkflowVersion int
 }
 
 // StartRequest is what `start` and `run` read (JSON on stdin, or flags).
@@ -82,6 +87,8 @@ type StartRequest struct {
 	// JSON, which the caller writes as it likes.
 	Depth int              `json:"-"`
 	Knobs *api.CallerKnobs `json:"-"`
+	// send: the request is a send's (api.DelegationInput.Send).
+	send bool
 	// ParentSessionFile is the parent pi's session file: tasks whose
 	// context is fork start from a copy of its conversation.
 	ParentSessionFile string `json:"parent_session_file,omitempty"`
@@ -190,7 +197,7 @@ func (c *Client) Start(ctx context.Context, req StartRequest) (Envelope, error) 
 	if err != nil {
 		return Envelope{}, err
 	}
-	if err := c.checkResumes(ctx, in.Tasks); err != nil {
+	if err := c.checkResumes(ctx, in.Tasks, in.Send); err != nil {
 		return Envelope{}, err
 	}
 	return c.startDelegation(ctx, in)
@@ -202,8 +209,9 @@ func (c *Client) delegationInput(req StartRequest) (api.DelegationInput, error) 
 	in := api.DelegationInput{
 		Tasks: req.Tasks, Profile: req.Profile, ParentSessionID: req.ParentSessionID, Deliver: req.Deliver,
 		MaxConcurrency: req.MaxConcurrency, IdleTTLSeconds: req.IdleTTLSeconds, Depth: req.Depth, Host: req.Host,
-		Version: api.CurrentVersion, Tool: req.Tool, ParentSessionFile: req.ParentSessionFile, Knobs: req.Knobs,
+		Version: cmp.Or(c.WorkflowVersion, api.CurrentVersion), Tool: req.Tool, ParentSessionFile: req.ParentSessionFile, Knobs: req.Knobs,
 	}
+	in.Send = req.send && in.Version >= 5
 	for i := range in.Tasks {
 		t := &in.Tasks[i]
 		if strings.TrimSpace(t.Name) == "" {
@@ -410,7 +418,7 @@ const startStatusTimeout = time.Second
 // checkResumes refuses, before anything starts, to resume a session that
 // does not exist or still runs (the delegate contract's texts); the delegation checks
 // again, for a session that changes in between.
-func (c *Client) checkResumes(ctx context.Context, tasks []api.TaskSpec) error {
+func (c *Client) checkResumes(ctx context.Context, tasks []api.TaskSpec, send bool) error {
 	for _, t := range tasks {
 		if t.Resume == "" || t.Rejected != nil {
 			continue
@@ -424,7 +432,7 @@ func (c *Client) checkResumes(ctx context.Context, tasks []api.TaskSpec) error {
 		}
 		info := desc.GetWorkflowExecutionInfo()
 		state := searchAttr(info, api.StatusKey.GetName())
-		if info.GetCloseTime() == nil && (state == string(api.StateRunning) || state == string(api.StateQueued)) {
+		if !send && info.GetCloseTime() == nil && (state == string(api.StateRunning) || state == string(api.StateQueued)) {
 			return errcode.Errorf(errcode.SessionRunning, "Cannot resume: session %q is still running. Wait for it to complete before resuming.", t.Resume)
 		}
 	}
@@ -1023,7 +1031,7 @@ func (c *Client) Send(ctx context.Context, req SendRequest) (Envelope, error) {
 		Tasks: []api.TaskSpec{{Name: name, Prompt: req.Prompt, Files: req.Files, Resume: req.TaskID, Cwd: searchAttr(info, api.CwdKey.GetName()),
 			Profile: profile}},
 		ParentSessionID: req.ParentSessionID, Deliver: req.Deliver, Host: memoString(info, "host"),
-		Depth: req.Depth, Knobs: req.Knobs,
+		Depth: req.Depth, Knobs: req.Knobs, send: true,
 	}
 	if req.Sticky {
 		// The subagent tool's: its rules (read-only agents unless

@@ -95,7 +95,7 @@ func TestCheckSearchAttributes(t *testing.T) {
 		status Status
 		has    string
 	}{
-		{"all", all, nil, OK, "has the 5 search attributes"},
+		{"all", all, nil, OK, "has the 6 search attributes"},
 		{"one missing", some, nil, Fail, "lacks the search attributes SubagentDelegation"},
 		{"one a text", wrong, nil, Fail, "SubagentCwd is Text"},
 		{"refused", nil, errors.New("permission denied"), Fail, "cannot list"},

@@ -6,11 +6,19 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/durable-pi/subagents/api"
+	"github.com/durable-pi/subagents/client"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
 )
 
@@ -134,7 +142,7 @@ steps:
 		t.Fatalf("ExecutionStatus=\"Failed\" lists %+v, want only %s", l, failed)
 	}
 	hist := e.uiGet(uiPort, fmt.Sprintf("/api/v1/namespaces/default/workflows/%s/history?historyEventFilterType=HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT", failed))
-	if !strings.Contains(hist, `"type":"FINALIZE_MISSING"`) || !strings.Contains(hist, "without a valid subagent_finalize") {
+	if !regexp.MustCompile(`"type":\s*"FINALIZE_MISSING"`).MatchString(hist) || !strings.Contains(hist, "without a valid subagent_finalize") {
 		t.Fatalf("the failed task's close event: %.2000s", hist)
 	}
 	// The plan's steps closed with their turns; the plan completed.
@@ -158,11 +166,23 @@ steps:
 		t.Fatalf("subagents ui: exit %d", code)
 	}
 	pageText(t, browserCtx, strings.TrimSpace(login), done, failed, cancelled)
-	page := pageText(t, browserCtx, fmt.Sprintf("http://127.0.0.1:%d/namespaces/default/workflows", uiPort), "Failed", "Canceled", "Completed")
-	if strings.Contains(page, "Running") && len(e.uiList(uiPort, `ExecutionStatus="Running"`)) > 0 {
-		t.Fatalf("the UI's list shows running workflows:\n%.3000s", page)
+	// The list with the columns docs/monitoring.md sets up: Temporal's
+	// status beside ours.
+	if _, err := chromedp.Run(browserCtx, chromedp.Evaluate[any](fmt.Sprintf(`localStorage.setItem("namespace-workflow-table-columns", %q)`, operatorColumns))); err != nil {
+		t.Fatal(err)
+	}
+	ui := fmt.Sprintf("http://127.0.0.1:%d/namespaces/default/workflows", uiPort)
+	page := pageText(t, browserCtx, ui, "FAILED", "CANCELED", "COMPLETED", "SubagentStatus")
+	if strings.Contains(page, "RUNNING") {
+		t.Fatalf("the UI's list shows a running workflow:\n%.3000s", page)
 	}
 	screenshot(t, browserCtx, "ui-operator-truth.png")
+	// The UI's status filters, as an operator clicks them.
+	failures := pageText(t, browserCtx, ui+"?query="+url.QueryEscape(`ExecutionStatus="Failed"`), failed)
+	if strings.Contains(failures, done) || strings.Contains(failures, cancelled) {
+		t.Fatalf("the Failed filter shows other workflows:\n%.3000s", failures)
+	}
+	pageText(t, browserCtx, ui+"?query="+url.QueryEscape(`ExecutionStatus="Canceled"`), cancelled)
 
 	// A send to the finished session: its next turn, with its context, in
 	// the next run of its workflow ID.
@@ -180,4 +200,129 @@ steps:
 		t.Fatalf("runs %+v", runs)
 	}
 	e.uiListSettles(uiPort, `ExecutionStatus="Running"`, func(l []uiExecution) bool { return len(l) == 0 })
+}
+
+// TestUpgradeKeepsAnIdleSessionOfThePreviousModel (issue [operator truth],
+// item 5): a session the previous release started (workflow code version
+// 4: its run stays open after its turn, waiting for a send) and idle when
+// its worker is replaced by this release's takes a `send` from this
+// release's client: the new worker replays its history and runs the next
+// turn in the same run, with its context. A session of this release's
+// model beside it closes after its turn and a send reopens it; both
+// histories are recorded for the replay tests (SUBAGENTS_RECORD_HISTORIES).
+func TestUpgradeKeepsAnIdleSessionOfThePreviousModel(t *testing.T) {
+	e := newEnv(t)
+	e.model.Script("up-1", finalizeStep("noted the colour teal"))
+	e.model.Script("up-2", finalizeStep("the colour was teal"))
+	e.model.Script("new-1", finalizeStep("noted the shape hexagon"))
+	e.model.Script("new-2", finalizeStep("the shape was hexagon"))
+	stopOld := e.startWorker(shared.client)
+	lib := func(version int) *client.Client {
+		return &client.Client{Temporal: shared.client, TaskQueue: e.taskQueue, Address: shared.server.FrontendAddress(), WorkflowVersion: version}
+	}
+	task := func(prompt string) client.StartRequest {
+		return client.StartRequest{Tasks: []api.TaskSpec{{Name: "memory", Prompt: prompt, Profile: "scout", Cwd: e.workDir, Model: scriptedmodel.ModelRef}}}
+	}
+	started, err := lib(4).Start(e.ctx(), task("[[script:up-1]] Note the colour teal."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := started.Items[0].TaskID
+	if env, err := lib(4).Wait(e.ctx(), id, time.Minute); err != nil || env.Items[0].Status != "completed" {
+		t.Fatalf("the previous model's first turn: %+v %v", env, err)
+	}
+	before, err := shared.client.DescribeWorkflowExecution(e.ctx(), id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := before.GetWorkflowExecutionInfo().GetStatus(); s != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		t.Fatalf("the previous model's idle session is %v, want running (waiting for a send)", s)
+	}
+
+	// The upgrade: the old worker goes, this release's starts with an
+	// empty cache and replays the idle session when the send comes.
+	stopOld()
+	e.startWorker(shared.client)
+	now := lib(0)
+	sent, err := now.Send(e.ctx(), client.SendRequest{TaskID: id, Prompt: "[[script:up-2]] Which colour was it?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := now.Wait(e.ctx(), sent.DelegationID, time.Minute)
+	if err != nil || len(done.Items) != 1 || done.Items[0].Output != "the colour was teal" || done.Items[0].Turn != 2 {
+		t.Fatalf("the send after the upgrade: %+v %v", done, err)
+	}
+	if txt := userText(e.model.RequestsFor("up-2")[0]); !strings.Contains(txt, "Note the colour teal") {
+		t.Fatalf("the next turn did not see the first: %.400s", txt)
+	}
+	after, err := shared.client.DescribeWorkflowExecution(e.ctx(), id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.GetWorkflowExecutionInfo().GetExecution().GetRunId() != before.GetWorkflowExecutionInfo().GetExecution().GetRunId() {
+		t.Fatal("the previous model's session took the send in a new run: its open run should have")
+	}
+
+	// This release's model beside it: closed after its turn, reopened by
+	// the send as the next run of its ID.
+	fresh, err := now.Start(e.ctx(), task("[[script:new-1]] Note the shape hexagon."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nid := fresh.Items[0].TaskID
+	if env, err := now.Wait(e.ctx(), nid, time.Minute); err != nil || env.Items[0].Status != "completed" {
+		t.Fatalf("first turn: %+v %v", env, err)
+	}
+	if err := shared.client.GetWorkflow(e.ctx(), nid, "").Get(e.ctx(), nil); err != nil {
+		t.Fatalf("the session's run did not complete with its turn: %v", err)
+	}
+	sent, err = now.Send(e.ctx(), client.SendRequest{TaskID: nid, Prompt: "[[script:new-2]] Which shape was it?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err = now.Wait(e.ctx(), sent.DelegationID, time.Minute)
+	if err != nil || len(done.Items) != 1 || done.Items[0].Output != "the shape was hexagon" || done.Items[0].Turn != 2 {
+		t.Fatalf("the send that reopens: %+v %v", done, err)
+	}
+	if txt := userText(e.model.RequestsFor("new-2")[0]); !strings.Contains(txt, "Note the shape hexagon") {
+		t.Fatalf("the reopened turn did not see the first: %.400s", txt)
+	}
+	// Two sends that race to the finished session: both are its turns,
+	// one after the other, in one new run at most each time it closed.
+	e.model.Script("race-a", finalizeStep("a done"))
+	e.model.Script("race-b", finalizeStep("b done"))
+	var wg sync.WaitGroup
+	turns, errs := make([]int, 2), make([]error, 2)
+	for i, script := range []string{"race-a", "race-b"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			env, err := now.Send(e.ctx(), client.SendRequest{TaskID: nid, Prompt: "[[script:" + script + "]] Go on."})
+			switch {
+			case err != nil:
+			case env.AcceptedTurn > 0:
+				// It found the other's turn running: queued behind it.
+				turns[i] = env.AcceptedTurn
+				_, err = now.Wait(e.ctx(), nid, time.Minute)
+			default:
+				env, err = now.Wait(e.ctx(), env.DelegationID, time.Minute)
+				if err == nil {
+					turns[i] = env.Items[0].Turn
+				}
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	slices.Sort(turns)
+	if errs[0] != nil || errs[1] != nil || !slices.Equal(turns, []int{3, 4}) {
+		t.Fatalf("two racing sends: turns %v, errors %v", turns, errs)
+	}
+	var last api.SessionResult
+	if err := shared.client.GetWorkflow(e.ctx(), nid, "").Get(e.ctx(), &last); err != nil || last.Turns != 4 {
+		t.Fatalf("after the racing sends: %+v %v", last, err)
+	}
+	recordHistory(t, shared.client, id, "session-v4-send-after-upgrade")
+	recordHistory(t, shared.client, nid, "session-v5-reopened")
+	recordHistory(t, shared.client, sent.DelegationID, "delegation-v5-send-reopens")
 }

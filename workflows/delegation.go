@@ -321,7 +321,7 @@ func (d *delegation) checkResumes(ctx workflow.Context) error {
 		case !l.Found:
 			msg := fmt.Sprintf("Cannot resume: session %q not found. The session may have expired or the ID is incorrect.", l.SessionID)
 			return temporal.NewNonRetryableApplicationError(msg, string(errcode.SessionNotFound), nil)
-		case l.Open && d.busy(api.State(l.State)):
+		case l.Open && d.busy(api.State(l.State)) && !d.in.Send:
 			msg := fmt.Sprintf("Cannot resume: session %q is still running. Wait for it to complete before resuming.", l.SessionID)
 			return temporal.NewNonRetryableApplicationError(msg, string(errcode.SessionRunning), nil)
 		}
