@@ -1253,7 +1253,9 @@ func listQuery(f ListFilter) (string, error) {
 		clauses = append(clauses, fmt.Sprintf("%s = '%s'", kv.attr, kv.value))
 	}
 	switch {
-	case f.running:
+	case f.running, f.Open && f.Kind == string(kindDelegation):
+		// A delegation is open while its workflow runs (until its parent
+		// has its results); only a session's closed run takes a send.
 		clauses = append(clauses, "ExecutionStatus = 'Running'")
 	case f.Open:
 		now := f.now
@@ -1291,7 +1293,7 @@ func (c *Client) listItem(info *workflowpb.WorkflowExecutionInfo) ListItem {
 // been acknowledged.
 func oneTaskItem(it ListItem, info *workflowpb.WorkflowExecutionInfo) ListItem {
 	it.ID, it.Kind, it.Delegation = it.Delegation, string(kindDelegation), ""
-	it.Open = it.Open && searchAttr(info, api.DelegationKey.GetName()) == api.DelegationOpen
+	it.Open = info.GetCloseTime() == nil && searchAttr(info, api.DelegationKey.GetName()) == api.DelegationOpen
 	return it
 }
 

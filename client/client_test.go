@@ -22,8 +22,10 @@ func TestListQuery(t *testing.T) {
 		wantErr string
 	}{
 		{name: "everything", want: "(WorkflowType = 'Session' OR WorkflowType = 'Delegation' OR WorkflowType = 'Plan')"},
-		{name: "a parent's open delegations", f: ListFilter{Kind: "delegation", ParentSessionID: "p-1", Open: true, now: time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)},
-			want: "(WorkflowType IN ('Delegation', 'Plan') OR SubagentDelegation = 'open') AND SubagentParentSession = 'p-1' AND (ExecutionStatus = 'Running' OR SubagentSendUntil > '2026-11-28T10:00:00Z')"},
+		{name: "a parent's open delegations: running ones", f: ListFilter{Kind: "delegation", ParentSessionID: "p-1", Open: true},
+			want: "(WorkflowType IN ('Delegation', 'Plan') OR SubagentDelegation = 'open') AND SubagentParentSession = 'p-1' AND ExecutionStatus = 'Running'"},
+		{name: "everything open", f: ListFilter{Open: true, now: time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)},
+			want: "(WorkflowType = 'Session' OR WorkflowType = 'Delegation' OR WorkflowType = 'Plan') AND (ExecutionStatus = 'Running' OR SubagentSendUntil > '2026-11-28T10:00:00Z')"},
 		{name: "open sessions: running, or closed and still taking a send", f: ListFilter{Kind: "session", Open: true, now: time.Date(2026, 11, 28, 10, 0, 0, 5, time.FixedZone("x", 3600))},
 			want: "WorkflowType = 'Session' AND (ExecutionStatus = 'Running' OR SubagentSendUntil > '2026-11-28T09:00:00.000000005Z')"},
 		{name: "running only (the questions' list)", f: ListFilter{Kind: "session", Open: true, running: true},
