@@ -6,7 +6,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -142,8 +141,23 @@ steps:
 		t.Fatalf("ExecutionStatus=\"Failed\" lists %+v, want only %s", l, failed)
 	}
 	hist := e.uiGet(uiPort, fmt.Sprintf("/api/v1/namespaces/default/workflows/%s/history?historyEventFilterType=HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT", failed))
-	if !regexp.MustCompile(`"type":\s*"FINALIZE_MISSING"`).MatchString(hist) || !strings.Contains(hist, "without a valid subagent_finalize") {
-		t.Fatalf("the failed task's close event: %.2000s", hist)
+	// The UI's API indents its JSON: read it, not its spacing.
+	var closed struct {
+		History struct {
+			Events []struct {
+				Failed struct {
+					Failure struct {
+						Message                string
+						ApplicationFailureInfo struct{ Type string }
+					}
+				} `json:"workflowExecutionFailedEventAttributes"`
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(hist), &closed); err != nil || len(closed.History.Events) != 1 ||
+		closed.History.Events[0].Failed.Failure.ApplicationFailureInfo.Type != "FINALIZE_MISSING" ||
+		!strings.Contains(closed.History.Events[0].Failed.Failure.Message, "without a valid subagent_finalize") {
+		t.Fatalf("the failed task's close event (%v): %.2000s", err, hist)
 	}
 	// The plan's steps closed with their turns; the plan completed.
 	if l := e.uiList(uiPort, `WorkflowType="Session" AND ExecutionStatus="Completed"`); len(l) < 3 {

@@ -14,6 +14,8 @@ import (
 
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
+	failurepb "go.temporal.io/api/failure/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	sdkclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
@@ -22,7 +24,8 @@ import (
 
 // docs/operators.md, as TestOperatorsRecipes reads it: the `temporal`
 // lines of its shell blocks, run through the SDK as Temporal's CLI would
-// run them, and its JSON examples of answers. The page is the test's
+// run them, its `bin/subagents` lines, run with the command, and its JSON
+// examples of answers. The page is the test's
 // script: a recipe the page changes is the recipe the test runs.
 
 // opsDocPath is the page, from the e2e folder.
@@ -32,7 +35,8 @@ const opsDocPath = "../docs/operators.md"
 type opsDoc struct {
 	// exports are the `export NAME=VALUE` lines, as written.
 	exports []string
-	// commands are the `temporal ...` lines, as written, in page order.
+	// commands are the `temporal ...` and `bin/subagents ...` lines, as
+	// written, in page order.
 	commands []string
 	// answers are the JSON blocks after a "<!-- answer: TYPE -->" line,
 	// by TYPE.
@@ -69,7 +73,7 @@ func readOpsDoc(t *testing.T) *opsDoc {
 			switch {
 			case strings.HasPrefix(line, "export "):
 				d.exports = append(d.exports, strings.TrimPrefix(line, "export "))
-			case strings.HasPrefix(line, "temporal "):
+			case strings.HasPrefix(line, "temporal "), strings.HasPrefix(line, opsSubagents+" "):
 				d.commands = append(d.commands, line)
 			case line != "" && !strings.HasPrefix(line, "#"):
 				t.Fatalf("%s: a shell line the test does not know how to run: %q", opsDocPath, line)
@@ -122,16 +126,28 @@ func (d *opsDoc) notRun() []string {
 	return out
 }
 
+// opsSubagents is how the page calls the project's own command.
+const opsSubagents = "bin/subagents"
+
+// opsDateNow is the page's one command substitution besides $(cat FILE):
+// the time now, in UTC, as a visibility query compares a datetime with.
+const opsDateNow = "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+
 // opsShellWords splits a line as sh does for the forms the page uses: words
-// apart by spaces, '...' literal, "..." with $NAME and \" in it, $NAME and
-// $(cat FILE) expanded from vars (FILE's ~ being vars["HOME"]). An unknown
-// variable fails: the page uses none the test does not give.
+// apart by spaces, '...' literal, "..." with $NAME and \" in it, $NAME,
+// $(cat FILE) and opsDateNow expanded from vars (FILE's ~ being
+// vars["HOME"]) and the clock. An unknown variable fails: the page uses
+// none the test does not give.
 func opsShellWords(line string, vars map[string]string) ([]string, error) {
 	var words []string
 	var w strings.Builder
 	inWord := false
 	expand := func(s string, i int) (int, error) {
 		// s[i] == '$'
+		if strings.HasPrefix(s[i:], opsDateNow) {
+			w.WriteString(time.Now().UTC().Format("2006-01-02T15:04:05Z"))
+			return i + len(opsDateNow), nil
+		}
 		if strings.HasPrefix(s[i:], "$(cat ") {
 			end := strings.IndexByte(s[i:], ')')
 			if end < 0 {
@@ -268,13 +284,16 @@ func (m opsEnv) Environ() []string {
 
 func (m opsEnv) LookupEnv(k string) (string, bool) { v, ok := m[k]; return v, ok }
 
-// opsResult is what a `temporal` line answered: the workflow IDs a list
-// found, the events a show read, a description, or the JSON a query or
-// an update returned.
+// opsResult is what a `temporal` line answered: the runs a list found
+// (ids: their workflow IDs, one per run), the events a show read, a
+// description, the failure a closed run ended with (as describe and show
+// print it), or the JSON a query or an update returned.
 type opsResult struct {
 	ids      []string
+	runs     []*workflowpb.WorkflowExecutionInfo
 	events   []enumspb.EventType
 	describe *workflowservice.DescribeWorkflowExecutionResponse
+	failure  *failurepb.Failure
 	answer   json.RawMessage
 }
 
@@ -335,6 +354,7 @@ func (d *opsDoc) run(t *testing.T, c sdkclient.Client, line string, vars map[str
 			}
 			for _, ex := range resp.GetExecutions() {
 				r.ids = append(r.ids, ex.GetExecution().GetWorkflowId())
+				r.runs = append(r.runs, ex)
 			}
 			if next = resp.GetNextPageToken(); len(next) == 0 {
 				break
@@ -344,6 +364,18 @@ func (d *opsDoc) run(t *testing.T, c sdkclient.Client, line string, vars map[str
 		if r.describe, err = c.DescribeWorkflowExecution(ctx, id, ""); err != nil {
 			t.Fatalf("%s: %v", line, err)
 		}
+		// Of a closed run, the CLI prints how it ended: it reads the
+		// run's close event.
+		if info := r.describe.GetWorkflowExecutionInfo(); info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			it := c.GetWorkflowHistory(ctx, id, info.GetExecution().GetRunId(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
+			for it.HasNext() {
+				ev, err := it.Next()
+				if err != nil {
+					t.Fatalf("%s: %v", line, err)
+				}
+				r.failure = ev.GetWorkflowExecutionFailedEventAttributes().GetFailure()
+			}
+		}
 	case "show":
 		it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		for it.HasNext() {
@@ -352,6 +384,9 @@ func (d *opsDoc) run(t *testing.T, c sdkclient.Client, line string, vars map[str
 				t.Fatalf("%s: %v", line, err)
 			}
 			r.events = append(r.events, ev.GetEventType())
+			if f := ev.GetWorkflowExecutionFailedEventAttributes().GetFailure(); f != nil {
+				r.failure = f
+			}
 		}
 	case "query":
 		v, err := c.QueryWorkflow(ctx, id, "", flags["name"])
@@ -390,6 +425,23 @@ func (d *opsDoc) run(t *testing.T, c sdkclient.Client, line string, vars map[str
 		t.Fatalf("%q: the test does not know temporal workflow %s", line, verb)
 	}
 	return r
+}
+
+// runSubagents runs one of the page's `bin/subagents` lines with vars, as
+// the test's command with its connection flags, and returns its exit code
+// and what it printed.
+func (d *opsDoc) runSubagents(t *testing.T, c *cli, line string, vars map[string]string) (int, string) {
+	t.Helper()
+	d.ran[line] = true
+	words, err := opsShellWords(line, vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(words) < 2 || words[0] != opsSubagents {
+		t.Fatalf("not a %s command: %q", opsSubagents, line)
+	}
+	code, stdout, stderr := c.run("", words[1], words[2:]...)
+	return code, stdout + stderr
 }
 
 // input is the --input JSON of a page's line.
