@@ -70,7 +70,7 @@ func errText(err error) string {
 }
 
 // checkSearchAttributes: the namespace has every search attribute the
-// delegations and `list` use, as keywords.
+// delegations and `list` use, of its type (api.SearchAttributes).
 func checkSearchAttributes(ctx context.Context, fe Frontend, namespace string) Result {
 	have, err := fe.SearchAttributes(ctx, namespace)
 	if err != nil {
@@ -95,7 +95,7 @@ func checkSearchAttributes(ctx context.Context, fe Frontend, namespace string) R
 		return fail(CheckSearchAttributes, fmt.Sprintf("namespace %s lacks the search attributes %s that delegations and `list` use", namespace, strings.Join(missing, ", ")), fix).
 			with("missing", missing)
 	case len(wrong) > 0:
-		return fail(CheckSearchAttributes, fmt.Sprintf("namespace %s has search attributes of the wrong type (%s; all must be keywords)", namespace, strings.Join(wrong, ", ")),
+		return fail(CheckSearchAttributes, fmt.Sprintf("namespace %s has search attributes of the wrong type (%s; %s is a Datetime, the others keywords)", namespace, strings.Join(wrong, ", "), api.SendUntilKey.GetName()),
 			"remove them (`temporal operator search-attribute remove`) and run `subagents setup --namespace "+namespace+"`")
 	}
 	return ok(CheckSearchAttributes, fmt.Sprintf("namespace %s has the %d search attributes delegations use", namespace, len(api.SearchAttributes())))
