@@ -1187,6 +1187,7 @@ func (c *Client) List(ctx context.Context, f ListFilter) (Envelope, error) {
 	}
 	env := Envelope{ContractVersion: ContractVersion, Op: "list", Backend: Backend, Runs: []ListItem{}}
 	var token []byte
+	seen := map[string]bool{}
 	for len(env.Runs) < limit {
 		resp, err := c.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, NextPageToken: token, PageSize: int32(min(limit, 1000))})
 		if err != nil {
@@ -1200,6 +1201,13 @@ func (c *Client) List(ctx context.Context, f ListFilter) (Envelope, error) {
 			if f.Kind == string(kindDelegation) && it.Kind == string(kindSession) {
 				it = oneTaskItem(it, info)
 			}
+			if seen[it.ID] {
+				// An earlier run of a session a send reopened (version 5):
+				// Temporal lists the open and the latest-closed runs first,
+				// and the latest is the session's.
+				continue
+			}
+			seen[it.ID] = true
 			env.Runs = append(env.Runs, it)
 		}
 		if token = resp.GetNextPageToken(); len(token) == 0 {

@@ -277,7 +277,7 @@ func TestDoctorFindsEachBrokenThing(t *testing.T) {
 		})
 		code, r := runDoctor(t, env, "--cwd", e.workDir, "--namespace", "bare")
 		expectFinding(t, code, r, doctor.CheckSearchAttributes, doctor.Fail,
-			"namespace bare lacks the search attributes SubagentAgent, SubagentCwd, SubagentDelegation, SubagentParentSession, SubagentStatus",
+			"namespace bare lacks the search attributes SubagentAgent, SubagentCwd, SubagentDelegation, SubagentParentSession, SubagentSendUntil, SubagentStatus",
 			"subagents setup --namespace bare", 2)
 	})
 

@@ -94,7 +94,7 @@ func TestFleetViewInATerminal(t *testing.T) {
 	if l, _ := lineWith(fleetView(view), "outside-run"); !strings.Contains(l, "scout") || !strings.Contains(l, "delegation") {
 		t.Fatalf("the folder's run: %q\n%s", l, view)
 	}
-	if l, _ := lineWith(fleetView(view), "hourly review"); !strings.Contains(l, "active") || !strings.Contains(l, "in 59m5") || !strings.Contains(view, "Schedules of this folder") {
+	if l, _ := lineWith(fleetView(view), "hourly review"); !strings.Contains(l, "active") || !strings.Contains(l, "in 59m") || !strings.Contains(view, "Schedules of this folder") {
 		t.Fatalf("the schedule's row: %q\n%s", l, view)
 	}
 	if !strings.Contains(view, "r refresh · esc close") || !strings.Contains(view, "delegation") {

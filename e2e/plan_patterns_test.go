@@ -95,7 +95,11 @@ func TestPlanParallelThenMerge(t *testing.T) {
 	// after all of them.
 	var firstDone time.Time
 	for _, ev := range historyOf(t, shared.client, env.DelegationID) {
-		if a := ev.GetWorkflowExecutionSignaledEventAttributes(); a != nil && a.GetSignalName() == api.TaskDoneSignal {
+		// A step's session tells the plan its turn ended with TaskDone,
+		// or (version 5) by closing with it.
+		a := ev.GetWorkflowExecutionSignaledEventAttributes()
+		if a != nil && a.GetSignalName() == api.TaskDoneSignal || ev.GetChildWorkflowExecutionCompletedEventAttributes() != nil ||
+			ev.GetChildWorkflowExecutionFailedEventAttributes() != nil {
 			firstDone = ev.GetEventTime().AsTime()
 			break
 		}
