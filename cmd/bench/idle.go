@@ -65,8 +65,9 @@ func (b *bench) idleSessions(n int) (string, error) {
 	old, cur := models[0], models[1]
 	var r strings.Builder
 	r.WriteString("\n## Idle sticky sessions\n\n")
-	if sections["idle"] {
-		fmt.Fprintf(&r, "Measured apart from the rest of this page: `go run ./cmd/bench -only idle -idle %d` (%s, same machine).\n\n", n, time.Now().UTC().Format("2006-01-02 15:04 UTC"))
+	if len(sections) > 0 {
+		// Run apart from a whole bench: say how (as the plans section).
+		fmt.Fprintf(&r, "Measured apart from the rest of this page: `go run ./cmd/bench %s` (%s, same machine).\n\n", benchArgs(), time.Now().UTC().Format("2006-01-02 15:04 UTC"))
 	}
 	fmt.Fprintf(&r, "For each session model, %d sessions (stub child, started 64 at a time) each ran its first turn and takes a `send` for its idle TTL (an hour by default). ", n)
 	fmt.Fprintf(&r, "Version 4 (a session started before the upgrade to version 5, input `Version: 4`) waits for it as an open workflow: Running, with a timer for its idle hour and, while it is in the worker's cache, its workflow state; ")
