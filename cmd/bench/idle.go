@@ -73,7 +73,8 @@ func (b *bench) idleSessions(n int) (string, error) {
 	fmt.Fprintf(&r, "Version 4 (a session started before the upgrade to version 5, input `Version: 4`) waits for it as an open workflow: Running, with a timer for its idle hour and, while it is in the worker's cache, its workflow state; ")
 	fmt.Fprintf(&r, "version %d (`api.CurrentVersion`) closes its run with its turn and records until when it takes a send (SubagentSendUntil), and a send reopens it as the next run of its workflow ID (`SendToSession`). ", cur.version)
 	fmt.Fprintf(&r, "Each model runs on a `subagents worker` process of its own (`--workflow-cache %d`: version 4's sessions beyond it are evicted and cost the worker nothing until a `send`), measured by its resident memory after a warm-up of %d sessions; version 4 first, then version %d, on one embedded server. ", cacheSize, idleWarmUp, cur.version)
-	fmt.Fprintf(&r, "The sends go to the sessions that have waited the longest (evicted from version 4's cache), %d of each kind, one after another. One run, on a machine others share: the figures are noisy.\n\n", idleSends)
+	fmt.Fprintf(&r, "The sends go to the sessions that have waited the longest (evicted from version 4's cache), %d of each kind, one after another. One run, on a machine others share: the figures are noisy. "+
+		"Version 4's memory per session falls as the sessions outnumber its cache (here it holds up to %d of %d); version %d's closed runs are in no worker's cache and hold no timer.\n\n", idleSends, cacheSize, n+idleWarmUp, cur.version)
 	fmt.Fprintf(&r, "| figure | version 4 (stays open) | version %d (closes with its turn) | ratio 5/4 | target |\n| --- | --- | --- | --- | --- |\n", cur.version)
 	row := func(figure, a, b, ratio, target string) {
 		fmt.Fprintf(&r, "| %s | %s | %s | %s | %s |\n", figure, a, b, ratio, target)
