@@ -135,11 +135,13 @@ func Setup(ctx context.Context, c client.Client, namespace string, retention tim
 		if i > 0 {
 			query += " AND "
 		}
+		// A value of the attribute's type: a SQL visibility store refuses
+		// a datetime it cannot parse ("unable to parse datetime").
+		probe := "'setup-probe'"
 		if api.SearchAttributes()[n] == enumspb.INDEXED_VALUE_TYPE_DATETIME {
-			query += n + " = '2000-01-01T00:00:00Z'"
-		} else {
-			query += n + " = 'setup-probe'"
+			probe = "'2000-01-01T00:00:00Z'"
 		}
+		query += n + " = " + probe
 	}
 	if err := retry(ctx, func() error {
 		_, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: namespace, Query: query, PageSize: 1})
