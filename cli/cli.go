@@ -49,6 +49,7 @@ commands:
   schedule    delegations and plans on a timer: schedule create|list|describe|pause|resume|trigger|update|delete
   profiles    the agent profiles and saved plans a task can use (--cwd DIR)
   serve       answer many of these calls over one connection: JSON lines on stdin and stdout (the pi extension's way)
+  version     the release of this build (--json: {"version": ...})
 
 Every client command takes --json: one envelope on stdout (contract_version
 subagents.v1). Exit codes: 0 done, 1 a task failed, 2 bad input or not found,
@@ -90,6 +91,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, server ma
 	case "-h", "--help", "help":
 		_, _ = fmt.Fprint(stdout, Usage)
 		return nil
+	case "version", "--version":
+		return versionMain(args[1:], stdout)
 	default:
 		// The client answers an unknown verb asked for --json with a coded
 		// envelope; a person gets the usage.
