@@ -16,7 +16,7 @@ PI_STAMP := extension/node_modules/.package-lock.json
 # Arguments for `make run`, e.g. make run ARGS="--port 17233".
 ARGS ?=
 
-.PHONY: all build pi-extension extension ext-check run demo chaos browser terminal postgres cluster-tools test test-ext test-docker test-go testprogress lint vet fmt staticcheck workflowcheck bench deps pi tools clean
+.PHONY: all build pi-extension extension ext-check run demo chaos browser terminal postgres cluster-tools test test-ext test-docker test-go testprogress lint vet fmt staticcheck workflowcheck bench deps pi tools clean dist
 
 all: deps build
 
@@ -25,6 +25,13 @@ build: extension bin/pi
 	$(GO) build -o bin/subagents ./cmd/subagents
 	$(GO) build -o bin/subagents-dev ./cmd/subagents-dev
 	$(GO) build -o bin/scripted-model ./cmd/scripted-model
+
+## dist: release binaries (CGO off, stripped) and the npm packages a pi user installs, into dist/: make dist PLATFORMS=linux-amd64 builds one platform
+# Four platforms' Temporal servers take long to cross-compile on two cores:
+# the tests build this machine's only.
+PLATFORMS ?= linux-amd64,linux-arm64,darwin-amd64,darwin-arm64
+dist: extension
+	$(GO) run ./cmd/dist -platforms $(PLATFORMS) -out dist
 
 ## pi-extension: for the pi user: build, then install the extension in your pi (pi install records it in ~/.pi/agent/settings.json, or in $PI_CODING_AGENT_DIR)
 # A local path is loaded from where it is, not copied: a later `make build`
