@@ -11,6 +11,7 @@ import { createInterface } from "node:readline";
 import { spawn } from "node:child_process";
 import { accessSync, closeSync, constants, existsSync, fstatSync, mkdirSync, openSync, readFileSync } from "node:fs";
 import { connect } from "node:net";
+import { createRequire } from "node:module";
 import { homedir } from "node:os";
 import { delimiter, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -81,11 +82,26 @@ function executable(p) {
     return false;
   }
 }
-function findBinary(setting, env) {
+function platformPackage(platform = process.platform, arch = process.arch) {
+  return `@durable-pi/subagents-${platform}-${arch}`;
+}
+function platformBinary(from = import.meta.url) {
+  try {
+    const manifest = createRequire(from).resolve(`${platformPackage()}/package.json`);
+    const bin = join(dirname(manifest), "bin", "subagents");
+    return executable(bin) ? bin : void 0;
+  } catch {
+    return void 0;
+  }
+}
+function findBinary(setting, env, from = import.meta.url) {
   for (const named of [setting, env.SUBAGENTS_BIN]) {
     if (named) return named.includes("/") ? executable(named) ? named : void 0 : onPath(named, env);
   }
-  return onPath("subagents", env) ?? (executable(sourceTreeBinary()) ? sourceTreeBinary() : void 0);
+  return platformBinary(from) ?? onPath("subagents", env) ?? (executable(sourceTreeBinary()) ? sourceTreeBinary() : void 0);
+}
+function binarySearched() {
+  return `settings "bin", SUBAGENTS_BIN, ${platformPackage()}, PATH, ${sourceTreeBinary()}`;
 }
 function onPath(name, env) {
   for (const dir of (env.PATH ?? "").split(delimiter)) {
@@ -120,7 +136,7 @@ function serviceEnv(env) {
 function buildAdvice() {
   const tree = resolve(sourceTreeBinary(), "..", "..");
   const inTree = existsSync(join(tree, "go.mod"));
-  return inTree ? `build it with \`make build\` in ${tree} (it writes bin/subagents), or set SUBAGENTS_BIN` : "install it with `go install github.com/durable-pi/subagents/cmd/subagents@latest`, or set SUBAGENTS_BIN";
+  return inTree ? `build it with \`make build\` in ${tree} (it writes bin/subagents), or set SUBAGENTS_BIN` : "install this extension with `pi install npm:@durable-pi/subagents` (its platform package brings the binaries), or the command alone with `go install github.com/durable-pi/subagents/cmd/...@latest`, or set SUBAGENTS_BIN";
 }
 var START_TIMEOUT_MS = 6e4;
 var START_POLL_MS = 50;
@@ -352,7 +368,7 @@ var SubagentsCli = class {
   binary() {
     const bin = findBinary(this.options.bin === "subagents" ? void 0 : this.options.bin, this.env);
     if (!bin) {
-      throw new SubagentsError("SERVICE_UNAVAILABLE", `the subagents command was not found (settings "bin", SUBAGENTS_BIN, PATH, ${sourceTreeBinary()}): ${buildAdvice()}`);
+      throw new SubagentsError("SERVICE_UNAVAILABLE", `the subagents command was not found (${binarySearched()}): ${buildAdvice()}`);
     }
     return bin;
   }
@@ -1976,7 +1992,7 @@ function registerDoctor(pi, cli) {
       const env = dir ? { ...base, SUBAGENTS_DATA_DIR: dir } : base;
       const bin = findBinary(c.options.bin === "subagents" ? void 0 : c.options.bin, env);
       if (!bin) {
-        ctx.ui.notify(`the subagents command was not found (settings "bin", SUBAGENTS_BIN, PATH, ${sourceTreeBinary()}): ${buildAdvice()}`, "error");
+        ctx.ui.notify(`the subagents command was not found (${binarySearched()}): ${buildAdvice()}`, "error");
         return;
       }
       try {

@@ -7,7 +7,7 @@ import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
 import type { Socket } from "node:net";
 import { createInterface } from "node:readline";
 import type { Envelope } from "./format.ts";
-import { answers, buildAdvice, CALLER_ENV, dial, findBinary, sameAddress, socketPath, sourceTreeBinary, startService } from "./service.ts";
+import { answers, binarySearched, buildAdvice, CALLER_ENV, dial, findBinary, sameAddress, socketPath, startService } from "./service.ts";
 
 /** An error with one of the stable codes of the README's error code table. */
 export class SubagentsError extends Error {
@@ -289,7 +289,7 @@ export class SubagentsCli {
 	private binary(): string {
 		const bin = findBinary(this.options.bin === "subagents" ? undefined : this.options.bin, this.env);
 		if (!bin) {
-			throw new SubagentsError("SERVICE_UNAVAILABLE", `the subagents command was not found (settings "bin", SUBAGENTS_BIN, PATH, ${sourceTreeBinary()}): ${buildAdvice()}`);
+			throw new SubagentsError("SERVICE_UNAVAILABLE", `the subagents command was not found (${binarySearched()}): ${buildAdvice()}`);
 		}
 		return bin;
 	}

@@ -6,7 +6,7 @@
 import { spawn } from "node:child_process";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { type SubagentsCli, SubagentsError } from "./cli.ts";
-import { buildAdvice, findBinary, sourceTreeBinary } from "./service.ts";
+import { binarySearched, buildAdvice, findBinary } from "./service.ts";
 
 export type DoctorStatus = "ok" | "warn" | "fail" | "skip";
 
@@ -114,7 +114,7 @@ export function registerDoctor(pi: ExtensionAPI, cli: (passive?: boolean) => Sub
 			const env = dir ? { ...base, SUBAGENTS_DATA_DIR: dir } : base;
 			const bin = findBinary(c.options.bin === "subagents" ? undefined : c.options.bin, env);
 			if (!bin) {
-				ctx.ui.notify(`the subagents command was not found (settings "bin", SUBAGENTS_BIN, PATH, ${sourceTreeBinary()}): ${buildAdvice()}`, "error");
+				ctx.ui.notify(`the subagents command was not found (${binarySearched()}): ${buildAdvice()}`, "error");
 				return;
 			}
 			try {

@@ -4,6 +4,7 @@
 import { spawn } from "node:child_process";
 import { accessSync, closeSync, constants, existsSync, fstatSync, mkdirSync, openSync, readFileSync } from "node:fs";
 import { connect, type Socket } from "node:net";
+import { createRequire } from "node:module";
 import { homedir } from "node:os";
 import { delimiter, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -104,15 +105,42 @@ function executable(p: string): boolean {
 	}
 }
 
+/** The npm package holding this machine's binaries (`make dist`: one per platform, an optional dependency of this extension's package). */
+export function platformPackage(platform: string = process.platform, arch: string = process.arch): string {
+	return `@durable-pi/subagents-${platform}-${arch}`;
+}
+
 /**
- * The subagents executable: the `bin` setting, SUBAGENTS_BIN, PATH, then the
- * source tree's bin/subagents; undefined when none is there.
+ * The subagents binary of this machine's platform package, as npm installed
+ * it beside this extension (`pi install npm:@durable-pi/subagents`);
+ * undefined in any other install. from is where the lookup starts (this
+ * file).
  */
-export function findBinary(setting: string | undefined, env: NodeJS.ProcessEnv): string | undefined {
+export function platformBinary(from: string = import.meta.url): string | undefined {
+	try {
+		const manifest = createRequire(from).resolve(`${platformPackage()}/package.json`);
+		const bin = join(dirname(manifest), "bin", "subagents");
+		return executable(bin) ? bin : undefined;
+	} catch {
+		return undefined;
+	}
+}
+
+/**
+ * The subagents executable: the `bin` setting, SUBAGENTS_BIN, the platform
+ * package's, PATH, then the source tree's bin/subagents; undefined when none
+ * is there.
+ */
+export function findBinary(setting: string | undefined, env: NodeJS.ProcessEnv, from: string = import.meta.url): string | undefined {
 	for (const named of [setting, env.SUBAGENTS_BIN]) {
 		if (named) return named.includes("/") ? (executable(named) ? named : undefined) : onPath(named, env);
 	}
-	return onPath("subagents", env) ?? (executable(sourceTreeBinary()) ? sourceTreeBinary() : undefined);
+	return platformBinary(from) ?? onPath("subagents", env) ?? (executable(sourceTreeBinary()) ? sourceTreeBinary() : undefined);
+}
+
+/** Where findBinary looks, for the message that says it found nothing. */
+export function binarySearched(): string {
+	return `settings "bin", SUBAGENTS_BIN, ${platformPackage()}, PATH, ${sourceTreeBinary()}`;
 }
 
 function onPath(name: string, env: NodeJS.ProcessEnv): string | undefined {
@@ -178,7 +206,7 @@ export function buildAdvice(): string {
 	const inTree = existsSync(join(tree, "go.mod"));
 	return inTree
 		? `build it with \`make build\` in ${tree} (it writes bin/subagents), or set SUBAGENTS_BIN`
-		: "install it with `go install github.com/durable-pi/subagents/cmd/subagents@latest`, or set SUBAGENTS_BIN";
+		: "install this extension with `pi install npm:@durable-pi/subagents` (its platform package brings the binaries), or the command alone with `go install github.com/durable-pi/subagents/cmd/...@latest`, or set SUBAGENTS_BIN";
 }
 
 // The first start of the service sets up its database (about two seconds

@@ -2,8 +2,9 @@ import assert from "node:assert/strict";
 import { mkdirSync, mkdtempSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { test } from "node:test";
-import { isLocal, sameAddress, socketPath, splitAddress } from "../src/service.ts";
+import { binarySearched, findBinary, isLocal, platformBinary, platformPackage, sameAddress, socketPath, splitAddress } from "../src/service.ts";
 import { loadSettings, localService } from "../src/settings.ts";
 
 test("which Temporal is the local service", () => {
@@ -163,4 +164,33 @@ test("maxLinesPerWindow comes from the settings or SUBAGENTS_MAX_LINES_PER_WINDO
 		() => loadSettings(agent, { PI_CODING_AGENT_DIR: agent, SUBAGENTS_MAX_LINES_PER_WINDOW: "lots" }),
 		(e: { code?: string; message: string }) => e.code === "INVALID_INPUT" && e.message.includes('not "lots"'),
 	);
+});
+
+test("the binary: the bin setting and SUBAGENTS_BIN win, then this platform's package beside the extension, then PATH", () => {
+	const root = mkdtempSync(join(tmpdir(), "subagents-platform-"));
+	try {
+		// An npm install: the extension's package and its platform package side by side.
+		const pkg = join(root, "node_modules", ...platformPackage().split("/"));
+		mkdirSync(join(pkg, "bin"), { recursive: true });
+		writeFileSync(join(pkg, "package.json"), JSON.stringify({ name: platformPackage(), version: "0.1.0" }));
+		const bin = join(pkg, "bin", "subagents");
+		writeFileSync(bin, "#!/bin/sh\n", { mode: 0o755 });
+		const onPathDir = join(root, "path");
+		mkdirSync(onPathDir);
+		writeFileSync(join(onPathDir, "subagents"), "#!/bin/sh\n", { mode: 0o755 });
+		const from = pathToFileURL(join(root, "node_modules", "@durable-pi", "subagents", "dist", "extension.js")).href;
+		const env = { PATH: onPathDir };
+
+		assert.equal(platformBinary(from), bin);
+		assert.equal(findBinary(undefined, env, from), bin);
+		assert.equal(findBinary(join(onPathDir, "subagents"), env, from), join(onPathDir, "subagents"));
+		assert.equal(findBinary(undefined, { ...env, SUBAGENTS_BIN: join(onPathDir, "subagents") }, from), join(onPathDir, "subagents"));
+		// Elsewhere (a clone, a local path install): PATH, as before.
+		const elsewhere = pathToFileURL(join(tmpdir(), `subagents-clone-${process.pid}`, "extension", "dist", "extension.js")).href;
+		assert.equal(platformBinary(elsewhere), undefined);
+		assert.equal(findBinary(undefined, env, elsewhere), join(onPathDir, "subagents"));
+		assert.match(binarySearched(), new RegExp(`SUBAGENTS_BIN, ${platformPackage()}, PATH`));
+	} finally {
+		rmSync(root, { recursive: true, force: true });
+	}
 });
