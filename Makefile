@@ -16,7 +16,7 @@ PI_STAMP := extension/node_modules/.package-lock.json
 # Arguments for `make run`, e.g. make run ARGS="--port 17233".
 ARGS ?=
 
-.PHONY: all build pi-extension extension ext-check run demo chaos browser terminal postgres cluster-tools test test-ext test-docker test-go testprogress lint vet fmt staticcheck workflowcheck bench deps pi tools clean dist
+.PHONY: all build pi-extension extension ext-check run demo chaos browser terminal postgres cluster-tools test test-ext test-docker test-go testprogress lint vet fmt staticcheck workflowcheck bench deps pi tools clean dist registry
 
 all: deps build
 
@@ -32,6 +32,12 @@ build: extension bin/pi
 PLATFORMS ?= linux-amd64,linux-arm64,darwin-amd64,darwin-arm64
 dist: extension
 	$(GO) run ./cmd/dist -platforms $(PLATFORMS) -out dist
+
+## registry: verdaccio, the npm registry server the install tests publish dist/npm to (loopback only), from e2e/registry's lockfile
+REGISTRY_STAMP := e2e/registry/node_modules/.package-lock.json
+registry: $(REGISTRY_STAMP)
+$(REGISTRY_STAMP): e2e/registry/package.json e2e/registry/package-lock.json pi
+	cd e2e/registry && $(NPM) ci --no-audit --no-fund --ignore-scripts --loglevel=error
 
 ## pi-extension: for the pi user: build, then install the extension in your pi (pi install records it in ~/.pi/agent/settings.json, or in $PI_CODING_AGENT_DIR)
 # A local path is loaded from where it is, not copied: a later `make build`
