@@ -140,6 +140,10 @@ type ServiceInfo struct {
 	// (ServeRequest.Caller). A command hands its calls only to a service
 	// of this build's version or later.
 	Protocol int `json:"protocol,omitempty"`
+	// Version is the service's release (internal/version): a pi extension
+	// of another release stops the service at a safe point and starts its
+	// own ([install]).
+	Version string `json:"version,omitempty"`
 }
 
 // ProtocolVersion is this build's Protocol.

@@ -18,6 +18,7 @@ import (
 	"github.com/durable-pi/subagents/connection"
 	"github.com/durable-pi/subagents/internal/errcode"
 	"github.com/durable-pi/subagents/internal/metrics"
+	"github.com/durable-pi/subagents/internal/version"
 	"github.com/durable-pi/subagents/profiles"
 	"github.com/durable-pi/subagents/worker"
 )
@@ -274,7 +275,7 @@ func ServeSocket(ctx context.Context, c *client.Client, cfg worker.Config) (stop
 	service.Logger = cfg.Logger
 	service.Info = &ServiceInfo{
 		ContractVersion: client.ContractVersion, Op: "service", Address: c.Address, Namespace: c.Namespace,
-		TaskQueue: c.TaskQueue, PID: os.Getpid(), DataDir: cfg.DataDir, Protocol: ProtocolVersion,
+		TaskQueue: c.TaskQueue, PID: os.Getpid(), DataDir: cfg.DataDir, Protocol: ProtocolVersion, Version: version.Version,
 	}
 	served := make(chan error, 1)
 	go func() { served <- service.Serve(ctx, ln) }()

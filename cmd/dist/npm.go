@@ -89,6 +89,16 @@ func mainManifest(ext []byte, version string, platforms []Platform) ([]byte, err
 		deps[p.PackageName()] = version
 	}
 	pkg["optionalDependencies"] = deps
+	// pi supplies its own packages to the extensions it loads, and installs
+	// them with --legacy-peer-deps; marked optional, an `npm install -g` does
+	// not fetch them either.
+	if peers, ok := pkg["peerDependencies"].(map[string]any); ok {
+		meta := map[string]any{}
+		for name := range peers {
+			meta[name] = map[string]bool{"optional": true}
+		}
+		pkg["peerDependenciesMeta"] = meta
+	}
 	return marshal(pkg)
 }
 

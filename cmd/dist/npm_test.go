@@ -90,6 +90,9 @@ func TestManifests(t *testing.T) {
 	if bin, _ := main["bin"].(map[string]any); bin["subagents"] != "bin/subagents.js" {
 		t.Fatalf("bin %v", main["bin"])
 	}
+	if meta, _ := main["peerDependenciesMeta"].(map[string]any); len(meta) != 4 || meta["typebox"] == nil {
+		t.Fatalf("peers not optional: %v", main["peerDependenciesMeta"])
+	}
 	if pi, _ := main["pi"].(map[string]any); pi == nil || main["peerDependencies"] == nil {
 		t.Fatalf("the pi manifest or the peers are gone: %s", b)
 	}

@@ -1,0 +1,246 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The release this tree builds, for this machine only (`make dist
+// PLATFORMS=...`): the install tests publish it to a registry of their own.
+var distBuild struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// distPackages builds the release's npm packages for this machine's
+// platform (cmd/dist, as `make dist` runs it) once per test binary and
+// returns dist/npm's folder.
+func distPackages(t *testing.T) string {
+	t.Helper()
+	distBuild.once.Do(func() {
+		out, err := os.MkdirTemp("", "subagents-dist-")
+		if err != nil {
+			distBuild.err = err
+			return
+		}
+		// The first build of a release compiles everything anew (no cgo,
+		// trimmed paths): minutes on two cores.
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "go", "run", "./cmd/dist", "-platforms", runtime.GOOS+"-"+runtime.GOARCH, "-out", out)
+		cmd.Dir = ".."
+		if b, err := cmd.CombinedOutput(); err != nil {
+			distBuild.err = fmt.Errorf("make dist: %v\n%s", err, b)
+			return
+		}
+		distBuild.dir = filepath.Join(out, "npm")
+	})
+	if distBuild.err != nil {
+		t.Fatal(distBuild.err)
+	}
+	return distBuild.dir
+}
+
+// registry is a real npm registry server on loopback (verdaccio, from
+// e2e/registry's lockfile: `make registry`), with no uplink: it serves only
+// what the test publishes to it.
+type registry struct {
+	url     string
+	npmrc   string // a user config that points npm at it, with a token to publish
+	cacheNp string // npm's cache for this test, so that nothing comes from the machine's
+}
+
+func startRegistry(t *testing.T, e *env) registry {
+	t.Helper()
+	verdaccio, err := filepath.Abs(filepath.Join("registry", "node_modules", ".bin", "verdaccio"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(verdaccio); err != nil {
+		t.Fatal("no verdaccio: `make test` installs it (make registry)")
+	}
+	dir := t.TempDir()
+	port := freePort()
+	config := fmt.Sprintf(`storage: %s
+auth:
+  htpasswd:
+    file: %s
+    max_users: -1
+uplinks: {}
+packages:
+  '**':
+    access: $all
+    publish: $anonymous
+listen: 127.0.0.1:%d
+log: { type: stdout, format: pretty, level: warn }
+`, filepath.Join(dir, "storage"), filepath.Join(dir, "htpasswd"), port)
+	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(e.pi.PathPrefix, "node"), verdaccio, "--config", filepath.Join(dir, "config.yaml"))
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("verdaccio:\n%s", out.String())
+		}
+	})
+	r := registry{url: fmt.Sprintf("http://127.0.0.1:%d/", port), npmrc: filepath.Join(dir, "npmrc"), cacheNp: filepath.Join(dir, "npm-cache")}
+	npmrc := fmt.Sprintf("registry=%s\n//127.0.0.1:%d/:_authToken=e2e-publisher\naudit=false\nfund=false\nupdate-notifier=false\n", r.url, port)
+	if err := os.WriteFile(r.npmrc, []byte(npmrc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(testTimeout)
+	for {
+		resp, err := http.Get(r.url + "-/ping")
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return r
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("verdaccio did not answer on %s: %v\n%s", r.url, err, out.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// env is npm's environment for the registry: its config, its own cache.
+func (r registry) env() []string {
+	return []string{"npm_config_userconfig=" + r.npmrc, "npm_config_registry=" + r.url, "npm_config_cache=" + r.cacheNp}
+}
+
+// publish publishes a package folder to the registry.
+func (r registry) publish(t *testing.T, e *env, dir string) {
+	t.Helper()
+	cmd := exec.Command("npm", "publish", dir)
+	cmd.Env = append(append(os.Environ(), "PATH="+e.pi.PathPrefix+string(os.PathListSeparator)+os.Getenv("PATH")), r.env()...)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("npm publish %s: %v\n%s", dir, err, b)
+	}
+}
+
+// withoutGo is PATH with pi's folder first and no folder that holds a Go
+// toolchain: a pi user's machine.
+func withoutGo(e *env) string {
+	dirs := []string{e.pi.PathPrefix}
+	for _, d := range filepath.SplitList(os.Getenv("PATH")) {
+		if _, err := os.Stat(filepath.Join(d, "go")); err == nil {
+			continue
+		}
+		dirs = append(dirs, d)
+	}
+	return strings.Join(dirs, string(os.PathListSeparator))
+}
+
+// TestInstallFromARegistry (issue [install]): a pi user installs the
+// release as any pi package, from a registry, with no Go on the machine:
+// `pi install npm:@durable-pi/subagents`, then a parent pi delegates: the
+// extension starts the service from the installed platform package's
+// binary, and the child's answer comes back; the installed `subagents
+// doctor` passes. The same through `npm install -g`. Install to first
+// result is measured (the scripted model answers at once).
+func TestInstallFromARegistry(t *testing.T) {
+	e := newEnv(t)
+	npmDir := distPackages(t)
+	reg := startRegistry(t, e)
+	platform := filepath.Join(npmDir, "subagents-"+runtime.GOOS+"-"+runtime.GOARCH)
+	reg.publish(t, e, platform)
+	reg.publish(t, e, filepath.Join(npmDir, "subagents"))
+
+	w := e.newLocalWorld()
+	path := withoutGo(e)
+	if p, err := exec.LookPath("go"); err == nil && strings.HasPrefix(p, e.pi.PathPrefix) {
+		t.Fatalf("go is on the user's PATH: %s", p)
+	}
+	e.parentEnvExtra = append(e.parentEnvExtra, append(reg.env(), "PATH="+path, "SUBAGENTS_BIN=")...)
+	env := append(append(os.Environ(), e.parentEnv()...), e.parentEnvExtra...)
+
+	began := time.Now()
+	install := exec.Command(e.pi.Path, "install", "npm:@durable-pi/subagents")
+	install.Env, install.Dir = env, e.workDir
+	if b, err := install.CombinedOutput(); err != nil {
+		t.Fatalf("pi install: %v\n%s", err, b)
+	}
+	installed := time.Since(began)
+	var stderr syncBuffer
+	p := e.spawnPi([]string{"--mode", "json", "--session", filepath.Join(t.TempDir(), "parent.jsonl"), e.scriptDelegation("installed", "answered by the installed release")}, &stderr)
+	_ = p.stdin.Close()
+	t.Cleanup(func() {
+		p.kill()
+		<-p.done
+		if t.Failed() {
+			t.Logf("parent pi events:\n%.20000s\nstderr:\n%s", p.events, stderr.String())
+		}
+	})
+	p.wait(t)
+	e.checkDelegation("installed", "answered by the installed release")
+	first := time.Since(began)
+	t.Logf("install to first result: %s (pi install %s)", first.Round(time.Millisecond), installed.Round(time.Millisecond))
+	writeArtifact(t, "install-to-first-result.txt", fmt.Sprintf("pi install: %s\ninstall to first result: %s\n", installed.Round(time.Millisecond), first.Round(time.Millisecond)))
+
+	// The service runs the installed binary, not the tree's.
+	pid := w.servicePid()
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil || !strings.Contains(exe, filepath.Join("node_modules", "@durable-pi", "subagents-"+npmOS()+"-"+npmCPU(), "bin")) {
+		t.Fatalf("the service (pid %d) runs %q (%v), want the installed platform package's binary", pid, exe, err)
+	}
+	doctor := exec.Command(filepath.Join(filepath.Dir(exe), "subagents"), "doctor", "--cwd", e.workDir)
+	doctor.Env = env
+	if b, err := doctor.CombinedOutput(); err != nil {
+		t.Fatalf("the installed subagents doctor: %v\n%s", err, b)
+	}
+
+	// npm install -g: the command on PATH, and the extension loaded from
+	// where npm put it.
+	prefix := t.TempDir()
+	global := exec.Command("npm", "install", "-g", "--prefix", prefix, "@durable-pi/subagents")
+	global.Env = env
+	if b, err := global.CombinedOutput(); err != nil {
+		t.Fatalf("npm install -g: %v\n%s", err, b)
+	}
+	version := exec.Command(filepath.Join(prefix, "bin", "subagents"), "version")
+	version.Env = env
+	if b, err := version.CombinedOutput(); err != nil || !strings.Contains(string(b), "subagents ") {
+		t.Fatalf("subagents version from npm install -g: %v\n%s", err, b)
+	}
+}
+
+// npmOS and npmCPU are this machine as npm names it (process.platform,
+// process.arch).
+func npmOS() string { return runtime.GOOS }
+
+func npmCPU() string {
+	if runtime.GOARCH == "amd64" {
+		return "x64"
+	}
+	return runtime.GOARCH
+}
+
+// writeArtifact keeps a figure a test measured in test-artifacts/.
+func writeArtifact(t *testing.T, name, text string) {
+	t.Helper()
+	dir := filepath.Join("..", "test-artifacts")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
