@@ -407,8 +407,8 @@ func (e *env) chaosRound(r chaos) client.Envelope {
 			t.Fatalf("%s task %d: %d completed RunPi in the session's history, want 1 (one turn)", r.marker, i, n)
 		}
 	}
-	if n := signalsNamed(r.history(started.DelegationID), api.TaskDoneSignal); n != r.tasks {
-		t.Fatalf("%s: the delegation got %d task-done signals, want %d", r.marker, n, r.tasks)
+	if n := taskEnds(r.history(started.DelegationID)); n != r.tasks {
+		t.Fatalf("%s: the delegation was told of %d task ends, want %d (one each)", r.marker, n, r.tasks)
 	}
 	if left := processesWith(r.marker); len(left) > 0 {
 		t.Fatalf("%s: processes of the killed run still run: %v", r.marker, left)
@@ -436,6 +436,20 @@ func signalsNamed(events []*historypb.HistoryEvent, name string) int {
 	n := 0
 	for _, ev := range events {
 		if a := ev.GetWorkflowExecutionSignaledEventAttributes(); a != nil && a.GetSignalName() == name {
+			n++
+		}
+	}
+	return n
+}
+
+// taskEnds counts how often a delegation's history was told that one of
+// its tasks ended: a session's TaskDone signal, or (version 5) the close of
+// the session's run with its turn.
+func taskEnds(events []*historypb.HistoryEvent) int {
+	n := signalsNamed(events, api.TaskDoneSignal)
+	for _, ev := range events {
+		if ev.GetChildWorkflowExecutionCompletedEventAttributes() != nil || ev.GetChildWorkflowExecutionFailedEventAttributes() != nil ||
+			ev.GetChildWorkflowExecutionCanceledEventAttributes() != nil {
 			n++
 		}
 	}
