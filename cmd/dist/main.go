@@ -111,10 +111,14 @@ func writeMain(dir string, platforms []Platform) error {
 	if err != nil {
 		return err
 	}
-	for _, f := range []string{"index.ts", "dist", "src", "child", "prompts", "README.md"} {
+	for _, f := range []string{"index.ts", "dist", "src", "child", "prompts"} {
 		if err := copyTree(filepath.Join("extension", f), filepath.Join(dir, f)); err != nil {
 			return err
 		}
+	}
+	// The project's README is the package's page on the registry.
+	if err := copyTree("README.md", filepath.Join(dir, "README.md")); err != nil {
+		return err
 	}
 	if err := copyTree(filepath.Join("cmd", "dist", "shim.js"), filepath.Join(dir, "bin", "subagents.js")); err != nil {
 		return err
