@@ -82,6 +82,9 @@ packages:
     access: $all
     publish: $anonymous
 listen: 127.0.0.1:%d
+# A platform package is about 56 MB packed (base64 in the publish request):
+# past verdaccio's default of 10 MB.
+max_body_size: 200mb
 log: { type: stdout, format: pretty, level: warn }
 `, filepath.Join(dir, "storage"), filepath.Join(dir, "htpasswd"), port)
 	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(config), 0o644); err != nil {
