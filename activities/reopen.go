@@ -100,13 +100,8 @@ func (s *Sessions) reopenInput(ctx context.Context, info *workflowpb.WorkflowExe
 	var res api.SessionResult
 	err := s.Client.GetWorkflow(ctx, exec.GetWorkflowId(), exec.GetRunId()).Get(ctx, &res)
 	if err != nil {
-		var app *temporal.ApplicationError
-		var cancelled *temporal.CanceledError
-		switch {
-		case errors.As(err, &app) && app.HasDetails():
-			err = app.Details(&res)
-		case errors.As(err, &cancelled) && cancelled.HasDetails():
-			err = cancelled.Details(&res)
+		if held, derr := api.DetailsOf(err, &res); held {
+			err = derr
 		}
 		if err != nil {
 			return api.SessionInput{}, false, fmt.Errorf("reading how session %s closed: %w", exec.GetWorkflowId(), err)

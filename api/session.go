@@ -1,7 +1,10 @@
 package api
 
 import (
+	"errors"
 	"time"
+
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/durable-pi/subagents/internal/errcode"
 )
@@ -239,4 +242,20 @@ type SendToSessionResult struct {
 	Sent     bool   `json:"sent"`
 	Reopened bool   `json:"reopened,omitempty"`
 	RunID    string `json:"runId,omitempty"`
+}
+
+// DetailsOf reads into out the details of the failure or cancellation err
+// holds: how a version 5 session whose turn failed or was cancelled closed
+// (its SessionResult). held says whether err carried details at all; the
+// error is their decoding's.
+func DetailsOf(err error, out any) (held bool, _ error) {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) && app.HasDetails() {
+		return true, app.Details(out)
+	}
+	var cancelled *temporal.CanceledError
+	if errors.As(err, &cancelled) && cancelled.HasDetails() {
+		return true, cancelled.Details(out)
+	}
+	return false, nil
 }

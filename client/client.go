@@ -589,13 +589,8 @@ func (c *Client) query(ctx context.Context, id string, open bool, out any) error
 	if rerr := c.Temporal.GetWorkflow(ctx, id, "").Get(ctx, out); rerr != nil {
 		// A session closes failed or cancelled with its result in the
 		// failure's details (version 5).
-		var cancelled *temporal.CanceledError
-		if errors.As(rerr, &cancelled) && cancelled.HasDetails() {
-			return cancelled.Details(out)
-		}
-		var app *temporal.ApplicationError
-		if errors.As(rerr, &app) && app.HasDetails() {
-			return app.Details(out)
+		if held, derr := api.DetailsOf(rerr, out); held {
+			return derr
 		}
 		return c.temporalError(err, id)
 	}

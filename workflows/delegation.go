@@ -526,13 +526,6 @@ func sendToSession(ctx workflow.Context, version int, sid string, open bool, req
 // with when its turn failed or was cancelled (the failure's details): true
 // when err held one.
 func sessionResultOf(err error, res *api.SessionResult) bool {
-	var app *temporal.ApplicationError
-	if errors.As(err, &app) && app.HasDetails() {
-		return app.Details(res) == nil && res.SessionID != ""
-	}
-	var cancelled *temporal.CanceledError
-	if errors.As(err, &cancelled) && cancelled.HasDetails() {
-		return cancelled.Details(res) == nil && res.SessionID != ""
-	}
-	return false
+	held, derr := api.DetailsOf(err, res)
+	return held && derr == nil && res.SessionID != ""
 }
