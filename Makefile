@@ -92,7 +92,7 @@ run: deps build
 	./bin/subagents dev $(ARGS)
 
 ## test: everything: lint, the workflow and activity packages under -race, all tests
-test: deps browser postgres terminal lint test-ext test-docker test-go
+test: deps browser postgres terminal registry lint test-ext test-docker test-go
 
 # docker/ is a module of its own: its parsers stay out of the service's build.
 test-docker: testprogress
@@ -106,10 +106,13 @@ test-ext: pi
 # The e2e package runs for minutes (real pi, a PostgreSQL cluster it builds
 # the Temporal server for): beyond go test's default 10 minute limit on a
 # cold CI cache.
+# The upgrade test's next release (-tags upgradeprobe: a changed workflow
+# step) replays every history this release recorded.
 # The race detector slows the activities package five- to tenfold: past go
 # test's default 10 minutes per package on a loaded two-core machine.
 test-go: testprogress
 	$(GOBIN)/testprogress -- $(GO) test -json -race -timeout 20m ./activities/... ./workflows/...
+	$(GOBIN)/testprogress -- $(GO) test -json -tags upgradeprobe -run 'TestReplay|TestReleaseStep' ./workflows/
 	$(GOBIN)/testprogress -- $(GO) test -json -timeout 30m ./...
 
 # go test through cmd/testprogress: each test's name as it passes (the e2e

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -49,28 +50,37 @@ func replayHistories(t *testing.T, glob string, min int, originalID func([]*hist
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			r := worker.NewWorkflowReplayer()
-			r.RegisterWorkflowWithOptions(Session, workflow.RegisterOptions{Name: api.SessionWorkflowName})
-			r.RegisterWorkflowWithOptions(Delegation, workflow.RegisterOptions{Name: api.DelegationWorkflowName})
-			r.RegisterWorkflowWithOptions(Plan, workflow.RegisterOptions{Name: api.PlanWorkflowName})
-			r.RegisterWorkflowWithOptions(Scheduled, workflow.RegisterOptions{Name: api.ScheduledWorkflowName})
-			r.RegisterWorkflowWithOptions(ScheduledResult, workflow.RegisterOptions{Name: api.ScheduledResultWorkflowName})
-			file, err := os.Open(f)
-			if err != nil {
+			if err := replayFile(f, originalID); err != nil {
 				t.Fatal(err)
-			}
-			defer func() { _ = file.Close() }()
-			hist, err := client.HistoryFromJSON(file, client.HistoryJSONOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			opts := worker.ReplayWorkflowHistoryOptions{}
-			if id := originalID(hist.GetEvents()); id != "" {
-				opts.OriginalExecution = workflow.Execution{ID: id}
-			}
-			if err := r.ReplayWorkflowHistoryWithOptions(nil, hist, opts); err != nil {
-				t.Fatalf("replay %s: %v", f, err)
 			}
 		})
 	}
+}
+
+// replayFile replays one recorded history with every workflow of the
+// worker.
+func replayFile(f string, originalID func([]*historypb.HistoryEvent) string) error {
+	r := worker.NewWorkflowReplayer()
+	r.RegisterWorkflowWithOptions(Session, workflow.RegisterOptions{Name: api.SessionWorkflowName})
+	r.RegisterWorkflowWithOptions(Delegation, workflow.RegisterOptions{Name: api.DelegationWorkflowName})
+	r.RegisterWorkflowWithOptions(Plan, workflow.RegisterOptions{Name: api.PlanWorkflowName})
+	r.RegisterWorkflowWithOptions(Scheduled, workflow.RegisterOptions{Name: api.ScheduledWorkflowName})
+	r.RegisterWorkflowWithOptions(ScheduledResult, workflow.RegisterOptions{Name: api.ScheduledResultWorkflowName})
+	file, err := os.Open(f)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = file.Close() }()
+	hist, err := client.HistoryFromJSON(file, client.HistoryJSONOptions{})
+	if err != nil {
+		return err
+	}
+	opts := worker.ReplayWorkflowHistoryOptions{}
+	if id := originalID(hist.GetEvents()); id != "" {
+		opts.OriginalExecution = workflow.Execution{ID: id}
+	}
+	if err := r.ReplayWorkflowHistoryWithOptions(nil, hist, opts); err != nil {
+		return fmt.Errorf("replay %s: %w", f, err)
+	}
+	return nil
 }

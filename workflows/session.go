@@ -632,6 +632,9 @@ func (s *session) runTurn(ctx workflow.Context, req api.SendRequest) {
 	}
 	countTurn(ctx, TasksFinishedMetric, map[string]string{"agent": agent, "status": string(turn.State)})
 	log.Info("turn ended", "session", s.in.SessionID, "agent", agent, "turn", s.turn, "state", turn.State, "attempts", turn.ChildRuns)
+	if releaseStep != nil {
+		releaseStep(ctx, turn)
+	}
 	s.Usage = s.Usage.Add(turn.Usage)
 	s.LastTurn = turn
 	s.Runs[len(s.Runs)-1].State = string(turn.State)
