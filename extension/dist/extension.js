@@ -8,7 +8,7 @@ import { spawn as spawn2 } from "node:child_process";
 import { createInterface } from "node:readline";
 
 // src/service.ts
-import { spawn } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { accessSync, closeSync, constants, existsSync, fstatSync, mkdirSync, openSync, readFileSync } from "node:fs";
 import { connect } from "node:net";
 import { createRequire } from "node:module";
@@ -133,6 +133,35 @@ function serviceEnv(env) {
   for (const k of [...CALLER_ENV, "PI_SUBAGENT_NESTED"]) if (k.startsWith("PI_SUBAGENT_")) delete out[k];
   return out;
 }
+function ownVersion(dir = ownExtensionDir()) {
+  try {
+    const v = JSON.parse(readFileSync(join(dir, "package.json"), "utf8")).version;
+    return typeof v === "string" ? v : "";
+  } catch {
+    return "";
+  }
+}
+function newerRelease(a, b) {
+  return compareReleases(a ?? "", b ?? "") > 0;
+}
+function compareReleases(a, b) {
+  if (a === b) return 0;
+  if (!a || !b) return a ? 1 : -1;
+  const [ma, pa = ""] = splitRelease(a);
+  const [mb, pb = ""] = splitRelease(b);
+  for (let i = 0; i < Math.max(ma.length, mb.length); i++) {
+    const d = (ma[i] ?? 0) - (mb[i] ?? 0);
+    if (d !== 0) return d;
+  }
+  if (pa === pb) return 0;
+  if (!pa || !pb) return pa ? -1 : 1;
+  return pa < pb ? -1 : 1;
+}
+function splitRelease(v) {
+  const dash = v.indexOf("-");
+  const main = dash < 0 ? v : v.slice(0, dash);
+  return [main.split(".").map((n) => Number.parseInt(n, 10) || 0), dash < 0 ? void 0 : v.slice(dash + 1)];
+}
 function buildAdvice() {
   const tree = resolve(sourceTreeBinary(), "..", "..");
   const inTree = existsSync(join(tree, "go.mod"));
@@ -173,6 +202,27 @@ async function startService(opts) {
     await new Promise((r) => setTimeout(r, START_POLL_MS));
   }
   throw new Error(`subagents dev did not answer on ${sock} within ${START_TIMEOUT_MS / 1e3} s; see ${log}`);
+}
+var VERSION_TIMEOUT_MS = 5e3;
+function releaseOf(bin) {
+  return new Promise((resolve2) => {
+    execFile(bin, ["version", "--json"], { timeout: VERSION_TIMEOUT_MS }, (err, stdout) => {
+      try {
+        resolve2(err ? "" : String(JSON.parse(stdout).version ?? ""));
+      } catch {
+        resolve2("");
+      }
+    });
+  });
+}
+var STOP_TIMEOUT_MS = 4e4;
+function stopService(bin, dir, env) {
+  return new Promise((resolve2, reject) => {
+    execFile(bin, ["stop", "--data-dir", dir], { timeout: STOP_TIMEOUT_MS, env }, (err, stdout, stderr) => {
+      if (err) reject(new Error(`subagents stop: ${(stderr || stdout || err.message).trim()}`));
+      else resolve2();
+    });
+  });
 }
 function readFrom(path, offset) {
   try {
@@ -424,8 +474,12 @@ var SubagentsCli = class {
     channels.set(key, fresh);
     return { channel: fresh, connection };
   }
-  /** A channel to the service on sock, if one answers there and serves our address. */
-  async connectLocal(local, sock) {
+  /**
+   * A channel to the service on sock, if one answers there and serves our
+   * address. A service of an older release than this extension's binary
+   * is upgraded first (upgrade), once per connect.
+   */
+  async connectLocal(local, sock, mayUpgrade = true) {
     let socket;
     try {
       socket = await dial({ path: sock });
@@ -433,21 +487,45 @@ var SubagentsCli = class {
       return void 0;
     }
     const ch = new SocketChannel(socket);
-    if (local.addressSet) {
-      let info = {};
-      const code = await ch.request(["service"], "", (line) => {
-        try {
-          info = JSON.parse(line);
-        } catch {
-        }
-      });
-      if (code !== 0 || !info.address || !sameAddress(info.address, local.address)) {
-        void ch.stop();
-        return void 0;
+    let info = {};
+    const code = await ch.request(["service"], "", (line) => {
+      try {
+        info = JSON.parse(line);
+      } catch {
       }
+    });
+    if (local.addressSet && (code !== 0 || !info.address || !sameAddress(info.address, local.address))) {
+      void ch.stop();
+      return void 0;
+    }
+    if (code === 0 && mayUpgrade && local.autoStart && info.version !== ownVersion() && await this.upgrade(local, sock, info.version ?? "")) {
+      void ch.stop();
+      return this.connectLocal(local, sock, false);
     }
     channels.set(sock, ch);
     return ch;
+  }
+  /**
+   * Upgrades the local service of release running to this extension's
+   * binary's, if that is newer ([install]: `pi install` of a new release
+   * leaves the old service running): the old one stops at a safe point
+   * (`subagents stop`: its worker first, its children's sessions kept) and
+   * the new one starts; the work goes on under it. A newer service is
+   * left alone: an older pi uses it as it is, and two releases never take
+   * turns stopping each other. Whether it upgraded.
+   */
+  async upgrade(local, sock, running) {
+    const bin = this.binary();
+    const next = await releaseOf(bin);
+    if (!newerRelease(next, running)) return false;
+    this.options.onStatus?.(`Upgrading the subagents service from ${running || "an earlier release"} to ${next}: it stops at a safe point, and its running work goes on under ${next}\u2026`);
+    try {
+      await stopService(bin, local.dataDir, this.env);
+    } catch (e) {
+      throw new SubagentsError("SERVICE_UNAVAILABLE", `could not stop the subagents service ${running || "of an earlier release"} to upgrade it to ${next}: ${e.message}`);
+    }
+    await this.start(local, sock);
+    return true;
   }
   /** Starts the local service once per socket, however many calls ask at once. */
   start(local, sock) {

@@ -7,7 +7,7 @@ import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
 import type { Socket } from "node:net";
 import { createInterface } from "node:readline";
 import type { Envelope } from "./format.ts";
-import { answers, binarySearched, buildAdvice, CALLER_ENV, dial, findBinary, sameAddress, socketPath, startService } from "./service.ts";
+import { answers, binarySearched, buildAdvice, CALLER_ENV, dial, findBinary, newerRelease, ownVersion, releaseOf, sameAddress, socketPath, startService, stopService } from "./service.ts";
 
 /** An error with one of the stable codes of the README's error code table. */
 export class SubagentsError extends Error {
@@ -352,8 +352,12 @@ export class SubagentsCli {
 		return { channel: fresh, connection };
 	}
 
-	/** A channel to the service on sock, if one answers there and serves our address. */
-	private async connectLocal(local: LocalService, sock: string): Promise<Channel | undefined> {
+	/**
+	 * A channel to the service on sock, if one answers there and serves our
+	 * address. A service of an older release than this extension's binary
+	 * is upgraded first (upgrade), once per connect.
+	 */
+	private async connectLocal(local: LocalService, sock: string, mayUpgrade = true): Promise<Channel | undefined> {
 		let socket: Socket;
 		try {
 			socket = await dial({ path: sock });
@@ -361,23 +365,49 @@ export class SubagentsCli {
 			return undefined;
 		}
 		const ch = new SocketChannel(socket);
-		if (local.addressSet) {
-			let info: { address?: string } = {};
-			const code = await ch.request(["service"], "", (line) => {
-				try {
-					info = JSON.parse(line);
-				} catch {
-					/* not the answer */
-				}
-			});
-			if (code !== 0 || !info.address || !sameAddress(info.address, local.address)) {
-				// A service for another address uses this data dir: not ours.
-				void ch.stop();
-				return undefined;
+		let info: { address?: string; version?: string } = {};
+		const code = await ch.request(["service"], "", (line) => {
+			try {
+				info = JSON.parse(line);
+			} catch {
+				/* not the answer */
 			}
+		});
+		if (local.addressSet && (code !== 0 || !info.address || !sameAddress(info.address, local.address))) {
+			// A service for another address uses this data dir: not ours.
+			void ch.stop();
+			return undefined;
+		}
+		if (code === 0 && mayUpgrade && local.autoStart && info.version !== ownVersion() && (await this.upgrade(local, sock, info.version ?? ""))) {
+			void ch.stop();
+			return this.connectLocal(local, sock, false);
 		}
 		channels.set(sock, ch);
 		return ch;
+	}
+
+	/**
+	 * Upgrades the local service of release running to this extension's
+	 * binary's, if that is newer ([install]: `pi install` of a new release
+	 * leaves the old service running): the old one stops at a safe point
+	 * (`subagents stop`: its worker first, its children's sessions kept) and
+	 * the new one starts; the work goes on under it. A newer service is
+	 * left alone: an older pi uses it as it is, and two releases never take
+	 * turns stopping each other. Whether it upgraded.
+	 */
+	private async upgrade(local: LocalService, sock: string, running: string): Promise<boolean> {
+		// Calls at once share one connect (connecting), so one upgrade.
+		const bin = this.binary();
+		const next = await releaseOf(bin);
+		if (!newerRelease(next, running)) return false;
+		this.options.onStatus?.(`Upgrading the subagents service from ${running || "an earlier release"} to ${next}: it stops at a safe point, and its running work goes on under ${next}…`);
+		try {
+			await stopService(bin, local.dataDir, this.env);
+		} catch (e) {
+			throw new SubagentsError("SERVICE_UNAVAILABLE", `could not stop the subagents service ${running || "of an earlier release"} to upgrade it to ${next}: ${(e as Error).message}`);
+		}
+		await this.start(local, sock);
+		return true;
 	}
 
 	/** Starts the local service once per socket, however many calls ask at once. */

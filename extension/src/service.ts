@@ -1,7 +1,7 @@
 // The local service: where it answers (a Unix socket in its data dir), how
 // to tell whether Temporal is local, and how to start it when nothing runs.
 
-import { spawn } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { accessSync, closeSync, constants, existsSync, fstatSync, mkdirSync, openSync, readFileSync } from "node:fs";
 import { connect, type Socket } from "node:net";
 import { createRequire } from "node:module";
@@ -200,6 +200,45 @@ export function serviceEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
 	return out;
 }
 
+/** This extension's release: its package.json's version, the number `subagents version` prints for the binaries of the same release. */
+export function ownVersion(dir: string = ownExtensionDir()): string {
+	try {
+		const v = JSON.parse(readFileSync(join(dir, "package.json"), "utf8")).version;
+		return typeof v === "string" ? v : "";
+	} catch {
+		return "";
+	}
+}
+
+/**
+ * Whether release a is newer than release b: dotted numbers compared in
+ * turn, a pre-release ("0.2.0-rc.1") below its release; an unknown release
+ * (empty, as a service from before releases answers) is older than any.
+ */
+export function newerRelease(a: string | undefined, b: string | undefined): boolean {
+	return compareReleases(a ?? "", b ?? "") > 0;
+}
+
+function compareReleases(a: string, b: string): number {
+	if (a === b) return 0;
+	if (!a || !b) return a ? 1 : -1;
+	const [ma, pa = ""] = splitRelease(a);
+	const [mb, pb = ""] = splitRelease(b);
+	for (let i = 0; i < Math.max(ma.length, mb.length); i++) {
+		const d = (ma[i] ?? 0) - (mb[i] ?? 0);
+		if (d !== 0) return d;
+	}
+	if (pa === pb) return 0;
+	if (!pa || !pb) return pa ? -1 : 1;
+	return pa < pb ? -1 : 1;
+}
+
+function splitRelease(v: string): [number[], string?] {
+	const dash = v.indexOf("-");
+	const main = dash < 0 ? v : v.slice(0, dash);
+	return [main.split(".").map((n) => Number.parseInt(n, 10) || 0), dash < 0 ? undefined : v.slice(dash + 1)];
+}
+
 /** What a user runs to get the binary. */
 export function buildAdvice(): string {
 	const tree = resolve(sourceTreeBinary(), "..", "..");
@@ -260,6 +299,42 @@ export async function startService(opts: { bin: string; address: string; namespa
 		await new Promise((r) => setTimeout(r, START_POLL_MS));
 	}
 	throw new Error(`subagents dev did not answer on ${sock} within ${START_TIMEOUT_MS / 1000} s; see ${log}`);
+}
+
+// `subagents version` answers in tens of milliseconds; five seconds is a
+// machine far too loaded to wait for, and then nothing is upgraded.
+const VERSION_TIMEOUT_MS = 5_000;
+
+/** The release of the binary bin (`subagents version --json`); "" when it cannot say (a build from before releases). */
+export function releaseOf(bin: string): Promise<string> {
+	return new Promise((resolve) => {
+		execFile(bin, ["version", "--json"], { timeout: VERSION_TIMEOUT_MS }, (err, stdout) => {
+			try {
+				resolve(err ? "" : String(JSON.parse(stdout).version ?? ""));
+			} catch {
+				resolve("");
+			}
+		});
+	});
+}
+
+// `subagents stop` waits up to 30 s for the service to exit (its worker
+// first: a running child gets SIGTERM, then SIGKILL after a 5 s grace);
+// ten more for the command itself on a loaded machine.
+const STOP_TIMEOUT_MS = 40_000;
+
+/**
+ * Stops the local service of dir with bin (`subagents stop`): it stops at a
+ * safe point, its worker first; the work it ran goes on at the next start,
+ * from its sessions' files. Rejects with what the command said.
+ */
+export function stopService(bin: string, dir: string, env: NodeJS.ProcessEnv): Promise<void> {
+	return new Promise((resolve, reject) => {
+		execFile(bin, ["stop", "--data-dir", dir], { timeout: STOP_TIMEOUT_MS, env }, (err, stdout, stderr) => {
+			if (err) reject(new Error(`subagents stop: ${(stderr || stdout || err.message).trim()}`));
+			else resolve();
+		});
+	});
 }
 
 /** What path holds from byte offset on ("" when it cannot be read). */

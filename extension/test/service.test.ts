@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { test } from "node:test";
-import { binarySearched, findBinary, isLocal, platformBinary, platformPackage, sameAddress, socketPath, splitAddress } from "../src/service.ts";
+import { binarySearched, findBinary, isLocal, newerRelease, ownVersion, platformBinary, platformPackage, releaseOf, sameAddress, socketPath, splitAddress } from "../src/service.ts";
 import { loadSettings, localService } from "../src/settings.ts";
 
 test("which Temporal is the local service", () => {
@@ -193,4 +193,40 @@ test("the binary: the bin setting and SUBAGENTS_BIN win, then this platform's pa
 	} finally {
 		rmSync(root, { recursive: true, force: true });
 	}
+});
+
+test("which release is newer: the extension upgrades only an older service", () => {
+	const cases: Array<[string | undefined, string | undefined, boolean]> = [
+		["0.1.1", "0.1.0", true],
+		["0.1.0", "0.1.1", false],
+		["0.1.0", "0.1.0", false],
+		["0.10.0", "0.9.9", true],
+		["1.0.0", "0.99.0", true],
+		["0.2.0", "0.2.0-rc.1", true],
+		["0.2.0-rc.1", "0.2.0", false],
+		["0.2.0-rc.2", "0.2.0-rc.1", true],
+		["0.1.0", "", true],
+		["0.1.0", undefined, true],
+		["", "0.1.0", false],
+		["", "", false],
+		["0.1", "0.1.0", false],
+	];
+	for (const [a, b, want] of cases) assert.equal(newerRelease(a, b), want, `newerRelease(${a}, ${b})`);
+});
+
+test("the extension's release is its package.json's; a binary's is what `subagents version --json` says", async (t) => {
+	const dir = mkdtempSync(join(tmpdir(), "ext-release-"));
+	t.after(() => rmSync(dir, { recursive: true, force: true }));
+	assert.equal(ownVersion(dir), "");
+	writeFileSync(join(dir, "package.json"), JSON.stringify({ name: "x", version: "0.3.1" }));
+	assert.equal(ownVersion(dir), "0.3.1");
+	assert.match(ownVersion(), /^\d+\.\d+\.\d+/);
+
+	const bin = join(dir, "subagents");
+	writeFileSync(bin, `#!/bin/sh\n[ "$1 $2" = "version --json" ] && echo '{"version":"0.3.2","os":"linux"}'\n`, { mode: 0o755 });
+	assert.equal(await releaseOf(bin), "0.3.2");
+	const old = join(dir, "old");
+	writeFileSync(old, "#!/bin/sh\necho 'unknown command: version' >&2\nexit 2\n", { mode: 0o755 });
+	assert.equal(await releaseOf(old), "");
+	assert.equal(await releaseOf(join(dir, "missing")), "");
 });
