@@ -29,9 +29,15 @@ import (
 // (`subagents dev`), which the light one runs from beside itself.
 var binaries = []string{"subagents", "subagents-dev"}
 
+// release and tags are -version and -tags: what every binary and package
+// of this run says it is, and how its binaries are built.
+var release, tags string
+
 func main() {
 	platforms := flag.String("platforms", strings.Join(AllPlatforms, ","), "comma-separated platforms to build (GOOS-GOARCH)")
 	out := flag.String("out", "dist", "folder the release is written to")
+	flag.StringVar(&release, "version", version.Version, "the release to stamp in (a test's next release; a real one changes internal/version)")
+	flag.StringVar(&tags, "tags", "", "build tags (the upgrade test's next release builds with upgradeprobe)")
 	flag.Parse()
 	if err := run(strings.Split(*platforms, ","), *out); err != nil {
 		fmt.Fprintln(os.Stderr, "dist:", err)
@@ -68,7 +74,7 @@ func run(names []string, out string) error {
 			rel, _ := filepath.Rel(out, path)
 			sums = append(sums, sum+"  "+filepath.ToSlash(rel))
 		}
-		m, err := platformManifest(p, version.Version)
+		m, err := platformManifest(p, release)
 		if err != nil {
 			return err
 		}
@@ -90,8 +96,8 @@ func run(names []string, out string) error {
 // any glibc or macOS), no paths of this machine, no symbol tables (a third
 // of their size), the release stamped in.
 func build(p Platform, name, path string) error {
-	ldflags := "-s -w -X github.com/durable-pi/subagents/internal/version.Version=" + version.Version
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", ldflags, "-o", path, "./cmd/"+name)
+	ldflags := "-s -w -X github.com/durable-pi/subagents/internal/version.Version=" + release
+	cmd := exec.Command("go", "build", "-trimpath", "-tags", tags, "-ldflags", ldflags, "-o", path, "./cmd/"+name)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.GOOS, "GOARCH="+p.GOARCH)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
@@ -107,7 +113,7 @@ func writeMain(dir string, platforms []Platform) error {
 	if err != nil {
 		return err
 	}
-	m, err := mainManifest(ext, version.Version, platforms)
+	m, err := mainManifest(ext, release, platforms)
 	if err != nil {
 		return err
 	}
