@@ -14,41 +14,49 @@ import (
 	"time"
 )
 
-// The release this tree builds, for this machine only (`make dist
-// PLATFORMS=...`): the install tests publish it to a registry of their own.
-var distBuild struct {
+// releaseBuild is a release built for this machine only (`make dist
+// PLATFORMS=...`), once per test binary: the install tests publish it to a
+// registry of their own.
+type releaseBuild struct {
 	once sync.Once
 	dir  string
 	err  error
 }
 
+// thisRelease is the release this tree builds; nextRelease the upgrade
+// test's next one (-tags upgradeprobe: a changed workflow step).
+var thisRelease, nextRelease releaseBuild
+
 // distPackages builds the release's npm packages for this machine's
-// platform (cmd/dist, as `make dist` runs it) once per test binary and
-// returns dist/npm's folder.
-func distPackages(t *testing.T) string {
+// platform (cmd/dist, as `make dist` runs it) and returns dist/npm's
+// folder.
+func distPackages(t *testing.T) string { return thisRelease.build(t) }
+
+// build runs cmd/dist for this machine's platform with args, once.
+func (r *releaseBuild) build(t *testing.T, args ...string) string {
 	t.Helper()
-	distBuild.once.Do(func() {
+	r.once.Do(func() {
 		out, err := os.MkdirTemp("", "subagents-dist-")
 		if err != nil {
-			distBuild.err = err
+			r.err = err
 			return
 		}
 		// The first build of a release compiles everything anew (no cgo,
 		// trimmed paths): minutes on two cores.
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, "go", "run", "./cmd/dist", "-platforms", runtime.GOOS+"-"+runtime.GOARCH, "-out", out)
+		cmd := exec.CommandContext(ctx, "go", append([]string{"run", "./cmd/dist", "-platforms", runtime.GOOS + "-" + runtime.GOARCH, "-out", out}, args...)...)
 		cmd.Dir = ".."
 		if b, err := cmd.CombinedOutput(); err != nil {
-			distBuild.err = fmt.Errorf("make dist: %v\n%s", err, b)
+			r.err = fmt.Errorf("make dist %s: %v\n%s", strings.Join(args, " "), err, b)
 			return
 		}
-		distBuild.dir = filepath.Join(out, "npm")
+		r.dir = filepath.Join(out, "npm")
 	})
-	if distBuild.err != nil {
-		t.Fatal(distBuild.err)
+	if r.err != nil {
+		t.Fatal(r.err)
 	}
-	return distBuild.dir
+	return r.dir
 }
 
 // registry is a real npm registry server on loopback (verdaccio, from
@@ -139,6 +147,26 @@ func (r registry) publish(t *testing.T, e *env, dir string) {
 	}
 }
 
+// publishRelease publishes a release's packages from its dist/npm folder:
+// this platform's first, as a release publishes its platforms before the
+// package that depends on them.
+func (r registry) publishRelease(t *testing.T, e *env, npmDir string) {
+	t.Helper()
+	r.publish(t, e, filepath.Join(npmDir, "subagents-"+runtime.GOOS+"-"+runtime.GOARCH))
+	r.publish(t, e, filepath.Join(npmDir, "subagents"))
+}
+
+// piCommand runs pi with args (install, update) in the test's folder with
+// env, and fails the test if it fails.
+func (e *env) piCommand(env []string, args ...string) {
+	e.t.Helper()
+	cmd := exec.Command(e.pi.Path, args...)
+	cmd.Env, cmd.Dir = env, e.workDir
+	if b, err := cmd.CombinedOutput(); err != nil {
+		e.t.Fatalf("pi %s: %v\n%s", strings.Join(args, " "), err, b)
+	}
+}
+
 // withoutGo is PATH with pi's folder first and no folder that holds a Go
 // toolchain: a pi user's machine.
 func withoutGo(e *env) string {
@@ -163,9 +191,7 @@ func TestInstallFromARegistry(t *testing.T) {
 	e := newEnv(t)
 	npmDir := distPackages(t)
 	reg := startRegistry(t, e)
-	platform := filepath.Join(npmDir, "subagents-"+runtime.GOOS+"-"+runtime.GOARCH)
-	reg.publish(t, e, platform)
-	reg.publish(t, e, filepath.Join(npmDir, "subagents"))
+	reg.publishRelease(t, e, npmDir)
 
 	w := e.newLocalWorld()
 	path := withoutGo(e)
@@ -176,11 +202,7 @@ func TestInstallFromARegistry(t *testing.T) {
 	env := append(append(os.Environ(), e.parentEnv()...), e.parentEnvExtra...)
 
 	began := time.Now()
-	install := exec.Command(e.pi.Path, "install", "npm:@durable-pi/subagents")
-	install.Env, install.Dir = env, e.workDir
-	if b, err := install.CombinedOutput(); err != nil {
-		t.Fatalf("pi install: %v\n%s", err, b)
-	}
+	e.piCommand(env, "install", "npm:@durable-pi/subagents")
 	installed := time.Since(began)
 	var stderr syncBuffer
 	p := e.spawnPi([]string{"--mode", "json", "--session", filepath.Join(t.TempDir(), "parent.jsonl"), e.scriptDelegation("installed", "answered by the installed release")}, &stderr)

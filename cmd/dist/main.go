@@ -11,6 +11,7 @@ package main
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -112,6 +113,18 @@ func writeMain(dir string, platforms []Platform) error {
 	ext, err := os.ReadFile(filepath.Join("extension", "package.json"))
 	if err != nil {
 		return err
+	}
+	if release != version.Version {
+		// A test's next release (-version): the extension says it is that
+		// release too, as a real release's package.json would.
+		var pkg map[string]any
+		if err := json.Unmarshal(ext, &pkg); err != nil {
+			return fmt.Errorf("extension/package.json: %w", err)
+		}
+		pkg["version"] = release
+		if ext, err = json.Marshal(pkg); err != nil {
+			return err
+		}
 	}
 	m, err := mainManifest(ext, release, platforms)
 	if err != nil {
