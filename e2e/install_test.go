@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -134,26 +135,66 @@ log: { type: stdout, format: pretty, level: warn }
 
 // env is npm's environment for the registry: its config, its own cache.
 func (r registry) env() []string {
-	return []string{"npm_config_userconfig=" + r.npmrc, "npm_config_registry=" + r.url, "npm_config_cache=" + r.cacheNp}
+	// prefer-online: a package published seconds ago is newer than what
+	// npm's cache of the registry's metadata holds.
+	return []string{"npm_config_userconfig=" + r.npmrc, "npm_config_registry=" + r.url, "npm_config_cache=" + r.cacheNp, "npm_config_prefer_online=true"}
 }
 
-// publish publishes a package folder to the registry.
-func (r registry) publish(t *testing.T, e *env, dir string) {
+// packed is what `npm pack --json` says of a package it packed.
+type packed struct {
+	Name         string `json:"name"`
+	Filename     string `json:"filename"`
+	Size         int64  `json:"size"`
+	UnpackedSize int64  `json:"unpackedSize"`
+}
+
+// platformBudget is [install]'s budget for a platform package, packed: a
+// pi user downloads it on install. It holds the Temporal server and its UI
+// (subagents-dev) beside the command; past the budget, look for what grew.
+const platformBudget = 60 << 20
+
+// npm runs npm with the registry's configuration on the Node beside pi.
+func (r registry) npm(t *testing.T, e *env, dir string, args ...string) []byte {
 	t.Helper()
-	cmd := exec.Command("npm", "publish", dir)
+	cmd := exec.Command("npm", args...)
+	cmd.Dir = dir
 	cmd.Env = append(append(os.Environ(), "PATH="+e.pi.PathPrefix+string(os.PathListSeparator)+os.Getenv("PATH")), r.env()...)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm publish %s: %v\n%s", dir, err, b)
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("npm %s: %v\n%s\n%s", strings.Join(args, " "), err, out, stderr.String())
 	}
+	return out
+}
+
+// publish packs a package folder once, checks that `npm publish --dry-run`
+// passes for it, and publishes it to the registry.
+func (r registry) publish(t *testing.T, e *env, dir string) packed {
+	t.Helper()
+	dest := t.TempDir()
+	var infos []packed
+	if err := json.Unmarshal(r.npm(t, e, dest, "pack", "--json", "--pack-destination", dest, dir), &infos); err != nil || len(infos) != 1 {
+		t.Fatalf("npm pack %s: %v (%d packages)", dir, err, len(infos))
+	}
+	tgz := filepath.Join(dest, infos[0].Filename)
+	r.npm(t, e, dest, "publish", "--dry-run", tgz)
+	r.npm(t, e, dest, "publish", tgz)
+	return infos[0]
 }
 
 // publishRelease publishes a release's packages from its dist/npm folder:
 // this platform's first, as a release publishes its platforms before the
-// package that depends on them.
-func (r registry) publishRelease(t *testing.T, e *env, npmDir string) {
+// package that depends on them. The platform package stays within
+// platformBudget.
+func (r registry) publishRelease(t *testing.T, e *env, npmDir string) (platform, main packed) {
 	t.Helper()
-	r.publish(t, e, filepath.Join(npmDir, "subagents-"+runtime.GOOS+"-"+runtime.GOARCH))
-	r.publish(t, e, filepath.Join(npmDir, "subagents"))
+	platform = r.publish(t, e, filepath.Join(npmDir, "subagents-"+runtime.GOOS+"-"+runtime.GOARCH))
+	if platform.Size > platformBudget {
+		t.Errorf("%s is %.1f MB packed, past the budget of %d MB", platform.Name, float64(platform.Size)/(1<<20), platformBudget>>20)
+	}
+	main = r.publish(t, e, filepath.Join(npmDir, "subagents"))
+	return platform, main
 }
 
 // piCommand runs pi with args (install, update) in the test's folder with
@@ -162,9 +203,11 @@ func (e *env) piCommand(env []string, args ...string) {
 	e.t.Helper()
 	cmd := exec.Command(e.pi.Path, args...)
 	cmd.Env, cmd.Dir = env, e.workDir
-	if b, err := cmd.CombinedOutput(); err != nil {
+	b, err := cmd.CombinedOutput()
+	if err != nil {
 		e.t.Fatalf("pi %s: %v\n%s", strings.Join(args, " "), err, b)
 	}
+	e.t.Logf("pi %s:\n%s", strings.Join(args, " "), b)
 }
 
 // withoutGo is PATH with pi's folder first and no folder that holds a Go
@@ -191,7 +234,7 @@ func TestInstallFromARegistry(t *testing.T) {
 	e := newEnv(t)
 	npmDir := distPackages(t)
 	reg := startRegistry(t, e)
-	reg.publishRelease(t, e, npmDir)
+	platform, main := reg.publishRelease(t, e, npmDir)
 
 	w := e.newLocalWorld()
 	path := withoutGo(e)
@@ -218,7 +261,8 @@ func TestInstallFromARegistry(t *testing.T) {
 	e.checkDelegation("installed", "answered by the installed release")
 	first := time.Since(began)
 	t.Logf("install to first result: %s (pi install %s)", first.Round(time.Millisecond), installed.Round(time.Millisecond))
-	writeArtifact(t, "install-to-first-result.txt", fmt.Sprintf("pi install: %s\ninstall to first result: %s\n", installed.Round(time.Millisecond), first.Round(time.Millisecond)))
+	writeArtifact(t, "install-to-first-result.txt", fmt.Sprintf("pi install: %s\ninstall to first result: %s\n%s: %d bytes packed, %d unpacked\n%s: %d bytes packed, %d unpacked\n",
+		installed.Round(time.Millisecond), first.Round(time.Millisecond), platform.Name, platform.Size, platform.UnpackedSize, main.Name, main.Size, main.UnpackedSize))
 
 	// The service runs the installed binary, not the tree's.
 	pid := w.servicePid()
