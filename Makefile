@@ -16,15 +16,20 @@ PI_STAMP := extension/node_modules/.package-lock.json
 # Arguments for `make run`, e.g. make run ARGS="--port 17233".
 ARGS ?=
 
-.PHONY: all build pi-extension extension ext-check run demo chaos browser terminal postgres cluster-tools test test-ext test-docker test-go testprogress lint vet fmt staticcheck workflowcheck bench deps pi tools clean dist registry
+.PHONY: all build buildprogress pi-extension extension ext-check run demo chaos browser terminal postgres cluster-tools test test-ext test-docker test-go testprogress lint vet fmt staticcheck workflowcheck bench deps pi tools clean dist registry
 
 all: deps build
 
 ## build: compile bin/subagents (client verbs, serve, worker), bin/subagents-dev (dev and demo: the embedded server), bin/scripted-model (docs/walkthrough.md), the pi extension, and write bin/pi
-build: extension bin/pi
-	$(GO) build -o bin/subagents ./cmd/subagents
-	$(GO) build -o bin/subagents-dev ./cmd/subagents-dev
-	$(GO) build -o bin/scripted-model ./cmd/scripted-model
+# One go build for the three, through cmd/buildprogress: the first one
+# compiles the Temporal server, about 7 minutes on two cores, and shows a
+# line of progress instead of silence; a warm one adds nothing.
+build: extension bin/pi buildprogress
+	$(GOBIN)/buildprogress -- $(GO) build -v -o bin/ ./cmd/subagents ./cmd/subagents-dev ./cmd/scripted-model
+
+# Built each time, as testprogress is: a no-op when nothing changed.
+buildprogress:
+	$(GO) build -o $(GOBIN)/buildprogress ./cmd/buildprogress
 
 ## dist: release binaries (CGO off, stripped) and the npm packages a pi user installs, into dist/: make dist PLATFORMS=linux-amd64 builds one platform
 # Four platforms' Temporal servers take long to cross-compile on two cores:
