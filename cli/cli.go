@@ -133,8 +133,8 @@ func serverPath() (string, error) {
 		return p, nil
 	}
 	return "", errcode.Errorf(errcode.InvalidInput,
-		"`subagents dev` and `demo` run %s, which is neither beside this subagents nor on PATH: `make build` writes both into bin/, "+
-			"`go install github.com/durable-pi/subagents/cmd/...@latest` installs both", ServerBinary)
+		"`subagents dev` and `demo` run %s, which is neither beside this subagents nor on PATH: `pi install npm:@durable-pi/subagents` brings both, "+
+			"`make build` writes both into bin/, `go install github.com/durable-pi/subagents/cmd/subagents-dev@latest` installs it", ServerBinary)
 }
 
 // Report prints err as one line and returns the exit code for it.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -104,10 +105,19 @@ func mainManifest(ext []byte, version string, platforms []Platform) ([]byte, err
 
 // marshal writes a manifest as npm does: two-space indents (Go sorts the
 // keys), a final newline.
+// Every package is public (npm before 9 publishes a scoped package as
+// restricted otherwise) and names the repository (the registry's page
+// links to it, and --provenance needs it). No HTML escaping: ">=22.19.0"
+// stays as written.
 func marshal(v map[string]any) ([]byte, error) {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
+	v["publishConfig"] = map[string]string{"access": "public"}
+	v["repository"] = map[string]string{"type": "git", "url": "git+https://github.com/durable-pi/subagents.git"}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
 		return nil, err
 	}
-	return append(b, '\n'), nil
+	return b.Bytes(), nil
 }

@@ -87,6 +87,11 @@ func TestManifests(t *testing.T) {
 	if main["name"] != MainPackage || main["version"] != version.Version || len(deps) != 4 || deps["@durable-pi/subagents-darwin-x64"] != version.Version {
 		t.Fatalf("main manifest %s", b)
 	}
+	for _, m := range [][]byte{b, mustPlatform(t, platforms[0])} {
+		if strings.Contains(string(m), `\u00`) || !strings.Contains(string(m), `"access": "public"`) || !strings.Contains(string(m), `"repository"`) {
+			t.Fatalf("a manifest is not public, names no repository, or escapes characters npm would not: %s", m)
+		}
+	}
 	if bin, _ := main["bin"].(map[string]any); bin["subagents"] != "bin/subagents.js" {
 		t.Fatalf("bin %v", main["bin"])
 	}
@@ -102,4 +107,13 @@ func TestManifests(t *testing.T) {
 	if _, err := mainManifest(ext, "9.9.9", platforms); err == nil || !strings.Contains(err.Error(), "the release") {
 		t.Fatalf("a manifest of another version than the release: %v", err)
 	}
+}
+
+func mustPlatform(t *testing.T, p Platform) []byte {
+	t.Helper()
+	b, err := platformManifest(p, "1.2.3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

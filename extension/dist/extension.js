@@ -165,7 +165,7 @@ function splitRelease(v) {
 function buildAdvice() {
   const tree = resolve(sourceTreeBinary(), "..", "..");
   const inTree = existsSync(join(tree, "go.mod"));
-  return inTree ? `build it with \`make build\` in ${tree} (it writes bin/subagents), or set SUBAGENTS_BIN` : "install this extension with `pi install npm:@durable-pi/subagents` (its platform package brings the binaries), or the command alone with `go install github.com/durable-pi/subagents/cmd/...@latest`, or set SUBAGENTS_BIN";
+  return inTree ? `build it with \`make build\` in ${tree} (it writes bin/subagents), or set SUBAGENTS_BIN` : "install this extension with `pi install npm:@durable-pi/subagents` (its platform package brings the binaries), or the commands with `go install github.com/durable-pi/subagents/cmd/subagents@latest` and `.../cmd/subagents-dev@latest`, or set SUBAGENTS_BIN";
 }
 var START_TIMEOUT_MS = 6e4;
 var START_POLL_MS = 50;

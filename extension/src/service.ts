@@ -245,7 +245,7 @@ export function buildAdvice(): string {
 	const inTree = existsSync(join(tree, "go.mod"));
 	return inTree
 		? `build it with \`make build\` in ${tree} (it writes bin/subagents), or set SUBAGENTS_BIN`
-		: "install this extension with `pi install npm:@durable-pi/subagents` (its platform package brings the binaries), or the command alone with `go install github.com/durable-pi/subagents/cmd/...@latest`, or set SUBAGENTS_BIN";
+		: "install this extension with `pi install npm:@durable-pi/subagents` (its platform package brings the binaries), or the commands with `go install github.com/durable-pi/subagents/cmd/subagents@latest` and `.../cmd/subagents-dev@latest`, or set SUBAGENTS_BIN";
 }
 
 // The first start of the service sets up its database (about two seconds
