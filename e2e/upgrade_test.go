@@ -57,13 +57,11 @@ func TestUpgradeKeepsRunningWork(t *testing.T) {
 	env := append(append(os.Environ(), e.parentEnv()...), e.parentEnvExtra...)
 	e.piCommand(env, "install", "npm:@durable-pi/subagents")
 
-	// The child takes seconds to answer, long enough for the upgrade to
-	// stop it midway; its session's next run asks again (a step for
-	// either: a run stopped mid-answer may leave an aborted reply).
+	// The child works (a command that runs for two minutes) until the
+	// upgrade stops it; its session's next run, under N+1, finalizes.
 	const answer = "upgrade: 12 files migrated"
-	long := finalizeStep(answer)
-	long.DelayMS = 3000
-	e.model.Script("c-up", long, long)
+	started := filepath.Join(e.workDir, "started.txt")
+	e.model.Script("c-up", bashStep("echo go > started.txt; sleep 120"), finalizeStep(answer))
 	e.model.Script("parent-up", call("delegate_to_subagents", map[string]any{"tasks": []map[string]string{{"name": "migrate", "prompt": "[[script:c-up]] Migrate the files."}}}))
 	e.model.Script("parent-up2", scriptedmodel.Step{Text: "Resumed.", Repeat: true})
 	e.model.Script("parent-up3", scriptedmodel.Step{Text: "The migration is in.", Repeat: true})
@@ -84,9 +82,7 @@ func TestUpgradeKeepsRunningWork(t *testing.T) {
 	first := installedPi("[[script:parent-up]] Migrate everything.")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*testTimeout)
 	defer cancel()
-	if _, err := e.model.WaitForRequests(ctx, 1, func(r scriptedmodel.Request) bool { return r.Script == "c-up" }); err != nil {
-		t.Fatalf("the child never started: %v", err)
-	}
+	waitForFile(t, started)
 	old := w.servicePid()
 	if got := serviceRelease(t, old); got != version.Version {
 		t.Fatalf("the service runs release %q, want %s", got, version.Version)
@@ -127,8 +123,8 @@ func TestUpgradeKeepsRunningWork(t *testing.T) {
 	if want := next + " completed"; probe != want {
 		t.Fatalf("the session's turn ended with the probe's memo %q, want %q (release N+1's step)", probe, want)
 	}
-	if n := len(e.model.RequestsFor("c-up")); n < 2 {
-		t.Fatalf("the child's model was asked %d times: want the run stopped by the upgrade and its next run", n)
+	if n := len(e.model.RequestsFor("c-up")); n != 2 {
+		t.Fatalf("the child's model was asked %d times: want twice, the run the upgrade stopped and its next run, which goes on from it", n)
 	}
 
 	// The parent's session gets the result once: here, or already in the
@@ -230,7 +226,6 @@ func installedRelease(t *testing.T, roots ...string) string {
 					}
 					if json.Unmarshal(b, &pkg) == nil {
 						found = pkg.Version
-						t.Logf("installed: %s is %s", path, found)
 					}
 				}
 			}
