@@ -39,7 +39,7 @@ func main() {
 	idle := flag.Int("idle", 10000, "idle sticky sessions to hold")
 	out := flag.String("out", "BENCHMARKS.md", "file to write the figures to")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
-	only := flag.String("only", "", "comma-separated sections to run (overhead, pi, plans, start, hosts, service, load, solo, idle, recovery, timeline); default all but start (the pi section's start rows alone) and solo (one-task delegations against version 2's delegation and session, side by side)")
+	only := flag.String("only", "", "comma-separated sections to run (overhead, pi, plans, start, hosts, service, load, solo, idle, recovery, timeline, install); default all but start (the pi section's start rows alone), solo (one-task delegations against version 2's delegation and session, side by side) and install (pi install of this release against the npm peer, from a loopback registry: needs `make registry`; -only install replaces only its own section of -out)")
 	flag.Parse()
 	sections = map[string]bool{}
 	for _, s := range strings.Split(*only, ",") {
@@ -221,6 +221,8 @@ func run(n int, outPath string) error {
 		return nil
 	}
 	var report strings.Builder
+	// The install section, measured or kept from the page.
+	var installed string
 	for _, sec := range []struct {
 		name string
 		run  func() (string, error)
@@ -256,6 +258,19 @@ func run(n int, outPath string) error {
 		{"idle", func() (string, error) { return b.idleSessions(idleCount) }},
 		{"recovery", func() (string, error) { return b.recovery(3) }},
 		{"recovery", func() (string, error) { return b.devRestart(3) }},
+		// A pi user's install against the npm peer's; not part of a whole
+		// run: it needs verdaccio (`make registry`) and the npm registry
+		// (the peer's tree, fetched once), and takes minutes. Its section
+		// stays in the page between its markers.
+		{"install", func() (string, error) {
+			if !sections["install"] {
+				return "", nil
+			}
+			// The warm pool's children are this process's: they do not
+			// share the machine with the installs measured.
+			stopWarm()
+			return b.install(max(n/4, 3))
+		}},
 	} {
 		if !want(sec.name) {
 			continue
@@ -264,8 +279,21 @@ func run(n int, outPath string) error {
 		if err != nil {
 			return err
 		}
+		if sec.name == "install" {
+			installed = r
+			continue
+		}
 		report.WriteString(r)
 	}
+	if len(sections) == 1 && sections["install"] {
+		// -only install: the rest of the page stays as it is.
+		fmt.Print(installed)
+		return spliceInstall(outPath, installed)
+	}
+	if installed == "" {
+		installed = keptInstallSection(outPath)
+	}
+	report.WriteString(installed)
 	if want("recovery") {
 		report.WriteString(levers)
 	}

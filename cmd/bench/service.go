@@ -297,14 +297,20 @@ func (b *bench) npmInstallPeer() (*peer, error) {
 	if err := b.model.WritePiAgentDir(p.agentDir); err != nil {
 		return nil, err
 	}
-	// Its one agent, answering like the bench profile; acceptance "none"
-	// because the peer otherwise asks its child for evidence of the work.
+	return p, writePeerAgent(p.agentDir)
+}
+
+// writePeerAgent writes the peer's one agent, `peer`, into the pi config
+// dir agentDir (its user agents folder), answering like the bench profile;
+// acceptance "none" because the peer otherwise asks its child for evidence
+// of the work.
+func writePeerAgent(agentDir string) error {
 	agent := "---\nname: peer\ndescription: The bench's agent\nmodel: " + scriptedmodel.ModelRef +
 		"\nacceptance: {\"level\":\"none\",\"reason\":\"bench\"}\n---\nAnswer briefly.\n"
-	if err := os.MkdirAll(filepath.Join(p.agentDir, "agents"), 0o755); err != nil {
-		return nil, err
+	if err := os.MkdirAll(filepath.Join(agentDir, "agents"), 0o755); err != nil {
+		return err
 	}
-	return p, os.WriteFile(filepath.Join(p.agentDir, "agents", "peer.md"), []byte(agent), 0o644)
+	return os.WriteFile(filepath.Join(agentDir, "agents", "peer.md"), []byte(agent), 0o644)
 }
 
 // run is a parent pi with the peer loaded, its model asking for prompt.
