@@ -7,8 +7,12 @@
 //	[[script:NAME]]            a script registered with Server.Script
 //	[[steps:[{...},{...}]]]    an inline JSON array of steps
 //
-// The latest user message that carries a marker selects the script; the
-// number of assistant messages after it selects the step. That makes the
+// The last marker of the latest user message that carries one selects the
+// script; the number of assistant messages after that message selects the
+// step. A [[steps:]] marker's JSON may hold prompts (a step's tool call
+// arguments) with markers of their own, at any depth: they select the
+// child's script, in the child's conversation. docs/scripted-model.md
+// describes the format. That makes the
 // server stateless per conversation: many child runs can be driven at once,
 // and a pi session that is resumed (or retried after a crash) replays its
 // messages and lands on the right step again.
@@ -279,12 +283,80 @@ func (s *Server) WaitForRequests(ctx context.Context, n int, match func(Request)
 	}
 }
 
-var (
-	scriptMarker = regexp.MustCompile(`\[\[script:([A-Za-z0-9_.\-]+)\]\]`)
-	stepsMarker  = regexp.MustCompile(`(?s)\[\[steps:(\[.*?\])\]\]`)
-)
+// scriptMarker is a [[script:NAME]] marker at the start of the text.
+var scriptMarker = regexp.MustCompile(`^\[\[script:([A-Za-z0-9_.\-]+)\]\]`)
 
-// resolve finds the script and step a conversation is at.
+const stepsOpen = "[[steps:"
+
+// marker is the marker a user message's text ends up selecting.
+type marker struct {
+	script string // the named script; "" for inline steps
+	steps  []Step // the inline steps
+}
+
+// lastMarker finds the last marker of text, ok false when it has none.
+//
+// The text is read from left to right. A [[steps:]] marker's JSON is read
+// by a JSON decoder to the end of its balanced value, so the strings inside
+// it (a step's tool call arguments: a child's prompt) may carry markers of
+// their own, [[steps:]] ones too, at any depth: they are skipped here and
+// are found when that prompt is a user message of its own (the child's).
+// A regexp cannot do that: it would stop at the first "]]" of a nested
+// marker, or take a nested marker for this conversation's.
+func lastMarker(text string) (m marker, ok bool, err error) {
+	for i := 0; i < len(text); {
+		j := strings.Index(text[i:], "[[")
+		if j < 0 {
+			break
+		}
+		i += j
+		rest := text[i:]
+		if sm := scriptMarker.FindStringSubmatch(rest); sm != nil {
+			m, ok = marker{script: sm[1]}, true
+			i += len(sm[0])
+			continue
+		}
+		if !strings.HasPrefix(rest, stepsOpen) {
+			i++
+			continue
+		}
+		body := rest[len(stepsOpen):]
+		dec := json.NewDecoder(strings.NewReader(body))
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return marker{}, false, fmt.Errorf("bad [[steps:]] JSON at %q: %w", abbreviate(rest), err)
+		}
+		var steps []Step
+		if err := json.Unmarshal(raw, &steps); err != nil {
+			return marker{}, false, fmt.Errorf("bad [[steps:]] JSON (a list of steps: [{\"text\":\"...\"}, ...]): %w", err)
+		}
+		end := int(dec.InputOffset())
+		after := strings.TrimLeft(body[end:], " \t\r\n")
+		if !strings.HasPrefix(after, "]]") {
+			return marker{}, false, fmt.Errorf("bad [[steps:]] marker: its JSON list of steps is not followed by ]] (at %q)", abbreviate(body[end:]))
+		}
+		m, ok = marker{steps: steps}, true
+		i += len(rest) - len(after) + len("]]")
+	}
+	return m, ok, nil
+}
+
+// abbreviate shortens s for an error message.
+func abbreviate(s string) string {
+	const max = 60
+	if len(s) <= max {
+		return s
+	}
+	n := max
+	for n < len(s) && !utf8.RuneStart(s[n]) {
+		n++
+	}
+	return s[:n] + "…"
+}
+
+// resolve finds the script and step a conversation is at: the last marker
+// of the latest user message that has one selects the script, the number
+// of assistant messages after that message the step.
 func (s *Server) resolve(msgs []ChatMessage) (name string, idx int, step Step, err error) {
 	markerAt := -1
 	var steps []Step
@@ -292,21 +364,23 @@ func (s *Server) resolve(msgs []ChatMessage) (name string, idx int, step Step, e
 		if msgs[i].Role != "user" {
 			continue
 		}
-		text := msgs[i].Text()
-		if m := stepsMarker.FindStringSubmatch(text); m != nil {
-			if err := json.Unmarshal([]byte(m[1]), &steps); err != nil {
-				return "inline", -1, Step{}, fmt.Errorf("bad [[steps:]] JSON: %w", err)
-			}
-			name, markerAt = "inline", i
-		} else if m := scriptMarker.FindStringSubmatch(text); m != nil {
+		m, ok, err := lastMarker(msgs[i].Text())
+		switch {
+		case err != nil:
+			return "inline", -1, Step{}, err
+		case !ok:
+			continue
+		case m.script == "":
+			steps, name, markerAt = m.steps, "inline", i
+		default:
 			s.mu.Lock()
-			var ok bool
-			steps, ok = s.scripts[m[1]]
+			var found bool
+			steps, found = s.scripts[m.script]
 			s.mu.Unlock()
-			if !ok {
-				return m[1], -1, Step{}, fmt.Errorf("no script named %q is registered", m[1])
+			if !found {
+				return m.script, -1, Step{}, fmt.Errorf("no script named %q is registered", m.script)
 			}
-			name, markerAt = m[1], i
+			name, markerAt = m.script, i
 		}
 	}
 	if markerAt < 0 {

@@ -1,0 +1,118 @@
+package scriptedmodel
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func msg(role, text string) ChatMessage {
+	b, _ := json.Marshal(text)
+	return ChatMessage{Role: role, Content: b}
+}
+
+// inlineSteps is the [[steps:]] marker of steps, the way a test or a tour
+// writes one: the steps as JSON.
+func inlineSteps(t *testing.T, steps ...Step) string {
+	t.Helper()
+	b, err := json.Marshal(steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "[[steps:" + string(b) + "]]"
+}
+
+// TestResolveMarkers: which script and step a conversation is at, with
+// markers at any depth: a [[steps:]] marker's JSON holds step prompts
+// (tool call arguments) that carry markers of their own, which are the
+// child's business, not this conversation's.
+func TestResolveMarkers(t *testing.T) {
+	s, err := Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	s.Script("a", Step{Text: "script a"}, Step{Text: "script a, step 2"})
+	s.Script("b", Step{Text: "script b"})
+
+	// Three levels: a parent whose one step delegates to a child whose
+	// steps delegate to a grandchild with steps of its own.
+	grandchild := inlineSteps(t, Step{Text: "grandchild answers"}) + " Answer."
+	child := inlineSteps(t,
+		Step{ToolCalls: []ToolCall{{Name: "task", Arguments: mustJSON(t, map[string]any{"prompt": grandchild})}}},
+		Step{Text: "child passes it on"}) + " Delegate again."
+	parentArgs := mustJSON(t, map[string]any{"agent": "scout", "task": child})
+	parent := inlineSteps(t,
+		Step{ToolCalls: []ToolCall{{Name: "subagent", Arguments: parentArgs}}},
+		Step{Text: "parent done"}) + " Delegate."
+
+	tests := []struct {
+		name      string
+		msgs      []ChatMessage
+		script    string
+		idx       int
+		text      string // the step's text
+		callArgs  string // the step's first tool call's arguments, when it has one
+		errSubstr string
+	}{
+		{name: "a script marker", msgs: []ChatMessage{msg("user", "[[script:a]] go")}, script: "a", text: "script a"},
+		{name: "inline steps", msgs: []ChatMessage{msg("user", `[[steps:[{"text":"one"}]]] go`)}, script: "inline", text: "one"},
+		{name: "inline steps over lines, with spaces", msgs: []ChatMessage{msg("user", "[[steps: [\n  {\"text\": \"one\"}\n] ]] go")}, script: "inline", text: "one"},
+		{name: "text after the steps holds ]]", msgs: []ChatMessage{msg("user", `[[steps:[{"text":"one"}]]] then ]] and [x]]`)}, script: "inline", text: "one"},
+		{name: "a step prompt carries a script marker", msgs: []ChatMessage{msg("user", `[[steps:[{"tool_calls":[{"name":"subagent","arguments":"{\"task\":\"[[script:b]] look\"}"}]}]]] go`)},
+			script: "inline", callArgs: `{"task":"[[script:b]] look"}`},
+		{name: "a step's text is a marker, not this conversation's", msgs: []ChatMessage{msg("user", `[[steps:[{"text":"[[script:b]]"}]]]`)}, script: "inline", text: "[[script:b]]"},
+		{name: "steps inside steps inside steps: the parent", msgs: []ChatMessage{msg("user", parent)}, script: "inline", callArgs: parentArgs},
+		{name: "the parent's second step", msgs: []ChatMessage{msg("user", parent), msg("assistant", ""), msg("tool", "child passes it on")}, script: "inline", idx: 1, text: "parent done"},
+		{name: "steps inside steps: the child", msgs: []ChatMessage{msg("user", child)}, script: "inline",
+			callArgs: mustJSON(t, map[string]any{"prompt": grandchild})},
+		{name: "the grandchild", msgs: []ChatMessage{msg("user", grandchild)}, script: "inline", text: "grandchild answers"},
+		{name: "the last marker of the message wins", msgs: []ChatMessage{msg("user", "[[script:a]] or rather [[script:b]]")}, script: "b", text: "script b"},
+		{name: "a script after steps wins", msgs: []ChatMessage{msg("user", `[[steps:[{"text":"one"}]]] or rather [[script:b]]`)}, script: "b", text: "script b"},
+		{name: "steps after a script win", msgs: []ChatMessage{msg("user", `[[script:b]] or rather [[steps:[{"text":"one"}]]]`)}, script: "inline", text: "one"},
+		{name: "the latest marked user message wins", msgs: []ChatMessage{msg("user", "[[script:b]]"), msg("assistant", "x"), msg("user", "[[script:a]]"), msg("assistant", "y"), msg("user", "more")},
+			script: "a", idx: 1, text: "script a, step 2"},
+		{name: "parts of a message", msgs: []ChatMessage{{Role: "user", Content: json.RawMessage(`[{"type":"text","text":"[[script:a]]"},{"type":"text","text":"[[steps:[{\"text\":\"part two\"}]]]"}]`)}},
+			script: "inline", text: "part two"},
+		{name: "bad steps JSON", msgs: []ChatMessage{msg("user", `[[steps:[{"text":]]]`)}, script: "inline", idx: -1, errSubstr: "bad [[steps:]] JSON"},
+		{name: "steps not closed by ]]", msgs: []ChatMessage{msg("user", `[[steps:[{"text":"one"}] go`)}, script: "inline", idx: -1, errSubstr: "not followed by ]]"},
+		{name: "steps that are not a list", msgs: []ChatMessage{msg("user", `[[steps:{"text":"one"}]]`)}, script: "inline", idx: -1, errSubstr: "bad [[steps:]] JSON"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			name, idx, step, err := s.resolve(tt.msgs)
+			if tt.errSubstr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.errSubstr) {
+					t.Fatalf("err = %v, want one saying %q", err, tt.errSubstr)
+				}
+			} else if err != nil {
+				t.Fatalf("err = %v", err)
+			}
+			if name != tt.script || idx != tt.idx {
+				t.Fatalf("resolved to %q step %d, want %q step %d", name, idx, tt.script, tt.idx)
+			}
+			if tt.errSubstr != "" {
+				return
+			}
+			if step.Text != tt.text {
+				t.Fatalf("step text %q, want %q", step.Text, tt.text)
+			}
+			var args string
+			if len(step.ToolCalls) > 0 {
+				args = step.ToolCalls[0].Arguments
+			}
+			if args != tt.callArgs {
+				t.Fatalf("tool call arguments %s, want %s", args, tt.callArgs)
+			}
+		})
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
