@@ -116,3 +116,60 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// TestDefaultScript: a conversation with no marker in any user message (a
+// child whose task a tour did not mark) gets the default script: the one
+// SetDefaultScript names, else the one named "default"; without one, the
+// 422 says how to give it one.
+func TestDefaultScript(t *testing.T) {
+	unmarked := []ChatMessage{msg("user", "How are the tests run?")}
+	second := []ChatMessage{msg("user", "How are the tests run?"), msg("assistant", ""), msg("tool", "make test")}
+	tests := []struct {
+		name      string
+		scripts   map[string][]Step
+		setDef    string
+		msgs      []ChatMessage
+		script    string
+		text      string
+		errSubstr []string
+	}{
+		{name: "none: the error says how to fix it", scripts: map[string][]Step{"a": {{Text: "a"}}}, msgs: unmarked,
+			errSubstr: []string{"no [[script:NAME]]", "--default-script NAME", `a script named "default"`, "docs/scripted-model.md"}},
+		{name: "a script named default", scripts: map[string][]Step{"default": {{Text: "by default"}}}, msgs: unmarked, script: "default", text: "by default"},
+		{name: "its second step", scripts: map[string][]Step{"default": {{Text: "one"}, {Text: "two"}}}, msgs: second, script: "default", text: "two"},
+		{name: "the one SetDefaultScript names", scripts: map[string][]Step{"default": {{Text: "no"}}, "tour": {{Text: "tour"}}}, setDef: "tour", msgs: unmarked, script: "tour", text: "tour"},
+		{name: "a marker wins over the default", scripts: map[string][]Step{"default": {{Text: "no"}}, "a": {{Text: "a"}}}, msgs: []ChatMessage{msg("user", "[[script:a]]")}, script: "a", text: "a"},
+		{name: "a default that is not there", scripts: map[string][]Step{"a": {{Text: "a"}}}, setDef: "tour", msgs: unmarked,
+			errSubstr: []string{`the default script "tour" is not registered`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := Start()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			for name, steps := range tt.scripts {
+				s.Script(name, steps...)
+			}
+			if tt.setDef != "" {
+				s.SetDefaultScript(tt.setDef)
+			}
+			name, _, step, err := s.resolve(tt.msgs)
+			if len(tt.errSubstr) > 0 {
+				if err == nil {
+					t.Fatalf("resolved to %q, want an error", name)
+				}
+				for _, want := range tt.errSubstr {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("error %q does not say %q", err, want)
+					}
+				}
+				return
+			}
+			if err != nil || name != tt.script || step.Text != tt.text {
+				t.Fatalf("resolved to %q %q (err %v), want %q %q", name, step.Text, err, tt.script, tt.text)
+			}
+		})
+	}
+}

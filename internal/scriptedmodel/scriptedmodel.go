@@ -179,6 +179,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	scripts  map[string][]Step
+	dflt     string // the script of a conversation with no marker
 	requests []Request
 	notify   chan struct{} // closed and replaced on every request
 }
@@ -198,6 +199,7 @@ func StartOn(addr string) (*Server, error) {
 		listener: ln,
 		done:     make(chan struct{}),
 		scripts:  map[string][]Step{},
+		dflt:     DefaultScript,
 		notify:   make(chan struct{}),
 	}
 	mux := http.NewServeMux()
@@ -239,6 +241,19 @@ func (s *Server) Script(name string, steps ...Step) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.scripts[name] = steps
+}
+
+// DefaultScript is the name of the script a conversation with no marker
+// gets, unless SetDefaultScript names another.
+const DefaultScript = "default"
+
+// SetDefaultScript names the script that answers a conversation with no
+// marker in any user message (DefaultScript when never called): a child
+// whose task was written without one, as a tour's or a real user's are.
+func (s *Server) SetDefaultScript(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dflt = name
 }
 
 // Requests returns a copy of every request received so far, oldest first.
@@ -384,7 +399,23 @@ func (s *Server) resolve(msgs []ChatMessage) (name string, idx int, step Step, e
 		}
 	}
 	if markerAt < 0 {
-		return "", -1, Step{}, errors.New("no [[script:NAME]] or [[steps:[...]]] marker in any user message")
+		// No marker anywhere: the default script, from the conversation's
+		// start (every assistant message counts).
+		s.mu.Lock()
+		dflt := s.dflt
+		var found bool
+		steps, found = s.scripts[dflt]
+		s.mu.Unlock()
+		switch {
+		case !found && dflt != DefaultScript:
+			return dflt, -1, Step{}, fmt.Errorf("no [[script:NAME]] or [[steps:[...]]] marker in any user message, and the default script %q is not registered: "+
+				"start the server with --scripts holding a script %q (or another --default-script); docs/scripted-model.md", dflt, dflt)
+		case !found:
+			return "", -1, Step{}, errors.New("no [[script:NAME]] or [[steps:[...]]] marker in any user message, and no default script: " +
+				"start the prompt with [[script:NAME]] (NAME a script of the server's --scripts), " +
+				"or start the server with --default-script NAME (or a script named \"default\") to answer unmarked conversations; docs/scripted-model.md")
+		}
+		name = dflt
 	}
 	for _, m := range msgs[markerAt+1:] {
 		if m.Role == "assistant" {
