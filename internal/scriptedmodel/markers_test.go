@@ -173,3 +173,48 @@ func TestDefaultScript(t *testing.T) {
 		})
 	}
 }
+
+// TestEchoToolResult: a step with echo_tool_result answers with its text
+// followed by the text of the latest tool result, so what a tool really
+// returned (a delegation's answer, or the error of a tool that is not
+// there) reaches the user instead of a line written in advance.
+func TestEchoToolResult(t *testing.T) {
+	s, err := Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	var step Step
+	if err := json.Unmarshal([]byte(`{"text":"The scout said: ","echo_tool_result":true}`), &step); err != nil || !step.EchoToolResult {
+		t.Fatalf("echo_tool_result does not decode: %+v %v", step, err)
+	}
+	s.Script("echo", Step{ToolCalls: []ToolCall{{Name: "subagent", Arguments: `{}`}}}, step)
+	s.Script("bare", Step{EchoToolResult: true})
+	s.Script("third", Step{}, Step{}, Step{EchoToolResult: true})
+	call := map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{"id": "c1", "type": "function", "function": map[string]any{"name": "subagent", "arguments": "{}"}}}}
+	tool := func(content any) map[string]any { return map[string]any{"role": "tool", "tool_call_id": "c1", "content": content} }
+	tests := []struct {
+		name     string
+		messages []map[string]any
+		status   int
+		text     string
+		body     string
+	}{
+		{"the latest tool result after the text", []map[string]any{user("[[script:echo]] go"), call, tool("✓ scout: completed\n\nheartbeat_interval = \"2s\"")},
+			200, "The scout said: ✓ scout: completed\n\nheartbeat_interval = \"2s\"", ""},
+		{"a result in parts", []map[string]any{user("[[script:echo]] go"), call, tool([]any{map[string]any{"type": "text", "text": "Tool subagent not found"}})},
+			200, "The scout said: Tool subagent not found", ""},
+		{"the latest of several", []map[string]any{user("[[script:third]] go"), call, tool("first"), call, tool("second")},
+			200, "second", ""},
+		{"no tool result", []map[string]any{user("[[script:bare]] go")},
+			422, "", "echoes the latest tool result, but the conversation has none"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := post(t, s, tt.messages)
+			if r.Status != tt.status || r.Text != tt.text || !strings.Contains(r.Body, tt.body) {
+				t.Fatalf("status %d text %q body %s, want %d %q %q", r.Status, r.Text, r.Body, tt.status, tt.text, tt.body)
+			}
+		})
+	}
+}

@@ -105,6 +105,12 @@ type Step struct {
 	// Repeat, on the last step of a script, answers every later request of
 	// the conversation with this step too (loops, long-running children).
 	Repeat bool `json:"repeat,omitempty"`
+	// EchoToolResult answers with Text followed by the text of the latest
+	// tool result of the conversation, so what a tool really returned (a
+	// delegation's answer, or the error of a tool pi does not have) is what
+	// the user reads, not a line written in advance. A conversation with no
+	// tool result gets a 422.
+	EchoToolResult bool `json:"echo_tool_result,omitempty"`
 }
 
 // DefaultUsage is the usage of a step that names none.
@@ -509,7 +515,26 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "scripted model: only stream: true is served")
 		return
 	}
+	if step.EchoToolResult {
+		result, ok := latestToolResult(rec.Parsed.Messages)
+		if !ok {
+			writeError(w, http.StatusUnprocessableEntity, fmt.Sprintf("scripted model: step %d of script %q echoes the latest tool result, but the conversation has none: "+
+				"give it a step with a tool call before it, or drop echo_tool_result", idx+1, name))
+			return
+		}
+		step.Text += result
+	}
 	s.stream(w, idx, fillMatches(step, rec.Parsed.Messages))
+}
+
+// latestToolResult is the text of the conversation's latest tool result.
+func latestToolResult(msgs []ChatMessage) (string, bool) {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == "tool" {
+			return msgs[i].Text(), true
+		}
+	}
+	return "", false
 }
 
 // matchPattern is a placeholder in tool call arguments: {{match:REGEX}}
