@@ -192,7 +192,9 @@ func TestEchoToolResult(t *testing.T) {
 	s.Script("bare", Step{EchoToolResult: true})
 	s.Script("third", Step{}, Step{}, Step{EchoToolResult: true})
 	call := map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{"id": "c1", "type": "function", "function": map[string]any{"name": "subagent", "arguments": "{}"}}}}
-	tool := func(content any) map[string]any { return map[string]any{"role": "tool", "tool_call_id": "c1", "content": content} }
+	tool := func(content any) map[string]any {
+		return map[string]any{"role": "tool", "tool_call_id": "c1", "content": content}
+	}
 	tests := []struct {
 		name     string
 		messages []map[string]any

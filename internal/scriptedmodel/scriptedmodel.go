@@ -673,6 +673,12 @@ func writeError(w http.ResponseWriter, status int, message string) {
 // models.json with an openai-completions provider at this server's address,
 // and settings.json that makes it the default and turns pi's own retries off,
 // so a scripted provider error reaches the caller instead of being retried.
+//
+// Files that are there already are merged into, not replaced: a dir is
+// written again each time the server starts (on a new port), and in between
+// pi wrote its own keys there (`pi install` adds the extension to
+// settings.json's packages), which a rewrite must keep. A file that is not
+// JSON is left as it is, with an error.
 func (s *Server) WritePiAgentDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("scripted model: pi agent dir: %w", err)
@@ -710,16 +716,98 @@ func (s *Server) WritePiAgentDir(dir string) error {
 		"enableInstallTelemetry": false,
 		"retry":                  map[string]any{"enabled": false, "provider": map[string]any{"maxRetries": 0}},
 	}
-	for name, v := range map[string]any{"models.json": models, "settings.json": settings} {
-		b, err := json.MarshalIndent(v, "", "  ")
+	files := []struct {
+		name string
+		ours map[string]any
+		out  []byte
+	}{{name: "models.json", ours: models}, {name: "settings.json", ours: settings}}
+	// Both read and merged before either is written: a file that cannot
+	// be merged leaves the dir as it was.
+	for i, f := range files {
+		merged, err := readJSONObject(filepath.Join(dir, f.name))
 		if err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
-			return fmt.Errorf("scripted model: write %s: %w", name, err)
+		mergeInto(merged, f.ours)
+		if files[i].out, err = json.MarshalIndent(merged, "", "  "); err != nil {
+			return err
+		}
+	}
+	for _, f := range files {
+		if err := writeFileAtomic(filepath.Join(dir, f.name), append(f.out, '\n')); err != nil {
+			return fmt.Errorf("scripted model: write %s: %w", f.name, err)
 		}
 	}
 	return nil
+}
+
+// readJSONObject reads the JSON object of path: empty when the file is
+// missing or blank, an error when it holds anything but an object.
+func readJSONObject(path string) (map[string]any, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return map[string]any{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("scripted model: read %s: %w", path, err)
+	}
+	if strings.TrimSpace(string(b)) == "" {
+		return map[string]any{}, nil
+	}
+	// UseNumber: the user's numbers are written back as they were, not
+	// through a float64.
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.UseNumber()
+	var obj map[string]any
+	err = dec.Decode(&obj)
+	if err == nil && obj == nil {
+		err = errors.New("it is null")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("scripted model: %s is not a JSON object, so the scripted model's entries cannot be merged into it (fix or remove it, then start the scripted model again): %w", path, err)
+	}
+	return obj, nil
+}
+
+// mergeInto sets src's keys in dst: an object into an object key by key
+// (so the user's other keys of "retry" or "providers" stay), any other
+// value in place of dst's.
+func mergeInto(dst, src map[string]any) {
+	for k, v := range src {
+		sub, isObj := v.(map[string]any)
+		have, hasObj := dst[k].(map[string]any)
+		if isObj && hasObj {
+			mergeInto(have, sub)
+			continue
+		}
+		dst[k] = v
+	}
+}
+
+// writeFileAtomic replaces path with b through a rename, so a pi that
+// reads the file meanwhile never sees half of it; an existing file keeps
+// its mode.
+func writeFileAtomic(path string, b []byte) error {
+	mode := os.FileMode(0o644)
+	if info, err := os.Stat(path); err == nil {
+		mode = info.Mode().Perm()
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.Remove(tmp.Name()) }()
+	if _, err := tmp.Write(b); err != nil {
+		_ = tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp.Name(), mode); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }
 
 // PiEnv is the environment that keeps a pi run against this server offline
