@@ -80,8 +80,14 @@ func start(t *testing.T, args ...string) started {
 // chunks' content put together), or the body of an error.
 func ask(t *testing.T, url, prompt string) string {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"model": "scripted-1", "stream": true,
-		"messages": []any{map[string]any{"role": "user", "content": prompt}}})
+	return chat(t, url, []any{map[string]any{"role": "user", "content": prompt}})
+}
+
+// chat posts a conversation and returns the answer's text, or the body of
+// an error.
+func chat(t *testing.T, url string, messages []any) string {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"model": "scripted-1", "stream": true, "messages": messages})
 	resp, err := http.Post(url+"/chat/completions", "application/json", strings.NewReader(string(body)))
 	if err != nil {
 		t.Fatal(err)
@@ -239,5 +245,30 @@ func TestAgentDirKeepsPackages(t *testing.T) {
 	models, err := os.ReadFile(filepath.Join(agent, "models.json"))
 	if err != nil || !strings.Contains(string(models), second.url) {
 		t.Fatalf("models.json does not point at the second server %s: %s %v", second.url, models, err)
+	}
+}
+
+// TestDemoPassesOnTheToolResult: the walkthrough's parent (demo.json's
+// "demo" script) ends by quoting what its subagent call returned, so its
+// last line tells a delegation from none: a pi without the extension gets
+// pi's error for a tool it does not have, and says so.
+func TestDemoPassesOnTheToolResult(t *testing.T) {
+	st := start(t, "--scripts", "demo.json")
+	if st.url == "" {
+		t.Fatalf("run = %v, printed %q", st.err, st.out)
+	}
+	for _, result := range []string{
+		"**Status:** SUCCESS\n**Session ID:** `0196d5a2-0000-7000-8000-000000000001`\n\n---\n\nworker.toml: heartbeat_interval = \"2s\"",
+		"Tool subagent not found",
+	} {
+		got := chat(t, st.url, []any{
+			map[string]any{"role": "user", "content": "[[script:demo]] How often does a child run report its progress here?"},
+			map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{"id": "call_0_0", "type": "function",
+				"function": map[string]any{"name": "subagent", "arguments": "{}"}}}},
+			map[string]any{"role": "tool", "tool_call_id": "call_0_0", "content": result},
+		})
+		if !strings.HasSuffix(got, result) {
+			t.Errorf("the demo's last answer after the tool result %q is %q: it does not pass the result on", result, got)
+		}
 	}
 }
