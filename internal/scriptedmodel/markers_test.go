@@ -76,7 +76,9 @@ func TestResolveMarkers(t *testing.T) {
 			script: "inline", text: "part two"},
 		{name: "bad steps JSON", msgs: []ChatMessage{msg("user", `[[steps:[{"text":]]]`)}, script: "inline", idx: -1, errSubstr: "bad [[steps:]] JSON"},
 		{name: "steps not closed by ]]", msgs: []ChatMessage{msg("user", `[[steps:[{"text":"one"}] go`)}, script: "inline", idx: -1, errSubstr: "not followed by ]]"},
-		{name: "steps that are not a list", msgs: []ChatMessage{msg("user", `[[steps:{"text":"one"}]]`)}, script: "inline", idx: -1, errSubstr: "bad [[steps:]] JSON"},
+		{name: "steps that are not a list are no marker", msgs: []ChatMessage{msg("user", `[[script:a]] [[steps:{"text":"one"}]]`)}, script: "a", text: "script a"},
+		{name: "[[steps: in prose is no marker", msgs: []ChatMessage{msg("user", "[[script:b]] the [[steps:...]] marker")}, script: "b", text: "script b"},
+		{name: "steps whose list is not steps", msgs: []ChatMessage{msg("user", `[[steps:[1,2]]]`)}, script: "inline", idx: -1, errSubstr: "bad [[steps:]] JSON"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

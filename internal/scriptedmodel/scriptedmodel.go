@@ -337,11 +337,12 @@ func lastMarker(text string) (m marker, ok bool, err error) {
 			i += len(sm[0])
 			continue
 		}
-		if !strings.HasPrefix(rest, stepsOpen) {
+		body, isSteps := strings.CutPrefix(rest, stepsOpen)
+		// Only a list opens steps: "[[steps:" in prose is not a marker.
+		if !isSteps || !strings.HasPrefix(strings.TrimLeft(body, " \t\r\n"), "[") {
 			i++
 			continue
 		}
-		body := rest[len(stepsOpen):]
 		dec := json.NewDecoder(strings.NewReader(body))
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
