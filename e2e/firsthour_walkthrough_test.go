@@ -73,6 +73,13 @@ func TestFirstHourWalkthrough(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s\nfailed: %v\n%s", where, err, out)
 		}
+		// The doc's delegation from pi ends with what the subagent tool
+		// returned (the scripted parent quotes it), which names the
+		// child's session: a line written in advance could not tell a
+		// delegation from a pi without the extension.
+		if strings.HasPrefix(text, "pi -p ") && !walkUUIDPattern.MatchString(out) {
+			t.Errorf("%s\nprinted no session ID: its answer is not what a delegation returned:\n%s", where, out)
+		}
 		if !c.compare {
 			continue
 		}

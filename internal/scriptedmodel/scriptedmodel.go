@@ -7,8 +7,12 @@
 //	[[script:NAME]]            a script registered with Server.Script
 //	[[steps:[{...},{...}]]]    an inline JSON array of steps
 //
-// The latest user message that carries a marker selects the script; the
-// number of assistant messages after it selects the step. That makes the
+// The last marker of the latest user message that carries one selects the
+// script; the number of assistant messages after that message selects the
+// step. A [[steps:]] marker's JSON may hold prompts (a step's tool call
+// arguments) with markers of their own, at any depth: they select the
+// child's script, in the child's conversation. docs/scripted-model.md
+// describes the format. That makes the
 // server stateless per conversation: many child runs can be driven at once,
 // and a pi session that is resumed (or retried after a crash) replays its
 // messages and lands on the right step again.
@@ -101,6 +105,12 @@ type Step struct {
 	// Repeat, on the last step of a script, answers every later request of
 	// the conversation with this step too (loops, long-running children).
 	Repeat bool `json:"repeat,omitempty"`
+	// EchoToolResult answers with Text followed by the text of the latest
+	// tool result of the conversation, so what a tool really returned (a
+	// delegation's answer, or the error of a tool pi does not have) is what
+	// the user reads, not a line written in advance. A conversation with no
+	// tool result gets a 422.
+	EchoToolResult bool `json:"echo_tool_result,omitempty"`
 }
 
 // DefaultUsage is the usage of a step that names none.
@@ -175,6 +185,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	scripts  map[string][]Step
+	dflt     string // the script of a conversation with no marker
 	requests []Request
 	notify   chan struct{} // closed and replaced on every request
 }
@@ -194,6 +205,7 @@ func StartOn(addr string) (*Server, error) {
 		listener: ln,
 		done:     make(chan struct{}),
 		scripts:  map[string][]Step{},
+		dflt:     DefaultScript,
 		notify:   make(chan struct{}),
 	}
 	mux := http.NewServeMux()
@@ -235,6 +247,19 @@ func (s *Server) Script(name string, steps ...Step) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.scripts[name] = steps
+}
+
+// DefaultScript is the name of the script a conversation with no marker
+// gets, unless SetDefaultScript names another.
+const DefaultScript = "default"
+
+// SetDefaultScript names the script that answers a conversation with no
+// marker in any user message (DefaultScript when never called): a child
+// whose task was written without one, as a tour's or a real user's are.
+func (s *Server) SetDefaultScript(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dflt = name
 }
 
 // Requests returns a copy of every request received so far, oldest first.
@@ -279,12 +304,81 @@ func (s *Server) WaitForRequests(ctx context.Context, n int, match func(Request)
 	}
 }
 
-var (
-	scriptMarker = regexp.MustCompile(`\[\[script:([A-Za-z0-9_.\-]+)\]\]`)
-	stepsMarker  = regexp.MustCompile(`(?s)\[\[steps:(\[.*?\])\]\]`)
-)
+// scriptMarker is a [[script:NAME]] marker at the start of the text.
+var scriptMarker = regexp.MustCompile(`^\[\[script:([A-Za-z0-9_.\-]+)\]\]`)
 
-// resolve finds the script and step a conversation is at.
+const stepsOpen = "[[steps:"
+
+// marker is the marker a user message's text ends up selecting.
+type marker struct {
+	script string // the named script; "" for inline steps
+	steps  []Step // the inline steps
+}
+
+// lastMarker finds the last marker of text, ok false when it has none.
+//
+// The text is read from left to right. A [[steps:]] marker's JSON is read
+// by a JSON decoder to the end of its balanced value, so the strings inside
+// it (a step's tool call arguments: a child's prompt) may carry markers of
+// their own, [[steps:]] ones too, at any depth: they are skipped here and
+// are found when that prompt is a user message of its own (the child's).
+// A regexp cannot do that: it would stop at the first "]]" of a nested
+// marker, or take a nested marker for this conversation's.
+func lastMarker(text string) (m marker, ok bool, err error) {
+	for i := 0; i < len(text); {
+		j := strings.Index(text[i:], "[[")
+		if j < 0 {
+			break
+		}
+		i += j
+		rest := text[i:]
+		if sm := scriptMarker.FindStringSubmatch(rest); sm != nil {
+			m, ok = marker{script: sm[1]}, true
+			i += len(sm[0])
+			continue
+		}
+		body, isSteps := strings.CutPrefix(rest, stepsOpen)
+		// Only a list opens steps: "[[steps:" in prose is not a marker.
+		if !isSteps || !strings.HasPrefix(strings.TrimLeft(body, " \t\r\n"), "[") {
+			i++
+			continue
+		}
+		dec := json.NewDecoder(strings.NewReader(body))
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return marker{}, false, fmt.Errorf("bad [[steps:]] JSON at %q: %w", abbreviate(rest), err)
+		}
+		var steps []Step
+		if err := json.Unmarshal(raw, &steps); err != nil {
+			return marker{}, false, fmt.Errorf("bad [[steps:]] JSON (a list of steps: [{\"text\":\"...\"}, ...]): %w", err)
+		}
+		end := int(dec.InputOffset())
+		after := strings.TrimLeft(body[end:], " \t\r\n")
+		if !strings.HasPrefix(after, "]]") {
+			return marker{}, false, fmt.Errorf("bad [[steps:]] marker: its JSON list of steps is not followed by ]] (at %q)", abbreviate(body[end:]))
+		}
+		m, ok = marker{steps: steps}, true
+		i += len(rest) - len(after) + len("]]")
+	}
+	return m, ok, nil
+}
+
+// abbreviate shortens s for an error message.
+func abbreviate(s string) string {
+	const max = 60
+	if len(s) <= max {
+		return s
+	}
+	n := max
+	for n < len(s) && !utf8.RuneStart(s[n]) {
+		n++
+	}
+	return s[:n] + "…"
+}
+
+// resolve finds the script and step a conversation is at: the last marker
+// of the latest user message that has one selects the script, the number
+// of assistant messages after that message the step.
 func (s *Server) resolve(msgs []ChatMessage) (name string, idx int, step Step, err error) {
 	markerAt := -1
 	var steps []Step
@@ -292,25 +386,43 @@ func (s *Server) resolve(msgs []ChatMessage) (name string, idx int, step Step, e
 		if msgs[i].Role != "user" {
 			continue
 		}
-		text := msgs[i].Text()
-		if m := stepsMarker.FindStringSubmatch(text); m != nil {
-			if err := json.Unmarshal([]byte(m[1]), &steps); err != nil {
-				return "inline", -1, Step{}, fmt.Errorf("bad [[steps:]] JSON: %w", err)
-			}
-			name, markerAt = "inline", i
-		} else if m := scriptMarker.FindStringSubmatch(text); m != nil {
+		m, ok, err := lastMarker(msgs[i].Text())
+		switch {
+		case err != nil:
+			return "inline", -1, Step{}, err
+		case !ok:
+			continue
+		case m.script == "":
+			steps, name, markerAt = m.steps, "inline", i
+		default:
 			s.mu.Lock()
-			var ok bool
-			steps, ok = s.scripts[m[1]]
+			var found bool
+			steps, found = s.scripts[m.script]
 			s.mu.Unlock()
-			if !ok {
-				return m[1], -1, Step{}, fmt.Errorf("no script named %q is registered", m[1])
+			if !found {
+				return m.script, -1, Step{}, fmt.Errorf("no script named %q is registered", m.script)
 			}
-			name, markerAt = m[1], i
+			name, markerAt = m.script, i
 		}
 	}
 	if markerAt < 0 {
-		return "", -1, Step{}, errors.New("no [[script:NAME]] or [[steps:[...]]] marker in any user message")
+		// No marker anywhere: the default script, from the conversation's
+		// start (every assistant message counts).
+		s.mu.Lock()
+		dflt := s.dflt
+		var found bool
+		steps, found = s.scripts[dflt]
+		s.mu.Unlock()
+		switch {
+		case !found && dflt != DefaultScript:
+			return dflt, -1, Step{}, fmt.Errorf("no [[script:NAME]] or [[steps:[...]]] marker in any user message, and the default script %q is not registered: "+
+				"start the server with --scripts holding a script %q (or another --default-script); docs/scripted-model.md", dflt, dflt)
+		case !found:
+			return "", -1, Step{}, errors.New("no [[script:NAME]] or [[steps:[...]]] marker in any user message, and no default script: " +
+				"start the prompt with [[script:NAME]] (NAME a script of the server's --scripts), " +
+				"or start the server with --default-script NAME (or a script named \"default\") to answer unmarked conversations; docs/scripted-model.md")
+		}
+		name = dflt
 	}
 	for _, m := range msgs[markerAt+1:] {
 		if m.Role == "assistant" {
@@ -404,7 +516,26 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "scripted model: only stream: true is served")
 		return
 	}
+	if step.EchoToolResult {
+		result, ok := latestToolResult(rec.Parsed.Messages)
+		if !ok {
+			writeError(w, http.StatusUnprocessableEntity, fmt.Sprintf("scripted model: step %d of script %q echoes the latest tool result, but the conversation has none: "+
+				"give it a step with a tool call before it, or drop echo_tool_result", idx+1, name))
+			return
+		}
+		step.Text += result
+	}
 	s.stream(w, idx, fillMatches(step, rec.Parsed.Messages))
+}
+
+// latestToolResult is the text of the conversation's latest tool result.
+func latestToolResult(msgs []ChatMessage) (string, bool) {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == "tool" {
+			return msgs[i].Text(), true
+		}
+	}
+	return "", false
 }
 
 // matchPattern is a placeholder in tool call arguments: {{match:REGEX}}
@@ -543,6 +674,12 @@ func writeError(w http.ResponseWriter, status int, message string) {
 // models.json with an openai-completions provider at this server's address,
 // and settings.json that makes it the default and turns pi's own retries off,
 // so a scripted provider error reaches the caller instead of being retried.
+//
+// Files that are there already are merged into, not replaced: a dir is
+// written again each time the server starts (on a new port), and in between
+// pi wrote its own keys there (`pi install` adds the extension to
+// settings.json's packages), which a rewrite must keep. A file that is not
+// JSON is left as it is, with an error.
 func (s *Server) WritePiAgentDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("scripted model: pi agent dir: %w", err)
@@ -580,16 +717,98 @@ func (s *Server) WritePiAgentDir(dir string) error {
 		"enableInstallTelemetry": false,
 		"retry":                  map[string]any{"enabled": false, "provider": map[string]any{"maxRetries": 0}},
 	}
-	for name, v := range map[string]any{"models.json": models, "settings.json": settings} {
-		b, err := json.MarshalIndent(v, "", "  ")
+	files := []struct {
+		name string
+		ours map[string]any
+		out  []byte
+	}{{name: "models.json", ours: models}, {name: "settings.json", ours: settings}}
+	// Both read and merged before either is written: a file that cannot
+	// be merged leaves the dir as it was.
+	for i, f := range files {
+		merged, err := readJSONObject(filepath.Join(dir, f.name))
 		if err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
-			return fmt.Errorf("scripted model: write %s: %w", name, err)
+		mergeInto(merged, f.ours)
+		if files[i].out, err = json.MarshalIndent(merged, "", "  "); err != nil {
+			return err
+		}
+	}
+	for _, f := range files {
+		if err := writeFileAtomic(filepath.Join(dir, f.name), append(f.out, '\n')); err != nil {
+			return fmt.Errorf("scripted model: write %s: %w", f.name, err)
 		}
 	}
 	return nil
+}
+
+// readJSONObject reads the JSON object of path: empty when the file is
+// missing or blank, an error when it holds anything but an object.
+func readJSONObject(path string) (map[string]any, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return map[string]any{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("scripted model: read %s: %w", path, err)
+	}
+	if strings.TrimSpace(string(b)) == "" {
+		return map[string]any{}, nil
+	}
+	// UseNumber: the user's numbers are written back as they were, not
+	// through a float64.
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.UseNumber()
+	var obj map[string]any
+	err = dec.Decode(&obj)
+	if err == nil && obj == nil {
+		err = errors.New("it is null")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("scripted model: %s is not a JSON object, so the scripted model's entries cannot be merged into it (fix or remove it, then start the scripted model again): %w", path, err)
+	}
+	return obj, nil
+}
+
+// mergeInto sets src's keys in dst: an object into an object key by key
+// (so the user's other keys of "retry" or "providers" stay), any other
+// value in place of dst's.
+func mergeInto(dst, src map[string]any) {
+	for k, v := range src {
+		sub, isObj := v.(map[string]any)
+		have, hasObj := dst[k].(map[string]any)
+		if isObj && hasObj {
+			mergeInto(have, sub)
+			continue
+		}
+		dst[k] = v
+	}
+}
+
+// writeFileAtomic replaces path with b through a rename, so a pi that
+// reads the file meanwhile never sees half of it; an existing file keeps
+// its mode.
+func writeFileAtomic(path string, b []byte) error {
+	mode := os.FileMode(0o644)
+	if info, err := os.Stat(path); err == nil {
+		mode = info.Mode().Perm()
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.Remove(tmp.Name()) }()
+	if _, err := tmp.Write(b); err != nil {
+		_ = tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp.Name(), mode); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }
 
 // PiEnv is the environment that keeps a pi run against this server offline

@@ -397,3 +397,84 @@ func TestFillMatches(t *testing.T) {
 		}
 	}
 }
+
+// TestWritePiAgentDirMerges: a pi config dir that is written again (the
+// scripted model restarted on another port) keeps what pi or the user put
+// there: the packages `pi install` added, other settings, other providers;
+// only the scripted model's own entries change.
+func TestWritePiAgentDirMerges(t *testing.T) {
+	tests := []struct {
+		name     string
+		settings string // settings.json before, "" for none
+		models   string // models.json before, "" for none
+		check    func(t *testing.T, settings, models map[string]any)
+		errWant  string
+	}{
+		{name: "no files", check: func(t *testing.T, settings, models map[string]any) {
+			if settings["defaultModel"] != ModelID || settings["packages"] != nil {
+				t.Fatalf("settings.json = %v", settings)
+			}
+		}},
+		{name: "packages and other keys are kept",
+			settings: `{"packages":["../extension"],"theme":"light","defaultModel":"gpt-x","retry":{"enabled":true,"baseDelayMs":500}}`,
+			models:   `{"providers":{"other":{"baseUrl":"http://x/v1","api":"openai-completions"},"scripted":{"baseUrl":"http://127.0.0.1:1/v1","headers":{"x-a":"b"}}},"note":"mine"}`,
+			check: func(t *testing.T, settings, models map[string]any) {
+				if fmt.Sprint(settings["packages"]) != "[../extension]" || settings["theme"] != "light" {
+					t.Fatalf("settings.json lost the user's keys: %v", settings)
+				}
+				if settings["defaultModel"] != ModelID || settings["defaultProvider"] != ProviderName {
+					t.Fatalf("settings.json does not make the scripted model the default: %v", settings)
+				}
+				retry, _ := settings["retry"].(map[string]any)
+				if retry["enabled"] != false || fmt.Sprint(retry["baseDelayMs"]) != "500" {
+					t.Fatalf("retry = %v, want pi's retries off and the user's other retry settings kept", retry)
+				}
+				providers, _ := models["providers"].(map[string]any)
+				if providers["other"] == nil || models["note"] != "mine" {
+					t.Fatalf("models.json lost the user's entries: %v", models)
+				}
+				scripted, _ := providers[ProviderName].(map[string]any)
+				if !strings.HasSuffix(fmt.Sprint(scripted["baseUrl"]), "/v1") || strings.Contains(fmt.Sprint(scripted["baseUrl"]), ":1/") || len(scripted["models"].([]any)) != 3 {
+					t.Fatalf("the scripted provider is not this server's: %v", scripted)
+				}
+			}},
+		{name: "settings.json that is not JSON is left alone", settings: `{"packages": [`, errWant: "settings.json"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := Start()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			dir := t.TempDir()
+			for name, text := range map[string]string{"settings.json": tt.settings, "models.json": tt.models} {
+				if text != "" {
+					if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			// Twice, as a second run of bin/scripted-model --agent-dir does.
+			for range 2 {
+				err = s.WritePiAgentDir(dir)
+			}
+			if tt.errWant != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.errWant) {
+					t.Fatalf("err = %v, want one naming %s", err, tt.errWant)
+				}
+				if b, _ := os.ReadFile(filepath.Join(dir, "settings.json")); string(b) != tt.settings {
+					t.Fatalf("settings.json was overwritten: %s", b)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var settings, models map[string]any
+			readJSON(t, filepath.Join(dir, "settings.json"), &settings)
+			readJSON(t, filepath.Join(dir, "models.json"), &models)
+			tt.check(t, settings, models)
+		})
+	}
+}
