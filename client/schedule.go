@@ -40,7 +40,12 @@ type ScheduleItem struct {
 	// pi session.
 	Quiet  bool `json:"quiet,omitempty"`
 	Paused bool `json:"paused"`
-	// NextFires are the next times it fires (none once it has ended).
+	// PausedSince is when `schedule pause` paused it (absent while it
+	// runs, and for a schedule paused elsewhere, as from the UI).
+	PausedSince *time.Time `json:"paused_since,omitempty"`
+	// NextFires are the next times it fires: none once it has ended, and
+	// none while it is paused (it fires again only once resumed; Temporal
+	// would give the times it was due at when paused, past ones too).
 	NextFires []time.Time `json:"next_fires,omitempty"`
 	// Fires counts the runs it started; Missed those it skipped because
 	// they were later than the catch-up window; Skipped those the overlap

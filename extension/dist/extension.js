@@ -1329,8 +1329,12 @@ function scheduleText(action, env) {
   for (const s of items2) if (action !== "delete") lines.push(oneLine2(s));
   return lines.filter(Boolean).join("\n");
 }
+function pausedFact(s) {
+  const why = [s.paused_since ? `since ${s.paused_since}` : "", s.note ?? ""].filter(Boolean).join(": ");
+  return `paused${why ? ` (${why})` : ""}: no fires until resumed (action "resume", id "${s.id}")`;
+}
 function oneLine2(s) {
-  const facts = [s.spec, s.paused ? `paused${s.note ? ` (${s.note})` : ""}` : "", s.next_fires?.[0] ? `next ${s.next_fires[0]}` : ""];
+  const facts = [s.spec, s.paused ? pausedFact(s) : s.next_fires?.[0] ? `next ${s.next_fires[0]}` : ""];
   const last = s.runs?.[0];
   if (last) facts.push(`last run ${last.status}`);
   return `${s.id}${s.name ? ` "${s.name}"` : ""}: ${facts.filter(Boolean).join(", ")}`;
@@ -1342,7 +1346,7 @@ function describe(s) {
     `fired ${s.fires} time(s)${s.missed ? `, ${s.missed} missed` : ""}${s.skipped ? `, ${s.skipped} skipped by overlap` : ""}`
   ];
   if (s.note && !s.paused) lines.push(`note: ${s.note}`);
-  if (s.next_fires?.length) lines.push(`next: ${s.next_fires.slice(0, 3).join(", ")}`);
+  if (s.next_fires?.length && !s.paused) lines.push(`next: ${s.next_fires.slice(0, 3).join(", ")}`);
   for (const r of s.runs ?? []) {
     const delivered = r.delivered ? ", delivered" : r.result_id ? ", waiting for a pi session here" : "";
     lines.push(`- ${r.fired} ${r.status}${r.delegation_id ? ` ${r.delegation_id}` : ""}${delivered}${r.summary ? `: ${r.summary}` : ""}`);
@@ -2160,7 +2164,8 @@ function fleetRows(data) {
       spec: s.spec,
       fires: s.fires,
       status: s.paused ? "paused" : "active",
-      next: time(s.next_fires?.[0]),
+      next: s.paused ? void 0 : time(s.next_fires?.[0]),
+      since: s.paused ? time(s.paused_since) : void 0,
       scope: "folder",
       depth: 0,
       open: true,
@@ -2185,7 +2190,10 @@ function age(ms) {
   return `${Math.floor(s / 86400)}d`;
 }
 function rowTime(row, now) {
-  if (row.kind === "schedule") return row.next !== void 0 ? `in ${duration(row.next - now)}` : "-";
+  if (row.kind === "schedule") {
+    if (row.status === "paused") return row.since !== void 0 ? `${age(now - row.since)} ago` : "-";
+    return row.next !== void 0 ? `in ${duration(row.next - now)}` : "-";
+  }
   if (row.started === void 0) return "-";
   if (row.ended !== void 0) return duration(row.ended - row.started);
   if (working(row.status)) return duration(now - row.started);
@@ -2228,8 +2236,8 @@ function titleBar(c, title) {
 var WIDE = 100;
 function rowLine(c, row, selected) {
   const wide = c.width >= WIDE;
-  const cell = (text2, w, right2 = false) => {
-    const cut2 = c.kit.truncateToWidth(text2, w, "\u2026");
+  const cell = (text3, w, right2 = false) => {
+    const cut2 = c.kit.truncateToWidth(text3, w, "\u2026");
     const padding = " ".repeat(Math.max(0, w - c.kit.visibleWidth(cut2)));
     return right2 ? padding + cut2 : cut2 + padding;
   };
@@ -2238,7 +2246,8 @@ function rowLine(c, row, selected) {
   const lead = selected ? "\u25B8 " : "  ";
   const indent = "  ".repeat(row.depth);
   const titleWidth = c.width - 2 - 2 - c.kit.visibleWidth(right) - 2;
-  const title = fit(c, indent + row.title, titleWidth, true);
+  const text2 = row.kind === "schedule" && row.status === "paused" ? `${row.title} \xB7 to resume: subagents schedule resume ${row.id}` : row.title;
+  const title = fit(c, indent + text2, titleWidth, true);
   const line = `${lead}${icon(row.status, c.paint)} ${selected ? c.paint.bold(title) : title}  ${c.paint.fg("muted", right)}`;
   const shade = selected && c.paint.bg;
   const cut = fit(c, line, c.width, !!shade);
@@ -2418,10 +2427,11 @@ function renderSchedule(c, s) {
   const facts = [];
   const policies = [`overlap ${it.overlap ?? "skip"}`, `catch-up ${it.catchup ?? "-"}`, it.quiet ? "quiet (only failures are delivered)" : "", it.end ? `ends ${it.end}` : ""].filter(Boolean);
   facts.push(`   Runs a ${it.kind ?? "delegation"} \xB7 ${policies.join(" \xB7 ")}${it.timezone ? ` \xB7 times in ${it.timezone}` : ""}${it.cwd ? ` \xB7 in ${it.cwd}` : ""}`);
-  if (it.note) facts.push(c.paint.fg("muted", `   ${it.paused ? "Paused: " : "Note: "}${oneLine(it.note, LINE_CHARS)}`));
+  const since = it.paused ? time(it.paused_since) : void 0;
+  if (it.note) facts.push(c.paint.fg("muted", `   ${it.paused ? `Paused${since !== void 0 ? ` ${age(c.now - since)} ago` : ""}: ` : "Note: "}${oneLine(it.note, LINE_CHARS)}`));
   const fired = [`Fired ${it.fires ?? 0} time${it.fires === 1 ? "" : "s"}`, it.missed ? `${it.missed} missed` : "", it.skipped ? `${it.skipped} skipped by overlap` : ""].filter(Boolean).join(", ");
   const next = (it.next_fires ?? []).slice(0, NEXT_FIRES).map((t) => time(t)).filter((t) => t !== void 0).map((t) => `in ${duration(t - c.now)}`);
-  facts.push(`   ${fired} \xB7 ${it.paused ? "paused: no next fire" : next.length ? `next ${next.join(", ")}` : "no next fire"}`);
+  facts.push(`   ${fired} \xB7 ${it.paused ? `paused: no next fire until \`subagents schedule resume ${it.id}\` (or ask pi to resume it)` : next.length ? `next ${next.join(", ")}` : "no next fire"}`);
   const runs = it.runs ?? [];
   const runLines = runs.map((r) => {
     const when = time(r.fired);
@@ -2868,6 +2878,7 @@ var FleetView = class {
   }
 };
 function scheduleRefusal(row, key) {
+  if (key === "c" && row.status === "paused") return `${row.id} is a paused schedule: it fires again once resumed (\`subagents schedule resume ${row.id}\`), or goes with \`subagents schedule delete ${row.id}\`; a run of it, under This folder, is cancelled`;
   if (key === "c") return `${row.title} is a schedule: it is paused or deleted, not cancelled (\`subagents schedule pause ${row.id}\`); a run of it, under This folder, is cancelled`;
   const what = key === "s" ? "takes no message" : "has no result of its own";
   return `${row.title} is a schedule: it ${what}; its runs are listed under This folder, and enter on it shows them (\`subagents schedule describe ${row.id}\`)`;

@@ -47,6 +47,9 @@ export interface ScheduleItemView {
 	end?: string;
 	quiet?: boolean;
 	paused: boolean;
+	/** While paused, when `schedule pause` paused it (absent for a pause from the UI). */
+	paused_since?: string;
+	/** The next fires; none while paused. */
 	next_fires?: string[];
 	fires: number;
 	missed?: number;
@@ -133,8 +136,17 @@ export function scheduleText(action: string, env: Envelope): string {
 	return lines.filter(Boolean).join("\n");
 }
 
+/**
+ * That s is paused, since when and why, and how it fires again: a paused
+ * schedule has no next fire (an older service's answer may list some).
+ */
+function pausedFact(s: ScheduleItemView): string {
+	const why = [s.paused_since ? `since ${s.paused_since}` : "", s.note ?? ""].filter(Boolean).join(": ");
+	return `paused${why ? ` (${why})` : ""}: no fires until resumed (action "resume", id "${s.id}")`;
+}
+
 function oneLine(s: ScheduleItemView): string {
-	const facts = [s.spec, s.paused ? `paused${s.note ? ` (${s.note})` : ""}` : "", s.next_fires?.[0] ? `next ${s.next_fires[0]}` : ""];
+	const facts = [s.spec, s.paused ? pausedFact(s) : s.next_fires?.[0] ? `next ${s.next_fires[0]}` : ""];
 	const last = s.runs?.[0];
 	if (last) facts.push(`last run ${last.status}`);
 	return `${s.id}${s.name ? ` "${s.name}"` : ""}: ${facts.filter(Boolean).join(", ")}`;
@@ -147,7 +159,7 @@ function describe(s: ScheduleItemView): string {
 		`fired ${s.fires} time(s)${s.missed ? `, ${s.missed} missed` : ""}${s.skipped ? `, ${s.skipped} skipped by overlap` : ""}`,
 	];
 	if (s.note && !s.paused) lines.push(`note: ${s.note}`);
-	if (s.next_fires?.length) lines.push(`next: ${s.next_fires.slice(0, 3).join(", ")}`);
+	if (s.next_fires?.length && !s.paused) lines.push(`next: ${s.next_fires.slice(0, 3).join(", ")}`);
 	for (const r of s.runs ?? []) {
 		const delivered = r.delivered ? ", delivered" : r.result_id ? ", waiting for a pi session here" : "";
 		lines.push(`- ${r.fired} ${r.status}${r.delegation_id ? ` ${r.delegation_id}` : ""}${delivered}${r.summary ? `: ${r.summary}` : ""}`);

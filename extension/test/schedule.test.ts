@@ -77,6 +77,18 @@ test("scheduleOp passes the folder and the object, marks the folder on create, a
 	assert.equal(scheduleText("list", { op: "schedule", done: true } as never), "No schedules in this folder.");
 });
 
+test("a paused schedule's answer has no next fire: it says since when, why, and the action that resumes it", async () => {
+	// An older service lists a paused schedule's next fires where the pause left them.
+	const paused = { id: "scan-1a2b3c", name: "scan", spec: "every 2h", overlap: "skip", catchup: "none", paused: true, paused_since: "2026-11-26T07:00:00Z", note: "holidays", fires: 2, next_fires: ["2026-11-26T08:00:00Z"] };
+	const { cli } = fakeCli(() => ({ op: "schedule", done: true, text: "Schedule scan-1a2b3c paused (since 2026-11-26T07:00:00Z: holidays): no fires until `subagents schedule resume scan-1a2b3c`.", schedules: [paused] }));
+	const ctx = session("s", "/work/project");
+	for (const action of ["pause", "list", "describe"]) {
+		const { text } = await scheduleOp(cli, ctx, { action, id: "scan-1a2b3c" });
+		assert.match(text, /paused \(since 2026-11-26T07:00:00Z: holidays\): no fires until resumed \(action "resume", id "scan-1a2b3c"\)/, action);
+		assert.doesNotMatch(text, /next:? 2026-11-26T08:00:00Z/, action);
+	}
+});
+
 test("a folder without the mark asks nothing for scheduled results", async () => {
 	const dir = mkdtempSync(join(tmpdir(), "subagents-schedule-"));
 	const { cli, calls } = fakeCli(() => ({ runs: [] }));
