@@ -82,9 +82,12 @@ type ScheduleRun struct {
 	// its workflow is past the namespace's retention.
 	Status string `json:"status"`
 	// Fired is when it started; Scheduled the time it stood for (earlier
-	// for a fire caught up after the service was down).
+	// for a fire caught up after the service was down). In a claim, Fired
+	// is the time the fire stood for (its ID's), and Ended when it ended
+	// and left its result (the result's start).
 	Fired     time.Time  `json:"fired"`
 	Scheduled *time.Time `json:"scheduled,omitempty"`
+	Ended     *time.Time `json:"ended,omitempty"`
 	// Summary is the start of its first task's output, or of its error.
 	Summary string        `json:"summary,omitempty"`
 	Error   *errcode.Info `json:"error,omitempty"`

@@ -665,7 +665,7 @@ function notFound(bin, e) {
 }
 
 // src/delivery.ts
-import { existsSync as existsSync2, mkdirSync as mkdirSync3, readFileSync as readFileSync3, statSync, unlinkSync as unlinkSync2 } from "node:fs";
+import { existsSync as existsSync2, mkdirSync as mkdirSync3, readFileSync as readFileSync4, statSync, unlinkSync as unlinkSync3 } from "node:fs";
 import { hostname } from "node:os";
 import { join as join4 } from "node:path";
 
@@ -1277,7 +1277,7 @@ function strays(dataDir2, cwd, except) {
 
 // src/schedule.ts
 import { createHash } from "node:crypto";
-import { mkdirSync as mkdirSync2, realpathSync, writeFileSync as writeFileSync2 } from "node:fs";
+import { mkdirSync as mkdirSync2, readdirSync as readdirSync2, readFileSync as readFileSync3, realpathSync, renameSync as renameSync2, unlinkSync as unlinkSync2, writeFileSync as writeFileSync2 } from "node:fs";
 import { join as join3 } from "node:path";
 var SCHEDULE_HELP = "schedule op: {action: create|list|describe|pause|resume|trigger|update|delete, id, name, at (10m or RFC3339: once)|every (2h)|cron|calendar (hour=9 dow=mon-fri), timezone, overlap: skip|buffer_one|cancel_other|allow_all, catchup (1h|none), end, note, quiet (deliver failures only), tasks [{agent,prompt}] or agent+prompt, or plan (doc or saved name)+args}. Runs here with no pi open; results reach the next session here";
 function schedulesOf(env) {
@@ -1297,6 +1297,65 @@ function markScheduled(dir, cwd) {
   const path = scheduledMark(dir, cwd);
   mkdirSync2(join3(dir, "scheduled"), { recursive: true, mode: 448 });
   writeFileSync2(path, JSON.stringify({ cwd }), { mode: 384 });
+}
+var OPEN_RECORD_KEEP_MS = 31 * 24 * 36e5;
+function openDir(dir) {
+  return join3(dir, "open");
+}
+function openRecordPath(dir, h) {
+  return join3(openDir(dir), `${h.pid}-${h.start ?? "0"}`);
+}
+function readOpenRecord(path) {
+  try {
+    const r = JSON.parse(readFileSync3(path, "utf8"));
+    return r && typeof r === "object" && r.holder && Array.isArray(r.spans) ? r : void 0;
+  } catch {
+    return void 0;
+  }
+}
+function noteOpen(dir, holder, at, open) {
+  try {
+    mkdirSync2(openDir(dir), { recursive: true, mode: 448 });
+    const path = openRecordPath(dir, holder);
+    const rec = readOpenRecord(path) ?? { holder, spans: [] };
+    for (const sp of rec.spans) sp.until ??= at;
+    if (open) rec.spans.push({ ...open, since: at });
+    const tmp = `${path}.tmp`;
+    writeFileSync2(tmp, JSON.stringify(rec), { mode: 384 });
+    renameSync2(tmp, path);
+    for (const name of readdirSync2(openDir(dir))) {
+      const other = join3(openDir(dir), name);
+      const r = readOpenRecord(other);
+      const last = Math.max(0, ...(r?.spans ?? []).map((sp) => sp.until ?? sp.since));
+      if (r && !isThisProcess(r.holder) && last < at - OPEN_RECORD_KEEP_MS && !alive(r.holder)) unlinkSync2(other);
+    }
+  } catch {
+  }
+}
+function openRecords(dir) {
+  let names;
+  try {
+    names = readdirSync2(openDir(dir)).filter((n) => !n.endsWith(".tmp"));
+  } catch {
+    return [];
+  }
+  return names.map((n) => readOpenRecord(join3(openDir(dir), n))).filter((r) => r !== void 0);
+}
+function openAt(records, cwd, me, t) {
+  let found = "none";
+  for (const r of records) {
+    for (const sp of r.spans) {
+      if (sp.cwd !== cwd || sp.since > t) continue;
+      if (sp.until === void 0 && !alive(r.holder)) {
+        if (found === "none") found = void 0;
+        continue;
+      }
+      if (sp.until !== void 0 && sp.until < t) continue;
+      if (sp.session === me) return "this";
+      found = "another";
+    }
+  }
+  return found;
 }
 function marksDir(cli) {
   return cli.options.local?.dataDir ?? dataDir(cli.options.env ?? process.env);
@@ -1400,16 +1459,23 @@ function toldInBranch(ctx) {
   }
   return told;
 }
+function scheduledIntro(s) {
+  const when = [s.fired ? `fired at ${s.fired}` : "", s.ended ? `ended at ${s.ended}` : "ended"].filter(Boolean).join(" and ");
+  const where = {
+    none: " while no pi session was open here",
+    this: " while this session was open (a folder's scheduled results come when a session starts, or starts the service)",
+    another: " while another pi session was open here (a folder's scheduled results come when a session starts)"
+  }[s.open ?? ""] ?? "";
+  return `A scheduled run of schedule ${s.schedule} (${s.run}) ${when}${where}; its result:`;
+}
 function deliveryDraft(env, adoptedFrom, scheduled) {
   let text2 = deliveryText(env);
   if (adoptedFrom) text2 += `
 
 (Taken with /subagents-adopt from the earlier pi session ${adoptedFrom}, where nobody waited for it.)`;
-  if (scheduled) {
-    text2 = `A scheduled run of schedule ${scheduled.schedule} (${scheduled.run}${scheduled.fired ? `, started ${scheduled.fired}` : ""}) ended while no pi session was here; its result:
+  if (scheduled) text2 = `${scheduledIntro(scheduled)}
 
 ${text2}`;
-  }
   return {
     type: "custom_message",
     customType: RESULT_MESSAGE_TYPE,
@@ -1461,6 +1527,8 @@ var Delivery = class {
   ctx;
   /** Set once the session shut down: nothing new is watched or delivered. */
   closed = false;
+  /** Whether this process noted a session open (opened): its close is noted at shutdown. */
+  openNoted = false;
   /** The local service's data dir, where this parent marks that it waits for results; undefined for a remote Temporal. */
   dataDir;
   constructor(pi, cli, dataDir2 = () => void 0) {
@@ -1505,7 +1573,21 @@ var Delivery = class {
   }
   /** Whether results of this folder's scheduled runs may wait for a session here (its schedule mark). */
   mayHaveScheduled(ctx) {
-    return nestedParent() === void 0 && existsSync2(scheduledMark(this.dataDir() ?? dataDir(process.env), scheduleFolder(ctx.cwd)));
+    return nestedParent() === void 0 && existsSync2(scheduledMark(this.marksDir(), scheduleFolder(ctx.cwd)));
+  }
+  /** Where this pi keeps the schedule marks and the record of open sessions. */
+  marksDir() {
+    return this.dataDir() ?? dataDir(process.env);
+  }
+  /**
+   * Notes that this session is open in its folder from now on (a child's
+   * pi is no session of the folder): a scheduled run's result says
+   * whether a session was open there when the run ended (schedule.ts).
+   */
+  opened(ctx, now = Date.now()) {
+    if (process.env.PI_SUBAGENT_CHILD === "1") return;
+    noteOpen(this.marksDir(), thisProcess(), now, { cwd: scheduleFolder(ctx.cwd), session: ctx.sessionManager.getSessionId() });
+    this.openNoted = true;
   }
   marker(parentId) {
     const dir = this.dataDir();
@@ -1624,7 +1706,7 @@ var Delivery = class {
     if (this.closed || nestedParent() !== void 0) return;
     if (!this.mayHaveScheduled(ctx)) return;
     const folder = scheduleFolder(ctx.cwd);
-    const mark = scheduledMark(this.dataDir() ?? dataDir(process.env), folder);
+    const mark = scheduledMark(this.marksDir(), folder);
     this.ctx ??= ctx;
     this.parentId ||= this.parent(ctx);
     const me = this.parentId;
@@ -1658,17 +1740,21 @@ var Delivery = class {
     if (this.closed) return;
     if (schedules === 0) {
       try {
-        if (statSync(mark).mtimeMs < Date.now() - SCHEDULE_MARK_GRACE_MS) unlinkSync2(mark);
+        if (statSync(mark).mtimeMs < Date.now() - SCHEDULE_MARK_GRACE_MS) unlinkSync3(mark);
       } catch {
       }
     }
     const inSession = deliveredIds(ctx.sessionManager.getBranch());
     const toAck = [];
+    const records = openRecords(this.marksDir());
     for (const { schedule, run } of runs) {
       const env = run.result;
       const id = env?.delegation_id;
       if (!env || !id || !run.result_id) continue;
-      this.scheduledFrom.set(id, { schedule, run: run.id, fired: run.fired, resultId: run.result_id });
+      const ended2 = run.ended ?? run.fired;
+      const t = Date.parse(ended2);
+      const open = Number.isNaN(t) ? void 0 : openAt(records, folder, me, t);
+      this.scheduledFrom.set(id, { schedule, run: run.id, fired: run.ended ? run.fired : void 0, ended: ended2, ...open && { open }, resultId: run.result_id });
       if (inSession.has(id)) toAck.push(id);
       else this.arrive(env, "scheduled");
     }
@@ -1697,7 +1783,7 @@ var Delivery = class {
     const marker = this.marker(this.parentId);
     if (marker && (open.runs ?? []).length === 0 && !this.delegatedHere.has(this.parentId)) {
       try {
-        unlinkSync2(marker);
+        unlinkSync3(marker);
       } catch {
       }
     }
@@ -1794,7 +1880,7 @@ var Delivery = class {
       const m = readMark(path);
       if (alive(m.holder) && !isThisProcess(m.holder)) return;
       try {
-        unlinkSync2(path);
+        unlinkSync3(path);
       } catch {
       }
     });
@@ -1919,7 +2005,7 @@ var Delivery = class {
     const file = ctx.sessionManager.getSessionFile();
     let onDisk = "";
     try {
-      onDisk = file ? readFileSync3(file, "utf8") : "";
+      onDisk = file ? readFileSync4(file, "utf8") : "";
     } catch {
       return;
     }
@@ -1981,7 +2067,7 @@ var Delivery = class {
     try {
       const open = await this.openDelegations();
       if ((open.runs ?? []).every((r) => this.acked.has(r.id))) {
-        unlinkSync2(marker);
+        unlinkSync3(marker);
         this.delegatedHere.delete(this.parentId);
       }
     } catch {
@@ -1996,6 +2082,8 @@ var Delivery = class {
    */
   shutdown() {
     this.closed = true;
+    if (this.openNoted) noteOpen(this.marksDir(), thisProcess(), Date.now());
+    this.openNoted = false;
     for (const w of this.watchers.values()) w.abort.abort();
     this.watchers.clear();
     this.wake();
@@ -3207,7 +3295,7 @@ function registerFleet(pi, deps) {
 }
 
 // src/profile-cache.ts
-import { mkdirSync as mkdirSync4, readFileSync as readFileSync4, renameSync as renameSync2, statSync as statSync2, writeFileSync as writeFileSync3 } from "node:fs";
+import { mkdirSync as mkdirSync4, readFileSync as readFileSync5, renameSync as renameSync3, statSync as statSync2, writeFileSync as writeFileSync3 } from "node:fs";
 import { join as join5 } from "node:path";
 var MAX_FOLDERS = 64;
 function cachePath(dataDir2) {
@@ -3215,7 +3303,7 @@ function cachePath(dataDir2) {
 }
 function read(dataDir2) {
   try {
-    const c = JSON.parse(readFileSync4(cachePath(dataDir2), "utf8"));
+    const c = JSON.parse(readFileSync5(cachePath(dataDir2), "utf8"));
     return c && typeof c === "object" ? c : {};
   } catch {
     return {};
@@ -3245,13 +3333,13 @@ function rememberProfiles(dataDir2, cwd, profiles, watched) {
     const path = cachePath(dataDir2);
     mkdirSync4(join5(dataDir2, "cache"), { recursive: true, mode: 448 });
     writeFileSync3(path + ".tmp", JSON.stringify(Object.fromEntries(keep)), { mode: 384 });
-    renameSync2(path + ".tmp", path);
+    renameSync3(path + ".tmp", path);
   } catch {
   }
 }
 
 // src/settings.ts
-import { readFileSync as readFileSync5 } from "node:fs";
+import { readFileSync as readFileSync6 } from "node:fs";
 import { homedir as homedir2 } from "node:os";
 import { join as join6 } from "node:path";
 var GLOBAL_ONLY = ["bin", "address", "dataDir", "autoStart", "namespace", "taskQueue"];
@@ -3261,7 +3349,7 @@ function agentDir(env = process.env) {
 function readExtensionSettings(path) {
   let raw;
   try {
-    raw = readFileSync5(path, "utf8");
+    raw = readFileSync6(path, "utf8");
   } catch {
     return {};
   }
@@ -4067,6 +4155,7 @@ ${plans.map((p) => p.summary).join("\n")}` : "";
       else process.stderr.write(`${w}
 `);
     }
+    delivery.opened(ctx);
     startedUp = startUp(ctx, true).catch(() => {
     });
   });
