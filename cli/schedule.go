@@ -473,18 +473,24 @@ func printSchedules(w io.Writer, action string, env client.Envelope, now time.Ti
 		}
 		const row = "%-28s %-7s %-24s %-20s %-10s %s\n"
 		_, _ = fmt.Fprintf(w, row, "ID", "STATE", "WHEN", "NEXT", "LAST", "NAME")
+		var paused []string
 		for _, s := range env.Schedules {
 			state, next, last := "active", "-", "-"
 			if s.Paused {
-				state = "paused"
-			}
-			if len(s.NextFires) > 0 {
+				// A paused schedule has no next fire: what it waits for
+				// is said under the table.
+				state, next = "paused", "(paused)"
+				paused = append(paused, pausedLine(s, now))
+			} else if len(s.NextFires) > 0 {
 				next = shortWhen(s.NextFires[0], now)
 			}
 			if len(s.Runs) > 0 {
 				last = s.Runs[0].Status
 			}
 			_, _ = fmt.Fprintf(w, row, s.ID, state, s.Spec, next, last, s.Name)
+		}
+		for _, l := range paused {
+			_, _ = fmt.Fprintln(w, l)
 		}
 	case "describe":
 		for _, s := range env.Schedules {
@@ -523,6 +529,9 @@ func describeSchedule(w io.Writer, s client.ScheduleItem, now time.Time) {
 	state := "active"
 	if s.Paused {
 		state = "paused"
+		if s.PausedSince != nil {
+			state += " since " + shortWhen(*s.PausedSince, now)
+		}
 	}
 	p("schedule", s.ID)
 	p("name", s.Name)
@@ -547,7 +556,11 @@ func describeSchedule(w io.Writer, s client.ScheduleItem, now time.Time) {
 		}
 		next = append(next, shortWhen(t, now))
 	}
-	p("next", strings.Join(next, ", "))
+	if s.Paused {
+		p("next", "none while paused: `subagents schedule resume "+s.ID+"` lets it fire again")
+	} else {
+		p("next", strings.Join(next, ", "))
+	}
 	counts := strconv.Itoa(s.Fires) + " run(s)"
 	if s.Missed > 0 {
 		counts += fmt.Sprintf(", %d missed (later than the catch-up window)", s.Missed)
@@ -573,6 +586,23 @@ func describeSchedule(w io.Writer, s client.ScheduleItem, now time.Time) {
 			}
 		}
 	}
+}
+
+// pausedLine says under a list that schedule s is paused, since when and
+// why, and the command that lets it fire again.
+func pausedLine(s client.ScheduleItem, now time.Time) string {
+	var why []string
+	if s.PausedSince != nil {
+		why = append(why, "since "+shortWhen(*s.PausedSince, now))
+	}
+	if s.Note != "" {
+		why = append(why, s.Note)
+	}
+	text := s.ID + " is paused"
+	if len(why) > 0 {
+		text += " (" + strings.Join(why, ": ") + ")"
+	}
+	return text + ": `subagents schedule resume " + s.ID + "` lets it fire again"
 }
 
 // shortWhen is a time as a listing shows it: local, to the second.

@@ -127,7 +127,7 @@ func TestPrintSchedules(t *testing.T) {
 	var list, desc bytes.Buffer
 	printSchedules(&list, "list", env, now)
 	printSchedules(&desc, "describe", env, now)
-	for _, want := range []string{"nightly-3fa9c1", "paused", "every 2h", "today 11:00:00", "failed", "scan the logs"} {
+	for _, want := range []string{"nightly-3fa9c1", "paused", "every 2h", "failed", "scan the logs"} {
 		if !strings.Contains(list.String(), want) {
 			t.Errorf("list lacks %q:\n%s", want, list.String())
 		}
@@ -142,6 +142,62 @@ func TestPrintSchedules(t *testing.T) {
 	printSchedules(&empty, "list", client.Envelope{}, now)
 	if empty.String() != "no schedules\n" {
 		t.Errorf("an empty list prints %q", empty.String())
+	}
+}
+
+// TestPrintPausedSchedule: a paused schedule has no next fire (the times
+// Temporal gives for it are where it stood at the pause, past ones too):
+// list and describe say it is paused, since when and why, and the command
+// that resumes it; an active one says when it fires next.
+func TestPrintPausedSchedule(t *testing.T) {
+	now := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	since := now.Add(-3 * time.Hour)
+	for _, tt := range []struct {
+		name       string
+		item       client.ScheduleItem
+		list, desc []string
+		not        []string
+	}{{
+		name: "paused, with a past next fire from an older service",
+		item: client.ScheduleItem{ID: "scan-1", Spec: "every 2h", Paused: true, PausedSince: &since, Note: "holidays",
+			NextFires: []time.Time{now.Add(-time.Hour)}},
+		list: []string{"(paused)", "scan-1 is paused (since today 07:00:00: holidays): `subagents schedule resume scan-1` lets it fire again"},
+		desc: []string{"state:     paused since today 07:00:00", "note:      holidays", "next:      none while paused: `subagents schedule resume scan-1` lets it fire again"},
+		not:  []string{"today 09:00:00"},
+	}, {
+		name: "paused elsewhere (the UI): no time known",
+		item: client.ScheduleItem{ID: "scan-2", Spec: "every 2h", Paused: true, Note: "Paused via UI"},
+		list: []string{"scan-2 is paused (Paused via UI): `subagents schedule resume scan-2`"},
+		desc: []string{"state:     paused\n", "none while paused"},
+		not:  []string{"since"},
+	}, {
+		name: "active",
+		item: client.ScheduleItem{ID: "scan-3", Spec: "every 2h", NextFires: []time.Time{now.Add(time.Hour)}},
+		list: []string{"active", "today 11:00:00"},
+		desc: []string{"state:     active", "next:      today 11:00:00"},
+		not:  []string{"paused", "resume"},
+	}} {
+		t.Run(tt.name, func(t *testing.T) {
+			env := client.Envelope{Schedules: []client.ScheduleItem{tt.item}}
+			var list, desc bytes.Buffer
+			printSchedules(&list, "list", env, now)
+			printSchedules(&desc, "describe", env, now)
+			for _, want := range tt.list {
+				if !strings.Contains(list.String(), want) {
+					t.Errorf("list lacks %q:\n%s", want, list.String())
+				}
+			}
+			for _, want := range tt.desc {
+				if !strings.Contains(desc.String(), want) {
+					t.Errorf("describe lacks %q:\n%s", want, desc.String())
+				}
+			}
+			for _, not := range tt.not {
+				if strings.Contains(list.String()+desc.String(), not) {
+					t.Errorf("says %q:\n%s\n%s", not, list.String(), desc.String())
+				}
+			}
+		})
 	}
 }
 

@@ -40,7 +40,12 @@ type ScheduleItem struct {
 	// pi session.
 	Quiet  bool `json:"quiet,omitempty"`
 	Paused bool `json:"paused"`
-	// NextFires are the next times it fires (none once it has ended).
+	// PausedSince is when `schedule pause` paused it (absent while it
+	// runs, and for a schedule paused elsewhere, as from the UI).
+	PausedSince *time.Time `json:"paused_since,omitempty"`
+	// NextFires are the next times it fires: none once it has ended, and
+	// none while it is paused (it fires again only once resumed; Temporal
+	// would give the times it was due at when paused, past ones too).
 	NextFires []time.Time `json:"next_fires,omitempty"`
 	// Fires counts the runs it started; Missed those it skipped because
 	// they were later than the catch-up window; Skipped those the overlap
@@ -77,9 +82,12 @@ type ScheduleRun struct {
 	// its workflow is past the namespace's retention.
 	Status string `json:"status"`
 	// Fired is when it started; Scheduled the time it stood for (earlier
-	// for a fire caught up after the service was down).
+	// for a fire caught up after the service was down). In a claim, Fired
+	// is the time the fire stood for (its ID's), and Ended when it ended
+	// and left its result (the result's start).
 	Fired     time.Time  `json:"fired"`
 	Scheduled *time.Time `json:"scheduled,omitempty"`
+	Ended     *time.Time `json:"ended,omitempty"`
 	// Summary is the start of its first task's output, or of its error.
 	Summary string        `json:"summary,omitempty"`
 	Error   *errcode.Info `json:"error,omitempty"`

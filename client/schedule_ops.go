@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -89,6 +90,12 @@ const (
 	memoSpec    = "spec"
 	memoNote    = "note"
 	memoCatchup = "catchup"
+	// memoPausedAt is when `schedule pause` paused it (RFC 3339), and
+	// memoPausedNote the note it paused it with: Temporal keeps no time of
+	// a pause, and the note tells a pause of ours from a later one made
+	// elsewhere (the UI), whose time is not known.
+	memoPausedAt   = "pausedAt"
+	memoPausedNote = "pausedNote"
 )
 
 // scheduleItems is the envelope of a schedule action.
@@ -260,12 +267,34 @@ func (c *Client) CreateSchedule(ctx context.Context, req ScheduleRequest) (Envel
 	return scheduleEnvelope(fmt.Sprintf("Schedule %s created: %s%s.", id, text, nextFire(item)), item), nil
 }
 
-// nextFire says when item fires next, for a text.
+// nextFire says what item does next, for a text: when it fires next, or,
+// paused, that it does not fire until resumed, and how to resume it.
 func nextFire(item ScheduleItem) string {
+	if item.Paused {
+		return "; " + pausedText(item)
+	}
 	if len(item.NextFires) == 0 {
 		return ""
 	}
 	return ", next at " + item.NextFires[0].Format(time.RFC3339)
+}
+
+// pausedText says that item is paused, since when and why (its note, unless
+// it is the one a pause gives when none is given), and the command that
+// lets it fire again.
+func pausedText(item ScheduleItem) string {
+	var why []string
+	if item.PausedSince != nil {
+		why = append(why, "since "+item.PausedSince.Format(time.RFC3339))
+	}
+	if item.Note != "" && item.Note != pausedNote {
+		why = append(why, item.Note)
+	}
+	text := "paused"
+	if len(why) > 0 {
+		text += " (" + strings.Join(why, ": ") + ")"
+	}
+	return text + ": no fires until `subagents schedule resume " + item.ID + "`"
 }
 
 // setEnd sets spec's end from end: a time, or a duration from now.
@@ -394,6 +423,9 @@ func (c *Client) describeSchedule(ctx context.Context, id string, runs int) (Sch
 	if s.State != nil {
 		item.Paused, item.Note = s.State.Paused, s.State.Note
 	}
+	if item.Paused {
+		item.PausedSince = pausedSince(memo, item.Note)
+	}
 	if s.Policy != nil {
 		item.Overlap = overlapName(s.Policy.Overlap)
 		item.Catchup = cmp.Or(payloadString(memo, memoCatchup), catchupName(s.Policy.CatchupWindow))
@@ -409,6 +441,11 @@ func (c *Client) describeSchedule(ctx context.Context, id string, runs int) (Sch
 	item.NextFires, item.Fires, item.Missed, item.Skipped = info.NextActionTimes, info.NumActions, info.NumActionsMissedCatchupWindow, info.NumActionsSkippedOverlap
 	if s.State != nil && s.State.LimitedActions && s.State.RemainingActions == 0 {
 		// A schedule that fired its one time has nothing next.
+		item.NextFires = nil
+	}
+	if item.Paused {
+		// A paused schedule fires at none of them (Temporal counts them
+		// from where it stood at the pause, so the first may be past).
 		item.NextFires = nil
 	}
 	if !info.CreatedAt.IsZero() {
@@ -535,13 +572,22 @@ const (
 )
 
 // PauseSchedule stops schedule req.ID's fires until it is resumed;
-// req.Note says why (the UI shows it).
+// req.Note says why (the UI shows it). It is an update rather than
+// Temporal's pause, which keeps no time: the action's memo keeps when it
+// was paused (a schedule paused already keeps its first pause's time).
 func (c *Client) PauseSchedule(ctx context.Context, req ScheduleRequest) (Envelope, error) {
 	if err := checkDepth(req, "pause"); err != nil {
 		return Envelope{}, err
 	}
+	note, now := cmp.Or(req.Note, pausedNote), c.CurrentTime()
 	return c.scheduleChange(ctx, req.ID, "paused", func(h sdkclient.ScheduleHandle) error {
-		return h.Pause(ctx, sdkclient.SchedulePauseOptions{Note: cmp.Or(req.Note, pausedNote)})
+		return h.Update(ctx, sdkclient.ScheduleUpdateOptions{DoUpdate: func(u sdkclient.ScheduleUpdateInput) (*sdkclient.ScheduleUpdate, error) {
+			s, err := pausedSchedule(u.Description.Schedule, note, now)
+			if err != nil {
+				return nil, err
+			}
+			return &sdkclient.ScheduleUpdate{Schedule: s}, nil
+		}})
 	})
 }
 
@@ -552,14 +598,81 @@ func (c *Client) ResumeSchedule(ctx context.Context, req ScheduleRequest) (Envel
 		return Envelope{}, err
 	}
 	return c.scheduleChange(ctx, req.ID, "resumed", func(h sdkclient.ScheduleHandle) error {
-		created := ""
-		if desc, err := h.Describe(ctx); err == nil {
-			if a, ok := desc.Schedule.Action.(*sdkclient.ScheduleWorkflowAction); ok {
-				created = payloadString(payloadFields(a.Memo), memoNote)
+		return h.Update(ctx, sdkclient.ScheduleUpdateOptions{DoUpdate: func(u sdkclient.ScheduleUpdateInput) (*sdkclient.ScheduleUpdate, error) {
+			s, err := resumedSchedule(u.Description.Schedule, req.Note)
+			if err != nil {
+				return nil, err
 			}
-		}
-		return h.Unpause(ctx, sdkclient.ScheduleUnpauseOptions{Note: resumeNote(req.Note, created)})
+			return &sdkclient.ScheduleUpdate{Schedule: s}, nil
+		}})
 	})
+}
+
+// pausedSchedule is schedule s (as described) paused with note as of now:
+// its action's memo records when, unless our record of a pause still
+// stands (paused already: the first pause's time stays).
+func pausedSchedule(s sdkclient.Schedule, note string, now time.Time) (*sdkclient.Schedule, error) {
+	action, ok := s.Action.(*sdkclient.ScheduleWorkflowAction)
+	if !ok {
+		return nil, errcode.New(errcode.SessionNotFound, "the schedule does not start subagents work")
+	}
+	memo := maps.Clone(action.Memo)
+	if memo == nil {
+		memo = map[string]any{}
+	}
+	state := sdkclient.ScheduleState{}
+	if s.State != nil {
+		state = *s.State
+	}
+	since := now.UTC()
+	if state.Paused {
+		if t := pausedSince(payloadFields(memo), state.Note); t != nil {
+			since = *t
+		}
+	}
+	state.Paused, state.Note = true, note
+	memo[memoPausedAt], memo[memoPausedNote] = since.Format(time.RFC3339Nano), note
+	a := *action
+	a.Memo = memo
+	s.Action, s.State = &a, &state
+	return &s, nil
+}
+
+// resumedSchedule is schedule s (as described) resumed: its note is the
+// one given, else its creation's (resumeNote), and the record of its
+// pause goes.
+func resumedSchedule(s sdkclient.Schedule, given string) (*sdkclient.Schedule, error) {
+	action, ok := s.Action.(*sdkclient.ScheduleWorkflowAction)
+	if !ok {
+		return nil, errcode.New(errcode.SessionNotFound, "the schedule does not start subagents work")
+	}
+	memo := maps.Clone(action.Memo)
+	delete(memo, memoPausedAt)
+	delete(memo, memoPausedNote)
+	state := sdkclient.ScheduleState{}
+	if s.State != nil {
+		state = *s.State
+	}
+	state.Paused, state.Note = false, resumeNote(given, payloadString(payloadFields(action.Memo), memoNote))
+	a := *action
+	a.Memo = memo
+	s.Action, s.State = &a, &state
+	return &s, nil
+}
+
+// pausedSince is when our pause paused a schedule whose note is note: nil
+// when the memo has no record of one, or the note is not the one it paused
+// with (paused since elsewhere, as from the UI, at a time not known).
+func pausedSince(memo map[string]*commonpb.Payload, note string) *time.Time {
+	at := payloadString(memo, memoPausedAt)
+	if at == "" || payloadString(memo, memoPausedNote) != note {
+		return nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, at)
+	if err != nil {
+		return nil
+	}
+	return &t
 }
 
 // resumeNote is the note of a resumed schedule: the one given, else the
@@ -598,6 +711,9 @@ func (c *Client) scheduleChange(ctx context.Context, id, done string, change fun
 	item, err := c.describeSchedule(ctx, id, 1)
 	if err != nil {
 		return Envelope{}, err
+	}
+	if done == "paused" && item.Paused {
+		return scheduleEnvelope(fmt.Sprintf("Schedule %s %s.", id, pausedText(item)), item), nil
 	}
 	return scheduleEnvelope(fmt.Sprintf("Schedule %s %s%s.", id, done, nextFire(item)), item), nil
 }
@@ -751,6 +867,13 @@ func (c *Client) updated(req ScheduleRequest, s sdkclient.Schedule, now time.Tim
 	if len(changed) == 0 {
 		return nil, nil, errcode.New(errcode.InvalidInput, "nothing to update: give when it runs, timezone, overlap, catchup, end, note, name, quiet, or what it runs")
 	}
-	s.Action = c.scheduleAction(req.ID, name, spec, note, catchupText, 0, in)
+	next := c.scheduleAction(req.ID, name, spec, note, catchupText, 0, in)
+	// A paused schedule keeps the record of when it was paused.
+	for _, k := range []string{memoPausedAt, memoPausedNote} {
+		if p, ok := action.Memo[k]; ok {
+			next.Memo[k] = p
+		}
+	}
+	s.Action = next
 	return &s, changed, nil
 }

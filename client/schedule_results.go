@@ -78,7 +78,12 @@ func (c *Client) ClaimResults(ctx context.Context, cwd, by string, holder *api.R
 			Summary: res.Run.Summary, Error: res.Run.Error, ClaimedBy: res.ClaimedBy, Holder: res.Holder, UIURL: c.uiLink(res.Run.DelegationID),
 		}
 		if t := info.GetStartTime(); t != nil {
-			run.Fired = t.AsTime()
+			// The result is left as the run ends: its start is the run's end.
+			ended := t.AsTime()
+			run.Ended, run.Fired = &ended, ended
+		}
+		if t, ok := fireTime(res.Run.ScheduleID, res.Run.FireID); ok {
+			run.Fired = t
 		}
 		if res.Won {
 			env, err := c.resultEnvelope(ctx, id, res.Run)
@@ -126,6 +131,17 @@ func (c *Client) ClaimResults(ctx context.Context, cwd, by string, holder *api.R
 		items = append(items, *bySchedule[sid])
 	}
 	return scheduleEnvelope(fmt.Sprintf("%d result(s) of scheduled runs for this session", won), items...), nil
+}
+
+// fireTime is the time fire fireID of schedule id stood for: Temporal
+// names a fire by its schedule and that time, to the second (FireID).
+func fireTime(id, fireID string) (time.Time, bool) {
+	rest, ok := strings.CutPrefix(fireID, id+"-")
+	if !ok {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339, rest)
+	return t, err == nil
 }
 
 // fireResultLag is how long after a run ended a claim still counts it

@@ -228,6 +228,22 @@ func TestFireID(t *testing.T) {
 	if got := FireID("nightly", at); got != "nightly-2026-11-26T10:25:31Z" {
 		t.Fatalf("FireID = %q", got)
 	}
+	// A claim reads the time back: when the run fired, not when it ended.
+	for _, tt := range []struct {
+		id, fire string
+		want     time.Time
+		ok       bool
+	}{
+		{"nightly", "nightly-2026-11-26T10:25:31Z", at.Truncate(time.Second), true},
+		{"night-2", "night-2-2026-11-26T10:25:31Z", at.Truncate(time.Second), true},
+		{"nightly", "other-2026-11-26T10:25:31Z", time.Time{}, false},
+		{"nightly", "nightly-soon", time.Time{}, false},
+	} {
+		got, ok := fireTime(tt.id, tt.fire)
+		if ok != tt.ok || !got.Equal(tt.want) {
+			t.Errorf("fireTime(%q, %q) = %v, %v", tt.id, tt.fire, got, ok)
+		}
+	}
 }
 
 // TestScheduleRunPastRetention: a recent run whose workflow Temporal no

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,13 +16,17 @@ import (
 // TestScheduledResultsReachTheNextPiOnce: a schedule every 2 s, made with
 // the command while no pi runs, fires delegations in the folder; once three
 // have ended (the schedule then paused), a pi started in the folder
-// receives each result in its session, once, and acknowledges it; a second
-// pi started there after it receives none.
+// receives each result in its session, once, and acknowledges it, each
+// saying that no pi session was open here when its run ended; a second pi
+// started there after it receives none. A run triggered while a pi session
+// is open in the folder (which takes no result then) reaches the next pi
+// started there, saying another session was open when it ended.
 func TestScheduledResultsReachTheNextPiOnce(t *testing.T) {
 	e := newEnv(t)
 	e.model.Script("nightly-scan", finalizeStep("the logs are clean"))
 	e.model.Script("later-hello", scriptedmodel.Step{Text: "Hello."})
 	e.model.Script("again-hello", scriptedmodel.Step{Text: "Hello again."})
+	e.model.Script("third-hello", scriptedmodel.Step{Text: "Hello a third time."})
 	e.startWorker(shared.client)
 
 	id := scheduleID("scan")
@@ -62,6 +68,12 @@ func TestScheduledResultsReachTheNextPiOnce(t *testing.T) {
 	if left, _ := e.waitingResults(shared.client, e.workDir); len(left) != 0 {
 		t.Fatalf("results still waiting after the first pi acknowledged them: %v", left)
 	}
+	for _, m := range resultMessages(t, first) {
+		if !strings.HasPrefix(m, "A scheduled run of schedule "+id+" ("+id+"-") || !strings.Contains(m, " and ended at ") ||
+			!strings.Contains(m, " while no pi session was open here; its result:") {
+			t.Fatalf("a result of a run that ended while no pi ran says:\n%.400s", m)
+		}
+	}
 	// The print run took them before its prompt: its model read them with
 	// it, each once.
 	if reqs := e.model.RequestsFor("later-hello"); len(reqs) != 1 || strings.Count(userText(reqs[0]), "A scheduled run of schedule "+id) != len(ran) {
@@ -85,7 +97,70 @@ func TestScheduledResultsReachTheNextPiOnce(t *testing.T) {
 	if again := deliveredResults(t, second); len(again) != 0 {
 		t.Fatalf("the second pi received %v again", again)
 	}
+
+	// A pi session open in the folder (idle, over RPC) while a run ends:
+	// it takes nothing then; the next pi started here gets the result,
+	// which says a session was open when the run ended.
+	open := e.startExt([]string{"--mode", "rpc", "--session", filepath.Join(t.TempDir(), "open.jsonl")}, "")
+	waitFor(t, "the open session's record", func() bool {
+		b, _ := os.ReadFile(filepath.Join(e.dataDir, "open", fmt.Sprintf("%d-%s", open.cmd.Process.Pid, procStart(open.cmd.Process.Pid))))
+		return strings.Contains(string(b), e.workDir)
+	})
+	e.mustSchedule(nil, "trigger", id)
+	var triggered []string
+	waitFor(t, "the triggered run's result", func() bool {
+		_, triggered = e.waitingResults(shared.client, e.workDir)
+		return len(triggered) == 1
+	})
+	third := filepath.Join(t.TempDir(), "third.jsonl")
+	e.startParent("json", third, "[[script:third-hello]] Hi.").wait(t)
+	if got := deliveredResults(t, third); !slices.Equal(got, triggered) {
+		t.Fatalf("the third pi received %v, want %v", got, triggered)
+	}
+	if m := resultMessages(t, third); len(m) != 1 || !strings.Contains(m[0], " while another pi session was open here (a folder's scheduled results come when a session starts); its result:") {
+		t.Fatalf("a result of a run that ended while a pi session was open here says:\n%.400s", m)
+	}
 	e.mustSchedule(nil, "delete", id)
+}
+
+// resultMessages are the texts of the results delivered in a session file.
+func resultMessages(t *testing.T, sessionFile string) []string {
+	t.Helper()
+	var out []string
+	for _, entry := range sessionEntries(t, sessionFile) {
+		if entry["type"] == "custom_message" && entry["customType"] == "subagents-result" {
+			text, _ := entry["content"].(string)
+			out = append(out, text)
+		}
+	}
+	return out
+}
+
+// procStart is process pid's start time in clock ticks (/proc/PID/stat's
+// field 22), as the extension names its record of open sessions.
+func procStart(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "0"
+	}
+	s := string(b)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	if len(fields) < 20 {
+		return "0"
+	}
+	return fields[19]
+}
+
+// waitFor polls ok until it holds, for at most testTimeout.
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(testTimeout)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s after %s", what, testTimeout)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // TestScheduleFromPi: a real parent pi's model drives a schedule with the
@@ -131,7 +206,8 @@ func TestScheduleFromPi(t *testing.T) {
 			t.Errorf("call %d: error %v, text %q; want %q", i+1, end.IsError, end.Text, wants[i])
 		}
 	}
-	if !strings.Contains(ends[2].Text, "paused (paused from pi)") || strings.Contains(ends[4].Text, "paused") {
+	if !strings.Contains(ends[2].Text, ": paused from pi): no fires until") || !strings.Contains(ends[2].Text, `action "resume", id "`+id+`"`) ||
+		strings.Contains(ends[2].Text, "next at") || strings.Contains(ends[4].Text, "paused") {
 		t.Errorf("pause said %q, resume %q", ends[2].Text, ends[4].Text)
 	}
 	if gone, code := e.scheduleCmd(nil, "describe", id); code == 0 || gone.Error == nil {

@@ -47,9 +47,19 @@ func TestScheduleCommandActions(t *testing.T) {
 		t.Fatalf("list for people:\n%s", text)
 	}
 
-	paused := e.mustSchedule(nil, "pause", id, "--note", "holidays").Schedules[0]
+	pausedEnv := e.mustSchedule(nil, "pause", id, "--note", "holidays")
+	paused := pausedEnv.Schedules[0]
 	if !paused.Paused || paused.Note != "holidays" {
 		t.Fatalf("paused %+v", paused)
+	}
+	// A paused schedule has no next fire: its answer says how to resume it
+	// instead of a time it will not fire at.
+	if len(paused.NextFires) != 0 || paused.PausedSince == nil || time.Since(*paused.PausedSince) > time.Minute ||
+		strings.Contains(pausedEnv.Text, "next at") || !strings.Contains(pausedEnv.Text, "holidays") || !strings.Contains(pausedEnv.Text, "subagents schedule resume "+id) {
+		t.Fatalf("paused: %q, %+v", pausedEnv.Text, paused)
+	}
+	if l := e.mustSchedule(nil, "list", "--cwd", e.workDir).Schedules[0]; len(l.NextFires) != 0 {
+		t.Fatalf("list of a paused schedule: next fires %v", l.NextFires)
 	}
 	// A paused schedule runs when triggered.
 	e.mustSchedule(nil, "trigger", id)
@@ -58,12 +68,13 @@ func TestScheduleCommandActions(t *testing.T) {
 		t.Fatalf("triggered run %+v", r)
 	}
 	if _, text, _ := runSubagentsIn(t, e.workDir, e.parentEnv(), "schedule", "describe", id); !strings.Contains(text, "paused") ||
-		!strings.Contains(text, "holidays") || !strings.Contains(text, "waiting for a pi session") || !strings.Contains(text, "checked") {
+		!strings.Contains(text, "holidays") || !strings.Contains(text, "waiting for a pi session") || !strings.Contains(text, "checked") ||
+		!strings.Contains(text, "none while paused: `subagents schedule resume "+id+"`") {
 		t.Fatalf("describe for people:\n%s", text)
 	}
 	resumed := e.mustSchedule(nil, "resume", id).Schedules[0]
-	if resumed.Paused || resumed.Note != "the hourly check" {
-		t.Fatalf("resumed %+v: the creation's note comes back", resumed)
+	if resumed.Paused || resumed.Note != "the hourly check" || resumed.PausedSince != nil || len(resumed.NextFires) == 0 || !resumed.NextFires[0].After(time.Now()) {
+		t.Fatalf("resumed %+v: the creation's note comes back, and its next fires", resumed)
 	}
 	updated := e.mustSchedule(nil, "update", id, "--cron", "0 9 * * 1-5", "--timezone", "Europe/Berlin", "--quiet", "--overlap", "allow_all").Schedules[0]
 	if updated.Spec != "cron 0 9 * * 1-5" || updated.Timezone != "Europe/Berlin" || !updated.Quiet || updated.Overlap != "allow_all" || updated.Catchup != "none" || updated.End == nil {

@@ -665,7 +665,7 @@ function notFound(bin, e) {
 }
 
 // src/delivery.ts
-import { existsSync as existsSync2, mkdirSync as mkdirSync3, readFileSync as readFileSync3, statSync, unlinkSync as unlinkSync2 } from "node:fs";
+import { existsSync as existsSync2, mkdirSync as mkdirSync3, readFileSync as readFileSync4, statSync, unlinkSync as unlinkSync3 } from "node:fs";
 import { hostname } from "node:os";
 import { join as join4 } from "node:path";
 
@@ -1277,7 +1277,7 @@ function strays(dataDir2, cwd, except) {
 
 // src/schedule.ts
 import { createHash } from "node:crypto";
-import { mkdirSync as mkdirSync2, realpathSync, writeFileSync as writeFileSync2 } from "node:fs";
+import { mkdirSync as mkdirSync2, readdirSync as readdirSync2, readFileSync as readFileSync3, realpathSync, renameSync as renameSync2, unlinkSync as unlinkSync2, writeFileSync as writeFileSync2 } from "node:fs";
 import { join as join3 } from "node:path";
 var SCHEDULE_HELP = "schedule op: {action: create|list|describe|pause|resume|trigger|update|delete, id, name, at (10m or RFC3339: once)|every (2h)|cron|calendar (hour=9 dow=mon-fri), timezone, overlap: skip|buffer_one|cancel_other|allow_all, catchup (1h|none), end, note, quiet (deliver failures only), tasks [{agent,prompt}] or agent+prompt, or plan (doc or saved name)+args}. Runs here with no pi open; results reach the next session here";
 function schedulesOf(env) {
@@ -1297,6 +1297,65 @@ function markScheduled(dir, cwd) {
   const path = scheduledMark(dir, cwd);
   mkdirSync2(join3(dir, "scheduled"), { recursive: true, mode: 448 });
   writeFileSync2(path, JSON.stringify({ cwd }), { mode: 384 });
+}
+var OPEN_RECORD_KEEP_MS = 31 * 24 * 36e5;
+function openDir(dir) {
+  return join3(dir, "open");
+}
+function openRecordPath(dir, h) {
+  return join3(openDir(dir), `${h.pid}-${h.start ?? "0"}`);
+}
+function readOpenRecord(path) {
+  try {
+    const r = JSON.parse(readFileSync3(path, "utf8"));
+    return r && typeof r === "object" && r.holder && Array.isArray(r.spans) ? r : void 0;
+  } catch {
+    return void 0;
+  }
+}
+function noteOpen(dir, holder, at, open) {
+  try {
+    mkdirSync2(openDir(dir), { recursive: true, mode: 448 });
+    const path = openRecordPath(dir, holder);
+    const rec = readOpenRecord(path) ?? { holder, spans: [] };
+    for (const sp of rec.spans) sp.until ??= at;
+    if (open) rec.spans.push({ ...open, since: at });
+    const tmp = `${path}.tmp`;
+    writeFileSync2(tmp, JSON.stringify(rec), { mode: 384 });
+    renameSync2(tmp, path);
+    for (const name of readdirSync2(openDir(dir))) {
+      const other = join3(openDir(dir), name);
+      const r = readOpenRecord(other);
+      const last = Math.max(0, ...(r?.spans ?? []).map((sp) => sp.until ?? sp.since));
+      if (r && !isThisProcess(r.holder) && last < at - OPEN_RECORD_KEEP_MS && !alive(r.holder)) unlinkSync2(other);
+    }
+  } catch {
+  }
+}
+function openRecords(dir) {
+  let names;
+  try {
+    names = readdirSync2(openDir(dir)).filter((n) => !n.endsWith(".tmp"));
+  } catch {
+    return [];
+  }
+  return names.map((n) => readOpenRecord(join3(openDir(dir), n))).filter((r) => r !== void 0);
+}
+function openAt(records, cwd, me, t) {
+  let found = "none";
+  for (const r of records) {
+    for (const sp of r.spans) {
+      if (sp.cwd !== cwd || sp.since > t) continue;
+      if (sp.until === void 0 && !alive(r.holder)) {
+        if (found === "none") found = void 0;
+        continue;
+      }
+      if (sp.until !== void 0 && sp.until < t) continue;
+      if (sp.session === me) return "this";
+      found = "another";
+    }
+  }
+  return found;
 }
 function marksDir(cli) {
   return cli.options.local?.dataDir ?? dataDir(cli.options.env ?? process.env);
@@ -1329,8 +1388,12 @@ function scheduleText(action, env) {
   for (const s of items2) if (action !== "delete") lines.push(oneLine2(s));
   return lines.filter(Boolean).join("\n");
 }
+function pausedFact(s) {
+  const why = [s.paused_since ? `since ${s.paused_since}` : "", s.note ?? ""].filter(Boolean).join(": ");
+  return `paused${why ? ` (${why})` : ""}: no fires until resumed (action "resume", id "${s.id}")`;
+}
 function oneLine2(s) {
-  const facts = [s.spec, s.paused ? `paused${s.note ? ` (${s.note})` : ""}` : "", s.next_fires?.[0] ? `next ${s.next_fires[0]}` : ""];
+  const facts = [s.spec, s.paused ? pausedFact(s) : s.next_fires?.[0] ? `next ${s.next_fires[0]}` : ""];
   const last = s.runs?.[0];
   if (last) facts.push(`last run ${last.status}`);
   return `${s.id}${s.name ? ` "${s.name}"` : ""}: ${facts.filter(Boolean).join(", ")}`;
@@ -1342,7 +1405,7 @@ function describe(s) {
     `fired ${s.fires} time(s)${s.missed ? `, ${s.missed} missed` : ""}${s.skipped ? `, ${s.skipped} skipped by overlap` : ""}`
   ];
   if (s.note && !s.paused) lines.push(`note: ${s.note}`);
-  if (s.next_fires?.length) lines.push(`next: ${s.next_fires.slice(0, 3).join(", ")}`);
+  if (s.next_fires?.length && !s.paused) lines.push(`next: ${s.next_fires.slice(0, 3).join(", ")}`);
   for (const r of s.runs ?? []) {
     const delivered = r.delivered ? ", delivered" : r.result_id ? ", waiting for a pi session here" : "";
     lines.push(`- ${r.fired} ${r.status}${r.delegation_id ? ` ${r.delegation_id}` : ""}${delivered}${r.summary ? `: ${r.summary}` : ""}`);
@@ -1396,16 +1459,23 @@ function toldInBranch(ctx) {
   }
   return told;
 }
+function scheduledIntro(s) {
+  const when = [s.fired ? `fired at ${s.fired}` : "", s.ended ? `ended at ${s.ended}` : "ended"].filter(Boolean).join(" and ");
+  const where = {
+    none: " while no pi session was open here",
+    this: " while this session was open (a folder's scheduled results come when a session starts, or starts the service)",
+    another: " while another pi session was open here (a folder's scheduled results come when a session starts)"
+  }[s.open ?? ""] ?? "";
+  return `A scheduled run of schedule ${s.schedule} (${s.run}) ${when}${where}; its result:`;
+}
 function deliveryDraft(env, adoptedFrom, scheduled) {
   let text2 = deliveryText(env);
   if (adoptedFrom) text2 += `
 
 (Taken with /subagents-adopt from the earlier pi session ${adoptedFrom}, where nobody waited for it.)`;
-  if (scheduled) {
-    text2 = `A scheduled run of schedule ${scheduled.schedule} (${scheduled.run}${scheduled.fired ? `, started ${scheduled.fired}` : ""}) ended while no pi session was here; its result:
+  if (scheduled) text2 = `${scheduledIntro(scheduled)}
 
 ${text2}`;
-  }
   return {
     type: "custom_message",
     customType: RESULT_MESSAGE_TYPE,
@@ -1457,6 +1527,8 @@ var Delivery = class {
   ctx;
   /** Set once the session shut down: nothing new is watched or delivered. */
   closed = false;
+  /** Whether this process noted a session open (opened): its close is noted at shutdown. */
+  openNoted = false;
   /** The local service's data dir, where this parent marks that it waits for results; undefined for a remote Temporal. */
   dataDir;
   constructor(pi, cli, dataDir2 = () => void 0) {
@@ -1501,7 +1573,21 @@ var Delivery = class {
   }
   /** Whether results of this folder's scheduled runs may wait for a session here (its schedule mark). */
   mayHaveScheduled(ctx) {
-    return nestedParent() === void 0 && existsSync2(scheduledMark(this.dataDir() ?? dataDir(process.env), scheduleFolder(ctx.cwd)));
+    return nestedParent() === void 0 && existsSync2(scheduledMark(this.marksDir(), scheduleFolder(ctx.cwd)));
+  }
+  /** Where this pi keeps the schedule marks and the record of open sessions. */
+  marksDir() {
+    return this.dataDir() ?? dataDir(process.env);
+  }
+  /**
+   * Notes that this session is open in its folder from now on (a child's
+   * pi is no session of the folder): a scheduled run's result says
+   * whether a session was open there when the run ended (schedule.ts).
+   */
+  opened(ctx, now = Date.now()) {
+    if (process.env.PI_SUBAGENT_CHILD === "1") return;
+    noteOpen(this.marksDir(), thisProcess(), now, { cwd: scheduleFolder(ctx.cwd), session: ctx.sessionManager.getSessionId() });
+    this.openNoted = true;
   }
   marker(parentId) {
     const dir = this.dataDir();
@@ -1620,7 +1706,7 @@ var Delivery = class {
     if (this.closed || nestedParent() !== void 0) return;
     if (!this.mayHaveScheduled(ctx)) return;
     const folder = scheduleFolder(ctx.cwd);
-    const mark = scheduledMark(this.dataDir() ?? dataDir(process.env), folder);
+    const mark = scheduledMark(this.marksDir(), folder);
     this.ctx ??= ctx;
     this.parentId ||= this.parent(ctx);
     const me = this.parentId;
@@ -1654,17 +1740,21 @@ var Delivery = class {
     if (this.closed) return;
     if (schedules === 0) {
       try {
-        if (statSync(mark).mtimeMs < Date.now() - SCHEDULE_MARK_GRACE_MS) unlinkSync2(mark);
+        if (statSync(mark).mtimeMs < Date.now() - SCHEDULE_MARK_GRACE_MS) unlinkSync3(mark);
       } catch {
       }
     }
     const inSession = deliveredIds(ctx.sessionManager.getBranch());
     const toAck = [];
+    const records = openRecords(this.marksDir());
     for (const { schedule, run } of runs) {
       const env = run.result;
       const id = env?.delegation_id;
       if (!env || !id || !run.result_id) continue;
-      this.scheduledFrom.set(id, { schedule, run: run.id, fired: run.fired, resultId: run.result_id });
+      const ended2 = run.ended ?? run.fired;
+      const t = Date.parse(ended2);
+      const open = Number.isNaN(t) ? void 0 : openAt(records, folder, me, t);
+      this.scheduledFrom.set(id, { schedule, run: run.id, fired: run.ended ? run.fired : void 0, ended: ended2, ...open && { open }, resultId: run.result_id });
       if (inSession.has(id)) toAck.push(id);
       else this.arrive(env, "scheduled");
     }
@@ -1693,7 +1783,7 @@ var Delivery = class {
     const marker = this.marker(this.parentId);
     if (marker && (open.runs ?? []).length === 0 && !this.delegatedHere.has(this.parentId)) {
       try {
-        unlinkSync2(marker);
+        unlinkSync3(marker);
       } catch {
       }
     }
@@ -1790,7 +1880,7 @@ var Delivery = class {
       const m = readMark(path);
       if (alive(m.holder) && !isThisProcess(m.holder)) return;
       try {
-        unlinkSync2(path);
+        unlinkSync3(path);
       } catch {
       }
     });
@@ -1915,7 +2005,7 @@ var Delivery = class {
     const file = ctx.sessionManager.getSessionFile();
     let onDisk = "";
     try {
-      onDisk = file ? readFileSync3(file, "utf8") : "";
+      onDisk = file ? readFileSync4(file, "utf8") : "";
     } catch {
       return;
     }
@@ -1977,7 +2067,7 @@ var Delivery = class {
     try {
       const open = await this.openDelegations();
       if ((open.runs ?? []).every((r) => this.acked.has(r.id))) {
-        unlinkSync2(marker);
+        unlinkSync3(marker);
         this.delegatedHere.delete(this.parentId);
       }
     } catch {
@@ -1992,6 +2082,8 @@ var Delivery = class {
    */
   shutdown() {
     this.closed = true;
+    if (this.openNoted) noteOpen(this.marksDir(), thisProcess(), Date.now());
+    this.openNoted = false;
     for (const w of this.watchers.values()) w.abort.abort();
     this.watchers.clear();
     this.wake();
@@ -2160,7 +2252,8 @@ function fleetRows(data) {
       spec: s.spec,
       fires: s.fires,
       status: s.paused ? "paused" : "active",
-      next: time(s.next_fires?.[0]),
+      next: s.paused ? void 0 : time(s.next_fires?.[0]),
+      since: s.paused ? time(s.paused_since) : void 0,
       scope: "folder",
       depth: 0,
       open: true,
@@ -2185,7 +2278,10 @@ function age(ms) {
   return `${Math.floor(s / 86400)}d`;
 }
 function rowTime(row, now) {
-  if (row.kind === "schedule") return row.next !== void 0 ? `in ${duration(row.next - now)}` : "-";
+  if (row.kind === "schedule") {
+    if (row.status === "paused") return row.since !== void 0 ? `${age(now - row.since)} ago` : "-";
+    return row.next !== void 0 ? `in ${duration(row.next - now)}` : "-";
+  }
   if (row.started === void 0) return "-";
   if (row.ended !== void 0) return duration(row.ended - row.started);
   if (working(row.status)) return duration(now - row.started);
@@ -2228,8 +2324,8 @@ function titleBar(c, title) {
 var WIDE = 100;
 function rowLine(c, row, selected) {
   const wide = c.width >= WIDE;
-  const cell = (text2, w, right2 = false) => {
-    const cut2 = c.kit.truncateToWidth(text2, w, "\u2026");
+  const cell = (text3, w, right2 = false) => {
+    const cut2 = c.kit.truncateToWidth(text3, w, "\u2026");
     const padding = " ".repeat(Math.max(0, w - c.kit.visibleWidth(cut2)));
     return right2 ? padding + cut2 : cut2 + padding;
   };
@@ -2238,7 +2334,8 @@ function rowLine(c, row, selected) {
   const lead = selected ? "\u25B8 " : "  ";
   const indent = "  ".repeat(row.depth);
   const titleWidth = c.width - 2 - 2 - c.kit.visibleWidth(right) - 2;
-  const title = fit(c, indent + row.title, titleWidth, true);
+  const text2 = row.kind === "schedule" && row.status === "paused" ? `${row.title} \xB7 to resume: subagents schedule resume ${row.id}` : row.title;
+  const title = fit(c, indent + text2, titleWidth, true);
   const line = `${lead}${icon(row.status, c.paint)} ${selected ? c.paint.bold(title) : title}  ${c.paint.fg("muted", right)}`;
   const shade = selected && c.paint.bg;
   const cut = fit(c, line, c.width, !!shade);
@@ -2418,10 +2515,11 @@ function renderSchedule(c, s) {
   const facts = [];
   const policies = [`overlap ${it.overlap ?? "skip"}`, `catch-up ${it.catchup ?? "-"}`, it.quiet ? "quiet (only failures are delivered)" : "", it.end ? `ends ${it.end}` : ""].filter(Boolean);
   facts.push(`   Runs a ${it.kind ?? "delegation"} \xB7 ${policies.join(" \xB7 ")}${it.timezone ? ` \xB7 times in ${it.timezone}` : ""}${it.cwd ? ` \xB7 in ${it.cwd}` : ""}`);
-  if (it.note) facts.push(c.paint.fg("muted", `   ${it.paused ? "Paused: " : "Note: "}${oneLine(it.note, LINE_CHARS)}`));
+  const since = it.paused ? time(it.paused_since) : void 0;
+  if (it.note) facts.push(c.paint.fg("muted", `   ${it.paused ? `Paused${since !== void 0 ? ` ${age(c.now - since)} ago` : ""}: ` : "Note: "}${oneLine(it.note, LINE_CHARS)}`));
   const fired = [`Fired ${it.fires ?? 0} time${it.fires === 1 ? "" : "s"}`, it.missed ? `${it.missed} missed` : "", it.skipped ? `${it.skipped} skipped by overlap` : ""].filter(Boolean).join(", ");
   const next = (it.next_fires ?? []).slice(0, NEXT_FIRES).map((t) => time(t)).filter((t) => t !== void 0).map((t) => `in ${duration(t - c.now)}`);
-  facts.push(`   ${fired} \xB7 ${it.paused ? "paused: no next fire" : next.length ? `next ${next.join(", ")}` : "no next fire"}`);
+  facts.push(`   ${fired} \xB7 ${it.paused ? `paused: no next fire until \`subagents schedule resume ${it.id}\` (or ask pi to resume it)` : next.length ? `next ${next.join(", ")}` : "no next fire"}`);
   const runs = it.runs ?? [];
   const runLines = runs.map((r) => {
     const when = time(r.fired);
@@ -2868,6 +2966,7 @@ var FleetView = class {
   }
 };
 function scheduleRefusal(row, key) {
+  if (key === "c" && row.status === "paused") return `${row.id} is a paused schedule: it fires again once resumed (\`subagents schedule resume ${row.id}\`), or goes with \`subagents schedule delete ${row.id}\`; a run of it, under This folder, is cancelled`;
   if (key === "c") return `${row.title} is a schedule: it is paused or deleted, not cancelled (\`subagents schedule pause ${row.id}\`); a run of it, under This folder, is cancelled`;
   const what = key === "s" ? "takes no message" : "has no result of its own";
   return `${row.title} is a schedule: it ${what}; its runs are listed under This folder, and enter on it shows them (\`subagents schedule describe ${row.id}\`)`;
@@ -3196,7 +3295,7 @@ function registerFleet(pi, deps) {
 }
 
 // src/profile-cache.ts
-import { mkdirSync as mkdirSync4, readFileSync as readFileSync4, renameSync as renameSync2, statSync as statSync2, writeFileSync as writeFileSync3 } from "node:fs";
+import { mkdirSync as mkdirSync4, readFileSync as readFileSync5, renameSync as renameSync3, statSync as statSync2, writeFileSync as writeFileSync3 } from "node:fs";
 import { join as join5 } from "node:path";
 var MAX_FOLDERS = 64;
 function cachePath(dataDir2) {
@@ -3204,7 +3303,7 @@ function cachePath(dataDir2) {
 }
 function read(dataDir2) {
   try {
-    const c = JSON.parse(readFileSync4(cachePath(dataDir2), "utf8"));
+    const c = JSON.parse(readFileSync5(cachePath(dataDir2), "utf8"));
     return c && typeof c === "object" ? c : {};
   } catch {
     return {};
@@ -3234,13 +3333,13 @@ function rememberProfiles(dataDir2, cwd, profiles, watched) {
     const path = cachePath(dataDir2);
     mkdirSync4(join5(dataDir2, "cache"), { recursive: true, mode: 448 });
     writeFileSync3(path + ".tmp", JSON.stringify(Object.fromEntries(keep)), { mode: 384 });
-    renameSync2(path + ".tmp", path);
+    renameSync3(path + ".tmp", path);
   } catch {
   }
 }
 
 // src/settings.ts
-import { readFileSync as readFileSync5 } from "node:fs";
+import { readFileSync as readFileSync6 } from "node:fs";
 import { homedir as homedir2 } from "node:os";
 import { join as join6 } from "node:path";
 var GLOBAL_ONLY = ["bin", "address", "dataDir", "autoStart", "namespace", "taskQueue"];
@@ -3250,7 +3349,7 @@ function agentDir(env = process.env) {
 function readExtensionSettings(path) {
   let raw;
   try {
-    raw = readFileSync5(path, "utf8");
+    raw = readFileSync6(path, "utf8");
   } catch {
     return {};
   }
@@ -4056,6 +4155,7 @@ ${plans.map((p) => p.summary).join("\n")}` : "";
       else process.stderr.write(`${w}
 `);
     }
+    delivery.opened(ctx);
     startedUp = startUp(ctx, true).catch(() => {
     });
   });

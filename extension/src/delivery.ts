@@ -15,7 +15,7 @@ import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-a
 import { SubagentsError, type SubagentsCli } from "./cli.ts";
 import { asking, deliveryText, type Envelope, type Item, type StrayReport, taskTree } from "./format.ts";
 import { alive, isThisProcess, type Mark, markName, pendingDir, readMark, thisProcess, withMarkLock, writeMark } from "./liveness.ts";
-import { type ScheduleRunView, scheduledMark, scheduleFolder, schedulesOf } from "./schedule.ts";
+import { noteOpen, openAt, openRecords, type ScheduleRunView, scheduledMark, scheduleFolder, schedulesOf } from "./schedule.ts";
 import { dataDir as defaultDataDir } from "./service.ts";
 
 /**
@@ -41,8 +41,8 @@ export type Origin = "own" | "earlier" | "adopted" | "scheduled";
  * come); in a print or JSON run only what this run's model started, since
  * anything else would be a turn nobody asked for after the run's answer.
  * An adopted result never does: the user took it to read it, and asks;
- * nor does a scheduled one: it came while nobody was here, and the model
- * reads it with the user's next prompt.
+ * nor does a scheduled one: no session asked for it, and the model reads
+ * it with the user's next prompt.
  */
 export function startsTurn(origin: Origin, interactive: boolean): boolean {
 	return origin === "own" || (origin === "earlier" && interactive);
@@ -126,10 +126,29 @@ export function toldInBranch(ctx: ExtensionContext): Set<string> {
 /** What a delivered result of a scheduled run says of its schedule. */
 export interface ScheduledFrom {
 	schedule: string;
-	/** The fire's workflow ID and when it ran. */
+	/** The fire's workflow ID, when it fired and when it ended. */
 	run: string;
 	fired?: string;
+	ended?: string;
+	/**
+	 * Which pi session was open in the folder when it ended (schedule.ts
+	 * openAt): this one, another, none; absent when that is not known.
+	 */
+	open?: "this" | "another" | "none";
 	resultId: string;
+}
+
+/** What the result of a scheduled run says first: which run, when, and whether a session was here then. */
+export function scheduledIntro(s: ScheduledFrom): string {
+	const when = [s.fired ? `fired at ${s.fired}` : "", s.ended ? `ended at ${s.ended}` : "ended"].filter(Boolean).join(" and ");
+	// Results come to a session only when it starts (or starts the service):
+	// a session open when the run ended took nothing then.
+	const where = {
+		none: " while no pi session was open here",
+		this: " while this session was open (a folder's scheduled results come when a session starts, or starts the service)",
+		another: " while another pi session was open here (a folder's scheduled results come when a session starts)",
+	}[s.open ?? ""] ?? "";
+	return `A scheduled run of schedule ${s.schedule} (${s.run}) ${when}${where}; its result:`;
 }
 
 /**
@@ -139,9 +158,7 @@ export interface ScheduledFrom {
 export function deliveryDraft(env: Envelope, adoptedFrom?: string, scheduled?: ScheduledFrom) {
 	let text = deliveryText(env);
 	if (adoptedFrom) text += `\n\n(Taken with /subagents-adopt from the earlier pi session ${adoptedFrom}, where nobody waited for it.)`;
-	if (scheduled) {
-		text = `A scheduled run of schedule ${scheduled.schedule} (${scheduled.run}${scheduled.fired ? `, started ${scheduled.fired}` : ""}) ended while no pi session was here; its result:\n\n${text}`;
-	}
+	if (scheduled) text = `${scheduledIntro(scheduled)}\n\n${text}`;
 	return {
 		type: "custom_message" as const,
 		customType: RESULT_MESSAGE_TYPE,
@@ -195,6 +212,8 @@ export class Delivery {
 	private ctx: ExtensionContext | undefined;
 	/** Set once the session shut down: nothing new is watched or delivered. */
 	private closed = false;
+	/** Whether this process noted a session open (opened): its close is noted at shutdown. */
+	private openNoted = false;
 
 	/** The local service's data dir, where this parent marks that it waits for results; undefined for a remote Temporal. */
 	private readonly dataDir: () => string | undefined;
@@ -249,7 +268,23 @@ export class Delivery {
 
 	/** Whether results of this folder's scheduled runs may wait for a session here (its schedule mark). */
 	mayHaveScheduled(ctx: ExtensionContext): boolean {
-		return nestedParent() === undefined && existsSync(scheduledMark(this.dataDir() ?? defaultDataDir(process.env), scheduleFolder(ctx.cwd)));
+		return nestedParent() === undefined && existsSync(scheduledMark(this.marksDir(), scheduleFolder(ctx.cwd)));
+	}
+
+	/** Where this pi keeps the schedule marks and the record of open sessions. */
+	private marksDir(): string {
+		return this.dataDir() ?? defaultDataDir(process.env);
+	}
+
+	/**
+	 * Notes that this session is open in its folder from now on (a child's
+	 * pi is no session of the folder): a scheduled run's result says
+	 * whether a session was open there when the run ended (schedule.ts).
+	 */
+	opened(ctx: ExtensionContext, now = Date.now()): void {
+		if (process.env.PI_SUBAGENT_CHILD === "1") return;
+		noteOpen(this.marksDir(), thisProcess(), now, { cwd: scheduleFolder(ctx.cwd), session: ctx.sessionManager.getSessionId() });
+		this.openNoted = true;
 	}
 
 	private marker(parentId: string): string | undefined {
@@ -383,7 +418,7 @@ export class Delivery {
 		if (!this.mayHaveScheduled(ctx)) return;
 		// The folder by its real path, as the command names it (a link to it is the same folder).
 		const folder = scheduleFolder(ctx.cwd);
-		const mark = scheduledMark(this.dataDir() ?? defaultDataDir(process.env), folder);
+		const mark = scheduledMark(this.marksDir(), folder);
 		this.ctx ??= ctx;
 		this.parentId ||= this.parent(ctx);
 		const me = this.parentId;
@@ -436,11 +471,16 @@ export class Delivery {
 		}
 		const inSession = deliveredIds(ctx.sessionManager.getBranch() as Entry[]);
 		const toAck: string[] = [];
+		const records = openRecords(this.marksDir());
 		for (const { schedule, run } of runs) {
 			const env = run.result;
 			const id = env?.delegation_id;
 			if (!env || !id || !run.result_id) continue;
-			this.scheduledFrom.set(id, { schedule, run: run.id, fired: run.fired, resultId: run.result_id });
+			// A claim of an older service has no end: its fired was the end.
+			const ended = run.ended ?? run.fired;
+			const t = Date.parse(ended);
+			const open = Number.isNaN(t) ? undefined : openAt(records, folder, me, t);
+			this.scheduledFrom.set(id, { schedule, run: run.id, fired: run.ended ? run.fired : undefined, ended, ...(open && { open }), resultId: run.result_id });
 			if (inSession.has(id)) toAck.push(id);
 			else this.arrive(env, "scheduled");
 		}
@@ -824,6 +864,8 @@ export class Delivery {
 	 */
 	shutdown(): void {
 		this.closed = true;
+		if (this.openNoted) noteOpen(this.marksDir(), thisProcess(), Date.now());
+		this.openNoted = false;
 		for (const w of this.watchers.values()) w.abort.abort();
 		this.watchers.clear();
 		this.wake();

@@ -1079,6 +1079,8 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 			if (ctx.hasUI) warn(ctx, w);
 			else process.stderr.write(`${w}\n`);
 		}
+		// Before any look: a scheduled result says whether a session was open here when its run ended.
+		delivery.opened(ctx);
 		// A failure is reported in the session (warn); it never ends pi.
 		startedUp = startUp(ctx, true).catch(() => {});
 	});

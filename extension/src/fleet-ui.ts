@@ -554,6 +554,7 @@ export class FleetView {
 
 /** Why s, t or c does nothing on a schedule, and what does. */
 function scheduleRefusal(row: FleetRow, key: "s" | "t" | "c"): string {
+	if (key === "c" && row.status === "paused") return `${row.id} is a paused schedule: it fires again once resumed (\`subagents schedule resume ${row.id}\`), or goes with \`subagents schedule delete ${row.id}\`; a run of it, under This folder, is cancelled`;
 	if (key === "c") return `${row.title} is a schedule: it is paused or deleted, not cancelled (\`subagents schedule pause ${row.id}\`); a run of it, under This folder, is cancelled`;
 	const what = key === "s" ? "takes no message" : "has no result of its own";
 	return `${row.title} is a schedule: it ${what}; its runs are listed under This folder, and enter on it shows them (\`subagents schedule describe ${row.id}\`)`;

@@ -41,7 +41,9 @@ export interface ScheduleItem {
 	/** Only its failed runs are delivered. */
 	quiet?: boolean;
 	paused: boolean;
-	/** The next times it fires (RFC 3339). */
+	/** While paused, when `schedule pause` paused it (RFC 3339; absent for a pause from the UI). */
+	paused_since?: string;
+	/** The next times it fires (RFC 3339); none while paused. */
 	next_fires?: string[];
 	/** How many runs it started; missed: fires later than the catch-up window; skipped: by the overlap policy. */
 	fires?: number;
@@ -92,8 +94,10 @@ export interface FleetRow {
 	/** When it started, and for a closed run when it ended (ms since the epoch). */
 	started?: number;
 	ended?: number;
-	/** A schedule's next fire, when it fires, and how many runs it started. */
+	/** A schedule's next fire (none while paused), when it fires, and how many runs it started. */
 	next?: number;
+	/** A paused schedule: when it was paused, if known. */
+	since?: number;
 	spec?: string;
 	fires?: number;
 	/** Whether this session started it, or another session of the folder (a schedule: the folder). */
@@ -193,7 +197,8 @@ export function fleetRows(data: FleetData): FleetRow[] {
 			spec: s.spec,
 			fires: s.fires,
 			status: s.paused ? "paused" : "active",
-			next: time(s.next_fires?.[0]),
+			next: s.paused ? undefined : time(s.next_fires?.[0]),
+			since: s.paused ? time(s.paused_since) : undefined,
 			scope: "folder",
 			depth: 0,
 			open: true,
@@ -229,7 +234,11 @@ function age(ms: number): string {
  * to tell, so how long ago it started; a schedule's time to its next fire.
  */
 export function rowTime(row: FleetRow, now: number): string {
-	if (row.kind === "schedule") return row.next !== undefined ? `in ${duration(row.next - now)}` : "-";
+	if (row.kind === "schedule") {
+		// Paused: how long ago (it has no next fire).
+		if (row.status === "paused") return row.since !== undefined ? `${age(now - row.since)} ago` : "-";
+		return row.next !== undefined ? `in ${duration(row.next - now)}` : "-";
+	}
 	if (row.started === undefined) return "-";
 	if (row.ended !== undefined) return duration(row.ended - row.started);
 	if (working(row.status)) return duration(now - row.started);
@@ -309,7 +318,9 @@ export function rowLine(c: Canvas, row: FleetRow, selected: boolean): string {
 	const lead = selected ? "▸ " : "  ";
 	const indent = "  ".repeat(row.depth);
 	const titleWidth = c.width - 2 - 2 - c.kit.visibleWidth(right) - 2;
-	const title = fit(c, indent + row.title, titleWidth, true);
+	// A paused schedule has no next fire: its line says how it fires again.
+	const text = row.kind === "schedule" && row.status === "paused" ? `${row.title} · to resume: subagents schedule resume ${row.id}` : row.title;
+	const title = fit(c, indent + text, titleWidth, true);
 	const line = `${lead}${icon(row.status, c.paint)} ${selected ? c.paint.bold(title) : title}  ${c.paint.fg("muted", right)}`;
 	// A shaded line is shaded to the edge.
 	const shade = selected && c.paint.bg;
@@ -598,14 +609,15 @@ export function renderSchedule(c: Canvas, s: ScheduleScreen): string[] {
 	const policies = [`overlap ${it.overlap ?? "skip"}`, `catch-up ${it.catchup ?? "-"}`, it.quiet ? "quiet (only failures are delivered)" : "", it.end ? `ends ${it.end}` : ""].filter(Boolean);
 	// Its folder last: usually the view's own, and the longest to cut.
 	facts.push(`   Runs a ${it.kind ?? "delegation"} · ${policies.join(" · ")}${it.timezone ? ` · times in ${it.timezone}` : ""}${it.cwd ? ` · in ${it.cwd}` : ""}`);
-	if (it.note) facts.push(c.paint.fg("muted", `   ${it.paused ? "Paused: " : "Note: "}${oneLine(it.note, LINE_CHARS)}`));
+	const since = it.paused ? time(it.paused_since) : undefined;
+	if (it.note) facts.push(c.paint.fg("muted", `   ${it.paused ? `Paused${since !== undefined ? ` ${age(c.now - since)} ago` : ""}: ` : "Note: "}${oneLine(it.note, LINE_CHARS)}`));
 	const fired = [`Fired ${it.fires ?? 0} time${it.fires === 1 ? "" : "s"}`, it.missed ? `${it.missed} missed` : "", it.skipped ? `${it.skipped} skipped by overlap` : ""].filter(Boolean).join(", ");
 	const next = (it.next_fires ?? [])
 		.slice(0, NEXT_FIRES)
 		.map((t) => time(t))
 		.filter((t): t is number => t !== undefined)
 		.map((t) => `in ${duration(t - c.now)}`);
-	facts.push(`   ${fired} · ${it.paused ? "paused: no next fire" : next.length ? `next ${next.join(", ")}` : "no next fire"}`);
+	facts.push(`   ${fired} · ${it.paused ? `paused: no next fire until \`subagents schedule resume ${it.id}\` (or ask pi to resume it)` : next.length ? `next ${next.join(", ")}` : "no next fire"}`);
 	const runs = it.runs ?? [];
 	const runLines = runs.map((r) => {
 		const when = time(r.fired);

@@ -4,11 +4,12 @@
 // results come to the next pi session started there (delivery.ts).
 
 import { createHash } from "node:crypto";
-import { mkdirSync, realpathSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, unlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { type SubagentsCli, SubagentsError } from "./cli.ts";
 import type { Envelope, ErrorInfo } from "./format.ts";
+import { alive, type Holder, isThisProcess } from "./liveness.ts";
 import { dataDir } from "./service.ts";
 
 /** The `schedule` parameter's description: the whole of its help, paid on every request. */
@@ -21,8 +22,11 @@ export interface ScheduleRunView {
 	result_id?: string;
 	delegation_id?: string;
 	status: string;
+	/** When it fired (in a claim: the time it stood for). */
 	fired: string;
 	scheduled?: string;
+	/** In a claim: when it ended and left its result. */
+	ended?: string;
 	summary?: string;
 	error?: ErrorInfo;
 	delivered?: boolean;
@@ -47,6 +51,9 @@ export interface ScheduleItemView {
 	end?: string;
 	quiet?: boolean;
 	paused: boolean;
+	/** While paused, when `schedule pause` paused it (absent for a pause from the UI). */
+	paused_since?: string;
+	/** The next fires; none while paused. */
 	next_fires?: string[];
 	fires: number;
 	missed?: number;
@@ -92,6 +99,108 @@ export function markScheduled(dir: string, cwd: string): void {
 	writeFileSync(path, JSON.stringify({ cwd }), { mode: 0o600 });
 }
 
+// Which pi sessions were open in a folder, and when: a scheduled run's
+// result says truly whether one was open there when the run ended (results
+// reach a session only when it starts, or starts the service, so a session
+// open all along gets none; delivery.ts). Each top-level pi writes
+// <data dir>/open/<pid>-<start>: its process and, per session it opened,
+// the folder, the session, and since when, then until when at its close. A
+// pi killed leaves no end: it was open from its start for all we know.
+
+/** One session a pi had open in a folder (ms since the epoch). */
+export interface OpenSpan {
+	cwd: string;
+	session: string;
+	since: number;
+	until?: number;
+}
+
+export interface OpenRecord {
+	holder: Holder;
+	spans: OpenSpan[];
+}
+
+/** A record older than this (closed, or of a pi gone) is removed: no result waits longer (a delegation's ack TTL, 30 days). */
+const OPEN_RECORD_KEEP_MS = 31 * 24 * 3600_000;
+
+function openDir(dir: string): string {
+	return join(dir, "open");
+}
+
+function openRecordPath(dir: string, h: Holder): string {
+	return join(openDir(dir), `${h.pid}-${h.start ?? "0"}`);
+}
+
+function readOpenRecord(path: string): OpenRecord | undefined {
+	try {
+		const r = JSON.parse(readFileSync(path, "utf8")) as OpenRecord;
+		return r && typeof r === "object" && r.holder && Array.isArray(r.spans) ? r : undefined;
+	} catch {
+		return undefined;
+	}
+}
+
+/**
+ * Notes that process holder has session open in folder cwd from at on (or,
+ * with no session, that it closed the one it had, at at), and removes the
+ * records of pis gone long ago. A failure to write (a data dir that cannot
+ * be written, where no schedule mark can be either) is ignored: it must
+ * never stop pi.
+ */
+export function noteOpen(dir: string, holder: Holder, at: number, open?: { cwd: string; session: string }): void {
+	try {
+		mkdirSync(openDir(dir), { recursive: true, mode: 0o700 });
+		const path = openRecordPath(dir, holder);
+		const rec = readOpenRecord(path) ?? { holder, spans: [] };
+		for (const sp of rec.spans) sp.until ??= at;
+		if (open) rec.spans.push({ ...open, since: at });
+		const tmp = `${path}.tmp`;
+		writeFileSync(tmp, JSON.stringify(rec), { mode: 0o600 });
+		renameSync(tmp, path);
+		for (const name of readdirSync(openDir(dir))) {
+			const other = join(openDir(dir), name);
+			const r = readOpenRecord(other);
+			const last = Math.max(0, ...(r?.spans ?? []).map((sp) => sp.until ?? sp.since));
+			if (r && !isThisProcess(r.holder) && last < at - OPEN_RECORD_KEEP_MS && !alive(r.holder)) unlinkSync(other);
+		}
+	} catch {
+		/* the record stays as it was */
+	}
+}
+
+/** The records of open sessions in data dir dir (read once for a look's results). */
+export function openRecords(dir: string): OpenRecord[] {
+	let names: string[];
+	try {
+		names = readdirSync(openDir(dir)).filter((n) => !n.endsWith(".tmp"));
+	} catch {
+		return [];
+	}
+	return names.map((n) => readOpenRecord(join(openDir(dir), n))).filter((r): r is OpenRecord => r !== undefined);
+}
+
+/**
+ * Who had a session open in folder cwd at time t, by records: "this"
+ * (session me), "another", "none", or undefined when a pi killed before t
+ * (whose end is not known) may still have had one open then.
+ */
+export function openAt(records: OpenRecord[], cwd: string, me: string, t: number): "this" | "another" | "none" | undefined {
+	let found: "this" | "another" | "none" | undefined = "none";
+	for (const r of records) {
+		for (const sp of r.spans) {
+			if (sp.cwd !== cwd || sp.since > t) continue;
+			if (sp.until === undefined && !alive(r.holder)) {
+				if (found === "none") found = undefined;
+				continue;
+			}
+			if (sp.until !== undefined && sp.until < t) continue;
+			if (sp.session === me) return "this";
+			found = "another";
+		}
+	}
+	return found;
+}
+
 /** Where this pi keeps its marks: the local service's data dir, else the default one. */
 export function marksDir(cli: SubagentsCli): string {
 	return cli.options.local?.dataDir ?? dataDir(cli.options.env ?? process.env);
@@ -133,8 +242,17 @@ export function scheduleText(action: string, env: Envelope): string {
 	return lines.filter(Boolean).join("\n");
 }
 
+/**
+ * That s is paused, since when and why, and how it fires again: a paused
+ * schedule has no next fire (an older service's answer may list some).
+ */
+function pausedFact(s: ScheduleItemView): string {
+	const why = [s.paused_since ? `since ${s.paused_since}` : "", s.note ?? ""].filter(Boolean).join(": ");
+	return `paused${why ? ` (${why})` : ""}: no fires until resumed (action "resume", id "${s.id}")`;
+}
+
 function oneLine(s: ScheduleItemView): string {
-	const facts = [s.spec, s.paused ? `paused${s.note ? ` (${s.note})` : ""}` : "", s.next_fires?.[0] ? `next ${s.next_fires[0]}` : ""];
+	const facts = [s.spec, s.paused ? pausedFact(s) : s.next_fires?.[0] ? `next ${s.next_fires[0]}` : ""];
 	const last = s.runs?.[0];
 	if (last) facts.push(`last run ${last.status}`);
 	return `${s.id}${s.name ? ` "${s.name}"` : ""}: ${facts.filter(Boolean).join(", ")}`;
@@ -147,7 +265,7 @@ function describe(s: ScheduleItemView): string {
 		`fired ${s.fires} time(s)${s.missed ? `, ${s.missed} missed` : ""}${s.skipped ? `, ${s.skipped} skipped by overlap` : ""}`,
 	];
 	if (s.note && !s.paused) lines.push(`note: ${s.note}`);
-	if (s.next_fires?.length) lines.push(`next: ${s.next_fires.slice(0, 3).join(", ")}`);
+	if (s.next_fires?.length && !s.paused) lines.push(`next: ${s.next_fires.slice(0, 3).join(", ")}`);
 	for (const r of s.runs ?? []) {
 		const delivered = r.delivered ? ", delivered" : r.result_id ? ", waiting for a pi session here" : "";
 		lines.push(`- ${r.fired} ${r.status}${r.delegation_id ? ` ${r.delegation_id}` : ""}${delivered}${r.summary ? `: ${r.summary}` : ""}`);

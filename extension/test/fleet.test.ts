@@ -24,6 +24,8 @@ import {
 	renderList,
 	renderSchedule,
 	renderWidget,
+	rowLine,
+	rowTime,
 	type ScheduleItem,
 } from "../src/fleet-view.ts";
 import { FleetWidget, ourProgress } from "../src/fleet-widget.ts";
@@ -567,6 +569,24 @@ for (const width of [80, 120]) {
 		golden(`fleet-schedule-${width}.txt`, renderSchedule(canvas(width), { row, item: DESCRIBED, maxLines: 34 }), width);
 	});
 }
+
+test("a paused schedule's row and screen: paused, since when, its note, how it fires again; never a next fire", () => {
+	// An older service lists a paused schedule's next fires where the pause left them, in the past.
+	const item: ScheduleItem = { id: "scan-1a2b3c", name: "scan the logs", spec: "every 2h", paused: true, paused_since: ago(3 * 3600), note: "holidays", next_fires: [ago(600)], fires: 4 };
+	const row = fleetRows({ mine: [], folder: [], schedules: [item] })[0];
+	assert.equal(row.status, "paused");
+	assert.equal(rowTime(row, NOW), "3h ago", "how long it has been paused, not a next fire in 0s");
+	assert.equal(rowTime(fleetRows({ mine: [], folder: [], schedules: [{ ...item, paused_since: undefined }] })[0], NOW), "-", "paused from the UI: no time known");
+	const line = rowLine(canvas(160), row, false);
+	assert.match(line, /scan the logs · to resume: subagents schedule resume scan-1a2b3c .* paused +3h ago/);
+	assert.doesNotMatch(line, /in \d/);
+	const screen = renderSchedule(canvas(160), { row, item, maxLines: 20 }).join("\n");
+	assert.match(screen, /Paused 3h ago: holidays/);
+	assert.match(screen, /paused: no next fire until `subagents schedule resume scan-1a2b3c`/);
+	assert.doesNotMatch(screen, /next in/);
+	// An active one still says when it fires next.
+	assert.equal(rowTime(fleetRows({ mine: [], folder: [], schedules: [{ ...item, paused: false, next_fires: [ago(-300)] }] })[0], NOW), "in 5m00s");
+});
 
 test("the view: ↓ through a delegation of 16 tasks keeps the selected one on the screen", async () => {
 	const r = recorder({ list: async () => ({ data: MANY, problems: [] }), status: manyTasks(16) });

@@ -6,8 +6,8 @@ import test from "node:test";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { SubagentsError, type SubagentsCli } from "../src/cli.ts";
 import { Delivery } from "../src/delivery.ts";
-import { thisProcess } from "../src/liveness.ts";
-import { markScheduled, scheduledMark, scheduleFolder, scheduleOp, scheduleText } from "../src/schedule.ts";
+import { processStart, thisProcess } from "../src/liveness.ts";
+import { markScheduled, noteOpen, scheduledMark, scheduleFolder, scheduleOp, scheduleText } from "../src/schedule.ts";
 
 /** A fake command: answer gives each call's envelope; calls records the requests. */
 function fakeCli(answer: (input: Record<string, unknown>, verb: string) => unknown, local?: string) {
@@ -77,6 +77,18 @@ test("scheduleOp passes the folder and the object, marks the folder on create, a
 	assert.equal(scheduleText("list", { op: "schedule", done: true } as never), "No schedules in this folder.");
 });
 
+test("a paused schedule's answer has no next fire: it says since when, why, and the action that resumes it", async () => {
+	// An older service lists a paused schedule's next fires where the pause left them.
+	const paused = { id: "scan-1a2b3c", name: "scan", spec: "every 2h", overlap: "skip", catchup: "none", paused: true, paused_since: "2026-11-26T07:00:00Z", note: "holidays", fires: 2, next_fires: ["2026-11-26T08:00:00Z"] };
+	const { cli } = fakeCli(() => ({ op: "schedule", done: true, text: "Schedule scan-1a2b3c paused (since 2026-11-26T07:00:00Z: holidays): no fires until `subagents schedule resume scan-1a2b3c`.", schedules: [paused] }));
+	const ctx = session("s", "/work/project");
+	for (const action of ["pause", "list", "describe"]) {
+		const { text } = await scheduleOp(cli, ctx, { action, id: "scan-1a2b3c" });
+		assert.match(text, /paused \(since 2026-11-26T07:00:00Z: holidays\): no fires until resumed \(action "resume", id "scan-1a2b3c"\)/, action);
+		assert.doesNotMatch(text, /next:? 2026-11-26T08:00:00Z/, action);
+	}
+});
+
 test("a folder without the mark asks nothing for scheduled results", async () => {
 	const dir = mkdtempSync(join(tmpdir(), "subagents-schedule-"));
 	const { cli, calls } = fakeCli(() => ({ runs: [] }));
@@ -131,11 +143,69 @@ test("scheduled results are claimed, delivered without a turn, and acknowledged 
 		"the won results, each once, oldest first",
 	);
 	assert.ok(sent.every((m) => m.triggerTurn === false), "a scheduled result starts no turn");
-	assert.match(sent[0].content, /^A scheduled run of schedule nightly \(nightly-1, started 2026-11-26T01:00:00Z\) ended while no pi session was here/);
+	// A claim of an older service has no end: its fired is when the result was left.
+	assert.match(sent[0].content, /^A scheduled run of schedule nightly \(nightly-1\) ended at 2026-11-26T01:00:00Z while no pi session was open here; its result:/);
 	const acks = calls.filter((c) => c.input?.action === "ack");
 	assert.deepEqual(acks.map((a) => a.input?.ids), [["nightly-4-result"]], "the one already in the session is acknowledged to its result's workflow");
 	assert.equal(calls.filter((c) => c.verb === "ack").length, 0, "no delegation ack for a scheduled run");
 	d.shutdown();
+});
+
+test("a scheduled result says when its run fired and ended, and whether a pi session was open here then", async () => {
+	const cwd = "/work/project";
+	const now = Date.now();
+	const iso = (ms: number) => new Date(ms).toISOString();
+	const ended = now - 30 * 60_000;
+	/** What the session "me" receives of a run that ended at ended, once setup has noted who was open. */
+	async function delivered(setup: (dir: string, d: Delivery, ctx: ExtensionContext) => void): Promise<string> {
+		const dir = mkdtempSync(join(tmpdir(), "subagents-schedule-"));
+		markScheduled(dir, cwd);
+		const sent: string[] = [];
+		const pi = { sendMessage: (m: { content: string }) => sent.push(m.content) } as unknown as ExtensionAPI;
+		const { cli } = fakeCli((input, verb) => {
+			if (verb !== "schedule") return { runs: [] };
+			if (input.action === "ack") return { op: "schedule", done: true };
+			const run = { id: "nightly-2026-11-26T01:00:00Z", result_id: "nightly-2026-11-26T01:00:00Z-result", status: "completed", fired: "2026-11-26T01:00:00Z", ended: iso(ended), result: result("delegation-nightly-1") };
+			return { op: "schedule", done: true, schedules: [{ id: "nightly", runs: [run] }] };
+		});
+		const d = new Delivery(pi, () => cli, () => dir);
+		const ctx = session("me", cwd);
+		setup(dir, d, ctx);
+		await d.resume(ctx);
+		d.shutdown();
+		assert.equal(sent.length, 1);
+		return sent[0];
+	}
+	const intro = (where: string) => new RegExp(`^A scheduled run of schedule nightly \\(nightly-2026-11-26T01:00:00Z\\) fired at 2026-11-26T01:00:00Z and ended at ${iso(ended).replace(/[.]/g, "\\.")}${where}; its result:\n\n`);
+	const parent = { pid: process.ppid, start: processStart(process.ppid) };
+	const gone = { pid: 2 ** 22 + 7, start: "1" };
+
+	// Nobody here: what the message always said is true now.
+	assert.match(await delivered(() => {}), intro(" while no pi session was open here"));
+	// A session of another folder, and one here that closed before the run ended, were no session here then.
+	assert.match(
+		await delivered((dir) => {
+			noteOpen(dir, parent, now - 3 * 3600_000, { cwd: "/elsewhere", session: "far" });
+			noteOpen(dir, gone, now - 2 * 3600_000, { cwd, session: "earlier" });
+			noteOpen(dir, gone, now - 3600_000);
+		}),
+		intro(" while no pi session was open here"),
+	);
+	// This session was open when the run ended (it took the result at its next look).
+	assert.match(
+		await delivered((_dir, d, ctx) => d.opened(ctx, now - 3600_000)),
+		intro(" while this session was open \\(a folder's scheduled results come when a session starts, or starts the service\\)"),
+	);
+	// Another pi (a live process) had a session open here.
+	assert.match(
+		await delivered((dir, d, ctx) => {
+			noteOpen(dir, parent, now - 3600_000, { cwd, session: "other" });
+			d.opened(ctx, now);
+		}),
+		intro(" while another pi session was open here \\(a folder's scheduled results come when a session starts\\)"),
+	);
+	// A pi killed while its session was open here: whether it was open then is not known, and not said.
+	assert.match(await delivered((dir) => noteOpen(dir, gone, now - 3600_000, { cwd, session: "killed" })), intro(""));
 });
 
 test("a folder whose schedules are gone and whose results were all taken loses its mark (once it is a minute old)", async () => {
