@@ -2116,7 +2116,19 @@ function runRow(r, scope) {
     uiUrl: r.ui_url
   };
 }
-function fleetRows(data) {
+var SCHEDULE_PARENT = "schedule:";
+var SCHEDULE_RUNS_SHOWN = 3;
+function fireTime(t, now) {
+  if (t === void 0) return "-";
+  const d = new Date(t);
+  const n = new Date(now);
+  const pad = (x) => String(x).padStart(2, "0");
+  const hm = `${pad(d.getHours())}:${pad(d.getMinutes())}`;
+  if (d.toDateString() === n.toDateString()) return hm;
+  const md = `${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;
+  return d.getFullYear() === n.getFullYear() ? `${md} ${hm}` : `${d.getFullYear()}-${md} ${hm}`;
+}
+function fleetRows(data, now = Date.now()) {
   const mine = new Set(data.mine.map((r) => r.id));
   const runs = [...data.mine.map((r) => runRow(r, "session")), ...data.folder.filter((r) => !mine.has(r.id)).map((r) => runRow(r, "folder"))];
   const items2 = new Map([...data.mine, ...data.folder].map((r) => [r.id, r]));
@@ -2136,20 +2148,77 @@ function fleetRows(data) {
     if (p) children.set(p, [...children.get(p) ?? [], row]);
     else roots.push(row);
   }
+  const placed = /* @__PURE__ */ new Set();
+  for (const row of runs) {
+    const kids = children.get(row.id);
+    if (row.kind !== "delegation" || row.session || kids?.length !== 1) continue;
+    const [task] = kids;
+    if (task.kind !== "session" || (items2.get(row.id).name ?? "") !== (items2.get(task.id).name ?? "")) continue;
+    row.session = task.id;
+    row.agent = task.agent || row.agent;
+    children.set(row.id, children.get(task.id) ?? []);
+    children.delete(task.id);
+    placed.add(task.id);
+  }
   const newest = (a, b) => (b.started ?? 0) - (a.started ?? 0);
   const oldest = (a, b) => (a.started ?? 0) - (b.started ?? 0);
-  const out = [];
-  const placed = /* @__PURE__ */ new Set();
-  const walk = (row, depth, scope) => {
+  const walk = (into, row, depth, scope, schedule) => {
     if (placed.has(row.id)) return;
     placed.add(row.id);
-    out.push({ ...row, depth, scope });
-    for (const c of (children.get(row.id) ?? []).sort(oldest)) walk(c, depth + 1, scope);
+    into.push({ ...row, depth, scope, ...schedule !== void 0 && { schedule } });
+    for (const c of (children.get(row.id) ?? []).sort(oldest)) walk(into, c, depth + 1, scope, schedule);
   };
-  for (const scope of ["session", "folder"]) {
-    for (const r of roots.filter((r2) => r2.scope === scope).sort(newest)) walk(r, 0, scope);
+  const hide = (row) => {
+    if (placed.has(row.id)) return;
+    placed.add(row.id);
+    for (const c of children.get(row.id) ?? []) hide(c);
+  };
+  const listed = new Map(data.schedules.map((s) => [s.id, s]));
+  const fires = /* @__PURE__ */ new Map();
+  for (const row of roots) {
+    const p = items2.get(row.id).parent_session_id;
+    if (!p?.startsWith(SCHEDULE_PARENT)) continue;
+    const id = p.slice(SCHEDULE_PARENT.length);
+    row.title = `fired ${fireTime(row.started, now)} \xB7 ${listed.get(id)?.name || id}`;
+    fires.set(id, [...fires.get(id) ?? [], row]);
   }
-  for (const r of runs) walk(r, 0, r.scope);
+  const under = /* @__PURE__ */ new Map();
+  const after = /* @__PURE__ */ new Map();
+  for (const [id, group] of fires) {
+    const sched = listed.get(id);
+    const shown = group.sort(newest).slice(0, SCHEDULE_RUNS_SHOWN);
+    const hidden = group.slice(SCHEDULE_RUNS_SHOWN);
+    for (const r of hidden) hide(r);
+    const n = Math.max(hidden.length, (sched?.fires ?? 0) - shown.length);
+    const more = hidden.length ? {
+      id,
+      kind: "more",
+      title: sched ? `\u2026 ${n} earlier run${n === 1 ? "" : "s"}` : `\u2026 ${n} earlier run${n === 1 ? "" : "s"} of ${id}`,
+      status: "",
+      scope: "folder",
+      depth: sched ? 1 : 0,
+      open: false,
+      uiUrl: sched?.ui_url,
+      ...sched && { schedule: id }
+    } : void 0;
+    if (!sched) {
+      if (more) after.set(shown[shown.length - 1].id, more);
+      continue;
+    }
+    const rows = [];
+    for (const r of shown) walk(rows, r, 1, "folder", id);
+    if (more) rows.push(more);
+    under.set(id, rows);
+  }
+  const out = [];
+  for (const scope of ["session", "folder"]) {
+    for (const r of roots.filter((r2) => r2.scope === scope).sort(newest)) {
+      walk(out, r, 0, scope);
+      const more = after.get(r.id);
+      if (more) out.push(more);
+    }
+  }
+  for (const r of runs) walk(out, r, 0, r.scope);
   for (const s of data.schedules) {
     out.push({
       id: s.id,
@@ -2167,7 +2236,7 @@ function fleetRows(data) {
       uiUrl: s.ui_url
     });
   }
-  return out;
+  return out.flatMap((r) => r.kind === "schedule" ? [r, ...under.get(r.id) ?? []] : [r]);
 }
 function duration(ms) {
   const s = Math.max(0, Math.floor(ms / 1e3));
@@ -2186,10 +2255,11 @@ function age(ms) {
 }
 function rowTime(row, now) {
   if (row.kind === "schedule") return row.next !== void 0 ? `in ${duration(row.next - now)}` : "-";
+  if (row.kind === "more") return "";
   if (row.started === void 0) return "-";
-  if (row.ended !== void 0) return duration(row.ended - row.started);
-  if (working(row.status)) return duration(now - row.started);
-  return `${age(now - row.started)} ago`;
+  if (row.ended !== void 0) return `${age(now - row.ended)} ago`;
+  if (working(row.status)) return `for ${duration(now - row.started)}`;
+  return `started ${age(now - row.started)} ago`;
 }
 function working(status) {
   return status === "running" || status === "queued";
@@ -2233,12 +2303,13 @@ function rowLine(c, row, selected) {
     const padding = " ".repeat(Math.max(0, w - c.kit.visibleWidth(cut2)));
     return right2 ? padding + cut2 : cut2 + padding;
   };
-  const cells = wide ? [cell(row.kind, 10), cell(row.agent ?? "", 12), cell(stateLabel(row.status), 10), cell(rowTime(row, c.now), 9, true), cell(shortId(row.id), 13)] : [cell(row.agent ?? "", 10), cell(stateLabel(row.status), 9), cell(rowTime(row, c.now), 9, true)];
+  const more = row.kind === "more";
+  const cells = wide ? [cell(more ? "" : row.kind, 10), cell(row.agent ?? "", 12), cell(stateLabel(row.status), 10), cell(rowTime(row, c.now), 15, true), cell(more ? "" : shortId(row.id), 13)] : [cell(row.agent ?? "", 10), cell(stateLabel(row.status), 9), cell(rowTime(row, c.now), 15, true)];
   const right = cells.join("  ");
   const lead = selected ? "\u25B8 " : "  ";
   const indent = "  ".repeat(row.depth);
   const titleWidth = c.width - 2 - 2 - c.kit.visibleWidth(right) - 2;
-  const title = fit(c, indent + row.title, titleWidth, true);
+  const title = fit(c, indent + (more ? c.paint.fg("dim", row.title) : row.title), titleWidth, true);
   const line = `${lead}${icon(row.status, c.paint)} ${selected ? c.paint.bold(title) : title}  ${c.paint.fg("muted", right)}`;
   const shade = selected && c.paint.bg;
   const cut = fit(c, line, c.width, !!shade);
@@ -2248,9 +2319,9 @@ function heading(c, text2) {
   return fit(c, c.paint.fg("muted", c.paint.bold(` ${text2}`)));
 }
 var SECTIONS = [
-  { title: "This session", of: (r) => r.kind !== "schedule" && r.scope === "session" },
-  { title: "This folder (other sessions, schedules' runs)", of: (r) => r.kind !== "schedule" && r.scope === "folder" },
-  { title: "Schedules of this folder", of: (r) => r.kind === "schedule" }
+  { title: "This session", of: (r) => r.kind !== "schedule" && r.schedule === void 0 && r.scope === "session" },
+  { title: "This folder (other sessions, schedules' runs)", of: (r) => r.kind !== "schedule" && r.schedule === void 0 && r.scope === "folder" },
+  { title: "Schedules of this folder", of: (r) => r.kind === "schedule" || r.schedule !== void 0 }
 ];
 var LIST_KEYS = ["\u2191\u2193 select \xB7 enter open \xB7 s send \xB7 c cancel \xB7 t take result \xB7 u UI page \xB7 r refresh \xB7 esc close", "\u2191\u2193 \xB7 enter open \xB7 s send \xB7 c cancel \xB7 t take \xB7 u UI \xB7 r refresh \xB7 esc close"];
 var DETAIL_KEYS = ["\u2191\u2193 task \xB7 s send \xB7 c cancel \xB7 t take result \xB7 u UI page \xB7 r refresh \xB7 esc back", "\u2191\u2193 task \xB7 s send \xB7 c cancel \xB7 t take \xB7 u UI \xB7 r refresh \xB7 esc back"];
@@ -2578,9 +2649,9 @@ var FleetView = class {
     this.listAt = this.now();
     try {
       const { data, problems } = await this.o.source.list();
-      const keep = this.rows[this.selected]?.id;
-      this.rows = fleetRows(data);
-      const at = this.rows.findIndex((r) => r.id === keep);
+      const keep = this.rows[this.selected];
+      this.rows = fleetRows(data, this.now());
+      const at = keep ? this.rows.findIndex((r) => r.id === keep.id && r.kind === keep.kind) : -1;
       this.selected = at >= 0 ? at : Math.min(this.selected, Math.max(0, this.rows.length - 1));
       this.problems = problems;
     } catch (e) {
@@ -2645,6 +2716,12 @@ var FleetView = class {
   }
   open(row) {
     this.notice = void 0;
+    if (row.kind === "more") {
+      const sched = this.rows.find((r) => r.kind === "schedule" && r.id === row.schedule);
+      if (sched) return this.open(sched);
+      this.say(`Its schedule ${row.id} is deleted: \`subagents list --cwd .\` in this folder lists its runs`, "error");
+      return;
+    }
     if (row.kind === "schedule") {
       this.sched = { row, askedAt: 0 };
       this.redraw();
@@ -2774,7 +2851,7 @@ var FleetView = class {
     }
     const row = this.rows[this.selected];
     if (!row) return void 0;
-    return { session: row.session, name: row.title, url: row.uiUrl, schedule: row.kind === "schedule" ? row : void 0 };
+    return { session: row.session, name: row.title, url: row.uiUrl, schedule: row.kind === "schedule" || row.kind === "more" ? row : void 0 };
   }
   startSend() {
     const t = this.target();
@@ -2818,7 +2895,7 @@ var FleetView = class {
     } else {
       const row = this.rows[this.selected];
       if (!row) return;
-      if (row.kind === "schedule") {
+      if (row.kind === "schedule" || row.kind === "more") {
         this.say(scheduleRefusal(row, "c"), "error");
         return;
       }
@@ -2868,6 +2945,10 @@ var FleetView = class {
   }
 };
 function scheduleRefusal(row, key) {
+  if (row.kind === "more") {
+    const act = key === "s" ? "send to" : key === "t" ? "take the result of" : "cancel";
+    return `The earlier runs of schedule ${row.id} are not listed here: ${act} one of the runs listed above it, or one by its ID with \`subagents\`; enter on this row shows the schedule's recent runs`;
+  }
   if (key === "c") return `${row.title} is a schedule: it is paused or deleted, not cancelled (\`subagents schedule pause ${row.id}\`); a run of it, under This folder, is cancelled`;
   const what = key === "s" ? "takes no message" : "has no result of its own";
   return `${row.title} is a schedule: it ${what}; its runs are listed under This folder, and enter on it shows them (\`subagents schedule describe ${row.id}\`)`;

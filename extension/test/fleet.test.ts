@@ -24,10 +24,15 @@ import {
 	renderList,
 	renderSchedule,
 	renderWidget,
+	rowTime,
+	type FleetRow,
 	type ScheduleItem,
 } from "../src/fleet-view.ts";
 import { FleetWidget, ourProgress } from "../src/fleet-widget.ts";
 import type { Envelope, Item, ListItem } from "../src/format.ts";
+
+// A schedule's run is named by its fire time, in local time: the tests' is UTC.
+process.env.TZ = "UTC";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const NOW = Date.parse("2026-03-02T10:00:00Z");
@@ -208,6 +213,121 @@ test("rows: a plan's step is a session beneath its plan, and the plan lists no a
 		],
 	);
 });
+
+/**
+ * The runs schedule fired this many seconds ago, as `list --cwd` answers: each
+ * a delegation of one task (named after its agent) and that task's session;
+ * with running, the newest runs; the others ended after 30 s.
+ */
+function fired(schedule: string, agent: string, agos: number[], running: boolean): ListItem[] {
+	return agos.flatMap((s, i) => {
+		const at = new Date(NOW - s * 1000).toISOString().replace(/[:.]/g, "");
+		const d = `delegation-${schedule}-${at}`;
+		const done = i > 0 || !running ? { status: "completed", execution_status: "completed", closed: ago(s - 30), open: false } : { status: "running" };
+		const parent = `schedule:${schedule}`;
+		return [
+			run({ id: d, kind: "delegation", name: agent, agent: "delegation", started: ago(s), parent_session_id: parent, ...done }),
+			run({ id: `0199b000-0000-7000-8000-${schedule.length}${String(i).padStart(11, "0")}`, delegation_id: d, name: agent, agent, started: ago(s), parent_session_id: parent, ...done }),
+		];
+	});
+}
+
+/** The folder of an hourly schedule that fired 45 times, and of one deleted since that fired 5 times the day before. */
+const FIRED: FleetData = {
+	mine: [DATA.mine[1]],
+	folder: [
+		...fired(
+			"hourly-review",
+			"scout",
+			Array.from({ length: 45 }, (_, i) => 20 + i * 3600),
+			true,
+		),
+		...fired(
+			"old-sweep",
+			"worker",
+			Array.from({ length: 5 }, (_, i) => 90000 + i * 600),
+			false,
+		),
+	],
+	schedules: [{ id: "hourly-review", name: "hourly review", spec: "every 1h", kind: "delegation", paused: false, next_fires: [ago(-3580)], fires: 45 }],
+};
+
+test("rows: a schedule's run is one row named by the schedule and its fire time; the latest three are beneath it and one row counts the rest", () => {
+	const rows = fleetRows(FIRED, NOW);
+	assert.deepEqual(
+		rows.map((r) => [r.kind, r.title, r.depth, r.agent, SECTION(rows, r)]),
+		[
+			["delegation", "send-target", 0, "scout", "session"],
+			["delegation", "fired 03-01 09:00 · old-sweep", 0, "worker", "folder"],
+			["delegation", "fired 03-01 08:50 · old-sweep", 0, "worker", "folder"],
+			["delegation", "fired 03-01 08:40 · old-sweep", 0, "worker", "folder"],
+			["more", "… 2 earlier runs of old-sweep", 0, undefined, "folder"],
+			["schedule", "hourly review", 0, "every 1h", "schedule"],
+			["delegation", "fired 09:59 · hourly review", 1, "scout", "schedule"],
+			["delegation", "fired 08:59 · hourly review", 1, "scout", "schedule"],
+			["delegation", "fired 07:59 · hourly review", 1, "scout", "schedule"],
+			["more", "… 42 earlier runs", 1, undefined, "schedule"],
+		],
+	);
+	// One row a run: the delegation, whose message and result go to its task's session.
+	const newest = rows[6];
+	assert.equal(newest.id, FIRED.folder[0].id);
+	assert.equal(newest.session, FIRED.folder[1].id);
+	assert.equal(newest.status, "running");
+	assert.equal(rows.filter((r) => r.kind === "session").length, 0, "no run is listed twice");
+});
+
+test("rows: a delegation of several tasks keeps a row for each, also while only one of them has a session yet", () => {
+	const d = `delegation-${id(60)}`;
+	const rows = fleetRows({
+		mine: [
+			run({ id: d, kind: "delegation", name: "map, check", agent: "delegation", status: "running" }),
+			run({ id: id(61), delegation_id: d, name: "map", agent: "scout", status: "running" }),
+		],
+		folder: [],
+		schedules: [],
+	});
+	assert.deepEqual(
+		rows.map((r) => [r.kind, r.title, r.depth, r.session]),
+		[
+			["delegation", "map, check", 0, undefined],
+			["session", "map", 1, id(61)],
+		],
+	);
+});
+
+/** The section a row of rows is listed in (the heading the list draws above it). */
+function SECTION(rows: FleetRow[], row: FleetRow): "session" | "folder" | "schedule" {
+	const at = rows.indexOf(row);
+	const lines = renderList(canvas(120), { rows, selected: -1, maxRows: 100, offset: 0, folder: "project" });
+	const title = lines.findIndex((l) => l.includes(row.title.slice(0, 20)) && (row.kind !== "schedule" || l.includes("↻")));
+	assert.ok(at >= 0 && title > 0, `${row.title} is not drawn`);
+	const heading = lines
+		.slice(0, title)
+		.reverse()
+		.find((l) => /^ (This session|This folder|Schedules of this folder)/.test(l))!;
+	return heading.startsWith(" This session") ? "session" : heading.startsWith(" This folder") ? "folder" : "schedule";
+}
+
+test("a row's time: for how long it runs; how long ago it ended; when a finished run that stays open started", () => {
+	const row = (over: Partial<FleetRow>): FleetRow => ({ id: "x", kind: "delegation", title: "x", status: "completed", scope: "session", depth: 0, open: false, ...over });
+	const cases: Array<[string, FleetRow, string]> = [
+		["running", row({ status: "running", started: NOW - 75_000 }), "for 1m15s"],
+		["queued", row({ status: "queued", started: NOW - 3_000 }), "for 3s"],
+		["completed: from its end, not its start", row({ started: NOW - 300_000, ended: NOW - 40_000 }), "40s ago"],
+		["failed hours ago after a minute", row({ status: "failed", started: NOW - 7_260_000, ended: NOW - 7_200_000 }), "2h ago"],
+		["completed, waiting for its parent's acknowledgement: no end to tell", row({ started: NOW - 40_000 }), "started 40s ago"],
+		["a schedule: its next fire", row({ kind: "schedule", status: "active", next: NOW + 300_000 }), "in 5m00s"],
+	];
+	for (const [what, r, want] of cases) assert.equal(rowTime(r, NOW), want, what);
+});
+
+for (const width of [80, 120]) {
+	test(`golden: a schedule's runs in the list at ${width} columns`, () => {
+		const rows = fleetRows(FIRED, NOW);
+		golden(`fleet-list-schedule-${width}.txt`, renderList(canvas(width), { rows, selected: 6, maxRows: 20, offset: 0, folder: "project" }), width);
+	});
+}
 
 for (const width of [80, 120]) {
 	test(`golden: the list at ${width} columns`, () => {
@@ -663,6 +783,39 @@ test("the view: a schedule row takes no message or result and says why; enter sh
 	await settle();
 	assert.equal(closed(), false, "esc goes back to the list");
 	assert.ok(v.render(120).some((l) => l.startsWith("▸ ↻ review the day's changes")));
+	v.dispose();
+});
+
+test("the view: a schedule's run takes a message to its task's session; enter on the count of earlier runs opens the schedule", async () => {
+	const r = recorder({ list: async () => ({ data: FIRED, problems: [] }) });
+	const { v } = view(r.source);
+	await settle();
+	const select = (title: string) => {
+		for (let i = 0; i < 20 && !v.render(120).some((l) => l.startsWith("▸") && l.includes(title)); i++) v.handleInput(KEYS.down);
+		assert.ok(
+			v.render(120).some((l) => l.startsWith("▸") && l.includes(title)),
+			v.render(120).join("\n"),
+		);
+	};
+	select("fired 09:59 · hourly review");
+	v.handleInput("s");
+	for (const ch of "look again") v.handleInput(ch);
+	v.handleInput(KEYS.enter);
+	await settle();
+	assert.ok(r.calls.includes(`send ${FIRED.folder[1].id} look again`), r.calls.join("\n"));
+	select("… 42 earlier runs");
+	v.handleInput("c");
+	assert.match(v.render(120).join(" "), /earlier runs of schedule hourly-review are not listed here/);
+	v.handleInput(KEYS.enter);
+	await settle();
+	assert.equal(r.calls.at(-1), "schedule hourly-review");
+	assert.match(v.render(120).join("\n"), /Subagents › schedule hourly review/);
+	v.handleInput(KEYS.esc);
+	await settle();
+	assert.ok(
+		v.render(120).some((l) => l.startsWith("▸") && l.includes("… 42 earlier runs")),
+		"back on the list, the count stays selected (not its schedule, which shares its ID)",
+	);
 	v.dispose();
 });
 
