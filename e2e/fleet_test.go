@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -292,4 +294,95 @@ func sessionNamed(t *testing.T, e *env, parentID, name string) string {
 	}
 	t.Fatalf("no session %q of %s:\n%s", name, parentID, out)
 	return ""
+}
+
+// TestFleetCommandsAnswerWithoutTerminal: `/subagents` and
+// `/subagents-doctor` in a print run and a JSON run of a real pi (docs/fleet.md,
+// "Outside the terminal UI"). pi has no UI there and drops notifications:
+// before, both commands answered nothing. A print run writes the answer on
+// stderr (pi keeps stdout for the model's answer); a JSON run prints it on
+// stdout as the session entry it appends (entry_appended, customType
+// subagents-answer), which the model never reads.
+func TestFleetCommandsAnswerWithoutTerminal(t *testing.T) {
+	e := newEnv(t)
+	e.startWorker(shared.client)
+	e.model.Script("c-listed", finalizeStep("listed-task: the folder is tidy"))
+	e.model.Script("p-listed",
+		call("task", map[string]any{"op": "start", "subagent_type": "scout", "description": "listed-task", "prompt": "[[script:c-listed]] Look around."}),
+		scriptedmodel.Step{Text: "Delegated."},
+	)
+	first := e.startExt([]string{"-p"}, "[[script:p-listed]] Delegate the look.")
+	if code := first.exitCode(t); code != 0 {
+		t.Fatalf("pi -p exited %d:\n%s", code, first.stderr.String())
+	}
+	files, _ := filepath.Glob(filepath.Join(e.agentDir, "sessions", "*", "*.jsonl"))
+	if len(files) != 1 {
+		t.Fatalf("session files: %v", files)
+	}
+	listed := sessionNamed(t, e, sessionIDOf(t, files[0]), "listed-task")
+
+	for _, c := range []struct {
+		args    []string
+		command string
+		// What the answer holds: the session's run, or the doctor's totals.
+		want []string
+	}{
+		{[]string{"-c", "-p"}, "/subagents", []string{listed, "completed · listed-task"}},
+		{[]string{"-c", "--mode", "json"}, "/subagents", []string{listed, "completed · listed-task"}},
+		{[]string{"-p"}, "/subagents-doctor", []string{"subagents doctor: ", "✓ pi: pi "}},
+		{[]string{"--mode", "json"}, "/subagents-doctor", []string{"subagents doctor: ", "✓ pi: pi "}},
+	} {
+		p := e.startExt(c.args, c.command)
+		if code := p.exitCode(t); code != 0 {
+			t.Fatalf("pi %v %s exited %d:\n%s", c.args, c.command, code, p.stderr.String())
+		}
+		var said string
+		if slices.Contains(c.args, "json") {
+			said = answerEntry(t, p.parentPi, strings.TrimPrefix(c.command, "/"))
+		} else {
+			said = p.stderr.String()
+			if out := p.events.String(); strings.Contains(out, c.want[0]) {
+				t.Errorf("pi %v %s put its answer on stdout, which pi keeps for the model's:\n%s", c.args, c.command, out)
+			}
+		}
+		for _, w := range c.want {
+			if !strings.Contains(said, w) {
+				t.Errorf("pi %v %s answered:\n%s\nwhich lacks %q", c.args, c.command, said, w)
+			}
+		}
+	}
+	if n := len(e.model.RequestsFor("")); n != 0 {
+		t.Errorf("the commands made %d model calls without a script", n)
+	}
+}
+
+// answerEntry is the text of the one subagents-answer entry of command
+// that a JSON run printed (its entry_appended event).
+func answerEntry(t *testing.T, p *parentPi, command string) string {
+	t.Helper()
+	var texts []string
+	for _, line := range strings.Split(p.events.String(), "\n") {
+		var ev struct {
+			Type  string `json:"type"`
+			Entry struct {
+				Type       string `json:"type"`
+				CustomType string `json:"customType"`
+				Data       struct {
+					Command string `json:"command"`
+					Text    string `json:"text"`
+				} `json:"data"`
+			} `json:"entry"`
+		}
+		if json.Unmarshal([]byte(line), &ev) != nil || ev.Type != "entry_appended" || ev.Entry.CustomType != "subagents-answer" {
+			continue
+		}
+		if ev.Entry.Data.Command != command {
+			t.Fatalf("an answer of %q where %q answered: %s", ev.Entry.Data.Command, command, line)
+		}
+		texts = append(texts, ev.Entry.Data.Text)
+	}
+	if len(texts) != 1 {
+		t.Fatalf("%d answers of %s in the JSON run, want 1:\n%s", len(texts), command, p.events.String())
+	}
+	return texts[0]
 }

@@ -2014,6 +2014,23 @@ var Delivery = class {
 
 // src/doctor.ts
 import { spawn as spawn3 } from "node:child_process";
+
+// src/answer.ts
+var ANSWER_ENTRY_TYPE = "subagents-answer";
+function answer(pi, ctx, command, text2, level = "info") {
+  if (ctx.hasUI) {
+    ctx.ui.notify(text2, level);
+    return;
+  }
+  if (ctx.mode === "json") {
+    pi.appendEntry(ANSWER_ENTRY_TYPE, { command, level, text: text2 });
+    return;
+  }
+  process.stderr.write(`${text2}
+`);
+}
+
+// src/doctor.ts
 var DOCTOR_DEADLINE_S = 30;
 var DOCTOR_STOP_MS = DOCTOR_DEADLINE_S * 1e3 + 15e3;
 function doctorArgs(cwd, cli) {
@@ -2070,14 +2087,14 @@ function registerDoctor(pi, cli) {
       const env = dir ? { ...base, SUBAGENTS_DATA_DIR: dir } : base;
       const bin = findBinary(c.options.bin === "subagents" ? void 0 : c.options.bin, env);
       if (!bin) {
-        ctx.ui.notify(`the subagents command was not found (${binarySearched()}): ${buildAdvice()}`, "error");
+        answer(pi, ctx, "subagents-doctor", `the subagents command was not found (${binarySearched()}): ${buildAdvice()}`, "error");
         return;
       }
       try {
         const { text: text2, level } = formatReport(await runDoctor(bin, doctorArgs(ctx.cwd, c), env, ctx.cwd));
-        ctx.ui.notify(text2, level);
+        answer(pi, ctx, "subagents-doctor", text2, level);
       } catch (e) {
-        ctx.ui.notify(e.message, "error");
+        answer(pi, ctx, "subagents-doctor", e.message, "error");
       }
     }
   });
@@ -3200,7 +3217,7 @@ function registerFleet(pi, deps) {
     description: "This session's and this folder's delegations, sessions, plans and schedules: open one, send, cancel, take a result",
     handler: async (_args, ctx) => {
       if (ctx.mode !== "tui") {
-        ctx.ui.notify(await listText(deps.cli(true), deps.delivery.parent(ctx), deps.delivery.running()), "info");
+        answer(pi, ctx, "subagents", await listText(deps.cli(true), deps.delivery.parent(ctx), deps.delivery.running()));
         return;
       }
       const kit = await loadTui();

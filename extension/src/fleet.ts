@@ -2,11 +2,13 @@
 // session's subagents run, and `/subagents`, a view of this session's and
 // this folder's delegations, sessions, plans and schedules that opens a run,
 // sends to a child, cancels, takes a result and opens the Temporal UI. In
-// print and JSON modes `/subagents` prints the list.
+// print, JSON and RPC modes `/subagents` answers with the list as text
+// (answer.ts).
 
 import { spawn } from "node:child_process";
 import { basename } from "node:path";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
+import { answer } from "./answer.ts";
 import { type SubagentsCli, SubagentsError } from "./cli.ts";
 import type { Delivery } from "./delivery.ts";
 import { type Envelope, listLine } from "./format.ts";
@@ -198,7 +200,7 @@ export function registerFleet(pi: ExtensionAPI, deps: FleetDeps): void {
 		handler: async (_args, ctx: ExtensionContext) => {
 			if (ctx.mode !== "tui") {
 				// Print, JSON and RPC modes: the list as text.
-				ctx.ui.notify(await listText(deps.cli(true), deps.delivery.parent(ctx), deps.delivery.running()), "info");
+				answer(pi, ctx, "subagents", await listText(deps.cli(true), deps.delivery.parent(ctx), deps.delivery.running()));
 				return;
 			}
 			const kit = await loadTui();

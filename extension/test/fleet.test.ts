@@ -29,6 +29,7 @@ import {
 	type ScheduleItem,
 } from "../src/fleet-view.ts";
 import { FleetWidget, ourProgress } from "../src/fleet-widget.ts";
+import { stderrOf } from "./stderr.ts";
 import type { Envelope, Item, ListItem } from "../src/format.ts";
 
 // A schedule's run is named by its fire time, in local time: the tests' is UTC.
@@ -823,16 +824,19 @@ test("the view: a schedule's run takes a message to its task's session; enter on
 function fakePi() {
 	const handlers = new Map<string, Array<(event: unknown, ctx: unknown) => unknown>>();
 	let command: { handler: (args: string, ctx: unknown) => Promise<void> } | undefined;
+	const entries: Array<{ customType: string; data: unknown }> = [];
 	const pi = {
 		on: (name: string, fn: (event: unknown, ctx: unknown) => unknown) => handlers.set(name, [...(handlers.get(name) ?? []), fn]),
 		registerCommand: (_name: string, opts: typeof command) => (command = opts),
 		sendMessage: () => {},
+		appendEntry: (customType: string, data: unknown) => entries.push({ customType, data }),
 	} as unknown as ExtensionAPI;
 	const fire = async (name: string, event: unknown = {}, ctx: unknown = {}) => {
 		for (const fn of handlers.get(name) ?? []) await fn(event, ctx);
 	};
-	return { pi, fire, command: () => command! };
+	return { pi, fire, entries, command: () => command! };
 }
+
 
 /** The fleet registered on a fake pi, with a client that records each call and whether it was passive (starts no service). */
 function fleetOn(over: { down?: boolean; running?: string[]; pending?: boolean } = {}) {
@@ -869,7 +873,8 @@ function fleetOn(over: { down?: boolean; running?: string[]; pending?: boolean }
 	const ctx = (mode: string, branch: unknown[] = []) => ({
 		mode,
 		cwd: "/home/me/project",
-		hasUI: true,
+		// pi's: print and JSON runs have no UI (their ui.notify does nothing).
+		hasUI: mode === "tui" || mode === "rpc",
 		sessionManager: { getSessionId: () => "parent-session", getBranch: () => branch, getSessionFile: () => undefined },
 		ui: {
 			setWidget: (_key: string, factory: unknown) => (widgetUp = !!factory),
@@ -923,14 +928,27 @@ test("the widget asks nothing in a session that started nothing and waits for no
 	}
 });
 
+test("/subagents outside the terminal answers in every mode: a notification in RPC, a session entry a JSON run prints, stderr in a print run", async () => {
+	const want = /done-task[^]*send-target[^]*Waiting in the background for: delegation-x/;
+	for (const mode of ["rpc", "json", "print"] as const) {
+		const f = fleetOn({ running: ["delegation-x"] });
+		const said = await stderrOf(() => f.command().handler("", f.ctx(mode)));
+		const got = { notes: f.notes.length, entries: f.entries.length, stderr: said !== "" };
+		assert.deepEqual(got, { notes: mode === "rpc" ? 1 : 0, entries: mode === "json" ? 1 : 0, stderr: mode === "print" }, mode);
+		const text = mode === "rpc" ? f.notes[0] : mode === "json" ? (f.entries[0].data as { text: string }).text : said;
+		assert.match(text, want, mode);
+		if (mode === "json") assert.deepEqual({ ...f.entries[0], data: { ...(f.entries[0].data as object), text: "" } }, { customType: "subagents-answer", data: { command: "subagents", level: "info", text: "" } });
+	}
+});
+
 test("looking starts no service: /subagents outside the terminal, a run's state and transcript, a schedule, a result taken; sending and cancelling may", async () => {
 	const down = fleetOn({ down: true });
-	await down.command().handler("", down.ctx("print"));
+	const said = await stderrOf(() => down.command().handler("", down.ctx("print")));
 	assert.deepEqual(
 		down.calls.map((c) => [c.verb, c.passive]),
 		[["list", true]],
 	);
-	assert.match(down.notes[0], /The subagents service is not running: nothing runs/);
+	assert.match(said, /The subagents service is not running: nothing runs/);
 
 	const f = fleetOn();
 	const ctx = f.ctx("tui");
