@@ -135,6 +135,12 @@ func TestFleetViewInATerminal(t *testing.T) {
 	if got := fmt.Sprint(userTexts(reqs[0])); !strings.Contains(got, "Also check the tests.") || !strings.Contains(got, "Scan the tree.") {
 		t.Fatalf("the child's next turn is not the message on its own session: %s", got)
 	}
+	// The answer of that turn, which no delegation carries, comes back into
+	// the conversation as the task's first answer did: a result message.
+	const reply = "send-target: the tests are checked too"
+	if l := waitForLine(t, sessionFile, reply); !strings.Contains(l, `"customType":"subagents-result"`) || !strings.Contains(l, "turn 2 of ") {
+		t.Fatalf("the answer to the message from the view is in the session as:\n%s", l)
+	}
 
 	// A cancel of the other one, which asks first.
 	selectRow(t, p, "cancel-target")
@@ -202,6 +208,22 @@ func TestFleetViewInATerminal(t *testing.T) {
 	// Nothing of the session runs any more: the widget is gone.
 	p.waitScreen("no widget", func(s string) bool { return !strings.Contains(s, "running · ") })
 	_ = after
+	// Each answer came into the conversation once.
+	b, err := os.ReadFile(sessionFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, answer := range []string{reply, "send-target: the tree is scanned"} {
+		n := 0
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.Contains(l, `"customType":"subagents-result"`) && strings.Contains(l, answer) {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("%q came into the conversation %d times, want once", answer, n)
+		}
+	}
 }
 
 // fleetView is the part of the screen the view draws: from its title on.

@@ -1093,9 +1093,9 @@ function taskDetails(op, env, invocation) {
     plan: env.plan
   };
 }
-function deliveryText(env) {
+function deliveryText(env, what = env.delegation_id) {
   const list = items(env);
-  const lines = [`Background sub-agent results (${env.delegation_id}):`];
+  const lines = [`Background sub-agent results (${what}):`];
   for (const it of list) {
     lines.push("", summaryLine(it));
     const body = succeeded(it) ? it.output : itemText(it);
@@ -1361,6 +1361,22 @@ function nestedParent(env = process.env) {
   return env.PI_SUBAGENT_PARENT_SESSION || void 0;
 }
 var RESULT_MESSAGE_TYPE = "subagents-result";
+var TURN_SENT_TYPE = "subagents-turn-sent";
+function turnKey(session, turn) {
+  return `${session}#${turn}`;
+}
+function sentTurns(entries) {
+  const delivered = /* @__PURE__ */ new Set();
+  const sent = /* @__PURE__ */ new Map();
+  for (const e of entries) {
+    if (e.type === "custom_message" && e.customType === RESULT_MESSAGE_TYPE && e.details?.turn) delivered.add(e.details.turn);
+    if (e.type !== "custom" || e.customType !== TURN_SENT_TYPE || !e.data?.session || !e.data.turn) continue;
+    const key = turnKey(e.data.session, e.data.turn);
+    if (e.data.gone) delivered.add(key);
+    else sent.set(key, { session: e.data.session, turn: e.data.turn });
+  }
+  return { delivered, pending: [...sent].filter(([k]) => !delivered.has(k)).map(([, t]) => t) };
+}
 function deliveredIds(entries) {
   const ids = /* @__PURE__ */ new Set();
   for (const e of entries) {
@@ -1395,6 +1411,16 @@ function toldInBranch(ctx) {
     if (e.type === "custom_message" && e.customType === QUESTION_MESSAGE_TYPE && e.details?.questionId) told.add(e.details.questionId);
   }
   return told;
+}
+function turnDraft(env, sent) {
+  const turn = env.items?.[0]?.turn ?? sent.turn;
+  return {
+    type: "custom_message",
+    customType: RESULT_MESSAGE_TYPE,
+    content: deliveryText(env, `turn ${turn} of ${sent.session}: the answer to the message sent to it while it ran`),
+    display: true,
+    details: { turn: turnKey(sent.session, sent.turn), envelope: env }
+  };
 }
 function deliveryDraft(env, adoptedFrom, scheduled) {
   let text2 = deliveryText(env);
@@ -1434,6 +1460,8 @@ var Delivery = class {
   origins = /* @__PURE__ */ new Map();
   /** Adopted delegations: the session each came from. */
   adoptedFrom = /* @__PURE__ */ new Map();
+  /** Messages sent to running tasks whose answers this session waits for, by turnKey (watchTurn). */
+  turns = /* @__PURE__ */ new Map();
   /** Results of scheduled runs this session claimed, by delegation ID: where each waits to be acknowledged. */
   scheduledFrom = /* @__PURE__ */ new Map();
   /** Sessions whose marks this process wrote by delegating: such a mark stays until its work is acknowledged. */
@@ -1677,6 +1705,8 @@ var Delivery = class {
     const branch = ctx.sessionManager.getBranch();
     const delivered = deliveredIds(branch);
     for (const id of delivered) this.acked.add(id);
+    const turns = sentTurns(branch);
+    for (const key of turns.delivered) this.acked.add(key);
     const local = this.dataDir() !== void 0;
     if (local && !this.mayHavePending(ctx)) return;
     const own = this.marker(this.parentId);
@@ -1690,8 +1720,9 @@ var Delivery = class {
     }
     await Promise.allSettled([...this.starting]);
     if (this.closed) return;
+    for (const t of turns.pending) this.watchTurn(t.session, t.turn, ctx, false);
     const marker = this.marker(this.parentId);
-    if (marker && (open.runs ?? []).length === 0 && !this.delegatedHere.has(this.parentId)) {
+    if (marker && (open.runs ?? []).length === 0 && turns.pending.length === 0 && !this.delegatedHere.has(this.parentId)) {
       try {
         unlinkSync2(marker);
       } catch {
@@ -1798,18 +1829,49 @@ var Delivery = class {
   }
   /** Waits in the background for a delegation this parent started (own) or that waits for it. */
   watch(id, origin = "own") {
-    if (this.closed || this.watchers.has(id) || this.ready.has(id) || this.handed.has(id) || this.acked.has(id)) return;
-    this.origins.set(id, origin);
+    if (!this.watchable(id)) return;
+    this.follow(id, id, origin);
+  }
+  /**
+   * Waits in the background for the answer of a message this session sent
+   * to a running task: its turn `turn`, queued behind the turn under way,
+   * which no delegation carries (a send to a task between turns starts one,
+   * watched as any). The answer is delivered as a background result of
+   * this session's is, once: keyed by the session and turn (turnKey).
+   * record notes the wait in the session (an entry the model never reads),
+   * so that a pi stopped before the answer came waits for it again at the
+   * session's next start.
+   */
+  watchTurn(session, turn, ctx, record = true) {
+    const key = turnKey(session, turn);
+    if (!this.watchable(key)) return;
+    if (ctx) {
+      this.ctx ??= ctx;
+      this.parentId ||= this.parent(ctx);
+    }
+    this.turns.set(key, { session, turn });
+    if (record) this.pi.appendEntry(TURN_SENT_TYPE, { session, turn });
+    this.follow(key, session, "own", (e) => {
+      if (e instanceof SubagentsError && e.code === "SESSION_NOT_FOUND" && !this.closed) this.pi.appendEntry(TURN_SENT_TYPE, { session, turn, gone: true });
+    });
+  }
+  watchable(key) {
+    return !(this.closed || this.watchers.has(key) || this.ready.has(key) || this.handed.has(key) || this.acked.has(key));
+  }
+  /** Follows target (a delegation, or the session of a turn) until it ends, and hands its result over as key. */
+  follow(key, target, origin, failed) {
+    this.origins.set(key, origin);
     const abort = new AbortController();
-    const done = this.cli().follow(id, (env) => this.noticeQuestions(env), abort.signal).then((env) => this.arrive(env, origin)).catch(() => {
+    const done = this.cli().follow(target, (env) => this.noticeQuestions(env), abort.signal).then((env) => this.arrive(env, origin, this.turns.has(key) ? key : env.delegation_id)).catch((e) => {
+      failed?.(e);
     }).finally(() => {
-      this.watchers.delete(id);
+      this.watchers.delete(key);
       this.wake();
     });
-    this.watchers.set(id, { abort, done });
+    this.watchers.set(key, { abort, done });
   }
-  arrive(env, origin) {
-    const id = env.delegation_id;
+  /** A result is ready to hand over, as id: a delegation's ID (the envelope's), or a turn's key. */
+  arrive(env, origin, id = env.delegation_id) {
     if (!id || this.acked.has(id) || this.handed.has(id)) return;
     this.ready.set(id, { env, origin });
     this.wake();
@@ -1861,10 +1923,14 @@ var Delivery = class {
     for (const [id, { env, origin }] of this.ready) {
       this.ready.delete(id);
       this.handed.add(id);
-      const d = deliveryDraft(env, this.adoptedFrom.get(id), this.scheduledFrom.get(id));
-      sendDraft(this.pi, d, { triggerTurn: startsTurn(origin, interactive2) });
+      sendDraft(this.pi, this.draft(id, env), { triggerTurn: startsTurn(origin, interactive2) });
     }
     void this.ackPersisted(ctx);
+  }
+  /** The message that delivers the result ready as id: a delegation's, or the answer of a turn (turnDraft). */
+  draft(id, env) {
+    const sent = this.turns.get(id);
+    return sent ? turnDraft(env, sent) : deliveryDraft(env, this.adoptedFrom.get(id), this.scheduledFrom.get(id));
   }
   /**
    * Finished results as boundary drafts (turn_end, agent_before_settle),
@@ -1882,7 +1948,7 @@ var Delivery = class {
     }
     for (const [id, { env, origin }] of this.ready) {
       if (only && origin !== only) continue;
-      entries.push(deliveryDraft(env, this.adoptedFrom.get(id), this.scheduledFrom.get(id)));
+      entries.push(this.draft(id, env));
       turn ||= startsTurn(origin, interactive2);
       this.ready.delete(id);
       this.handed.add(id);
@@ -3167,7 +3233,10 @@ function source(pi, deps, ctx) {
     },
     async send(session, message) {
       const env = await delivery.own(cli().call("send", [], [], { task_id: session, prompt: message, parent_session_id: delivery.delivering(ctx), deliver: true }));
-      if (env.accepted_turn) return `Sent: it runs as turn ${env.accepted_turn} of ${session}, after the turn under way`;
+      if (env.accepted_turn) {
+        delivery.watchTurn(session, env.accepted_turn, ctx);
+        return `Sent: it runs as turn ${env.accepted_turn} of ${session}, after the turn under way; its answer comes back here`;
+      }
       if (env.delegation_id && !env.done) delivery.watch(env.delegation_id);
       return `Sent: ${session} goes on with it${env.delegation_id ? ` (${env.delegation_id}); its result comes back here` : ""}`;
     },

@@ -136,7 +136,13 @@ function source(pi: ExtensionAPI, deps: FleetDeps, ctx: ExtensionContext): Fleet
 			// As the task tool's send: a session between turns or ended is
 			// resumed by a delegation whose result comes back here.
 			const env = await delivery.own(cli().call("send", [], [], { task_id: session, prompt: message, parent_session_id: delivery.delivering(ctx), deliver: true }));
-			if (env.accepted_turn) return `Sent: it runs as turn ${env.accepted_turn} of ${session}, after the turn under way`;
+			if (env.accepted_turn) {
+				// A running task's next turn, which no delegation carries: its
+				// answer is waited for here, and comes back as a background
+				// result does.
+				delivery.watchTurn(session, env.accepted_turn, ctx);
+				return `Sent: it runs as turn ${env.accepted_turn} of ${session}, after the turn under way; its answer comes back here`;
+			}
 			if (env.delegation_id && !env.done) delivery.watch(env.delegation_id);
 			return `Sent: ${session} goes on with it${env.delegation_id ? ` (${env.delegation_id}); its result comes back here` : ""}`;
 		},

@@ -839,14 +839,15 @@ function fakePi() {
 
 
 /** The fleet registered on a fake pi, with a client that records each call and whether it was passive (starts no service). */
-function fleetOn(over: { down?: boolean; running?: string[]; pending?: boolean } = {}) {
+function fleetOn(over: { down?: boolean; running?: string[]; pending?: boolean; send?: unknown } = {}) {
 	const calls: Array<{ verb: string; passive: boolean; args: string[] }> = [];
+	const watched: string[] = [];
 	const answers: Record<string, unknown> = {
 		list: { runs: [...DATA.mine] },
 		status: STATUS,
 		transcript: { text: TRANSCRIPT },
 		schedule: { schedules: [DESCRIBED] },
-		send: { accepted_turn: 2 },
+		send: over.send ?? { accepted_turn: 2 },
 		output: { text: "the loader is config/load.go" },
 		cancel: { cancel_applied: true, prior_status: "running" },
 	};
@@ -864,7 +865,8 @@ function fleetOn(over: { down?: boolean; running?: string[]; pending?: boolean }
 		running: () => over.running ?? [],
 		mayHavePending: () => over.pending ?? false,
 		own: <T>(p: T) => p,
-		watch: () => {},
+		watch: (id: string) => watched.push(id),
+		watchTurn: (session: string, turn: number) => watched.push(`${session}#${turn}`),
 	} as unknown as Delivery;
 	const f = fakePi();
 	registerFleet(f.pi, { cli, delivery, loadTui: async () => tui });
@@ -892,7 +894,7 @@ function fleetOn(over: { down?: boolean; running?: string[]; pending?: boolean }
 	});
 	let viewOpened: (v: FleetView) => void = () => {};
 	const opened = () => new Promise<FleetView>((r) => (viewOpened = r));
-	return { ...f, calls, ctx, notes, opened, widgetUp: () => widgetUp };
+	return { ...f, calls, ctx, notes, opened, watched, widgetUp: () => widgetUp };
 }
 
 test("the widget asks nothing in a session that started nothing and waits for nothing; it looks once this session delegated", async () => {
@@ -925,6 +927,28 @@ test("the widget asks nothing in a session that started nothing and waits for no
 		await settle();
 		assert.equal(g.calls.length, 1, `${what}: ${JSON.stringify(g.calls)}`);
 		await g.fire("session_shutdown");
+	}
+});
+
+test("a message sent from the view: its answer comes back into this session, from a running task's next turn as from a resumed one", async () => {
+	for (const [what, send, watched, said] of [
+		["a running task: its next turn", { accepted_turn: 2 }, [`${id(2)}#2`], /Sent: it runs as turn 2 of .*; its answer comes back here/],
+		["a task between turns: a delegation resumes it", { delegation_id: "delegation-resumed", done: false }, ["delegation-resumed"], /goes on with it \(delegation-resumed\); its result comes back here/],
+	] as const) {
+		const f = fleetOn({ send });
+		const opened = f.opened();
+		const running = f.command().handler("", f.ctx("tui"));
+		const v = await opened;
+		await settle();
+		v.handleInput(KEYS.down);
+		v.handleInput("s");
+		for (const ch of "also check the tests") v.handleInput(ch);
+		v.handleInput(KEYS.enter);
+		await settle();
+		assert.deepEqual(f.watched, watched, what);
+		assert.match(v.render(200).join(" "), said, what);
+		v.handleInput(KEYS.esc);
+		await running;
 	}
 });
 
