@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/durable-pi/subagents/api"
+	"github.com/durable-pi/subagents/client"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
 )
 
@@ -407,4 +408,78 @@ func answerEntry(t *testing.T, p *parentPi, command string) string {
 		t.Fatalf("%d answers of %s in the JSON run, want 1:\n%s", len(texts), command, p.events.String())
 	}
 	return texts[0]
+}
+
+// TestFleetViewListsEachScheduleRunOnce: a schedule of the folder ran four
+// times (triggers, each a delegation of one task and that task's session).
+// `/subagents` lists the schedule with its three latest runs beneath it, one
+// row each, named by the schedule and the time each fired (told apart),
+// and one row that counts the earlier run; a run's row takes its task's
+// result, and enter on the count opens the schedule (docs/fleet.md). Before,
+// each run was two rows named after the agent, under This folder.
+func TestFleetViewListsEachScheduleRunOnce(t *testing.T) {
+	e := newEnv(t)
+	e.startWorker(shared.client)
+	e.model.Script("c-fire", finalizeStep("fire: the day is reviewed"))
+	sched := scheduleID("fleet-runs")
+	e.mustSchedule(nil, "create", "--id", sched, "--every", "1h", "--overlap", "allow_all", "--name", "hourly review", "[[script:c-fire]] Review the day.")
+	t.Cleanup(func() { e.scheduleCmd(nil, "delete", sched) })
+	for range 4 {
+		e.mustSchedule(nil, "trigger", sched)
+	}
+	e.waitForSchedule(nil, sched, "four finished runs", func(s client.ScheduleItem) bool { n, idle := finishedRuns(s); return n == 4 && idle })
+	e.model.Script("p-idle", scriptedmodel.Step{Text: "Ready.", Repeat: true})
+	p := e.startTmuxPi(filepath.Join(t.TempDir(), "parent.jsonl"), 120, 40, "[[script:p-idle]] Hello.")
+	p.waitFor("Ready.")
+	p.text("/subagents")
+	p.keys("Enter")
+	var asked time.Time
+	view := fleetView(p.waitScreen("the schedule with its runs", func(s string) bool {
+		if !strings.Contains(s, "Subagents · this session and work") {
+			// The command's completion list took the first Enter.
+			if strings.Contains(s, "/subagents") && !strings.Contains(s, "This session") {
+				p.keys("Enter")
+			}
+			return false
+		}
+		if strings.Count(s, " · hourly review") == 3 && strings.Contains(s, "… 1 earlier run") {
+			return true
+		}
+		// Temporal's listing lags a run's end by a moment: ask again.
+		if time.Since(asked) > 2*time.Second {
+			asked = time.Now()
+			p.keys("r")
+		}
+		return false
+	}))
+	t.Logf("a schedule's runs in the view:\n%s", view)
+	var titles []string
+	for _, l := range strings.Split(view, "\n") {
+		if !strings.Contains(l, " · hourly review") {
+			continue
+		}
+		if sectionOf(view, strings.TrimSpace(l)) != "Schedules of this folder" || !strings.Contains(l, "completed") || !strings.Contains(l, " ago ") || !strings.Contains(l, " delegation ") {
+			t.Errorf("a run's row: %q", l)
+		}
+		title := strings.TrimSpace(strings.TrimLeft(l, " ▸✓"))
+		titles = append(titles, title[:strings.Index(title, " · hourly review")+len(" · hourly review")])
+	}
+	if len(slices.Compact(slices.Sorted(slices.Values(titles)))) != 3 {
+		t.Errorf("the runs are not told apart: %q", titles)
+	}
+	// The kind column of a task's own row (its cell is ten wide).
+	if strings.Contains(view, " session     ") {
+		t.Errorf("a run's task is listed as a row of its own:\n%s", view)
+	}
+
+	// A run's row is its task's: its result is taken from the task's session.
+	selectRow(t, p, titles[0])
+	p.keys("t")
+	p.waitFor("Put the result of fired ")
+	// The count of the earlier run opens the schedule.
+	selectRow(t, p, "… 1 earlier run")
+	p.keys("Enter")
+	p.waitFor("Subagents › schedule hourly review", "Fired 4 times", "Recent runs")
+	p.keys("Escape")
+	p.waitFor("esc close")
 }

@@ -2201,12 +2201,12 @@ function runRow(r, scope) {
 }
 var SCHEDULE_PARENT = "schedule:";
 var SCHEDULE_RUNS_SHOWN = 3;
-function fireTime(t, now) {
+function fireTime(t, now, seconds2 = false) {
   if (t === void 0) return "-";
   const d = new Date(t);
   const n = new Date(now);
   const pad = (x) => String(x).padStart(2, "0");
-  const hm = `${pad(d.getHours())}:${pad(d.getMinutes())}`;
+  const hm = `${pad(d.getHours())}:${pad(d.getMinutes())}${seconds2 ? `:${pad(d.getSeconds())}` : ""}`;
   if (d.toDateString() === n.toDateString()) return hm;
   const md = `${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;
   return d.getFullYear() === n.getFullYear() ? `${md} ${hm}` : `${d.getFullYear()}-${md} ${hm}`;
@@ -2262,7 +2262,6 @@ function fleetRows(data, now = Date.now()) {
     const p = items2.get(row.id).parent_session_id;
     if (!p?.startsWith(SCHEDULE_PARENT)) continue;
     const id = p.slice(SCHEDULE_PARENT.length);
-    row.title = `fired ${fireTime(row.started, now)} \xB7 ${listed.get(id)?.name || id}`;
     fires.set(id, [...fires.get(id) ?? [], row]);
   }
   const under = /* @__PURE__ */ new Map();
@@ -2270,6 +2269,9 @@ function fleetRows(data, now = Date.now()) {
   for (const [id, group] of fires) {
     const sched = listed.get(id);
     const shown = group.sort(newest).slice(0, SCHEDULE_RUNS_SHOWN);
+    const minutes = shown.map((r) => fireTime(r.started, now));
+    const seconds2 = new Set(minutes).size < minutes.length;
+    for (const r of group) r.title = `fired ${fireTime(r.started, now, seconds2)} \xB7 ${sched?.name || id}`;
     const hidden = group.slice(SCHEDULE_RUNS_SHOWN);
     for (const r of hidden) hide(r);
     const n = Math.max(hidden.length, (sched?.fires ?? 0) - shown.length);

@@ -149,13 +149,17 @@ const SCHEDULE_PARENT = "schedule:";
 /** How many runs of a schedule the list shows, the newest; one row counts the earlier ones. */
 export const SCHEDULE_RUNS_SHOWN = 3;
 
-/** When a schedule's run fired, as its row's title says it (local time): 14:05 today, else 03-01 14:05, and the year when it is not this one's. */
-export function fireTime(t: number | undefined, now: number): string {
+/**
+ * When a schedule's run fired, as its row's title says it (local time):
+ * 14:05 today, else 03-01 14:05, and the year when it is not this one's;
+ * with seconds, 14:05:31 (for runs of one minute: a trigger's beside a fire).
+ */
+export function fireTime(t: number | undefined, now: number, seconds = false): string {
 	if (t === undefined) return "-";
 	const d = new Date(t);
 	const n = new Date(now);
 	const pad = (x: number) => String(x).padStart(2, "0");
-	const hm = `${pad(d.getHours())}:${pad(d.getMinutes())}`;
+	const hm = `${pad(d.getHours())}:${pad(d.getMinutes())}${seconds ? `:${pad(d.getSeconds())}` : ""}`;
 	if (d.toDateString() === n.toDateString()) return hm;
 	const md = `${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;
 	return d.getFullYear() === n.getFullYear() ? `${md} ${hm}` : `${d.getFullYear()}-${md} ${hm}`;
@@ -230,7 +234,6 @@ export function fleetRows(data: FleetData, now = Date.now()): FleetRow[] {
 		const p = items.get(row.id)!.parent_session_id;
 		if (!p?.startsWith(SCHEDULE_PARENT)) continue;
 		const id = p.slice(SCHEDULE_PARENT.length);
-		row.title = `fired ${fireTime(row.started, now)} · ${listed.get(id)?.name || id}`;
 		fires.set(id, [...(fires.get(id) ?? []), row]);
 	}
 	const under = new Map<string, FleetRow[]>();
@@ -238,6 +241,10 @@ export function fleetRows(data: FleetData, now = Date.now()): FleetRow[] {
 	for (const [id, group] of fires) {
 		const sched = listed.get(id);
 		const shown = group.sort(newest).slice(0, SCHEDULE_RUNS_SHOWN);
+		// To the minute, unless two runs shown share one.
+		const minutes = shown.map((r) => fireTime(r.started, now));
+		const seconds = new Set(minutes).size < minutes.length;
+		for (const r of group) r.title = `fired ${fireTime(r.started, now, seconds)} · ${sched?.name || id}`;
 		const hidden = group.slice(SCHEDULE_RUNS_SHOWN);
 		for (const r of hidden) hide(r);
 		// The schedule counts every run it started, also those the listing no longer holds.

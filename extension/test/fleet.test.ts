@@ -278,6 +278,14 @@ test("rows: a schedule's run is one row named by the schedule and its fire time;
 	assert.equal(rows.filter((r) => r.kind === "session").length, 0, "no run is listed twice");
 });
 
+test("rows: runs of a schedule that fired in the same minute (a trigger beside a fire) are told apart by their seconds", () => {
+	const folder = fired("hourly-review", "scout", [95, 62, 30], false);
+	const titles = fleetRows({ mine: [], folder, schedules: FIRED.schedules }, NOW)
+		.filter((r) => r.kind === "delegation")
+		.map((r) => r.title);
+	assert.deepEqual(titles, ["fired 09:59:30 · hourly review", "fired 09:58:58 · hourly review", "fired 09:58:25 · hourly review"]);
+});
+
 test("rows: a delegation of several tasks keeps a row for each, also while only one of them has a session yet", () => {
 	const d = `delegation-${id(60)}`;
 	const rows = fleetRows({
