@@ -2,14 +2,17 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/durable-pi/subagents/api"
+	"github.com/durable-pi/subagents/client"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
 )
 
@@ -133,6 +136,12 @@ func TestFleetViewInATerminal(t *testing.T) {
 	if got := fmt.Sprint(userTexts(reqs[0])); !strings.Contains(got, "Also check the tests.") || !strings.Contains(got, "Scan the tree.") {
 		t.Fatalf("the child's next turn is not the message on its own session: %s", got)
 	}
+	// The answer of that turn, which no delegation carries, comes back into
+	// the conversation as the task's first answer did: a result message.
+	const reply = "send-target: the tests are checked too"
+	if l := waitForLine(t, sessionFile, reply); !strings.Contains(l, `"customType":"subagents-result"`) || !strings.Contains(l, "turn 2 of ") {
+		t.Fatalf("the answer to the message from the view is in the session as:\n%s", l)
+	}
 
 	// A cancel of the other one, which asks first.
 	selectRow(t, p, "cancel-target")
@@ -200,6 +209,22 @@ func TestFleetViewInATerminal(t *testing.T) {
 	// Nothing of the session runs any more: the widget is gone.
 	p.waitScreen("no widget", func(s string) bool { return !strings.Contains(s, "running · ") })
 	_ = after
+	// Each answer came into the conversation once.
+	b, err := os.ReadFile(sessionFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, answer := range []string{reply, "send-target: the tree is scanned"} {
+		n := 0
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.Contains(l, `"customType":"subagents-result"`) && strings.Contains(l, answer) {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("%q came into the conversation %d times, want once", answer, n)
+		}
+	}
 }
 
 // fleetView is the part of the screen the view draws: from its title on.
@@ -292,4 +317,169 @@ func sessionNamed(t *testing.T, e *env, parentID, name string) string {
 	}
 	t.Fatalf("no session %q of %s:\n%s", name, parentID, out)
 	return ""
+}
+
+// TestFleetCommandsAnswerWithoutTerminal: `/subagents` and
+// `/subagents-doctor` in a print run and a JSON run of a real pi (docs/fleet.md,
+// "Outside the terminal UI"). pi has no UI there and drops notifications:
+// before, both commands answered nothing. A print run writes the answer on
+// stderr (pi keeps stdout for the model's answer); a JSON run prints it on
+// stdout as the session entry it appends (entry_appended, customType
+// subagents-answer), which the model never reads.
+func TestFleetCommandsAnswerWithoutTerminal(t *testing.T) {
+	e := newEnv(t)
+	e.startWorker(shared.client)
+	e.model.Script("c-listed", finalizeStep("listed-task: the folder is tidy"))
+	e.model.Script("p-listed",
+		call("task", map[string]any{"op": "start", "subagent_type": "scout", "description": "listed-task", "prompt": "[[script:c-listed]] Look around."}),
+		scriptedmodel.Step{Text: "Delegated."},
+	)
+	first := e.startExt([]string{"-p"}, "[[script:p-listed]] Delegate the look.")
+	if code := first.exitCode(t); code != 0 {
+		t.Fatalf("pi -p exited %d:\n%s", code, first.stderr.String())
+	}
+	files, _ := filepath.Glob(filepath.Join(e.agentDir, "sessions", "*", "*.jsonl"))
+	if len(files) != 1 {
+		t.Fatalf("session files: %v", files)
+	}
+	listed := sessionNamed(t, e, sessionIDOf(t, files[0]), "listed-task")
+
+	for _, c := range []struct {
+		args    []string
+		command string
+		// What the answer holds: the session's run, or the doctor's totals.
+		want []string
+	}{
+		{[]string{"-c", "-p"}, "/subagents", []string{listed, "completed · listed-task"}},
+		{[]string{"-c", "--mode", "json"}, "/subagents", []string{listed, "completed · listed-task"}},
+		{[]string{"-p"}, "/subagents-doctor", []string{"subagents doctor: ", "✓ pi: pi "}},
+		{[]string{"--mode", "json"}, "/subagents-doctor", []string{"subagents doctor: ", "✓ pi: pi "}},
+	} {
+		p := e.startExt(c.args, c.command)
+		if code := p.exitCode(t); code != 0 {
+			t.Fatalf("pi %v %s exited %d:\n%s", c.args, c.command, code, p.stderr.String())
+		}
+		var said string
+		if slices.Contains(c.args, "json") {
+			said = answerEntry(t, p.parentPi, strings.TrimPrefix(c.command, "/"))
+		} else {
+			said = p.stderr.String()
+			if out := p.events.String(); strings.Contains(out, c.want[0]) {
+				t.Errorf("pi %v %s put its answer on stdout, which pi keeps for the model's:\n%s", c.args, c.command, out)
+			}
+		}
+		for _, w := range c.want {
+			if !strings.Contains(said, w) {
+				t.Errorf("pi %v %s answered:\n%s\nwhich lacks %q", c.args, c.command, said, w)
+			}
+		}
+	}
+	if n := len(e.model.RequestsFor("")); n != 0 {
+		t.Errorf("the commands made %d model calls without a script", n)
+	}
+}
+
+// answerEntry is the text of the one subagents-answer entry of command
+// that a JSON run printed (its entry_appended event).
+func answerEntry(t *testing.T, p *parentPi, command string) string {
+	t.Helper()
+	var texts []string
+	for _, line := range strings.Split(p.events.String(), "\n") {
+		var ev struct {
+			Type  string `json:"type"`
+			Entry struct {
+				Type       string `json:"type"`
+				CustomType string `json:"customType"`
+				Data       struct {
+					Command string `json:"command"`
+					Text    string `json:"text"`
+				} `json:"data"`
+			} `json:"entry"`
+		}
+		if json.Unmarshal([]byte(line), &ev) != nil || ev.Type != "entry_appended" || ev.Entry.CustomType != "subagents-answer" {
+			continue
+		}
+		if ev.Entry.Data.Command != command {
+			t.Fatalf("an answer of %q where %q answered: %s", ev.Entry.Data.Command, command, line)
+		}
+		texts = append(texts, ev.Entry.Data.Text)
+	}
+	if len(texts) != 1 {
+		t.Fatalf("%d answers of %s in the JSON run, want 1:\n%s", len(texts), command, p.events.String())
+	}
+	return texts[0]
+}
+
+// TestFleetViewListsEachScheduleRunOnce: a schedule of the folder ran four
+// times (triggers, each a delegation of one task and that task's session).
+// `/subagents` lists the schedule with its three latest runs beneath it, one
+// row each, named by the schedule and the time each fired (told apart),
+// and one row that counts the earlier run; a run's row takes its task's
+// result, and enter on the count opens the schedule (docs/fleet.md). Before,
+// each run was two rows named after the agent, under This folder.
+func TestFleetViewListsEachScheduleRunOnce(t *testing.T) {
+	e := newEnv(t)
+	e.startWorker(shared.client)
+	e.model.Script("c-fire", finalizeStep("fire: the day is reviewed"))
+	sched := scheduleID("fleet-runs")
+	e.mustSchedule(nil, "create", "--id", sched, "--every", "1h", "--overlap", "allow_all", "--name", "hourly review", "[[script:c-fire]] Review the day.")
+	t.Cleanup(func() { e.scheduleCmd(nil, "delete", sched) })
+	for range 4 {
+		e.mustSchedule(nil, "trigger", sched)
+	}
+	e.waitForSchedule(nil, sched, "four finished runs", func(s client.ScheduleItem) bool { n, idle := finishedRuns(s); return n == 4 && idle })
+	e.model.Script("p-idle", scriptedmodel.Step{Text: "Ready.", Repeat: true})
+	p := e.startTmuxPi(filepath.Join(t.TempDir(), "parent.jsonl"), 120, 40, "[[script:p-idle]] Hello.")
+	p.waitFor("Ready.")
+	p.text("/subagents")
+	p.keys("Enter")
+	var asked time.Time
+	view := fleetView(p.waitScreen("the schedule with its runs", func(s string) bool {
+		if !strings.Contains(s, "Subagents · this session and work") {
+			// The command's completion list took the first Enter.
+			if strings.Contains(s, "/subagents") && !strings.Contains(s, "This session") {
+				p.keys("Enter")
+			}
+			return false
+		}
+		if strings.Count(s, " · hourly review") == 3 && strings.Contains(s, "… 1 earlier run") {
+			return true
+		}
+		// Temporal's listing lags a run's end by a moment: ask again.
+		if time.Since(asked) > 2*time.Second {
+			asked = time.Now()
+			p.keys("r")
+		}
+		return false
+	}))
+	t.Logf("a schedule's runs in the view:\n%s", view)
+	var titles []string
+	for _, l := range strings.Split(view, "\n") {
+		if !strings.Contains(l, " · hourly review") {
+			continue
+		}
+		if sectionOf(view, strings.TrimSpace(l)) != "Schedules of this folder" || !strings.Contains(l, "completed") || !strings.Contains(l, " ago ") || !strings.Contains(l, " delegation ") {
+			t.Errorf("a run's row: %q", l)
+		}
+		title := strings.TrimSpace(strings.TrimLeft(l, " ▸✓"))
+		titles = append(titles, title[:strings.Index(title, " · hourly review")+len(" · hourly review")])
+	}
+	if len(slices.Compact(slices.Sorted(slices.Values(titles)))) != 3 {
+		t.Errorf("the runs are not told apart: %q", titles)
+	}
+	// The kind column of a task's own row (its cell is ten wide).
+	if strings.Contains(view, " session     ") {
+		t.Errorf("a run's task is listed as a row of its own:\n%s", view)
+	}
+
+	// A run's row is its task's: its result is taken from the task's session.
+	selectRow(t, p, titles[0])
+	p.keys("t")
+	p.waitFor("Put the result of fired ")
+	// The count of the earlier run opens the schedule.
+	selectRow(t, p, "… 1 earlier run")
+	p.keys("Enter")
+	p.waitFor("Subagents › schedule hourly review", "Fired 4 times", "Recent runs")
+	p.keys("Escape")
+	p.waitFor("esc close")
 }

@@ -1093,9 +1093,9 @@ function taskDetails(op, env, invocation) {
     plan: env.plan
   };
 }
-function deliveryText(env) {
+function deliveryText(env, what = env.delegation_id) {
   const list = items(env);
-  const lines = [`Background sub-agent results (${env.delegation_id}):`];
+  const lines = [`Background sub-agent results (${what}):`];
   for (const it of list) {
     lines.push("", summaryLine(it));
     const body = succeeded(it) ? it.output : itemText(it);
@@ -1424,6 +1424,22 @@ function nestedParent(env = process.env) {
   return env.PI_SUBAGENT_PARENT_SESSION || void 0;
 }
 var RESULT_MESSAGE_TYPE = "subagents-result";
+var TURN_SENT_TYPE = "subagents-turn-sent";
+function turnKey(session, turn) {
+  return `${session}#${turn}`;
+}
+function sentTurns(entries) {
+  const delivered = /* @__PURE__ */ new Set();
+  const sent = /* @__PURE__ */ new Map();
+  for (const e of entries) {
+    if (e.type === "custom_message" && e.customType === RESULT_MESSAGE_TYPE && e.details?.turn) delivered.add(e.details.turn);
+    if (e.type !== "custom" || e.customType !== TURN_SENT_TYPE || !e.data?.session || !e.data.turn) continue;
+    const key = turnKey(e.data.session, e.data.turn);
+    if (e.data.gone) delivered.add(key);
+    else sent.set(key, { session: e.data.session, turn: e.data.turn });
+  }
+  return { delivered, pending: [...sent].filter(([k]) => !delivered.has(k)).map(([, t]) => t) };
+}
 function deliveredIds(entries) {
   const ids = /* @__PURE__ */ new Set();
   for (const e of entries) {
@@ -1468,6 +1484,16 @@ function scheduledIntro(s) {
   }[s.open ?? ""] ?? "";
   return `A scheduled run of schedule ${s.schedule} (${s.run}) ${when}${where}; its result:`;
 }
+function turnDraft(env, sent) {
+  const turn = env.items?.[0]?.turn ?? sent.turn;
+  return {
+    type: "custom_message",
+    customType: RESULT_MESSAGE_TYPE,
+    content: deliveryText(env, `turn ${turn} of ${sent.session}: the answer to the message sent to it while it ran`),
+    display: true,
+    details: { turn: turnKey(sent.session, sent.turn), envelope: env }
+  };
+}
 function deliveryDraft(env, adoptedFrom, scheduled) {
   let text2 = deliveryText(env);
   if (adoptedFrom) text2 += `
@@ -1504,6 +1530,8 @@ var Delivery = class {
   origins = /* @__PURE__ */ new Map();
   /** Adopted delegations: the session each came from. */
   adoptedFrom = /* @__PURE__ */ new Map();
+  /** Messages sent to running tasks whose answers this session waits for, by turnKey (watchTurn). */
+  turns = /* @__PURE__ */ new Map();
   /** Results of scheduled runs this session claimed, by delegation ID: where each waits to be acknowledged. */
   scheduledFrom = /* @__PURE__ */ new Map();
   /** Sessions whose marks this process wrote by delegating: such a mark stays until its work is acknowledged. */
@@ -1767,6 +1795,8 @@ var Delivery = class {
     const branch = ctx.sessionManager.getBranch();
     const delivered = deliveredIds(branch);
     for (const id of delivered) this.acked.add(id);
+    const turns = sentTurns(branch);
+    for (const key of turns.delivered) this.acked.add(key);
     const local = this.dataDir() !== void 0;
     if (local && !this.mayHavePending(ctx)) return;
     const own = this.marker(this.parentId);
@@ -1780,8 +1810,9 @@ var Delivery = class {
     }
     await Promise.allSettled([...this.starting]);
     if (this.closed) return;
+    for (const t of turns.pending) this.watchTurn(t.session, t.turn, ctx, false);
     const marker = this.marker(this.parentId);
-    if (marker && (open.runs ?? []).length === 0 && !this.delegatedHere.has(this.parentId)) {
+    if (marker && (open.runs ?? []).length === 0 && turns.pending.length === 0 && !this.delegatedHere.has(this.parentId)) {
       try {
         unlinkSync3(marker);
       } catch {
@@ -1888,18 +1919,49 @@ var Delivery = class {
   }
   /** Waits in the background for a delegation this parent started (own) or that waits for it. */
   watch(id, origin = "own") {
-    if (this.closed || this.watchers.has(id) || this.ready.has(id) || this.handed.has(id) || this.acked.has(id)) return;
-    this.origins.set(id, origin);
+    if (!this.watchable(id)) return;
+    this.follow(id, id, origin);
+  }
+  /**
+   * Waits in the background for the answer of a message this session sent
+   * to a running task: its turn `turn`, queued behind the turn under way,
+   * which no delegation carries (a send to a task between turns starts one,
+   * watched as any). The answer is delivered as a background result of
+   * this session's is, once: keyed by the session and turn (turnKey).
+   * record notes the wait in the session (an entry the model never reads),
+   * so that a pi stopped before the answer came waits for it again at the
+   * session's next start.
+   */
+  watchTurn(session, turn, ctx, record = true) {
+    const key = turnKey(session, turn);
+    if (!this.watchable(key)) return;
+    if (ctx) {
+      this.ctx ??= ctx;
+      this.parentId ||= this.parent(ctx);
+    }
+    this.turns.set(key, { session, turn });
+    if (record) this.pi.appendEntry(TURN_SENT_TYPE, { session, turn });
+    this.follow(key, session, "own", (e) => {
+      if (e instanceof SubagentsError && e.code === "SESSION_NOT_FOUND" && !this.closed) this.pi.appendEntry(TURN_SENT_TYPE, { session, turn, gone: true });
+    });
+  }
+  watchable(key) {
+    return !(this.closed || this.watchers.has(key) || this.ready.has(key) || this.handed.has(key) || this.acked.has(key));
+  }
+  /** Follows target (a delegation, or the session of a turn) until it ends, and hands its result over as key. */
+  follow(key, target, origin, failed) {
+    this.origins.set(key, origin);
     const abort = new AbortController();
-    const done = this.cli().follow(id, (env) => this.noticeQuestions(env), abort.signal).then((env) => this.arrive(env, origin)).catch(() => {
+    const done = this.cli().follow(target, (env) => this.noticeQuestions(env), abort.signal).then((env) => this.arrive(env, origin, this.turns.has(key) ? key : env.delegation_id)).catch((e) => {
+      failed?.(e);
     }).finally(() => {
-      this.watchers.delete(id);
+      this.watchers.delete(key);
       this.wake();
     });
-    this.watchers.set(id, { abort, done });
+    this.watchers.set(key, { abort, done });
   }
-  arrive(env, origin) {
-    const id = env.delegation_id;
+  /** A result is ready to hand over, as id: a delegation's ID (the envelope's), or a turn's key. */
+  arrive(env, origin, id = env.delegation_id) {
     if (!id || this.acked.has(id) || this.handed.has(id)) return;
     this.ready.set(id, { env, origin });
     this.wake();
@@ -1951,10 +2013,14 @@ var Delivery = class {
     for (const [id, { env, origin }] of this.ready) {
       this.ready.delete(id);
       this.handed.add(id);
-      const d = deliveryDraft(env, this.adoptedFrom.get(id), this.scheduledFrom.get(id));
-      sendDraft(this.pi, d, { triggerTurn: startsTurn(origin, interactive2) });
+      sendDraft(this.pi, this.draft(id, env), { triggerTurn: startsTurn(origin, interactive2) });
     }
     void this.ackPersisted(ctx);
+  }
+  /** The message that delivers the result ready as id: a delegation's, or the answer of a turn (turnDraft). */
+  draft(id, env) {
+    const sent = this.turns.get(id);
+    return sent ? turnDraft(env, sent) : deliveryDraft(env, this.adoptedFrom.get(id), this.scheduledFrom.get(id));
   }
   /**
    * Finished results as boundary drafts (turn_end, agent_before_settle),
@@ -1972,7 +2038,7 @@ var Delivery = class {
     }
     for (const [id, { env, origin }] of this.ready) {
       if (only && origin !== only) continue;
-      entries.push(deliveryDraft(env, this.adoptedFrom.get(id), this.scheduledFrom.get(id)));
+      entries.push(this.draft(id, env));
       turn ||= startsTurn(origin, interactive2);
       this.ready.delete(id);
       this.handed.add(id);
@@ -2106,6 +2172,23 @@ var Delivery = class {
 
 // src/doctor.ts
 import { spawn as spawn3 } from "node:child_process";
+
+// src/answer.ts
+var ANSWER_ENTRY_TYPE = "subagents-answer";
+function answer(pi, ctx, command, text2, level = "info") {
+  if (ctx.hasUI) {
+    ctx.ui.notify(text2, level);
+    return;
+  }
+  if (ctx.mode === "json") {
+    pi.appendEntry(ANSWER_ENTRY_TYPE, { command, level, text: text2 });
+    return;
+  }
+  process.stderr.write(`${text2}
+`);
+}
+
+// src/doctor.ts
 var DOCTOR_DEADLINE_S = 30;
 var DOCTOR_STOP_MS = DOCTOR_DEADLINE_S * 1e3 + 15e3;
 function doctorArgs(cwd, cli) {
@@ -2162,14 +2245,14 @@ function registerDoctor(pi, cli) {
       const env = dir ? { ...base, SUBAGENTS_DATA_DIR: dir } : base;
       const bin = findBinary(c.options.bin === "subagents" ? void 0 : c.options.bin, env);
       if (!bin) {
-        ctx.ui.notify(`the subagents command was not found (${binarySearched()}): ${buildAdvice()}`, "error");
+        answer(pi, ctx, "subagents-doctor", `the subagents command was not found (${binarySearched()}): ${buildAdvice()}`, "error");
         return;
       }
       try {
         const { text: text2, level } = formatReport(await runDoctor(bin, doctorArgs(ctx.cwd, c), env, ctx.cwd));
-        ctx.ui.notify(text2, level);
+        answer(pi, ctx, "subagents-doctor", text2, level);
       } catch (e) {
-        ctx.ui.notify(e.message, "error");
+        answer(pi, ctx, "subagents-doctor", e.message, "error");
       }
     }
   });
@@ -2208,7 +2291,19 @@ function runRow(r, scope) {
     uiUrl: r.ui_url
   };
 }
-function fleetRows(data) {
+var SCHEDULE_PARENT = "schedule:";
+var SCHEDULE_RUNS_SHOWN = 3;
+function fireTime(t, now, seconds2 = false) {
+  if (t === void 0) return "-";
+  const d = new Date(t);
+  const n = new Date(now);
+  const pad = (x) => String(x).padStart(2, "0");
+  const hm = `${pad(d.getHours())}:${pad(d.getMinutes())}${seconds2 ? `:${pad(d.getSeconds())}` : ""}`;
+  if (d.toDateString() === n.toDateString()) return hm;
+  const md = `${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;
+  return d.getFullYear() === n.getFullYear() ? `${md} ${hm}` : `${d.getFullYear()}-${md} ${hm}`;
+}
+function fleetRows(data, now = Date.now()) {
   const mine = new Set(data.mine.map((r) => r.id));
   const runs = [...data.mine.map((r) => runRow(r, "session")), ...data.folder.filter((r) => !mine.has(r.id)).map((r) => runRow(r, "folder"))];
   const items2 = new Map([...data.mine, ...data.folder].map((r) => [r.id, r]));
@@ -2228,20 +2323,79 @@ function fleetRows(data) {
     if (p) children.set(p, [...children.get(p) ?? [], row]);
     else roots.push(row);
   }
+  const placed = /* @__PURE__ */ new Set();
+  for (const row of runs) {
+    const kids = children.get(row.id);
+    if (row.kind !== "delegation" || row.session || kids?.length !== 1) continue;
+    const [task] = kids;
+    if (task.kind !== "session" || (items2.get(row.id).name ?? "") !== (items2.get(task.id).name ?? "")) continue;
+    row.session = task.id;
+    row.agent = task.agent || row.agent;
+    children.set(row.id, children.get(task.id) ?? []);
+    children.delete(task.id);
+    placed.add(task.id);
+  }
   const newest = (a, b) => (b.started ?? 0) - (a.started ?? 0);
   const oldest = (a, b) => (a.started ?? 0) - (b.started ?? 0);
-  const out = [];
-  const placed = /* @__PURE__ */ new Set();
-  const walk = (row, depth, scope) => {
+  const walk = (into, row, depth, scope, schedule) => {
     if (placed.has(row.id)) return;
     placed.add(row.id);
-    out.push({ ...row, depth, scope });
-    for (const c of (children.get(row.id) ?? []).sort(oldest)) walk(c, depth + 1, scope);
+    into.push({ ...row, depth, scope, ...schedule !== void 0 && { schedule } });
+    for (const c of (children.get(row.id) ?? []).sort(oldest)) walk(into, c, depth + 1, scope, schedule);
   };
-  for (const scope of ["session", "folder"]) {
-    for (const r of roots.filter((r2) => r2.scope === scope).sort(newest)) walk(r, 0, scope);
+  const hide = (row) => {
+    if (placed.has(row.id)) return;
+    placed.add(row.id);
+    for (const c of children.get(row.id) ?? []) hide(c);
+  };
+  const listed = new Map(data.schedules.map((s) => [s.id, s]));
+  const fires = /* @__PURE__ */ new Map();
+  for (const row of roots) {
+    const p = items2.get(row.id).parent_session_id;
+    if (!p?.startsWith(SCHEDULE_PARENT)) continue;
+    const id = p.slice(SCHEDULE_PARENT.length);
+    fires.set(id, [...fires.get(id) ?? [], row]);
   }
-  for (const r of runs) walk(r, 0, r.scope);
+  const under = /* @__PURE__ */ new Map();
+  const after = /* @__PURE__ */ new Map();
+  for (const [id, group] of fires) {
+    const sched = listed.get(id);
+    const shown = group.sort(newest).slice(0, SCHEDULE_RUNS_SHOWN);
+    const minutes = shown.map((r) => fireTime(r.started, now));
+    const seconds2 = new Set(minutes).size < minutes.length;
+    for (const r of group) r.title = `fired ${fireTime(r.started, now, seconds2)} \xB7 ${sched?.name || id}`;
+    const hidden = group.slice(SCHEDULE_RUNS_SHOWN);
+    for (const r of hidden) hide(r);
+    const n = Math.max(hidden.length, (sched?.fires ?? 0) - shown.length);
+    const more = hidden.length ? {
+      id,
+      kind: "more",
+      title: sched ? `\u2026 ${n} earlier run${n === 1 ? "" : "s"}` : `\u2026 ${n} earlier run${n === 1 ? "" : "s"} of ${id}`,
+      status: "",
+      scope: "folder",
+      depth: sched ? 1 : 0,
+      open: false,
+      uiUrl: sched?.ui_url,
+      ...sched && { schedule: id }
+    } : void 0;
+    if (!sched) {
+      if (more) after.set(shown[shown.length - 1].id, more);
+      continue;
+    }
+    const rows = [];
+    for (const r of shown) walk(rows, r, 1, "folder", id);
+    if (more) rows.push(more);
+    under.set(id, rows);
+  }
+  const out = [];
+  for (const scope of ["session", "folder"]) {
+    for (const r of roots.filter((r2) => r2.scope === scope).sort(newest)) {
+      walk(out, r, 0, scope);
+      const more = after.get(r.id);
+      if (more) out.push(more);
+    }
+  }
+  for (const r of runs) walk(out, r, 0, r.scope);
   for (const s of data.schedules) {
     out.push({
       id: s.id,
@@ -2260,7 +2414,7 @@ function fleetRows(data) {
       uiUrl: s.ui_url
     });
   }
-  return out;
+  return out.flatMap((r) => r.kind === "schedule" ? [r, ...under.get(r.id) ?? []] : [r]);
 }
 function duration(ms) {
   const s = Math.max(0, Math.floor(ms / 1e3));
@@ -2282,10 +2436,11 @@ function rowTime(row, now) {
     if (row.status === "paused") return row.since !== void 0 ? `${age(now - row.since)} ago` : "-";
     return row.next !== void 0 ? `in ${duration(row.next - now)}` : "-";
   }
+  if (row.kind === "more") return "";
   if (row.started === void 0) return "-";
-  if (row.ended !== void 0) return duration(row.ended - row.started);
-  if (working(row.status)) return duration(now - row.started);
-  return `${age(now - row.started)} ago`;
+  if (row.ended !== void 0) return `${age(now - row.ended)} ago`;
+  if (working(row.status)) return `for ${duration(now - row.started)}`;
+  return `started ${age(now - row.started)} ago`;
 }
 function working(status) {
   return status === "running" || status === "queued";
@@ -2329,13 +2484,14 @@ function rowLine(c, row, selected) {
     const padding = " ".repeat(Math.max(0, w - c.kit.visibleWidth(cut2)));
     return right2 ? padding + cut2 : cut2 + padding;
   };
-  const cells = wide ? [cell(row.kind, 10), cell(row.agent ?? "", 12), cell(stateLabel(row.status), 10), cell(rowTime(row, c.now), 9, true), cell(shortId(row.id), 13)] : [cell(row.agent ?? "", 10), cell(stateLabel(row.status), 9), cell(rowTime(row, c.now), 9, true)];
+  const more = row.kind === "more";
+  const cells = wide ? [cell(more ? "" : row.kind, 10), cell(row.agent ?? "", 12), cell(stateLabel(row.status), 10), cell(rowTime(row, c.now), 15, true), cell(more ? "" : shortId(row.id), 13)] : [cell(row.agent ?? "", 10), cell(stateLabel(row.status), 9), cell(rowTime(row, c.now), 15, true)];
   const right = cells.join("  ");
   const lead = selected ? "\u25B8 " : "  ";
   const indent = "  ".repeat(row.depth);
   const titleWidth = c.width - 2 - 2 - c.kit.visibleWidth(right) - 2;
   const text2 = row.kind === "schedule" && row.status === "paused" ? `${row.title} \xB7 to resume: subagents schedule resume ${row.id}` : row.title;
-  const title = fit(c, indent + text2, titleWidth, true);
+  const title = fit(c, indent + (more ? c.paint.fg("dim", text2) : text2), titleWidth, true);
   const line = `${lead}${icon(row.status, c.paint)} ${selected ? c.paint.bold(title) : title}  ${c.paint.fg("muted", right)}`;
   const shade = selected && c.paint.bg;
   const cut = fit(c, line, c.width, !!shade);
@@ -2345,9 +2501,9 @@ function heading(c, text2) {
   return fit(c, c.paint.fg("muted", c.paint.bold(` ${text2}`)));
 }
 var SECTIONS = [
-  { title: "This session", of: (r) => r.kind !== "schedule" && r.scope === "session" },
-  { title: "This folder (other sessions, schedules' runs)", of: (r) => r.kind !== "schedule" && r.scope === "folder" },
-  { title: "Schedules of this folder", of: (r) => r.kind === "schedule" }
+  { title: "This session", of: (r) => r.kind !== "schedule" && r.schedule === void 0 && r.scope === "session" },
+  { title: "This folder (other sessions, schedules' runs)", of: (r) => r.kind !== "schedule" && r.schedule === void 0 && r.scope === "folder" },
+  { title: "Schedules of this folder", of: (r) => r.kind === "schedule" || r.schedule !== void 0 }
 ];
 var LIST_KEYS = ["\u2191\u2193 select \xB7 enter open \xB7 s send \xB7 c cancel \xB7 t take result \xB7 u UI page \xB7 r refresh \xB7 esc close", "\u2191\u2193 \xB7 enter open \xB7 s send \xB7 c cancel \xB7 t take \xB7 u UI \xB7 r refresh \xB7 esc close"];
 var DETAIL_KEYS = ["\u2191\u2193 task \xB7 s send \xB7 c cancel \xB7 t take result \xB7 u UI page \xB7 r refresh \xB7 esc back", "\u2191\u2193 task \xB7 s send \xB7 c cancel \xB7 t take \xB7 u UI \xB7 r refresh \xB7 esc back"];
@@ -2676,9 +2832,9 @@ var FleetView = class {
     this.listAt = this.now();
     try {
       const { data, problems } = await this.o.source.list();
-      const keep = this.rows[this.selected]?.id;
-      this.rows = fleetRows(data);
-      const at = this.rows.findIndex((r) => r.id === keep);
+      const keep = this.rows[this.selected];
+      this.rows = fleetRows(data, this.now());
+      const at = keep ? this.rows.findIndex((r) => r.id === keep.id && r.kind === keep.kind) : -1;
       this.selected = at >= 0 ? at : Math.min(this.selected, Math.max(0, this.rows.length - 1));
       this.problems = problems;
     } catch (e) {
@@ -2743,6 +2899,12 @@ var FleetView = class {
   }
   open(row) {
     this.notice = void 0;
+    if (row.kind === "more") {
+      const sched = this.rows.find((r) => r.kind === "schedule" && r.id === row.schedule);
+      if (sched) return this.open(sched);
+      this.say(`Its schedule ${row.id} is deleted: \`subagents list --cwd .\` in this folder lists its runs`, "error");
+      return;
+    }
     if (row.kind === "schedule") {
       this.sched = { row, askedAt: 0 };
       this.redraw();
@@ -2872,7 +3034,7 @@ var FleetView = class {
     }
     const row = this.rows[this.selected];
     if (!row) return void 0;
-    return { session: row.session, name: row.title, url: row.uiUrl, schedule: row.kind === "schedule" ? row : void 0 };
+    return { session: row.session, name: row.title, url: row.uiUrl, schedule: row.kind === "schedule" || row.kind === "more" ? row : void 0 };
   }
   startSend() {
     const t = this.target();
@@ -2916,7 +3078,7 @@ var FleetView = class {
     } else {
       const row = this.rows[this.selected];
       if (!row) return;
-      if (row.kind === "schedule") {
+      if (row.kind === "schedule" || row.kind === "more") {
         this.say(scheduleRefusal(row, "c"), "error");
         return;
       }
@@ -2966,10 +3128,14 @@ var FleetView = class {
   }
 };
 function scheduleRefusal(row, key) {
-  if (key === "c" && row.status === "paused") return `${row.id} is a paused schedule: it fires again once resumed (\`subagents schedule resume ${row.id}\`), or goes with \`subagents schedule delete ${row.id}\`; a run of it, under This folder, is cancelled`;
-  if (key === "c") return `${row.title} is a schedule: it is paused or deleted, not cancelled (\`subagents schedule pause ${row.id}\`); a run of it, under This folder, is cancelled`;
+  if (row.kind === "more") {
+    const act = key === "s" ? "send to" : key === "t" ? "take the result of" : "cancel";
+    return `The earlier runs of schedule ${row.id} are not listed here: ${act} one of the runs listed above it, or one by its ID with \`subagents\`; enter on this row shows the schedule's recent runs`;
+  }
+  if (key === "c" && row.status === "paused") return `${row.id} is a paused schedule: it fires again once resumed (\`subagents schedule resume ${row.id}\`), or goes with \`subagents schedule delete ${row.id}\`; a run of it, listed beneath it, is cancelled`;
+  if (key === "c") return `${row.title} is a schedule: it is paused or deleted, not cancelled (\`subagents schedule pause ${row.id}\`); a run of it, listed beneath it, is cancelled`;
   const what = key === "s" ? "takes no message" : "has no result of its own";
-  return `${row.title} is a schedule: it ${what}; its runs are listed under This folder, and enter on it shows them (\`subagents schedule describe ${row.id}\`)`;
+  return `${row.title} is a schedule: it ${what}; its latest runs are listed beneath it, and enter on it shows them (\`subagents schedule describe ${row.id}\`)`;
 }
 
 // src/fleet-widget.ts
@@ -3168,7 +3334,10 @@ function source(pi, deps, ctx) {
     },
     async send(session, message) {
       const env = await delivery.own(cli().call("send", [], [], { task_id: session, prompt: message, parent_session_id: delivery.delivering(ctx), deliver: true }));
-      if (env.accepted_turn) return `Sent: it runs as turn ${env.accepted_turn} of ${session}, after the turn under way`;
+      if (env.accepted_turn) {
+        delivery.watchTurn(session, env.accepted_turn, ctx);
+        return `Sent: it runs as turn ${env.accepted_turn} of ${session}, after the turn under way; its answer comes back here`;
+      }
       if (env.delegation_id && !env.done) delivery.watch(env.delegation_id);
       return `Sent: ${session} goes on with it${env.delegation_id ? ` (${env.delegation_id}); its result comes back here` : ""}`;
     },
@@ -3218,7 +3387,7 @@ function registerFleet(pi, deps) {
     description: "This session's and this folder's delegations, sessions, plans and schedules: open one, send, cancel, take a result",
     handler: async (_args, ctx) => {
       if (ctx.mode !== "tui") {
-        ctx.ui.notify(await listText(deps.cli(true), deps.delivery.parent(ctx), deps.delivery.running()), "info");
+        answer(pi, ctx, "subagents", await listText(deps.cli(true), deps.delivery.parent(ctx), deps.delivery.running()));
         return;
       }
       const kit = await loadTui();

@@ -70,8 +70,36 @@ export const RESULT_MESSAGE_TYPE = "subagents-result";
 interface Entry {
 	type: string;
 	customType?: string;
-	details?: { delegationId?: string };
+	details?: { delegationId?: string; turn?: string };
+	data?: { session?: string; turn?: number; gone?: boolean };
 	message?: { role?: string; details?: { delegationIds?: string[] } };
+}
+
+/**
+ * customType of the entry (pi.appendEntry: the model never reads it) that
+ * records a message this session sent to a running task, whose answer, its
+ * next turn, no delegation carries: the session waits for it (watchTurn).
+ * gone: the task's session is gone, and the answer with it.
+ */
+export const TURN_SENT_TYPE = "subagents-turn-sent";
+
+/** The key of a turn's answer delivered into a session: its task's session and the turn (a delegation's ID never holds "#"). */
+export function turnKey(session: string, turn: number): string {
+	return `${session}#${turn}`;
+}
+
+/** The answers of messages sent to running tasks that a session's branch holds (or gave up), and those it still waits for. */
+export function sentTurns(entries: Entry[]): { delivered: Set<string>; pending: Array<{ session: string; turn: number }> } {
+	const delivered = new Set<string>();
+	const sent = new Map<string, { session: string; turn: number }>();
+	for (const e of entries) {
+		if (e.type === "custom_message" && e.customType === RESULT_MESSAGE_TYPE && e.details?.turn) delivered.add(e.details.turn);
+		if (e.type !== "custom" || e.customType !== TURN_SENT_TYPE || !e.data?.session || !e.data.turn) continue;
+		const key = turnKey(e.data.session, e.data.turn);
+		if (e.data.gone) delivered.add(key);
+		else sent.set(key, { session: e.data.session, turn: e.data.turn });
+	}
+	return { delivered, pending: [...sent].filter(([k]) => !delivered.has(k)).map(([, t]) => t) };
 }
 
 /** The delegation IDs whose results the session's branch holds. */
@@ -152,6 +180,21 @@ export function scheduledIntro(s: ScheduledFrom): string {
 }
 
 /**
+ * The draft of the message that delivers the answer of a message sent to a
+ * running task: its next turn, which no delegation carries (watchTurn).
+ */
+export function turnDraft(env: Envelope, sent: { session: string; turn: number }) {
+	const turn = env.items?.[0]?.turn ?? sent.turn;
+	return {
+		type: "custom_message" as const,
+		customType: RESULT_MESSAGE_TYPE,
+		content: deliveryText(env, `turn ${turn} of ${sent.session}: the answer to the message sent to it while it ran`),
+		display: true,
+		details: { turn: turnKey(sent.session, sent.turn), envelope: env },
+	};
+}
+
+/**
  * The draft of a delivery message, for turn boundaries; adoptedFrom names
  * the session whose result it was, scheduled the schedule whose run it is.
  */
@@ -189,6 +232,8 @@ export class Delivery {
 	private readonly origins = new Map<string, Origin>();
 	/** Adopted delegations: the session each came from. */
 	private readonly adoptedFrom = new Map<string, string>();
+	/** Messages sent to running tasks whose answers this session waits for, by turnKey (watchTurn). */
+	private readonly turns = new Map<string, { session: string; turn: number }>();
 	/** Results of scheduled runs this session claimed, by delegation ID: where each waits to be acknowledged. */
 	private readonly scheduledFrom = new Map<string, ScheduledFrom>();
 	/** Sessions whose marks this process wrote by delegating: such a mark stays until its work is acknowledged. */
@@ -494,6 +539,8 @@ export class Delivery {
 		const branch = ctx.sessionManager.getBranch() as Entry[];
 		const delivered = deliveredIds(branch);
 		for (const id of delivered) this.acked.add(id);
+		const turns = sentTurns(branch);
+		for (const key of turns.delivered) this.acked.add(key);
 		const local = this.dataDir() !== undefined;
 		if (local && !this.mayHavePending(ctx)) return;
 		// Another live pi holds this session's results: they are its to deliver.
@@ -512,8 +559,11 @@ export class Delivery {
 		// delegations: know it as ours before deciding.
 		await Promise.allSettled([...this.starting]);
 		if (this.closed) return;
+		// Answers of messages sent to running tasks that had not come when
+		// the session's last pi stopped.
+		for (const t of turns.pending) this.watchTurn(t.session, t.turn, ctx, false);
 		const marker = this.marker(this.parentId);
-		if (marker && (open.runs ?? []).length === 0 && !this.delegatedHere.has(this.parentId)) {
+		if (marker && (open.runs ?? []).length === 0 && turns.pending.length === 0 && !this.delegatedHere.has(this.parentId)) {
 			// Nothing waits for this session any more. A mark this process
 			// wrote stays: its delegation may not have started yet.
 			try {
@@ -633,24 +683,60 @@ export class Delivery {
 
 	/** Waits in the background for a delegation this parent started (own) or that waits for it. */
 	watch(id: string, origin: Origin = "own"): void {
-		if (this.closed || this.watchers.has(id) || this.ready.has(id) || this.handed.has(id) || this.acked.has(id)) return;
-		this.origins.set(id, origin);
-		const abort = new AbortController();
-		const done = this.cli()
-			.follow(id, (env) => this.noticeQuestions(env), abort.signal)
-			.then((env) => this.arrive(env, origin))
-			.catch(() => {
-				/* stopped or unreachable: the next start of the parent finds it again */
-			})
-			.finally(() => {
-				this.watchers.delete(id);
-				this.wake();
-			});
-		this.watchers.set(id, { abort, done });
+		if (!this.watchable(id)) return;
+		this.follow(id, id, origin);
 	}
 
-	private arrive(env: Envelope, origin: Origin): void {
-		const id = env.delegation_id;
+	/**
+	 * Waits in the background for the answer of a message this session sent
+	 * to a running task: its turn `turn`, queued behind the turn under way,
+	 * which no delegation carries (a send to a task between turns starts one,
+	 * watched as any). The answer is delivered as a background result of
+	 * this session's is, once: keyed by the session and turn (turnKey).
+	 * record notes the wait in the session (an entry the model never reads),
+	 * so that a pi stopped before the answer came waits for it again at the
+	 * session's next start.
+	 */
+	watchTurn(session: string, turn: number, ctx?: ExtensionContext, record = true): void {
+		const key = turnKey(session, turn);
+		if (!this.watchable(key)) return;
+		if (ctx) {
+			this.ctx ??= ctx;
+			this.parentId ||= this.parent(ctx);
+		}
+		this.turns.set(key, { session, turn });
+		if (record) this.pi.appendEntry(TURN_SENT_TYPE, { session, turn });
+		this.follow(key, session, "own", (e) => {
+			// Its session is gone, and the answer with it: no later start waits for it.
+			if (e instanceof SubagentsError && e.code === "SESSION_NOT_FOUND" && !this.closed) this.pi.appendEntry(TURN_SENT_TYPE, { session, turn, gone: true });
+		});
+	}
+
+	private watchable(key: string): boolean {
+		return !(this.closed || this.watchers.has(key) || this.ready.has(key) || this.handed.has(key) || this.acked.has(key));
+	}
+
+	/** Follows target (a delegation, or the session of a turn) until it ends, and hands its result over as key. */
+	private follow(key: string, target: string, origin: Origin, failed?: (e: unknown) => void): void {
+		this.origins.set(key, origin);
+		const abort = new AbortController();
+		const done = this.cli()
+			.follow(target, (env) => this.noticeQuestions(env), abort.signal)
+			// A delegation's result is known by its envelope's ID, a turn's by its key.
+			.then((env) => this.arrive(env, origin, this.turns.has(key) ? key : env.delegation_id))
+			.catch((e) => {
+				/* stopped or unreachable: the next start of the parent finds it again */
+				failed?.(e);
+			})
+			.finally(() => {
+				this.watchers.delete(key);
+				this.wake();
+			});
+		this.watchers.set(key, { abort, done });
+	}
+
+	/** A result is ready to hand over, as id: a delegation's ID (the envelope's), or a turn's key. */
+	private arrive(env: Envelope, origin: Origin, id = env.delegation_id): void {
 		if (!id || this.acked.has(id) || this.handed.has(id)) return;
 		this.ready.set(id, { env, origin });
 		this.wake();
@@ -707,10 +793,15 @@ export class Delivery {
 		for (const [id, { env, origin }] of this.ready) {
 			this.ready.delete(id);
 			this.handed.add(id);
-			const d = deliveryDraft(env, this.adoptedFrom.get(id), this.scheduledFrom.get(id));
-			sendDraft(this.pi, d, { triggerTurn: startsTurn(origin, interactive) });
+			sendDraft(this.pi, this.draft(id, env), { triggerTurn: startsTurn(origin, interactive) });
 		}
 		void this.ackPersisted(ctx);
+	}
+
+	/** The message that delivers the result ready as id: a delegation's, or the answer of a turn (turnDraft). */
+	private draft(id: string, env: Envelope) {
+		const sent = this.turns.get(id);
+		return sent ? turnDraft(env, sent) : deliveryDraft(env, this.adoptedFrom.get(id), this.scheduledFrom.get(id));
 	}
 
 	/**
@@ -720,7 +811,7 @@ export class Delivery {
 	 * either way.
 	 */
 	takeDrafts(interactive: boolean, only?: Origin) {
-		const entries: Array<ReturnType<typeof deliveryDraft> | ReturnType<typeof questionDraft>> = [];
+		const entries: Array<ReturnType<typeof deliveryDraft> | ReturnType<typeof turnDraft> | ReturnType<typeof questionDraft>> = [];
 		let turn = false;
 		if (!only || only === "own") {
 			// A question starts a turn in every mode: the child waits for
@@ -731,7 +822,7 @@ export class Delivery {
 		}
 		for (const [id, { env, origin }] of this.ready) {
 			if (only && origin !== only) continue;
-			entries.push(deliveryDraft(env, this.adoptedFrom.get(id), this.scheduledFrom.get(id)));
+			entries.push(this.draft(id, env));
 			turn ||= startsTurn(origin, interactive);
 			this.ready.delete(id);
 			this.handed.add(id);

@@ -5,6 +5,7 @@
 
 import { spawn } from "node:child_process";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
+import { answer } from "./answer.ts";
 import { type SubagentsCli, SubagentsError } from "./cli.ts";
 import { binarySearched, buildAdvice, findBinary } from "./service.ts";
 
@@ -113,15 +114,16 @@ export function registerDoctor(pi: ExtensionAPI, cli: (passive?: boolean) => Sub
 			const dir = c.options.local?.dataDir;
 			const env = dir ? { ...base, SUBAGENTS_DATA_DIR: dir } : base;
 			const bin = findBinary(c.options.bin === "subagents" ? undefined : c.options.bin, env);
+			// In every mode: a notification, a JSON run's entry, a print run's stderr.
 			if (!bin) {
-				ctx.ui.notify(`the subagents command was not found (${binarySearched()}): ${buildAdvice()}`, "error");
+				answer(pi, ctx, "subagents-doctor", `the subagents command was not found (${binarySearched()}): ${buildAdvice()}`, "error");
 				return;
 			}
 			try {
 				const { text, level } = formatReport(await runDoctor(bin, doctorArgs(ctx.cwd, c), env, ctx.cwd));
-				ctx.ui.notify(text, level);
+				answer(pi, ctx, "subagents-doctor", text, level);
 			} catch (e) {
-				ctx.ui.notify((e as Error).message, "error");
+				answer(pi, ctx, "subagents-doctor", (e as Error).message, "error");
 			}
 		},
 	});

@@ -244,9 +244,10 @@ export class FleetView {
 		this.listAt = this.now();
 		try {
 			const { data, problems } = await this.o.source.list();
-			const keep = this.rows[this.selected]?.id;
-			this.rows = fleetRows(data);
-			const at = this.rows.findIndex((r) => r.id === keep);
+			// A schedule's row and the count of its earlier runs share its ID.
+			const keep = this.rows[this.selected];
+			this.rows = fleetRows(data, this.now());
+			const at = keep ? this.rows.findIndex((r) => r.id === keep.id && r.kind === keep.kind) : -1;
 			this.selected = at >= 0 ? at : Math.min(this.selected, Math.max(0, this.rows.length - 1));
 			// A part that can be read again has no problem any more.
 			this.problems = problems;
@@ -316,6 +317,13 @@ export class FleetView {
 
 	private open(row: FleetRow): void {
 		this.notice = undefined;
+		if (row.kind === "more") {
+			// The earlier runs of a schedule: its screen lists the recent ones.
+			const sched = this.rows.find((r) => r.kind === "schedule" && r.id === row.schedule);
+			if (sched) return this.open(sched);
+			this.say(`Its schedule ${row.id} is deleted: \`subagents list --cwd .\` in this folder lists its runs`, "error");
+			return;
+		}
 		if (row.kind === "schedule") {
 			this.sched = { row, askedAt: 0 };
 			this.redraw();
@@ -452,7 +460,7 @@ export class FleetView {
 		}
 		const row = this.rows[this.selected];
 		if (!row) return undefined;
-		return { session: row.session, name: row.title, url: row.uiUrl, schedule: row.kind === "schedule" ? row : undefined };
+		return { session: row.session, name: row.title, url: row.uiUrl, schedule: row.kind === "schedule" || row.kind === "more" ? row : undefined };
 	}
 
 	private startSend(): void {
@@ -499,7 +507,7 @@ export class FleetView {
 		} else {
 			const row = this.rows[this.selected];
 			if (!row) return;
-			if (row.kind === "schedule") {
+			if (row.kind === "schedule" || row.kind === "more") {
 				this.say(scheduleRefusal(row, "c"), "error");
 				return;
 			}
@@ -554,8 +562,12 @@ export class FleetView {
 
 /** Why s, t or c does nothing on a schedule, and what does. */
 function scheduleRefusal(row: FleetRow, key: "s" | "t" | "c"): string {
-	if (key === "c" && row.status === "paused") return `${row.id} is a paused schedule: it fires again once resumed (\`subagents schedule resume ${row.id}\`), or goes with \`subagents schedule delete ${row.id}\`; a run of it, under This folder, is cancelled`;
-	if (key === "c") return `${row.title} is a schedule: it is paused or deleted, not cancelled (\`subagents schedule pause ${row.id}\`); a run of it, under This folder, is cancelled`;
+	if (row.kind === "more") {
+		const act = key === "s" ? "send to" : key === "t" ? "take the result of" : "cancel";
+		return `The earlier runs of schedule ${row.id} are not listed here: ${act} one of the runs listed above it, or one by its ID with \`subagents\`; enter on this row shows the schedule's recent runs`;
+	}
+	if (key === "c" && row.status === "paused") return `${row.id} is a paused schedule: it fires again once resumed (\`subagents schedule resume ${row.id}\`), or goes with \`subagents schedule delete ${row.id}\`; a run of it, listed beneath it, is cancelled`;
+	if (key === "c") return `${row.title} is a schedule: it is paused or deleted, not cancelled (\`subagents schedule pause ${row.id}\`); a run of it, listed beneath it, is cancelled`;
 	const what = key === "s" ? "takes no message" : "has no result of its own";
-	return `${row.title} is a schedule: it ${what}; its runs are listed under This folder, and enter on it shows them (\`subagents schedule describe ${row.id}\`)`;
+	return `${row.title} is a schedule: it ${what}; its latest runs are listed beneath it, and enter on it shows them (\`subagents schedule describe ${row.id}\`)`;
 }

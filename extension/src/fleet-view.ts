@@ -83,10 +83,10 @@ export interface Paint {
 /** A paint with no styles: golden renders and print mode. */
 export const PLAIN: Paint = { fg: (_c, t) => t, bold: (t) => t };
 
-/** One line of the list: a run or a schedule. */
+/** One line of the list: a run, a schedule, or how many earlier runs of a schedule are not listed ("more"; its id is the schedule's). */
 export interface FleetRow {
 	id: string;
-	kind: "delegation" | "session" | "plan" | "schedule";
+	kind: "delegation" | "session" | "plan" | "schedule" | "more";
 	title: string;
 	agent?: string;
 	/** The run's state (README glossary), or a schedule's "active" / "paused". */
@@ -108,6 +108,8 @@ export interface FleetRow {
 	session?: string;
 	open: boolean;
 	uiUrl?: string;
+	/** The listed schedule it is listed under: one of its runs (and their tasks), or the count of its earlier runs. */
+	schedule?: string;
 }
 
 /** The ID of the delegation that is a one-task delegation's session (api.OneTaskDelegationID). */
@@ -145,13 +147,37 @@ function runRow(r: ListItem, scope: FleetRow["scope"]): FleetRow {
 	};
 }
 
+/** The parent session of the runs a schedule starts: this and the schedule's ID (api.ScheduleParentPrefix). */
+const SCHEDULE_PARENT = "schedule:";
+
+/** How many runs of a schedule the list shows, the newest; one row counts the earlier ones. */
+export const SCHEDULE_RUNS_SHOWN = 3;
+
+/**
+ * When a schedule's run fired, as its row's title says it (local time):
+ * 14:05 today, else 03-01 14:05, and the year when it is not this one's;
+ * with seconds, 14:05:31 (for runs of one minute: a trigger's beside a fire).
+ */
+export function fireTime(t: number | undefined, now: number, seconds = false): string {
+	if (t === undefined) return "-";
+	const d = new Date(t);
+	const n = new Date(now);
+	const pad = (x: number) => String(x).padStart(2, "0");
+	const hm = `${pad(d.getHours())}:${pad(d.getMinutes())}${seconds ? `:${pad(d.getSeconds())}` : ""}`;
+	if (d.toDateString() === n.toDateString()) return hm;
+	const md = `${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;
+	return d.getFullYear() === n.getFullYear() ? `${md} ${hm}` : `${d.getFullYear()}-${md} ${hm}`;
+}
+
 /**
  * The list's rows: this session's runs, then the rest of the folder's, each
  * newest first with what a run started beneath it (a delegation's or a
  * plan's tasks, in the order they started; a task's own delegations), then
- * the folder's schedules.
+ * the folder's schedules, each with its latest runs beneath it. A
+ * delegation of one task is one row with its task's session. now decides
+ * how a run's fire time is written (today's without its date).
  */
-export function fleetRows(data: FleetData): FleetRow[] {
+export function fleetRows(data: FleetData, now = Date.now()): FleetRow[] {
 	const mine = new Set(data.mine.map((r) => r.id));
 	const runs = [...data.mine.map((r) => runRow(r, "session")), ...data.folder.filter((r) => !mine.has(r.id)).map((r) => runRow(r, "folder"))];
 	const items = new Map([...data.mine, ...data.folder].map((r) => [r.id, r] as const));
@@ -171,22 +197,95 @@ export function fleetRows(data: FleetData): FleetRow[] {
 		if (p) children.set(p, [...(children.get(p) ?? []), row]);
 		else roots.push(row);
 	}
+	// A delegation of one task and that task's session are one piece of
+	// work (a schedule's run, a send that resumed an ended session): one
+	// row, the delegation's, whose message and result are the session's,
+	// with what the session started beneath it. Its name is its one task's
+	// (a delegation's name joins its tasks'): a delegation of several whose
+	// other tasks have no session yet keeps its rows.
+	const placed = new Set<string>();
+	for (const row of runs) {
+		const kids = children.get(row.id);
+		if (row.kind !== "delegation" || row.session || kids?.length !== 1) continue;
+		const [task] = kids;
+		if (task.kind !== "session" || (items.get(row.id)!.name ?? "") !== (items.get(task.id)!.name ?? "")) continue;
+		row.session = task.id;
+		row.agent = task.agent || row.agent;
+		children.set(row.id, children.get(task.id) ?? []);
+		children.delete(task.id);
+		placed.add(task.id);
+	}
 	const newest = (a: FleetRow, b: FleetRow) => (b.started ?? 0) - (a.started ?? 0);
 	const oldest = (a: FleetRow, b: FleetRow) => (a.started ?? 0) - (b.started ?? 0);
-	const out: FleetRow[] = [];
-	const placed = new Set<string>();
-	const walk = (row: FleetRow, depth: number, scope: FleetRow["scope"]) => {
+	const walk = (into: FleetRow[], row: FleetRow, depth: number, scope: FleetRow["scope"], schedule?: string) => {
 		if (placed.has(row.id)) return;
 		placed.add(row.id);
-		out.push({ ...row, depth, scope });
-		for (const c of (children.get(row.id) ?? []).sort(oldest)) walk(c, depth + 1, scope);
+		into.push({ ...row, depth, scope, ...(schedule !== undefined && { schedule }) });
+		for (const c of (children.get(row.id) ?? []).sort(oldest)) walk(into, c, depth + 1, scope, schedule);
 	};
+	const hide = (row: FleetRow) => {
+		if (placed.has(row.id)) return;
+		placed.add(row.id);
+		for (const c of children.get(row.id) ?? []) hide(c);
+	};
+	// A schedule's runs (their parent session is the schedule's), named by
+	// the schedule and their fire time: the latest few beneath their
+	// schedule, and one row for how many earlier ones there are. A deleted
+	// schedule's runs stay in the folder's section, as few.
+	const listed = new Map(data.schedules.map((s) => [s.id, s] as const));
+	const fires = new Map<string, FleetRow[]>();
+	for (const row of roots) {
+		const p = items.get(row.id)!.parent_session_id;
+		if (!p?.startsWith(SCHEDULE_PARENT)) continue;
+		const id = p.slice(SCHEDULE_PARENT.length);
+		fires.set(id, [...(fires.get(id) ?? []), row]);
+	}
+	const under = new Map<string, FleetRow[]>();
+	const after = new Map<string, FleetRow>();
+	for (const [id, group] of fires) {
+		const sched = listed.get(id);
+		const shown = group.sort(newest).slice(0, SCHEDULE_RUNS_SHOWN);
+		// To the minute, unless two runs shown share one.
+		const minutes = shown.map((r) => fireTime(r.started, now));
+		const seconds = new Set(minutes).size < minutes.length;
+		for (const r of group) r.title = `fired ${fireTime(r.started, now, seconds)} · ${sched?.name || id}`;
+		const hidden = group.slice(SCHEDULE_RUNS_SHOWN);
+		for (const r of hidden) hide(r);
+		// The schedule counts every run it started, also those the listing no longer holds.
+		const n = Math.max(hidden.length, (sched?.fires ?? 0) - shown.length);
+		const more: FleetRow | undefined = hidden.length
+			? {
+					id,
+					kind: "more",
+					title: sched ? `… ${n} earlier run${n === 1 ? "" : "s"}` : `… ${n} earlier run${n === 1 ? "" : "s"} of ${id}`,
+					status: "",
+					scope: "folder",
+					depth: sched ? 1 : 0,
+					open: false,
+					uiUrl: sched?.ui_url,
+					...(sched && { schedule: id }),
+				}
+			: undefined;
+		if (!sched) {
+			if (more) after.set(shown[shown.length - 1].id, more);
+			continue;
+		}
+		const rows: FleetRow[] = [];
+		for (const r of shown) walk(rows, r, 1, "folder", id);
+		if (more) rows.push(more);
+		under.set(id, rows);
+	}
+	const out: FleetRow[] = [];
 	for (const scope of ["session", "folder"] as const) {
-		for (const r of roots.filter((r) => r.scope === scope).sort(newest)) walk(r, 0, scope);
+		for (const r of roots.filter((r) => r.scope === scope).sort(newest)) {
+			walk(out, r, 0, scope);
+			const more = after.get(r.id);
+			if (more) out.push(more);
+		}
 	}
 	// Runs whose parents name each other in a ring (never written by the
 	// service) are listed all the same.
-	for (const r of runs) walk(r, 0, r.scope);
+	for (const r of runs) walk(out, r, 0, r.scope);
 	for (const s of data.schedules) {
 		out.push({
 			id: s.id,
@@ -205,7 +304,7 @@ export function fleetRows(data: FleetData): FleetRow[] {
 			uiUrl: s.ui_url,
 		});
 	}
-	return out;
+	return out.flatMap((r) => (r.kind === "schedule" ? [r, ...(under.get(r.id) ?? [])] : [r]));
 }
 
 /** A duration as the view shows it: 12s, 4m05s, 2h03m, 3d04h. */
@@ -228,10 +327,12 @@ function age(ms: number): string {
 }
 
 /**
- * A row's time: how long it has run while it works, how long it ran once
- * closed; a run that finished but stays open (a session that waits for a
- * message, a delegation for its parent's acknowledgement) has no end time
- * to tell, so how long ago it started; a schedule's time to its next fire.
+ * A row's time: for how long it has run while it works ("for 1m15s", after
+ * its state: "running for 1m15s"); how long ago it ended once its workflow
+ * closed ("completed 40s ago"). A run that finished but stays open (a
+ * session that waits for a message, a delegation for its parent's
+ * acknowledgement) has no end time to tell: when it started, said so
+ * ("started 40s ago"). A schedule's time to its next fire.
  */
 export function rowTime(row: FleetRow, now: number): string {
 	if (row.kind === "schedule") {
@@ -239,10 +340,11 @@ export function rowTime(row: FleetRow, now: number): string {
 		if (row.status === "paused") return row.since !== undefined ? `${age(now - row.since)} ago` : "-";
 		return row.next !== undefined ? `in ${duration(row.next - now)}` : "-";
 	}
+	if (row.kind === "more") return "";
 	if (row.started === undefined) return "-";
-	if (row.ended !== undefined) return duration(row.ended - row.started);
-	if (working(row.status)) return duration(now - row.started);
-	return `${age(now - row.started)} ago`;
+	if (row.ended !== undefined) return `${age(now - row.ended)} ago`;
+	if (working(row.status)) return `for ${duration(now - row.started)}`;
+	return `started ${age(now - row.started)} ago`;
 }
 
 /** Whether a run's state is one that still works (the widget counts these). */
@@ -311,16 +413,18 @@ export function rowLine(c: Canvas, row: FleetRow, selected: boolean): string {
 		const padding = " ".repeat(Math.max(0, w - c.kit.visibleWidth(cut)));
 		return right ? padding + cut : cut + padding;
 	};
+	// The time's cell holds "started 23h ago", the longest it says.
+	const more = row.kind === "more";
 	const cells = wide
-		? [cell(row.kind, 10), cell(row.agent ?? "", 12), cell(stateLabel(row.status), 10), cell(rowTime(row, c.now), 9, true), cell(shortId(row.id), 13)]
-		: [cell(row.agent ?? "", 10), cell(stateLabel(row.status), 9), cell(rowTime(row, c.now), 9, true)];
+		? [cell(more ? "" : row.kind, 10), cell(row.agent ?? "", 12), cell(stateLabel(row.status), 10), cell(rowTime(row, c.now), 15, true), cell(more ? "" : shortId(row.id), 13)]
+		: [cell(row.agent ?? "", 10), cell(stateLabel(row.status), 9), cell(rowTime(row, c.now), 15, true)];
 	const right = cells.join("  ");
 	const lead = selected ? "▸ " : "  ";
 	const indent = "  ".repeat(row.depth);
 	const titleWidth = c.width - 2 - 2 - c.kit.visibleWidth(right) - 2;
 	// A paused schedule has no next fire: its line says how it fires again.
 	const text = row.kind === "schedule" && row.status === "paused" ? `${row.title} · to resume: subagents schedule resume ${row.id}` : row.title;
-	const title = fit(c, indent + text, titleWidth, true);
+	const title = fit(c, indent + (more ? c.paint.fg("dim", text) : text), titleWidth, true);
 	const line = `${lead}${icon(row.status, c.paint)} ${selected ? c.paint.bold(title) : title}  ${c.paint.fg("muted", right)}`;
 	// A shaded line is shaded to the edge.
 	const shade = selected && c.paint.bg;
@@ -333,10 +437,12 @@ function heading(c: Canvas, text: string): string {
 	return fit(c, c.paint.fg("muted", c.paint.bold(` ${text}`)));
 }
 
+// A schedule's runs are listed beneath it (schedule set); a deleted
+// schedule's stay in the folder's section.
 const SECTIONS: Array<{ title: string; of: (r: FleetRow) => boolean }> = [
-	{ title: "This session", of: (r) => r.kind !== "schedule" && r.scope === "session" },
-	{ title: "This folder (other sessions, schedules' runs)", of: (r) => r.kind !== "schedule" && r.scope === "folder" },
-	{ title: "Schedules of this folder", of: (r) => r.kind === "schedule" },
+	{ title: "This session", of: (r) => r.kind !== "schedule" && r.schedule === undefined && r.scope === "session" },
+	{ title: "This folder (other sessions, schedules' runs)", of: (r) => r.kind !== "schedule" && r.schedule === undefined && r.scope === "folder" },
+	{ title: "Schedules of this folder", of: (r) => r.kind === "schedule" || r.schedule !== undefined },
 ];
 
 /** The keys of each screen, as its last line shows them: in full where it fits, else short. */

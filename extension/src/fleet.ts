@@ -2,11 +2,13 @@
 // session's subagents run, and `/subagents`, a view of this session's and
 // this folder's delegations, sessions, plans and schedules that opens a run,
 // sends to a child, cancels, takes a result and opens the Temporal UI. In
-// print and JSON modes `/subagents` prints the list.
+// print, JSON and RPC modes `/subagents` answers with the list as text
+// (answer.ts).
 
 import { spawn } from "node:child_process";
 import { basename } from "node:path";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
+import { answer } from "./answer.ts";
 import { type SubagentsCli, SubagentsError } from "./cli.ts";
 import type { Delivery } from "./delivery.ts";
 import { type Envelope, listLine } from "./format.ts";
@@ -134,7 +136,13 @@ function source(pi: ExtensionAPI, deps: FleetDeps, ctx: ExtensionContext): Fleet
 			// As the task tool's send: a session between turns or ended is
 			// resumed by a delegation whose result comes back here.
 			const env = await delivery.own(cli().call("send", [], [], { task_id: session, prompt: message, parent_session_id: delivery.delivering(ctx), deliver: true }));
-			if (env.accepted_turn) return `Sent: it runs as turn ${env.accepted_turn} of ${session}, after the turn under way`;
+			if (env.accepted_turn) {
+				// A running task's next turn, which no delegation carries: its
+				// answer is waited for here, and comes back as a background
+				// result does.
+				delivery.watchTurn(session, env.accepted_turn, ctx);
+				return `Sent: it runs as turn ${env.accepted_turn} of ${session}, after the turn under way; its answer comes back here`;
+			}
 			if (env.delegation_id && !env.done) delivery.watch(env.delegation_id);
 			return `Sent: ${session} goes on with it${env.delegation_id ? ` (${env.delegation_id}); its result comes back here` : ""}`;
 		},
@@ -198,7 +206,7 @@ export function registerFleet(pi: ExtensionAPI, deps: FleetDeps): void {
 		handler: async (_args, ctx: ExtensionContext) => {
 			if (ctx.mode !== "tui") {
 				// Print, JSON and RPC modes: the list as text.
-				ctx.ui.notify(await listText(deps.cli(true), deps.delivery.parent(ctx), deps.delivery.running()), "info");
+				answer(pi, ctx, "subagents", await listText(deps.cli(true), deps.delivery.parent(ctx), deps.delivery.running()));
 				return;
 			}
 			const kit = await loadTui();

@@ -736,10 +736,10 @@ export function taskDetails(op: string, env: Envelope, invocation: string) {
 	};
 }
 
-/** The message that brings background results into the parent session. */
-export function deliveryText(env: Envelope): string {
+/** The message that brings background results into the parent session; what names them (the delegation's ID, or a turn's words). */
+export function deliveryText(env: Envelope, what = env.delegation_id): string {
 	const list = items(env);
-	const lines = [`Background sub-agent results (${env.delegation_id}):`];
+	const lines = [`Background sub-agent results (${what}):`];
 	for (const it of list) {
 		lines.push("", summaryLine(it));
 		const body = succeeded(it) ? it.output : itemText(it);

@@ -6,7 +6,7 @@ import { join } from "node:path";
 import test from "node:test";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { SubagentsError, type SubagentsCli } from "../src/cli.ts";
-import { Delivery, startsTurn } from "../src/delivery.ts";
+import { Delivery, startsTurn, TURN_SENT_TYPE } from "../src/delivery.ts";
 import { isThisProcess, readMark, writeMark } from "../src/liveness.ts";
 
 /** A fake command that records what the delivery asks. */
@@ -306,3 +306,110 @@ test("the look for other sessions' leftovers asks only a service that runs", asy
 	);
 	assert.deepEqual(r.calls, [{ verb: "list", passive: true }]);
 });
+
+/**
+ * A service whose tasks' sessions answer a wait when the test ends their
+ * turn: as `wait SESSION` answers, the session's latest turn and no
+ * delegation (a message to a running task is its next turn, which no
+ * delegation carries).
+ */
+function sessions() {
+	const follows = new Map<string, (env: unknown) => void>();
+	const fails = new Map<string, (e: unknown) => void>();
+	const calls: string[] = [];
+	const cli = () =>
+		({
+			call: async (verb: string) => {
+				calls.push(verb);
+				return verb === "list" ? { runs: [] } : {};
+			},
+			follow: (id: string) => {
+				calls.push(`wait ${id}`);
+				return new Promise((resolve, reject) => (follows.set(id, resolve), fails.set(id, reject)));
+			},
+		}) as unknown as SubagentsCli;
+	const end = (id: string, turn: number) =>
+		follows.get(id)?.({ task_id: id, done: true, items: [{ task_id: id, name: "send-target", status: "completed", done: true, turn, output: `turn ${turn} of ${id}: the tests are checked too` }] });
+	return { calls, cli, end, gone: (id: string) => fails.get(id)?.(new SubagentsError("SESSION_NOT_FOUND", `no session ${id}`)) };
+}
+
+/** A pi that records the messages and entries the delivery writes, and a session whose branch holds entries. */
+function recording(branch: unknown[] = []) {
+	const messages: Array<{ customType: string; content: string; details: { turn?: string; delegationId?: string }; triggerTurn?: boolean }> = [];
+	const entries: Array<{ customType: string; data: unknown }> = [];
+	const api = {
+		sendMessage: (m: (typeof messages)[number], o?: { triggerTurn?: boolean }) => messages.push({ ...m, triggerTurn: o?.triggerTurn }),
+		appendEntry: (customType: string, data: unknown) => entries.push({ customType, data }),
+	} as unknown as ExtensionAPI;
+	const ctx = (mode = "tui") => ({ ...session("parent", { mode }), sessionManager: { getSessionId: () => "parent", getBranch: () => branch, getSessionFile: () => undefined } }) as unknown as ExtensionContext;
+	return { messages, entries, api, ctx };
+}
+
+const tick = () => new Promise((r) => setTimeout(r, 10));
+
+test("a message sent to a running task: the answer of that turn comes back into the session as a background result does, once", async () => {
+	const svc = sessions();
+	const pi = recording();
+	const d = new Delivery(pi.api, svc.cli, () => undefined);
+	d.watchTurn("s-1", 2, pi.ctx());
+	assert.deepEqual(pi.entries, [{ customType: TURN_SENT_TYPE, data: { session: "s-1", turn: 2 } }], "the session notes what it waits for");
+	assert.deepEqual(d.running(), ["s-1#2"]);
+	// Watched twice (a second send of the same turn number cannot be, but a restart's look can): one wait.
+	d.watchTurn("s-1", 2, pi.ctx());
+	assert.deepEqual(svc.calls, ["wait s-1"]);
+	svc.end("s-1", 2);
+	await tick();
+	assert.equal(pi.messages.length, 1);
+	const [m] = pi.messages;
+	assert.equal(m.customType, "subagents-result");
+	assert.equal(m.details.turn, "s-1#2");
+	assert.equal(m.details.delegationId, undefined, "no delegation to acknowledge");
+	assert.equal(m.triggerTurn, true, "in the terminal it starts a turn, as a background result does");
+	assert.match(m.content, /turn 2 of s-1[^]*the tests are checked too/);
+	assert.deepEqual(d.running(), []);
+	d.watchTurn("s-1", 2, pi.ctx());
+	await tick();
+	assert.equal(pi.messages.length, 1, "delivered once");
+	assert.deepEqual(svc.calls, ["wait s-1"]);
+	d.shutdown();
+});
+
+test("the answer of a message to a running task that had not come when pi stopped comes at the session's next start, once", async () => {
+	const sentEntry = { type: "custom", customType: TURN_SENT_TYPE, data: { session: "s-1", turn: 2 } };
+	const delivered = { type: "custom_message", customType: "subagents-result", details: { turn: "s-1#2" } };
+	const goneEntry = { type: "custom", customType: TURN_SENT_TYPE, data: { session: "s-1", turn: 2, gone: true } };
+	for (const [what, branch, waits] of [
+		["still waited for", [sentEntry], true],
+		["delivered before the stop", [sentEntry, delivered], false],
+		["its session gone", [sentEntry, goneEntry], false],
+	] as const) {
+		const svc = sessions();
+		const pi = recording([...branch]);
+		const d = new Delivery(pi.api, svc.cli, () => undefined);
+		await d.resume(pi.ctx());
+		assert.deepEqual(svc.calls, waits ? ["list", "wait s-1"] : ["list"], what);
+		assert.deepEqual(pi.entries, [], `${what}: noted once already`);
+		svc.end("s-1", 2);
+		await tick();
+		assert.equal(pi.messages.length, waits ? 1 : 0, what);
+		d.shutdown();
+	}
+
+	// A session gone before its answer came: noted, so that no later start waits for it.
+	const svc = sessions();
+	const pi = recording();
+	const d = new Delivery(pi.api, svc.cli, () => undefined);
+	d.watchTurn("s-1", 2, pi.ctx());
+	svc.gone("s-1");
+	await tick();
+	assert.deepEqual(
+		pi.entries.map((e) => e.data),
+		[
+			{ session: "s-1", turn: 2 },
+			{ session: "s-1", turn: 2, gone: true },
+		],
+	);
+	assert.equal(pi.messages.length, 0);
+	d.shutdown();
+});
+

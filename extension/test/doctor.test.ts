@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import { SubagentsCli } from "../src/cli.ts";
+import { stderrOf } from "./stderr.ts";
 import { DOCTOR_DEADLINE_S, DOCTOR_STOP_MS, type DoctorReport, doctorArgs, formatReport, registerDoctor, runDoctor } from "../src/doctor.ts";
 
 const report: DoctorReport = {
@@ -83,7 +84,7 @@ test("/subagents-doctor runs the command itself and shows its verdicts", async (
 		new SubagentsCli({ bin, connection: [], passive, local: { address: "127.0.0.1:1", addressSet: false, dataDir: data, autoStart: true } });
 	registerDoctor(pi as never, cli);
 	const notes: Array<[string, string]> = [];
-	await registered!.handler("", { cwd: dir, ui: { notify: (m: string, l: string) => notes.push([m, l]) } });
+	await registered!.handler("", { cwd: dir, hasUI: true, ui: { notify: (m: string, l: string) => notes.push([m, l]) } });
 	assert.equal(notes.length, 1);
 	assert.equal(notes[0][1], "error");
 	assert.match(notes[0][0], /✗ service: no subagents service runs for data dir \/d\n {4}fix: start it: `subagents dev`/);
@@ -91,6 +92,31 @@ test("/subagents-doctor runs the command itself and shows its verdicts", async (
 
 	// A command that prints no document: what it said, as an error.
 	writeFileSync(bin, "#!/bin/sh\necho 'subagents: unknown command \"doctor\"' >&2\nexit 2\n");
-	await registered!.handler("", { cwd: dir, ui: { notify: (m: string, l: string) => notes.push([m, l]) } });
+	await registered!.handler("", { cwd: dir, hasUI: true, ui: { notify: (m: string, l: string) => notes.push([m, l]) } });
 	assert.deepEqual(notes[1], ['subagents doctor exited 2: subagents: unknown command "doctor"', "error"]);
+});
+
+test("/subagents-doctor answers in print and JSON runs too: on stderr, and as a session entry JSON prints", async () => {
+	const dir = mkdtempSync(join(tmpdir(), "subagents-doctor-"));
+	const bin = join(dir, "subagents");
+	writeFileSync(join(dir, "report.json"), JSON.stringify(report));
+	writeFileSync(bin, `#!/bin/sh\ncat ${join(dir, "report.json")}\nexit 3\n`);
+	chmodSync(bin, 0o755);
+	let registered: { handler: (args: string, ctx: unknown) => Promise<void> } | undefined;
+	const entries: Array<[string, { command: string; level: string; text: string }]> = [];
+	const pi = { registerCommand: (name: string, def: typeof registered) => name === "subagents-doctor" && (registered = def), appendEntry: (t: string, d: never) => entries.push([t, d]) };
+	registerDoctor(pi as never, (passive = false) => new SubagentsCli({ bin, connection: [], passive }));
+	// pi's print and JSON runs: no UI, a notify that does nothing.
+	const ctx = (mode: string) => ({ cwd: dir, mode, hasUI: false, ui: { notify: () => assert.fail("notified where nobody sees it") } });
+
+	const said = await stderrOf(() => registered!.handler("", ctx("print")));
+	assert.match(said, /^subagents doctor: 1 failed[^]*✗ service: no subagents service runs for data dir \/d\n {4}fix: start it: `subagents dev`/);
+	assert.deepEqual(entries, []);
+
+	assert.equal(await stderrOf(() => registered!.handler("", ctx("json"))), "", "a JSON run's stdout and stderr are pi's");
+	assert.equal(entries.length, 1);
+	assert.equal(entries[0][0], "subagents-answer");
+	assert.equal(entries[0][1].command, "subagents-doctor");
+	assert.equal(entries[0][1].level, "error");
+	assert.match(entries[0][1].text, /✗ service: no subagents service runs/);
 });

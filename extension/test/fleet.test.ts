@@ -26,10 +26,15 @@ import {
 	renderWidget,
 	rowLine,
 	rowTime,
+	type FleetRow,
 	type ScheduleItem,
 } from "../src/fleet-view.ts";
 import { FleetWidget, ourProgress } from "../src/fleet-widget.ts";
+import { stderrOf } from "./stderr.ts";
 import type { Envelope, Item, ListItem } from "../src/format.ts";
+
+// A schedule's run is named by its fire time, in local time: the tests' is UTC.
+process.env.TZ = "UTC";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const NOW = Date.parse("2026-03-02T10:00:00Z");
@@ -210,6 +215,129 @@ test("rows: a plan's step is a session beneath its plan, and the plan lists no a
 		],
 	);
 });
+
+/**
+ * The runs schedule fired this many seconds ago, as `list --cwd` answers: each
+ * a delegation of one task (named after its agent) and that task's session;
+ * with running, the newest runs; the others ended after 30 s.
+ */
+function fired(schedule: string, agent: string, agos: number[], running: boolean): ListItem[] {
+	return agos.flatMap((s, i) => {
+		const at = new Date(NOW - s * 1000).toISOString().replace(/[:.]/g, "");
+		const d = `delegation-${schedule}-${at}`;
+		const done = i > 0 || !running ? { status: "completed", execution_status: "completed", closed: ago(s - 30), open: false } : { status: "running" };
+		const parent = `schedule:${schedule}`;
+		return [
+			run({ id: d, kind: "delegation", name: agent, agent: "delegation", started: ago(s), parent_session_id: parent, ...done }),
+			run({ id: `0199b000-0000-7000-8000-${schedule.length}${String(i).padStart(11, "0")}`, delegation_id: d, name: agent, agent, started: ago(s), parent_session_id: parent, ...done }),
+		];
+	});
+}
+
+/** The folder of an hourly schedule that fired 45 times, and of one deleted since that fired 5 times the day before. */
+const FIRED: FleetData = {
+	mine: [DATA.mine[1]],
+	folder: [
+		...fired(
+			"hourly-review",
+			"scout",
+			Array.from({ length: 45 }, (_, i) => 20 + i * 3600),
+			true,
+		),
+		...fired(
+			"old-sweep",
+			"worker",
+			Array.from({ length: 5 }, (_, i) => 90000 + i * 600),
+			false,
+		),
+	],
+	schedules: [{ id: "hourly-review", name: "hourly review", spec: "every 1h", kind: "delegation", paused: false, next_fires: [ago(-3580)], fires: 45 }],
+};
+
+test("rows: a schedule's run is one row named by the schedule and its fire time; the latest three are beneath it and one row counts the rest", () => {
+	const rows = fleetRows(FIRED, NOW);
+	assert.deepEqual(
+		rows.map((r) => [r.kind, r.title, r.depth, r.agent, SECTION(rows, r)]),
+		[
+			["delegation", "send-target", 0, "scout", "session"],
+			["delegation", "fired 03-01 09:00 · old-sweep", 0, "worker", "folder"],
+			["delegation", "fired 03-01 08:50 · old-sweep", 0, "worker", "folder"],
+			["delegation", "fired 03-01 08:40 · old-sweep", 0, "worker", "folder"],
+			["more", "… 2 earlier runs of old-sweep", 0, undefined, "folder"],
+			["schedule", "hourly review", 0, "every 1h", "schedule"],
+			["delegation", "fired 09:59 · hourly review", 1, "scout", "schedule"],
+			["delegation", "fired 08:59 · hourly review", 1, "scout", "schedule"],
+			["delegation", "fired 07:59 · hourly review", 1, "scout", "schedule"],
+			["more", "… 42 earlier runs", 1, undefined, "schedule"],
+		],
+	);
+	// One row a run: the delegation, whose message and result go to its task's session.
+	const newest = rows[6];
+	assert.equal(newest.id, FIRED.folder[0].id);
+	assert.equal(newest.session, FIRED.folder[1].id);
+	assert.equal(newest.status, "running");
+	assert.equal(rows.filter((r) => r.kind === "session").length, 0, "no run is listed twice");
+});
+
+test("rows: runs of a schedule that fired in the same minute (a trigger beside a fire) are told apart by their seconds", () => {
+	const folder = fired("hourly-review", "scout", [95, 62, 30], false);
+	const titles = fleetRows({ mine: [], folder, schedules: FIRED.schedules }, NOW)
+		.filter((r) => r.kind === "delegation")
+		.map((r) => r.title);
+	assert.deepEqual(titles, ["fired 09:59:30 · hourly review", "fired 09:58:58 · hourly review", "fired 09:58:25 · hourly review"]);
+});
+
+test("rows: a delegation of several tasks keeps a row for each, also while only one of them has a session yet", () => {
+	const d = `delegation-${id(60)}`;
+	const rows = fleetRows({
+		mine: [
+			run({ id: d, kind: "delegation", name: "map, check", agent: "delegation", status: "running" }),
+			run({ id: id(61), delegation_id: d, name: "map", agent: "scout", status: "running" }),
+		],
+		folder: [],
+		schedules: [],
+	});
+	assert.deepEqual(
+		rows.map((r) => [r.kind, r.title, r.depth, r.session]),
+		[
+			["delegation", "map, check", 0, undefined],
+			["session", "map", 1, id(61)],
+		],
+	);
+});
+
+/** The section a row of rows is listed in (the heading the list draws above it). */
+function SECTION(rows: FleetRow[], row: FleetRow): "session" | "folder" | "schedule" {
+	const at = rows.indexOf(row);
+	const lines = renderList(canvas(120), { rows, selected: -1, maxRows: 100, offset: 0, folder: "project" });
+	const title = lines.findIndex((l) => l.includes(row.title.slice(0, 20)) && (row.kind !== "schedule" || l.includes("↻")));
+	assert.ok(at >= 0 && title > 0, `${row.title} is not drawn`);
+	const heading = lines
+		.slice(0, title)
+		.reverse()
+		.find((l) => /^ (This session|This folder|Schedules of this folder)/.test(l))!;
+	return heading.startsWith(" This session") ? "session" : heading.startsWith(" This folder") ? "folder" : "schedule";
+}
+
+test("a row's time: for how long it runs; how long ago it ended; when a finished run that stays open started", () => {
+	const row = (over: Partial<FleetRow>): FleetRow => ({ id: "x", kind: "delegation", title: "x", status: "completed", scope: "session", depth: 0, open: false, ...over });
+	const cases: Array<[string, FleetRow, string]> = [
+		["running", row({ status: "running", started: NOW - 75_000 }), "for 1m15s"],
+		["queued", row({ status: "queued", started: NOW - 3_000 }), "for 3s"],
+		["completed: from its end, not its start", row({ started: NOW - 300_000, ended: NOW - 40_000 }), "40s ago"],
+		["failed hours ago after a minute", row({ status: "failed", started: NOW - 7_260_000, ended: NOW - 7_200_000 }), "2h ago"],
+		["completed, waiting for its parent's acknowledgement: no end to tell", row({ started: NOW - 40_000 }), "started 40s ago"],
+		["a schedule: its next fire", row({ kind: "schedule", status: "active", next: NOW + 300_000 }), "in 5m00s"],
+	];
+	for (const [what, r, want] of cases) assert.equal(rowTime(r, NOW), want, what);
+});
+
+for (const width of [80, 120]) {
+	test(`golden: a schedule's runs in the list at ${width} columns`, () => {
+		const rows = fleetRows(FIRED, NOW);
+		golden(`fleet-list-schedule-${width}.txt`, renderList(canvas(width), { rows, selected: 6, maxRows: 20, offset: 0, folder: "project" }), width);
+	});
+}
 
 for (const width of [80, 120]) {
 	test(`golden: the list at ${width} columns`, () => {
@@ -663,7 +791,7 @@ test("the view: a schedule row takes no message or result and says why; enter sh
 	for (const key of ["s", "t"]) {
 		v.handleInput(key);
 		const said = v.render(120).join(" ");
-		assert.match(said.replace(/\s+/g, " "), /review the day's changes is a schedule: it (takes no message|has no result of its own); its runs are listed under This folder/);
+		assert.match(said.replace(/\s+/g, " "), /review the day's changes is a schedule: it (takes no message|has no result of its own); its latest runs are listed beneath it/);
 		assert.doesNotMatch(said, /several tasks/);
 	}
 	v.handleInput("c");
@@ -686,30 +814,67 @@ test("the view: a schedule row takes no message or result and says why; enter sh
 	v.dispose();
 });
 
+test("the view: a schedule's run takes a message to its task's session; enter on the count of earlier runs opens the schedule", async () => {
+	const r = recorder({ list: async () => ({ data: FIRED, problems: [] }) });
+	const { v } = view(r.source);
+	await settle();
+	const select = (title: string) => {
+		for (let i = 0; i < 20 && !v.render(120).some((l) => l.startsWith("▸") && l.includes(title)); i++) v.handleInput(KEYS.down);
+		assert.ok(
+			v.render(120).some((l) => l.startsWith("▸") && l.includes(title)),
+			v.render(120).join("\n"),
+		);
+	};
+	select("fired 09:59 · hourly review");
+	v.handleInput("s");
+	for (const ch of "look again") v.handleInput(ch);
+	v.handleInput(KEYS.enter);
+	await settle();
+	assert.ok(r.calls.includes(`send ${FIRED.folder[1].id} look again`), r.calls.join("\n"));
+	select("… 42 earlier runs");
+	v.handleInput("c");
+	assert.match(v.render(120).join(" "), /earlier runs of schedule hourly-review are not listed here/);
+	v.handleInput(KEYS.enter);
+	await settle();
+	assert.equal(r.calls.at(-1), "schedule hourly-review");
+	assert.match(v.render(120).join("\n"), /Subagents › schedule hourly review/);
+	v.handleInput(KEYS.esc);
+	await settle();
+	assert.ok(
+		v.render(120).some((l) => l.startsWith("▸") && l.includes("… 42 earlier runs")),
+		"back on the list, the count stays selected (not its schedule, which shares its ID)",
+	);
+	v.dispose();
+});
+
 /** A pi that records what the fleet registers, and fires its events. */
 function fakePi() {
 	const handlers = new Map<string, Array<(event: unknown, ctx: unknown) => unknown>>();
 	let command: { handler: (args: string, ctx: unknown) => Promise<void> } | undefined;
+	const entries: Array<{ customType: string; data: unknown }> = [];
 	const pi = {
 		on: (name: string, fn: (event: unknown, ctx: unknown) => unknown) => handlers.set(name, [...(handlers.get(name) ?? []), fn]),
 		registerCommand: (_name: string, opts: typeof command) => (command = opts),
 		sendMessage: () => {},
+		appendEntry: (customType: string, data: unknown) => entries.push({ customType, data }),
 	} as unknown as ExtensionAPI;
 	const fire = async (name: string, event: unknown = {}, ctx: unknown = {}) => {
 		for (const fn of handlers.get(name) ?? []) await fn(event, ctx);
 	};
-	return { pi, fire, command: () => command! };
+	return { pi, fire, entries, command: () => command! };
 }
 
+
 /** The fleet registered on a fake pi, with a client that records each call and whether it was passive (starts no service). */
-function fleetOn(over: { down?: boolean; running?: string[]; pending?: boolean } = {}) {
+function fleetOn(over: { down?: boolean; running?: string[]; pending?: boolean; send?: unknown } = {}) {
 	const calls: Array<{ verb: string; passive: boolean; args: string[] }> = [];
+	const watched: string[] = [];
 	const answers: Record<string, unknown> = {
 		list: { runs: [...DATA.mine] },
 		status: STATUS,
 		transcript: { text: TRANSCRIPT },
 		schedule: { schedules: [DESCRIBED] },
-		send: { accepted_turn: 2 },
+		send: over.send ?? { accepted_turn: 2 },
 		output: { text: "the loader is config/load.go" },
 		cancel: { cancel_applied: true, prior_status: "running" },
 	};
@@ -727,7 +892,8 @@ function fleetOn(over: { down?: boolean; running?: string[]; pending?: boolean }
 		running: () => over.running ?? [],
 		mayHavePending: () => over.pending ?? false,
 		own: <T>(p: T) => p,
-		watch: () => {},
+		watch: (id: string) => watched.push(id),
+		watchTurn: (session: string, turn: number) => watched.push(`${session}#${turn}`),
 	} as unknown as Delivery;
 	const f = fakePi();
 	registerFleet(f.pi, { cli, delivery, loadTui: async () => tui });
@@ -736,7 +902,8 @@ function fleetOn(over: { down?: boolean; running?: string[]; pending?: boolean }
 	const ctx = (mode: string, branch: unknown[] = []) => ({
 		mode,
 		cwd: "/home/me/project",
-		hasUI: true,
+		// pi's: print and JSON runs have no UI (their ui.notify does nothing).
+		hasUI: mode === "tui" || mode === "rpc",
 		sessionManager: { getSessionId: () => "parent-session", getBranch: () => branch, getSessionFile: () => undefined },
 		ui: {
 			setWidget: (_key: string, factory: unknown) => (widgetUp = !!factory),
@@ -754,7 +921,7 @@ function fleetOn(over: { down?: boolean; running?: string[]; pending?: boolean }
 	});
 	let viewOpened: (v: FleetView) => void = () => {};
 	const opened = () => new Promise<FleetView>((r) => (viewOpened = r));
-	return { ...f, calls, ctx, notes, opened, widgetUp: () => widgetUp };
+	return { ...f, calls, ctx, notes, opened, watched, widgetUp: () => widgetUp };
 }
 
 test("the widget asks nothing in a session that started nothing and waits for nothing; it looks once this session delegated", async () => {
@@ -790,14 +957,49 @@ test("the widget asks nothing in a session that started nothing and waits for no
 	}
 });
 
+test("a message sent from the view: its answer comes back into this session, from a running task's next turn as from a resumed one", async () => {
+	for (const [what, send, watched, said] of [
+		["a running task: its next turn", { accepted_turn: 2 }, [`${id(2)}#2`], /Sent: it runs as turn 2 of .*; its answer comes back here/],
+		["a task between turns: a delegation resumes it", { delegation_id: "delegation-resumed", done: false }, ["delegation-resumed"], /goes on with it \(delegation-resumed\); its result comes back here/],
+	] as const) {
+		const f = fleetOn({ send });
+		const opened = f.opened();
+		const running = f.command().handler("", f.ctx("tui"));
+		const v = await opened;
+		await settle();
+		v.handleInput(KEYS.down);
+		v.handleInput("s");
+		for (const ch of "also check the tests") v.handleInput(ch);
+		v.handleInput(KEYS.enter);
+		await settle();
+		assert.deepEqual(f.watched, watched, what);
+		assert.match(v.render(200).join(" "), said, what);
+		v.handleInput(KEYS.esc);
+		await running;
+	}
+});
+
+test("/subagents outside the terminal answers in every mode: a notification in RPC, a session entry a JSON run prints, stderr in a print run", async () => {
+	const want = /done-task[^]*send-target[^]*Waiting in the background for: delegation-x/;
+	for (const mode of ["rpc", "json", "print"] as const) {
+		const f = fleetOn({ running: ["delegation-x"] });
+		const said = await stderrOf(() => f.command().handler("", f.ctx(mode)));
+		const got = { notes: f.notes.length, entries: f.entries.length, stderr: said !== "" };
+		assert.deepEqual(got, { notes: mode === "rpc" ? 1 : 0, entries: mode === "json" ? 1 : 0, stderr: mode === "print" }, mode);
+		const text = mode === "rpc" ? f.notes[0] : mode === "json" ? (f.entries[0].data as { text: string }).text : said;
+		assert.match(text, want, mode);
+		if (mode === "json") assert.deepEqual({ ...f.entries[0], data: { ...(f.entries[0].data as object), text: "" } }, { customType: "subagents-answer", data: { command: "subagents", level: "info", text: "" } });
+	}
+});
+
 test("looking starts no service: /subagents outside the terminal, a run's state and transcript, a schedule, a result taken; sending and cancelling may", async () => {
 	const down = fleetOn({ down: true });
-	await down.command().handler("", down.ctx("print"));
+	const said = await stderrOf(() => down.command().handler("", down.ctx("print")));
 	assert.deepEqual(
 		down.calls.map((c) => [c.verb, c.passive]),
 		[["list", true]],
 	);
-	assert.match(down.notes[0], /The subagents service is not running: nothing runs/);
+	assert.match(said, /The subagents service is not running: nothing runs/);
 
 	const f = fleetOn();
 	const ctx = f.ctx("tui");
