@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/durable-pi/subagents/api"
@@ -121,7 +122,7 @@ func runVerb(ctx context.Context, args []string, stdio IO, dial func(*command, c
 		// serves what this process would dial (local.go); it prints what
 		// this process would, the envelope of a failure too.
 		if lc := cmd.localService(); lc != nil {
-			return lc.forward(ctx, cmd, v, args)
+			return lc.forward(ctx, cmd, v, cmd.argv)
 		}
 		dial = (*command).dialOwn
 	}
@@ -200,12 +201,17 @@ func parse(name string, args []string, stdio IO) (*command, verb, error) {
 		return cmd, v, err
 	}
 	cmd.args = fs.Args()
+	// A call handed to the local service goes with its flags first: a
+	// service of an earlier release reads flags only before the arguments.
+	cmd.argv = append([]string{name}, flagsFirst(fs, args)...)
 	return cmd, v, nil
 }
 
 // ParseFlags parses a verb's flags, declared by register (the client verbs'
 // parse, and serve, profiles, worker, setup, dev, demo); a bad flag is
-// INVALID_INPUT, -h is flag.ErrHelp.
+// INVALID_INPUT, -h is flag.ErrHelp. Flags may come before or after the
+// positional arguments (`status ID --json`), as a person types them; `--`
+// ends the flags, and what follows it is positional however it looks.
 func ParseFlags(verb string, args []string, stderr io.Writer, register ...func(*flag.FlagSet)) (*flag.FlagSet, error) {
 	fs := flag.NewFlagSet("subagents "+verb, flag.ContinueOnError)
 	for _, r := range register {
@@ -216,7 +222,7 @@ func ParseFlags(verb string, args []string, stderr io.Writer, register ...func(*
 	// bad flag: the error comes back as one line instead (flagError), and
 	// the usage is printed for -h only.
 	fs.SetOutput(io.Discard)
-	err := fs.Parse(args)
+	err := fs.Parse(flagsFirst(fs, args))
 	fs.SetOutput(stderr)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
@@ -227,6 +233,43 @@ func ParseFlags(verb string, args []string, stderr io.Writer, register ...func(*
 		return fs, errcode.Wrap(errcode.InvalidInput, err, flagError(verb, fs, err))
 	}
 	return fs, nil
+}
+
+// flagsFirst is args with its flags (and their values) moved before its
+// positional arguments, which follow a "--": the flag package stops at the
+// first positional argument, so `status ID --json` would read "--json" as
+// an ID. A flag that takes a value takes the next argument, whatever it
+// looks like (`--name --`), as the flag package does; "--" ends the flags
+// and a lone "-" is positional. An unknown flag stays among the flags, for
+// Parse to report.
+func flagsFirst(fs *flag.FlagSet, args []string) []string {
+	var flags, pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			pos = append(pos, args[i+1:]...)
+			break
+		}
+		if len(a) < 2 || a[0] != '-' {
+			pos = append(pos, a)
+			continue
+		}
+		flags = append(flags, a)
+		name := strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
+		if strings.Contains(name, "=") || i+1 == len(args) {
+			continue
+		}
+		f := fs.Lookup(name)
+		if f == nil {
+			continue
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+			continue
+		}
+		i++
+		flags = append(flags, args[i])
+	}
+	return append(append(flags, "--"), pos...)
 }
 
 // limited is err, or the coded cause of ctx's end when ctx ended it (the
@@ -245,9 +288,12 @@ func limited(ctx context.Context, err error) error {
 
 // command holds one verb's flags.
 type command struct {
-	verb      string
-	io        IO
-	args      []string
+	verb string
+	io   IO
+	args []string
+	// argv is the verb and its arguments as parsed: the flags, "--", the
+	// positional arguments.
+	argv      []string
 	conn      connection.Settings
 	asJSON    bool
 	taskQueue string

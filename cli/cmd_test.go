@@ -83,6 +83,21 @@ func TestParse(t *testing.T) {
 		{name: "ack by a parent", verb: "ack", args: []string{"--by", "parent-1", "d-1"},
 			want: &ackOptions{by: "parent-1"}, wantCmd: command{args: []string{"d-1"}, taskQueue: "subagents"}},
 		{name: "a flag another verb has", verb: "ack", args: []string{"--full", "d-1"}, wantErr: true},
+		// Flags after the positional arguments count as before them (issue
+		// 42: `status ID --json` looked for a session "--json").
+		{name: "status with --json after the ID", verb: "status", args: []string{"s-1", "--json"},
+			want: &idsOptions{}, wantCmd: command{args: []string{"s-1"}, asJSON: true, taskQueue: "subagents"}},
+		{name: "wait with flags on both sides of the IDs", verb: "wait", args: []string{"--progress", "a", "--timeout", "30s", "b", "-json"},
+			want: &waitOptions{timeout: 30 * time.Second, progress: true}, wantCmd: command{args: []string{"a", "b"}, asJSON: true, taskQueue: "subagents"}},
+		{name: "run with flags after the prompt", verb: "run", args: []string{"fix", "the", "bug", "--agent", "scout", "--timeout=90", "--deliver"},
+			want: &startOptions{agent: "scout", timeout: 90 * time.Second, deliver: true}, wantCmd: command{args: []string{"fix", "the", "bug"}, taskQueue: "subagents"}},
+		{name: "-- ends the flags", verb: "send", args: []string{"--wait", "s-1", "--", "--json", "-v", "means", "verbose"},
+			want: &sendOptions{wait: true}, wantCmd: command{args: []string{"s-1", "--json", "-v", "means", "verbose"}, taskQueue: "subagents"}},
+		{name: "a flag's value that looks like a flag", verb: "run", args: []string{"--name", "--", "p", "--description", "-x-"},
+			want: &startOptions{name: "--", description: "-x-"}, wantCmd: command{args: []string{"p"}, taskQueue: "subagents"}},
+		{name: "a lone - is an argument", verb: "send", args: []string{"s-1", "-", "--wait"},
+			want: &sendOptions{wait: true}, wantCmd: command{args: []string{"s-1", "-"}, taskQueue: "subagents"}},
+		{name: "a prompt word that looks like a flag, without --", verb: "run", args: []string{"fix", "-x"}, wantErr: true},
 		{name: "an unknown verb", verb: "frobnicate", args: []string{"--json"}, wantErr: true},
 	}
 	for _, tt := range tests {

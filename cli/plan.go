@@ -157,7 +157,7 @@ func (o *resumeOptions) readsStdin() bool { return o.input == "-" }
 
 func (o *resumeOptions) run(ctx context.Context, cmd *command, c *client.Client) error {
 	if len(cmd.args) != 1 {
-		return errcode.New(errcode.InvalidInput, "resume takes one plan ID, after its flags: subagents resume [--plan FILE] [--wait] PLAN_ID")
+		return errcode.New(errcode.InvalidInput, "resume takes one plan ID: subagents resume [--plan FILE] [--wait] PLAN_ID")
 	}
 	var plan *api.Plan
 	if o.input != "" {
