@@ -465,7 +465,7 @@ func (cmd *command) follow(ctx context.Context, c *client.Client, id string, tim
 	if live != nil {
 		live.clear()
 	}
-	return cmd.finish(env, func(env client.Envelope) { printTree(cmd.io.Out, env, false) })
+	return cmd.finish(env, func(env client.Envelope) { printTree(cmd.io.Out, env, false, c.CurrentTime()) })
 }
 
 // followLines is `wait --json --progress`: JSON lines a program reads as
