@@ -378,9 +378,76 @@ func (cmd *command) finish(env client.Envelope, print func(client.Envelope)) err
 	case env.WaitStatus == "timeout" || env.WaitStatus == "aborted" || env.WaitStatus == "question":
 		return fmt.Errorf("%s %s: %w", cmd.verb, env.WaitStatus, errcode.ErrPending)
 	case env.Done && failedItems(env) > 0:
-		return errcode.Wrap(errcode.Failed, errTaskFailed, fmt.Sprintf("%d of %d tasks did not complete", failedItems(env), len(env.Items)))
+		return errcode.Wrap(errcode.Failed, errTaskFailed, notCompleted(env))
 	}
 	return nil
+}
+
+// notCompleted is the one line that ends a call whose work did not all
+// complete: how many tasks (a plan's steps) did not, which one failed and
+// why (its code and message: the line stands alone on stderr, after the
+// tree or the envelope), and for a plan the command that runs it again.
+func notCompleted(env client.Envelope) string {
+	what := "task"
+	if env.Plan != nil {
+		what = "step"
+	}
+	n := failedItems(env)
+	msg := fmt.Sprintf("%d of %s did not complete", n, plural(len(env.Items), what))
+	// The first that ended on its own account: a skipped step only
+	// followed one that did not complete.
+	first := -1
+	for i, it := range env.Items {
+		if it.Done && it.Status != string(api.StateCompleted) && it.Status != string(api.StateSkipped) {
+			first = i
+			break
+		}
+	}
+	switch {
+	case first >= 0:
+		msg += ": " + itemEnd(env, first)
+		if n > 1 {
+			msg += fmt.Sprintf(", and %d more", n-1)
+		}
+	case env.Plan != nil && env.Plan.Stopped != nil:
+		msg += fmt.Sprintf(": the plan stopped: %s: %s", env.Plan.Stopped.Code, oneLine(env.Plan.Stopped.Message, 300))
+	}
+	if env.Plan != nil && env.DelegationID != "" && (env.Status == string(api.StateFailed) || env.Status == string(api.StateCancelled)) {
+		msg += fmt.Sprintf("; subagents resume %s runs what did not complete again", env.DelegationID)
+	}
+	return msg
+}
+
+// itemEnd says how env's item i ended: the task or step, its state, and
+// why (its error's code and message, or what its child said).
+func itemEnd(env client.Envelope, i int) string {
+	it := env.Items[i]
+	who := fmt.Sprintf("task %q (%s)", cmp.Or(it.Name, it.Agent), it.TaskID)
+	if env.Plan != nil && i < len(env.Plan.Steps) {
+		st := env.Plan.Steps[i]
+		who = fmt.Sprintf("step %q (%s)", strings.Join(append(append([]string(nil), st.Path...), st.Key), "/"), it.TaskID)
+	}
+	if it.TaskID == "" {
+		who = who[:strings.LastIndex(who, " (")]
+	}
+	how := "ended " + it.Status
+	switch api.State(it.Status) {
+	case api.StateFailed:
+		how = "failed"
+	case api.StateTimedOut:
+		how = "timed out"
+	case api.StateCancelled, api.StateTerminated:
+		how = "was " + it.Status
+	}
+	switch {
+	case it.Error != nil && it.Error.Code != "":
+		how += fmt.Sprintf(" with %s: %s", it.Error.Code, oneLine(it.Error.Message, 300))
+	case it.Error != nil:
+		how += ": " + oneLine(it.Error.Message, 300)
+	case it.Output != "":
+		how += ": " + oneLine(it.Output, 300)
+	}
+	return who + " " + how
 }
 
 func failedItems(env client.Envelope) int {
