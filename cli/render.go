@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/client"
@@ -452,24 +453,50 @@ func (cmd *command) printCancel(env client.Envelope) {
 	}
 }
 
-func (cmd *command) printList(env client.Envelope) {
-	if len(env.Runs) == 0 {
-		_, _ = fmt.Fprintln(cmd.io.Out, "no delegations or sessions match")
-		return
-	}
-	// Open: the workflow still runs (a session between turns takes a
-	// send); the order is Temporal's: open runs first, then closed ones.
-	const row = "%-10s %-47s %-10s %-6s %-12s %-16s  %s\n"
-	_, _ = fmt.Fprintf(cmd.io.Out, row, "KIND", "ID", "STATUS", "OPEN", "AGENT", "STARTED", "NAME")
-	for _, r := range env.Runs {
-		name := r.Name
-		if name == "" {
-			name = "-"
+// listTable prints runs as list's table, each at its depth in the tree of
+// what delegated what (nestedOrder). Open: the workflow still runs (a
+// session between turns takes a send). Each column is as wide as what it
+// holds: an ID is never cut, as it is what the next command takes (a plan
+// step's, `plan-<UUID>-<key>`, is longer than a delegation's); a name is
+// cut at 60 characters. A plan is a delegation (its kind in --json) and
+// shows as a plan.
+func listTable(w io.Writer, runs []client.ListItem, depths []int) {
+	rows := [][]string{{"KIND", "ID", "STATUS", "OPEN", "AGENT", "STARTED", "NAME"}}
+	for i, r := range runs {
+		kind, id, open, name := r.Kind, r.ID, "-", r.Name
+		if kind == "delegation" && api.IsPlanID(r.ID) {
+			kind = "plan"
 		}
-		open := "-"
+		if depths[i] > 0 {
+			id = strings.Repeat("  ", depths[i]-1) + "└ " + id
+		}
 		if r.Open {
 			open = "open"
 		}
-		_, _ = fmt.Fprintf(cmd.io.Out, row, r.Kind, r.ID, r.Status, open, r.Agent, r.Started.Local().Format("2006-01-02 15:04"), oneLine(name, 60))
+		if name == "" {
+			name = "-"
+		}
+		rows = append(rows, []string{kind, id, r.Status, open, r.Agent, r.Started.Local().Format("2006-01-02 15:04"), oneLine(name, 60)})
 	}
+	widths := make([]int, len(rows[0]))
+	for _, row := range rows {
+		for c, cell := range row {
+			widths[c] = max(widths[c], utf8.RuneCountInString(cell))
+		}
+	}
+	var b strings.Builder
+	for _, row := range rows {
+		for c, cell := range row {
+			if c == len(row)-1 {
+				// Two spaces before the name, as before the free text.
+				b.WriteString("  " + cell + "\n")
+				break
+			}
+			if c > 0 {
+				b.WriteString(" ")
+			}
+			b.WriteString(cell + strings.Repeat(" ", widths[c]-utf8.RuneCountInString(cell)))
+		}
+	}
+	_, _ = io.WriteString(w, b.String())
 }
