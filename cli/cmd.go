@@ -44,6 +44,9 @@ type IO struct {
 	// DataDir is the service's data dir, whose nesting key checks a
 	// caller's session (caller.go); empty: connection.DefaultDataDir.
 	DataDir string
+	// Started, when set, learns the delegation or plan a call started, as
+	// soon as it has (the service tells a command that handed it the call).
+	Started func(id string)
 }
 
 // dir is the caller's folder.
@@ -351,6 +354,13 @@ func defaultUIURL(hostPort string) string {
 		return ""
 	}
 	return "http://" + net.JoinHostPort(host, strconv.Itoa(p+1000))
+}
+
+// started says that the call started id (IO.Started).
+func (cmd *command) started(id string) {
+	if cmd.io.Started != nil && id != "" {
+		cmd.io.Started(id)
+	}
 }
 
 func (cmd *command) printJSON(env client.Envelope) error {

@@ -124,6 +124,7 @@ func runPlan(ctx context.Context, cmd *command, c *client.Client, req client.Pla
 	if err != nil {
 		return err
 	}
+	cmd.started(env.DelegationID)
 	if cmd.verb == "start" || env.Done {
 		return cmd.finish(env, cmd.printStarted)
 	}
@@ -201,6 +202,7 @@ func (o *resumeOptions) run(ctx context.Context, cmd *command, c *client.Client)
 	if err != nil {
 		return err
 	}
+	cmd.started(env.DelegationID)
 	if !o.wait || env.Done {
 		return cmd.finish(env, cmd.printStarted)
 	}
