@@ -94,9 +94,11 @@ func applyExit(env client.Envelope) error {
 	switch {
 	case conflicts > 0:
 		return errcode.Wrap(errcode.ApplyConflict, errTaskFailed,
-			fmt.Sprintf("%d of %d changes conflict with the checkout; nothing of them was applied", conflicts, len(env.Items)))
+			fmt.Sprintf("%d of %s %s with the checkout; nothing of %s applied", conflicts, plural(len(env.Items), "change"),
+				agree(conflicts, "conflicts", "conflict"), agree(conflicts, "it was", "them was")))
 	case failed > 0 && first != nil:
-		return errcode.Wrap(first.Code, errTaskFailed, fmt.Sprintf("%d of %d tasks have no change to apply here: %s", failed, len(env.Items), first.Message))
+		return errcode.Wrap(first.Code, errTaskFailed, fmt.Sprintf("%d of %s %s no change to apply here: %s",
+			failed, plural(len(env.Items), "task"), agree(failed, "has", "have"), first.Message))
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/durable-pi/subagents/api"
@@ -43,6 +44,9 @@ type IO struct {
 	// DataDir is the service's data dir, whose nesting key checks a
 	// caller's session (caller.go); empty: connection.DefaultDataDir.
 	DataDir string
+	// Started, when set, learns the delegation or plan a call started, as
+	// soon as it has (the service tells a command that handed it the call).
+	Started func(id string)
 }
 
 // dir is the caller's folder.
@@ -121,7 +125,7 @@ func runVerb(ctx context.Context, args []string, stdio IO, dial func(*command, c
 		// serves what this process would dial (local.go); it prints what
 		// this process would, the envelope of a failure too.
 		if lc := cmd.localService(); lc != nil {
-			return lc.forward(ctx, cmd, v, args)
+			return lc.forward(ctx, cmd, v, cmd.argv)
 		}
 		dial = (*command).dialOwn
 	}
@@ -200,12 +204,17 @@ func parse(name string, args []string, stdio IO) (*command, verb, error) {
 		return cmd, v, err
 	}
 	cmd.args = fs.Args()
+	// A call handed to the local service goes with its flags first: a
+	// service of an earlier release reads flags only before the arguments.
+	cmd.argv = append([]string{name}, flagsFirst(fs, args)...)
 	return cmd, v, nil
 }
 
 // ParseFlags parses a verb's flags, declared by register (the client verbs'
 // parse, and serve, profiles, worker, setup, dev, demo); a bad flag is
-// INVALID_INPUT, -h is flag.ErrHelp.
+// INVALID_INPUT, -h is flag.ErrHelp. Flags may come before or after the
+// positional arguments (`status ID --json`), as a person types them; `--`
+// ends the flags, and what follows it is positional however it looks.
 func ParseFlags(verb string, args []string, stderr io.Writer, register ...func(*flag.FlagSet)) (*flag.FlagSet, error) {
 	fs := flag.NewFlagSet("subagents "+verb, flag.ContinueOnError)
 	for _, r := range register {
@@ -216,7 +225,7 @@ func ParseFlags(verb string, args []string, stderr io.Writer, register ...func(*
 	// bad flag: the error comes back as one line instead (flagError), and
 	// the usage is printed for -h only.
 	fs.SetOutput(io.Discard)
-	err := fs.Parse(args)
+	err := fs.Parse(flagsFirst(fs, args))
 	fs.SetOutput(stderr)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
@@ -227,6 +236,43 @@ func ParseFlags(verb string, args []string, stderr io.Writer, register ...func(*
 		return fs, errcode.Wrap(errcode.InvalidInput, err, flagError(verb, fs, err))
 	}
 	return fs, nil
+}
+
+// flagsFirst is args with its flags (and their values) moved before its
+// positional arguments, which follow a "--": the flag package stops at the
+// first positional argument, so `status ID --json` would read "--json" as
+// an ID. A flag that takes a value takes the next argument, whatever it
+// looks like (`--name --`), as the flag package does; "--" ends the flags
+// and a lone "-" is positional. An unknown flag stays among the flags, for
+// Parse to report.
+func flagsFirst(fs *flag.FlagSet, args []string) []string {
+	var flags, pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			pos = append(pos, args[i+1:]...)
+			break
+		}
+		if len(a) < 2 || a[0] != '-' {
+			pos = append(pos, a)
+			continue
+		}
+		flags = append(flags, a)
+		name := strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
+		if strings.Contains(name, "=") || i+1 == len(args) {
+			continue
+		}
+		f := fs.Lookup(name)
+		if f == nil {
+			continue
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+			continue
+		}
+		i++
+		flags = append(flags, args[i])
+	}
+	return append(append(flags, "--"), pos...)
 }
 
 // limited is err, or the coded cause of ctx's end when ctx ended it (the
@@ -245,9 +291,12 @@ func limited(ctx context.Context, err error) error {
 
 // command holds one verb's flags.
 type command struct {
-	verb      string
-	io        IO
-	args      []string
+	verb string
+	io   IO
+	args []string
+	// argv is the verb and its arguments as parsed: the flags, "--", the
+	// positional arguments.
+	argv      []string
 	conn      connection.Settings
 	asJSON    bool
 	taskQueue string
@@ -307,6 +356,13 @@ func defaultUIURL(hostPort string) string {
 	return "http://" + net.JoinHostPort(host, strconv.Itoa(p+1000))
 }
 
+// started says that the call started id (IO.Started).
+func (cmd *command) started(id string) {
+	if cmd.io.Started != nil && id != "" {
+		cmd.io.Started(id)
+	}
+}
+
 func (cmd *command) printJSON(env client.Envelope) error {
 	enc := json.NewEncoder(cmd.io.Out)
 	if !cmd.compact {
@@ -332,9 +388,76 @@ func (cmd *command) finish(env client.Envelope, print func(client.Envelope)) err
 	case env.WaitStatus == "timeout" || env.WaitStatus == "aborted" || env.WaitStatus == "question":
 		return fmt.Errorf("%s %s: %w", cmd.verb, env.WaitStatus, errcode.ErrPending)
 	case env.Done && failedItems(env) > 0:
-		return errcode.Wrap(errcode.Failed, errTaskFailed, fmt.Sprintf("%d of %d tasks did not complete", failedItems(env), len(env.Items)))
+		return errcode.Wrap(errcode.Failed, errTaskFailed, notCompleted(env))
 	}
 	return nil
+}
+
+// notCompleted is the one line that ends a call whose work did not all
+// complete: how many tasks (a plan's steps) did not, which one failed and
+// why (its code and message: the line stands alone on stderr, after the
+// tree or the envelope), and for a plan the command that runs it again.
+func notCompleted(env client.Envelope) string {
+	what := "task"
+	if env.Plan != nil {
+		what = "step"
+	}
+	n := failedItems(env)
+	msg := fmt.Sprintf("%d of %s did not complete", n, plural(len(env.Items), what))
+	// The first that ended on its own account: a skipped step only
+	// followed one that did not complete.
+	first := -1
+	for i, it := range env.Items {
+		if it.Done && it.Status != string(api.StateCompleted) && it.Status != string(api.StateSkipped) {
+			first = i
+			break
+		}
+	}
+	switch {
+	case first >= 0:
+		msg += ": " + itemEnd(env, first)
+		if n > 1 {
+			msg += fmt.Sprintf(", and %d more", n-1)
+		}
+	case env.Plan != nil && env.Plan.Stopped != nil:
+		msg += fmt.Sprintf(": the plan stopped: %s: %s", env.Plan.Stopped.Code, oneLine(env.Plan.Stopped.Message, 300))
+	}
+	if env.Plan != nil && env.DelegationID != "" && (env.Status == string(api.StateFailed) || env.Status == string(api.StateCancelled)) {
+		msg += fmt.Sprintf("; subagents resume %s runs what did not complete again", env.DelegationID)
+	}
+	return msg
+}
+
+// itemEnd says how env's item i ended: the task or step, its state, and
+// why (its error's code and message, or what its child said).
+func itemEnd(env client.Envelope, i int) string {
+	it := env.Items[i]
+	who := fmt.Sprintf("task %q (%s)", cmp.Or(it.Name, it.Agent), it.TaskID)
+	if env.Plan != nil && i < len(env.Plan.Steps) {
+		st := env.Plan.Steps[i]
+		who = fmt.Sprintf("step %q (%s)", strings.Join(append(append([]string(nil), st.Path...), st.Key), "/"), it.TaskID)
+	}
+	if it.TaskID == "" {
+		who = who[:strings.LastIndex(who, " (")]
+	}
+	how := "ended " + it.Status
+	switch api.State(it.Status) {
+	case api.StateFailed:
+		how = "failed"
+	case api.StateTimedOut:
+		how = "timed out"
+	case api.StateCancelled, api.StateTerminated:
+		how = "was " + it.Status
+	}
+	switch {
+	case it.Error != nil && it.Error.Code != "":
+		how += fmt.Sprintf(" with %s: %s", it.Error.Code, oneLine(it.Error.Message, 300))
+	case it.Error != nil:
+		how += ": " + oneLine(it.Error.Message, 300)
+	case it.Output != "":
+		how += ": " + oneLine(it.Output, 300)
+	}
+	return who + " " + how
 }
 
 func failedItems(env client.Envelope) int {
@@ -419,7 +542,7 @@ func (cmd *command) follow(ctx context.Context, c *client.Client, id string, tim
 	if live != nil {
 		live.clear()
 	}
-	return cmd.finish(env, func(env client.Envelope) { printTree(cmd.io.Out, env, false) })
+	return cmd.finish(env, func(env client.Envelope) { printTree(cmd.io.Out, env, false, c.CurrentTime()) })
 }
 
 // followLines is `wait --json --progress`: JSON lines a program reads as

@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"errors"
 	"flag"
 	"io"
 	"reflect"
 	"testing"
 	"time"
 
+	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/client"
 	"github.com/durable-pi/subagents/internal/errcode"
 	"github.com/durable-pi/subagents/worker"
@@ -83,6 +85,21 @@ func TestParse(t *testing.T) {
 		{name: "ack by a parent", verb: "ack", args: []string{"--by", "parent-1", "d-1"},
 			want: &ackOptions{by: "parent-1"}, wantCmd: command{args: []string{"d-1"}, taskQueue: "subagents"}},
 		{name: "a flag another verb has", verb: "ack", args: []string{"--full", "d-1"}, wantErr: true},
+		// Flags after the positional arguments count as before them (issue
+		// 42: `status ID --json` looked for a session "--json").
+		{name: "status with --json after the ID", verb: "status", args: []string{"s-1", "--json"},
+			want: &idsOptions{}, wantCmd: command{args: []string{"s-1"}, asJSON: true, taskQueue: "subagents"}},
+		{name: "wait with flags on both sides of the IDs", verb: "wait", args: []string{"--progress", "a", "--timeout", "30s", "b", "-json"},
+			want: &waitOptions{timeout: 30 * time.Second, progress: true}, wantCmd: command{args: []string{"a", "b"}, asJSON: true, taskQueue: "subagents"}},
+		{name: "run with flags after the prompt", verb: "run", args: []string{"fix", "the", "bug", "--agent", "scout", "--timeout=90", "--deliver"},
+			want: &startOptions{agent: "scout", timeout: 90 * time.Second, deliver: true}, wantCmd: command{args: []string{"fix", "the", "bug"}, taskQueue: "subagents"}},
+		{name: "-- ends the flags", verb: "send", args: []string{"--wait", "s-1", "--", "--json", "-v", "means", "verbose"},
+			want: &sendOptions{wait: true}, wantCmd: command{args: []string{"s-1", "--json", "-v", "means", "verbose"}, taskQueue: "subagents"}},
+		{name: "a flag's value that looks like a flag", verb: "run", args: []string{"--name", "--", "p", "--description", "-x-"},
+			want: &startOptions{name: "--", description: "-x-"}, wantCmd: command{args: []string{"p"}, taskQueue: "subagents"}},
+		{name: "a lone - is an argument", verb: "send", args: []string{"s-1", "-", "--wait"},
+			want: &sendOptions{wait: true}, wantCmd: command{args: []string{"s-1", "-"}, taskQueue: "subagents"}},
+		{name: "a prompt word that looks like a flag, without --", verb: "run", args: []string{"fix", "-x"}, wantErr: true},
 		{name: "an unknown verb", verb: "frobnicate", args: []string{"--json"}, wantErr: true},
 	}
 	for _, tt := range tests {
@@ -155,6 +172,64 @@ func TestParseOtherVerbs(t *testing.T) {
 			}
 			if !tt.check(tt.opts) {
 				t.Errorf("options %+v", tt.opts)
+			}
+		})
+	}
+}
+
+// TestFailureSaysWhichAndWhy (issue 42): a call whose work did not all
+// complete ends with one line that says which task or step did not, and
+// why: its error's code and message (`run --plan` said only "1 of 1 tasks
+// did not complete"); for a plan, the command that runs it again.
+func TestFailureSaysWhichAndWhy(t *testing.T) {
+	budget := &errcode.Info{Code: errcode.BudgetExceeded, Message: "Budget exceeded: 2 tool calls of a budget of 2; the child was stopped"}
+	tests := []struct {
+		name string
+		env  client.Envelope
+		want string
+	}{
+		{name: "a plan's step failed, the next skipped",
+			env: client.Envelope{DelegationID: "plan-1", Status: "failed", Done: true,
+				Plan: &api.PlanView{Steps: []api.StepState{{Key: "a", Path: []string{"api"}, State: api.StateFailed}, {Key: "b", State: api.StateSkipped}}},
+				Items: []client.Item{
+					{TaskID: "plan-1-a", Name: "a", Status: "failed", Done: true, Error: budget},
+					{Name: "b", Status: "skipped", Done: true, Error: &errcode.Info{Code: errcode.Skipped, Message: `not started: step "a" ended failed`}},
+				}},
+			want: `2 of 2 steps did not complete: step "api/a" (plan-1-a) failed with BUDGET_EXCEEDED: Budget exceeded: 2 tool calls of a budget of 2; the child was stopped, and 1 more; subagents resume plan-1 runs what did not complete again`},
+		{name: "a plan of one step",
+			env: client.Envelope{DelegationID: "plan-2", Status: "failed", Done: true,
+				Plan:  &api.PlanView{Steps: []api.StepState{{Key: "a", State: api.StateFailed}}},
+				Items: []client.Item{{TaskID: "plan-2-a", Name: "a", Status: "failed", Done: true, Error: budget}}},
+			want: `1 of 1 step did not complete: step "a" (plan-2-a) failed with BUDGET_EXCEEDED: Budget exceeded: 2 tool calls of a budget of 2; the child was stopped; subagents resume plan-2 runs what did not complete again`},
+		{name: "a plan stopped before its steps",
+			env: client.Envelope{DelegationID: "plan-3", Status: "failed", Done: true,
+				Plan: &api.PlanView{Steps: []api.StepState{{Key: "a", State: api.StateSkipped}},
+					Stopped: &errcode.Info{Code: errcode.BudgetExceeded, Message: "the plan's budget of $1 is spent"}},
+				Items: []client.Item{{Name: "a", Status: "skipped", Done: true}}},
+			want: `1 of 1 step did not complete: the plan stopped: BUDGET_EXCEEDED: the plan's budget of $1 is spent; subagents resume plan-3 runs what did not complete again`},
+		{name: "one task of two, an unknown profile",
+			env: client.Envelope{DelegationID: "delegation-1", Status: "failed", Done: true, Items: []client.Item{
+				{TaskID: "s-1", Name: "alpha", Status: "completed", Done: true},
+				{TaskID: "s-2", Name: "ghost", Agent: "nope", Status: "failed", Done: true, Error: &errcode.Info{Code: errcode.UnknownAgent, Message: `Unknown profile: "nope"`}},
+			}},
+			want: `1 of 2 tasks did not complete: task "ghost" (s-2) failed with UNKNOWN_AGENT: Unknown profile: "nope"`},
+		{name: "a task that timed out, without a code",
+			env:  client.Envelope{Done: true, Items: []client.Item{{TaskID: "s-3", Agent: "scout", Status: "timed_out", Done: true, Error: &errcode.Info{Message: "Timed out after 600s."}}}},
+			want: `1 of 1 task did not complete: task "scout" (s-3) timed out: Timed out after 600s.`},
+		{name: "a child that finalized with an error",
+			env:  client.Envelope{Done: true, Items: []client.Item{{TaskID: "s-4", Name: "fix", Status: "cancelled", Done: true, Output: "stopped by the user"}}},
+			want: `1 of 1 task did not complete: task "fix" (s-4) was cancelled: stopped by the user`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := &command{verb: "run", io: IO{Out: io.Discard}}
+			err := cmd.finish(tt.env, func(client.Envelope) {})
+			if !errcode.Is(err, errcode.Failed) || errcode.ExitCode(err) != errcode.ExitFailed {
+				t.Fatalf("err = %v, want FAILED", err)
+			}
+			var coded *errcode.Error
+			if !errors.As(err, &coded) || coded.Message != tt.want {
+				t.Fatalf("message\n %s\nwant\n %s", err, tt.want)
 			}
 		})
 	}

@@ -3,8 +3,7 @@ package cli
 import (
 	"context"
 	"flag"
-	"fmt"
-	"strings"
+	"io"
 
 	"github.com/durable-pi/subagents/client"
 )
@@ -21,7 +20,7 @@ func (o *listOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.Agent, "agent", "", "only sessions of this profile")
 	fs.StringVar(&f.ParentSessionID, "parent-session", "", "only what this pi session (or, nested, this task) started")
 	fs.StringVar(&f.Cwd, "cwd", "", "only tasks that ran in this folder")
-	fs.StringVar(&f.Kind, "kind", "", "session or delegation (default: both)")
+	fs.StringVar(&f.Kind, "kind", "", "session, delegation (plans among them) or plan (default: all)")
 	fs.BoolVar(&f.Open, "open", false, "only workflows that are still open")
 	fs.IntVar(&f.Limit, "limit", 0, "at most this many (default 100): open runs first, newest first, then closed ones, last closed first")
 }
@@ -38,37 +37,14 @@ func (o *listOptions) run(ctx context.Context, cmd *command, c *client.Client) e
 
 // printListTree prints the listing with what a task delegated (a nested
 // delegation: its parent session is the task's ID) under that task,
-// indented; a listing where nothing nests prints as printList does.
+// indented.
 func (cmd *command) printListTree(env client.Envelope) {
-	runs, depths := nestedOrder(env.Runs)
-	if !nests(depths) {
-		cmd.printList(env)
+	if len(env.Runs) == 0 {
+		_, _ = io.WriteString(cmd.io.Out, "no delegations or sessions match\n")
 		return
 	}
-	const row = "%-10s %-47s %-10s %-6s %-12s %-16s  %s\n"
-	_, _ = fmt.Fprintf(cmd.io.Out, row, "KIND", "ID", "STATUS", "OPEN", "AGENT", "STARTED", "NAME")
-	for i, r := range runs {
-		name, open, id := r.Name, "-", r.ID
-		if name == "" {
-			name = "-"
-		}
-		if r.Open {
-			open = "open"
-		}
-		if depths[i] > 0 {
-			id = strings.Repeat("  ", depths[i]-1) + "└ " + id
-		}
-		_, _ = fmt.Fprintf(cmd.io.Out, row, r.Kind, id, r.Status, open, r.Agent, r.Started.Local().Format("2006-01-02 15:04"), oneLine(name, 60))
-	}
-}
-
-func nests(depths []int) bool {
-	for _, d := range depths {
-		if d > 0 {
-			return true
-		}
-	}
-	return false
+	runs, depths := nestedOrder(env.Runs)
+	listTable(cmd.io.Out, runs, depths)
 }
 
 // nestedOrder orders runs as a tree: each run is followed by those whose

@@ -79,6 +79,9 @@ type localConn struct {
 	// exit and said are the last call's exit code and error message.
 	exit int
 	said string
+	// started is the delegation or plan the last call started, as the
+	// service said (ServeReply.Started).
+	started string
 }
 
 // ask sends req and hands each line of its stdout to onLine until its exit.
@@ -99,6 +102,9 @@ func (lc *localConn) ask(req ServeRequest, onLine func(string)) error {
 		if json.Unmarshal(raw, &r) != nil || r.ID != req.ID {
 			continue
 		}
+		if r.Started != "" {
+			lc.started = r.Started
+		}
 		if r.Line != nil {
 			onLine(*r.Line)
 		}
@@ -114,7 +120,7 @@ func (lc *localConn) ask(req ServeRequest, onLine func(string)) error {
 // its exit code and message.
 func (lc *localConn) forward(ctx context.Context, cmd *command, v verb, args []string) error {
 	defer func() { _ = lc.conn.Close() }()
-	req := ServeRequest{ID: 2, Args: args, Terminal: cmd.io.terminal(), Indent: !cmd.compact, Env: map[string]string{}}
+	req := ServeRequest{ID: 2, Args: args, Terminal: cmd.io.terminal(), Indent: !cmd.compact, Env: map[string]string{}, ReportStarted: true}
 	var err error
 	if req.Dir, err = cmd.io.dir(); err != nil {
 		return errcode.Wrap(errcode.InvalidInput, err, err.Error())
@@ -146,9 +152,34 @@ func (lc *localConn) forward(ctx context.Context, cmd *command, v verb, args []s
 	case ctx.Err() != nil:
 		return ctx.Err()
 	case err != nil:
-		return connection.Unavailable("the local subagents service", fmt.Errorf("its connection ended during the call: %w", err))
+		return lc.ended(cmd, err)
 	}
 	return exitError(lc.exit, lc.said)
+}
+
+// ended is the error of a call whose connection to the service ended before
+// its answer: the service stopped under it (`subagents stop`, a restart for
+// an upgrade, a crash). What the call waited for goes on when the service
+// runs again, as its running children do: the error names it and the wait
+// that picks it up, instead of the bare end of the connection.
+func (lc *localConn) ended(cmd *command, err error) error {
+	var ids []string
+	switch {
+	case lc.started != "":
+		ids = []string{lc.started}
+	case cmd.verb == "wait":
+		ids = cmd.args
+	case (cmd.verb == "send" || cmd.verb == "resume") && len(cmd.args) > 0:
+		ids = cmd.args[:1]
+	}
+	msg := "the subagents service stopped during this call (subagents stop, or it ended)"
+	if len(ids) == 0 {
+		return errcode.Wrap(errcode.ServiceUnavailable, err,
+			msg+"; start it again (subagents dev, or a pi's next delegation starts it) and repeat the call")
+	}
+	return errcode.Wrap(errcode.ServiceUnavailable, err, fmt.Sprintf(
+		"%s: %s %s on at its next start (subagents dev, or a pi's next delegation starts it), and then subagents wait %s picks %s up",
+		msg, strings.Join(ids, ", "), agree(len(ids), "goes", "go"), strings.Join(ids, " "), agree(len(ids), "it", "them")))
 }
 
 // exitError is the error that makes the command exit with code, saying msg.

@@ -124,6 +124,7 @@ func runPlan(ctx context.Context, cmd *command, c *client.Client, req client.Pla
 	if err != nil {
 		return err
 	}
+	cmd.started(env.DelegationID)
 	if cmd.verb == "start" || env.Done {
 		return cmd.finish(env, cmd.printStarted)
 	}
@@ -157,7 +158,7 @@ func (o *resumeOptions) readsStdin() bool { return o.input == "-" }
 
 func (o *resumeOptions) run(ctx context.Context, cmd *command, c *client.Client) error {
 	if len(cmd.args) != 1 {
-		return errcode.New(errcode.InvalidInput, "resume takes one plan ID, after its flags: subagents resume [--plan FILE] [--wait] PLAN_ID")
+		return errcode.New(errcode.InvalidInput, "resume takes one plan ID: subagents resume [--plan FILE] [--wait] PLAN_ID")
 	}
 	var plan *api.Plan
 	if o.input != "" {
@@ -201,6 +202,7 @@ func (o *resumeOptions) run(ctx context.Context, cmd *command, c *client.Client)
 	if err != nil {
 		return err
 	}
+	cmd.started(env.DelegationID)
 	if !o.wait || env.Done {
 		return cmd.finish(env, cmd.printStarted)
 	}

@@ -48,6 +48,10 @@ type ServeRequest struct {
 	// and by a command that hands its call over. The service never reads
 	// its own values of these: a key that is missing is unset.
 	Caller map[string]string `json:"caller,omitempty"`
+	// ReportStarted asks for a Started reply once the call has started a
+	// delegation or a plan: a command that hands over a `run` can then say
+	// what to wait for if the service stops under it.
+	ReportStarted bool `json:"report_started,omitempty"`
 }
 
 // CallerEnv are the variables a client verb reads: a call handed to the
@@ -72,6 +76,9 @@ type ServeReply struct {
 	// Error is, with a non-zero Exit, what the command would have said on
 	// stderr (its envelope under --json says it too).
 	Error string `json:"error,omitempty"`
+	// Started is the delegation or plan the call started, before its
+	// progress, when the request asked (ServeRequest.ReportStarted).
+	Started string `json:"started,omitempty"`
 }
 
 // MaxRequestLine bounds one request line. A line carries a verb's stdin
@@ -293,14 +300,29 @@ func (s *Server) ServeConn(ctx context.Context, r io.Reader, w io.Writer, opts C
 				mu.Unlock()
 				cancel()
 			}()
-			out := &lineWriter{emit: func(line string) { reply(ServeReply{ID: req.ID, Line: &line}) }}
+			// Once the connection's calls end as a whole (the service
+			// stops, the client hung up), a call says nothing more: its
+			// cancel would read as its answer (an exit 0, or a "context
+			// canceled" envelope), where the client is to see the
+			// connection end (local.go's ended says what goes on).
+			out := &lineWriter{emit: func(line string) {
+				if ctx.Err() == nil {
+					reply(ServeReply{ID: req.ID, Line: &line})
+				}
+			}}
 			stdio := IO{In: strings.NewReader(req.Input), Out: out, Err: io.Discard, Getenv: s.getenvFor(req),
 				Terminal: func() bool { return req.Terminal }, Compact: !req.Indent, Dir: req.Dir}
 			if s.Info != nil {
 				stdio.DataDir = s.Info.DataDir
 			}
+			if req.ReportStarted {
+				stdio.Started = func(id string) { reply(ServeReply{ID: req.ID, Started: id}) }
+			}
 			err := s.one(rctx, req, stdio)
 			out.flush()
+			if ctx.Err() != nil {
+				return
+			}
 			code, said := errcode.ExitOK, ""
 			if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, flag.ErrHelp) {
 				code, said = errcode.ExitCode(err), err.Error()

@@ -391,3 +391,33 @@ func TestServeConnSlowPeers(t *testing.T) {
 		}
 	})
 }
+
+// TestServeConnSaysNothingOnceItsCallsEnd: when the connection's calls end
+// as a whole (the service stops under a wait), a call gives no answer: its
+// cancel read as one, an exit 0 (with a "context canceled" envelope) that
+// a command handed the call would take for success. Its client sees the
+// connection end instead, and says what goes on (local.go's ended).
+func TestServeConnSaysNothingOnceItsCallsEnd(t *testing.T) {
+	waiting := make(chan struct{})
+	s := &Server{dial: func(_ *command, ctx context.Context) (*client.Client, func(), error) {
+		close(waiting)
+		<-ctx.Done()
+		return nil, nil, ctx.Err()
+	}}
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	var out syncbuf.Buffer
+	go func() { done <- s.ServeConn(ctx, pr, &out, ConnOptions{}) }()
+	_, _ = io.WriteString(pw, `{"id":1,"args":["wait","--json","--","x"]}`+"\n")
+	<-waiting
+	stop()
+	_ = pw.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != "" {
+		t.Fatalf("the call answered as the service stopped:\n%s", out.String())
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/client"
@@ -36,7 +37,7 @@ func (v *liveView) update(env client.Envelope, now time.Time) {
 		for _, it := range env.Items {
 			line := fmt.Sprintf("%s %s: %s", it.TaskID, taskTitle(it), it.Status)
 			if it.ToolCount > 0 {
-				line += fmt.Sprintf(" · %d tools", it.ToolCount)
+				line += " · " + plural(it.ToolCount, "tool")
 			}
 			if v.last[it.TaskID] != line {
 				v.last[it.TaskID] = line
@@ -47,7 +48,7 @@ func (v *liveView) update(env client.Envelope, now time.Time) {
 	}
 	v.clear()
 	var b strings.Builder
-	treeLines(&b, env, true, v.frame)
+	treeLines(&b, env, true, v.frame, now)
 	v.frame++
 	out := b.String()
 	v.lines = strings.Count(out, "\n")
@@ -62,17 +63,19 @@ func (v *liveView) clear() {
 	}
 }
 
-// printTree prints the task tree of env once.
-func printTree(w io.Writer, env client.Envelope, live bool) {
+// printTree prints the task tree of env once, as it is at now.
+func printTree(w io.Writer, env client.Envelope, live bool, now time.Time) {
 	var b strings.Builder
-	treeLines(&b, env, live, 0)
+	treeLines(&b, env, live, 0, now)
 	_, _ = io.WriteString(w, b.String())
 }
 
 // treeLines draws the task contract's task tree: a header per task (icon, profile,
 // name), its prompt line, tool rows, and a final row with the result or the
-// progress: elapsed against the timeout, tools, usage and cost.
-func treeLines(b *strings.Builder, env client.Envelope, live bool, frame int) {
+// progress: elapsed against the timeout (a question's wait against its
+// own), tools, usage and cost. Drawn once (not live), a task says what
+// comes next: the change it left to apply, the question to answer.
+func treeLines(b *strings.Builder, env client.Envelope, live bool, frame int, now time.Time) {
 	switch {
 	case env.Plan != nil:
 		b.WriteString(planHeader(env))
@@ -122,12 +125,57 @@ func treeLines(b *strings.Builder, env client.Envelope, live bool, frame int) {
 			}
 			fmt.Fprintf(b, "    ├── %s %s %s\n", mark, r.Name, oneLine(r.Args, 60))
 		}
-		fmt.Fprintf(b, "    ╰── %s\n", finalRow(it))
+		fmt.Fprintf(b, "    ╰── %s\n", finalRow(it, now))
 		if it.UIURL != "" && it.Done && !live {
 			fmt.Fprintf(b, "        %s\n", it.UIURL)
 		}
+		if !live {
+			nextLines(b, it)
+		}
 		nestedLines(b, it)
 	}
+}
+
+// nextLines says, under a task drawn once, what waits for the user: the
+// question its child asked, and the change it made in a worktree (which
+// is on its branch, not in the checkout, until `subagents apply`).
+func nextLines(b *strings.Builder, it client.Item) {
+	if q := it.Question; q != nil && !it.Done && q.State == api.QuestionPending {
+		fmt.Fprintf(b, "        answer it: subagents reply --question %s %s \"ANSWER\"\n", q.ID, it.TaskID)
+	}
+	ch := it.Change
+	if ch == nil || ch.Empty || it.TaskID == "" {
+		return
+	}
+	switch {
+	case ch.Worktree != "":
+		// The capture failed: the work is still in the worktree.
+		fmt.Fprintf(b, "        change waiting in the worktree %s, not yet on its branch%s\n", ch.Worktree, filesNote(ch.Files))
+	case ch.Branch != "":
+		fmt.Fprintf(b, "        change waiting on branch %s%s\n", ch.Branch, filesNote(ch.Files))
+	default:
+		return
+	}
+	fmt.Fprintf(b, "        subagents apply %[1]s writes it into your checkout; subagents apply --discard %[1]s deletes it\n", it.TaskID)
+}
+
+// filesNote is " (N files: a, b, c, …)": how many files a change touches
+// (it lists its first 200, activities' maxChangeFiles) and the first few;
+// "" when it lists none.
+func filesNote(files []string) string {
+	if len(files) == 0 {
+		return ""
+	}
+	const shown, listed = 3, 200
+	count := plural(len(files), "file")
+	if len(files) >= listed {
+		count = fmt.Sprintf("%d files or more", len(files))
+	}
+	names := strings.Join(files[:min(len(files), shown)], ", ")
+	if len(files) > shown {
+		names += ", …"
+	}
+	return " (" + count + ": " + names + ")"
 }
 
 // nestedLines draws, under a task, what its child delegated: each nested
@@ -173,7 +221,7 @@ func planHeader(env client.Envelope) string {
 	if p.Name != "" {
 		name += " " + p.Name
 	}
-	head := fmt.Sprintf("%s · %s · %d/%d steps done", name, env.DelegationID, done, len(p.Steps))
+	head := fmt.Sprintf("%s · %s · %d/%d %s done", name, env.DelegationID, done, len(p.Steps), nouns(len(p.Steps), "step"))
 	if len(more) > 0 {
 		head += " (" + strings.Join(more, ", ") + ")"
 	}
@@ -240,16 +288,29 @@ func taskTitle(it client.Item) string {
 	return title
 }
 
-func finalRow(it client.Item) string {
+func finalRow(it client.Item, now time.Time) string {
 	stats := []string{}
+	q := it.Question
 	switch {
+	case !it.Done && q != nil && !q.Asked.IsZero():
+		// No child runs while a question waits, so the turn's timeout
+		// (a run's) is not what ends the wait: its own deadline is.
+		wait := "asked " + span(now.Sub(q.Asked)) + " ago"
+		if !q.Deadline.IsZero() {
+			if left := q.Deadline.Sub(now); left > 0 {
+				wait += ", times out in " + span(left)
+			} else {
+				wait += ", timing out"
+			}
+		}
+		stats = append(stats, wait)
 	case !it.Done && it.TimeoutSeconds > 0:
 		stats = append(stats, fmt.Sprintf("%ds/%ds", it.ElapsedMS/1000, it.TimeoutSeconds))
 	case it.ElapsedMS > 0:
 		stats = append(stats, fmt.Sprintf("%.1fs", float64(it.ElapsedMS)/1000))
 	}
 	if it.ToolCount > 0 {
-		stats = append(stats, fmt.Sprintf("%d tools", it.ToolCount))
+		stats = append(stats, plural(it.ToolCount, "tool"))
 	}
 	if u := usageLine(it.Usage); u != "" {
 		stats = append(stats, u)
@@ -273,6 +334,42 @@ func finalRow(it client.Item) string {
 		return oneLine(it.Output, 200) + suffix
 	}
 	return it.Status + suffix
+}
+
+// span is a duration as a person reads it, to the second: 45s, 1m1s, 30m,
+// 1h, 1h0m5s.
+func span(d time.Duration) string {
+	s := max(d, 0).Round(time.Second).String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// plural is n and noun, the noun in the plural unless n is 1: "1 tool",
+// "2 tools".
+func plural(n int, noun string) string {
+	return fmt.Sprintf("%d %s", n, nouns(n, noun))
+}
+
+// nouns is noun in the plural unless n is 1.
+func nouns(n int, noun string) string {
+	if n == 1 {
+		return noun
+	}
+	return noun + "s"
+}
+
+// agree is the word that agrees with a count: one when n is 1, else many
+// ("1 task has", "2 tasks have").
+func agree(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // endedAs heads the last row of a task that did not complete with the
@@ -356,24 +453,50 @@ func (cmd *command) printCancel(env client.Envelope) {
 	}
 }
 
-func (cmd *command) printList(env client.Envelope) {
-	if len(env.Runs) == 0 {
-		_, _ = fmt.Fprintln(cmd.io.Out, "no delegations or sessions match")
-		return
-	}
-	// Open: the workflow still runs (a session between turns takes a
-	// send); the order is Temporal's: open runs first, then closed ones.
-	const row = "%-10s %-47s %-10s %-6s %-12s %-16s  %s\n"
-	_, _ = fmt.Fprintf(cmd.io.Out, row, "KIND", "ID", "STATUS", "OPEN", "AGENT", "STARTED", "NAME")
-	for _, r := range env.Runs {
-		name := r.Name
-		if name == "" {
-			name = "-"
+// listTable prints runs as list's table, each at its depth in the tree of
+// what delegated what (nestedOrder). Open: the workflow still runs (a
+// session between turns takes a send). Each column is as wide as what it
+// holds: an ID is never cut, as it is what the next command takes (a plan
+// step's, `plan-<UUID>-<key>`, is longer than a delegation's); a name is
+// cut at 60 characters. A plan is a delegation (its kind in --json) and
+// shows as a plan.
+func listTable(w io.Writer, runs []client.ListItem, depths []int) {
+	rows := [][]string{{"KIND", "ID", "STATUS", "OPEN", "AGENT", "STARTED", "NAME"}}
+	for i, r := range runs {
+		kind, id, open, name := r.Kind, r.ID, "-", r.Name
+		if kind == "delegation" && api.IsPlanID(r.ID) {
+			kind = "plan"
 		}
-		open := "-"
+		if depths[i] > 0 {
+			id = strings.Repeat("  ", depths[i]-1) + "└ " + id
+		}
 		if r.Open {
 			open = "open"
 		}
-		_, _ = fmt.Fprintf(cmd.io.Out, row, r.Kind, r.ID, r.Status, open, r.Agent, r.Started.Local().Format("2006-01-02 15:04"), oneLine(name, 60))
+		if name == "" {
+			name = "-"
+		}
+		rows = append(rows, []string{kind, id, r.Status, open, r.Agent, r.Started.Local().Format("2006-01-02 15:04"), oneLine(name, 60)})
 	}
+	widths := make([]int, len(rows[0]))
+	for _, row := range rows {
+		for c, cell := range row {
+			widths[c] = max(widths[c], utf8.RuneCountInString(cell))
+		}
+	}
+	var b strings.Builder
+	for _, row := range rows {
+		for c, cell := range row {
+			if c == len(row)-1 {
+				// Two spaces before the name, as before the free text.
+				b.WriteString("  " + cell + "\n")
+				break
+			}
+			if c > 0 {
+				b.WriteString(" ")
+			}
+			b.WriteString(cell + strings.Repeat(" ", widths[c]-utf8.RuneCountInString(cell)))
+		}
+	}
+	_, _ = io.WriteString(w, b.String())
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/client"
@@ -48,7 +49,7 @@ func TestTreeLines(t *testing.T) {
 			Error: &errcode.Info{Message: "Unknown profile"}},
 	}}
 	var b strings.Builder
-	treeLines(&b, env, true, 0)
+	treeLines(&b, env, true, 0, time.Time{})
 	want := `Sub-agents: 1 running, 1 done, 2 error, 2 cancelled · delegation-1
   ✓ finder · Auth flow scan
     ├── ✓ read {"path":"src"}
@@ -56,7 +57,7 @@ func TestTreeLines(t *testing.T) {
     ╰── Auth validation path uses the policy. (12.0s · 2 tools · ↑1.2k ↓300 $0.0012)
   ⠋ task · tests
     ├── · bash {"command":"go test"}
-    ╰── Working... (3s/600s · 1 tools)
+    ╰── Working... (3s/600s · 1 tool)
     ↳ s-b-1 · scout · completed · find callers
       ↳ s-b-1-1 · scout · running · -
     ↳ s-b-2 · worker · running · fix
@@ -185,7 +186,7 @@ func TestTreeLinesOfAPlan(t *testing.T) {
 		{Name: "merge", Agent: "reviewer", Status: "queued"},
 	}}
 	var b strings.Builder
-	treeLines(&b, env, false, 0)
+	treeLines(&b, env, false, 0, time.Time{})
 	want := `Plan lanes · plan-1 · 2/5 steps done (1 failed, 1 skipped) · attempt 2
   ✕ implementer · api/api-writer
     ╰── Task failed: the schema is missing
@@ -199,5 +200,75 @@ func TestTreeLinesOfAPlan(t *testing.T) {
 `
 	if got := b.String(); got != want {
 		t.Fatalf("got:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestTreeLinesSayWhatComesNext (issue 42): drawn once, a task says what
+// waits for the user. A worktree task's change is on its branch, not in the
+// checkout: the text names it and the commands that apply or discard it
+// (it showed only in --json). A question's wait is shown against its own
+// deadline, not the turn's timeout (which read "61s/30s"), with the reply
+// that answers it. Counts are singular or plural as they should be.
+func TestTreeLinesSayWhatComesNext(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	asked := now.Add(-61 * time.Second)
+	env := client.Envelope{DelegationID: "delegation-1", Items: []client.Item{
+		{TaskID: "s-w", Name: "writer", Agent: "implementer", Status: "completed", Done: true, Output: "wrote it", ToolCount: 1, ElapsedMS: 2000,
+			Change: &api.Change{Branch: "subagents/s-w", PatchFile: "/data/changes/s-w.patch", Files: []string{"a.go", "b.go", "c.go", "d.go"}}},
+		{TaskID: "s-one", Name: "one", Agent: "implementer", Status: "completed", Done: true, Output: "fixed",
+			Change: &api.Change{Branch: "subagents/s-one", PatchFile: "/data/changes/s-one.patch", Files: []string{"x.go"}}},
+		{TaskID: "s-stuck", Name: "stuck", Agent: "implementer", Status: "failed", Done: true, Error: &errcode.Info{Code: errcode.Failed, Message: "could not capture"},
+			Change: &api.Change{Branch: "subagents/s-stuck", Worktree: "/data/worktrees/s-stuck", Files: []string{"y.go"}}},
+		{TaskID: "s-none", Name: "none", Agent: "implementer", Status: "completed", Done: true, Output: "nothing to do",
+			Change: &api.Change{Empty: true}},
+		{TaskID: "s-q", Name: "asker", Agent: "asker", Status: "running", ElapsedMS: 61000, TimeoutSeconds: 30, ToolCount: 1,
+			Question: &api.Question{ID: "call_0_0", Reason: api.ReasonNeedDecision, Message: "SQLite or PostgreSQL?", State: api.QuestionPending,
+				Asked: asked, Deadline: asked.Add(30 * time.Minute)}},
+	}}
+	var b strings.Builder
+	treeLines(&b, env, false, 0, now)
+	want := `Sub-agents: 1 running, 3 done, 1 error · delegation-1
+  ✓ implementer · writer
+    ╰── wrote it (2.0s · 1 tool)
+        change waiting on branch subagents/s-w (4 files: a.go, b.go, c.go, …)
+        subagents apply s-w writes it into your checkout; subagents apply --discard s-w deletes it
+  ✓ implementer · one
+    ╰── fixed
+        change waiting on branch subagents/s-one (1 file: x.go)
+        subagents apply s-one writes it into your checkout; subagents apply --discard s-one deletes it
+  ✕ implementer · stuck
+    ╰── Task failed: could not capture
+        change waiting in the worktree /data/worktrees/s-stuck, not yet on its branch (1 file: y.go)
+        subagents apply s-stuck writes it into your checkout; subagents apply --discard s-stuck deletes it
+  ✓ implementer · none
+    ╰── nothing to do
+  … asker
+    ╰── Waits for an answer: SQLite or PostgreSQL? (asked 1m1s ago, times out in 28m59s · 1 tool)
+        answer it: subagents reply --question call_0_0 s-q "ANSWER"
+`
+	if got := b.String(); got != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", got, want)
+	}
+
+	// Live, the tree is redrawn in place: what comes next waits for the
+	// final drawing.
+	b.Reset()
+	treeLines(&b, env, true, 0, now)
+	if strings.Contains(b.String(), "subagents apply") || strings.Contains(b.String(), "subagents reply") {
+		t.Fatalf("the live tree says what comes next:\n%s", b.String())
+	}
+}
+
+func TestSpanAndPlural(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		0: "0s", 45 * time.Second: "45s", 61 * time.Second: "1m1s", 30 * time.Minute: "30m", time.Hour: "1h",
+		time.Hour + 5*time.Second: "1h0m5s", 150 * time.Minute: "2h30m", -time.Second: "0s", 1499 * time.Millisecond: "1s",
+	} {
+		if got := span(d); got != want {
+			t.Errorf("span(%s) = %q, want %q", d, got, want)
+		}
+	}
+	if got := plural(1, "tool") + ", " + plural(0, "tool") + ", " + plural(2, "step"); got != "1 tool, 0 tools, 2 steps" {
+		t.Errorf("plural: %q", got)
 	}
 }

@@ -26,13 +26,10 @@ import (
 // scheduleOptions are `schedule ACTION [ID] [flags]` (docs/schedules.md):
 // create, list, describe, pause, resume, trigger, update, delete, and the
 // extension's claim and ack of scheduled runs' results. Flags may come
-// before or after the action and its ID; --input reads the whole request
-// as JSON (the task tool's schedule parameter), or, for create and update,
-// the work alone as `start --input` takes it.
-//
-// Its flags are values that leave their fields alone when registered, so
-// that the flags after the action are parsed into the same options as
-// those before it (scheduleArgs).
+// before or after the action and its ID, as for every verb (ParseFlags);
+// --input reads the whole request as JSON (the task tool's schedule
+// parameter), or, for create and update, the work alone as `start --input`
+// takes it.
 type scheduleOptions struct {
 	req      client.ScheduleRequest
 	input    string
@@ -80,7 +77,7 @@ func (o *scheduleOptions) readsStdin() bool { return o.input == "-" }
 const scheduleHelp = `
 subagents schedule ACTION [ID] [flags] ["prompt words"]: delegations and plans on a timer, run in
 their folder by the service with no pi open; their results reach the next pi started there
-(docs/schedules.md). Flags may come before or after the action, connection flags before it.
+(docs/schedules.md). Flags may come before or after the action and its ID.
 
 Actions:
   create        make a schedule of this folder (or --cwd): when it fires (one of --at, --every,
@@ -131,11 +128,9 @@ func (o *scheduleOptions) prepare(cmd *command) error {
 		cmd.io.In = bytes.NewReader(stdin)
 		defer func() { cmd.io.In = bytes.NewReader(stdin) }()
 	}
-	rest, err := o.scheduleArgs(cmd)
-	if err != nil {
-		return err
-	}
-	req, err := o.request(cmd, rest)
+	// The verb's parse read the flags, before and after the action alike:
+	// what is left is the action, an ID, prompt words.
+	req, err := o.request(cmd, cmd.args)
 	if err != nil {
 		return err
 	}
@@ -224,65 +219,6 @@ func (cmd *command) dataDir() string {
 		return ""
 	}
 	return d
-}
-
-// scheduleArgs parses what came after the action (the verb's own parse
-// stops at it): the flags into these options and the command, the rest
-// (the action, an ID, prompt words) returned. A connection flag there is
-// refused: the connection is made before the action is read.
-func (o *scheduleOptions) scheduleArgs(cmd *command) ([]string, error) {
-	fs := flag.NewFlagSet("subagents schedule", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	o.register(fs)
-	late := &command{io: cmd.io}
-	late.common(fs)
-	var pos []string
-	args := cmd.args
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				// -h after the action: the same help as before it.
-				plainUsages(fs)
-				fs.SetOutput(cmd.io.Err)
-				_, _ = fmt.Fprintf(cmd.io.Err, "Usage of %s:\n", fs.Name())
-				fs.PrintDefaults()
-				_, _ = fmt.Fprint(cmd.io.Err, o.helpText())
-				return nil, err
-			}
-			return nil, errcode.Wrap(errcode.InvalidInput, err, flagError("schedule", fs, err))
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			break
-		}
-		if args[0] == "--" {
-			pos = append(pos, args[1:]...)
-			break
-		}
-		pos, args = append(pos, args[0]), args[1:]
-	}
-	var bad []string
-	fs.Visit(func(f *flag.Flag) {
-		switch f.Name {
-		case "json":
-			cmd.asJSON = late.asJSON
-		default:
-			if isCommonFlag(f.Name) {
-				bad = append(bad, "--"+f.Name)
-			}
-		}
-	})
-	if len(bad) > 0 {
-		return nil, errcode.Errorf(errcode.InvalidInput, "%s: connection flags go before the action (subagents schedule %s ACTION ...)", strings.Join(bad, ", "), strings.Join(bad, " ... "))
-	}
-	return pos, nil
-}
-
-// isCommonFlag reports a flag of every verb (the connection's, --json).
-func isCommonFlag(name string) bool {
-	fs := flag.NewFlagSet("", flag.ContinueOnError)
-	(&command{}).common(fs)
-	return fs.Lookup(name) != nil
 }
 
 // request builds the request from --input, the flags and the words.

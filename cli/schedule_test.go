@@ -28,12 +28,7 @@ func scheduleRequest(t *testing.T, dir, stdin string, env map[string]string, arg
 	if err != nil {
 		return cmd, client.ScheduleRequest{}, err
 	}
-	o := v.(*scheduleOptions)
-	pos, err := o.scheduleArgs(cmd)
-	if err != nil {
-		return cmd, client.ScheduleRequest{}, err
-	}
-	req, err := o.request(cmd, pos)
+	req, err := v.(*scheduleOptions).request(cmd, cmd.args)
 	return cmd, req, err
 }
 
@@ -86,7 +81,10 @@ func TestScheduleRequest(t *testing.T) {
 		{name: "an unknown action", args: []string{"frob"}, code: errcode.InvalidInput},
 		{name: "describe without an ID", args: []string{"describe"}, code: errcode.InvalidInput},
 		{name: "work where none is taken", args: []string{"pause", "nightly", "and", "more"}, code: errcode.InvalidInput},
-		{name: "a connection flag after the action", args: []string{"list", "--task-queue", "q"}, code: errcode.InvalidInput},
+		{name: "a connection flag after the action", args: []string{"list", "--task-queue", "q", "--json"},
+			want: client.ScheduleRequest{Action: "list"}, json: true},
+		{name: "prompt words after --, one that looks like a flag", args: []string{"create", "--every", "1h", "--", "--verbose", "logs"},
+			want: client.ScheduleRequest{Action: "create", Every: "1h", Prompt: "--verbose logs", Cwd: dir}},
 		{name: "a mistyped flag", args: []string{"create", "--evry", "1h", "x"}, code: errcode.InvalidInput},
 		{name: "--arg without a plan", args: []string{"create", "--every", "1h", "--arg", "a=b", "x"}, code: errcode.InvalidInput},
 		{name: "an unknown field in the request", args: []string{"--input", "-"}, stdin: `{"action": "create", "evry": "1h"}`, code: errcode.InvalidInput},
@@ -288,11 +286,8 @@ func cmpOr(a, b map[string]string) map[string]string {
 func TestScheduleHelp(t *testing.T) {
 	var stderr bytes.Buffer
 	io := IO{In: strings.NewReader(""), Out: io.Discard, Err: &stderr, Dir: t.TempDir(), Getenv: func(string) string { return "" }}
-	cmd, v, err := parse("schedule", []string{"create", "-h"}, io)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := v.run(t.Context(), cmd, nil); !errors.Is(err, flag.ErrHelp) {
+	_, v, err := parse("schedule", []string{"create", "-h"}, io)
+	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("create -h: %v, want the help", err)
 	}
 	help := stderr.String()

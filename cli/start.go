@@ -98,6 +98,7 @@ func (o *startOptions) run(ctx context.Context, cmd *command, c *client.Client) 
 	if err != nil {
 		return err
 	}
+	cmd.started(env.DelegationID)
 	if cmd.verb == "start" {
 		return cmd.finish(env, cmd.printStarted)
 	}

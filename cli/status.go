@@ -55,7 +55,7 @@ func (o *idsOptions) run(ctx context.Context, cmd *command, c *client.Client) er
 		}
 		return cmd.finishQuiet(env, cmd.printCancel)
 	}
-	return cmd.finishQuiet(env, func(env client.Envelope) { printTree(cmd.io.Out, env, false) })
+	return cmd.finishQuiet(env, func(env client.Envelope) { printTree(cmd.io.Out, env, false, c.CurrentTime()) })
 }
 
 // taskPrior is the prior_status of one ID's cancel as a task status (the

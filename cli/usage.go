@@ -48,6 +48,10 @@ func flagError(verb string, fs *flag.FlagSet, err error) string {
 		fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
 		if s := closest(name, names); s != "" {
 			msg += "; did you mean --" + s + "?"
+		} else if strings.ContainsAny(name, " \t\n") || (name != "" && name[0] >= '0' && name[0] <= '9') {
+			// Flags are read after the arguments too: a prompt word or a
+			// number that starts with - needs the -- before it.
+			msg += fmt.Sprintf("; arguments that start with - go after --: subagents %s [flags] -- ARGS", verb)
 		}
 	}
 	return fmt.Sprintf("%s (`subagents %s -h` lists its flags)", msg, verb)

@@ -96,6 +96,9 @@ func TestMistypedFlag(t *testing.T) {
 		{[]string{"worker", "--warm-pol", "2"}, "did you mean --warm-pool?"},
 		{[]string{"stop", "--data-dri", "/x"}, "did you mean --data-dir?"},
 		{[]string{"output", "--xyzzy", "id"}, ""},
+		// Flags are read after the arguments too: a prompt word that
+		// starts with - is told to go after --.
+		{[]string{"run", "fix", "-x is broken"}, "arguments that start with - go after --: subagents run [flags] -- ARGS"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

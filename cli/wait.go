@@ -41,7 +41,7 @@ func (o *waitOptions) run(ctx context.Context, cmd *command, c *client.Client) e
 		if err != nil {
 			return err
 		}
-		return cmd.finish(env, func(env client.Envelope) { printTree(cmd.io.Out, env, false) })
+		return cmd.finish(env, func(env client.Envelope) { printTree(cmd.io.Out, env, false, c.CurrentTime()) })
 	}
 	if len(ids) == 1 && !cmd.asJSON {
 		return cmd.follow(ctx, c, ids[0], timeout)
@@ -68,5 +68,5 @@ func (o *waitOptions) run(ctx context.Context, cmd *command, c *client.Client) e
 		}
 		envs = append(envs, env)
 	}
-	return cmd.finish(combine("wait", envs), func(env client.Envelope) { printTree(cmd.io.Out, env, false) })
+	return cmd.finish(combine("wait", envs), func(env client.Envelope) { printTree(cmd.io.Out, env, false, c.CurrentTime()) })
 }

@@ -127,7 +127,8 @@ type ListFilter struct {
 	Agent           string `json:"agent,omitempty"`
 	ParentSessionID string `json:"parent_session_id,omitempty"`
 	Cwd             string `json:"cwd,omitempty"`
-	// Kind is "session", "delegation" or "" for both.
+	// Kind is "session", "delegation" (plans among them), "plan" (plans
+	// only), or "" for all.
 	Kind string `json:"kind,omitempty"`
 	// Open keeps only workflows that still run (delegations awaiting their
 	// parent's acknowledgement among them) and sessions that still take a
@@ -1168,6 +1169,10 @@ func (c *Client) Ack(ctx context.Context, id, by string) (Envelope, error) {
 	return c.status(ctx, "ack", id)
 }
 
+// listKindPlan is the list kind of plans only: a plan lists as a
+// delegation (ListItem.Kind), which it is.
+const listKindPlan = "plan"
+
 // List finds delegations and sessions by their search attributes, newest
 // first.
 func (c *Client) List(ctx context.Context, f ListFilter) (Envelope, error) {
@@ -1232,8 +1237,12 @@ func listQuery(f ListFilter) (string, error) {
 			clauses = append(clauses, fmt.Sprintf("(WorkflowType IN ('%s', '%s') OR %s IN ('%s', '%s'))", api.DelegationWorkflowName, api.PlanWorkflowName,
 				api.DelegationKey.GetName(), api.DelegationOpen, api.DelegationClosed))
 		}
+	case listKindPlan:
+		// Plans only: they are delegations too, which --kind delegation
+		// lists with the rest.
+		clauses = append(clauses, fmt.Sprintf("WorkflowType = '%s'", api.PlanWorkflowName))
 	default:
-		return "", errcode.Errorf(errcode.InvalidInput, "kind must be session or delegation, not %q", f.Kind)
+		return "", errcode.Errorf(errcode.InvalidInput, "kind must be session, delegation or plan, not %q", f.Kind)
 	}
 	if f.Status != "" {
 		st, err := api.ParseState(f.Status)
@@ -1256,7 +1265,7 @@ func listQuery(f ListFilter) (string, error) {
 		clauses = append(clauses, fmt.Sprintf("%s = '%s'", kv.attr, kv.value))
 	}
 	switch {
-	case f.running, f.Open && f.Kind == string(kindDelegation):
+	case f.running, f.Open && (f.Kind == string(kindDelegation) || f.Kind == listKindPlan):
 		// A delegation is open while its workflow runs (until its parent
 		// has its results); only a session's closed run takes a send.
 		clauses = append(clauses, "ExecutionStatus = 'Running'")

@@ -38,7 +38,10 @@ func TestListQuery(t *testing.T) {
 			want: "(WorkflowType = 'Session' OR WorkflowType = 'Delegation' OR WorkflowType = 'Plan') AND ExecutionStatus = 'Terminated'"},
 		{name: "an unknown state", f: ListFilter{Status: "done"}, wantErr: `unknown status "done"`},
 		{name: "a quote cannot escape the value", f: ListFilter{Agent: "x' OR 'a'='a"}, wantErr: "must not hold quotes"},
-		{name: "unknown kind", f: ListFilter{Kind: "reader"}, wantErr: "kind must be session or delegation"},
+		{name: "plans only (docs/fleet.md shows the kind)", f: ListFilter{Kind: "plan"}, want: "WorkflowType = 'Plan'"},
+		{name: "open plans: running ones", f: ListFilter{Kind: "plan", Open: true, Cwd: "/w"},
+			want: "WorkflowType = 'Plan' AND SubagentCwd = '/w' AND ExecutionStatus = 'Running'"},
+		{name: "unknown kind", f: ListFilter{Kind: "reader"}, wantErr: "kind must be session, delegation or plan"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -79,5 +80,65 @@ func TestStopEndsTheLocalService(t *testing.T) {
 	code, stdout, stderr = runSubagents(t, e.cliEnv(), "stop")
 	if code != 0 || stdout != "no subagents service runs for data dir "+e.dataDir+"\n" || stderr != "" {
 		t.Fatalf("stop after SIGKILL: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+}
+
+// TestStopUnderAWaitingRun (issue 42): `subagents stop` while a `run`
+// handed to the local service waits for its task. The run said "EOF …
+// start one with make run"; it says instead that the service stopped,
+// that its delegation goes on at the service's next start, and the wait
+// that picks it up (exit 3). After the next start, that wait does: the
+// child, stopped in its command, goes on from its session and finalizes.
+func TestStopUnderAWaitingRun(t *testing.T) {
+	e := newEnv(t)
+	e.dataDir = filepath.Join(t.TempDir(), "d")
+	e.model.Script("stopped", bashStep("sleep 600"), finalizeStep("done after the restart"))
+	port := freePort()
+	args := []string{"--port", strconv.Itoa(port), "--headless", "--db-filename", filepath.Join(t.TempDir(), "temporal.db"),
+		"--data-dir", e.dataDir, "--task-queue", e.taskQueue}
+	p := e.startDev(args...)
+	p.waitReady(t)
+	conn := []string{"--address", fmt.Sprintf("127.0.0.1:%d", port), "--task-queue", e.taskQueue}
+
+	run := exec.Command(subagentsBinary(t), append(append([]string{"run"}, conn...), "[[script:stopped]] Wait for it.")...)
+	run.Env = append(os.Environ(), e.cliEnv()...)
+	run.Dir = e.workDir
+	var out, errOut syncBuffer
+	run.Stdout, run.Stderr = &out, &errOut
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan struct{})
+	go func() { _ = run.Wait(); close(ran) }()
+	t.Cleanup(func() { _ = run.Process.Kill(); <-ran })
+	deadline := time.Now().Add(testTimeout)
+	for len(e.model.RequestsFor("stopped")) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the child never asked its model\nstdout: %s\nstderr: %s", out.String(), errOut.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // its command runs
+
+	if code, stdout, stderr := runSubagents(t, e.cliEnv(), "stop"); code != 0 {
+		t.Fatalf("stop: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	select {
+	case <-ran:
+	case <-time.After(testTimeout):
+		t.Fatal("the run still waits after the service stopped")
+	}
+	said := errOut.String()
+	m := regexp.MustCompile(`: (delegation-\S+) goes on at its next start \(subagents dev, or a pi's next delegation starts it\), and then subagents wait (\S+) picks it up\n$`).FindStringSubmatch(said)
+	if code := run.ProcessState.ExitCode(); code != 3 || m == nil || m[1] != m[2] ||
+		!strings.HasPrefix(said, "subagents: the subagents service stopped during this call") || strings.Contains(said, "EOF") || strings.Contains(said, "make run") {
+		t.Fatalf("the run as the service stopped: exit %d\nstdout: %s\nstderr: %s", code, out.String(), said)
+	}
+
+	p = e.startDev(args...)
+	p.waitReady(t)
+	code, stdout, stderr := runSubagents(t, e.cliEnv(), append(append([]string{"wait"}, conn...), m[1])...)
+	if code != 0 || !strings.Contains(stdout, "done after the restart") {
+		t.Fatalf("wait %s after the next start: exit %d\nstdout: %s\nstderr: %s", m[1], code, stdout, stderr)
 	}
 }

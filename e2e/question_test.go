@@ -99,6 +99,13 @@ func TestQuestionAnsweredByReply(t *testing.T) {
 		it.Status != string(api.StateRunning) || it.Done || q.Deadline.Sub(q.Asked) != api.DefaultQuestionTimeout {
 		t.Fatalf("status while the child waits: %+v, question %+v", it, q)
 	}
+	// The text shows the question's own wait, not the turn's timeout
+	// (issue 42: "61s/30s"), and the reply that answers it.
+	if code, text, _ := c.run("", "status", in.SessionID); code != 0 || !strings.Contains(text, "Waits for an answer: "+childQuestion+" (asked ") ||
+		!strings.Contains(text, ", times out in ") || strings.Contains(text, "s/") ||
+		!strings.Contains(text, `answer it: subagents reply --question call_0_0 `+in.SessionID+` "ANSWER"`) {
+		t.Fatalf("status of a task whose child asks, as text: exit %d\n%s", code, text)
+	}
 	// Nothing runs while the question waits: no pi, no RunPi.
 	if n := len(e.model.RequestsFor("asks")); n != 1 {
 		t.Fatalf("the child's model got %d requests while its question waited", n)

@@ -223,7 +223,8 @@ func TestCommandHandsItsCallToTheService(t *testing.T) {
 			}
 
 			code, out, stderr = run("", tt.env, "run", "--agent", "nobody", "Who?")
-			if code != errcode.ExitFailed || !strings.Contains(stderr, "subagents: 1 of 1 tasks did not complete") || !strings.Contains(out, `Unknown profile: "nobody"`) {
+			if code != errcode.ExitFailed || !strings.Contains(stderr, "subagents: 1 of 1 task did not complete: task \"nobody\" (") ||
+				!strings.Contains(stderr, `failed with UNKNOWN_AGENT: Unknown profile: "nobody"`) || !strings.Contains(out, `Unknown profile: "nobody"`) {
 				t.Fatalf("a task that fails, as text: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
 			}
 		})

@@ -121,6 +121,13 @@ func TestWorktreeParallelWriters(t *testing.T) {
 	}
 
 	idA, idB := ran.Items[0].TaskID, ran.Items[1].TaskID
+	// The text says that a change waits, and how to apply or discard it
+	// (issue 42: it showed only in --json).
+	if code, text, _ := c.run("", "status", idA); code != 0 ||
+		!strings.Contains(text, "change waiting on branch "+changes["a"].Branch+" (2 files: a-notes.txt, shared.txt)") ||
+		!strings.Contains(text, "subagents apply "+idA+" writes it into your checkout; subagents apply --discard "+idA+" deletes it") {
+		t.Fatalf("status of a worktree task, as text: exit %d\n%s", code, text)
+	}
 	applied, out := c.json(0, "", "apply", idA)
 	if applied.Status != client.ApplyApplied || applied.Items[0].Status != client.ApplyApplied || applied.Items[0].Error != nil {
 		t.Fatalf("apply of the first writer: %s", out)
