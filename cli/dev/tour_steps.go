@@ -208,13 +208,14 @@ func (t *tour) question(ctx context.Context) tourResult {
 // its own.
 func (t *tour) nested(ctx context.Context) tourResult {
 	args := []string{"run", "--agent", "lead", "[[script:nested-lead]] Find out, through a scout of your own, where the greeting is set."}
-	r := tourResult{try: []string{command(args...)}}
+	r := tourResult{}
 	if t.ext == "" {
 		r.skipped = fmt.Sprintf("a child that delegates loads the pi extension's %s, which is in none of %s: set SUBAGENTS_EXTENSION_DIR to the extension's folder "+
 			"(extension/ of a clone, after make build; or the @durable-pi/subagents that pi install npm:@durable-pi/subagents put in place) and run the tour again",
 			"src/nested.ts", strings.Join(t.extDirs, ", "))
 		return r
 	}
+	r.try = []string{command(args...)}
 	env, err := t.cli(ctx, args...)
 	if err != nil {
 		return r.failed(err)

@@ -243,6 +243,12 @@ func TestFindExtension(t *testing.T) {
 			if got := findExtension(dirs); got != tt.want {
 				t.Fatalf("found %q in %v, want %q", got, dirs, tt.want)
 			}
+			// What a skipped step names: only places that fit the binary.
+			for _, d := range dirs {
+				if !strings.HasPrefix(d, root) {
+					t.Errorf("looked in %s, outside the binary's layout: %v", d, dirs)
+				}
+			}
 		})
 	}
 }
@@ -296,4 +302,14 @@ func (s *syncWriter) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w.String()
+}
+
+// TestNestedSkippedWithoutTheExtension: with no extension found the nested
+// step runs nothing, says where it looked and how to point it there, and
+// prints no command that could not work.
+func TestNestedSkippedWithoutTheExtension(t *testing.T) {
+	r := (&tour{extDirs: []string{"/opt/x/extension"}}).nested(context.Background())
+	if r.err != nil || !strings.Contains(r.skipped, "/opt/x/extension") || !strings.Contains(r.skipped, "SUBAGENTS_EXTENSION_DIR") || len(r.try) > 0 {
+		t.Fatalf("%+v", r)
+	}
 }

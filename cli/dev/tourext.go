@@ -3,6 +3,7 @@ package dev
 import (
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/durable-pi/subagents/worker"
 )
@@ -22,10 +23,15 @@ func extensionDirs(env, exe string) []string {
 	}
 	if exe != "" {
 		bin := filepath.Dir(exe)
-		dirs = append(dirs,
-			filepath.Join(bin, "..", "extension"),
-			filepath.Join(bin, "..", "..", "subagents"),
-			filepath.Join(bin, "..", "..", "..", ".."))
+		dirs = append(dirs, filepath.Join(bin, "..", "extension"))
+		// Only where npm put the binary: elsewhere these name folders
+		// that have nothing to do with it (/ for a binary in /tmp/x).
+		platform := filepath.Dir(bin)
+		if strings.HasPrefix(filepath.Base(platform), "subagents-") && filepath.Base(filepath.Dir(platform)) == "@durable-pi" {
+			dirs = append(dirs,
+				filepath.Join(bin, "..", "..", "subagents"),
+				filepath.Join(bin, "..", "..", "..", ".."))
+		}
 	}
 	for i, d := range dirs {
 		dirs[i] = filepath.Clean(d)
