@@ -16,7 +16,7 @@ PI_STAMP := extension/node_modules/.package-lock.json
 # Arguments for `make run`, e.g. make run ARGS="--port 17233".
 ARGS ?=
 
-.PHONY: all build buildprogress pi-extension extension ext-check run demo chaos browser terminal postgres cluster-tools test test-ext test-docker test-go testprogress lint vet fmt staticcheck workflowcheck bench deps pi tools clean dist registry
+.PHONY: all build buildprogress pi-extension extension ext-check run demo tour chaos browser terminal postgres cluster-tools test test-ext test-docker test-go testprogress lint vet fmt staticcheck workflowcheck bench deps pi tools clean dist registry
 
 all: deps build
 
@@ -181,6 +181,10 @@ workflowcheck: $(GOBIN)/workflowcheck
 ## demo: the stack with a scripted model; a delegation survives a worker kill (Ctrl-C ends it)
 demo: deps build
 	./bin/subagents demo $(ARGS)
+
+## tour: every capability once with the scripted model (a delegation, a batch, a plan, a worktree, a question, nesting, a schedule, a crash), each with the command to try it by hand; its service stays up until Ctrl-C
+tour: deps build
+	./bin/subagents demo --tour $(ARGS)
 
 ## chaos: the long reliability suite: 20 worker kills, 5 kills of subagents dev, 1,000 delegations of load, a 30 s cluster outage; figures into BENCHMARKS.md
 chaos: deps

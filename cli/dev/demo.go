@@ -4,6 +4,7 @@
 package dev
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -71,8 +72,21 @@ func demoTasks() ([]demoTask, error) {
 // has printed the results.
 func DemoMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o demoOptions
-	if _, err := cli.ParseFlags("demo", args, stderr, o.register); err != nil {
+	fs, err := cli.ParseFlags("demo", args, stderr, o.register)
+	if err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return errcode.Errorf(errcode.InvalidInput, "subagents demo takes no arguments, got %q", fs.Args())
+	}
+	if o.tour {
+		// The tour picks free ports unless told: a service of the user's
+		// on 7233 must not stop it.
+		fs.Visit(func(f *flag.Flag) { o.portSet = o.portSet || f.Name == "port" })
+		return o.runTour(ctx, stdout, stderr)
+	}
+	if o.dir != "" {
+		return errcode.New(errcode.InvalidInput, "--dir is the tour's folder: give it with --tour")
 	}
 	return o.run(ctx, stdout, stderr)
 }
@@ -82,6 +96,10 @@ type demoOptions struct {
 	port, uiPort int
 	stay         bool
 	pi           string
+	// tour runs every capability once instead (tour.go), in dir.
+	tour    bool
+	dir     string
+	portSet bool
 }
 
 func (o *demoOptions) register(fs *flag.FlagSet) {
@@ -89,6 +107,10 @@ func (o *demoOptions) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.uiPort, "ui-port", 0, "port of the Temporal UI (default --port + 1000)")
 	fs.BoolVar(&o.stay, "stay", true, "keep the server and its UI up after the run, until Ctrl-C")
 	fs.StringVar(&o.pi, "pi", "", "pi executable (default: as `subagents dev` finds it)")
+	fs.BoolVar(&o.tour, "tour", false,
+		"every capability once instead: a delegation, a batch, a plan, a worktree, a question, a nested delegation, a schedule, a crash; each with the command to try it by hand (docs/walkthrough.md)")
+	fs.StringVar(&o.dir, "dir", "",
+		"--tour: the folder for its scripts, project and data, kept afterwards (default: a new folder in the temporary dir, removed when the tour ends)")
 }
 
 func (o *demoOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
@@ -302,12 +324,27 @@ type workerProcess struct {
 	stderr                               io.Writer
 	cmd                                  *exec.Cmd
 	done                                 chan struct{}
+	// queue is the task queue it polls (default the demo's); base, when
+	// set, is its environment instead of this process's, and args and env
+	// are added (the tour's, tour.go).
+	queue string
+	base  []string
+	args  []string
+	env   []string
 }
 
 func (w *workerProcess) start() error {
-	w.cmd = exec.Command(w.self, "worker", "--address", w.address, "--task-queue", taskQueue,
-		"--data-dir", w.dataDir, "--pi", w.pi, "--log-level", "error", "--warm-pool", "2")
-	w.cmd.Env = append(os.Environ(), scriptedmodel.PiEnv(w.agentDir)...)
+	args := []string{"worker", "--address", w.address, "--task-queue", cmp.Or(w.queue, taskQueue),
+		"--data-dir", w.dataDir, "--pi", w.pi, "--log-level", "error"}
+	if w.args == nil {
+		args = append(args, "--warm-pool", "2")
+	}
+	w.cmd = exec.Command(w.self, append(args, w.args...)...)
+	base := os.Environ()
+	if w.base != nil {
+		base = w.base
+	}
+	w.cmd.Env = append(append(base, scriptedmodel.PiEnv(w.agentDir)...), w.env...)
 	w.cmd.Stdout, w.cmd.Stderr = io.Discard, w.stderr
 	if err := w.cmd.Start(); err != nil {
 		return errcode.Wrap(errcode.Failed, err, "start a worker: "+err.Error())
