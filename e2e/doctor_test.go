@@ -324,8 +324,14 @@ func TestDoctorFindsEachBrokenThing(t *testing.T) {
 		code, r = runDoctor(t, env, "--cwd", dir)
 		file := filepath.Join(dir, ".pi", "subagents.json")
 		expectFinding(t, code, r, doctor.CheckSettings, doctor.Fail,
-			file+":2: extension.maxLinesPerWindow: must be a whole number, 1 to 1000, not 0; and ignored: "+file+":3: extension.taskQueu is no setting of the extension and is ignored",
+			file+":2: extension.maxLinesPerWindow: must be a whole number, 1 to 1000, not 0; and ignored: "+file+`:3: unknown setting "extension.taskQueu": did you mean "extension.taskQueue"? The extension ignores it`,
 			"keys the extension ignores", 2)
+		// A misspelt key of the service's object, which it refuses: by
+		// name, on its line, with the key it likely is (issue 42).
+		dir = folder(t, map[string]string{".pi/subagents.json": "{\n  \"subagents\": {\n    \"taskMaxEvnts\": 5\n  }\n}\n"})
+		code, r = runDoctor(t, env, "--cwd", dir)
+		expectFinding(t, code, r, doctor.CheckSettings, doctor.Fail,
+			filepath.Join(dir, ".pi", "subagents.json")+`:3: unknown setting "taskMaxEvnts": did you mean "taskMaxEvents"?`, "correct the value at that line", 2)
 	})
 
 	t.Run("model_keys", func(t *testing.T) {
