@@ -288,9 +288,10 @@ func TestDoctorFindsEachBrokenThing(t *testing.T) {
 	})
 
 	t.Run("profiles", func(t *testing.T) {
-		dir := folder(t, map[string]string{".pi/agents/broken.md": "---\nname: broken\ndescription: a typo\ncolour: red\n---\nbody\n"})
+		// A misspelt field, named with the one it likely is (issue 42).
+		dir := folder(t, map[string]string{".pi/agents/broken.md": "---\nname: broken\ndescription: a typo\ntols: read\n---\nbody\n"})
 		code, r := runDoctor(t, env, "--cwd", dir)
-		expectFinding(t, code, r, doctor.CheckProfiles, doctor.Fail, filepath.Join(dir, ".pi", "agents", "broken.md")+":4: frontmatter: field colour not found",
+		expectFinding(t, code, r, doctor.CheckProfiles, doctor.Fail, filepath.Join(dir, ".pi", "agents", "broken.md")+`:4: frontmatter: unknown field "tols": did you mean "tools"?`,
 			"edit the file at that line", 2)
 	})
 
