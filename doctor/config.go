@@ -139,8 +139,11 @@ type Deps struct {
 	NodeVersion func(ctx context.Context, prefix string) (path, version string, err error)
 	// ServiceLock reads the lock of dataDir's service.
 	ServiceLock func(dataDir string) ServiceLock
-	// Answers reports whether something accepts connections at address.
-	Answers func(address string) bool
+	// Answers asks what listens at address whether it is a Temporal
+	// frontend, within ctx: nil when one answers; an error wrapping
+	// ErrNoListener when nothing takes connections there; else why what
+	// takes them is none that answers (it hangs, or speaks no gRPC).
+	Answers func(ctx context.Context, address string) error
 	// AskSocket asks the service on the socket at path what it serves.
 	AskSocket func(ctx context.Context, path string) (SocketInfo, error)
 	// ReadKey checks the API key of dataDir's service (connection.ReadKey)

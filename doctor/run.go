@@ -55,24 +55,33 @@ func Run(ctx context.Context, cfg Config, deps Deps) Report {
 		return r
 	}
 
-	// What the lanes start from: whether the local service runs (its lock,
-	// a connect to its address: each local, within probeTimeout).
+	var wg sync.WaitGroup
+	lane := func(f func()) { wg.Add(1); go func() { defer wg.Done(); f() }() }
+	// What the lanes start from: whether the local service runs (its
+	// lock, local), and else whether a Temporal answers at its address
+	// (within frontendTimeout). The lanes that need neither start first:
+	// a frontend that hangs takes nothing from pi's time.
 	lock := ServiceLock{}
-	state := serviceOther
 	if cfg.Local {
 		lock = deps.ServiceLock(cfg.DataDir)
+	}
+	lane(func() { programsLane(l, cfg, deps, lock, add) })
+	lane(func() { filesLane(l, cfg, add) })
+	state := serviceOther
+	if cfg.Local {
+		var answered error
+		if !lock.Held {
+			actx, cancel := context.WithTimeout(ctx, frontendTimeout)
+			answered = deps.Answers(actx, cfg.Address)
+			cancel()
+		}
 		var r Result
-		r, state = checkService(lock, lock.Held || deps.Answers(cfg.Address), cfg.Address, cfg.DataDir)
+		r, state = checkService(lock, answered, cfg.Address, cfg.DataDir)
 		add(r)
 	} else {
 		add(skip(CheckService, "Temporal at "+cfg.Address+" is not this machine's local service: no local service, socket or key to check"))
 	}
-
-	var wg sync.WaitGroup
-	lane := func(f func()) { wg.Add(1); go func() { defer wg.Done(); f() }() }
-	lane(func() { programsLane(l, cfg, deps, lock, add) })
 	lane(func() { serviceLane(l, cfg, deps, queues, state, add) })
-	lane(func() { filesLane(l, cfg, add) })
 	lane(func() { machineLane(l, cfg, deps, lock, state, add) })
 	wg.Wait()
 	return newReport(rctx, slots)
@@ -129,7 +138,7 @@ func serviceLane(l lanes, cfg Config, deps Deps, queues []Queue, state serviceSt
 		} else {
 			add(skip(CheckSocket, "no subagents dev runs for this data dir, so no socket answers (see service)"))
 		}
-		mode := map[serviceState]keyMode{serviceRuns: keyNeeded, serviceOther: keyOptional, serviceDown: keyLater}[state]
+		mode := map[serviceState]keyMode{serviceRuns: keyNeeded, serviceOther: keyOptional, serviceDown: keyLater, serviceHung: keyLater}[state]
 		keyFailed = add(l.check(CheckAPIKey, localTimeout, func(context.Context) Result {
 			return checkAPIKey(deps.ReadKey, cfg.DataDir, mode)
 		})).Status == Fail
@@ -147,6 +156,9 @@ func serviceLane(l lanes, cfg Config, deps Deps, queues []Queue, state serviceSt
 	switch {
 	case state == serviceDown:
 		needs("needs the service, which does not run (see service)")
+		return
+	case state == serviceHung:
+		needs("needs a Temporal that answers at " + cfg.Address + ", and none does (see service)")
 		return
 	case keyFailed:
 		// Every call would be refused for want of the key: say so once.
@@ -229,7 +241,7 @@ func machineLane(l lanes, cfg Config, deps Deps, lock ServiceLock, state service
 		switch {
 		case cfg.UIURL == "":
 			add(skip(CheckUI, "no UI address is known for "+cfg.Address+": pass --ui-url or set SUBAGENTS_UI_URL to check one"))
-		case state == serviceDown:
+		case state == serviceDown || state == serviceHung:
 			add(skip(CheckUI, "the service serves the UI, and it does not run (see service)"))
 		default:
 			add(l.check(CheckUI, httpTimeout, func(ctx context.Context) Result { return checkUI(ctx, deps.HTTPGet, cfg.UIURL, cfg.Local) }))

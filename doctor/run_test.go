@@ -50,7 +50,7 @@ func newWorld(t *testing.T) *world {
 		ServiceLock: func(d string) ServiceLock {
 			return ServiceLock{Path: filepath.Join(d, "dev.lock"), Exists: true, Held: true, Pid: 42}
 		},
-		Answers: func(string) bool { return true },
+		Answers: func(context.Context, string) error { return nil },
 		AskSocket: func(context.Context, string) (SocketInfo, error) {
 			return SocketInfo{Address: "127.0.0.1:7233", Namespace: "default", TaskQueue: "subagents", PID: 42, Protocol: 2}, nil
 		},
@@ -90,7 +90,20 @@ func TestRun(t *testing.T) {
 		{"healthy", func(*world) {}, nil, 0, 1},
 		{"the service down", func(w *world) {
 			w.deps.ServiceLock = func(string) ServiceLock { return ServiceLock{} }
-			w.deps.Answers = func(string) bool { return false }
+			w.deps.Answers = func(context.Context, string) error { return ErrNoListener }
+			w.deps.ReadKey = func(string) error { return fs.ErrNotExist }
+		}, map[string]Status{CheckService: Fail, CheckSocket: Skip, CheckAPIKey: Skip, CheckNamespace: Skip, CheckSearchAttributes: Skip,
+			CheckWorkers: Skip, CheckUI: Skip, CheckUnacknowledged: Skip}, 3, 0},
+		// Issue 42: a frontend that takes connections and never answers:
+		// the service check says so, and nothing that needs Temporal runs.
+		{"a frontend that never answers", func(w *world) {
+			w.deps.ServiceLock = func(string) ServiceLock { return ServiceLock{} }
+			w.deps.Answers = func(ctx context.Context, _ string) error {
+				if _, bounded := ctx.Deadline(); !bounded {
+					return errors.New("asked with no bound")
+				}
+				return hang(ctx)
+			}
 			w.deps.ReadKey = func(string) error { return fs.ErrNotExist }
 		}, map[string]Status{CheckService: Fail, CheckSocket: Skip, CheckAPIKey: Skip, CheckNamespace: Skip, CheckSearchAttributes: Skip,
 			CheckWorkers: Skip, CheckUI: Skip, CheckUnacknowledged: Skip}, 3, 0},

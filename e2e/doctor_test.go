@@ -450,15 +450,34 @@ func TestDoctorFindsEachBrokenThing(t *testing.T) {
 }
 
 // TestDoctorDeadline: a Temporal and a UI that take connections and never
-// answer, as a hung service does. The doctor answers by its --timeout all
-// the same: each hung check says it did not answer within it, and every
-// other check reports.
+// answer, as a hung service does. At the local address, the service check
+// asks it as Temporal is asked, within its own bound, and says it does not
+// answer, skipping what needs it (issue 42: a connect alone passed it). At
+// a remote one (an API key of its own), the doctor answers by its
+// --timeout all the same: each hung check says it did not answer within
+// it, and every other check reports.
 func TestDoctorDeadline(t *testing.T) {
 	e := newEnv(t)
 	hung := hangingListener(t)
 	const timeout = 3 * time.Second
+	// Built before the clock starts: a build takes far longer than the
+	// doctor may.
+	subagentsBinary(t)
 	start := time.Now()
-	code, r := runDoctor(t, e.doctorEnv(hung), "--cwd", e.workDir, "--ui-url", "http://"+hung, "--timeout", "3s")
+	code, r := runDoctor(t, e.doctorEnv(hung), "--cwd", e.workDir, "--timeout", "3s")
+	if took := time.Since(start); took > timeout+5*time.Second {
+		t.Fatalf("the doctor took %s with --timeout %s", took, timeout)
+	}
+	expectFinding(t, code, r, doctor.CheckService, doctor.Fail, "something takes connections at "+hung+" but does not answer as Temporal: it did not answer within 2s",
+		"subagents dev --port", 3)
+	for _, name := range []string{doctor.CheckNamespace, doctor.CheckSearchAttributes, doctor.CheckWorkers, doctor.CheckUnacknowledged} {
+		if c := check(t, r, name); c.Status != doctor.Skip || !strings.Contains(c.Verdict, "needs a Temporal that answers at "+hung) {
+			t.Errorf("%s: %+v, want a skip that names the service", name, c)
+		}
+	}
+
+	start = time.Now()
+	code, r = runDoctor(t, append(e.doctorEnv(hung), "TEMPORAL_API_KEY=doctor-test"), "--cwd", e.workDir, "--ui-url", "http://"+hung, "--timeout", "3s")
 	// The deadline, the half second a check has to hand in what it found,
 	// and the command's start and end on a loaded machine.
 	if took := time.Since(start); took > timeout+5*time.Second {
@@ -469,7 +488,7 @@ func TestDoctorDeadline(t *testing.T) {
 	if len(r.Checks) != len(doctor.Checks) {
 		t.Fatalf("%d checks", len(r.Checks))
 	}
-	for _, name := range []string{doctor.CheckPi, doctor.CheckNode, doctor.CheckService, doctor.CheckProfiles, doctor.CheckPlans, doctor.CheckSettings, doctor.CheckDisk} {
+	for _, name := range []string{doctor.CheckPi, doctor.CheckNode, doctor.CheckProfiles, doctor.CheckPlans, doctor.CheckSettings, doctor.CheckDisk} {
 		if c := check(t, r, name); c.Status != doctor.OK {
 			t.Errorf("%s: %+v, want ok: it does not hang", name, c)
 		}
