@@ -15,8 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durable-pi/subagents/client"
+	"github.com/durable-pi/subagents/connection"
 	"github.com/durable-pi/subagents/doctor"
 	"github.com/durable-pi/subagents/internal/errcode"
+	"github.com/durable-pi/subagents/worker"
 )
 
 // TestServiceLockState: what the doctor reads of a data dir's lock: no
@@ -112,7 +115,7 @@ func TestDoctorConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.Address != "127.0.0.1:7300" || cfg.Namespace != "team" || cfg.TaskQueue != "theirs" || cfg.Host != "box" ||
-		cfg.DataDir != filepath.Join(agent, "data") || conn.DataDir != cfg.DataDir || !cfg.Local || cfg.UIURL != "http://127.0.0.1:8300" ||
+		cfg.DataDir != filepath.Join(agent, "data") || conn.DataDir != cfg.DataDir || !cfg.Local || cfg.UIURL != "" || cfg.GuessUIURL != "http://127.0.0.1:8300" ||
 		cfg.MinFree != doctor.DefaultMinFree || cfg.StaleAfter != doctor.DefaultStaleAfter || cfg.Cwd != agent || cfg.Pi != "" || cfg.Timeout != doctor.DefaultTimeout {
 		t.Fatalf("from the extension's settings: %+v", cfg)
 	}
@@ -126,7 +129,7 @@ func TestDoctorConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.Address != "10.1.2.3:7233" || cfg.Namespace != "mine" || cfg.TaskQueue != "q" || cfg.DataDir != "/srv/d" || cfg.Host != "other" ||
-		cfg.Local || cfg.UIURL != "" || cfg.MinFree != 1<<30 || cfg.StaleAfter != 48*time.Hour || cfg.Pi != "/opt/pi" || cfg.Timeout != 12*time.Second {
+		cfg.Local || cfg.UIURL != "" || cfg.GuessUIURL != "" || cfg.MinFree != 1<<30 || cfg.StaleAfter != 48*time.Hour || cfg.Pi != "/opt/pi" || cfg.Timeout != 12*time.Second {
 		t.Fatalf("from the flags: %+v", cfg)
 	}
 
@@ -305,5 +308,42 @@ func TestDoctorUsage(t *testing.T) {
 	}
 	if err := Run(context.Background(), []string{"doctor", "extra"}, &stdout, &stderr, nil); !errcode.Is(err, errcode.InvalidInput) {
 		t.Fatalf("an argument: %v", err)
+	}
+}
+
+// TestSocketSaysTheUI (issue 42): the `service` answer on the socket says
+// where the service serves the Temporal UI, or that it serves none, and
+// the doctor reads both: it checks the UI there, whatever --ui-port the
+// service was started with.
+func TestSocketSaysTheUI(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		uiURL    string
+		headless bool
+	}{
+		{"another --ui-port", "http://127.0.0.1:9123", false},
+		{"headless", "", true},
+		{"a worker's socket, which does not say", "", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir, err := os.MkdirTemp("", "sock")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = os.RemoveAll(dir) })
+			c := &client.Client{Address: "127.0.0.1:7233", Namespace: "default", TaskQueue: "q", UIURL: tt.uiURL}
+			stop, err := ServeSocket(t.Context(), c, worker.Config{DataDir: dir}, tt.headless)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stop()
+			info, err := askDoctorService(t.Context(), connection.SocketPath(dir))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.UIURL != tt.uiURL || info.Headless != tt.headless || info.Address != "127.0.0.1:7233" {
+				t.Fatalf("%+v", info)
+			}
+		})
 	}
 }

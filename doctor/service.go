@@ -77,6 +77,9 @@ func checkSocket(ctx context.Context, ask func(context.Context, string) (SocketI
 	}
 	r := ok(CheckSocket, fmt.Sprintf("the service (pid %d) answers on %s for %s, namespace %s, task queue %s", info.PID, path, info.Address, info.Namespace, info.TaskQueue)).
 		with("pid", info.PID).with("address", info.Address).with("namespace", info.Namespace).with("task_queue", info.TaskQueue).with("protocol", info.Protocol)
+	if info.UIURL != "" {
+		r = r.with("ui_url", info.UIURL)
+	}
 	var differs []string
 	if !sameLoopback(info.Address, want.Address) {
 		differs = append(differs, fmt.Sprintf("address %s, not %s", info.Address, want.Address))

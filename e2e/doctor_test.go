@@ -30,13 +30,19 @@ type doctorService struct {
 }
 
 // startDoctorService starts the local service for e's data dir and task
-// queue, its UI on its port + 1000, as a user's service is.
+// queue, its UI on a --ui-port of its own, not its port + 1000: the doctor
+// checks the UI where the service says it is (issue 42), and nothing
+// answers where it would guess.
 func (e *env) startDoctorService() doctorService {
 	e.t.Helper()
 	port := freePortWithUI()
-	dev := e.startDev("--ephemeral", "--port", strconv.Itoa(port), "--data-dir", e.dataDir, "--task-queue", e.taskQueue)
+	uiPort := freePort()
+	for uiPort == port || uiPort == port+1000 {
+		uiPort = freePort()
+	}
+	dev := e.startDev("--ephemeral", "--port", strconv.Itoa(port), "--ui-port", strconv.Itoa(uiPort), "--data-dir", e.dataDir, "--task-queue", e.taskQueue)
 	dev.waitReady(e.t)
-	return doctorService{dev: dev, address: fmt.Sprintf("127.0.0.1:%d", port), uiPort: port + 1000}
+	return doctorService{dev: dev, address: fmt.Sprintf("127.0.0.1:%d", port), uiPort: uiPort}
 }
 
 // doctorEnv is the environment of a doctor run for e against address: pi
@@ -121,8 +127,11 @@ func TestDoctorHealthy(t *testing.T) {
 	if v := check(t, r, doctor.CheckPi).Verdict; !strings.Contains(v, "pi "+doctor.PinnedPi) {
 		t.Fatalf("pi: %q", v)
 	}
-	if v := check(t, r, doctor.CheckUI).Verdict; !strings.Contains(v, fmt.Sprintf("http://127.0.0.1:%d", s.uiPort)) {
+	if v := check(t, r, doctor.CheckUI).Verdict; !strings.Contains(v, fmt.Sprintf("the Temporal UI answers at http://127.0.0.1:%d", s.uiPort)) {
 		t.Fatalf("ui: %q", v)
+	}
+	if r.Context.UIURL != fmt.Sprintf("http://127.0.0.1:%d", s.uiPort) {
+		t.Fatalf("the report's context names the UI %q", r.Context.UIURL)
 	}
 	// This machine's host queue is polled too: SUBAGENTS_HOST=auto.
 	code, r = runDoctor(t, append(env, "SUBAGENTS_HOST=auto"), "--cwd", e.workDir)
