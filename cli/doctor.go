@@ -48,7 +48,7 @@ func (o *doctorOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.dataDir, "data-dir", "", "the local service's data dir (default: the extension's \"dataDir\", $SUBAGENTS_DATA_DIR or ~/.pi/subagents)")
 	fs.StringVar(&o.taskQueue, "task-queue", "", "the task queue delegations start on (default: the extension's \"taskQueue\", $SUBAGENTS_TASK_QUEUE or "+api.DefaultTaskQueue+")")
 	fs.StringVar(&o.host, "host", "", "the host this folder's tasks are pinned to (\"auto\": this machine; default $SUBAGENTS_HOST, else any worker)")
-	fs.StringVar(&o.uiURL, "ui-url", "", "the Temporal UI's address (env SUBAGENTS_UI_URL; default for the local service: the frontend's port + 1000)")
+	fs.StringVar(&o.uiURL, "ui-url", "", "the Temporal UI's address (env SUBAGENTS_UI_URL; default for the local service: where it says it serves it, else the frontend's port + 1000)")
 	o.timeout = doctor.DefaultTimeout
 	// Each default is said once, by the flag package, from the value's
 	// own text.
@@ -170,15 +170,17 @@ func (o *doctorOptions) config(getenv func(string) string) (doctor.Config, conne
 		}
 	}
 	local := opts.ConnectionOptions.TLS == nil && opts.Credentials == nil && connection.IsLoopback(opts.HostPort)
-	ui := cmp.Or(o.uiURL, getenv("SUBAGENTS_UI_URL"))
+	// A local service is asked where it serves its UI (doctor.Run); the
+	// frontend's port + 1000 is only what to ask when it does not say.
+	ui, guess := cmp.Or(o.uiURL, getenv("SUBAGENTS_UI_URL")), ""
 	if ui == "" && local {
-		ui = defaultUIURL(opts.HostPort)
+		guess = defaultUIURL(opts.HostPort)
 	}
 	return doctor.Config{
 		Cwd: cwd, DataDir: dataDir, AgentDir: agentDir, PromptDirs: profiles.DefaultPromptDirs(),
 		Address: opts.HostPort, Namespace: cmp.Or(opts.Namespace, "default"), Local: local,
 		TaskQueue: cmp.Or(o.taskQueue, ext.TaskQueue, getenv("SUBAGENTS_TASK_QUEUE"), api.DefaultTaskQueue), Host: host,
-		UIURL: ui, MinFree: uint64(o.minFree), StaleAfter: o.staleAfter, Getenv: getenv, Now: time.Now(),
+		UIURL: ui, GuessUIURL: guess, MinFree: uint64(o.minFree), StaleAfter: o.staleAfter, Getenv: getenv, Now: time.Now(),
 		Pi: o.pi, Timeout: o.timeout,
 	}, conn, nil
 }
@@ -236,7 +238,8 @@ func askDoctorService(ctx context.Context, path string) (doctor.SocketInfo, erro
 	if info.Address == "" {
 		return doctor.SocketInfo{}, fmt.Errorf("the answer says nothing of what it serves (exit %d: %s)", lc.exit, lc.said)
 	}
-	return doctor.SocketInfo{Address: info.Address, Namespace: info.Namespace, TaskQueue: info.TaskQueue, PID: info.PID, Protocol: info.Protocol}, nil
+	return doctor.SocketInfo{Address: info.Address, Namespace: info.Namespace, TaskQueue: info.TaskQueue, PID: info.PID, Protocol: info.Protocol,
+		UIURL: info.UIURL, Headless: info.Headless}, nil
 }
 
 // byteSize is a flag of a size in bytes: a number, with an optional unit

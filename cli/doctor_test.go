@@ -15,8 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durable-pi/subagents/client"
+	"github.com/durable-pi/subagents/connection"
 	"github.com/durable-pi/subagents/doctor"
 	"github.com/durable-pi/subagents/internal/errcode"
+	"github.com/durable-pi/subagents/worker"
 )
 
 // TestServiceLockState: what the doctor reads of a data dir's lock: no
@@ -112,7 +115,7 @@ func TestDoctorConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.Address != "127.0.0.1:7300" || cfg.Namespace != "team" || cfg.TaskQueue != "theirs" || cfg.Host != "box" ||
-		cfg.DataDir != filepath.Join(agent, "data") || conn.DataDir != cfg.DataDir || !cfg.Local || cfg.UIURL != "http://127.0.0.1:8300" ||
+		cfg.DataDir != filepath.Join(agent, "data") || conn.DataDir != cfg.DataDir || !cfg.Local || cfg.UIURL != "" || cfg.GuessUIURL != "http://127.0.0.1:8300" ||
 		cfg.MinFree != doctor.DefaultMinFree || cfg.StaleAfter != doctor.DefaultStaleAfter || cfg.Cwd != agent || cfg.Pi != "" || cfg.Timeout != doctor.DefaultTimeout {
 		t.Fatalf("from the extension's settings: %+v", cfg)
 	}
@@ -126,7 +129,7 @@ func TestDoctorConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.Address != "10.1.2.3:7233" || cfg.Namespace != "mine" || cfg.TaskQueue != "q" || cfg.DataDir != "/srv/d" || cfg.Host != "other" ||
-		cfg.Local || cfg.UIURL != "" || cfg.MinFree != 1<<30 || cfg.StaleAfter != 48*time.Hour || cfg.Pi != "/opt/pi" || cfg.Timeout != 12*time.Second {
+		cfg.Local || cfg.UIURL != "" || cfg.GuessUIURL != "" || cfg.MinFree != 1<<30 || cfg.StaleAfter != 48*time.Hour || cfg.Pi != "/opt/pi" || cfg.Timeout != 12*time.Second {
 		t.Fatalf("from the flags: %+v", cfg)
 	}
 
@@ -139,34 +142,13 @@ func TestDoctorConfig(t *testing.T) {
 // fix, skips what needs the service, exits 3 (unavailable) and starts
 // nothing: the data dir is not even made.
 func TestDoctorServiceDown(t *testing.T) {
-	home := t.TempDir()
-	bin := filepath.Join(home, "bin")
-	agent := filepath.Join(home, "agent")
-	for _, d := range []string{bin, agent} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	writeFile(t, filepath.Join(bin, "pi"), "#!/bin/sh\necho "+doctor.PinnedPi+"\n")
-	writeFile(t, filepath.Join(bin, "node"), "#!/bin/sh\necho v22.23.3\n")
-	for _, f := range []string{"pi", "node"} {
-		if err := os.Chmod(filepath.Join(bin, f), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	writeFile(t, filepath.Join(agent, "models.json"), `{"providers": {"scripted": {"apiKey": "k"}}}`)
-	writeFile(t, filepath.Join(agent, "settings.json"), `{"defaultProvider": "scripted"}`)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	address := ln.Addr().String()
 	_ = ln.Close()
-	data := filepath.Join(home, "data")
-	for k, v := range map[string]string{"HOME": home, "PI_CODING_AGENT_DIR": agent, "SUBAGENTS_PI": filepath.Join(bin, "pi"), "SUBAGENTS_DATA_DIR": data,
-		"TEMPORAL_ADDRESS": address, "SUBAGENTS_TASK_QUEUE": "", "SUBAGENTS_HOST": "", "SUBAGENTS_UI_URL": "", "TEMPORAL_NAMESPACE": ""} {
-		t.Setenv(k, v)
-	}
+	home, data := doctorHome(t, address)
 	var out, errOut bytes.Buffer
 	err = doctorMain(context.Background(), []string{"--json", "--cwd", home}, &out, &errOut)
 	if errcode.ExitCode(err) != errcode.ExitUnavailable || !strings.Contains(err.Error(), "1 check failed (service)") {
@@ -207,6 +189,99 @@ func TestDoctorServiceDown(t *testing.T) {
 	}
 }
 
+// doctorHome is a HOME for a doctor run against address with nothing
+// wrong on this side: pi and Node that answer, a model with its key, a
+// data dir not made yet; the variables point there.
+func doctorHome(t *testing.T, address string) (home, data string) {
+	t.Helper()
+	home = t.TempDir()
+	bin := filepath.Join(home, "bin")
+	agent := filepath.Join(home, "agent")
+	for _, d := range []string{bin, agent} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFile(t, filepath.Join(bin, "pi"), "#!/bin/sh\necho "+doctor.PinnedPi+"\n")
+	writeFile(t, filepath.Join(bin, "node"), "#!/bin/sh\necho v22.23.3\n")
+	for _, f := range []string{"pi", "node"} {
+		if err := os.Chmod(filepath.Join(bin, f), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFile(t, filepath.Join(agent, "models.json"), `{"providers": {"scripted": {"apiKey": "k"}}}`)
+	writeFile(t, filepath.Join(agent, "settings.json"), `{"defaultProvider": "scripted"}`)
+	data = filepath.Join(home, "data")
+	for k, v := range map[string]string{"HOME": home, "PI_CODING_AGENT_DIR": agent, "SUBAGENTS_PI": filepath.Join(bin, "pi"), "SUBAGENTS_DATA_DIR": data,
+		"TEMPORAL_ADDRESS": address, "SUBAGENTS_TASK_QUEUE": "", "SUBAGENTS_HOST": "", "SUBAGENTS_UI_URL": "", "TEMPORAL_NAMESPACE": ""} {
+		t.Setenv(k, v)
+	}
+	return home, data
+}
+
+// TestDoctorHungFrontend (issue 42): at the address, something takes
+// connections and never answers, as a hung Temporal does. The service
+// check asks it, within its bound, as Temporal is asked (a gRPC health
+// check), and fails saying so, instead of taking a connect for a Temporal;
+// what needs Temporal is skipped, naming the service; the doctor exits 3
+// (unavailable), soon.
+func TestDoctorHungFrontend(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := make(chan net.Conn, 64)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held <- c
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		for {
+			select {
+			case c := <-held:
+				_ = c.Close()
+			default:
+				return
+			}
+		}
+	})
+	address := ln.Addr().String()
+	home, _ := doctorHome(t, address)
+	var out, errOut bytes.Buffer
+	start := time.Now()
+	err = doctorMain(context.Background(), []string{"--json", "--cwd", home}, &out, &errOut)
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("the doctor took %s", took)
+	}
+	var r doctor.Report
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	got := map[string]doctor.Result{}
+	for _, c := range r.Checks {
+		got[c.Name] = c
+	}
+	c := got[doctor.CheckService]
+	if c.Status != doctor.Fail || !strings.Contains(c.Verdict, "takes connections at "+address+" but does not answer as Temporal") ||
+		!strings.Contains(c.Verdict, "did not answer within 2s") || !strings.Contains(c.Fix, "subagents dev --port") {
+		t.Fatalf("service: %+v", c)
+	}
+	for _, name := range []string{doctor.CheckSocket, doctor.CheckNamespace, doctor.CheckSearchAttributes, doctor.CheckWorkers, doctor.CheckUnacknowledged, doctor.CheckUI} {
+		if c := got[name]; c.Status != doctor.Skip || !strings.Contains(c.Verdict, "service") {
+			t.Errorf("%s: %+v, want a skip that names the service", name, c)
+		}
+	}
+	if errcode.ExitCode(err) != errcode.ExitUnavailable || r.ExitCode != errcode.ExitUnavailable {
+		t.Fatalf("err %v (exit %d), report exit %d", err, errcode.ExitCode(err), r.ExitCode)
+	}
+}
+
 // TestDoctorUsage: `doctor -h` names each flag's value by its kind, as
 // every verb's does, and exits as help.
 func TestDoctorUsage(t *testing.T) {
@@ -233,5 +308,42 @@ func TestDoctorUsage(t *testing.T) {
 	}
 	if err := Run(context.Background(), []string{"doctor", "extra"}, &stdout, &stderr, nil); !errcode.Is(err, errcode.InvalidInput) {
 		t.Fatalf("an argument: %v", err)
+	}
+}
+
+// TestSocketSaysTheUI (issue 42): the `service` answer on the socket says
+// where the service serves the Temporal UI, or that it serves none, and
+// the doctor reads both: it checks the UI there, whatever --ui-port the
+// service was started with.
+func TestSocketSaysTheUI(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		uiURL    string
+		headless bool
+	}{
+		{"another --ui-port", "http://127.0.0.1:9123", false},
+		{"headless", "", true},
+		{"a worker's socket, which does not say", "", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir, err := os.MkdirTemp("", "sock")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = os.RemoveAll(dir) })
+			c := &client.Client{Address: "127.0.0.1:7233", Namespace: "default", TaskQueue: "q", UIURL: tt.uiURL}
+			stop, err := ServeSocket(t.Context(), c, worker.Config{DataDir: dir}, tt.headless)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stop()
+			info, err := askDoctorService(t.Context(), connection.SocketPath(dir))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.UIURL != tt.uiURL || info.Headless != tt.headless || info.Address != "127.0.0.1:7233" {
+				t.Fatalf("%+v", info)
+			}
+		})
 	}
 }

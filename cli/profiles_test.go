@@ -56,6 +56,8 @@ func TestProfilesCommandGolden(t *testing.T) {
 	write(filepath.Join(project, ".pi", "agents"), "scout.md", "---\nname: scout\ndescription: Project scout\nreadonly: true\nfinalize: false\n---\nLook around.\n")
 	write(filepath.Join(project, ".pi", "agents"), "broken.md", "---\nname: broken\napproved_tools: [read]\ndenied_tools: [bash]\n---\n")
 	write(filepath.Join(project, ".pi", "agents"), "hidden.md", "---\nname: hidden\ninternal: true\n---\n")
+	// A misspelt field: named, with the field it likely is.
+	write(filepath.Join(project, ".pi", "agents"), "misspelt.md", "---\nname: misspelt\ndescripton: Reviews\n---\nYou review.\n")
 	// Saved plans, listed after the profiles: a global one with arguments,
 	// a project one with a gate in a project nobody trusts, a project one
 	// the global one shadows, and a broken one.

@@ -151,6 +151,13 @@ type ServiceInfo struct {
 	// of another release stops the service at a safe point and starts its
 	// own ([install]).
 	Version string `json:"version,omitempty"`
+	// UIURL is where the service serves the Temporal UI, its --ui-port
+	// whatever it is; Headless says it serves none (--headless). Neither:
+	// the service does not say (an older one, or `subagents worker
+	// --socket`, which serves no UI of its own). `subagents doctor` checks
+	// the UI where the service says it is.
+	UIURL    string `json:"ui_url,omitempty"`
+	Headless bool   `json:"headless,omitempty"`
 }
 
 // ProtocolVersion is this build's Protocol.

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/durable-pi/subagents/internal/errcode"
+	"github.com/durable-pi/subagents/internal/nearest"
 )
 
 // What a user sees when a verb's flags are wrong or asked for: one line for
@@ -70,50 +71,6 @@ func unknownCommand(name string) error {
 	return errcode.New(errcode.InvalidInput, msg+" (`subagents -h` lists the commands)")
 }
 
-// closest is the candidate a mistyped name most likely meant, or "": one
-// the name starts (three letters at least, so that "-t" names no flag of
-// its own), or one a few edits away (a third of the name's length, at least
-// one: "tiemout" is timeout, "jsno" json).
-func closest(name string, candidates []string) string {
-	name = strings.ToLower(name)
-	best, bestDist := "", -1
-	for _, c := range candidates {
-		d := editDistance(name, strings.ToLower(c))
-		limit := max(1, len([]rune(name))/3)
-		if d > limit && !(len(name) >= 3 && strings.HasPrefix(strings.ToLower(c), name)) {
-			continue
-		}
-		if bestDist < 0 || d < bestDist {
-			best, bestDist = c, d
-		}
-	}
-	return best
-}
-
-// editDistance counts the insertions, deletions, substitutions and swaps of
-// two neighbours that turn a into b (optimal string alignment): a swap is
-// the commonest slip of a typist, and counts once.
-func editDistance(a, b string) int {
-	s, t := []rune(a), []rune(b)
-	d := make([][]int, len(s)+1)
-	for i := range d {
-		d[i] = make([]int, len(t)+1)
-		d[i][0] = i
-	}
-	for j := range t {
-		d[0][j+1] = j + 1
-	}
-	for i := 1; i <= len(s); i++ {
-		for j := 1; j <= len(t); j++ {
-			cost := 1
-			if s[i-1] == t[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && s[i-1] == t[j-2] && s[i-2] == t[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(s)][len(t)]
-}
+// closest is the candidate a mistyped name most likely meant, or ""
+// (nearest.Closest: a flag the name starts, or one a few edits away).
+func closest(name string, candidates []string) string { return nearest.Closest(name, candidates) }

@@ -248,15 +248,15 @@ func (o *workerOptions) run(ctx context.Context, stdout, stderr io.Writer) error
 	var socket func() (func(), error)
 	if o.socket {
 		socket = func() (func(), error) {
-			return ServeSocketBanner(ctx, &client.Client{Temporal: c, TaskQueue: cfg.TaskQueue, Address: copts.HostPort, Namespace: copts.Namespace}, cfg, stdout)
+			return ServeSocketBanner(ctx, &client.Client{Temporal: c, TaskQueue: cfg.TaskQueue, Address: copts.HostPort, Namespace: copts.Namespace}, cfg, false, stdout)
 		}
 	}
 	return worker.Serve(ctx, c, cfg, logger, stdout, socket)
 }
 
 // ServeSocketBanner is ServeSocket, and says where it answers.
-func ServeSocketBanner(ctx context.Context, c *client.Client, cfg worker.Config, stdout io.Writer) (stop func(), err error) {
-	stop, err = ServeSocket(ctx, c, cfg)
+func ServeSocketBanner(ctx context.Context, c *client.Client, cfg worker.Config, headless bool, stdout io.Writer) (stop func(), err error) {
+	stop, err = ServeSocket(ctx, c, cfg, headless)
 	if err == nil {
 		_, _ = fmt.Fprintf(stdout, "Socket:            %s\n", connection.SocketPath(cfg.DataDir))
 	}
@@ -265,7 +265,9 @@ func ServeSocketBanner(ctx context.Context, c *client.Client, cfg worker.Config,
 
 // ServeSocket answers the client protocol for c on the data dir's socket
 // until ctx ends or stop is called; stop waits for the connections' calls.
-func ServeSocket(ctx context.Context, c *client.Client, cfg worker.Config) (stop func(), err error) {
+// Its `service` answer says where c.UIURL serves the Temporal UI, or, for a
+// service started headless, that it serves none.
+func ServeSocket(ctx context.Context, c *client.Client, cfg worker.Config, headless bool) (stop func(), err error) {
 	ln, err := ListenSocket(connection.SocketPath(cfg.DataDir))
 	if err != nil {
 		return nil, err
@@ -276,6 +278,7 @@ func ServeSocket(ctx context.Context, c *client.Client, cfg worker.Config) (stop
 	service.Info = &ServiceInfo{
 		ContractVersion: client.ContractVersion, Op: "service", Address: c.Address, Namespace: c.Namespace,
 		TaskQueue: c.TaskQueue, PID: os.Getpid(), DataDir: cfg.DataDir, Protocol: ProtocolVersion, Version: version.Version,
+		UIURL: c.UIURL, Headless: headless && c.UIURL == "",
 	}
 	served := make(chan error, 1)
 	go func() { served <- service.Serve(ctx, ln) }()

@@ -32,8 +32,12 @@ type Config struct {
 	// folder's tasks are pinned to ("" for any worker).
 	TaskQueue string
 	Host      string
-	// UIURL is the Temporal UI ("" when none is known: the check skips).
-	UIURL string
+	// UIURL is the Temporal UI's address given (--ui-url,
+	// SUBAGENTS_UI_URL), "" for none: the local service is then asked
+	// where it serves its UI, and GuessUIURL taken when it does not say
+	// (the check skips when neither is known).
+	UIURL      string
+	GuessUIURL string
 	// MinFree is the least free space the data dir's filesystem may have.
 	MinFree uint64
 	// StaleAfter is how old a leftover is before it is reported: a branch,
@@ -90,6 +94,10 @@ type SocketInfo struct {
 	TaskQueue string
 	PID       int
 	Protocol  int
+	// UIURL is where it serves the Temporal UI; Headless says it serves
+	// none; neither: it does not say.
+	UIURL    string
+	Headless bool
 }
 
 // Poller is a worker that polled a task queue.
@@ -139,8 +147,11 @@ type Deps struct {
 	NodeVersion func(ctx context.Context, prefix string) (path, version string, err error)
 	// ServiceLock reads the lock of dataDir's service.
 	ServiceLock func(dataDir string) ServiceLock
-	// Answers reports whether something accepts connections at address.
-	Answers func(address string) bool
+	// Answers asks what listens at address whether it is a Temporal
+	// frontend, within ctx: nil when one answers; an error wrapping
+	// ErrNoListener when nothing takes connections there; else why what
+	// takes them is none that answers (it hangs, or speaks no gRPC).
+	Answers func(ctx context.Context, address string) error
 	// AskSocket asks the service on the socket at path what it serves.
 	AskSocket func(ctx context.Context, path string) (SocketInfo, error)
 	// ReadKey checks the API key of dataDir's service (connection.ReadKey)

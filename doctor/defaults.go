@@ -14,6 +14,12 @@ import (
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
 	"github.com/durable-pi/subagents/activities"
 	"github.com/durable-pi/subagents/connection"
 	"github.com/durable-pi/subagents/worker"
@@ -32,6 +38,11 @@ const (
 	// probeTimeout bounds a TCP connect to see whether anything listens:
 	// local, well under a millisecond when it does.
 	probeTimeout = 500 * time.Millisecond
+	// frontendTimeout bounds asking what listens at the local address
+	// whether it is a Temporal (askFrontend): a frontend answers its
+	// health check from memory, in milliseconds; two seconds are a loaded
+	// machine, and a frontend that takes longer is hung.
+	frontendTimeout = 2 * time.Second
 	// httpTimeout bounds the UI's health check: the UI answers it from
 	// memory.
 	httpTimeout = 5 * time.Second
@@ -49,14 +60,7 @@ func DefaultDeps(conn connection.Settings) Deps {
 		PiLookup:        worker.DefaultPiLookup,
 		ServicePiLookup: ServicePiLookup,
 		NodeVersion:     nodeVersion,
-		Answers: func(address string) bool {
-			c, err := net.DialTimeout("tcp", address, probeTimeout)
-			if err != nil {
-				return false
-			}
-			_ = c.Close()
-			return true
-		},
+		Answers:         askFrontend,
 		ReadKey: func(dataDir string) error {
 			_, err := connection.ReadKey(dataDir)
 			return err
@@ -116,6 +120,41 @@ func DefaultDeps(conn connection.Settings) Deps {
 		StaleSessionLocks: activities.StaleSessionLocks,
 	}
 }
+
+// askFrontend is Deps.Answers: a TCP connect (does anything listen?),
+// then the gRPC health check Temporal's frontend answers with no key, as
+// the SDK's own CheckHealth asks it. A connect alone took a port that
+// takes connections and never answers for a running Temporal. Any answer
+// counts, a refusal too (a frontend of another data dir refuses a caller
+// without its key): only none, or one in no gRPC, is none. The doctor
+// calls it only for a local address, which has no TLS (Config.Local).
+func askFrontend(ctx context.Context, address string) error {
+	c, err := net.DialTimeout("tcp", address, probeTimeout)
+	if err != nil {
+		return fmt.Errorf("%w (%v)", ErrNoListener, err)
+	}
+	_ = c.Close()
+	cc, err := grpc.NewClient("passthrough:///"+address, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = cc.Close() }()
+	_, err = healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{Service: frontendHealthService})
+	switch status.Code(err) {
+	case codes.OK:
+		return nil
+	case codes.DeadlineExceeded, codes.Canceled:
+		return fmt.Errorf("it did not answer within %s", durationText(frontendTimeout))
+	case codes.Unavailable:
+		return fmt.Errorf("it does not speak gRPC: %s", status.Convert(err).Message())
+	}
+	// Refused or unknown: it answered, as a gRPC server.
+	return nil
+}
+
+// frontendHealthService is the service Temporal's frontend reports its
+// health for.
+const frontendHealthService = "temporal.api.workflowservice.v1.WorkflowService"
 
 // nodeVersion finds node as pi's `#!/usr/bin/env node` does when the
 // worker spawns it (prefix first on PATH) and runs `node --version`.

@@ -92,8 +92,9 @@ func checkProfiles(list []*profiles.Profile, loadErr error, read func(string) ([
 const trustFix = "if you trust this project, run /trust in pi opened in its folder (docs/settings.md, Project trust)"
 
 // yamlNoise is what yaml.v3 adds to a frontmatter error besides the
-// mistake: its own line count and the Go type it decoded into.
-var yamlNoise = regexp.MustCompile(`yaml: (?:unmarshal errors: )?line \d+: | in type profiles\.frontmatter`)
+// mistake (its own line count and the Go type it decoded into), and the
+// line Parse says of an unknown field: the verdict names the line.
+var yamlNoise = regexp.MustCompile(`yaml: (?:unmarshal errors: )?line \d+: | in type profiles\.frontmatter| \(line \d+\)`)
 
 // planLine reads ReadPlanFile's "plan file PATH: line N: MESSAGE".
 var planLine = regexp.MustCompile(`^plan file (.+?): (?:line (\d+): )?(.*)$`)

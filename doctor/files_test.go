@@ -68,7 +68,9 @@ func TestCheckProfiles(t *testing.T) {
 		{"the built-ins", nil, OK, []string{"profiles read and valid"}},
 		{"a good one", map[string]string{".pi/agents/mine.md": "---\nname: mine\ndescription: x\n---\nDo it.\n"}, OK, []string{"profiles read and valid"}},
 		{"an unknown field", map[string]string{".pi/agents/bad.md": "---\nname: bad\n\ncolour: red\n---\nx\n"}, Fail,
-			[]string{"1 of", "profiles cannot be used", ".pi/agents/bad.md:4: frontmatter: field colour not found"}},
+			[]string{"1 of", "profiles cannot be used", ".pi/agents/bad.md:4: frontmatter: unknown field \"colour\" (docs/profiles.md lists the fields)"}},
+		{"a misspelt field", map[string]string{".pi/agents/bad.md": "---\nname: bad\ndescripton: reviews\n---\nx\n"}, Fail,
+			[]string{".pi/agents/bad.md:3: frontmatter: unknown field \"descripton\": did you mean \"description\"?"}},
 		{"two bad", map[string]string{
 			".pi/agents/a.md": "---\nname: a\nthinkingLevel: loud\n---\n",
 			".pi/agents/b.md": "---\ndescription: no name\n---\n",

@@ -11,27 +11,51 @@ import (
 	"strings"
 )
 
+// uiSource is where the UI's address the check asks came from.
+type uiSource int
+
+const (
+	// uiGiven: --ui-url or SUBAGENTS_UI_URL.
+	uiGiven uiSource = iota
+	// uiFromService: the running local service said it (its socket's
+	// `service` answer), its --ui-port whatever it is.
+	uiFromService
+	// uiGuessed: the local service did not say (an older one), or cannot
+	// be asked (a Temporal of another kind): its frontend's port + 1000,
+	// where `subagents dev` and the Temporal CLI serve it by default.
+	uiGuessed
+)
+
 // checkUI: the Temporal UI answers its health check (which needs no
 // login) at its address.
-func checkUI(ctx context.Context, get func(context.Context, string) (int, error), uiURL string, local bool) Result {
-	fix := "pass the UI's address with --ui-url or SUBAGENTS_UI_URL, and check that it runs"
-	if local {
-		fix = "the local service serves it on its frontend's port + 1000 unless started with --headless or another --ui-port: start it without (`subagents stop`, then `subagents dev`), or pass the UI's address with --ui-url"
-	}
+func checkUI(ctx context.Context, get func(context.Context, string) (int, error), uiURL string, from uiSource) Result {
 	uiURL = strings.TrimSuffix(uiURL, "/")
+	fix := "pass the UI's address with --ui-url or SUBAGENTS_UI_URL, and check that it runs"
+	switch from {
+	case uiFromService:
+		fix = "the service says it serves its UI at " + uiURL + ": " + restartFix + "; or pass the UI's address with --ui-url"
+	case uiGuessed:
+		fix = "the service does not say where its UI is (it is older than this command, or not a subagents dev), so its frontend's port + 1000 was asked: pass the UI's address with --ui-url, or " + restartFix + ", after which it says"
+	}
 	health := uiURL + "/healthz"
 	code, err := get(ctx, health)
+	r := Result{}
 	switch {
 	case err != nil:
-		return fail(CheckUI, fmt.Sprintf("the Temporal UI does not answer at %s: %s", uiURL, oneLine(err.Error())), fix).with("url", uiURL)
+		r = fail(CheckUI, fmt.Sprintf("the Temporal UI does not answer at %s: %s", uiURL, oneLine(err.Error())), fix)
 	case code != http.StatusOK:
-		return warn(CheckUI, fmt.Sprintf("the Temporal UI at %s answers its health check with HTTP %d", uiURL, code), fix).with("url", uiURL).with("http_status", code)
+		r = warn(CheckUI, fmt.Sprintf("the Temporal UI at %s answers its health check with HTTP %d", uiURL, code), fix).with("http_status", code)
+	default:
+		v := fmt.Sprintf("the Temporal UI answers at %s", uiURL)
+		switch from {
+		case uiFromService:
+			v += " (`subagents ui` prints the link that logs a browser in)"
+		case uiGuessed:
+			v += " (the frontend's port + 1000: the service does not say where its UI is)"
+		}
+		r = ok(CheckUI, v)
 	}
-	v := fmt.Sprintf("the Temporal UI answers at %s", uiURL)
-	if local {
-		v += " (`subagents ui` prints the link that logs a browser in)"
-	}
-	return ok(CheckUI, v).with("url", uiURL)
+	return r.with("url", uiURL).with("source", [...]string{"given", "service", "port + 1000"}[from])
 }
 
 // checkDisk: the filesystem of the data dir (where the local service keeps

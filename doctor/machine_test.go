@@ -13,24 +13,26 @@ func TestCheckUI(t *testing.T) {
 		name   string
 		code   int
 		err    error
-		local  bool
+		from   uiSource
 		status Status
 		has    string
 		fix    string
 	}{
-		{"answers", 200, nil, true, OK, "the Temporal UI answers at http://127.0.0.1:8233", ""},
-		{"nothing there", 0, errors.New("connection refused"), true, Fail, "does not answer at http://127.0.0.1:8233: connection refused", "--headless"},
-		{"nothing there, remote", 0, errors.New("connection refused"), false, Fail, "does not answer", "--ui-url"},
-		{"unhealthy", 503, nil, false, Warn, "HTTP 503", "--ui-url"},
+		{"answers", 200, nil, uiFromService, OK, "the Temporal UI answers at http://127.0.0.1:8233 (`subagents ui`", ""},
+		{"answers where guessed", 200, nil, uiGuessed, OK, "answers at http://127.0.0.1:8233 (the frontend's port + 1000: the service does not say", ""},
+		{"nothing where the service says", 0, errors.New("connection refused"), uiFromService, Fail, "does not answer at http://127.0.0.1:8233: connection refused", "subagents stop"},
+		{"nothing where guessed", 0, errors.New("connection refused"), uiGuessed, Fail, "does not answer at http://127.0.0.1:8233: connection refused", "--ui-url"},
+		{"nothing there, given", 0, errors.New("connection refused"), uiGiven, Fail, "does not answer", "--ui-url"},
+		{"unhealthy", 503, nil, uiGiven, Warn, "HTTP 503", "--ui-url"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var asked string
-			r := checkUI(context.Background(), func(_ context.Context, url string) (int, error) { asked = url; return tt.code, tt.err }, "http://127.0.0.1:8233/", tt.local)
+			r := checkUI(context.Background(), func(_ context.Context, url string) (int, error) { asked = url; return tt.code, tt.err }, "http://127.0.0.1:8233/", tt.from)
 			if asked != "http://127.0.0.1:8233/healthz" {
 				t.Fatalf("asked %s", asked)
 			}
-			if r.Status != tt.status || !strings.Contains(r.Verdict, tt.has) || !strings.Contains(r.Fix, tt.fix) {
+			if r.Status != tt.status || !strings.Contains(r.Verdict, tt.has) || !strings.Contains(r.Fix, tt.fix) || r.Details["url"] != "http://127.0.0.1:8233" {
 				t.Fatalf("%+v", r)
 			}
 		})

@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io/fs"
@@ -44,7 +45,8 @@ func Run(ctx context.Context, cfg Config, deps Deps) Report {
 	l := lanes{ctx: ctx, timeout: cfg.Timeout}
 
 	queues := folderQueues(cfg)
-	rctx := Context{Cwd: cfg.Cwd, DataDir: cfg.DataDir, AgentDir: cfg.AgentDir, Address: cfg.Address, Namespace: cfg.Namespace, Local: cfg.Local, UIURL: cfg.UIURL}
+	rctx := Context{Cwd: cfg.Cwd, DataDir: cfg.DataDir, AgentDir: cfg.AgentDir, Address: cfg.Address, Namespace: cfg.Namespace, Local: cfg.Local,
+		UIURL: cmp.Or(cfg.UIURL, cfg.GuessUIURL)}
 	for _, q := range queues {
 		rctx.TaskQueues = append(rctx.TaskQueues, q.Name)
 	}
@@ -55,27 +57,66 @@ func Run(ctx context.Context, cfg Config, deps Deps) Report {
 		return r
 	}
 
-	// What the lanes start from: whether the local service runs (its lock,
-	// a connect to its address: each local, within probeTimeout).
+	var wg sync.WaitGroup
+	lane := func(f func()) { wg.Add(1); go func() { defer wg.Done(); f() }() }
+	// What the lanes start from: whether the local service runs (its
+	// lock, local), and else whether a Temporal answers at its address
+	// (within frontendTimeout). The lanes that need neither start first:
+	// a frontend that hangs takes nothing from pi's time.
 	lock := ServiceLock{}
-	state := serviceOther
 	if cfg.Local {
 		lock = deps.ServiceLock(cfg.DataDir)
+	}
+	lane(func() { programsLane(l, cfg, deps, lock, add) })
+	lane(func() { filesLane(l, cfg, add) })
+	state := serviceOther
+	if cfg.Local {
+		var answered error
+		if !lock.Held {
+			actx, cancel := context.WithTimeout(ctx, frontendTimeout)
+			answered = deps.Answers(actx, cfg.Address)
+			cancel()
+		}
 		var r Result
-		r, state = checkService(lock, lock.Held || deps.Answers(cfg.Address), cfg.Address, cfg.DataDir)
+		r, state = checkService(lock, answered, cfg.Address, cfg.DataDir)
 		add(r)
 	} else {
 		add(skip(CheckService, "Temporal at "+cfg.Address+" is not this machine's local service: no local service, socket or key to check"))
 	}
-
-	var wg sync.WaitGroup
-	lane := func(f func()) { wg.Add(1); go func() { defer wg.Done(); f() }() }
-	lane(func() { programsLane(l, cfg, deps, lock, add) })
-	lane(func() { serviceLane(l, cfg, deps, queues, state, add) })
-	lane(func() { filesLane(l, cfg, add) })
-	lane(func() { machineLane(l, cfg, deps, lock, state, add) })
+	answer := &socketAnswer{done: make(chan struct{})}
+	lane(func() { serviceLane(l, cfg, deps, queues, state, answer, add) })
+	lane(func() { machineLane(l, cfg, deps, lock, state, answer, add) })
 	wg.Wait()
+	// The report names the UI the check asked: where the service said.
+	if u, _ := slots[slices.Index(Checks, CheckUI)].Details["url"].(string); u != "" {
+		rctx.UIURL = u
+	}
 	return newReport(rctx, slots)
+}
+
+// socketAnswer is what the service said on its socket, for the UI check,
+// which asks the UI where the service says it serves it. It is set once:
+// when the socket check has the answer, or has none (it failed, ran out,
+// or was not asked).
+type socketAnswer struct {
+	once sync.Once
+	done chan struct{}
+	info SocketInfo
+	said bool
+}
+
+func (a *socketAnswer) set(info SocketInfo, said bool) {
+	a.once.Do(func() { a.info, a.said = info, said; close(a.done) })
+}
+
+// wait is the answer, or none when ctx ends first.
+func (a *socketAnswer) wait(ctx context.Context) (SocketInfo, bool) {
+	select {
+	case <-a.done:
+		return a.info, a.said
+	case <-ctx.Done():
+		return SocketInfo{}, false
+	}
 }
 
 // programsLane: pi, then the Node beside it.
@@ -118,18 +159,28 @@ func programsLane(l lanes, cfg Config, deps Deps, lock ServiceLock, add func(Res
 // serviceLane: the local service's socket and key, then Temporal: the
 // namespace, then its search attributes, the workers and the waiting
 // results side by side.
-func serviceLane(l lanes, cfg Config, deps Deps, queues []Queue, state serviceState, add func(Result) Result) {
+func serviceLane(l lanes, cfg Config, deps Deps, queues []Queue, state serviceState, answer *socketAnswer, add func(Result) Result) {
 	keyFailed := false
 	if cfg.Local {
 		if state == serviceRuns {
+			ask := func(ctx context.Context, path string) (SocketInfo, error) {
+				info, err := deps.AskSocket(ctx, path)
+				if err == nil {
+					answer.set(info, true)
+				}
+				return info, err
+			}
 			add(l.check(CheckSocket, socketTimeout, func(ctx context.Context) Result {
-				return checkSocket(ctx, deps.AskSocket, connection.SocketPath(cfg.DataDir),
+				return checkSocket(ctx, ask, connection.SocketPath(cfg.DataDir),
 					SocketInfo{Address: cfg.Address, Namespace: cfg.Namespace, TaskQueue: cfg.TaskQueue})
 			}))
-		} else {
+		}
+		// No answer (when one came, this sets nothing).
+		answer.set(SocketInfo{}, false)
+		if state != serviceRuns {
 			add(skip(CheckSocket, "no subagents dev runs for this data dir, so no socket answers (see service)"))
 		}
-		mode := map[serviceState]keyMode{serviceRuns: keyNeeded, serviceOther: keyOptional, serviceDown: keyLater}[state]
+		mode := map[serviceState]keyMode{serviceRuns: keyNeeded, serviceOther: keyOptional, serviceDown: keyLater, serviceHung: keyLater}[state]
 		keyFailed = add(l.check(CheckAPIKey, localTimeout, func(context.Context) Result {
 			return checkAPIKey(deps.ReadKey, cfg.DataDir, mode)
 		})).Status == Fail
@@ -137,6 +188,7 @@ func serviceLane(l lanes, cfg Config, deps Deps, queues []Queue, state serviceSt
 		why := "Temporal at " + cfg.Address + " is not this machine's local service: no local service, socket or key to check"
 		add(skip(CheckSocket, why))
 		add(skip(CheckAPIKey, why))
+		answer.set(SocketInfo{}, false)
 	}
 
 	needs := func(why string) {
@@ -147,6 +199,9 @@ func serviceLane(l lanes, cfg Config, deps Deps, queues []Queue, state serviceSt
 	switch {
 	case state == serviceDown:
 		needs("needs the service, which does not run (see service)")
+		return
+	case state == serviceHung:
+		needs("needs a Temporal that answers at " + cfg.Address + ", and none does (see service)")
 		return
 	case keyFailed:
 		// Every call would be refused for want of the key: say so once.
@@ -222,18 +277,34 @@ func filesLane(l lanes, cfg Config, add func(Result) Result) {
 
 // machineLane: the UI, the disk, and what was left behind. The UI and the
 // git commands may each hang on their own: they run side by side.
-func machineLane(l lanes, cfg Config, deps Deps, lock ServiceLock, state serviceState, add func(Result) Result) {
+func machineLane(l lanes, cfg Config, deps Deps, lock ServiceLock, state serviceState, answer *socketAnswer, add func(Result) Result) {
 	var wg sync.WaitGroup
 	side := func(f func()) { wg.Add(1); go func() { defer wg.Done(); f() }() }
 	side(func() {
+		url, from := cfg.UIURL, uiGiven
 		switch {
-		case cfg.UIURL == "":
-			add(skip(CheckUI, "no UI address is known for "+cfg.Address+": pass --ui-url or set SUBAGENTS_UI_URL to check one"))
-		case state == serviceDown:
+		case state == serviceDown || state == serviceHung:
 			add(skip(CheckUI, "the service serves the UI, and it does not run (see service)"))
-		default:
-			add(l.check(CheckUI, httpTimeout, func(ctx context.Context) Result { return checkUI(ctx, deps.HTTPGet, cfg.UIURL, cfg.Local) }))
+			return
+		case url == "" && cfg.Local:
+			// Where the running service says it serves the UI (its
+			// --ui-port), else its frontend's port + 1000.
+			info, said := answer.wait(l.ctx)
+			switch {
+			case said && info.UIURL != "":
+				url, from = info.UIURL, uiFromService
+			case said && info.Headless:
+				add(skip(CheckUI, "the local service runs without the Temporal UI (--headless): pass --ui-url to check another"))
+				return
+			default:
+				url, from = cfg.GuessUIURL, uiGuessed
+			}
 		}
+		if url == "" {
+			add(skip(CheckUI, "no UI address is known for "+cfg.Address+": pass --ui-url or set SUBAGENTS_UI_URL to check one"))
+			return
+		}
+		add(l.check(CheckUI, httpTimeout, func(ctx context.Context) Result { return checkUI(ctx, deps.HTTPGet, url, from) }))
 	})
 	side(func() {
 		add(l.check(CheckStaleWorktrees, worktreesTimeout, func(ctx context.Context) Result {

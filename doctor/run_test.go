@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,7 +39,7 @@ func newWorld(t *testing.T) *world {
 	fe := &fakeFrontend{attrs: api.SearchAttributes(), pollers: map[string][]Poller{"subagents workflow": live, "subagents activity": live}}
 	w := &world{cfg: Config{
 		Cwd: filepath.Join(root, "work"), DataDir: filepath.Join(root, "data"), AgentDir: filepath.Join(root, "agent"),
-		Address: "127.0.0.1:7233", Namespace: "default", Local: true, TaskQueue: "subagents", UIURL: "http://127.0.0.1:8233", Now: now,
+		Address: "127.0.0.1:7233", Namespace: "default", Local: true, TaskQueue: "subagents", GuessUIURL: "http://127.0.0.1:8233", Now: now,
 	}}
 	w.deps = Deps{
 		FindPi: func(context.Context, worker.PiLookup) (worker.Pi, error) {
@@ -50,9 +51,9 @@ func newWorld(t *testing.T) *world {
 		ServiceLock: func(d string) ServiceLock {
 			return ServiceLock{Path: filepath.Join(d, "dev.lock"), Exists: true, Held: true, Pid: 42}
 		},
-		Answers: func(string) bool { return true },
+		Answers: func(context.Context, string) error { return nil },
 		AskSocket: func(context.Context, string) (SocketInfo, error) {
-			return SocketInfo{Address: "127.0.0.1:7233", Namespace: "default", TaskQueue: "subagents", PID: 42, Protocol: 2}, nil
+			return SocketInfo{Address: "127.0.0.1:7233", Namespace: "default", TaskQueue: "subagents", PID: 42, Protocol: 2, UIURL: "http://127.0.0.1:8233"}, nil
 		},
 		ReadKey: func(string) error { return nil },
 		Dial: func(context.Context) (Frontend, func(), error) {
@@ -90,11 +91,24 @@ func TestRun(t *testing.T) {
 		{"healthy", func(*world) {}, nil, 0, 1},
 		{"the service down", func(w *world) {
 			w.deps.ServiceLock = func(string) ServiceLock { return ServiceLock{} }
-			w.deps.Answers = func(string) bool { return false }
+			w.deps.Answers = func(context.Context, string) error { return ErrNoListener }
 			w.deps.ReadKey = func(string) error { return fs.ErrNotExist }
 		}, map[string]Status{CheckService: Fail, CheckSocket: Skip, CheckAPIKey: Skip, CheckNamespace: Skip, CheckSearchAttributes: Skip,
 			CheckWorkers: Skip, CheckUI: Skip, CheckUnacknowledged: Skip}, 3, 0},
-		{"a remote Temporal", func(w *world) { w.cfg.Local, w.cfg.Address, w.cfg.UIURL = false, "temporal.example:7233", "" },
+		// Issue 42: a frontend that takes connections and never answers:
+		// the service check says so, and nothing that needs Temporal runs.
+		{"a frontend that never answers", func(w *world) {
+			w.deps.ServiceLock = func(string) ServiceLock { return ServiceLock{} }
+			w.deps.Answers = func(ctx context.Context, _ string) error {
+				if _, bounded := ctx.Deadline(); !bounded {
+					return errors.New("asked with no bound")
+				}
+				return hang(ctx)
+			}
+			w.deps.ReadKey = func(string) error { return fs.ErrNotExist }
+		}, map[string]Status{CheckService: Fail, CheckSocket: Skip, CheckAPIKey: Skip, CheckNamespace: Skip, CheckSearchAttributes: Skip,
+			CheckWorkers: Skip, CheckUI: Skip, CheckUnacknowledged: Skip}, 3, 0},
+		{"a remote Temporal", func(w *world) { w.cfg.Local, w.cfg.Address, w.cfg.GuessUIURL = false, "temporal.example:7233", "" },
 			map[string]Status{CheckService: Skip, CheckSocket: Skip, CheckAPIKey: Skip, CheckUI: Skip}, 0, 1},
 		{"the key open to others", func(w *world) { w.deps.ReadKey = func(string) error { return errors.New("mode 0644") } },
 			map[string]Status{CheckAPIKey: Fail, CheckNamespace: Skip, CheckSearchAttributes: Skip, CheckWorkers: Skip, CheckUnacknowledged: Skip}, 2, 0},
@@ -145,6 +159,58 @@ func TestRun(t *testing.T) {
 			}
 			if r.ExitCode != tt.exit || w.dialed != tt.dials {
 				t.Fatalf("exit %d after %d dials, want %d after %d", r.ExitCode, w.dialed, tt.exit, tt.dials)
+			}
+		})
+	}
+}
+
+// TestRunAsksTheServiceForItsUI (issue 42): the UI check asks the UI
+// where the running local service says it serves it, whatever its
+// --ui-port; skips a service started --headless; asks the frontend's port
+// + 1000 only of a service that does not say; and asks a UI given by flag
+// where it was given.
+func TestRunAsksTheServiceForItsUI(t *testing.T) {
+	const other, guess = "http://127.0.0.1:9999", "http://127.0.0.1:8233"
+	tests := []struct {
+		name   string
+		given  string
+		says   SocketInfo
+		asked  string
+		status Status
+		has    string
+	}{
+		{"another --ui-port", "", SocketInfo{UIURL: other}, other, OK, "the Temporal UI answers at " + other},
+		{"headless", "", SocketInfo{Headless: true}, "", Skip, "runs without the Temporal UI (--headless)"},
+		{"an older service", "", SocketInfo{}, guess, OK, "the frontend's port + 1000: the service does not say"},
+		{"given", "http://ui.example", SocketInfo{UIURL: other}, "http://ui.example", OK, "answers at http://ui.example"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld(t)
+			w.cfg.UIURL = tt.given
+			w.deps.AskSocket = func(context.Context, string) (SocketInfo, error) {
+				info := tt.says
+				info.Address, info.Namespace, info.TaskQueue, info.PID, info.Protocol = "127.0.0.1:7233", "default", "subagents", 42, 3
+				return info, nil
+			}
+			var asked []string
+			var mu sync.Mutex
+			w.deps.HTTPGet = func(_ context.Context, url string) (int, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				asked = append(asked, url)
+				if url != tt.asked+"/healthz" {
+					return 0, errors.New("connection refused")
+				}
+				return 200, nil
+			}
+			r := Run(context.Background(), w.cfg, w.deps)
+			c := r.Checks[slices.Index(Checks, CheckUI)]
+			if c.Status != tt.status || !strings.Contains(c.Verdict, tt.has) {
+				t.Fatalf("ui: %+v (asked %v)", c, asked)
+			}
+			if tt.asked != "" && (len(asked) != 1 || r.Context.UIURL != tt.asked) {
+				t.Fatalf("asked %v, the report names %q; want %s", asked, r.Context.UIURL, tt.asked)
 			}
 		})
 	}

@@ -28,11 +28,19 @@ const (
 	serviceOther
 	// serviceDown: nothing runs.
 	serviceDown
+	// serviceHung: no subagents dev, and what takes connections at the
+	// address does not answer as Temporal: nothing can be asked there.
+	serviceHung
 )
 
+// ErrNoListener is Deps.Answers' error when nothing takes connections at
+// the address.
+var ErrNoListener = errors.New("nothing takes connections there")
+
 // checkService: the local service of the data dir runs (it holds the
-// lock), or at least some Temporal answers at the address.
-func checkService(lock ServiceLock, answers bool, address, dataDir string) (Result, serviceState) {
+// lock), or at least a Temporal answers at the address (answered is what
+// Deps.Answers said: nil, it does).
+func checkService(lock ServiceLock, answered error, address, dataDir string) (Result, serviceState) {
 	switch {
 	case lock.Held:
 		v := fmt.Sprintf("subagents dev runs for data dir %s", dataDir)
@@ -40,8 +48,14 @@ func checkService(lock ServiceLock, answers bool, address, dataDir string) (Resu
 			v += fmt.Sprintf(" (pid %d)", lock.Pid)
 		}
 		return ok(CheckService, v).with("pid", lock.Pid).with("lock", lock.Path), serviceRuns
-	case answers:
+	case answered == nil:
 		return ok(CheckService, fmt.Sprintf("no subagents dev for data dir %s, but a Temporal answers at %s: the commands and pi use it as it is", dataDir, address)), serviceOther
+	case !errors.Is(answered, ErrNoListener):
+		_, port, _ := net.SplitHostPort(address)
+		r := fail(CheckService, fmt.Sprintf("no subagents dev runs for data dir %s, and something takes connections at %s but does not answer as Temporal: %s", dataDir, address, oneLine(answered.Error())),
+			fmt.Sprintf("see what holds the port (`ss -ltnp 'sport = :%s'`), and restart it if it is a Temporal, or stop it; or start the local service on a free port (`subagents dev --port N`) and set TEMPORAL_ADDRESS or the extension's \"address\" to it", port))
+		r.unavailable = true
+		return r, serviceHung
 	}
 	v := fmt.Sprintf("no subagents service runs for data dir %s, and nothing answers at %s", dataDir, address)
 	if lock.Err != nil {
@@ -63,6 +77,9 @@ func checkSocket(ctx context.Context, ask func(context.Context, string) (SocketI
 	}
 	r := ok(CheckSocket, fmt.Sprintf("the service (pid %d) answers on %s for %s, namespace %s, task queue %s", info.PID, path, info.Address, info.Namespace, info.TaskQueue)).
 		with("pid", info.PID).with("address", info.Address).with("namespace", info.Namespace).with("task_queue", info.TaskQueue).with("protocol", info.Protocol)
+	if info.UIURL != "" {
+		r = r.with("ui_url", info.UIURL)
+	}
 	var differs []string
 	if !sameLoopback(info.Address, want.Address) {
 		differs = append(differs, fmt.Sprintf("address %s, not %s", info.Address, want.Address))

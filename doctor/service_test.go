@@ -3,6 +3,7 @@ package doctor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"strings"
 	"testing"
@@ -11,26 +12,32 @@ import (
 )
 
 func TestCheckService(t *testing.T) {
+	nothing := fmt.Errorf("%w (connection refused)", ErrNoListener)
 	tests := []struct {
-		name    string
-		lock    ServiceLock
-		answers bool
-		status  Status
-		state   serviceState
-		has     string
+		name     string
+		lock     ServiceLock
+		answered error
+		status   Status
+		state    serviceState
+		has, fix string
 	}{
-		{"runs", ServiceLock{Path: "/d/dev.lock", Exists: true, Held: true, Pid: 42}, true, OK, serviceRuns, "subagents dev runs for data dir /d (pid 42)"},
-		{"another Temporal", ServiceLock{}, true, OK, serviceOther, "a Temporal answers at 127.0.0.1:7233"},
-		{"nothing", ServiceLock{}, false, Fail, serviceDown, "no subagents service runs for data dir /d"},
-		{"killed", ServiceLock{Path: "/d/dev.lock", Exists: true, Pid: 42}, false, Fail, serviceDown, "nothing answers"},
+		{"runs", ServiceLock{Path: "/d/dev.lock", Exists: true, Held: true, Pid: 42}, nil, OK, serviceRuns, "subagents dev runs for data dir /d (pid 42)", ""},
+		{"another Temporal", ServiceLock{}, nil, OK, serviceOther, "a Temporal answers at 127.0.0.1:7233", ""},
+		{"nothing", ServiceLock{}, nothing, Fail, serviceDown, "no subagents service runs for data dir /d", "subagents dev"},
+		{"killed", ServiceLock{Path: "/d/dev.lock", Exists: true, Pid: 42}, nothing, Fail, serviceDown, "nothing answers", "subagents dev"},
+		// Issue 42: a port that takes connections and never answers is no
+		// Temporal.
+		{"hung", ServiceLock{}, errors.New("it did not answer within 2s"), Fail, serviceHung,
+			"no subagents dev runs for data dir /d, and something takes connections at 127.0.0.1:7233 but does not answer as Temporal: it did not answer within 2s",
+			"`ss -ltnp 'sport = :7233'`"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r, state := checkService(tt.lock, tt.answers, "127.0.0.1:7233", "/d")
+			r, state := checkService(tt.lock, tt.answered, "127.0.0.1:7233", "/d")
 			if r.Status != tt.status || state != tt.state || !strings.Contains(r.Verdict, tt.has) {
 				t.Fatalf("%+v state %d", r, state)
 			}
-			if r.Status == Fail && (!strings.Contains(r.Fix, "subagents dev") || !r.unavailable) {
+			if r.Status == Fail && (!strings.Contains(r.Fix, tt.fix) || !strings.Contains(r.Fix, "subagents dev") || !r.unavailable) {
 				t.Fatalf("%+v", r)
 			}
 		})

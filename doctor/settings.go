@@ -15,6 +15,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/durable-pi/subagents/internal/nearest"
 	"github.com/durable-pi/subagents/profiles"
 )
 
@@ -34,15 +35,20 @@ var extensionGlobalOnly = []string{"bin", "address", "dataDir", "autoStart", "na
 // extensionKeys are the keys of the extension's settings.
 var extensionKeys = append(slices.Clone(extensionGlobalOnly), "tools", "maxLinesPerWindow", "onUpdateThrottleMs", "taskRetentionMs")
 
-// didYouMean names the key of known that k differs from only in case, or
-// says nothing.
-func didYouMean(k string, known []string) string {
-	for _, name := range known {
-		if strings.EqualFold(k, name) {
-			return fmt.Sprintf(" (did you mean %s?)", name)
-		}
+// unknownExtensionKey says that the extension's key at path (under
+// "extension") is none it knows, with the near one of known it likely is,
+// in the words the extension's own warning uses (extension/src/settings.ts
+// unknownKeys): the same mistake reads the same wherever it is reported.
+func unknownExtensionKey(path []string, known []string) string {
+	prefix := "extension." + strings.Join(path[:len(path)-1], ".")
+	if len(path) > 1 {
+		prefix += "."
 	}
-	return ""
+	key := path[len(path)-1]
+	if near := nearest.Closest(key, known); near != "" {
+		return fmt.Sprintf("unknown setting %q: did you mean %q? The extension ignores it", prefix+key, prefix+near)
+	}
+	return fmt.Sprintf("unknown setting %q: the extension ignores it (docs/settings.md lists its keys)", prefix+key)
 }
 
 // extensionTools are the tool families "tools" may turn off.
@@ -186,9 +192,18 @@ func extensionErrors(f settingsFile, data []byte, doc *yaml.Node) (errs []FileEr
 		if !slices.Contains(extensionKeys, k) {
 			// The extension reads what it knows and passes over the rest:
 			// a misspelt key does nothing, which is worth saying.
-			at.Message = fmt.Sprintf("extension.%s is no setting of the extension and is ignored%s", k, didYouMean(k, extensionKeys))
+			at.Message = unknownExtensionKey([]string{k}, extensionKeys)
 			ignored = append(ignored, at.String())
 			continue
+		}
+		if m, isObject := v.(map[string]any); k == "tools" && isObject {
+			// So does a tool family it does not know.
+			for _, name := range slices.Sorted(maps.Keys(m)) {
+				if !slices.Contains(extensionTools, name) {
+					e := FileError{File: f.path, Line: keyLine(doc, "extension", k, name), Message: unknownExtensionKey([]string{k, name}, extensionTools)}
+					ignored = append(ignored, e.String())
+				}
+			}
 		}
 		if msg := extensionValueError(k, v); msg != "" {
 			at.Message = "extension." + k + ": " + msg
@@ -220,7 +235,8 @@ func extensionValueError(k string, v any) string {
 		}
 		for _, name := range slices.Sorted(maps.Keys(m)) {
 			if !slices.Contains(extensionTools, name) {
-				return fmt.Sprintf("%q is no tool family (%s)", name, strings.Join(extensionTools, ", "))
+				// Ignored, and said so (extensionErrors).
+				continue
 			}
 			if _, isBool := m[name].(bool); !isBool {
 				return fmt.Sprintf("%s must be true or false, not %s", name, jsonText(m[name]))
@@ -299,6 +315,19 @@ func extensionEnvErrors(getenv func(string) string) []FileError {
 // serviceSettingsError places LoadConfig's error: "FILE: subagents.KEY:
 // ..." on the key's line, a variable's under its name.
 func serviceSettingsError(cfg Config, read func(string) ([]byte, error), err error) FileError {
+	var se *profiles.SettingError
+	if errors.As(err, &se) {
+		// A key that is no setting, or a value of the wrong kind: on the
+		// key's own line, however deep.
+		e := FileError{File: se.File, Message: se.Short()}
+		if data, rerr := read(se.File); rerr == nil {
+			var doc yaml.Node
+			if yaml.Unmarshal(data, &doc) == nil {
+				e.Line = keyLine(&doc, append([]string{"subagents"}, se.Key...)...)
+			}
+		}
+		return e
+	}
 	msg := oneLine(err.Error())
 	for _, f := range settingsFiles(cfg) {
 		rest, found := strings.CutPrefix(msg, f.path+": ")

@@ -33,11 +33,21 @@ func TestCheckSettings(t *testing.T) {
 		{"a project that picks the queue", map[string]string{"work/.pi/subagents.json": "{\"extension\": {\n\"taskQueue\": \"theirs\", \"bin\": \"./evil\"}}"}, nil, Warn,
 			[]string{"sets bin, taskQueue, which only pi's config dir or the environment may set"}},
 		{"a misspelt key", map[string]string{"agent/subagents.json": "{\"extension\": {\n\"autostart\": false}}"}, nil, Warn,
-			[]string{"subagents.json:2: extension.autostart is no setting of the extension and is ignored (did you mean autoStart?)"}},
+			[]string{`subagents.json:2: unknown setting "extension.autostart": did you mean "extension.autoStart"? The extension ignores it`}},
+		{"a misspelt tool family", map[string]string{"agent/subagents.json": "{\"extension\": {\"tools\": {\n\"delegat\": false}}}"}, nil, Warn,
+			[]string{`subagents.json:2: unknown setting "extension.tools.delegat": did you mean "extension.tools.delegate"? The extension ignores it`}},
+		// The service's object: the key by name, on its line, with the
+		// near one (issue 42).
+		{"a misspelt service key", map[string]string{"agent/subagents.json": "{\"subagents\": {\n  \"taskMaxEvnts\": 5}}"}, nil, Fail,
+			[]string{`agent/subagents.json:2: unknown setting "taskMaxEvnts": did you mean "taskMaxEvents"?`}},
+		{"a misspelt key of a profile's entry", map[string]string{"work/.pi/subagents.json": "{\"subagents\": {\n  \"finder\": {\n    \"disabeld\": true}}}"}, nil, Fail,
+			[]string{`work/.pi/subagents.json:3: unknown setting "finder.disabeld": did you mean "finder.disabled"?`}},
+		{"a profile's model of the wrong kind", map[string]string{"agent/subagents.json": "{\"subagents\": {\n  \"finder\": {\n    \"model\": 5}}}"}, nil, Fail,
+			[]string{`agent/subagents.json:3: subagents.finder.model must be a model "provider/id[:thinking]", not 5`}},
 		// Both are said, in the verdict and the details.
 		{"a misspelt key and a mistake", map[string]string{"agent/subagents.json": "{\"extension\": {\n\"taskQueu\": \"q\",\n\"maxLinesPerWindow\": 0}}"}, nil, Fail,
 			[]string{"1 mistake in the settings: ", "subagents.json:3: extension.maxLinesPerWindow: must be a whole number", "; and ignored: ",
-				"subagents.json:2: extension.taskQueu is no setting of the extension and is ignored"}},
+				`subagents.json:2: unknown setting "extension.taskQueu": did you mean "extension.taskQueue"? The extension ignores it`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -59,7 +69,7 @@ func TestCheckSettings(t *testing.T) {
 			if r.Status != OK && r.Fix == "" {
 				t.Fatal("no fix")
 			}
-			if strings.Contains(r.Verdict, "is ignored") {
+			if strings.Contains(r.Verdict, "ignores it") {
 				if ign, _ := r.Details["ignored"].([]string); len(ign) == 0 || !strings.Contains(r.Fix, "keys the extension ignores") {
 					t.Fatalf("the ignored keys are not in the details or the fix: %+v", r)
 				}

@@ -59,9 +59,15 @@ func checkNamespace(ctx context.Context, fe Frontend, dialErr error, cfg Config)
 	return r
 }
 
-// errText is err's message without a hint of its own to start a service
-// (connection.Unavailable adds one; the check gives its own fix).
+// errText is err's message without what connection.Unavailable wraps it
+// in: "cannot reach Temporal at ADDR: ", which the verdict says itself,
+// and a hint of its own to start a service, where the check gives its own
+// fix.
 func errText(err error) string {
+	var coded *errcode.Error
+	if errors.As(err, &coded) && coded.Code == errcode.ServiceUnavailable && coded.Err != nil {
+		return coded.Err.Error()
+	}
 	s := err.Error()
 	if i := strings.Index(s, "; start one with"); i >= 0 {
 		s = s[:i]

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/durable-pi/subagents/api"
+	"github.com/durable-pi/subagents/connection"
 	"github.com/durable-pi/subagents/internal/errcode"
 )
 
@@ -59,6 +60,10 @@ func TestCheckNamespace(t *testing.T) {
 		{"refused, remote", remote, nil, serviceerror.NewPermissionDenied("bad key", ""), Fail, "refused this caller", "TEMPORAL_API_KEY"},
 		{"stranger on the port", local, errcode.New(errcode.PermissionDenied, "belongs to user 1000"), nil, Fail, "belongs to user 1000", "restart"},
 		{"unreachable", remote, errors.New("connection refused; start one with `make run`"), nil, Fail, "cannot reach Temporal at temporal.example:7233: connection refused", "TEMPORAL_ADDRESS"},
+		// Issue 42: the dial's own error says "cannot reach Temporal at"
+		// too; the verdict says it once.
+		{"unreachable, as the dial says it", local, connection.Unavailable("127.0.0.1:7233", errors.New("failed reaching server: context deadline exceeded")), nil, Fail,
+			"cannot reach Temporal at 127.0.0.1:7233: failed reaching server: context deadline exceeded", "subagents dev"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -72,6 +77,9 @@ func TestCheckNamespace(t *testing.T) {
 			}
 			if strings.Contains(r.Verdict, "make run") {
 				t.Fatalf("the verdict carries the dial's own hint: %q", r.Verdict)
+			}
+			if n := strings.Count(r.Verdict, "cannot reach Temporal"); n > 1 {
+				t.Fatalf("the verdict says it %d times: %q", n, r.Verdict)
 			}
 		})
 	}

@@ -30,13 +30,19 @@ type doctorService struct {
 }
 
 // startDoctorService starts the local service for e's data dir and task
-// queue, its UI on its port + 1000, as a user's service is.
+// queue, its UI on a --ui-port of its own, not its port + 1000: the doctor
+// checks the UI where the service says it is (issue 42), and nothing
+// answers where it would guess.
 func (e *env) startDoctorService() doctorService {
 	e.t.Helper()
 	port := freePortWithUI()
-	dev := e.startDev("--ephemeral", "--port", strconv.Itoa(port), "--data-dir", e.dataDir, "--task-queue", e.taskQueue)
+	uiPort := freePort()
+	for uiPort == port || uiPort == port+1000 {
+		uiPort = freePort()
+	}
+	dev := e.startDev("--ephemeral", "--port", strconv.Itoa(port), "--ui-port", strconv.Itoa(uiPort), "--data-dir", e.dataDir, "--task-queue", e.taskQueue)
 	dev.waitReady(e.t)
-	return doctorService{dev: dev, address: fmt.Sprintf("127.0.0.1:%d", port), uiPort: port + 1000}
+	return doctorService{dev: dev, address: fmt.Sprintf("127.0.0.1:%d", port), uiPort: uiPort}
 }
 
 // doctorEnv is the environment of a doctor run for e against address: pi
@@ -121,8 +127,11 @@ func TestDoctorHealthy(t *testing.T) {
 	if v := check(t, r, doctor.CheckPi).Verdict; !strings.Contains(v, "pi "+doctor.PinnedPi) {
 		t.Fatalf("pi: %q", v)
 	}
-	if v := check(t, r, doctor.CheckUI).Verdict; !strings.Contains(v, fmt.Sprintf("http://127.0.0.1:%d", s.uiPort)) {
+	if v := check(t, r, doctor.CheckUI).Verdict; !strings.Contains(v, fmt.Sprintf("the Temporal UI answers at http://127.0.0.1:%d", s.uiPort)) {
 		t.Fatalf("ui: %q", v)
+	}
+	if r.Context.UIURL != fmt.Sprintf("http://127.0.0.1:%d", s.uiPort) {
+		t.Fatalf("the report's context names the UI %q", r.Context.UIURL)
 	}
 	// This machine's host queue is polled too: SUBAGENTS_HOST=auto.
 	code, r = runDoctor(t, append(env, "SUBAGENTS_HOST=auto"), "--cwd", e.workDir)
@@ -288,9 +297,10 @@ func TestDoctorFindsEachBrokenThing(t *testing.T) {
 	})
 
 	t.Run("profiles", func(t *testing.T) {
-		dir := folder(t, map[string]string{".pi/agents/broken.md": "---\nname: broken\ndescription: a typo\ncolour: red\n---\nbody\n"})
+		// A misspelt field, named with the one it likely is (issue 42).
+		dir := folder(t, map[string]string{".pi/agents/broken.md": "---\nname: broken\ndescription: a typo\ntols: read\n---\nbody\n"})
 		code, r := runDoctor(t, env, "--cwd", dir)
-		expectFinding(t, code, r, doctor.CheckProfiles, doctor.Fail, filepath.Join(dir, ".pi", "agents", "broken.md")+":4: frontmatter: field colour not found",
+		expectFinding(t, code, r, doctor.CheckProfiles, doctor.Fail, filepath.Join(dir, ".pi", "agents", "broken.md")+`:4: frontmatter: unknown field "tols": did you mean "tools"?`,
 			"edit the file at that line", 2)
 	})
 
@@ -324,8 +334,14 @@ func TestDoctorFindsEachBrokenThing(t *testing.T) {
 		code, r = runDoctor(t, env, "--cwd", dir)
 		file := filepath.Join(dir, ".pi", "subagents.json")
 		expectFinding(t, code, r, doctor.CheckSettings, doctor.Fail,
-			file+":2: extension.maxLinesPerWindow: must be a whole number, 1 to 1000, not 0; and ignored: "+file+":3: extension.taskQueu is no setting of the extension and is ignored",
+			file+":2: extension.maxLinesPerWindow: must be a whole number, 1 to 1000, not 0; and ignored: "+file+`:3: unknown setting "extension.taskQueu": did you mean "extension.taskQueue"? The extension ignores it`,
 			"keys the extension ignores", 2)
+		// A misspelt key of the service's object, which it refuses: by
+		// name, on its line, with the key it likely is (issue 42).
+		dir = folder(t, map[string]string{".pi/subagents.json": "{\n  \"subagents\": {\n    \"taskMaxEvnts\": 5\n  }\n}\n"})
+		code, r = runDoctor(t, env, "--cwd", dir)
+		expectFinding(t, code, r, doctor.CheckSettings, doctor.Fail,
+			filepath.Join(dir, ".pi", "subagents.json")+`:3: unknown setting "taskMaxEvnts": did you mean "taskMaxEvents"?`, "correct the value at that line", 2)
 	})
 
 	t.Run("model_keys", func(t *testing.T) {
@@ -443,15 +459,34 @@ func TestDoctorFindsEachBrokenThing(t *testing.T) {
 }
 
 // TestDoctorDeadline: a Temporal and a UI that take connections and never
-// answer, as a hung service does. The doctor answers by its --timeout all
-// the same: each hung check says it did not answer within it, and every
-// other check reports.
+// answer, as a hung service does. At the local address, the service check
+// asks it as Temporal is asked, within its own bound, and says it does not
+// answer, skipping what needs it (issue 42: a connect alone passed it). At
+// a remote one (an API key of its own), the doctor answers by its
+// --timeout all the same: each hung check says it did not answer within
+// it, and every other check reports.
 func TestDoctorDeadline(t *testing.T) {
 	e := newEnv(t)
 	hung := hangingListener(t)
 	const timeout = 3 * time.Second
+	// Built before the clock starts: a build takes far longer than the
+	// doctor may.
+	subagentsBinary(t)
 	start := time.Now()
-	code, r := runDoctor(t, e.doctorEnv(hung), "--cwd", e.workDir, "--ui-url", "http://"+hung, "--timeout", "3s")
+	code, r := runDoctor(t, e.doctorEnv(hung), "--cwd", e.workDir, "--timeout", "3s")
+	if took := time.Since(start); took > timeout+5*time.Second {
+		t.Fatalf("the doctor took %s with --timeout %s", took, timeout)
+	}
+	expectFinding(t, code, r, doctor.CheckService, doctor.Fail, "something takes connections at "+hung+" but does not answer as Temporal: it did not answer within 2s",
+		"subagents dev --port", 3)
+	for _, name := range []string{doctor.CheckNamespace, doctor.CheckSearchAttributes, doctor.CheckWorkers, doctor.CheckUnacknowledged} {
+		if c := check(t, r, name); c.Status != doctor.Skip || !strings.Contains(c.Verdict, "needs a Temporal that answers at "+hung) {
+			t.Errorf("%s: %+v, want a skip that names the service", name, c)
+		}
+	}
+
+	start = time.Now()
+	code, r = runDoctor(t, append(e.doctorEnv(hung), "TEMPORAL_API_KEY=doctor-test"), "--cwd", e.workDir, "--ui-url", "http://"+hung, "--timeout", "3s")
 	// The deadline, the half second a check has to hand in what it found,
 	// and the command's start and end on a loaded machine.
 	if took := time.Since(start); took > timeout+5*time.Second {
@@ -462,7 +497,7 @@ func TestDoctorDeadline(t *testing.T) {
 	if len(r.Checks) != len(doctor.Checks) {
 		t.Fatalf("%d checks", len(r.Checks))
 	}
-	for _, name := range []string{doctor.CheckPi, doctor.CheckNode, doctor.CheckService, doctor.CheckProfiles, doctor.CheckPlans, doctor.CheckSettings, doctor.CheckDisk} {
+	for _, name := range []string{doctor.CheckPi, doctor.CheckNode, doctor.CheckProfiles, doctor.CheckPlans, doctor.CheckSettings, doctor.CheckDisk} {
 		if c := check(t, r, name); c.Status != doctor.OK {
 			t.Errorf("%s: %+v, want ok: it does not hang", name, c)
 		}

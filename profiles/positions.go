@@ -20,6 +20,12 @@ func ErrorLine(src []byte, err error) int {
 	if strings.Contains(msg, "never ends") || strings.Contains(msg, "name is required") {
 		return 1
 	}
+	if m := fileLineRule.FindStringSubmatch(msg); m != nil {
+		// Said as the file's line already (unknownFields).
+		if n, err := strconv.Atoi(m[1]); err == nil {
+			return n
+		}
+	}
 	head, _, splitErr := splitFrontmatter(src)
 	if splitErr != nil || head == nil {
 		return 0
@@ -47,6 +53,10 @@ func ErrorLine(src []byte, err error) int {
 	}
 	return 0
 }
+
+// fileLineRule finds Parse's own "frontmatter (line N): ", N the file's
+// line.
+var fileLineRule = regexp.MustCompile(`frontmatter \(line (\d+)\): `)
 
 // yamlLineAnywhere finds yaml.v3's "line N:" wherever it stands in a
 // message ("frontmatter: yaml: line 3: ...", "yaml: unmarshal errors:\n

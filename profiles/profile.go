@@ -7,6 +7,7 @@ package profiles
 import (
 	"bytes"
 	"fmt"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/internal/errcode"
+	"github.com/durable-pi/subagents/internal/nearest"
 )
 
 // Scope says where a profile came from; a later scope overrides an earlier
@@ -178,6 +180,45 @@ type frontmatter struct {
 	MaxDepth           int        `yaml:"maxDepth"`
 }
 
+// frontmatterFields are the fields of frontmatter, read from its tags so
+// that a field added there is known here too.
+var frontmatterFields = func() []string {
+	t := reflect.TypeFor[frontmatter]()
+	names := make([]string, 0, t.NumField())
+	for i := range t.NumField() {
+		names = append(names, t.Field(i).Tag.Get("yaml"))
+	}
+	return names
+}()
+
+// unknownFields names the first top-level key of the frontmatter head
+// that no format defines, with the field it likely is: a misspelt field
+// is a mistake to fix, said in one line with the file's line ("frontmatter
+// (line 3): unknown field \"descripton\": did you mean \"description\"?"),
+// not yaml's "line 2: field descripton not found in type
+// profiles.frontmatter", which counts from the frontmatter's first line.
+func unknownFields(head []byte) error {
+	var doc yaml.Node
+	if yaml.Unmarshal(head, &doc) != nil || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
+		// The decoder says what is wrong with it.
+		return nil
+	}
+	m := doc.Content[0]
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k := m.Content[i]
+		if slices.Contains(frontmatterFields, k.Value) {
+			continue
+		}
+		// The frontmatter starts on the file's second line, after "---".
+		at := fmt.Sprintf("frontmatter (line %d): unknown field %q", k.Line+1, k.Value)
+		if near := nearest.Closest(k.Value, frontmatterFields); near != "" {
+			return fmt.Errorf("%s: did you mean %q?", at, near)
+		}
+		return fmt.Errorf("%s (docs/profiles.md lists the fields)", at)
+	}
+	return nil
+}
+
 // maxProfileBytes bounds one profile file: system prompts are a few KB; a
 // larger file is a mistake, not a profile.
 const maxProfileBytes = 256 << 10
@@ -190,6 +231,9 @@ func Parse(src []byte, path string, scope Scope) (*Profile, error) {
 	}
 	head, body, err := splitFrontmatter(src)
 	if err != nil {
+		return nil, errcode.Errorf(errcode.InvalidInput, "profile %s: %v", path, err)
+	}
+	if err := unknownFields(head); err != nil {
 		return nil, errcode.Errorf(errcode.InvalidInput, "profile %s: %v", path, err)
 	}
 	var fm frontmatter

@@ -95,7 +95,10 @@ func TestParseErrors(t *testing.T) {
 		{"extraArgs --no-tools", "---\nname: a\nnoTools: true\nextraArgs: --no-tools\n---\n", `Refusing extraArg "--no-tools"`},
 		{"extraArgs -nt readonly", "---\nname: a\nreadonly: true\nextraArgs: -nt\n---\n", `Refusing extraArg "-nt"`},
 		{"extraArgs shell", "---\nname: a\nextraArgs: [\"; rm -rf /\"]\n---\n", "Refusing extraArg: potentially unsafe argument"},
-		{"unknown field", "---\nname: a\nflavour: mint\n---\n", "field flavour not found"},
+		{"unknown field", "---\nname: a\nflavour: mint\n---\n", `frontmatter (line 3): unknown field "flavour" (docs/profiles.md lists the fields)`},
+		{"misspelt field", "---\nname: a\ndescripton: x\n---\n", `frontmatter (line 3): unknown field "descripton": did you mean "description"?`},
+		{"another contract's spelling", "---\nname: a\nthinking_level: high\n---\n", `frontmatter (line 3): unknown field "thinking_level": did you mean "thinkingLevel"?`},
+		{"misspelt alias", "---\nname: a\napproved_tool: [read]\n---\n", `frontmatter (line 3): unknown field "approved_tool": did you mean "approved_tools"?`},
 		{"unterminated", "---\nname: a\n", "never ends"},
 		{"bad yaml", "---\nname: [a\n---\n", "frontmatter"},
 		{"bad model", "---\nname: a\nmodel: /x\n---\n", "want <provider>/<model>"},
@@ -114,6 +117,28 @@ func TestParseErrors(t *testing.T) {
 				t.Fatalf("err %v has no INVALID_INPUT code", err)
 			}
 		})
+	}
+}
+
+// TestParseTakesEveryDocumentedField: every field docs/profiles.md says a
+// profile of any contract may set, aliases too, reads as a field, never
+// as an unknown one (issue 42: a misspelling is named, a field is not).
+func TestParseTakesEveryDocumentedField(t *testing.T) {
+	for key, value := range map[string]string{
+		"name": "a", "description": "x", "approved_tools": "read", "allowed_tools": "read", "denied_tools": "bash",
+		"provider": "openai", "model": "openai/gpt-4o", "thinkingLevel": "high", "tools": "read", "excludeTools": "bash",
+		"noTools": "true", "noExtensions": "true", "extensions": "x.ts", "noSkills": "true", "suggestedSkills": "x",
+		"loadSkills": "x", "noContextFiles": "true", "appendSystemPrompt": "x", "apiKey": "k", "extraArgs": "--verbose",
+		"primary": "true", "internal": "true", "timeout": "60", "maxFinalizeRetries": "2", "questionTimeoutSeconds": "60",
+		"fallbackModels": "openai/gpt-5", "finalize": "false", "readonly": "true", "worktree": "true", "maxDepth": "1",
+	} {
+		src := "---\nname: a\n" + key + ": " + value + "\n---\n"
+		if key == "name" {
+			src = "---\nname: a\n---\n"
+		}
+		if _, err := Parse([]byte(src), "x.md", ScopeGlobal); err != nil && strings.Contains(err.Error(), "unknown field") {
+			t.Errorf("%s: %v", key, err)
+		}
 	}
 }
 

@@ -169,7 +169,7 @@ func TestConfigFile(t *testing.T) {
 		}},
 		{"bad thinking", `{"subagents":{"finder":{"model":"openai/gpt-4o:extreme"}}}`, `thinking "extreme" must be one of`, nil},
 		{"no provider", `{"subagents":{"finder":{"model":"gpt-4o"}}}`, "want <provider>/<model>[:<thinking>]", nil},
-		{"bad policy", `{"subagents":{"permissions":{"default":"maybe"}}}`, `permission "maybe" must be allow or deny`, nil},
+		{"bad policy", `{"subagents":{"permissions":{"default":"maybe"}}}`, `subagents.permissions.default must be "allow" or "deny", not "maybe"`, nil},
 		{"not json", `{`, "subagents.json", nil},
 	}
 	for _, tt := range tests {

@@ -3,7 +3,9 @@ package profiles
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
+	"maps"
 	"math"
 	"os"
 	"os/user"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/internal/errcode"
+	"github.com/durable-pi/subagents/internal/nearest"
 )
 
 // ConfigFile is the settings file, in pi's config dir and, for the keys a
@@ -279,51 +282,189 @@ func (c *Config) readFile(path string, global bool) error {
 	return nil
 }
 
+// SettingError is a mistake in one key of a settings file's "subagents"
+// object: a key that is no setting, or a value of the wrong kind. It says
+// the file and the key's path under "subagents", so that the doctor puts
+// it on the key's line; the error that carries it is INVALID_INPUT.
+type SettingError struct {
+	File string
+	// Key is the key's path under "subagents": ["finder", "modle"].
+	Key []string
+	// What is the mistake without the file (`unknown setting "x"`, or
+	// `subagents.finder.model must be ...`); Next what to do, or "".
+	What, Next string
+	// unknown: the key is no setting; else its value is wrong.
+	unknown bool
+}
+
+// Error says the mistake with the file: `unknown setting "x" in FILE: did
+// you mean "y"?`, or `FILE: subagents.x must be ..., not ...`.
+func (e *SettingError) Error() string {
+	if e.unknown {
+		return e.What + " in " + e.File + ": " + e.Next
+	}
+	return e.File + ": " + e.Short()
+}
+
+// Short is the mistake without the file, for a report that names the
+// file and the line beside it.
+func (e *SettingError) Short() string {
+	if e.Next == "" {
+		return e.What
+	}
+	return e.What + ": " + e.Next
+}
+
+// settingErr is the INVALID_INPUT error carrying e.
+func settingErr(e *SettingError) error {
+	return errcode.Wrap(errcode.InvalidInput, e, e.Error())
+}
+
+// unknownSetting is the error for key, at path under "subagents", which
+// none of known is: with the near one it likely is, else what the place
+// takes (otherwise).
+func unknownSetting(file string, path []string, known []string, otherwise string) error {
+	prefix := strings.Join(path[:len(path)-1], ".")
+	if prefix != "" {
+		prefix += "."
+	}
+	e := &SettingError{File: file, Key: path, What: fmt.Sprintf("unknown setting %q", prefix+path[len(path)-1]), Next: otherwise, unknown: true}
+	if near := nearest.Closest(path[len(path)-1], known); near != "" {
+		e.Next = fmt.Sprintf("did you mean %q?", prefix+near)
+	}
+	return settingErr(e)
+}
+
+// wrongKind is the error for a value of the wrong kind at path under
+// "subagents": what it must be, and what it is.
+func wrongKind(file string, path []string, mustBe string, v any) error {
+	return settingErr(&SettingError{File: file, Key: path, What: fmt.Sprintf("subagents.%s must be %s, not %s", strings.Join(path, "."), mustBe, quoted(v))})
+}
+
+// settingKeys are the keys of the "subagents" object that are settings,
+// for the near one a misspelt key likely is.
+func settingKeys() []string {
+	keys := []string{"permissions"}
+	for _, s := range settings {
+		keys = append(keys, s.key)
+	}
+	return keys
+}
+
+// entryKeys are a profile's entry's keys (the task contract's model, the
+// SingleResult contract's disabled); permissionKeys the permissions'.
+var (
+	entryKeys      = []string{"model", "disabled"}
+	permissionKeys = []string{"default", "subagents", "allowInternalRouting"}
+)
+
+const noSuchSetting = `no setting has that name (docs/settings.md lists them), and a profile's entry is an object {"model": ..., "disabled": ...}`
+
+// decodeObject reads v as a JSON object, or says it is none.
+func decodeObject(v json.RawMessage) (map[string]any, bool) {
+	var m map[string]any
+	if json.Unmarshal(v, &m) != nil || m == nil {
+		return nil, false
+	}
+	return m, true
+}
+
 func (c *Config) readPermissions(path string, v json.RawMessage) error {
-	var perm struct {
-		Default              string            `json:"default"`
-		Subagents            map[string]string `json:"subagents"`
-		AllowInternalRouting bool              `json:"allowInternalRouting"`
+	perm, isObject := decodeObject(v)
+	if !isObject {
+		var val any
+		_ = json.Unmarshal(v, &val)
+		return wrongKind(path, []string{"permissions"}, `an object {"default": ..., "subagents": {...}, "allowInternalRouting": ...}`, val)
 	}
-	if err := json.Unmarshal(v, &perm); err != nil {
-		return errcode.Errorf(errcode.InvalidInput, "%s: permissions: %v", path, err)
-	}
-	if perm.Default != "" {
-		c.DefaultPermission = perm.Default
-	}
-	c.Permissions, c.AllowInternalRouting = perm.Subagents, perm.AllowInternalRouting
-	for _, v := range append([]string{c.DefaultPermission}, mapValues(c.Permissions)...) {
-		if v != "allow" && v != "deny" {
-			return errcode.Errorf(errcode.InvalidInput, "%s: permission %q must be allow or deny", path, v)
+	for _, k := range slices.Sorted(maps.Keys(perm)) {
+		if !slices.Contains(permissionKeys, k) {
+			return unknownSetting(path, []string{"permissions", k}, permissionKeys, `the permissions take "default", "subagents" and "allowInternalRouting"`)
 		}
+	}
+	policy := func(key []string, v any) (string, error) {
+		if s, isString := v.(string); isString && (s == "allow" || s == "deny") {
+			return s, nil
+		}
+		return "", wrongKind(path, key, `"allow" or "deny"`, v)
+	}
+	// An empty default is no policy, as before: the default stays allow.
+	if v, set := perm["default"]; set && v != "" {
+		p, err := policy([]string{"permissions", "default"}, v)
+		if err != nil {
+			return err
+		}
+		c.DefaultPermission = p
+	}
+	c.Permissions, c.AllowInternalRouting = nil, false
+	if v, set := perm["subagents"]; set {
+		m, isObject := v.(map[string]any)
+		if !isObject {
+			return wrongKind(path, []string{"permissions", "subagents"}, `an object of profile names, each "allow" or "deny"`, v)
+		}
+		c.Permissions = map[string]string{}
+		for _, name := range slices.Sorted(maps.Keys(m)) {
+			p, err := policy([]string{"permissions", "subagents", name}, m[name])
+			if err != nil {
+				return err
+			}
+			c.Permissions[name] = p
+		}
+	}
+	if v, set := perm["allowInternalRouting"]; set {
+		b, isBool := v.(bool)
+		if !isBool {
+			return wrongKind(path, []string{"permissions", "allowInternalRouting"}, "true or false", v)
+		}
+		c.AllowInternalRouting = b
 	}
 	return nil
 }
 
 // readAgent reads one profile's entry: its model (pi's config dir only)
-// and whether it is disabled (a project may disable, not enable).
+// and whether it is disabled (a project may disable, not enable). A key
+// that is neither a setting nor an object is taken for a misspelt
+// setting, as is an object whose keys are no entry's when its name is
+// near a setting's.
 func (c *Config) readAgent(path, id string, v json.RawMessage, global bool) error {
-	var entry struct {
-		Model    string `json:"model"`
-		Disabled *bool  `json:"disabled"`
+	entry, isObject := decodeObject(v)
+	if !isObject {
+		return unknownSetting(path, []string{id}, settingKeys(), noSuchSetting)
 	}
-	if err := json.Unmarshal(v, &entry); err != nil {
-		return errcode.Errorf(errcode.InvalidInput, "%s: subagents.%s: %v (a profile's entry is {\"model\": ..., \"disabled\": ...})", path, id, err)
+	for _, k := range slices.Sorted(maps.Keys(entry)) {
+		if slices.Contains(entryKeys, k) {
+			continue
+		}
+		if near := nearest.Closest(id, settingKeys()); near != "" {
+			return unknownSetting(path, []string{id}, settingKeys(), noSuchSetting)
+		}
+		return unknownSetting(path, []string{id, k}, entryKeys, `a profile's entry takes "model" and "disabled"`)
 	}
-	if entry.Model != "" && global {
-		if _, _, _, err := ParseModelOverride(entry.Model); err != nil {
-			return errcode.Errorf(errcode.InvalidInput, "%s: subagents.%s.model: %v", path, id, err)
+	if m, set := entry["model"]; set {
+		model, isString := m.(string)
+		if !isString {
+			return wrongKind(path, []string{id, "model"}, `a model "provider/id[:thinking]"`, m)
 		}
-		if c.Models == nil {
-			c.Models = map[string]string{}
+		if model != "" && global {
+			if _, _, _, err := ParseModelOverride(model); err != nil {
+				return errcode.Errorf(errcode.InvalidInput, "%s: subagents.%s.model: %v", path, id, err)
+			}
+			if c.Models == nil {
+				c.Models = map[string]string{}
+			}
+			c.Models[id] = model
 		}
-		c.Models[id] = entry.Model
 	}
-	if entry.Disabled != nil && (global || *entry.Disabled) {
-		if c.DisabledAgents == nil {
-			c.DisabledAgents = map[string]bool{}
+	if d, set := entry["disabled"]; set {
+		disabled, isBool := d.(bool)
+		if !isBool {
+			return wrongKind(path, []string{id, "disabled"}, "true or false", d)
 		}
-		c.DisabledAgents[id] = *entry.Disabled
+		if global || disabled {
+			if c.DisabledAgents == nil {
+				c.DisabledAgents = map[string]bool{}
+			}
+			c.DisabledAgents[id] = disabled
+		}
 	}
 	return nil
 }
@@ -445,14 +586,6 @@ func realPath(p string) string {
 func quoted(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
-}
-
-func mapValues(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for _, v := range m {
-		out = append(out, v)
-	}
-	return out
 }
 
 // Enabled is nil when delegation and the profile name may run; else

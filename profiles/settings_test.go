@@ -1,6 +1,7 @@
 package profiles
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -108,7 +109,7 @@ func TestSettingsPrecedence(t *testing.T) {
 		{name: "wrong type", project: `{"subagents":{"looping_tool_count":"many"}}`, err: `looping_tool_count must be a whole number, not "many"`},
 		{name: "not a switch", global: `{"subagents":{"disabled":"sometimes"}}`, err: `disabled must be true or false, not "sometimes"`},
 		{name: "bad variable", env: map[string]string{"SUBAGENTS_TASK_MAX_CONCURRENCY": "0"}, err: "SUBAGENTS_TASK_MAX_CONCURRENCY: taskMaxConcurrency must be 1 to 16, not 0"},
-		{name: "not an entry", global: `{"subagents":{"finder":"fast"}}`, err: "subagents.finder"},
+		{name: "not an entry", global: `{"subagents":{"finder":"fast"}}`, err: `unknown setting "finder" in `},
 		{name: "trustedProjects: pi's config dir, ~ expanded", global: `{"subagents":{"trustedProjects":["/src/a/","~/b","~"]}}`, check: func(t *testing.T, c Config) {
 			home, _ := os.UserHomeDir()
 			want := []string{"/src/a", filepath.Join(home, "b"), home}
@@ -310,5 +311,81 @@ func TestAdmitKeepsAProfilesWorktree(t *testing.T) {
 	in.Worktree = &api.WorktreeSpec{}
 	if _, err := a.Admit(in); err != nil {
 		t.Fatalf("with its worktree: %v", err)
+	}
+}
+
+// TestSettingsReportUnknownKeys (issue 42): a key of the "subagents"
+// object that is no setting, no profile's entry field and no permission
+// field is named, with the near one it likely is; a value of the wrong
+// kind in a profile's entry or the permissions is named by its key and
+// the kind it must be. Each is INVALID_INPUT, and says where, so that the
+// doctor places it on its line.
+func TestSettingsReportUnknownKeys(t *testing.T) {
+	tests := []struct {
+		name, global, project string
+		// want is the message, FILE standing for the file's path.
+		want string
+		key  []string
+	}{
+		{name: "a misspelt setting", global: `{"subagents":{"taskMaxEvnts":5}}`,
+			want: `unknown setting "taskMaxEvnts" in FILE: did you mean "taskMaxEvents"?`, key: []string{"taskMaxEvnts"}},
+		{name: "snake case for camel case", project: `{"subagents":{"task_max_events":5}}`,
+			want: `unknown setting "task_max_events" in FILE: did you mean "taskMaxEvents"?`, key: []string{"task_max_events"}},
+		{name: "a misspelt setting whose value is an object", global: `{"subagents":{"permisions":{"default":"deny"}}}`,
+			want: `unknown setting "permisions" in FILE: did you mean "permissions"?`, key: []string{"permisions"}},
+		{name: "nothing near", global: `{"subagents":{"fast":true}}`,
+			want: `unknown setting "fast" in FILE: no setting has that name (docs/settings.md lists them), and a profile's entry is an object {"model": ..., "disabled": ...}`, key: []string{"fast"}},
+		{name: "a profile's entry", global: `{"subagents":{"finder":{"modle":"openai/gpt-4o"}}}`,
+			want: `unknown setting "finder.modle" in FILE: did you mean "finder.model"?`, key: []string{"finder", "modle"}},
+		{name: "a profile's entry in a project", project: `{"subagents":{"finder":{"disabeld":true}}}`,
+			want: `unknown setting "finder.disabeld" in FILE: did you mean "finder.disabled"?`, key: []string{"finder", "disabeld"}},
+		{name: "a profile's entry, nothing near", global: `{"subagents":{"finder":{"colour":"red"}}}`,
+			want: `unknown setting "finder.colour" in FILE: a profile's entry takes "model" and "disabled"`, key: []string{"finder", "colour"}},
+		{name: "the permissions", global: `{"subagents":{"permissions":{"defualt":"deny"}}}`,
+			want: `unknown setting "permissions.defualt" in FILE: did you mean "permissions.default"?`, key: []string{"permissions", "defualt"}},
+		{name: "a model of the wrong kind", global: `{"subagents":{"finder":{"model":5}}}`,
+			want: `FILE: subagents.finder.model must be a model "provider/id[:thinking]", not 5`, key: []string{"finder", "model"}},
+		{name: "a switch of the wrong kind", global: `{"subagents":{"finder":{"disabled":"sometimes"}}}`,
+			want: `FILE: subagents.finder.disabled must be true or false, not "sometimes"`, key: []string{"finder", "disabled"}},
+		{name: "a policy of the wrong kind", global: `{"subagents":{"permissions":{"default":5}}}`,
+			want: `FILE: subagents.permissions.default must be "allow" or "deny", not 5`, key: []string{"permissions", "default"}},
+		{name: "a profile's policy", global: `{"subagents":{"permissions":{"subagents":{"finder":"no"}}}}`,
+			want: `FILE: subagents.permissions.subagents.finder must be "allow" or "deny", not "no"`, key: []string{"permissions", "subagents", "finder"}},
+		{name: "routing of the wrong kind", global: `{"subagents":{"permissions":{"allowInternalRouting":"yes"}}}`,
+			want: `FILE: subagents.permissions.allowInternalRouting must be true or false, not "yes"`, key: []string{"permissions", "allowInternalRouting"}},
+		{name: "an entry that is no object", global: `{"subagents":{"finder":"fast"}}`,
+			want: `unknown setting "finder" in FILE: no setting has that name (docs/settings.md lists them), and a profile's entry is an object {"model": ..., "disabled": ...}`, key: []string{"finder"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			agent, cwd := t.TempDir(), t.TempDir()
+			file := filepath.Join(agent, ConfigFile)
+			if tt.global != "" {
+				must(t, os.WriteFile(file, []byte(tt.global), 0o600))
+			}
+			if tt.project != "" {
+				file = filepath.Join(cwd, ".pi", ConfigFile)
+				must(t, os.MkdirAll(filepath.Dir(file), 0o755))
+				must(t, os.WriteFile(file, []byte(tt.project), 0o600))
+			}
+			_, err := LoadConfig(agent, cwd, nil)
+			want := strings.ReplaceAll(tt.want, "FILE", file)
+			if !errcode.Is(err, errcode.InvalidInput) || err == nil || err.Error() != want {
+				t.Fatalf("err = %v\nwant INVALID_INPUT %s", err, want)
+			}
+			var se *SettingError
+			if !errors.As(err, &se) || se.File != file || strings.Join(se.Key, ".") != strings.Join(tt.key, ".") {
+				t.Fatalf("no SettingError at %s %v: %#v", file, tt.key, se)
+			}
+		})
+	}
+	// The keys every contract defines are no mistake.
+	agent := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(agent, ConfigFile), []byte(`{"subagents":{"disabled":false,"extend_timeout_debounce":30,"looping_tool_count":5,
+		"taskMaxConcurrency":3,"taskMaxEvents":120,"outputMaxChars":8000,"max_runtime":900,"allowWrite":false,"maxDepth":2,"worktree":false,
+		"trustedProjects":[],"finder":{"model":"openai/gpt-4o","disabled":false},
+		"permissions":{"default":"allow","subagents":{"finder":"deny"},"allowInternalRouting":false}}}`), 0o600))
+	if _, err := LoadConfig(agent, "", nil); err != nil {
+		t.Fatal(err)
 	}
 }

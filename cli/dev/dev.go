@@ -146,6 +146,6 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
 	return worker.Serve(ctx, c, cfg, logger, stdout, func() (func(), error) {
 		return cli.ServeSocketBanner(ctx, &subclient.Client{
 			Temporal: c, TaskQueue: cfg.TaskQueue, Address: srv.FrontendAddress(), Namespace: srv.Namespace(), UIURL: srv.UIURL(),
-		}, cfg, stdout)
+		}, cfg, srv.UIURL() == "", stdout)
 	})
 }

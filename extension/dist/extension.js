@@ -3512,6 +3512,8 @@ import { readFileSync as readFileSync6 } from "node:fs";
 import { homedir as homedir2 } from "node:os";
 import { join as join6 } from "node:path";
 var GLOBAL_ONLY = ["bin", "address", "dataDir", "autoStart", "namespace", "taskQueue"];
+var EXTENSION_KEYS = [...GLOBAL_ONLY, "tools", "maxLinesPerWindow", "onUpdateThrottleMs", "taskRetentionMs"];
+var TOOL_FAMILIES = ["subagent", "task", "delegate", "primary"];
 function agentDir(env = process.env) {
   return env.PI_CODING_AGENT_DIR || join6(homedir2(), ".pi", "agent");
 }
@@ -3524,16 +3526,98 @@ function readExtensionSettings(path) {
   }
   try {
     const parsed = JSON.parse(raw);
-    return parsed && typeof parsed.extension === "object" && parsed.extension ? parsed.extension : {};
+    return parsed && typeof parsed.extension === "object" && parsed.extension && !Array.isArray(parsed.extension) ? parsed.extension : {};
   } catch (e) {
     throw new Error(`${path}: ${e.message}`);
   }
 }
+function closest(name, known) {
+  const fold = (s) => s.toLowerCase().replace(/[_-]/g, "");
+  const lower = name.toLowerCase();
+  const folded = fold(name);
+  let best = "";
+  let bestDist = -1;
+  let bestRaw = -1;
+  for (const c of known) {
+    const fc = fold(c);
+    const d = editDistance(folded, fc);
+    const limit = Math.max(1, Math.floor([...folded].length / 3));
+    if (d > limit && !(folded.length >= 3 && fc.startsWith(folded))) continue;
+    const raw = editDistance(lower, c.toLowerCase());
+    if (bestDist < 0 || d < bestDist || d === bestDist && raw < bestRaw) [best, bestDist, bestRaw] = [c, d, raw];
+  }
+  return best;
+}
+function editDistance(a, b) {
+  const s = [...a];
+  const t = [...b];
+  const d = Array.from({ length: s.length + 1 }, (_, i) => Array.from({ length: t.length + 1 }, (_2, j) => i === 0 ? j : j === 0 ? i : 0));
+  for (let i = 1; i <= s.length; i++) {
+    for (let j = 1; j <= t.length; j++) {
+      d[i][j] = Math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (s[i - 1] === t[j - 1] ? 0 : 1));
+      if (i > 1 && j > 1 && s[i - 1] === t[j - 2] && s[i - 2] === t[j - 1]) d[i][j] = Math.min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[s.length][t.length];
+}
+function checked(file, ext) {
+  const warnings = [];
+  const unknown = (path, key, known) => {
+    const near = closest(key, known);
+    warnings.push(
+      near ? `subagents: unknown setting "${path}${key}" in ${file}: did you mean "${path}${near}"? The extension ignores it` : `subagents: unknown setting "${path}${key}" in ${file}: the extension ignores it (docs/settings.md lists its keys)`
+    );
+  };
+  const wrong = (key, mustBe, v) => warnings.push(`subagents: ${file}: extension.${key} must be ${mustBe}, not ${JSON.stringify(v)}: ignored`);
+  const kept = {};
+  for (const [k, v] of Object.entries(ext)) {
+    if (!EXTENSION_KEYS.includes(k)) {
+      unknown("extension.", k, EXTENSION_KEYS);
+      continue;
+    }
+    switch (k) {
+      case "bin":
+      case "address":
+      case "dataDir":
+      case "namespace":
+      case "taskQueue":
+        if (typeof v !== "string" || v.trim() === "") {
+          wrong(k, "a non-empty string", v);
+          continue;
+        }
+        break;
+      case "autoStart":
+        if (typeof v !== "boolean") {
+          wrong(k, "true or false", v);
+          continue;
+        }
+        break;
+      case "tools": {
+        if (!v || typeof v !== "object" || Array.isArray(v)) {
+          wrong(k, `an object of ${TOOL_FAMILIES.join(", ")}, each true or false`, v);
+          continue;
+        }
+        const tools = {};
+        for (const [name, on] of Object.entries(v)) {
+          if (!TOOL_FAMILIES.includes(name)) unknown("extension.tools.", name, TOOL_FAMILIES);
+          else if (typeof on !== "boolean") wrong(`tools.${name}`, "true or false", on);
+          else tools[name] = on;
+        }
+        kept.tools = tools;
+        continue;
+      }
+    }
+    kept[k] = v;
+  }
+  return { kept, warnings };
+}
 function loadSettings(cwd, env = process.env) {
   const globalFile = join6(agentDir(env), "subagents.json");
   const projectFile = join6(cwd, ".pi", "subagents.json");
-  const global = readExtensionSettings(globalFile);
-  const project = readExtensionSettings(projectFile);
+  const g = checked(globalFile, readExtensionSettings(globalFile));
+  const p = checked(projectFile, readExtensionSettings(projectFile));
+  const global = g.kept;
+  const project = p.kept;
   const ignored = GLOBAL_ONLY.filter((k) => project[k] !== void 0);
   const projectSafe = { ...project };
   for (const k of GLOBAL_ONLY) delete projectSafe[k];
@@ -3543,7 +3627,8 @@ function loadSettings(cwd, env = process.env) {
     else if (global.tools?.[k] === false) ignored.push(`tools.${k}`);
   }
   const merged = { ...global, ...projectSafe, tools: { ...global.tools, ...projectTools } };
-  const warnings = ignored.length ? [`subagents: ${projectFile} sets ${ignored.join(", ")}, which only ${globalFile} or the environment may set: ignored`] : [];
+  const warnings = [...g.warnings, ...p.warnings];
+  if (ignored.length) warnings.push(`subagents: ${projectFile} sets ${ignored.join(", ")}, which only ${globalFile} or the environment may set: ignored`);
   return {
     bin: global.bin || env.SUBAGENTS_BIN || "subagents",
     address: global.address,

@@ -46,7 +46,12 @@ export interface Settings {
 	 * hour). Its result stays readable while Temporal keeps the closed run.
 	 */
 	taskRetentionMs?: number;
-	/** A line to show in the session when the project's file set a GLOBAL_ONLY key, which was ignored. */
+	/**
+	 * The lines to show in the session for what the files set and the
+	 * extension ignored: a key it does not know (with the near one it
+	 * likely is), a value of the wrong kind, a GLOBAL_ONLY key in the
+	 * project's file.
+	 */
 	warnings: string[];
 }
 
@@ -59,11 +64,15 @@ export interface Settings {
  */
 export const GLOBAL_ONLY = ["bin", "address", "dataDir", "autoStart", "namespace", "taskQueue"] as const;
 
+/** The keys of the "extension" object, and the tool families "tools" may turn off. */
+const EXTENSION_KEYS = [...GLOBAL_ONLY, "tools", "maxLinesPerWindow", "onUpdateThrottleMs", "taskRetentionMs"];
+const TOOL_FAMILIES = ["subagent", "task", "delegate", "primary"];
+
 export function agentDir(env: NodeJS.ProcessEnv = process.env): string {
 	return env.PI_CODING_AGENT_DIR || join(homedir(), ".pi", "agent");
 }
 
-function readExtensionSettings(path: string): Partial<Settings> & { tools?: Partial<ToolFamilies> } {
+function readExtensionSettings(path: string): Record<string, unknown> {
 	let raw: string;
 	try {
 		raw = readFileSync(path, "utf8");
@@ -72,10 +81,110 @@ function readExtensionSettings(path: string): Partial<Settings> & { tools?: Part
 	}
 	try {
 		const parsed = JSON.parse(raw);
-		return parsed && typeof parsed.extension === "object" && parsed.extension ? parsed.extension : {};
+		return parsed && typeof parsed.extension === "object" && parsed.extension && !Array.isArray(parsed.extension) ? parsed.extension : {};
 	} catch (e) {
 		throw new Error(`${path}: ${(e as Error).message}`);
 	}
+}
+
+/**
+ * The name of known a mistyped one most likely meant, or "" (Go's
+ * internal/nearest.Closest, the same rule, so that the extension and the
+ * doctor suggest the same key): one the name starts (three letters at
+ * least), or one a few edits away (a third of the name's length, at least
+ * one); case, "_" and "-" do not count.
+ */
+export function closest(name: string, known: readonly string[]): string {
+	const fold = (s: string) => s.toLowerCase().replace(/[_-]/g, "");
+	const lower = name.toLowerCase();
+	const folded = fold(name);
+	let best = "";
+	let bestDist = -1;
+	let bestRaw = -1;
+	for (const c of known) {
+		const fc = fold(c);
+		const d = editDistance(folded, fc);
+		const limit = Math.max(1, Math.floor([...folded].length / 3));
+		if (d > limit && !(folded.length >= 3 && fc.startsWith(folded))) continue;
+		const raw = editDistance(lower, c.toLowerCase());
+		if (bestDist < 0 || d < bestDist || (d === bestDist && raw < bestRaw)) [best, bestDist, bestRaw] = [c, d, raw];
+	}
+	return best;
+}
+
+/** Insertions, deletions, substitutions and swaps of neighbours from a to b. */
+function editDistance(a: string, b: string): number {
+	const s = [...a];
+	const t = [...b];
+	const d = Array.from({ length: s.length + 1 }, (_, i) => Array.from({ length: t.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)));
+	for (let i = 1; i <= s.length; i++) {
+		for (let j = 1; j <= t.length; j++) {
+			d[i][j] = Math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (s[i - 1] === t[j - 1] ? 0 : 1));
+			if (i > 1 && j > 1 && s[i - 1] === t[j - 2] && s[i - 2] === t[j - 1]) d[i][j] = Math.min(d[i][j], d[i - 2][j - 2] + 1);
+		}
+	}
+	return d[s.length][t.length];
+}
+
+/**
+ * What the extension ignores in one file's "extension" object, each said
+ * in one line and the same words as `subagents doctor` and the service
+ * (unknown setting "x" in FILE: did you mean "y"?), and the object with
+ * only what it reads: a key it does not know, a tool family it does not
+ * know, a value of the wrong kind (its default then holds).
+ */
+function checked(file: string, ext: Record<string, unknown>): { kept: Partial<Settings> & { tools?: Partial<ToolFamilies> }; warnings: string[] } {
+	const warnings: string[] = [];
+	const unknown = (path: string, key: string, known: readonly string[]) => {
+		const near = closest(key, known);
+		warnings.push(
+			near
+				? `subagents: unknown setting "${path}${key}" in ${file}: did you mean "${path}${near}"? The extension ignores it`
+				: `subagents: unknown setting "${path}${key}" in ${file}: the extension ignores it (docs/settings.md lists its keys)`,
+		);
+	};
+	const wrong = (key: string, mustBe: string, v: unknown) => warnings.push(`subagents: ${file}: extension.${key} must be ${mustBe}, not ${JSON.stringify(v)}: ignored`);
+	const kept: Record<string, unknown> = {};
+	for (const [k, v] of Object.entries(ext)) {
+		if (!EXTENSION_KEYS.includes(k)) {
+			unknown("extension.", k, EXTENSION_KEYS);
+			continue;
+		}
+		switch (k) {
+			case "bin":
+			case "address":
+			case "dataDir":
+			case "namespace":
+			case "taskQueue":
+				if (typeof v !== "string" || v.trim() === "") {
+					wrong(k, "a non-empty string", v);
+					continue;
+				}
+				break;
+			case "autoStart":
+				if (typeof v !== "boolean") {
+					wrong(k, "true or false", v);
+					continue;
+				}
+				break;
+			case "tools": {
+				if (!v || typeof v !== "object" || Array.isArray(v)) {
+					wrong(k, `an object of ${TOOL_FAMILIES.join(", ")}, each true or false`, v);
+					continue;
+				}
+				const tools: Record<string, boolean> = {};
+				for (const [name, on] of Object.entries(v as Record<string, unknown>)) {
+					if (!TOOL_FAMILIES.includes(name)) unknown("extension.tools.", name, TOOL_FAMILIES);
+					else if (typeof on !== "boolean") wrong(`tools.${name}`, "true or false", on);
+					else tools[name] = on;
+				}
+				kept.tools = tools;
+				continue;
+			}
+		}
+		kept[k] = v;
+	}
+	return { kept, warnings };
 }
 
 /**
@@ -88,8 +197,10 @@ function readExtensionSettings(path: string): Partial<Settings> & { tools?: Part
 export function loadSettings(cwd: string, env: NodeJS.ProcessEnv = process.env): Settings {
 	const globalFile = join(agentDir(env), "subagents.json");
 	const projectFile = join(cwd, ".pi", "subagents.json");
-	const global = readExtensionSettings(globalFile);
-	const project = readExtensionSettings(projectFile);
+	const g = checked(globalFile, readExtensionSettings(globalFile));
+	const p = checked(projectFile, readExtensionSettings(projectFile));
+	const global = g.kept;
+	const project = p.kept;
 	const ignored: string[] = GLOBAL_ONLY.filter((k) => project[k] !== undefined);
 	const projectSafe = { ...project };
 	for (const k of GLOBAL_ONLY) delete projectSafe[k];
@@ -101,9 +212,8 @@ export function loadSettings(cwd: string, env: NodeJS.ProcessEnv = process.env):
 		else if (global.tools?.[k] === false) ignored.push(`tools.${k}`);
 	}
 	const merged = { ...global, ...projectSafe, tools: { ...global.tools, ...projectTools } };
-	const warnings = ignored.length
-		? [`subagents: ${projectFile} sets ${ignored.join(", ")}, which only ${globalFile} or the environment may set: ignored`]
-		: [];
+	const warnings = [...g.warnings, ...p.warnings];
+	if (ignored.length) warnings.push(`subagents: ${projectFile} sets ${ignored.join(", ")}, which only ${globalFile} or the environment may set: ignored`);
 	return {
 		bin: global.bin || env.SUBAGENTS_BIN || "subagents",
 		address: global.address,

@@ -87,3 +87,33 @@ test("the task contract's throttle and retention knobs", () => {
 		assert.equal(s.taskRetentionMs, c.retention, `${c.name}: retention`);
 	}
 });
+
+// A key the extension does not know does nothing: the session is told, by
+// its name and the near one it likely is, in the words `subagents doctor`
+// and the service use ("unknown setting ... did you mean ...?"); a value
+// of the wrong kind is named by its key and the kind it must be, and the
+// default holds (issue 42).
+test("a misspelt key or a value of the wrong kind is said, by name", () => {
+	const cases: Array<{ name: string; global?: object; project?: object; warnings: string[]; check?: (s: ReturnType<typeof loadSettings>) => void }> = [
+		{ name: "a misspelt key", global: { taskQueu: "q" }, warnings: ['subagents: unknown setting "extension.taskQueu" in GLOBAL: did you mean "extension.taskQueue"? The extension ignores it'] },
+		{ name: "case", project: { maxlinesperwindow: 3 }, warnings: ['subagents: unknown setting "extension.maxlinesperwindow" in PROJECT: did you mean "extension.maxLinesPerWindow"? The extension ignores it'] },
+		{ name: "nothing near", global: { colour: "red" }, warnings: ['subagents: unknown setting "extension.colour" in GLOBAL: the extension ignores it (docs/settings.md lists its keys)'] },
+		{ name: "a tool family", global: { tools: { delegat: false } }, warnings: ['subagents: unknown setting "extension.tools.delegat" in GLOBAL: did you mean "extension.tools.delegate"? The extension ignores it'],
+			check: (s) => assert.equal(s.tools.delegate, true) },
+		{ name: "a switch that is a word", global: { autoStart: "no" }, warnings: ['subagents: GLOBAL: extension.autoStart must be true or false, not "no": ignored'],
+			check: (s) => assert.equal(s.autoStart, true) },
+		{ name: "a program that is a number", global: { bin: 5 }, warnings: ["subagents: GLOBAL: extension.bin must be a non-empty string, not 5: ignored"],
+			check: (s) => assert.equal(s.bin, "subagents") },
+		{ name: "a tool family that is a word", global: { tools: { task: "off" } }, warnings: ['subagents: GLOBAL: extension.tools.task must be true or false, not "off": ignored'],
+			check: (s) => assert.equal(s.tools.task, true) },
+		{ name: "every known key", global: { bin: "subagents", address: "127.0.0.1:7233", dataDir: "/tmp/d", autoStart: false, namespace: "n", taskQueue: "q",
+			tools: { subagent: true, task: true, delegate: true, primary: true }, maxLinesPerWindow: 5, onUpdateThrottleMs: 100, taskRetentionMs: 1000 }, warnings: [] },
+	];
+	for (const c of cases) {
+		const w = world(c.global, c.project);
+		const s = loadSettings(w.cwd, w.env);
+		const files = (line: string) => line.replace("GLOBAL", join(w.agent, "subagents.json")).replace("PROJECT", join(w.cwd, ".pi", "subagents.json"));
+		assert.deepEqual(s.warnings, c.warnings.map(files), c.name);
+		c.check?.(s);
+	}
+});
