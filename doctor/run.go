@@ -291,6 +291,11 @@ func machineLane(l lanes, cfg Config, deps Deps, lock ServiceLock, state service
 			// --ui-port), else its frontend's port + 1000.
 			info, said := answer.wait(l.ctx)
 			switch {
+			case !said && state == serviceRuns:
+				// One cause, one failure: a guess at its UI would fail
+				// for the socket's sake.
+				add(skip(CheckUI, "the service says on its socket where it serves its UI, and its socket does not answer (see socket)"))
+				return
 			case said && info.UIURL != "":
 				url, from = info.UIURL, uiFromService
 			case said && info.Headless:

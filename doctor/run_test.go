@@ -183,12 +183,17 @@ func TestRunAsksTheServiceForItsUI(t *testing.T) {
 		{"headless", "", SocketInfo{Headless: true}, "", Skip, "runs without the Temporal UI (--headless)"},
 		{"an older service", "", SocketInfo{}, guess, OK, "the frontend's port + 1000: the service does not say"},
 		{"given", "http://ui.example", SocketInfo{UIURL: other}, "http://ui.example", OK, "answers at http://ui.example"},
+		// Its socket does not answer: that one failure, no guess beside it.
+		{"no answer", "", SocketInfo{PID: -1}, "", Skip, "its socket does not answer (see socket)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w := newWorld(t)
 			w.cfg.UIURL = tt.given
 			w.deps.AskSocket = func(context.Context, string) (SocketInfo, error) {
+				if tt.says.PID == -1 {
+					return SocketInfo{}, errors.New("connection refused")
+				}
 				info := tt.says
 				info.Address, info.Namespace, info.TaskQueue, info.PID, info.Protocol = "127.0.0.1:7233", "default", "subagents", 42, 3
 				return info, nil
