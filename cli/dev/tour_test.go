@@ -88,7 +88,7 @@ func TestParseScript(t *testing.T) {
 		{name: "not JSON", text: `[{"text": }]`, errWant: "want a JSON array of steps"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			steps, err := parseScript([]byte(tt.text))
+			steps, err := scriptedmodel.ParseScript([]byte(tt.text))
 			if tt.errWant != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.errWant) {
 					t.Fatalf("err = %v, want %q", err, tt.errWant)

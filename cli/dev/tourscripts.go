@@ -1,9 +1,7 @@
 package dev
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -19,9 +17,9 @@ import (
 
 // The tour's scripts are files, one per script: a JSON array of
 // scripted-model steps (scriptedmodel.Step), named after the file
-// (scripts/delegate.json is [[script:delegate]]). This small loader is the
-// tour's own; internal/scriptedmodel may grow one of its own (--scripts
-// DIR), and the two are to be merged then.
+// (scripts/delegate.json is [[script:delegate]]), read as
+// scriptedmodel.ParseScript reads one; the tour reads them from its
+// embedded files (an fs.FS) and watches the folder it wrote them to.
 
 // readScripts reads every *.json of dir in fsys as a script. A file that
 // is not an array of steps, names a field a step does not have, or holds no
@@ -42,30 +40,13 @@ func readScripts(fsys fs.FS, dir string) (map[string][]scriptedmodel.Step, error
 		if err != nil {
 			return nil, errcode.Wrap(errcode.InvalidInput, err, "scripts: "+err.Error())
 		}
-		steps, err := parseScript(b)
+		steps, err := scriptedmodel.ParseScript(b)
 		if err != nil {
 			return nil, errcode.Wrap(errcode.InvalidInput, err, fmt.Sprintf("script %s (%s): %v", name, path.Join(dir, e.Name()), err))
 		}
 		scripts[name] = steps
 	}
 	return scripts, nil
-}
-
-// parseScript reads one script file.
-func parseScript(b []byte) ([]scriptedmodel.Step, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	var steps []scriptedmodel.Step
-	if err := dec.Decode(&steps); err != nil {
-		return nil, fmt.Errorf("want a JSON array of steps: %w", err)
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("more than one JSON value")
-	}
-	if len(steps) == 0 {
-		return nil, fmt.Errorf("no steps")
-	}
-	return steps, nil
 }
 
 // watchScripts registers dir's scripts with model again whenever a file
@@ -93,7 +74,7 @@ func watchScripts(ctx context.Context, dir string, model *scriptedmodel.Server, 
 			b, err := os.ReadFile(filepath.Join(dir, e.Name()))
 			if err == nil {
 				var steps []scriptedmodel.Step
-				if steps, err = parseScript(b); err == nil {
+				if steps, err = scriptedmodel.ParseScript(b); err == nil {
 					model.Script(name, steps...)
 					if report {
 						_, _ = fmt.Fprintf(w, "scripted model: script %s read from %s\n", name, filepath.Join(dir, e.Name()))

@@ -175,7 +175,7 @@ func TestScriptsFolder(t *testing.T) {
 			"no marker here":    "--default-script NAME",
 		}},
 		{name: "a default that is not there", args: []string{"--scripts", file, "--default-script", "tour"}, errWant: `--default-script tour: no script named "tour" in ` + file},
-		{name: "a step field that does not exist", args: []string{"--scripts", bad}, errWant: `typo.json: json: unknown field "txet"`},
+		{name: "a step field that does not exist", args: []string{"--scripts", bad}, errWant: `typo.json: want a JSON array of steps: json: unknown field "txet"`},
 		{name: "a folder with no scripts", args: []string{"--scripts", empty}, errWant: "no *.json files"},
 		{name: "a file name that is no script name", args: []string{"--scripts", spaced}, errWant: "my tour.json: a script's name"},
 	}

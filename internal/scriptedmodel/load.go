@@ -48,9 +48,13 @@ func LoadScripts(path string) (map[string][]Step, error) {
 		if !scriptName.MatchString(name) {
 			return nil, fmt.Errorf("%s: a script's name (its file's name without .json) is made of letters, digits, _ . and -, so that [[script:NAME]] can name it: rename the file", f)
 		}
-		var steps []Step
-		if err := decodeStrict(f, &steps); err != nil {
-			return nil, err
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("scripts: %w", err)
+		}
+		steps, err := ParseScript(b)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
 		}
 		out[name] = steps
 	}
@@ -69,4 +73,23 @@ func decodeStrict(path string, v any) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return nil
+}
+
+// ParseScript reads one script: a JSON list of steps, nothing after it, a
+// step at least. A field a step does not have is an error (a misspelt one
+// would otherwise make a step that silently does nothing).
+func ParseScript(b []byte) ([]Step, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var steps []Step
+	if err := dec.Decode(&steps); err != nil {
+		return nil, fmt.Errorf("want a JSON array of steps: %w", err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("more than one JSON value")
+	}
+	if len(steps) == 0 {
+		return nil, fmt.Errorf("no steps")
+	}
+	return steps, nil
 }
