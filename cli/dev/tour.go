@@ -521,6 +521,20 @@ func ran(it client.Item) error {
 	return errcode.Errorf(errcode.Failed, "%s ended %s", it.Name, it.Status)
 }
 
+// oneTask runs a command that starts one task and waits for it, and
+// returns that task once it completed; else the error says how it ended.
+func (t *tour) oneTask(ctx context.Context, args ...string) (client.Item, error) {
+	env, err := t.cli(ctx, args...)
+	if err != nil {
+		return client.Item{}, err
+	}
+	it, err := oneItem(env)
+	if err != nil {
+		return it, err
+	}
+	return it, ran(it)
+}
+
 // oneItem is env's only item, or an error saying what came instead.
 func oneItem(env client.Envelope) (client.Item, error) {
 	if len(env.Items) != 1 {

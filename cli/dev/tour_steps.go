@@ -29,14 +29,7 @@ func (r tourResult) failed(err error) tourResult {
 func (t *tour) delegation(ctx context.Context) tourResult {
 	args := []string{"run", "--agent", "scout", "[[script:delegate]] Where is the greeting set?"}
 	r := tourResult{try: []string{command(args...)}}
-	env, err := t.cli(ctx, args...)
-	if err != nil {
-		return r.failed(err)
-	}
-	it, err := oneItem(env)
-	if err == nil {
-		err = ran(it)
-	}
+	it, err := t.oneTask(ctx, args...)
 	if err != nil {
 		return r.failed(err)
 	}
@@ -121,14 +114,7 @@ func (t *tour) worktree(ctx context.Context) tourResult {
 		r.skipped = t.gitError.Error()
 		return r
 	}
-	env, err := t.cli(ctx, args...)
-	if err != nil {
-		return r.failed(err)
-	}
-	it, err := oneItem(env)
-	if err == nil {
-		err = ran(it)
-	}
+	it, err := t.oneTask(ctx, args...)
 	if err != nil {
 		return r.failed(err)
 	}
@@ -216,14 +202,7 @@ func (t *tour) nested(ctx context.Context) tourResult {
 		return r
 	}
 	r.try = []string{command(args...)}
-	env, err := t.cli(ctx, args...)
-	if err != nil {
-		return r.failed(err)
-	}
-	it, err := oneItem(env)
-	if err == nil {
-		err = ran(it)
-	}
+	it, err := t.oneTask(ctx, args...)
 	if err != nil {
 		return r.failed(err)
 	}
