@@ -143,17 +143,26 @@ func serviceRelease(t *testing.T, pid int) string {
 	if err != nil {
 		return ""
 	}
-	b, err := os.ReadFile(filepath.Join(filepath.Dir(exe), "..", "package.json"))
+	v, err := packageVersion(filepath.Join(filepath.Dir(exe), "..", "package.json"))
 	if err != nil {
 		t.Fatalf("the service runs %s, not an installed package's binary: %v", exe, err)
+	}
+	return v
+}
+
+// packageVersion is the version an npm package's package.json gives.
+func packageVersion(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
 	}
 	var pkg struct {
 		Version string `json:"version"`
 	}
 	if err := json.Unmarshal(b, &pkg); err != nil {
-		t.Fatal(err)
+		return "", fmt.Errorf("%s: %w", path, err)
 	}
-	return pkg.Version
+	return pkg.Version, nil
 }
 
 // waitForProbe waits until a workflow of the service has completed with the
@@ -219,14 +228,8 @@ func installedRelease(t *testing.T, roots ...string) string {
 				return nil
 			}
 			if strings.HasSuffix(filepath.ToSlash(path), "node_modules/@durable-pi/subagents/package.json") {
-				b, err := os.ReadFile(path)
-				if err == nil {
-					var pkg struct {
-						Version string `json:"version"`
-					}
-					if json.Unmarshal(b, &pkg) == nil {
-						found = pkg.Version
-					}
+				if v, err := packageVersion(path); err == nil {
+					found = v
 				}
 			}
 			return nil
