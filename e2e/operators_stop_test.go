@@ -39,10 +39,13 @@ func TestStopEndsTheLocalService(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(stdout, want) || stderr != "" {
 		t.Fatalf("stop: exit %d\nstdout: %s\nstderr: %s\nwant stdout %q...", code, stdout, stderr, want)
 	}
-	// stop returns once the process has exited.
+	// stop returns once the process has exited: a zombie counts, so the
+	// test's own Wait may reap it a moment later. reapGrace bounds that
+	// moment: a process still running after it was not stopped.
+	const reapGrace = 5 * time.Second
 	select {
 	case <-p.done:
-	default:
+	case <-time.After(reapGrace):
 		t.Fatal("stop returned while the service still ran")
 	}
 	if p.err != nil {
