@@ -6,10 +6,15 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/durable-pi/subagents/profiles"
 )
+
+// A child pi's environment: what of the worker's own it sees (EnvPolicy),
+// and what the worker adds for it (childEnv): its markers, its PATH and its
+// profile's API key.
 
 // EnvPolicy decides which of the worker's environment variables a child pi
 // sees. A child is a coding agent: it needs the user's environment and its
@@ -235,4 +240,55 @@ func addConfigRefs(v any, names map[string]bool) {
 			names[strings.ToUpper(m[1]+m[2])] = true
 		}
 	}
+}
+
+// apiKeyEnv passes a profile's apiKey in the environment, never on the
+// command line: as PI_API_KEY (the delegate contract) and as the variable pi reads for the
+// model's provider.
+func apiKeyEnv(model, key string) []string {
+	if key == "" {
+		return nil
+	}
+	env := []string{"PI_API_KEY=" + key}
+	if provider, _, ok := strings.Cut(model, "/"); ok && provider != "" {
+		name, known := providerKeyVars[provider]
+		if !known {
+			name = strings.ToUpper(strings.ReplaceAll(provider, "-", "_")) + "_API_KEY"
+		}
+		env = append(env, name+"="+key)
+	}
+	return env
+}
+
+// providerKeyVars are the providers whose key variable is not simply
+// <PROVIDER>_API_KEY (pi-ai's env-api-keys).
+var providerKeyVars = map[string]string{
+	"google":            "GEMINI_API_KEY",
+	"google-vertex":     "GOOGLE_CLOUD_API_KEY",
+	"huggingface":       "HF_TOKEN",
+	"moonshotai":        "MOONSHOT_API_KEY",
+	"vercel-ai-gateway": "AI_GATEWAY_API_KEY",
+	"kimi-coding":       "KIMI_API_KEY",
+}
+
+// childEnv is the worker's environment, the configured additions, the
+// markers that tell our extension it runs in a child and at which depth,
+// Node 22 first on PATH, and extra (an apiKey).
+func (a *Activities) childEnv(depth int, model string, extra []string) []string {
+	// The worker's own environment goes through the policy, for this
+	// child's model (a Bedrock child alone gets the static AWS keys); what
+	// the worker's configuration names for children (Env) is meant for them.
+	env := append(a.cfg.ChildEnvPolicy.FilterFor(model, os.Environ()), a.cfg.Env...)
+	env = append(env, extra...)
+	env = append(env, "PI_SUBAGENT_CHILD=1", "PI_SUBAGENT_DEPTH="+strconv.Itoa(max(depth, 1)))
+	if a.cfg.PathPrefix != "" {
+		path := os.Getenv("PATH")
+		for _, kv := range a.cfg.Env {
+			if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+				path = v
+			}
+		}
+		env = append(env, "PATH="+a.cfg.PathPrefix+string(os.PathListSeparator)+path)
+	}
+	return env
 }

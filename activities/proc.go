@@ -1,11 +1,13 @@
 package activities
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -232,4 +234,43 @@ func (t *lockedTail) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.buf.String()
+}
+
+// stderrTailBytes keeps the end of pi's stderr for error messages; pi writes
+// its diagnostics there and the last lines say what went wrong.
+const stderrTailBytes = 8 << 10
+
+// tailBuffer keeps the last stderrTailBytes written to it.
+type tailBuffer struct {
+	buf []byte
+	cut bool // bytes before buf were dropped
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - stderrTailBytes; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+		t.cut = true
+	}
+	return len(p), nil
+}
+
+// String is what the buffer kept, from its first whole word: the word the
+// cut went through may be the end of a token, which without its start has
+// no shape the sanitizer knows.
+func (t *tailBuffer) String() string {
+	if !t.cut {
+		return string(t.buf)
+	}
+	if i := bytes.IndexAny(t.buf, " \t\r\n"); i >= 0 {
+		return string(t.buf[i:])
+	}
+	return ""
+}
+
+// lastLine is the last line of s, trimmed: of pi's stderr, the one that
+// says what went wrong.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
 }

@@ -381,33 +381,6 @@ func gitContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), worktreeGitTimeout)
 }
 
-// beatEvery calls beat every interval until stop: the heartbeats of an
-// attempt busy with git (a checkout of a large repository takes longer
-// than the heartbeat timeout).
-func beatEvery(ctx context.Context, interval time.Duration, beat func()) (stop func()) {
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				beat()
-			}
-		}
-	}()
-	return func() {
-		close(done)
-		<-finished
-	}
-}
-
 // relativeCwd is cwd relative to the checkout's top, both with their links
 // resolved (git names the top so).
 func relativeCwd(top, cwd string) (string, error) {
