@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/durable-pi/subagents/profiles"
 )
@@ -145,12 +147,39 @@ func (p EnvPolicy) passes(name, value, provider string, configured map[string]bo
 		return false
 	case providerEnv[upper], configured[upper], bedrockEnv[upper] && provider == bedrockProvider:
 		return true
-	case secretEnvName(name), secretValue(value) && !folderEnv(upper):
+	case secretEnvName(name), envSecretValue(value) && !folderEnv(upper):
 		return false
 	case p.Strict:
 		return matchAny(baseEnv, name)
 	}
 	return true
+}
+
+// envSecrets remembers secretValue's answer for environment values: the
+// worker's few dozen values go through the policy for every child it
+// starts, and secretValue's rules are regular expressions (3.5% of the
+// CPU a one-task stub delegation costs, by the load bench's profile).
+// envSecretsMax bounds it: the worker's environment is far smaller, and a
+// value seen beyond it is checked each time, as before.
+var (
+	envSecrets      sync.Map // value → bool
+	envSecretsCount atomic.Int64
+)
+
+const envSecretsMax = 4096
+
+// envSecretValue is secretValue, remembered for the values envSecrets holds.
+func envSecretValue(v string) bool {
+	if known, ok := envSecrets.Load(v); ok {
+		return known.(bool)
+	}
+	secret := secretValue(v)
+	if envSecretsCount.Load() < envSecretsMax {
+		if _, loaded := envSecrets.LoadOrStore(v, secret); !loaded {
+			envSecretsCount.Add(1)
+		}
+	}
+	return secret
 }
 
 // secretEnvName is a variable's name that says it holds a secret, or that
@@ -282,13 +311,13 @@ func (a *Activities) childEnv(depth int, model string, extra []string) []string 
 	env = append(env, extra...)
 	env = append(env, "PI_SUBAGENT_CHILD=1", "PI_SUBAGENT_DEPTH="+strconv.Itoa(max(depth, 1)))
 	if a.cfg.PathPrefix != "" {
-		path := os.Getenv("PATH")
+		search := os.Getenv("PATH")
 		for _, kv := range a.cfg.Env {
 			if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-				path = v
+				search = v
 			}
 		}
-		env = append(env, "PATH="+a.cfg.PathPrefix+string(os.PathListSeparator)+path)
+		env = append(env, "PATH="+a.cfg.PathPrefix+string(os.PathListSeparator)+search)
 	}
 	return env
 }
