@@ -98,6 +98,8 @@ type Server struct {
 	ui       *uiserver.Server
 	uiFront  *http.Server
 	stopOnce sync.Once
+	// dyn is the server's dynamic configuration (dynconfig.go).
+	dyn *dynamicConfig
 }
 
 const (
@@ -197,7 +199,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 	logLevel := new(slog.LevelVar)
 	logLevel.Set(opts.ServerLogLevel)
-	srvOpts, err := opts.serverOptions(sqlConf, logLevel)
+	srvOpts, dyn, err := opts.serverOptions(sqlConf, logLevel)
 	if err != nil {
 		return nil, err
 	}
@@ -208,7 +210,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err := srv.Start(); err != nil {
 		return nil, errcode.Wrap(errcode.ServiceUnavailable, err, "temporal server: "+err.Error())
 	}
-	s := &Server{opts: opts, server: srv, logLevel: logLevel}
+	s := &Server{opts: opts, server: srv, logLevel: logLevel, dyn: dyn}
 	if !opts.Ephemeral {
 		// SQLite creates the file with the process's umask (0644 here): the
 		// database holds every prompt and result, for its owner only. Its
@@ -225,6 +227,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		s.Stop()
 		return nil, err
 	}
+	s.dyn.settle()
 	if opts.UIPort > 0 {
 		if err := s.startUI(ctx); err != nil {
 			s.Stop()
@@ -389,7 +392,7 @@ func (o *Options) createNamespace(conf *config.SQL) (*config.SQL, error) {
 	return conf, nil
 }
 
-func (o *Options) serverOptions(sqlConf *config.SQL, logLevel *slog.LevelVar) ([]temporal.ServerOption, error) {
+func (o *Options) serverOptions(sqlConf *config.SQL, logLevel *slog.LevelVar) ([]temporal.ServerOption, *dynamicConfig, error) {
 	servicePorts := map[string]int{"frontend": o.Port}
 	services := []string{"history", "matching", "worker"}
 	if o.APIKey != "" {
@@ -398,7 +401,7 @@ func (o *Options) serverOptions(sqlConf *config.SQL, logLevel *slog.LevelVar) ([
 	for _, svc := range services {
 		p, err := ports.Free(o.IP)
 		if err != nil {
-			return nil, errcode.Wrap(errcode.ServiceUnavailable, err, "find a free port for the "+svc+" service: "+err.Error())
+			return nil, nil, errcode.Wrap(errcode.ServiceUnavailable, err, "find a free port for the "+svc+" service: "+err.Error())
 		}
 		servicePorts[svc] = p
 	}
@@ -449,7 +452,7 @@ func (o *Options) serverOptions(sqlConf *config.SQL, logLevel *slog.LevelVar) ([
 	if o.APIKey != "" {
 		internode, err := internodeTLS()
 		if err != nil {
-			return nil, errcode.Wrap(errcode.ServiceUnavailable, err, "make the internal certificates: "+err.Error())
+			return nil, nil, errcode.Wrap(errcode.ServiceUnavailable, err, "make the internal certificates: "+err.Error())
 		}
 		conf.Global.TLS.Internode = internode
 		// Empty: the system workers find the internal frontend (over the
@@ -470,12 +473,9 @@ func (o *Options) serverOptions(sqlConf *config.SQL, logLevel *slog.LevelVar) ([
 		hosts[primitives.ServiceName(svc)] = static.SingleLocalHost(net.JoinHostPort(o.IP, strconv.Itoa(port)))
 	}
 
-	dyn := dynamicconfig.StaticClient{
-		// Search attributes are registered at start and used by the first
-		// workflow a moment later; without a refresh on read, the server's
-		// cache would reject them for up to a minute. One local database
-		// makes the extra read cheap.
-		dynamicconfig.ForceSearchAttributesCacheRefreshOnRead.Key(): true,
+	dyn := &dynamicConfig{static: dynamicconfig.StaticClient{
+		// Search attributes registered at start: dynamicConfig reads them
+		// through until registerSearchAttributes has run.
 		// The UI and `subagents list` both page through visibility; the
 		// default of 10 requests per second throttles a UI left open.
 		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key(): 100,
@@ -493,14 +493,14 @@ func (o *Options) serverOptions(sqlConf *config.SQL, logLevel *slog.LevelVar) ([
 		// A caller refused for want of the API key is told what to pass
 		// (keyAuthorizer), not only "Request unauthorized".
 		dynamicconfig.ExposeAuthorizerErrors.Key(): true,
-	}
+	}}
 
 	return append(serverOpts,
 		temporal.WithConfig(&conf),
 		temporal.WithStaticHosts(hosts),
 		temporal.WithLogger(newServerLogger(o.Logger.With("component", "temporal"), logLevel)),
 		temporal.WithDynamicConfigClient(dyn),
-	), nil
+	), dyn, nil
 }
 
 // registerSearchAttributes adds the search attributes the namespace lacks. A
