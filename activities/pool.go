@@ -37,11 +37,13 @@ const (
 	// pi answers get_state at its start in about 450 ms and switch_session
 	// in 27–49 ms; one that takes 30 s is broken, and the task runs cold.
 	warmHandshake = 30 * time.Second
-	// refillDelay holds a refill back until the result of the run that
-	// ended has gone on: the worker's and the server's next steps and the
-	// parent's tool result take about 50 ms here, and a pi starting beside
-	// them (a core's worth for half a second) made them a third slower. The
-	// next task of the kind meanwhile finds the spare child the pool keeps.
+	// refillDelay holds back the refill after a run ends (release) until
+	// the run's result has gone on: the worker's and the server's next steps
+	// and the parent's tool result take about 50 ms here, and a pi starting
+	// beside them (a core's worth for half a second) made them a third
+	// slower. The refill that matters starts as a child is taken (take),
+	// while the taken child's model works; this one only tops up what that
+	// one could not start (the pool had no room then).
 	refillDelay = 200 * time.Millisecond
 	// earlyTTL is how long a child started early for a task waits for it:
 	// its run comes within tens of milliseconds of the resolve, unless the
@@ -212,12 +214,19 @@ func (p *pool) take(ctx context.Context, spec warmSpec) (child *proc, early bool
 		} else {
 			p.hits.Add(1)
 		}
+		// Its replacement starts now, not when this run ends: a task of
+		// the kind that comes while this one runs (a plan's next step, a
+		// lane's reviewer) finds it ready.
+		p.refillLocked(spec.key, 0)
 		p.mu.Unlock()
 		return w.p, w.early
 	}
 	list := p.early[spec.key]
 	if len(list) == 0 {
 		p.misses.Add(1)
+		// The key's peak grew: children for the next tasks start beside
+		// this task's cold one.
+		p.refillLocked(spec.key, 0)
 		p.mu.Unlock()
 		return nil, false
 	}
@@ -363,21 +372,27 @@ func (p *pool) release(spec warmSpec) {
 		use.running--
 		use.lastUsed = time.Now()
 	}
+	p.refillLocked(spec.key, refillDelay)
+	p.mu.Unlock()
+}
+
+// refillLocked refills key after delay, in the background: neither a
+// take nor a run's result waits for a pi start.
+func (p *pool) refillLocked(key string, delay time.Duration) {
 	if p.closed {
-		p.mu.Unlock()
 		return
 	}
 	p.refills.Add(1)
-	p.mu.Unlock()
-	// In the background: the run's result does not wait for a pi start.
 	go func() {
 		defer p.refills.Done()
-		select {
-		case <-time.After(refillDelay):
-		case <-p.stop:
-			return
+		if delay > 0 {
+			select {
+			case <-time.After(delay):
+			case <-p.stop:
+				return
+			}
 		}
-		p.refill(spec.key)
+		p.refill(key)
 	}()
 }
 

@@ -128,6 +128,52 @@ func TestRunPiPooled(t *testing.T) {
 	}
 }
 
+// TestRefillStartsAsAChildIsTaken (issue 43): the pool replaces a warm
+// child as a task takes it, while that task's model still works, not after
+// its run ends: a plan's next step or a lane's reviewer that comes during
+// the run finds a warm child. The run's model takes 15 s; the pool must be
+// back to two idle children before it answers.
+func TestRefillStartsAsAChildIsTaken(t *testing.T) {
+	h := newHarness(t, func(cfg *Config) { cfg.WarmPool = 2 })
+	t.Cleanup(h.acts.Close)
+	h.warmUp()
+	waitWarm := func(n int, before <-chan struct{}) {
+		t.Helper()
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for h.acts.PoolStats().Warm < n {
+			select {
+			case <-before:
+				t.Fatalf("the run ended before the pool held %d idle children again: %+v", n, h.acts.PoolStats())
+			case <-tick.C:
+			}
+		}
+	}
+	// The warm-up's run taught the pool a peak of one: it keeps two.
+	waitWarm(2, nil)
+	h.model.Script("long", scriptedmodel.Step{DelayMS: 15000, ToolCalls: []scriptedmodel.ToolCall{finalizeCall(`{"status":"SUCCESS","result":"slow"}`)}})
+	ended := make(chan struct{})
+	var res api.RunPiResult
+	var err error
+	go func() {
+		defer close(ended)
+		res, err = h.run(h.input("[[script:long]] go"), nil)
+	}()
+	// Taken: one idle child is left until its replacement is up.
+	for h.acts.PoolStats().Hits < 1 {
+		select {
+		case <-ended:
+			t.Fatalf("the run ended without taking a warm child: %+v", h.acts.PoolStats())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	waitWarm(2, ended)
+	<-ended
+	if err != nil || !res.Warm || res.Output != "slow" {
+		t.Fatalf("the long run: warm %v output %q err %v", res.Warm, res.Output, err)
+	}
+}
+
 // TestWarmPoolForgetsUnusedChildren: a warm child no task takes within the
 // pool's time to live is ended, and the pool then holds nothing.
 func TestWarmPoolForgetsUnusedChildren(t *testing.T) {
