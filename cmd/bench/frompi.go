@@ -57,6 +57,14 @@ func (b *bench) fromPi(n int, startOnly bool) (string, error) {
 		tasks = append(tasks, map[string]string{"name": fmt.Sprintf("t%d", i), "prompt": "[[script:bench]] Say done.", "profile": "bench"})
 	}
 	none := "[[steps:" + stepsJSON(textStep("done")) + "]] Answer."
+	// The finalize workload: the same delegations, each child calling
+	// subagent_finalize (the bench-final profile).
+	oneFinal := "[[steps:" + stepsJSON(toolStep("subagent", map[string]any{"agent": "bench-final", "task": "[[script:bench-final]] Say done."}), textStep("done")) + "]] Delegate."
+	var finalTasks []map[string]string
+	for i := range 4 {
+		finalTasks = append(finalTasks, map[string]string{"name": fmt.Sprintf("t%d", i), "prompt": "[[script:bench-final]] Say done.", "profile": "bench-final"})
+	}
+	fourFinal := "[[steps:" + stepsJSON(toolStep("delegate_to_subagents", map[string]any{"tasks": finalTasks}), textStep("done")) + "]] Delegate four."
 	four := "[[steps:" + stepsJSON(toolStep("delegate_to_subagents", map[string]any{"tasks": tasks}), textStep("done")) + "]] Delegate four."
 	// own is the peak of the processes the parents started themselves
 	// (their descendants, pi excluded), over every delegating run.
@@ -77,7 +85,15 @@ func (b *bench) fromPi(n int, startOnly bool) (string, error) {
 		}
 		return d, p, err
 	}
-	plain := func(k int) (time.Duration, int64, error) {
+	checkedFinal := func(svc *service, prompt string, n int) (time.Duration, int64, error) {
+		children := len(b.model.RequestsFor("bench-final"))
+		d, p, err := parentOn(svc, prompt)
+		if err == nil {
+			err = b.childrenAnswered("bench-final", children, n)
+		}
+		return d, p, err
+	}
+	plainOf := func(k int, final bool) (time.Duration, int64, error) {
 		// One plain run, then k started together: the parent's run and its
 		// children's, as fast as pi alone can do them.
 		return sampled(func() error {
@@ -87,7 +103,7 @@ func (b *bench) fromPi(n int, startOnly bool) (string, error) {
 			errs := make(chan error, k)
 			for range k {
 				go func() {
-					_, err := b.direct()
+					_, err := b.directRun(final)
 					errs <- err
 				}()
 			}
@@ -100,6 +116,7 @@ func (b *bench) fromPi(n int, startOnly bool) (string, error) {
 			return first
 		})
 	}
+	plain := func(k int) (time.Duration, int64, error) { return plainOf(k, false) }
 	type series struct {
 		d    []time.Duration
 		peak int64
@@ -124,8 +141,9 @@ func (b *bench) fromPi(n int, startOnly bool) (string, error) {
 	}), textStep("done")) + "]] Delegate four."
 	// Where the time of a warm one-task delegation goes, from its model
 	// calls: parent, child, parent again.
-	var phases delegationPhases
+	var phases, phasesFinal delegationPhases
 	var floor1, floor4, del1, del4, del1Cold, del4Cold, ext0, noop0, bare0, plain0, peer1, peer4 series
+	var floor1F, floor4F, del1F, del4F, del1FCold series
 	add := func(s *series, d time.Duration, p int64) { s.d = append(s.d, d); s.peak = max(s.peak, p) }
 	// The start rows (pi with and without an extension) differ by a few
 	// percent, within this machine's noise over one run each per round:
@@ -175,19 +193,39 @@ func (b *bench) fromPi(n int, startOnly bool) (string, error) {
 		{&floor4, func() (time.Duration, int64, error) { return plain(4) }, false},
 		{&del4, func() (time.Duration, int64, error) { return checked(svc, four, 4) }, false},
 		{&del4Cold, func() (time.Duration, int64, error) { return checked(cold, four, 4) }, false},
+		{&floor1F, func() (time.Duration, int64, error) { return plainOf(1, true) }, false},
+		{&del1F, func() (time.Duration, int64, error) {
+			before, children := len(b.model.Requests()), len(b.model.RequestsFor("bench-final"))
+			var t0 time.Time
+			d, p, started, err := b.parentPiAt(svc.address, svc.dataDir, ext, oneFinal, func() { t0 = time.Now() })
+			own = max(own, started)
+			if err == nil {
+				err = b.childrenAnswered("bench-final", children, 1)
+			}
+			if err == nil {
+				phasesFinal.add(t0, d, b.model.Requests()[before:])
+			}
+			return d, p, err
+		}, false},
+		{&del1FCold, func() (time.Duration, int64, error) { return checkedFinal(cold, oneFinal, 1) }, false},
+		{&floor4F, func() (time.Duration, int64, error) { return plainOf(4, true) }, false},
+		{&del4F, func() (time.Duration, int64, error) { return checkedFinal(svc, fourFinal, 4) }, false},
 	}
 	if peerErr == nil {
 		kinds = append(kinds,
 			kind{&peer1, func() (time.Duration, int64, error) { return pr.run(b, peerOne) }, false},
 			kind{&peer4, func() (time.Duration, int64, error) { return pr.run(b, peerFour) }, false})
 	}
-	// A round: the start rows one of each in turn, startReps times, then
-	// every other kind once.
-	var order []kind
+	// A round of the start rows: one of each in turn, startReps times; a
+	// round of the others: every other kind once. The start rounds come
+	// first, all of them: between them a kind of delegation would wait
+	// longer than the warm pool keeps an unused child (2 min), and run
+	// cold.
+	var startOrder, order []kind
 	for range startReps {
 		for _, k := range kinds {
 			if k.start {
-				order = append(order, k)
+				startOrder = append(startOrder, k)
 			}
 		}
 	}
@@ -198,17 +236,19 @@ func (b *bench) fromPi(n int, startOnly bool) (string, error) {
 	}
 	// Round after round, so that every kind meets the same machine; the
 	// first round warms up.
-	for i := range n + 1 {
-		for _, k := range order {
-			// The warm pool refills after a delegation: measured runs do
-			// not share the machine with its starts.
-			svc.quiet()
-			d, p, err := k.run()
-			if err != nil {
-				return "", err
-			}
-			if i > 0 {
-				add(k.into, d, p)
+	for _, kinds := range [][]kind{startOrder, order} {
+		for i := range n + 1 {
+			for _, k := range kinds {
+				// The warm pool refills after a delegation: measured runs do
+				// not share the machine with its starts.
+				svc.quiet()
+				d, p, err := k.run()
+				if err != nil {
+					return "", err
+				}
+				if i > 0 {
+					add(k.into, d, p)
+				}
 			}
 		}
 	}
@@ -226,7 +266,7 @@ func (b *bench) fromPi(n int, startOnly bool) (string, error) {
 	row("plain pi, one answer (`--no-extensions`, as a child runs)", plain0, plain0, "")
 	row("pi as a user starts it, one answer (no `-e`)", bare0, bare0, "")
 	row("the same with an extension that does nothing (pi's cost of loading one)", noop0, bare0, "")
-	row("the same with this extension, no delegation", ext0, bare0, "≤ 1.03×")
+	row("the same with this extension, no delegation", ext0, bare0, "≤ 1.05×")
 	// Against the empty extension: what this one costs beyond pi's own
 	// price for loading any (its TypeScript loader, jiti).
 	row("this extension against the one that does nothing (its own cost)", ext0, noop0, "")
@@ -245,7 +285,17 @@ func (b *bench) fromPi(n int, startOnly bool) (string, error) {
 	} else {
 		fmt.Fprintf(&r, "\nThe npm peer %s was not measured: %v\n", peerVersion, peerErr)
 	}
+	r.WriteString("\nThe finalize workload: the same runs, each child calling `subagent_finalize` (the `bench-final` profile: finalize on, as every profile's child runs by default, same tools and body); the floor's plain child loads the same finalize extension (`--extension`, its tool allowed) and answers with the same call, which ends its run.\n\n")
+	r.WriteString("| run (finalize workload) | p50 | p99 | ratio p50 | target | peak RSS of the processes |\n| --- | --- | --- | --- | --- | --- |\n")
+	row("floor: parent + child (the child with the finalize extension)", floor1F, floor1F, "")
+	row("parent pi, `subagent` tool, 1 task, pool off (`--warm-pool 0`: early start)", del1FCold, floor1F, "")
+	row("parent pi, `subagent` tool, 1 task, warm pool", del1F, floor1F, "≤ 0.7×")
+	row("floor: parent, then 4 children at once (each with the finalize extension)", floor4F, floor4F, "")
+	row("parent pi, `delegate_to_subagents`, 4 tasks, warm pool", del4F, floor4F, "≤ 0.6×")
 	r.WriteString(phases.report())
+	if s := phasesFinal.report(); s != "" {
+		r.WriteString(strings.Replace(s, "Where a warm one-task delegation's time goes", "On the finalize workload, where a warm one-task delegation's time goes", 1))
+	}
 	fmt.Fprintf(&r, "\nProcesses a parent pi started itself during its delegations (pi and the service excluded), peak: %d MiB (target ≤ 15 MiB; `subagents serve` was 117 MiB). ", own>>20)
 	fmt.Fprintf(&r, "The service (`subagents dev`: embedded server, UI, worker) after the runs: %d MiB resident, and its warm children (pool of 4) %d MiB together; the same service with `--warm-pool 0`: %d MiB.\n",
 		activities.ResidentBytes(svc.cmd.Process.Pid)>>20, readProcs().below(svc.cmd.Process.Pid)>>20, activities.ResidentBytes(cold.cmd.Process.Pid)>>20)
@@ -255,8 +305,11 @@ func (b *bench) fromPi(n int, startOnly bool) (string, error) {
 // childAnswered checks that a delegating run reached its children: n more
 // child model calls than before (a refused delegation still lets the
 // parent end, and would be timed as if it had run).
-func (b *bench) childAnswered(before, n int) error {
-	if got := len(b.model.RequestsFor("bench")) - before; got != n {
+func (b *bench) childAnswered(before, n int) error { return b.childrenAnswered("bench", before, n) }
+
+// childrenAnswered is childAnswered for the children of script.
+func (b *bench) childrenAnswered(script string, before, n int) error {
+	if got := len(b.model.RequestsFor(script)) - before; got != n {
 		return fmt.Errorf("the delegation reached %d child model calls, want %d", got, n)
 	}
 	return nil

@@ -27,6 +27,7 @@ import (
 
 	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/client"
+	"github.com/durable-pi/subagents/extension"
 	"github.com/durable-pi/subagents/internal/ports"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
 	"github.com/durable-pi/subagents/profiles"
@@ -73,23 +74,26 @@ var idleCount int
 func want(section string) bool { return len(sections) == 0 || sections[section] }
 
 type bench struct {
-	ctx      context.Context
-	root     string
-	model    *scriptedmodel.Server
-	pi       worker.Pi
-	agentDir string
-	workDir  string
-	dataDir  string
-	bin      string
-	dbFile   string
-	stubPath string
-	address  string
-	c        *client.Client
-	warm     *client.Client // a worker with a warm pool of children
-	early    *client.Client // a worker with no pool that starts children early
-	warmPool func() api.PoolStats
-	stub     *client.Client
-	tc       sdkclient.Client
+	ctx  context.Context
+	root string
+	// finalizeExt is the child-side finalize extension, written where a
+	// plain pi of the finalize floor loads it.
+	finalizeExt string
+	model       *scriptedmodel.Server
+	pi          worker.Pi
+	agentDir    string
+	workDir     string
+	dataDir     string
+	bin         string
+	dbFile      string
+	stubPath    string
+	address     string
+	c           *client.Client
+	warm        *client.Client // a worker with a warm pool of children
+	early       *client.Client // a worker with no pool that starts children early
+	warmPool    func() api.PoolStats
+	stub        *client.Client
+	tc          sdkclient.Client
 	// The npm peer, installed once (installPeer).
 	peerOnce sync.Once
 	peer     *peer
@@ -116,11 +120,25 @@ func run(n int, outPath string) error {
 	if err := os.WriteFile(filepath.Join(b.workDir, ".pi", "agents", "bench.md"), []byte(profile), 0o644); err != nil {
 		return err
 	}
+	// The finalize workload: the profile's child calls subagent_finalize,
+	// as every profile's child does by default; pi ends its run with the
+	// call (one model call). Its floor is a plain pi with the same
+	// extension and tools.
+	final := "---\nname: bench-final\nmodel: " + scriptedmodel.ModelRef + "\ntools: " + strings.Join(profiles.ReadOnlyTools, ", ") + "\n---\nAnswer briefly.\n"
+	if err := os.WriteFile(filepath.Join(b.workDir, ".pi", "agents", "bench-final.md"), []byte(final), 0o644); err != nil {
+		return err
+	}
+	b.finalizeExt = filepath.Join(root, "subagent-finalize.ts")
+	if err := os.WriteFile(b.finalizeExt, extension.FinalizeSource, 0o644); err != nil {
+		return err
+	}
 	if b.model, err = scriptedmodel.Start(); err != nil {
 		return err
 	}
 	defer func() { _ = b.model.Close() }()
 	b.model.Script("bench", scriptedmodel.Step{Text: "done", Repeat: true})
+	b.model.Script("bench-final", scriptedmodel.Step{Repeat: true, ToolCalls: []scriptedmodel.ToolCall{
+		{Name: api.FinalizeToolName, Arguments: `{"status":"SUCCESS","result":"done"}`}}})
 	// The recovery task's child is still waiting for its answer when its
 	// worker is killed; the next attempt, which has no session file yet,
 	// asks again and waits as long.

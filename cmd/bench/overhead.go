@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -150,15 +151,34 @@ func (b *bench) settle() {
 }
 
 // direct is the floor: the same pi invocation, without Temporal.
-func (b *bench) direct() (time.Duration, error) {
+func (b *bench) direct() (time.Duration, error) { return b.directRun(false) }
+
+// directRun is direct, or with final the floor's child of the finalize
+// workload: the finalize extension loaded and its tool allowed, as the
+// worker starts a child, answering with a subagent_finalize call.
+func (b *bench) directRun(final bool) (time.Duration, error) {
 	session := filepath.Join(b.dataDir, "direct", uuid.NewString()+".jsonl")
 	if err := os.MkdirAll(filepath.Dir(session), 0o755); err != nil {
 		return 0, err
 	}
-	cmd := exec.Command(b.pi.Path, "--mode", "json", "--session", session, "--model", scriptedmodel.ModelRef,
-		"--no-extensions", "--tools", strings.Join(profiles.ReadOnlyTools, ","), "[[script:bench]] Say done.")
+	args := []string{"--mode", "json", "--session", session, "--model", scriptedmodel.ModelRef, "--no-extensions",
+		"--tools", strings.Join(profiles.ReadOnlyTools, ","), "[[script:bench]] Say done."}
+	if final {
+		args = []string{"--mode", "json", "--session", session, "--model", scriptedmodel.ModelRef, "--no-extensions",
+			"--extension", b.finalizeExt, "--tools", strings.Join(profiles.ReadOnlyTools, ",") + "," + api.FinalizeToolName, "[[script:bench-final]] Say done."}
+	}
+	// A run that does not end (a model that is never told it is done)
+	// fails the bench instead of holding it: none takes a second here.
+	ctx, cancel := context.WithTimeout(b.ctx, 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, b.pi.Path, args...)
 	cmd.Dir = b.workDir
 	cmd.Env = append(os.Environ(), append(scriptedmodel.PiEnv(b.agentDir), "PATH="+b.pi.PathPrefix+":"+os.Getenv("PATH"))...)
+	if final {
+		// The finalize extension serves a child run only, as the worker
+		// marks one (activities' childEnv).
+		cmd.Env = append(cmd.Env, "PI_SUBAGENT_CHILD=1", "PI_SUBAGENT_DEPTH=1")
+	}
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), `"agent_settled"`) {
