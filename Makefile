@@ -16,7 +16,7 @@ PI_STAMP := extension/node_modules/.package-lock.json
 # Arguments for `make run`, e.g. make run ARGS="--port 17233".
 ARGS ?=
 
-.PHONY: all build buildprogress pi-extension extension ext-check run demo tour chaos browser terminal postgres cluster-tools test test-ext test-docker test-go testprogress lint vet fmt staticcheck workflowcheck bench deps pi tools clean dist registry
+.PHONY: all build buildprogress pi-extension extension ext-check run demo tour chaos browser terminal postgres cluster-tools test check test-ext test-docker test-go testprogress lint vet fmt staticcheck workflowcheck bench deps pi tools clean dist registry
 
 all: deps build
 
@@ -115,10 +115,20 @@ test-ext: pi
 # step) replays every history this release recorded.
 # The race detector slows the activities package five- to tenfold: past go
 # test's default 10 minutes per package on a loaded two-core machine.
+# The workflow and activity packages run once, under -race; the last
+# line runs every other package.
 test-go: testprogress
 	$(GOBIN)/testprogress -- $(GO) test -json -race -timeout 20m ./activities/... ./workflows/...
 	$(GOBIN)/testprogress -- $(GO) test -json -tags upgradeprobe -run 'TestReplay|TestReleaseStep' ./workflows/
-	$(GOBIN)/testprogress -- $(GO) test -json -timeout 30m ./...
+	$(GOBIN)/testprogress -- $(GO) test -json -timeout 30m $$($(GO) list ./... | grep -v -E '/(activities|workflows)$$')
+
+# check is the edit-test loop (README "Contributing"): lint, the extension's
+# unit tests and every Go package whose tests need no real pi (all but
+# the end-to-end tests, the activities that run children and the dev
+# command's), about two minutes with warm caches. make test runs all of it
+# and the rest.
+check: deps lint test-ext testprogress
+	$(GOBIN)/testprogress -- $(GO) test -json -timeout 10m $$($(GO) list ./... | grep -v -E '/(e2e|activities|cli/dev)$$')
 
 # go test through cmd/testprogress: each test's name as it passes (the e2e
 # package is silent for minutes otherwise), a failing test's whole output,
