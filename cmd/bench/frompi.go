@@ -50,6 +50,15 @@ func (b *bench) fromPi(n int, startOnly bool) (string, error) {
 		return "", err
 	}
 	defer cold.stop()
+	// The finalize workload's delegations on a service of their own: their
+	// children are another kind (profile bench-final), and one pool of 4
+	// shared by two kinds gives each kind's first delegation of a round
+	// the other kind's children, and a cold start.
+	final, err := b.startService("pi-final")
+	if err != nil {
+		return "", err
+	}
+	defer final.stop()
 	ext := mustAbs("extension")
 	one := "[[steps:" + stepsJSON(toolStep("subagent", map[string]any{"agent": "bench", "task": "[[script:bench]] Say done."}), textStep("done")) + "]] Delegate."
 	var tasks []map[string]string
@@ -197,7 +206,7 @@ func (b *bench) fromPi(n int, startOnly bool) (string, error) {
 		{&del1F, func() (time.Duration, int64, error) {
 			before, children := len(b.model.Requests()), len(b.model.RequestsFor("bench-final"))
 			var t0 time.Time
-			d, p, started, err := b.parentPiAt(svc.address, svc.dataDir, ext, oneFinal, func() { t0 = time.Now() })
+			d, p, started, err := b.parentPiAt(final.address, final.dataDir, ext, oneFinal, func() { t0 = time.Now() })
 			own = max(own, started)
 			if err == nil {
 				err = b.childrenAnswered("bench-final", children, 1)
@@ -209,7 +218,7 @@ func (b *bench) fromPi(n int, startOnly bool) (string, error) {
 		}, false},
 		{&del1FCold, func() (time.Duration, int64, error) { return checkedFinal(cold, oneFinal, 1) }, false},
 		{&floor4F, func() (time.Duration, int64, error) { return plainOf(4, true) }, false},
-		{&del4F, func() (time.Duration, int64, error) { return checkedFinal(svc, fourFinal, 4) }, false},
+		{&del4F, func() (time.Duration, int64, error) { return checkedFinal(final, fourFinal, 4) }, false},
 	}
 	if peerErr == nil {
 		kinds = append(kinds,
@@ -242,6 +251,7 @@ func (b *bench) fromPi(n int, startOnly bool) (string, error) {
 				// The warm pool refills after a delegation: measured runs do
 				// not share the machine with its starts.
 				svc.quiet()
+				final.quiet()
 				d, p, err := k.run()
 				if err != nil {
 					return "", err
@@ -285,7 +295,7 @@ func (b *bench) fromPi(n int, startOnly bool) (string, error) {
 	} else {
 		fmt.Fprintf(&r, "\nThe npm peer %s was not measured: %v\n", peerVersion, peerErr)
 	}
-	r.WriteString("\nThe finalize workload: the same runs, each child calling `subagent_finalize` (the `bench-final` profile: finalize on, as every profile's child runs by default, same tools and body); the floor's plain child loads the same finalize extension (`--extension`, its tool allowed) and answers with the same call, which ends its run.\n\n")
+	r.WriteString("\nThe finalize workload: the same runs, each child calling `subagent_finalize` (the `bench-final` profile: finalize on, as every profile's child runs by default, same tools and body); the floor's plain child loads the same finalize extension (`--extension`, its tool allowed) and answers with the same call, which ends its run. Its warm delegations go to a `subagents dev` of their own, as the rows above (pool of 4): one pool shared by both kinds would give each kind's first delegation of a round the other's children.\n\n")
 	r.WriteString("| run (finalize workload) | p50 | p99 | ratio p50 | target | peak RSS of the processes |\n| --- | --- | --- | --- | --- | --- |\n")
 	row("floor: parent + child (the child with the finalize extension)", floor1F, floor1F, "")
 	row("parent pi, `subagent` tool, 1 task, pool off (`--warm-pool 0`: early start)", del1FCold, floor1F, "")
