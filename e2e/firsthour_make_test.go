@@ -27,7 +27,10 @@ func TestFirstHourMakeTestShowsProgress(t *testing.T) {
 			t.Errorf("make test runs go test without the progress formatter: %s", line)
 		}
 	}
-	if runs < 3 || !strings.Contains(out, "go test -json -timeout 30m ./...") {
+	// The whole module: the workflow and activity packages under -race,
+	// every other package after them.
+	if runs < 3 || !strings.Contains(out, "go test -json -race -timeout 20m ./activities/... ./workflows/...") ||
+		!strings.Contains(out, "go test -json -timeout 30m $(go list ./... | grep -v -E '/(activities|workflows)$')") {
 		t.Fatalf("make -n test runs go test %d times, not the whole module (./...):\n%s", runs, out)
 	}
 }
