@@ -60,21 +60,22 @@ func (b *bench) fromPi(n int, startOnly bool) (string, error) {
 	}
 	defer final.stop()
 	ext := mustAbs("extension")
-	one := "[[steps:" + stepsJSON(toolStep("subagent", map[string]any{"agent": "bench", "task": "[[script:bench]] Say done."}), textStep("done")) + "]] Delegate."
-	var tasks []map[string]string
-	for i := range 4 {
-		tasks = append(tasks, map[string]string{"name": fmt.Sprintf("t%d", i), "prompt": "[[script:bench]] Say done.", "profile": "bench"})
+	// The delegations of a kind of child: its profile and its script share
+	// kind's name. bench answers at once (finalize: false); bench-final,
+	// the finalize workload, calls subagent_finalize.
+	oneOf := func(kind string) string {
+		return "[[steps:" + stepsJSON(toolStep("subagent", map[string]any{"agent": kind, "task": "[[script:" + kind + "]] Say done."}), textStep("done")) + "]] Delegate."
 	}
+	fourOf := func(kind string) string {
+		var tasks []map[string]string
+		for i := range 4 {
+			tasks = append(tasks, map[string]string{"name": fmt.Sprintf("t%d", i), "prompt": "[[script:" + kind + "]] Say done.", "profile": kind})
+		}
+		return "[[steps:" + stepsJSON(toolStep("delegate_to_subagents", map[string]any{"tasks": tasks}), textStep("done")) + "]] Delegate four."
+	}
+	one, four := oneOf("bench"), fourOf("bench")
+	oneFinal, fourFinal := oneOf("bench-final"), fourOf("bench-final")
 	none := "[[steps:" + stepsJSON(textStep("done")) + "]] Answer."
-	// The finalize workload: the same delegations, each child calling
-	// subagent_finalize (the bench-final profile).
-	oneFinal := "[[steps:" + stepsJSON(toolStep("subagent", map[string]any{"agent": "bench-final", "task": "[[script:bench-final]] Say done."}), textStep("done")) + "]] Delegate."
-	var finalTasks []map[string]string
-	for i := range 4 {
-		finalTasks = append(finalTasks, map[string]string{"name": fmt.Sprintf("t%d", i), "prompt": "[[script:bench-final]] Say done.", "profile": "bench-final"})
-	}
-	fourFinal := "[[steps:" + stepsJSON(toolStep("delegate_to_subagents", map[string]any{"tasks": finalTasks}), textStep("done")) + "]] Delegate four."
-	four := "[[steps:" + stepsJSON(toolStep("delegate_to_subagents", map[string]any{"tasks": tasks}), textStep("done")) + "]] Delegate four."
 	// own is the peak of the processes the parents started themselves
 	// (their descendants, pi excluded), over every delegating run.
 	var own int64
@@ -85,20 +86,27 @@ func (b *bench) fromPi(n int, startOnly bool) (string, error) {
 	}
 	parent := func(prompt string) (time.Duration, int64, error) { return parentOn(svc, prompt) }
 	// checked is parentOn that fails unless the delegation reached its n
-	// children.
-	checked := func(svc *service, prompt string, n int) (time.Duration, int64, error) {
-		children := len(b.model.RequestsFor("bench"))
+	// children of kind.
+	checked := func(kind string, svc *service, prompt string, n int) (time.Duration, int64, error) {
+		children := len(b.model.RequestsFor(kind))
 		d, p, err := parentOn(svc, prompt)
 		if err == nil {
-			err = b.childAnswered(children, n)
+			err = b.childrenAnswered(kind, children, n)
 		}
 		return d, p, err
 	}
-	checkedFinal := func(svc *service, prompt string, n int) (time.Duration, int64, error) {
-		children := len(b.model.RequestsFor("bench-final"))
-		d, p, err := parentOn(svc, prompt)
+	// timedOne is checked for a one-task delegation, noting into ph where
+	// its time went.
+	timedOne := func(kind string, svc *service, prompt string, ph *delegationPhases) (time.Duration, int64, error) {
+		before, children := len(b.model.Requests()), len(b.model.RequestsFor(kind))
+		var t0 time.Time
+		d, p, started, err := b.parentPiAt(svc.address, svc.dataDir, ext, prompt, func() { t0 = time.Now() })
+		own = max(own, started)
 		if err == nil {
-			err = b.childrenAnswered("bench-final", children, n)
+			err = b.childrenAnswered(kind, children, 1)
+		}
+		if err == nil {
+			ph.add(t0, d, b.model.Requests()[before:])
 		}
 		return d, p, err
 	}
@@ -185,40 +193,16 @@ func (b *bench) fromPi(n int, startOnly bool) (string, error) {
 		}, true},
 		{&ext0, func() (time.Duration, int64, error) { return parent(none) }, true},
 		{&floor1, func() (time.Duration, int64, error) { return plain(1) }, false},
-		{&del1, func() (time.Duration, int64, error) {
-			before, children := len(b.model.Requests()), len(b.model.RequestsFor("bench"))
-			var t0 time.Time
-			d, p, started, err := b.parentPiAt(svc.address, svc.dataDir, ext, one, func() { t0 = time.Now() })
-			own = max(own, started)
-			if err == nil {
-				err = b.childAnswered(children, 1)
-			}
-			if err == nil {
-				phases.add(t0, d, b.model.Requests()[before:])
-			}
-			return d, p, err
-		}, false},
-		{&del1Cold, func() (time.Duration, int64, error) { return checked(cold, one, 1) }, false},
+		{&del1, func() (time.Duration, int64, error) { return timedOne("bench", svc, one, &phases) }, false},
+		{&del1Cold, func() (time.Duration, int64, error) { return checked("bench", cold, one, 1) }, false},
 		{&floor4, func() (time.Duration, int64, error) { return plain(4) }, false},
-		{&del4, func() (time.Duration, int64, error) { return checked(svc, four, 4) }, false},
-		{&del4Cold, func() (time.Duration, int64, error) { return checked(cold, four, 4) }, false},
+		{&del4, func() (time.Duration, int64, error) { return checked("bench", svc, four, 4) }, false},
+		{&del4Cold, func() (time.Duration, int64, error) { return checked("bench", cold, four, 4) }, false},
 		{&floor1F, func() (time.Duration, int64, error) { return plainOf(1, true) }, false},
-		{&del1F, func() (time.Duration, int64, error) {
-			before, children := len(b.model.Requests()), len(b.model.RequestsFor("bench-final"))
-			var t0 time.Time
-			d, p, started, err := b.parentPiAt(final.address, final.dataDir, ext, oneFinal, func() { t0 = time.Now() })
-			own = max(own, started)
-			if err == nil {
-				err = b.childrenAnswered("bench-final", children, 1)
-			}
-			if err == nil {
-				phasesFinal.add(t0, d, b.model.Requests()[before:])
-			}
-			return d, p, err
-		}, false},
-		{&del1FCold, func() (time.Duration, int64, error) { return checkedFinal(cold, oneFinal, 1) }, false},
+		{&del1F, func() (time.Duration, int64, error) { return timedOne("bench-final", final, oneFinal, &phasesFinal) }, false},
+		{&del1FCold, func() (time.Duration, int64, error) { return checked("bench-final", cold, oneFinal, 1) }, false},
 		{&floor4F, func() (time.Duration, int64, error) { return plainOf(4, true) }, false},
-		{&del4F, func() (time.Duration, int64, error) { return checkedFinal(final, fourFinal, 4) }, false},
+		{&del4F, func() (time.Duration, int64, error) { return checked("bench-final", final, fourFinal, 4) }, false},
 	}
 	if peerErr == nil {
 		kinds = append(kinds,
@@ -312,12 +296,9 @@ func (b *bench) fromPi(n int, startOnly bool) (string, error) {
 	return r.String(), nil
 }
 
-// childAnswered checks that a delegating run reached its children: n more
-// child model calls than before (a refused delegation still lets the
-// parent end, and would be timed as if it had run).
-func (b *bench) childAnswered(before, n int) error { return b.childrenAnswered("bench", before, n) }
-
-// childrenAnswered is childAnswered for the children of script.
+// childrenAnswered checks that a delegating run reached its children of
+// script: n more model calls of theirs than before (a refused delegation
+// still lets the parent end, and would be timed as if it had run).
 func (b *bench) childrenAnswered(script string, before, n int) error {
 	if got := len(b.model.RequestsFor(script)) - before; got != n {
 		return fmt.Errorf("the delegation reached %d child model calls, want %d", got, n)
