@@ -152,3 +152,32 @@ func FuzzSanitizeNamedSecret(f *testing.F) {
 		}
 	})
 }
+
+// FuzzSkimmingMissesNothing: Sanitize, which runs a rule only over a text
+// holding one of its keys, gives what running every rule gives: every
+// case TestSanitize knows, every shape of secretShapes, in any case, and
+// the letters outside ASCII that (?i) folds into ASCII ones.
+func FuzzSkimmingMissesNothing(f *testing.F) {
+	for _, c := range sanitizeCases {
+		f.Add(c.in)
+		f.Add(strings.ToUpper(c.in))
+	}
+	for _, s := range secretShapes {
+		f.Add(strings.Replace(s.text, "%s", "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789", 1))
+	}
+	for _, s := range []string{
+		"AUTHORIZATION: token abc", "x BeArEr abcdefgh12345", "Set-CooKie: a=b; Path=/", "coo\u212aie: sid=abc123",
+		"\u212aey=v", "db_pa\u017f\u017f=hunter2", "X-Api-KEY: abc", `{"Private": "v", "tokens": 3}`,
+		`pos "key": 1, \"secret\": \"v\"`, "a.b-pat_2=x y", "path=/x KEY=y", "run\ncurl -u bob:pw https://x",
+		"mysql -uroot -phunter2", "token_ghp_" + strings.Repeat("a", 36), "sk-" + strings.Repeat("b", 20) + "…",
+		"ab\" token: v", "x.y.secret.z: w", "--password v --auth-token=w", "...\\\"pass\\\": \\\"v\\\"",
+	} {
+		f.Add(s)
+	}
+	z := NewSanitizer("/home/alice")
+	f.Fuzz(func(t *testing.T, text string) {
+		if got, want := z.Sanitize(text), z.sanitize(text, false); got != want {
+			t.Fatalf("skimming %q gave\n%q\nwhere every rule gives\n%q", text, got, want)
+		}
+	})
+}
