@@ -4414,16 +4414,20 @@ ${plans.map((p) => p.summary).join("\n")}` : "";
     });
   });
   let questionLookOf;
+  const questionsKey = (cwd) => JSON.stringify([cwd, localService(settings)?.dataDir, connectionFlags(settings)]);
+  const askQuestions = (cwd) => cli(true).call("questions", ["--cwd", cwd]).catch(() => void 0);
+  let questionsAhead = {
+    key: questionsKey(process.cwd()),
+    answer: askQuestions(process.cwd())
+  };
   async function tellWaitingQuestions(ctx) {
     const me = delivery.parent(ctx);
     if (questionLookOf === me) return;
     questionLookOf = me;
-    let env;
-    try {
-      env = await cli(true).call("questions", ["--cwd", ctx.cwd]);
-    } catch {
-      return;
-    }
+    const ahead = questionsAhead;
+    questionsAhead = void 0;
+    const env = await (ahead?.key === questionsKey(ctx.cwd) ? ahead.answer : askQuestions(ctx.cwd));
+    if (!env) return;
     const told = toldInBranch(ctx);
     delivery.toldOf(told);
     for (const it of asking(env)) {

@@ -1088,6 +1088,22 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 	/** The session whose first prompt looked for questions that wait. */
 	let questionLookOf: string | undefined;
 
+	/** Where a questions look goes: the folder, and the service the settings name. */
+	const questionsKey = (cwd: string) => JSON.stringify([cwd, localService(settings)?.dataDir, connectionFlags(settings)]);
+	/** The questions that wait for cwd's tasks; undefined when no service answers. */
+	const askQuestions = (cwd: string): Promise<Envelope | undefined> => cli(true).call("questions", ["--cwd", cwd]).catch(() => undefined);
+	/**
+	 * The look of the session about to start, asked as pi loads this
+	 * extension (pi's folder, the settings loaded here): pi's own start
+	 * (about 40 ms here) goes on meanwhile, and the first prompt does not
+	 * wait for the socket's answer (issue 43: nothing at pi's start waits
+	 * for a socket). A session of another folder or service asks again.
+	 */
+	let questionsAhead: { key: string; answer: Promise<Envelope | undefined> } | undefined = {
+		key: questionsKey(process.cwd()),
+		answer: askQuestions(process.cwd()),
+	};
+
 	/**
 	 * Before a session's first prompt, tells its model of the questions that
 	 * children of this folder's tasks wait to have answered (docs/questions.md):
@@ -1098,12 +1114,10 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 		const me = delivery.parent(ctx);
 		if (questionLookOf === me) return;
 		questionLookOf = me;
-		let env: Envelope;
-		try {
-			env = await cli(true).call("questions", ["--cwd", ctx.cwd]);
-		} catch {
-			return;
-		}
+		const ahead = questionsAhead;
+		questionsAhead = undefined;
+		const env = await (ahead?.key === questionsKey(ctx.cwd) ? ahead.answer : askQuestions(ctx.cwd));
+		if (!env) return;
 		const told = toldInBranch(ctx);
 		delivery.toldOf(told);
 		for (const it of asking(env)) {
