@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -140,7 +141,7 @@ func (r *childRun) run(ctx context.Context, args []string, spec warmSpec, sessio
 	}
 	lines := p.lines
 	overflow := p.overflow
-	kept, settled := false, false
+	kept, settled, thenStarted := false, false, false
 
 	heartbeat := time.NewTicker(r.a.cfg.HeartbeatInterval)
 	defer heartbeat.Stop()
@@ -190,6 +191,12 @@ func (r *childRun) run(ctx context.Context, args []string, spec warmSpec, sessio
 				continue
 			}
 			typ := r.stream.Apply(line)
+			if !thenStarted && len(r.in.Then) > 0 && r.done(typ, out) {
+				// What this run's end lets start begins now, beside the
+				// child's exit and the result's way back.
+				thenStarted = true
+				r.a.StartEarly(r.in.Then)
+			}
 			if typ == "agent_settled" && out.warm && r.correctable(out) {
 				// Kept for the corrective run the session sends next: the
 				// process waits for its prompt, and the run is over.
@@ -290,6 +297,19 @@ func (r *childRun) run(ctx context.Context, args []string, spec warmSpec, sessio
 	}
 	out.elapsed = time.Since(start)
 	return out
+}
+
+// done is whether the event typ says the run's task is done, with
+// nothing stopped: its child finalized with SUCCESS, or settled where no
+// finalize is asked for.
+func (r *childRun) done(typ string, out outcome) bool {
+	if out.stop != stopNone {
+		return false
+	}
+	if f := r.stream.Finalize; f != nil {
+		return strings.EqualFold(f.Status, "SUCCESS")
+	}
+	return typ == "agent_settled" && (r.in.NoFinalize || r.in.FinalizeOptional) && r.stream.CommandError == "" && !r.stream.Failed()
 }
 
 // correctable is whether the run ended as one the session answers with

@@ -384,3 +384,40 @@ func TestEarlyStart(t *testing.T) {
 		t.Fatalf("a refused run got an early child: %+v", st)
 	}
 }
+
+// TestThenStartsAsTheChildFinalizes: the runs a plan step's run carries
+// (Then) get their children started early as its child finalizes with
+// SUCCESS, before the run returns, with no warm pool; the next step's run
+// takes that child. A child that finalizes with ERROR starts nothing.
+func TestThenStartsAsTheChildFinalizes(t *testing.T) {
+	h := newHarness(t, func(cfg *Config) { cfg.EarlyStart = true })
+	t.Cleanup(h.acts.Close)
+	h.model.Script("then-ok", scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{finalizeCall(`{"status":"SUCCESS","result":"first"}`)}})
+	h.model.Script("then-err", scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{finalizeCall(`{"status":"ERROR","result":"","error":"no"}`)}})
+	h.model.Script("then-next", scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{finalizeCall(`{"status":"SUCCESS","result":"next"}`)}})
+
+	next := h.input("[[script:then-next]] go")
+	next.SessionID = "then-next"
+	failing := h.input("[[script:then-err]] go")
+	failing.SessionID, failing.Then = "then-err", []api.RunPiInput{next}
+	before := h.acts.PoolStats()
+	if r := h.mustRun(failing); r.Finalize == nil || r.Finalize.Status != "ERROR" {
+		t.Fatalf("the failing step: %+v", r.Finalize)
+	}
+	if st := h.acts.PoolStats(); st.EarlyStarted != before.EarlyStarted {
+		t.Fatalf("a step that finalized with ERROR started the next: %+v", st)
+	}
+
+	first := h.input("[[script:then-ok]] go")
+	first.SessionID, first.Then = "then-first", []api.RunPiInput{next}
+	if r := h.mustRun(first); r.Error != nil || r.Output != "first" {
+		t.Fatalf("the first step: error %+v output %q", r.Error, r.Output)
+	}
+	if st := h.acts.PoolStats(); st.EarlyStarted != before.EarlyStarted+1 {
+		t.Fatalf("the next step's child did not start as the first finalized: %+v", st)
+	}
+	r := h.mustRun(next)
+	if st := h.acts.PoolStats(); r.Error != nil || r.Output != "next" || !r.Early || st.EarlyTaken != before.EarlyTaken+1 {
+		t.Fatalf("the next step: early %v error %+v output %q, pool %+v", r.Early, r.Error, r.Output, st)
+	}
+}

@@ -84,6 +84,12 @@ type RunPiInput struct {
 	// child is stopped and the run ends with BUDGET_EXCEEDED (a plan
 	// step's budget).
 	Budget *Budget `json:"budget,omitempty"`
+	// Then are the runs of the plan steps this step's end lets start:
+	// their children start early (the worker's early start, as a plan's
+	// first steps do as it is resolved) once this run's child has
+	// finalized, while its result makes its way back and the next step is
+	// scheduled. The session passes them on its first turn only.
+	Then []RunPiInput `json:"then,omitempty"`
 	// FallbackModels (a profile's) are tried in order, on the same pi
 	// session, when the model fails with a provider error worth another
 	// model (rate limit, overload); the result records each.

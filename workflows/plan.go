@@ -878,6 +878,7 @@ func (p *planRun) startSession(ctx workflow.Context, i, n int, prompt string, fi
 	profiles.Isolate(&child, p.steps[owner].Worktree, p.steps[owner].BaseRef)
 	child.Depth = p.in.Depth + 1
 	child.Budget = p.childBudget(i)
+	child.Then = p.startsAfter(i)
 	if s.Context == "fork" {
 		child.ForkFrom = p.in.ParentSessionFile
 	}
@@ -941,6 +942,40 @@ func (p *planRun) startSession(ctx workflow.Context, i, n int, prompt string, fi
 		}
 	})
 	return true
+}
+
+// startsAfter are the runs whose children start early once step i's child
+// has finalized (api.RunPiInput.Then): the steps whose every other
+// predecessor ends before i starts, so that i's end is what they wait
+// for. Only a step that starts a session of its own, in no worktree (the
+// worker keeps no child for one), that no earlier attempt already ran.
+// None after a step with a gate: its command may run for minutes, past
+// what a child started early waits for its task.
+func (p *planRun) startsAfter(i int) []api.RunPiInput {
+	if p.steps[i].Gate != nil || len(p.resolved) != len(p.steps) {
+		return nil
+	}
+	before := api.RunsBefore(p.in.Plan)
+	var out []api.RunPiInput
+	for j, s := range p.steps {
+		if !before[j][i] || s.Continue != "" || s.Worktree || p.state[j].Reused || p.resolved[j].Error != nil {
+			continue
+		}
+		last := true
+		for k := range p.steps {
+			if k != i && before[j][k] && !before[i][k] {
+				last = false
+				break
+			}
+		}
+		if !last {
+			continue
+		}
+		in := p.resolved[j].Child
+		in.Cwd, in.Depth = p.cwdOf(j), p.in.Depth+1
+		out = append(out, in)
+	}
+	return out
 }
 
 // status is the plan as a delegation whose tasks are its task steps.

@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -31,6 +32,9 @@ type planChild struct {
 	stepRuns map[string]int
 	// prompts holds the latest prompt of each first word.
 	prompts map[string]string
+	// then holds, for each first word, the cwd of each run its latest run
+	// would start early (api.RunPiInput.Then), in order.
+	then map[string][]string
 }
 
 func (c *planChild) run(_ context.Context, in api.RunPiInput) (api.RunPiResult, error) {
@@ -46,6 +50,13 @@ func (c *planChild) run(_ context.Context, in api.RunPiInput) (api.RunPiResult, 
 		c.prompts = map[string]string{}
 	}
 	c.prompts[word] = in.Prompt
+	if c.then == nil {
+		c.then = map[string][]string{}
+	}
+	c.then[word] = nil
+	for _, next := range in.Then {
+		c.then[word] = append(c.then[word], next.Cwd)
+	}
 	c.runs[word]++
 	n := c.stepRuns[key]
 	c.stepRuns[key]++
@@ -325,6 +336,61 @@ func TestGateRunsOf(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := gateRunsOf(fmt.Errorf("activity error: %w", tc.err)); got != tc.want {
 				t.Fatalf("runs %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestPlanStartsTheNextStepsEarly: a step's run carries the runs whose
+// children start early once its child has finalized (the steps its end
+// lets start, each in its own folder here, named for its step), and only
+// those: none past a gate, none for a step that continues a session or
+// still waits for another lane.
+func TestPlanStartsTheNextStepsEarly(t *testing.T) {
+	at := func(key string) api.Step { return api.Step{Key: key, Agent: "scout", Task: key + " go", Cwd: key} }
+	for _, tc := range []struct {
+		name string
+		plan api.Plan
+		then map[string][]string
+	}{
+		{
+			name: "a sequence: each step starts the next",
+			plan: api.Plan{Steps: []api.Step{at("a"), at("b"), at("c")}},
+			then: map[string][]string{"a": {"/repo/b"}, "b": {"/repo/c"}, "c": nil},
+		},
+		{
+			name: "two lanes: each step starts its lane's next",
+			plan: api.Plan{Steps: []api.Step{{Parallel: []api.Step{
+				{Key: "l1", Steps: []api.Step{at("a1"), at("a2")}},
+				{Key: "l2", Steps: []api.Step{at("b1"), at("b2")}},
+			}}}},
+			then: map[string][]string{"a1": {"/repo/a2"}, "b1": {"/repo/b2"}, "a2": nil, "b2": nil},
+		},
+		{
+			name: "a fan-out starts every branch; a fan-in waits for its last lane",
+			plan: api.Plan{Steps: []api.Step{at("a"), {Parallel: []api.Step{at("b"), at("c")}}, at("d")}},
+			then: map[string][]string{"a": {"/repo/b", "/repo/c"}, "b": nil, "c": nil},
+		},
+		{
+			name: "past a gate, or to a continuing step, nothing",
+			plan: api.Plan{Steps: []api.Step{
+				{Key: "w", Agent: "implementer", Task: "w go", Gate: &api.Gate{Command: "make check"}},
+				at("r"), {Key: "fix", Continue: "w", Task: "fix go"},
+			}},
+			then: map[string][]string{"w": nil, "r": nil},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			child := &planChild{runs: map[string]int{}, stepRuns: map[string]int{}}
+			env := newPlanEnv(t, child, nil)
+			st := runPlan(t, env, api.PlanInput{Plan: tc.plan, Version: api.PlanVersion})
+			if st.State != api.StateCompleted {
+				t.Fatalf("plan %s", st.State)
+			}
+			for word, want := range tc.then {
+				if got := child.then[word]; !slices.Equal(got, want) {
+					t.Errorf("step %s starts %v early, want %v", word, got, want)
+				}
 			}
 		})
 	}

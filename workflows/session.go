@@ -703,6 +703,12 @@ func (s *session) runChild(ctx workflow.Context, prompt string, files []api.File
 	child.SessionID, child.Agent, child.Cwd = s.in.SessionID, s.in.Agent, s.in.Cwd
 	child.Prompt, child.Files, child.Turn = prompt, files, s.turn
 	child.TimeoutSeconds = s.timeoutSeconds()
+	if s.turn > 1 {
+		// The steps after the plan step this session started for began
+		// with its first turn; a later turn (a continuing step's, a send)
+		// starts nothing early.
+		child.Then = nil
+	}
 	runCtx, cancel := workflow.WithCancel(ctx)
 	s.cancelRun = cancel
 	defer func() { s.cancelRun = nil }()
