@@ -3706,6 +3706,7 @@ function quickExit() {
   } catch {
   }
 }
+var questionsAheadMs = 5e3;
 var signalled = false;
 var listening = false;
 function listenForSignals() {
@@ -4418,6 +4419,7 @@ ${plans.map((p) => p.summary).join("\n")}` : "";
   const askQuestions = (cwd) => cli(true).call("questions", ["--cwd", cwd]).catch(() => void 0);
   let questionsAhead = {
     key: questionsKey(process.cwd()),
+    at: Date.now(),
     answer: askQuestions(process.cwd())
   };
   async function tellWaitingQuestions(ctx) {
@@ -4426,7 +4428,8 @@ ${plans.map((p) => p.summary).join("\n")}` : "";
     questionLookOf = me;
     const ahead = questionsAhead;
     questionsAhead = void 0;
-    const env = await (ahead?.key === questionsKey(ctx.cwd) ? ahead.answer : askQuestions(ctx.cwd));
+    const fresh = ahead && ahead.key === questionsKey(ctx.cwd) && Date.now() - ahead.at < questionsAheadMs;
+    const env = await (fresh ? ahead.answer : askQuestions(ctx.cwd));
     if (!env) return;
     const told = toldInBranch(ctx);
     delivery.toldOf(told);

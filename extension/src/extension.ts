@@ -69,6 +69,15 @@ function quickExit() {
 }
 
 /**
+ * How long the questions look asked as the extension loads stands for the
+ * first prompt's: longer than a print or JSON run takes from loading its
+ * extensions to its prompt (about 0.1 s here, a second on a loaded
+ * machine); an interactive session's first prompt, typed later, asks
+ * afresh, so that a question that began to wait meanwhile is told.
+ */
+const questionsAheadMs = 5_000;
+
+/**
  * Set when this process ends on a signal (the worker stopping a child, a
  * service manager, kill): pi aborts its running tool calls as it disposes
  * of the session, which is nobody's cancel. The work is durable, goes on,
@@ -1097,10 +1106,12 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 	 * extension (pi's folder, the settings loaded here): pi's own start
 	 * (about 40 ms here) goes on meanwhile, and the first prompt does not
 	 * wait for the socket's answer (issue 43: nothing at pi's start waits
-	 * for a socket). A session of another folder or service asks again.
+	 * for a socket). A session of another folder or service asks again,
+	 * and so does a first prompt that comes later than questionsAheadMs.
 	 */
-	let questionsAhead: { key: string; answer: Promise<Envelope | undefined> } | undefined = {
+	let questionsAhead: { key: string; at: number; answer: Promise<Envelope | undefined> } | undefined = {
 		key: questionsKey(process.cwd()),
+		at: Date.now(),
 		answer: askQuestions(process.cwd()),
 	};
 
@@ -1116,7 +1127,8 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 		questionLookOf = me;
 		const ahead = questionsAhead;
 		questionsAhead = undefined;
-		const env = await (ahead?.key === questionsKey(ctx.cwd) ? ahead.answer : askQuestions(ctx.cwd));
+		const fresh = ahead && ahead.key === questionsKey(ctx.cwd) && Date.now() - ahead.at < questionsAheadMs;
+		const env = await (fresh ? ahead.answer : askQuestions(ctx.cwd));
 		if (!env) return;
 		const told = toldInBranch(ctx);
 		delivery.toldOf(told);
