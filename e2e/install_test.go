@@ -36,6 +36,9 @@ func distPackages(t *testing.T) string { return thisRelease.build(t) }
 // build runs cmd/dist for this machine's platform with args, once.
 func (r *releaseBuild) build(t *testing.T, args ...string) string {
 	t.Helper()
+	// cmd/dist copies extension/dist: the tests' one build of it (which
+	// tests running beside this one may start) is over before the copy.
+	parentExtension(t)
 	r.once.Do(func() {
 		out, err := os.MkdirTemp("", "subagents-dist-")
 		if err != nil {

@@ -196,9 +196,12 @@ func TestACallerCannotLieAboutItsSession(t *testing.T) {
 	c := e.cli()
 	child, grandchild, key := runToGrandchild(t, e, c)
 	tokenOf := func(session string) string { return connection.SessionToken(key, session) }
+	// In the test's folder, as the other calls: a run it wrongly started
+	// would be this folder's, which the list at the end asks for (the
+	// shared server holds other tests' leaf runs).
 	try := func(env ...string) string {
 		t.Helper()
-		code, out, _ := runSubagents(t, append(e.cliEnv(), env...),
+		code, out, _ := runSubagentsIn(t, e.workDir, append(e.cliEnv(), env...),
 			append(append([]string{"start", "--json"}, c.args...), "--agent", "leaf", "[[script:never]] Too deep.")...)
 		if code == 0 {
 			t.Fatalf("a call as %v started work:\n%s", env, out)
@@ -222,7 +225,7 @@ func TestACallerCannotLieAboutItsSession(t *testing.T) {
 	if out := try(as(grandchild, tokenOf(grandchild))...); !strings.Contains(out, `"SUBAGENT_DEPTH_EXCEEDED"`) {
 		t.Fatalf("after the worker's restart:\n%s", out)
 	}
-	if listed, out := c.json(0, "", "list", "--agent", "leaf"); len(listed.Runs) != 0 {
+	if listed, out := c.json(0, "", "list", "--agent", "leaf", "--cwd", e.workDir); len(listed.Runs) != 0 {
 		t.Fatalf("a refused call started something: %s", out)
 	}
 	if n := len(e.model.RequestsFor("never")); n != 0 {

@@ -103,7 +103,9 @@ func TestNestedDelegationReachesTheChild(t *testing.T) {
 	}
 	waitDelivered(t, listed.Runs[0].ID)
 	// The whole listing draws the grandchild's task under the child's.
-	_, text, _ := c.run("", "list")
+	// This folder's runs: the shared server's newest 100 may be other
+	// tests' running now.
+	_, text, _ := c.run("", "list", "--cwd", e.workDir)
 	lines := strings.Split(text, "\n")
 	at := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, childID) })
 	if at < 0 || at+1 >= len(lines) || !strings.Contains(lines[at+1], "└ "+listed.Runs[0].ID) {
@@ -136,8 +138,9 @@ func TestNestedDelegationReachesTheChild(t *testing.T) {
 func TestDepthBeyondTheLimitIsRefused(t *testing.T) {
 	e, _, _ := newNestingEnv(t)
 	c := e.cli()
-	// The command, run as a grandchild's tool runs it.
-	code, out, _ := runSubagents(t, append(e.cliEnv(), "PI_SUBAGENT_CHILD=1", "PI_SUBAGENT_DEPTH=2"),
+	// The command, run as a grandchild's tool runs it, in the test's
+	// folder: what it wrongly started would be listed by the folder below.
+	code, out, _ := runSubagentsIn(t, e.workDir, append(e.cliEnv(), "PI_SUBAGENT_CHILD=1", "PI_SUBAGENT_DEPTH=2"),
 		append(append([]string{"run", "--json"}, c.args...), "--agent", "leaf", "[[script:none]] Too deep.")...)
 	if code == 0 || !strings.Contains(out, `"SUBAGENT_DEPTH_EXCEEDED"`) {
 		t.Fatalf("a call from depth 2: exit %d\n%s", code, out)
