@@ -234,6 +234,8 @@ func withoutGo(e *env) string {
 // doctor` passes. The same through `npm install -g`. Install to first
 // result is measured (the scripted model answers at once).
 func TestInstallFromARegistry(t *testing.T) {
+	// Not parallel: it measures install to first result
+	// (test-artifacts/), which tests beside it would slow.
 	e := newEnv(t)
 	npmDir := distPackages(t)
 	reg := startRegistry(t, e)

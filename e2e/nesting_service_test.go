@@ -58,6 +58,7 @@ func detailsText(t *testing.T, p *parentPi, tool string) string {
 // nor `task`, so the chain stops there and its own `nester` and `scout`
 // never run.
 func TestServiceDecidesTheDepth(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.newLocalWorld()
 	writeAgent(t, e.agentDir, "nester", "read, subagent")
@@ -120,6 +121,7 @@ func TestServiceDecidesTheDepth(t *testing.T) {
 // characters and one timeline event; the other, with neither set, gets the
 // whole output and the default timeline, not the first pi's cap.
 func TestKnobsArePerPi(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.newLocalWorld()
 	long := strings.Repeat("0123456789", 32) + "seven!!"
@@ -192,6 +194,7 @@ func runToGrandchild(t *testing.T, e *env, c *cli) (child, grandchild, key strin
 // worker restarts (the key is a file); naming it without the token, or
 // with the token of another session, is PERMISSION_DENIED; nothing starts.
 func TestACallerCannotLieAboutItsSession(t *testing.T) {
+	t.Parallel()
 	e, cfg, stop := newNestingEnv(t)
 	c := e.cli()
 	child, grandchild, key := runToGrandchild(t, e, c)
@@ -238,6 +241,7 @@ func TestACallerCannotLieAboutItsSession(t *testing.T) {
 // below itself, as any delegation of its: the grandchild, whose profile
 // lists task, is at the limit and is offered no delegation tool.
 func TestAStickySessionStartsAtTheCallersDepth(t *testing.T) {
+	t.Parallel()
 	e, _, _ := newNestingEnv(t)
 	writeAgent(t, e.agentDir, "keeper", "read, subagent")
 	e.model.Script("keeper", call("subagent", map[string]any{"agent": "deep", "task": "[[script:kept]] Find the answer.", "sessionId": "kept-session-1"}),
@@ -263,6 +267,7 @@ func TestAStickySessionStartsAtTheCallersDepth(t *testing.T) {
 // plan, resumes no top-level plan (not even with its own steps) and makes
 // no schedule: each is SUBAGENT_DEPTH_EXCEEDED, and nothing starts.
 func TestACallerAtTheLimitStartsNoPlanOrSchedule(t *testing.T) {
+	t.Parallel()
 	e, _, _ := newNestingEnv(t)
 	c := e.cli()
 	_, grandchild, key := runToGrandchild(t, e, c)
@@ -326,6 +331,7 @@ func TestACallerAtTheLimitStartsNoPlanOrSchedule(t *testing.T) {
 // (its session gone) does not block it; the same caller starting work is
 // still refused.
 func TestAMessageToARunningSessionNeedsNoProof(t *testing.T) {
+	t.Parallel()
 	e, _, _ := newNestingEnv(t)
 	slow := finalizeStep("done slowly")
 	slow.DelayMS = 6000

@@ -69,6 +69,7 @@ func lastToolResult(r scriptedmodel.Request) string {
 // nested task. A grandchild whose profile also lists task is at the depth
 // limit: its model is offered no delegation tool.
 func TestNestedDelegationReachesTheChild(t *testing.T) {
+	t.Parallel()
 	e, _, _ := newNestingEnv(t)
 	e.model.Script("lead", taskCall("deep", "[[script:deep]] Find the answer."), finalizeStep("The lead is done: the answer is 42."))
 	e.model.Script("deep", finalizeStep("The answer is 42."))
@@ -136,6 +137,7 @@ func TestNestedDelegationReachesTheChild(t *testing.T) {
 // written by hand into a workflow's input is refused by the worker with
 // the same code.
 func TestDepthBeyondTheLimitIsRefused(t *testing.T) {
+	t.Parallel()
 	e, _, _ := newNestingEnv(t)
 	c := e.cli()
 	// The command, run as a grandchild's tool runs it, in the test's
@@ -169,6 +171,7 @@ func TestDepthBeyondTheLimitIsRefused(t *testing.T) {
 // its grandchild, which runs on; a cancel of the top task ends the child's
 // run and, through it, the grandchild's session (cancelled).
 func TestCancelOfTheTopTaskEndsTheGrandchild(t *testing.T) {
+	t.Parallel()
 	e, _, _ := newNestingEnv(t)
 	e.model.Script("lead", taskCall("leaf", "[[script:slow]] Work for a long time."), finalizeStep("unreachable"))
 	e.model.Script("slow", scriptedmodel.Step{Hang: true})
@@ -245,6 +248,7 @@ func waitForNested(t *testing.T, c *cli, parent string) string {
 // which arrived meanwhile, by its session ID: it is in the child's next
 // model request exactly once, and the child finishes with it.
 func TestNestedResultAfterAWorkerRestart(t *testing.T) {
+	t.Parallel()
 	e, cfg, stopFirst := newNestingEnv(t)
 	e.model.Script("lead", taskCall("leaf", "[[script:slowleaf]] Find the answer slowly."), finalizeStep("The lead is done after the restart."))
 	slow := finalizeStep("The answer is 42.")

@@ -21,6 +21,7 @@ import (
 // after the service was killed with SIGKILL, whose pid the file still
 // names.
 func TestStopEndsTheLocalService(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	lock := filepath.Join(e.dataDir, "dev.lock")
 	start := func() *devProcess {
@@ -93,6 +94,7 @@ func TestStopEndsTheLocalService(t *testing.T) {
 // that picks it up (exit 3). After the next start, that wait does: the
 // child, stopped in its command, goes on from its session and finalizes.
 func TestStopUnderAWaitingRun(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.dataDir = filepath.Join(t.TempDir(), "d")
 	e.model.Script("stopped", bashStep("echo go > started.txt; sleep 600"), finalizeStep("done after the restart"))

@@ -20,6 +20,7 @@ import (
 // note, trigger (a paused schedule runs once now), resume, update, delete,
 // and a schedule that fires once (at).
 func TestScheduleCommandActions(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.model.Script("hourly", finalizeStep("checked"))
 	e.startWorker(shared.client)
@@ -153,6 +154,7 @@ func mustLocation(t *testing.T, name string) *time.Location {
 // later runs what their overlap policy kept: skip, one fire (the others
 // skipped while it waited); allow_all, every fire.
 func TestScheduleMadeWhileNoWorkerRuns(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.model.Script("missed", finalizeStep("caught up"))
 	skip, all := scheduleID("skip"), scheduleID("all")
@@ -192,6 +194,7 @@ func TestScheduleMadeWhileNoWorkerRuns(t *testing.T) {
 // each of them), past it (catchup none) they are counted missed and never
 // run. The UI's Schedules page lists both, with their notes.
 func TestScheduleCatchesUpAfterTheServiceWasDown(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.model.Script("while-down", finalizeStep("ran late"))
 	port, uiPort := freePort(), freePort()
