@@ -273,15 +273,18 @@ func (e *env) stopWorkerWhen(in api.SessionInput, file string) api.SessionResult
 	return res
 }
 
+// waitForFile waits until path exists and holds something.
 func waitForFile(t *testing.T, path string) {
 	t.Helper()
 	deadline := time.Now().Add(testTimeout)
 	for {
-		if _, err := os.Stat(path); err == nil {
+		// A shell's `echo ... > file` creates the file before it writes
+		// (a pid that a test reads next): wait for what it writes too.
+		if info, err := os.Stat(path); err == nil && info.Size() > 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s never appeared", path)
+			t.Fatalf("%s never appeared with content", path)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
