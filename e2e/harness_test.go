@@ -56,10 +56,11 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	defer srv.Stop()
-	// What the tests built (the subagents binaries, the Temporal server)
-	// goes with the run: hundreds of megabytes each time otherwise.
+	// What the tests built (the subagents binaries, the Temporal server,
+	// the releases) goes with the run: hundreds of megabytes each time
+	// otherwise.
 	defer func() {
-		for _, dir := range []string{binary.dir, clusterBinaries.dir} {
+		for _, dir := range []string{binary.dir, clusterBinaries.dir, thisRelease.out, nextRelease.out} {
 			if dir != "" {
 				_ = os.RemoveAll(dir)
 			}

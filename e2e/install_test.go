@@ -20,8 +20,11 @@ import (
 // registry of their own.
 type releaseBuild struct {
 	once sync.Once
-	dir  string
-	err  error
+	// out is the folder cmd/dist wrote, which TestMain removes; dir its
+	// dist/npm.
+	out string
+	dir string
+	err error
 }
 
 // thisRelease is the release this tree builds; nextRelease the upgrade
@@ -45,6 +48,7 @@ func (r *releaseBuild) build(t *testing.T, args ...string) string {
 			r.err = err
 			return
 		}
+		r.out = out
 		// The first build of a release compiles everything anew (no cgo,
 		// trimmed paths): minutes on two cores.
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
