@@ -208,6 +208,7 @@ func runSubagents(t *testing.T, env []string, args ...string) (code int, stdout,
 // TestDevStartupErrors: what a user can get wrong fails at start, with one
 // line and exit code 2.
 func TestDevStartupErrors(t *testing.T) {
+	t.Parallel()
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -264,6 +265,7 @@ func lastNonEmptyLine(s string) string {
 // session runs real pi, SIGTERM stops it cleanly, and a second start on the
 // same database still has the workflow.
 func TestDevRunsUIWorkerAndSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.model.Script("dev", scriptedmodel.Step{Text: "Answered through subagents dev."})
 	port, uiPort := freePort(), freePort()
@@ -395,6 +397,7 @@ func (quietLogger) Error(string, ...any) {}
 // TestProfilesOnAFreshMachine: with no profile files anywhere, the command
 // lists the eleven built-in agents.
 func TestProfilesOnAFreshMachine(t *testing.T) {
+	t.Parallel()
 	empty := t.TempDir()
 	code, stdout, stderr := runSubagents(t, []string{"PI_CODING_AGENT_DIR=" + empty, "HOME=" + empty}, "profiles", "--json", "--cwd", empty)
 	if code != 0 {

@@ -138,6 +138,7 @@ func (c *cli) golden(name, got string) {
 // transcript of both, list by parent, the parent's ack, cancel of an idle
 // and of a running task, a wait that times out, and the error envelopes.
 func TestClientVerbs(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.outputMaxChars = 60
 	long := "alpha: the loader is config/load.go:12; " + strings.Repeat("details ", 12)
@@ -284,6 +285,7 @@ func TestClientVerbs(t *testing.T) {
 // coded error envelope (exit 2, or the task's own coded failure), and the
 // service goes on serving.
 func TestBadInputTable(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.model.Script("after", finalizeStep("still serving"))
 	agents := filepath.Join(e.workDir, ".pi", "agents")
@@ -362,6 +364,7 @@ func TestBadInputTable(t *testing.T) {
 // envelope gives it: an empty prompt and an unknown profile are that item's
 // errors, counted as rejected at once, and the valid item runs.
 func TestBatchRejectsItemsOnTheirOwn(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.model.Script("good", finalizeStep("good done"))
 	e.startWorker(shared.client)
@@ -398,6 +401,7 @@ func TestBatchRejectsItemsOnTheirOwn(t *testing.T) {
 // ack refused until it has ended, cancel, wait, ack; its session answers as
 // a session, and a delegation verb of a session refuses it.
 func TestOneTaskDelegationByItsID(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.model.Script("one-hang", scriptedmodel.Step{Hang: true})
 	e.startWorker(shared.client)

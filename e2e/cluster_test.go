@@ -32,6 +32,7 @@ const clusterTasks = 6
 // exactly once, and through the outage no child is stopped and no model
 // call is made twice.
 func TestCluster(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

@@ -16,6 +16,7 @@ import (
 // the delegate contract shows (item 7): the profile and the model it ran.
 // Before, a summary line named no profile.
 func TestContractsExtModelAndProfileShown(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startWorker(shared.client)
 	e.model.Script("c-task", finalizeStep("probe: all green"))

@@ -12,6 +12,7 @@ import (
 // taskName, as the delegate contract says (issue #31, item 7), with its
 // runCount. Before, it reported the first run's name.
 func TestContractsExtSessionReportsTheLatestRun(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startWorker(shared.client)
 	e.model.Script("c-first", finalizeStep("modules: three"))

@@ -19,6 +19,7 @@ import (
 // metadata lacked its error; a refused task reported exitCode 1 as if a
 // child had run.
 func TestContractsExtSubagentDetails(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	// A small cap, so that a short answer is cut (the cap's default is 8000).
 	e.outputMaxChars = 80

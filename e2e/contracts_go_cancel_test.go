@@ -16,6 +16,7 @@ import (
 // item, and the finished task's is a task status (completed), never
 // waiting_for_input.
 func TestContractsCancelOfSeveralIDsHasAPriorStatus(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startWorker(shared.client)
 	e.model.Script("c-quick", finalizeStep("quick: done"))

@@ -13,6 +13,7 @@ import (
 // long a finished task waits for a send: with 1000 its session closes
 // within seconds of the result, where it waits an hour by default.
 func TestContractsTaskRetentionKnob(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.parentEnvExtra = []string{"OHM_SUBAGENTS_TASK_RETENTION_MS=1000"}
 	e.startWorker(shared.client)
@@ -49,6 +50,7 @@ func TestContractsTaskRetentionKnob(t *testing.T) {
 // most (60000), a five-second task sends one, where by default it sends one
 // per change (its elapsed time changes every second).
 func TestContractsOnUpdateThrottleKnob(t *testing.T) {
+	t.Parallel()
 	updates := func(t *testing.T, extra []string) int {
 		e := newEnv(t)
 		e.parentEnvExtra = extra
@@ -64,10 +66,18 @@ func TestContractsOnUpdateThrottleKnob(t *testing.T) {
 		p.wait(t)
 		return countIn(p, `"type":"tool_execution_update"`, `"toolName":"task"`)
 	}
-	if n := updates(t, nil); n < 2 {
-		t.Fatalf("by default a five-second task sent %d progress updates, want about one a second", n)
-	}
-	if n := updates(t, []string{"OHM_SUBAGENTS_ONUPDATE_THROTTLE_MS=60000"}); n > 1 {
-		t.Fatalf("throttled to one a minute, a five-second task sent %d progress updates", n)
-	}
+	// Each run its own subtest: a task queue and worker of its own, side
+	// by side.
+	t.Run("default", func(t *testing.T) {
+		t.Parallel()
+		if n := updates(t, nil); n < 2 {
+			t.Fatalf("by default a five-second task sent %d progress updates, want about one a second", n)
+		}
+	})
+	t.Run("throttled", func(t *testing.T) {
+		t.Parallel()
+		if n := updates(t, []string{"OHM_SUBAGENTS_ONUPDATE_THROTTLE_MS=60000"}); n > 1 {
+			t.Fatalf("throttled to one a minute, a five-second task sent %d progress updates", n)
+		}
+	})
 }

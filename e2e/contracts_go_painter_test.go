@@ -14,6 +14,7 @@ import (
 // helper") is a built-in profile: a real parent pi lists it, and its task
 // tool runs it with the painter's prompt and a tool that writes the image.
 func TestContractsPainterProfileIsBuiltIn(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startWorker(shared.client)
 	svg := `<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><rect width="10" height="10" fill="red"/></svg>`

@@ -44,6 +44,7 @@ func tokenPieces(token string) []string {
 // workflow history hold no piece of any token: the service sanitizes a
 // text whole before it cuts it.
 func TestContractsSecretCutByAPreviewIsMasked(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startWorker(shared.client)
 	// {"pattern":" is 12 characters: the token starts at 100 and ends at

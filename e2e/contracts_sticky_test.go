@@ -19,6 +19,7 @@ import (
 // another agent is another session, and a session the contract's own
 // extension kept under ~/.pi/subagent-sessions is resumed from there.
 func TestStickySessionsAsTheContractNamesThem(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	legacy := t.TempDir()
 	cfg := e.workerConfig()
@@ -107,6 +108,7 @@ func TestStickySessionsAsTheContractNamesThem(t *testing.T) {
 // SingleResult contract): its rules hold for a session it continues as for
 // one it starts.
 func TestSubagentToolContinuesOnlyReadOnlyAgents(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startWorker(shared.client)
 	e.model.Script("w-1", finalizeStep("wrote it"))

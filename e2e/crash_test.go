@@ -74,6 +74,7 @@ func (e *env) startWorkerProcessAt(addr string, extra ...string) *exec.Cmd {
 // of the pool (whose session file was a link to its slot when the worker
 // died: the next attempt settles it).
 func TestWorkerKilledMidRun(t *testing.T) {
+	t.Parallel()
 	for _, warm := range []bool{false, true} {
 		t.Run(map[bool]string{false: "cold", true: "warm"}[warm], func(t *testing.T) { workerKilledMidRun(t, warm) })
 	}
@@ -178,6 +179,7 @@ func workerKilledMidRun(t *testing.T, warm bool) {
 // process) with SIGKILL while a child runs, and starts it again on the same
 // database: the session goes on and completes.
 func TestDevKilledMidRun(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	started := filepath.Join(e.workDir, "started.txt")
 	e.model.Script("dev-killed",
@@ -220,6 +222,7 @@ func TestDevKilledMidRun(t *testing.T) {
 // the same database: the child is never stopped, the task completes, and no
 // model call is made twice.
 func TestServerOutageKeepsChild(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	started := filepath.Join(e.workDir, "started.txt")
 	e.model.Script("outage",
@@ -320,6 +323,7 @@ var chaosRounds = flag.Int("chaos-rounds", 3, "rounds of TestChaosWorkerKills")
 // session file must be there; and no process of a killed attempt may be
 // left running.
 func TestChaosWorkerKills(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	c := e.cli()
 	seed := time.Now().UnixNano()
@@ -529,6 +533,7 @@ var devKills = flag.Int("dev-kills", 1, "rounds of TestChaosDevKills")
 // reported once; every session file is there; no child of the killed
 // process runs on.
 func TestChaosDevKills(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	seed := time.Now().UnixNano()
 	rng := rand.New(rand.NewSource(seed))

@@ -17,6 +17,7 @@ import (
 // child answers in plain text still gets the corrective turns and fails
 // FINALIZE_MISSING. Before, the first failed as the second does.
 func TestDelegatePlainTextIsTheResult(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.writeProfile("strict", "---\nname: strict\ndescription: Must finalize.\nfinalize: true\n---\nAnswer briefly.\n")
 	e.startWorker(shared.client)

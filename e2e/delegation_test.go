@@ -18,9 +18,13 @@ import (
 // one with a built-in profile, one with none, one with a profile that does
 // not exist. The unknown one fails alone; results come back in input order.
 func TestDelegationBatchWithUnknownProfile(t *testing.T) {
+	t.Parallel()
 	// Version 0 is how delegations started before versions existed run.
 	for _, version := range []int{0, api.CurrentVersion} {
-		t.Run(fmt.Sprintf("version-%d", version), func(t *testing.T) { testDelegationBatch(t, version) })
+		t.Run(fmt.Sprintf("version-%d", version), func(t *testing.T) {
+			t.Parallel()
+			testDelegationBatch(t, version)
+		})
 	}
 }
 
@@ -103,6 +107,7 @@ func (e *env) delegate(in api.DelegationInput) (api.DelegationStatus, error) {
 // (it runs again under its ID); both times the child sees the earlier turns.
 // A session that does not exist fails the whole call.
 func TestDelegationResume(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.model.Script("r1", finalizeStep("remembered"))
 	e.model.Script("r2", finalizeStep("still remember"))
@@ -159,6 +164,7 @@ func TestDelegationResume(t *testing.T) {
 // task still runs: the running child is stopped and recorded as cancelled,
 // the finished sibling keeps its result.
 func TestDelegationCancelKeepsFinishedSiblings(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.model.Script("quick", finalizeStep("quick done"))
 	e.model.Script("slow", scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "bash", Arguments: `{"command":"echo go > slow-started.txt; sleep 120"}`}}})

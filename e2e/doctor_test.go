@@ -112,6 +112,7 @@ func expectFinding(t *testing.T, code int, r doctor.Report, name string, status 
 // model with its key, a clean folder: every check passes and the doctor
 // exits 0, in text too.
 func TestDoctorHealthy(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	s := e.startDoctorService()
 	env := e.doctorEnv(s.address)
@@ -149,6 +150,7 @@ func TestDoctorHealthy(t *testing.T) {
 // is down with how to start it, skips what needs it, reports the stale
 // lock, exits 3 (unavailable), and starts nothing.
 func TestDoctorServiceDown(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	if err := os.MkdirAll(e.dataDir, 0o700); err != nil {
 		t.Fatal(err)
@@ -184,6 +186,7 @@ func TestDoctorServiceDown(t *testing.T) {
 // thing is broken on purpose (and mended after), and the doctor finds it,
 // with its fix.
 func TestDoctorFindsEachBrokenThing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	s := e.startDoctorService()
 	env := e.doctorEnv(s.address)
@@ -466,6 +469,7 @@ func TestDoctorFindsEachBrokenThing(t *testing.T) {
 // --timeout all the same: each hung check says it did not answer within
 // it, and every other check reports.
 func TestDoctorDeadline(t *testing.T) {
+	// Not parallel: it bounds how long the doctor takes.
 	e := newEnv(t)
 	hung := hangingListener(t)
 	const timeout = 3 * time.Second
@@ -508,6 +512,7 @@ func TestDoctorDeadline(t *testing.T) {
 // and a broken profile in the folder: pi shows the verdicts with their
 // fixes, as an error, and no service is started by it.
 func TestDoctorInPi(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	if err := os.MkdirAll(filepath.Join(e.workDir, ".pi", "agents"), 0o755); err != nil {
 		t.Fatal(err)

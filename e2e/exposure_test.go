@@ -29,6 +29,7 @@ import (
 // error before pi starts: the model is never asked and no session file is
 // written. The last row is the control: what a profile does grant runs.
 func TestHandMadeSessionCannotWidenPowers(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ext, err := filepath.Abs(filepath.Join("testdata", "extensions", "noop.ts"))
 	if err != nil {
@@ -104,6 +105,7 @@ func (e *env) writeProfile(name, content string) {
 // probe would have started one, and that the worker still refuses what it
 // asks for.
 func TestDevHTTPAPIOffByDefault(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	uiPort := freePort()
 	dev, c, _ := e.devCLI("--ui-port", strconv.Itoa(uiPort))
@@ -243,6 +245,7 @@ func listeningPorts(pid int) ([]int, error) {
 // still starts, its UI on another port that the banner names; a --ui-port
 // chosen by hand and taken is an error that names the flag.
 func TestDevUIPortTaken(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	port := freePort()
 	taken, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port+1000)))

@@ -16,6 +16,7 @@ import (
 // how to take it; /subagents-adopt takes it into the new session, once;
 // the killed session, resumed later, does not get it a second time.
 func TestExtAdoptsResultsOfAKilledParent(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startWorker(shared.client)
 	e.model.Script("quiet", scriptedmodel.Step{Text: "Hello."})

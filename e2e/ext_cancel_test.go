@@ -15,6 +15,7 @@ import (
 // details, as an error for pi; not "Status: ERROR … Task ended with status
 // running", as it did when the call returned the wait it had stopped.
 func TestExtEscapeShowsCancelled(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startWorker(shared.client)
 	e.model.Script("c-hang-1", scriptedmodel.Step{Hang: true})

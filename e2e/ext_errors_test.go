@@ -14,6 +14,7 @@ import (
 // not. Before, the tools returned failures as plain results: an unknown
 // profile drew a green success box.
 func TestExtFailuresAreErrors(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startWorker(shared.client)
 	e.model.Script("c-fail", scriptedmodel.Step{Status: 400, Body: `{"error":{"message":"model says no"}}`, Repeat: true})

@@ -14,6 +14,7 @@ import (
 // tool shows scripted/scripted-1. Before, the live windows and the
 // retrieval tools showed default/default.
 func TestExtShowsTheModelTheChildRan(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startWorker(shared.client)
 	slow := finalizeStep("modules: three")

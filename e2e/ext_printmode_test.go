@@ -19,6 +19,7 @@ import (
 // the session before the question goes to the model: one model call that
 // has both, and -p prints its answer.
 func TestExtCtrlCThenContinueAsksNoUnaskedTurn(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startWorker(shared.client)
 	slow := finalizeStep("ctrl-c: 5 files checked")

@@ -31,6 +31,7 @@ func (e *env) sessionStatus(id string) api.SessionStatus {
 // gave up on. A model refusing the request (400) is no reason to try
 // another. Before: the profile did not load (an unknown field).
 func TestFallbackModelsOfAProfile(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startWorker(shared.client)
 	c := e.cli()

@@ -12,6 +12,7 @@ import (
 // show each test as it passes (the formatter's own tests, beside it, check
 // that a failure is shown in full and fails the run).
 func TestFirstHourMakeTestShowsProgress(t *testing.T) {
+	t.Parallel()
 	env := freshShellEnv(t, t.TempDir())
 	out, err := runMakeIn(t, env, "-n", "test")
 	if err != nil {
@@ -41,6 +42,7 @@ func TestFirstHourMakeTestShowsProgress(t *testing.T) {
 // npm ci still fails make. npm here is a stand-in that prints what npm 11
 // printed on this machine's Node 20, so no network is needed.
 func TestFirstHourNpmWarningsSaidOnce(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var warnings strings.Builder
 	for _, pkg := range []string{

@@ -20,6 +20,8 @@ import (
 // answered inside pi through the installed extension (no -e), by a service
 // the extension started itself from the source tree's bin/subagents.
 func TestFirstHourPiExtension(t *testing.T) {
+	// Not parallel: make pi-extension rewrites extension/dist/extension.js
+	// and bin/ in the checkout, which the other tests' pi load and run.
 	e := newEnv(t)
 	w := e.newLocalWorld()
 	root := checkoutRoot(t)

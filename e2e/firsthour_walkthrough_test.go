@@ -16,6 +16,8 @@ import (
 // times, ports, durations, pids and the test's folders are made alike. So
 // the walkthrough and the code cannot drift apart.
 func TestFirstHourWalkthrough(t *testing.T) {
+	// Not parallel: the page's make build rewrites extension/dist and bin/
+	// in the checkout, which the other tests' pi load and run.
 	root := checkoutRoot(t)
 	doc := filepath.Join(root, "docs", "walkthrough.md")
 	cmds := walkthroughCommands(t, doc)

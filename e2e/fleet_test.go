@@ -26,6 +26,7 @@ import (
 // cancelled (its status says so), and a run opens on its tasks and its
 // transcript (docs/fleet.md).
 func TestFleetViewInATerminal(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startWorker(shared.client)
 	e.model.Script("c-done", finalizeStep("done-task: the loader is config/load.go"))
@@ -327,6 +328,7 @@ func sessionNamed(t *testing.T, e *env, parentID, name string) string {
 // stdout as the session entry it appends (entry_appended, customType
 // subagents-answer), which the model never reads.
 func TestFleetCommandsAnswerWithoutTerminal(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startWorker(shared.client)
 	e.model.Script("c-listed", finalizeStep("listed-task: the folder is tidy"))
@@ -418,6 +420,7 @@ func answerEntry(t *testing.T, p *parentPi, command string) string {
 // result, and enter on the count opens the schedule (docs/fleet.md). Before,
 // each run was two rows named after the agent, under This folder.
 func TestFleetViewListsEachScheduleRunOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startWorker(shared.client)
 	e.model.Script("c-fire", finalizeStep("fire: the day is reviewed"))

@@ -22,6 +22,7 @@ import (
 // with INVALID_INPUT naming it. Before: ForkFrom was not read, and the
 // child started from nothing.
 func TestContextForkFromTheParent(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startWorker(shared.client)
 	if err := os.WriteFile(filepath.Join(e.workDir, "notes.txt"), []byte("the API is frozen until May\n"), 0o644); err != nil {

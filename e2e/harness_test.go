@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -55,10 +56,11 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	defer srv.Stop()
-	// What the tests built (the subagents binaries, the Temporal server)
-	// goes with the run: hundreds of megabytes each time otherwise.
+	// What the tests built (the subagents binaries, the Temporal server,
+	// the releases) goes with the run: hundreds of megabytes each time
+	// otherwise.
 	defer func() {
-		for _, dir := range []string{binary.dir, clusterBinaries.dir} {
+		for _, dir := range []string{binary.dir, clusterBinaries.dir, thisRelease.out, nextRelease.out} {
 			if dir != "" {
 				_ = os.RemoveAll(dir)
 			}
@@ -91,14 +93,34 @@ func dial(srv *devserver.Server) (sdkclient.Client, error) {
 	})
 }
 
+// handedPorts are the ports freePort gave out, each with its +1000 (where
+// `subagents dev` puts its UI by default).
+var handedPorts struct {
+	sync.Mutex
+	m map[int]bool
+}
+
 // freePort is a free port for a server a test starts (internal/ports: below
-// Linux's ephemeral range).
+// Linux's ephemeral range). Tests run in parallel, and a port is only free
+// until its server binds it: one never given out before in this process,
+// nor 1000 below or above one that was, is not one another test is about
+// to bind.
 func freePort() int {
-	p, err := ports.Free("127.0.0.1")
-	if err != nil {
-		panic(err)
+	handedPorts.Lock()
+	defer handedPorts.Unlock()
+	if handedPorts.m == nil {
+		handedPorts.m = map[int]bool{}
 	}
-	return p
+	for {
+		p, err := ports.Free("127.0.0.1")
+		if err != nil {
+			panic(err)
+		}
+		if !handedPorts.m[p] && !handedPorts.m[p+1000] {
+			handedPorts.m[p], handedPorts.m[p+1000] = true, true
+			return p
+		}
+	}
 }
 
 // env is one test's world: a scripted model, a pi config dir pointing at it,
@@ -147,20 +169,32 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
+// piFound is the pi of this source tree, looked up once per test binary:
+// the lookup runs `pi --version` (about half a second of CPU), which every
+// test would otherwise pay again for the same answer.
+var piFound struct {
+	once sync.Once
+	pi   worker.Pi
+	err  error
+}
+
 // findPi finds the pi that `npm ci` installed in this source tree.
 func findPi(t *testing.T) worker.Pi {
 	t.Helper()
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
+	piFound.once.Do(func() {
+		root, err := filepath.Abs("..")
+		if err != nil {
+			piFound.err = err
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		piFound.pi, piFound.err = worker.FindPi(ctx, worker.PiLookup{TreeRoots: []string{root}})
+	})
+	if piFound.err != nil {
+		t.Fatalf("pi from the lockfile: %v (run `make test`, which runs npm ci)", piFound.err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	pi, err := worker.FindPi(ctx, worker.PiLookup{TreeRoots: []string{root}})
-	if err != nil {
-		t.Fatalf("pi from the lockfile: %v (run `make test`, which runs npm ci)", err)
-	}
-	return pi
+	return piFound.pi
 }
 
 func (e *env) workerConfig() worker.Config {
@@ -172,8 +206,12 @@ func (e *env) workerConfig() worker.Config {
 		OutputMaxChars: e.outputMaxChars,
 		// Every test's worker keeps warm children, as `subagents dev` does:
 		// a test's second task of a kind runs on one, so that everything
-		// the suite checks of a child holds for pooled children too.
-		WarmPool: 2,
+		// the suite checks of a child holds for pooled children too. One
+		// is enough for that: a second is one more pi started per kind of
+		// task (about 0.8 s of CPU) that most tests never take; with two,
+		// eight tests took 14% more CPU. TestWarmPool and the worker
+		// processes (startWorkerProcessAt) keep pools of more.
+		WarmPool: 1,
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 }

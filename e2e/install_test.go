@@ -20,8 +20,11 @@ import (
 // registry of their own.
 type releaseBuild struct {
 	once sync.Once
-	dir  string
-	err  error
+	// out is the folder cmd/dist wrote, which TestMain removes; dir its
+	// dist/npm.
+	out string
+	dir string
+	err error
 }
 
 // thisRelease is the release this tree builds; nextRelease the upgrade
@@ -36,12 +39,16 @@ func distPackages(t *testing.T) string { return thisRelease.build(t) }
 // build runs cmd/dist for this machine's platform with args, once.
 func (r *releaseBuild) build(t *testing.T, args ...string) string {
 	t.Helper()
+	// cmd/dist copies extension/dist: the tests' one build of it (which
+	// tests running beside this one may start) is over before the copy.
+	parentExtension(t)
 	r.once.Do(func() {
 		out, err := os.MkdirTemp("", "subagents-dist-")
 		if err != nil {
 			r.err = err
 			return
 		}
+		r.out = out
 		// The first build of a release compiles everything anew (no cgo,
 		// trimmed paths): minutes on two cores.
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
@@ -231,6 +238,8 @@ func withoutGo(e *env) string {
 // doctor` passes. The same through `npm install -g`. Install to first
 // result is measured (the scripted model answers at once).
 func TestInstallFromARegistry(t *testing.T) {
+	// Not parallel: it measures install to first result
+	// (test-artifacts/), which tests beside it would slow.
 	e := newEnv(t)
 	npmDir := distPackages(t)
 	reg := startRegistry(t, e)

@@ -25,6 +25,8 @@ var loadDelegations = flag.Int("load-delegations", 64, "delegations of TestLoadS
 // load only). Every delegation must complete with its result, none may be
 // dropped or run twice, and the worker's memory must stay bounded.
 func TestLoadStubDelegations(t *testing.T) {
+	// Not parallel: it loads the shared server with 64 delegations at once
+	// (other tests' waits would feel it) and bounds the worker's memory.
 	e := newEnv(t)
 	stub := filepath.Join(t.TempDir(), "stubpi")
 	if out, err := exec.Command("go", "build", "-o", stub, "../internal/stubpi").CombinedOutput(); err != nil {

@@ -114,6 +114,7 @@ func (w localWorld) stopService(t *testing.T) {
 // parent, answers on a socket only its user can open, and a second parent
 // uses the same service.
 func TestLocalServiceStartsItself(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	w := e.newLocalWorld()
 	if _, err := os.Stat(w.dataDir); err == nil {
@@ -202,6 +203,7 @@ func listedAt(t *testing.T, cache, cwd string) float64 {
 // TestTwoParentsStartOneService: two parents delegate at the same moment
 // with nothing running; one service starts, and both get their answers.
 func TestTwoParentsStartOneService(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	w := e.newLocalWorld()
 	var parents []*parentPi
@@ -301,6 +303,7 @@ func statFields(stat []byte) (comm string, fields []string) {
 // TestLocalServiceCannotStart: with nothing running, a delegation that
 // cannot start the service says what to do, as the tool's result.
 func TestLocalServiceCannotStart(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		env  []string
@@ -311,6 +314,7 @@ func TestLocalServiceCannotStart(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			e := newEnv(t)
 			w := e.newLocalWorld()
 			e.parentEnvExtra = append(e.parentEnvExtra, tt.env...)
@@ -332,6 +336,7 @@ func TestLocalServiceCannotStart(t *testing.T) {
 // `subagents serve`, and never starts a local service, even though nothing
 // answers on the default local address.
 func TestRemoteSettingsUseServe(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	w := e.newLocalWorld()
 	e.startWorker(shared.client)

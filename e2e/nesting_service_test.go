@@ -58,6 +58,7 @@ func detailsText(t *testing.T, p *parentPi, tool string) string {
 // nor `task`, so the chain stops there and its own `nester` and `scout`
 // never run.
 func TestServiceDecidesTheDepth(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.newLocalWorld()
 	writeAgent(t, e.agentDir, "nester", "read, subagent")
@@ -120,6 +121,7 @@ func TestServiceDecidesTheDepth(t *testing.T) {
 // characters and one timeline event; the other, with neither set, gets the
 // whole output and the default timeline, not the first pi's cap.
 func TestKnobsArePerPi(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.newLocalWorld()
 	long := strings.Repeat("0123456789", 32) + "seven!!"
@@ -192,13 +194,17 @@ func runToGrandchild(t *testing.T, e *env, c *cli) (child, grandchild, key strin
 // worker restarts (the key is a file); naming it without the token, or
 // with the token of another session, is PERMISSION_DENIED; nothing starts.
 func TestACallerCannotLieAboutItsSession(t *testing.T) {
+	t.Parallel()
 	e, cfg, stop := newNestingEnv(t)
 	c := e.cli()
 	child, grandchild, key := runToGrandchild(t, e, c)
 	tokenOf := func(session string) string { return connection.SessionToken(key, session) }
+	// In the test's folder, as the other calls: a run it wrongly started
+	// would be this folder's, which the list at the end asks for (the
+	// shared server holds other tests' leaf runs).
 	try := func(env ...string) string {
 		t.Helper()
-		code, out, _ := runSubagents(t, append(e.cliEnv(), env...),
+		code, out, _ := runSubagentsIn(t, e.workDir, append(e.cliEnv(), env...),
 			append(append([]string{"start", "--json"}, c.args...), "--agent", "leaf", "[[script:never]] Too deep.")...)
 		if code == 0 {
 			t.Fatalf("a call as %v started work:\n%s", env, out)
@@ -222,7 +228,7 @@ func TestACallerCannotLieAboutItsSession(t *testing.T) {
 	if out := try(as(grandchild, tokenOf(grandchild))...); !strings.Contains(out, `"SUBAGENT_DEPTH_EXCEEDED"`) {
 		t.Fatalf("after the worker's restart:\n%s", out)
 	}
-	if listed, out := c.json(0, "", "list", "--agent", "leaf"); len(listed.Runs) != 0 {
+	if listed, out := c.json(0, "", "list", "--agent", "leaf", "--cwd", e.workDir); len(listed.Runs) != 0 {
 		t.Fatalf("a refused call started something: %s", out)
 	}
 	if n := len(e.model.RequestsFor("never")); n != 0 {
@@ -235,6 +241,7 @@ func TestACallerCannotLieAboutItsSession(t *testing.T) {
 // below itself, as any delegation of its: the grandchild, whose profile
 // lists task, is at the limit and is offered no delegation tool.
 func TestAStickySessionStartsAtTheCallersDepth(t *testing.T) {
+	t.Parallel()
 	e, _, _ := newNestingEnv(t)
 	writeAgent(t, e.agentDir, "keeper", "read, subagent")
 	e.model.Script("keeper", call("subagent", map[string]any{"agent": "deep", "task": "[[script:kept]] Find the answer.", "sessionId": "kept-session-1"}),
@@ -260,6 +267,7 @@ func TestAStickySessionStartsAtTheCallersDepth(t *testing.T) {
 // plan, resumes no top-level plan (not even with its own steps) and makes
 // no schedule: each is SUBAGENT_DEPTH_EXCEEDED, and nothing starts.
 func TestACallerAtTheLimitStartsNoPlanOrSchedule(t *testing.T) {
+	t.Parallel()
 	e, _, _ := newNestingEnv(t)
 	c := e.cli()
 	_, grandchild, key := runToGrandchild(t, e, c)
@@ -323,6 +331,7 @@ func TestACallerAtTheLimitStartsNoPlanOrSchedule(t *testing.T) {
 // (its session gone) does not block it; the same caller starting work is
 // still refused.
 func TestAMessageToARunningSessionNeedsNoProof(t *testing.T) {
+	t.Parallel()
 	e, _, _ := newNestingEnv(t)
 	slow := finalizeStep("done slowly")
 	slow.DelayMS = 6000

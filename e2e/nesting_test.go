@@ -69,6 +69,7 @@ func lastToolResult(r scriptedmodel.Request) string {
 // nested task. A grandchild whose profile also lists task is at the depth
 // limit: its model is offered no delegation tool.
 func TestNestedDelegationReachesTheChild(t *testing.T) {
+	t.Parallel()
 	e, _, _ := newNestingEnv(t)
 	e.model.Script("lead", taskCall("deep", "[[script:deep]] Find the answer."), finalizeStep("The lead is done: the answer is 42."))
 	e.model.Script("deep", finalizeStep("The answer is 42."))
@@ -103,7 +104,9 @@ func TestNestedDelegationReachesTheChild(t *testing.T) {
 	}
 	waitDelivered(t, listed.Runs[0].ID)
 	// The whole listing draws the grandchild's task under the child's.
-	_, text, _ := c.run("", "list")
+	// This folder's runs: the shared server's newest 100 may be other
+	// tests' running now.
+	_, text, _ := c.run("", "list", "--cwd", e.workDir)
 	lines := strings.Split(text, "\n")
 	at := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, childID) })
 	if at < 0 || at+1 >= len(lines) || !strings.Contains(lines[at+1], "└ "+listed.Runs[0].ID) {
@@ -134,10 +137,12 @@ func TestNestedDelegationReachesTheChild(t *testing.T) {
 // written by hand into a workflow's input is refused by the worker with
 // the same code.
 func TestDepthBeyondTheLimitIsRefused(t *testing.T) {
+	t.Parallel()
 	e, _, _ := newNestingEnv(t)
 	c := e.cli()
-	// The command, run as a grandchild's tool runs it.
-	code, out, _ := runSubagents(t, append(e.cliEnv(), "PI_SUBAGENT_CHILD=1", "PI_SUBAGENT_DEPTH=2"),
+	// The command, run as a grandchild's tool runs it, in the test's
+	// folder: what it wrongly started would be listed by the folder below.
+	code, out, _ := runSubagentsIn(t, e.workDir, append(e.cliEnv(), "PI_SUBAGENT_CHILD=1", "PI_SUBAGENT_DEPTH=2"),
 		append(append([]string{"run", "--json"}, c.args...), "--agent", "leaf", "[[script:none]] Too deep.")...)
 	if code == 0 || !strings.Contains(out, `"SUBAGENT_DEPTH_EXCEEDED"`) {
 		t.Fatalf("a call from depth 2: exit %d\n%s", code, out)
@@ -166,6 +171,7 @@ func TestDepthBeyondTheLimitIsRefused(t *testing.T) {
 // its grandchild, which runs on; a cancel of the top task ends the child's
 // run and, through it, the grandchild's session (cancelled).
 func TestCancelOfTheTopTaskEndsTheGrandchild(t *testing.T) {
+	t.Parallel()
 	e, _, _ := newNestingEnv(t)
 	e.model.Script("lead", taskCall("leaf", "[[script:slow]] Work for a long time."), finalizeStep("unreachable"))
 	e.model.Script("slow", scriptedmodel.Step{Hang: true})
@@ -242,6 +248,7 @@ func waitForNested(t *testing.T, c *cli, parent string) string {
 // which arrived meanwhile, by its session ID: it is in the child's next
 // model request exactly once, and the child finishes with it.
 func TestNestedResultAfterAWorkerRestart(t *testing.T) {
+	t.Parallel()
 	e, cfg, stopFirst := newNestingEnv(t)
 	e.model.Script("lead", taskCall("leaf", "[[script:slowleaf]] Find the answer slowly."), finalizeStep("The lead is done after the restart."))
 	slow := finalizeStep("The answer is 42.")

@@ -25,6 +25,7 @@ const noPollerWait = 11 * time.Second
 // begins, and one comes after the query has been refused: the wait goes on
 // and ends with the result.
 func TestFollowRidesOutNoPoller(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.model.Script("late", finalizeStep("late but fine"))
 	c := &client.Client{Temporal: shared.client, TaskQueue: e.taskQueue, Address: shared.server.FrontendAddress()}

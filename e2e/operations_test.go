@@ -52,6 +52,7 @@ func metricValue(page, name string, labels ...string) (float64, bool) {
 // feedback, the worker's /metrics holds the SDK's series and ours, and its
 // JSON log lines name the workflow and the session.
 func TestDevMetricsAndJSONLogs(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.model.Script("retry",
 		scriptedmodel.Step{Text: "It is in main.go, I think."},
@@ -159,6 +160,7 @@ func grepLines(s, sub string) string {
 // it says the model is scripted, kills a worker mid-run, and every task
 // completes by continuing its pi session on the next worker.
 func TestDemo(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	code, out, errOut := runSubagents(t, e.cliEnv(), "demo", "--port", strconv.Itoa(freePort()), "--ui-port", strconv.Itoa(freePort()), "--stay=false")
 	if code != 0 {
@@ -180,6 +182,7 @@ func TestDemo(t *testing.T) {
 // delegation for host alpha runs its child where alpha's files are, one for
 // beta on beta, and a transcript is read on the host that has the file.
 func TestPlacementByHost(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.model.Script("place", finalizeStep("ran here"))
 	dataDirs := map[string]string{}

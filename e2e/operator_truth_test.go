@@ -76,6 +76,7 @@ func (e *env) uiListSettles(uiPort int, query string, ok func([]uiExecution) boo
 // workflow ID. The list is photographed in a real browser for
 // docs/operators.md.
 func TestOperatorTruthInTheUI(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.model.Script("ot-done", finalizeStep("the answer is 42"))
 	e.model.Script("ot-fail",
@@ -225,6 +226,7 @@ steps:
 // model beside it closes after its turn and a send reopens it; both
 // histories are recorded for the replay tests (SUBAGENTS_RECORD_HISTORIES).
 func TestUpgradeKeepsAnIdleSessionOfThePreviousModel(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.model.Script("up-1", finalizeStep("noted the colour teal"))
 	e.model.Script("up-2", finalizeStep("the colour was teal"))

@@ -13,6 +13,7 @@ import (
 // "started delegation-…" and the task) and for one running a turn (the
 // prompt queued behind it).
 func TestOperatorsSendSaysWhichTurn(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.model.Script("first", finalizeStep("first done"))
 	e.model.Script("second", finalizeStep("second done"))

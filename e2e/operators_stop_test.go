@@ -21,6 +21,7 @@ import (
 // after the service was killed with SIGKILL, whose pid the file still
 // names.
 func TestStopEndsTheLocalService(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	lock := filepath.Join(e.dataDir, "dev.lock")
 	start := func() *devProcess {
@@ -93,9 +94,10 @@ func TestStopEndsTheLocalService(t *testing.T) {
 // that picks it up (exit 3). After the next start, that wait does: the
 // child, stopped in its command, goes on from its session and finalizes.
 func TestStopUnderAWaitingRun(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.dataDir = filepath.Join(t.TempDir(), "d")
-	e.model.Script("stopped", bashStep("sleep 600"), finalizeStep("done after the restart"))
+	e.model.Script("stopped", bashStep("echo go > started.txt; sleep 600"), finalizeStep("done after the restart"))
 	port := freePort()
 	args := []string{"--port", strconv.Itoa(port), "--headless", "--db-filename", filepath.Join(t.TempDir(), "temporal.db"),
 		"--data-dir", e.dataDir, "--task-queue", e.taskQueue}
@@ -121,7 +123,8 @@ func TestStopUnderAWaitingRun(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	time.Sleep(time.Second) // its command runs
+	// The stop comes while its command runs.
+	waitForFile(t, filepath.Join(e.workDir, "started.txt"))
 
 	if code, stdout, stderr := runSubagents(t, e.cliEnv(), "stop"); code != 0 {
 		t.Fatalf("stop: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)

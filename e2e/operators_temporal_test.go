@@ -43,6 +43,7 @@ const opsTurnDelayMS = 4000
 // --status` uses, and the SDK's workflow-failed and -canceled series
 // (docs/monitoring.md) count the failed and cancelled tasks.
 func TestOperatorsRecipes(t *testing.T) {
+	t.Parallel()
 	doc := readOpsDoc(t)
 	e := newEnv(t)
 	// One script per session; a follow-up without a marker takes the

@@ -290,10 +290,12 @@ func (e *env) openDelegations(parentID string) int {
 // extension in turn; the children run through Temporal; the test checks what
 // the parent's model received for each call.
 func TestParentPiUsesEveryTool(t *testing.T) {
+	t.Parallel()
 	// The extension calls the command through one `subagents serve`, or,
 	// with SUBAGENTS_SERVE=0, as a process per call: the same contract.
 	for _, spawn := range []bool{false, true} {
 		t.Run(map[bool]string{false: "serve", true: "process-per-call"}[spawn], func(t *testing.T) {
+			t.Parallel()
 			e := newEnv(t)
 			e.spawnPerCall = spawn
 			testParentUsesEveryTool(t, e)
@@ -404,6 +406,7 @@ func testParentUsesEveryTool(t *testing.T, e *env) {
 // once; its result reaches the parent's model in a later turn of the same
 // run, as a delivered message, and is acknowledged.
 func TestParentBackgroundTaskArrivesInALaterTurn(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startWorker(shared.client)
 	slow := finalizeStep("background: the index is rebuilt")
@@ -443,6 +446,7 @@ func TestParentBackgroundTaskArrivesInALaterTurn(t *testing.T) {
 // Escape does in the terminal) while a child runs: the child's turn is
 // cancelled, the delegation ends and is acknowledged.
 func TestParentAbortCancelsTheDelegation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startWorker(shared.client)
 	e.model.Script("c-hang", scriptedmodel.Step{Hang: true})
@@ -500,6 +504,7 @@ func TestParentAbortCancelsTheDelegation(t *testing.T) {
 // with SIGKILL while its delegation runs; started again on the same session
 // file it receives the result once, and a third start does not get it again.
 func TestParentKilledMidDelegationGetsTheResultOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startWorker(shared.client)
 	e.model.Script("parent-2", scriptedmodel.Step{Text: "Picking up where I was."}, scriptedmodel.Step{Text: "The migration result is in."})
@@ -549,6 +554,7 @@ func TestParentKilledMidDelegationGetsTheResultOnce(t *testing.T) {
 // TestExtensionInstallsAsAPiPackage: `pi install ./extension` makes the
 // tools available without -e.
 func TestExtensionInstallsAsAPiPackage(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ext := parentExtension(t)
 	install := exec.Command(e.pi.Path, "install", ext)
@@ -573,6 +579,7 @@ func TestExtensionInstallsAsAPiPackage(t *testing.T) {
 // (PI_SUBAGENT_CHILD=1), the extension offers no delegation tool, so depth
 // holds even when a profile loads extensions.
 func TestExtensionRegistersNothingInAChild(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ext := parentExtension(t)
 	e.model.Script("child-tools", scriptedmodel.Step{Text: "No tools to delegate with."})
@@ -626,6 +633,7 @@ func (e *env) parentKilledMidDelegation(name, answer string) string {
 // unified code stays in the details; then the subagent tool refusing an
 // agent that writes (the SingleResult contract).
 func TestParentTaskToolLifecycle(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startWorker(shared.client)
 	slow := finalizeStep("first: scanned")
@@ -703,6 +711,7 @@ func toolResultDetails(t *testing.T, p *parentPi, tool string) []map[string]any 
 // the work runs on to its end, its result waiting for the session. A
 // parent aborted by its user cancels (TestParentAbortCancelsTheDelegation).
 func TestParentTerminatedLeavesItsWorkRunning(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startWorker(shared.client)
 	long := finalizeStep("long job: done after the parent left")

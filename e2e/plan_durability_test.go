@@ -21,6 +21,7 @@ import (
 // reviewers run, then started again on the same database: the plan
 // finishes, and no finished stage ran twice (the model calls say so).
 func TestPlanServiceKilledBetweenStages(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.model.Script("kill-api-writer", finalizeStep("api written"))
 	e.model.Script("kill-ui-writer", finalizeStep("ui written"))
@@ -87,6 +88,7 @@ func TestPlanServiceKilledBetweenStages(t *testing.T) {
 // then resumed by its ID, keeps the first step's result and runs only the
 // cancelled step and the one after it.
 func TestPlanResumeAfterCancel(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	goOn := filepath.Join(e.workDir, "go-on")
 	e.model.Script("res-a", finalizeStep("a: mapped"))
@@ -145,6 +147,7 @@ func TestPlanResumeAfterCancel(t *testing.T) {
 // TestPlanBudgetStopsThePlan: a plan whose budget of tool calls is spent
 // by its first step starts no further step and says why, with its code.
 func TestPlanBudgetStopsThePlan(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.model.Script("bud-a", bashStep("ls"), bashStep("ls -a"), finalizeStep("a: looked twice"))
 	e.model.Script("bud-b", finalizeStep("never"))
@@ -173,6 +176,7 @@ func TestPlanBudgetStopsThePlan(t *testing.T) {
 // TestInvalidPlansAreRefused: plans that cannot run are refused before any
 // child starts, with a coded error naming the step.
 func TestInvalidPlansAreRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startWorker(shared.client)
 	var many []api.Step
@@ -231,6 +235,7 @@ func writePlan(t *testing.T, e *env, name string, plan api.Plan) string {
 // calls than its budget is stopped by the worker and fails with
 // BUDGET_EXCEEDED; its lane's next step is skipped, nothing else runs it.
 func TestPlanStepBudgetStopsItsChild(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.model.Script("sb-a", bashStep("ls"), bashStep("ls -a"), bashStep("ls -l"), finalizeStep("never reached"))
 	e.model.Script("sb-b", finalizeStep("never"))

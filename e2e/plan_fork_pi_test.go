@@ -13,6 +13,7 @@ import (
 // conversation (what the user said), without the parent's own delegation
 // calls; a task without it starts empty.
 func TestContextForkFromPi(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startWorker(shared.client)
 	e.model.Script("fork-task", finalizeStep("the codeword is PELICAN-7"))

@@ -16,6 +16,7 @@ import (
 // scout → implement (with the scout's result in its task) → review (with
 // the implementer's), each a real pi child, each run once.
 func TestPlanSequence(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.model.Script("seq-scout", finalizeStep("the greeting lives in greet.go:12"))
 	e.model.Script("seq-implement", finalizeStep("changed greet.go to say hello"))
@@ -58,6 +59,7 @@ func TestPlanSequence(t *testing.T) {
 // TestPlanParallelThenMerge is pattern 2 (docs/plans/parallel-review.yaml):
 // three reviewers at once, then a merge that sees all three.
 func TestPlanParallelThenMerge(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for _, k := range []string{"correctness", "security", "tests"} {
 		// Each takes a moment: side by side, the three overlap.
@@ -119,6 +121,7 @@ func TestPlanParallelThenMerge(t *testing.T) {
 // TestPlanLanes is pattern 3 (docs/plans/lanes.yaml): two lanes side by
 // side; the api writer fails, which skips only the api reviewer.
 func TestPlanLanes(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.model.Script("lanes-api-writer", finalizeWith("ERROR", "the API schema is missing", ""))
 	e.model.Script("lanes-ui-writer", finalizeStep("added the button"))
@@ -155,6 +158,7 @@ func TestPlanLanes(t *testing.T) {
 // review asks for changes, the fix continues the implementer's session,
 // the second review is clean and ends the loop; the third round never runs.
 func TestPlanReviewLoop(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.model.Script("loop-implement", finalizeStep("implemented v1"))
 	// The fix is the implementer session's next turn.
@@ -204,6 +208,7 @@ func TestPlanReviewLoop(t *testing.T) {
 // first result fails the gate, the command's output goes back to the same
 // child, its second passes.
 func TestPlanGate(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	check := filepath.Join(e.workDir, "check.sh")
 	if err := os.WriteFile(check, []byte("#!/bin/sh\ngrep -q hello greeting.txt || { echo 'FAIL: TestGreeting: got '\"$(cat greeting.txt)\"', want hello'; exit 1; }\necho ok\n"), 0o755); err != nil {

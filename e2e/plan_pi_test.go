@@ -14,6 +14,7 @@ import (
 // the task tool, inline and then saved (by name, with an argument); the
 // result says the plan's ID and each step's result, as the text pi draws.
 func TestPlanFromPi(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startWorker(shared.client)
 	e.model.Script("pi-scout", finalizeStep("found greet.go"))
@@ -72,6 +73,7 @@ func TestPlanFromPi(t *testing.T) {
 // from pi whose parent is killed while a step runs reaches the restarted
 // parent once, and not again after that.
 func TestPlanDeliveredAfterParentRestart(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startWorker(shared.client)
 	slow := finalizeStep("second step: 7 files migrated")

@@ -29,6 +29,7 @@ const gateRetryTimeout = 3 * time.Minute
 // under init, the gate runs again after the restart, once more, and the
 // step's gateRuns counts both runs.
 func TestPlanGateDiesWithService(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.model.Script("gate-kill", finalizeStep("written"))
 	port := freePort()
@@ -97,6 +98,7 @@ func TestPlanGateDiesWithService(t *testing.T) {
 // user wrote it, even when it looks like a reference: it is not another
 // step's output, and `{round}` outside a loop is not refused.
 func TestPlanArgsAreLiteral(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startWorker(shared.client)
 	plan := api.Plan{Args: map[string]api.PlanArg{"x": {Required: true}}, Steps: []api.Step{
@@ -136,6 +138,7 @@ func TestPlanArgsAreLiteral(t *testing.T) {
 // --plan` before anything starts: exit 2 with its code, the reason printed
 // in text mode too, no plan workflow in `list`, no child.
 func TestPlanStartChecksWhole(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startWorker(shared.client)
 	review := api.Step{Key: "review", Agent: "reviewer", Task: "[[script:never]] Review.", Verdicts: []string{"clean", "changes"}}
@@ -177,6 +180,7 @@ func TestPlanStartChecksWhole(t *testing.T) {
 // command as its text and runs nothing; a cwd argument that leaves the
 // plan's folder is refused at start (exit 2, INVALID_INPUT), no child runs.
 func TestPlanGateArgIsText(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startWorker(shared.client)
 	e.model.Script("gate-arg", finalizeStep("done"))

@@ -23,6 +23,7 @@ const toolDefinitionBudget = 4881 + 2048
 // the model, the bytes of the tool definitions this extension adds (every
 // tool that is not one of pi's own), and holds them to the budget.
 func TestToolDefinitionBytes(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.model.Script("tools-bytes", scriptedmodel.Step{Text: "Hello."})
 	p := e.startParent("json", filepath.Join(t.TempDir(), "parent.jsonl"), "[[script:tools-bytes]] Hi.")

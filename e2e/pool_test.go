@@ -23,6 +23,7 @@ import (
 // killed while idle costs nothing; the worker's stop, or its SIGKILL, leaves
 // no pi behind.
 func TestWarmPool(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.workerConfig()
 	cfg.WarmPool = 3

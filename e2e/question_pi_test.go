@@ -15,6 +15,7 @@ import (
 // child finishes with the answer. The child's model is asked twice in all
 // (the task, then the answer): nothing is asked twice.
 func TestQuestionAnsweredByANewParentPi(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startWorker(shared.client)
 	e.model.Script("asks", askingScript()...)
@@ -61,6 +62,7 @@ func TestQuestionAnsweredByANewParentPi(t *testing.T) {
 // result comes back into the same run. The parent's model is told the
 // question once, and the child's model is asked twice in all.
 func TestBackgroundQuestionReachesTheRunningParent(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startWorker(shared.client)
 	e.model.Script("asks", askingScript()...)

@@ -85,6 +85,7 @@ func checkAskedOnce(t *testing.T, reqs []scriptedmodel.Request) {
 // with its result, the answer in its next model request, nothing asked of
 // its model twice.
 func TestQuestionAnsweredByReply(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.model.Script("asks", askingScript()...)
 	e.startWorker(shared.client)
@@ -146,6 +147,7 @@ func TestQuestionAnsweredByReply(t *testing.T) {
 // the child waits for its answer; a new worker takes over, asks the model
 // nothing until the answer comes, and the child finishes with it.
 func TestQuestionSurvivesWorkerKill(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.model.Script("asks", askingScript()...)
 	first := e.startWorkerProcess()
@@ -231,6 +233,7 @@ func pendingRunPi(t *testing.T, id string) int {
 // ends with both tasks' results. The same for a one-task delegation,
 // answered through `subagents reply` with the delegation's ID.
 func TestQuestionWhileTheParentWaits(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.model.Script("asks", askingScript()...)
 	e.model.Script("quiet", finalizeStep("Nothing to ask."))

@@ -13,6 +13,7 @@ import (
 // task says, else as long as its profile says; a value out of range is
 // INVALID_INPUT (profiles/profile_test.go has a profile's).
 func TestQuestionTimeoutFromAStartAndAProfile(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.model.Script("asks-start", askingScript()...)
 	e.model.Script("asks-profile", askingScript()...)

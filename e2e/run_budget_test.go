@@ -19,6 +19,7 @@ import (
 // calls, the usage and the session file. Before: the budget was not
 // looked at, and the child ran until its script ran out.
 func TestRunBudgetStopsTheChild(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startWorker(shared.client)
 	tests := []struct {

@@ -56,6 +56,7 @@ func (e *env) expectRefused(env []string, cases []refusedSchedule) {
 // Those that need no service are refused the same with the service down.
 // An update is checked the same way and leaves the schedule as it was.
 func TestScheduleCreateChecksWhatAFireWould(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	plans := filepath.Join(e.agentDir, "plans")
 	if err := os.MkdirAll(plans, 0o755); err != nil {
@@ -119,6 +120,7 @@ func TestScheduleCreateChecksWhatAFireWould(t *testing.T) {
 // whose end comes before its first fire, are tool errors with their codes
 // and reasons, and the folder has no schedule after them.
 func TestScheduleFromPiChecksFirst(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startWorker(shared.client)
 	op := func(schedule map[string]any) scriptedmodel.Step {
@@ -154,6 +156,7 @@ func TestScheduleFromPiChecksFirst(t *testing.T) {
 // stays stopped and the result waits. Once an explicit command starts the
 // service (`subagents dev`), the folder's next pi receives it, once.
 func TestStoppedServiceStaysStopped(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	w := e.newLocalWorld()
 	env := append(e.parentEnv(), e.parentEnvExtra...)

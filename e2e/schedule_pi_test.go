@@ -22,6 +22,7 @@ import (
 // is open in the folder (which takes no result then) reaches the next pi
 // started there, saying another session was open when it ended.
 func TestScheduledResultsReachTheNextPiOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.model.Script("nightly-scan", finalizeStep("the logs are clean"))
 	e.model.Script("later-hello", scriptedmodel.Step{Text: "Hello."})
@@ -169,6 +170,7 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 // answer says what the service did; the triggered run's result waits for
 // the folder's next pi, which receives it.
 func TestScheduleFromPi(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startWorker(shared.client)
 	id := scheduleID("from-pi")
@@ -236,6 +238,7 @@ func TestScheduleFromPi(t *testing.T) {
 // same moment split the waiting results between them: each result is in
 // exactly one of their sessions.
 func TestScheduledResultsTwoPisAtOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.model.Script("twice-task", finalizeStep("done"))
 	e.model.Script("twin-a", scriptedmodel.Step{Text: "A."})

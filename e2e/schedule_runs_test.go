@@ -21,6 +21,7 @@ import (
 // running: the folder's mark stays (it is old enough to go otherwise).
 // Once the run ends, a later pi in the folder receives its result.
 func TestScheduledResultOfADeletedSchedule(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	slow := finalizeStep("the long scan is done")
 	// Long enough for the delete and a whole pi run while it runs.
@@ -90,6 +91,7 @@ func TestScheduledResultOfADeletedSchedule(t *testing.T) {
 // made, paused and resumed with no note shows notes of ours, never the
 // SDK's.
 func TestScheduleTriggersRunEach(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.model.Script("each", finalizeStep("ran"))
 	e.startWorker(shared.client)

@@ -20,6 +20,7 @@ import (
 // note, trigger (a paused schedule runs once now), resume, update, delete,
 // and a schedule that fires once (at).
 func TestScheduleCommandActions(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.model.Script("hourly", finalizeStep("checked"))
 	e.startWorker(shared.client)
@@ -153,6 +154,7 @@ func mustLocation(t *testing.T, name string) *time.Location {
 // later runs what their overlap policy kept: skip, one fire (the others
 // skipped while it waited); allow_all, every fire.
 func TestScheduleMadeWhileNoWorkerRuns(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.model.Script("missed", finalizeStep("caught up"))
 	skip, all := scheduleID("skip"), scheduleID("all")
@@ -192,6 +194,10 @@ func TestScheduleMadeWhileNoWorkerRuns(t *testing.T) {
 // each of them), past it (catchup none) they are counted missed and never
 // run. The UI's Schedules page lists both, with their notes.
 func TestScheduleCatchesUpAfterTheServiceWasDown(t *testing.T) {
+	// Not parallel: a schedule describes its 10 latest runs, and one that
+	// fires every 4 s pushes the late fires out of them about 16 s after
+	// the restart; they must all have ended by then, which a machine
+	// loaded by tests beside this one missed (the wait below never held).
 	e := newEnv(t)
 	e.model.Script("while-down", finalizeStep("ran late"))
 	port, uiPort := freePort(), freePort()

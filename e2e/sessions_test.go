@@ -17,6 +17,7 @@ import (
 // TestForgottenFinalizeGetsFeedback: a child that answers in plain text is
 // sent the corrective feedback on the same pi session, and then finalizes.
 func TestForgottenFinalizeGetsFeedback(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.model.Script("forgot",
 		scriptedmodel.Step{Text: "The answer is 42, I think."},
@@ -51,6 +52,7 @@ func TestForgottenFinalizeGetsFeedback(t *testing.T) {
 // TestStickySessionSendsShareContext runs two more turns through send on a
 // session that waits for input: each turn sees the ones before.
 func TestStickySessionSendsShareContext(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.model.Script("sticky-1", finalizeStep("noted 7"))
 	e.model.Script("sticky-2", finalizeStep("it was 7"))

@@ -33,6 +33,7 @@ func (e *env) writeSettings(global bool, content string) {
 // task at a time, a disabled agent or a disabled feature is refused with
 // its code.
 func TestSettingsReachTheRun(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startWorker(shared.client)
 	c := e.cli()
@@ -95,6 +96,7 @@ func TestSettingsReachTheRun(t *testing.T) {
 // TestParentWithSubagentsDisabled: a pi started with SUBAGENTS_DISABLED=1
 // gets the contract's code from every delegation tool, and nothing is started.
 func TestParentWithSubagentsDisabled(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.parentEnvExtra = []string{"SUBAGENTS_DISABLED=1"}
 	e.model.Script("parent", call("subagent", map[string]any{"agent": "scout", "task": "Look around."}), scriptedmodel.Step{Text: "Done."})

@@ -17,6 +17,7 @@ import (
 // attributes, idempotently, and waits until they are served; then the
 // worker polls and `list` queries by the attributes.
 func TestSetupAnExternalNamespace(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ns := "setup-" + uuid.NewString()[:8]
 	conn := []string{"--address", shared.server.FrontendAddress(), "--namespace", ns}

@@ -54,6 +54,7 @@ func (e *env) startSession(c sdkclient.Client, in api.SessionInput) sdkclient.Wo
 // runs the real pi against the scripted model, and checks what came back and
 // what the model was sent.
 func TestSmokeRealPiThroughTemporal(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.model.Script("smoke", scriptedmodel.Step{Text: "Hello from the scripted model."})
 	e.startWorker(shared.client)
@@ -105,6 +106,7 @@ func TestSmokeRealPiThroughTemporal(t *testing.T) {
 // on the same database file: the finished workflow is still in visibility
 // with its result, and one started before the restart runs to completion.
 func TestEmbeddedServerIsDurable(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.model.Script("durable", scriptedmodel.Step{Text: "Survived."})
 	db := t.TempDir() + "/temporal.db"
@@ -185,6 +187,7 @@ func mustJSON(t *testing.T, v any) string {
 // tool; the retried attempt on a new worker continues the same pi session
 // (the model sees the earlier messages) instead of starting over.
 func TestCrashedAttemptContinuesSession(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	started := filepath.Join(e.workDir, "started.txt")
 	e.model.Script("crash",
@@ -220,6 +223,7 @@ func TestCrashedAttemptContinuesSession(t *testing.T) {
 // subagent_finalize but before pi exited: the retried attempt finds the
 // result in the session file and returns it without asking the model again.
 func TestFinalizedAttemptIsNotRunAgain(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ext, err := filepath.Abs(filepath.Join("testdata", "extensions", "slow-settle.ts"))
 	if err != nil {
@@ -269,15 +273,18 @@ func (e *env) stopWorkerWhen(in api.SessionInput, file string) api.SessionResult
 	return res
 }
 
+// waitForFile waits until path exists and holds something.
 func waitForFile(t *testing.T, path string) {
 	t.Helper()
 	deadline := time.Now().Add(testTimeout)
 	for {
-		if _, err := os.Stat(path); err == nil {
+		// A shell's `echo ... > file` creates the file before it writes
+		// (a pid that a test reads next): wait for what it writes too.
+		if info, err := os.Stat(path); err == nil && info.Size() > 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s never appeared", path)
+			t.Fatalf("%s never appeared with content", path)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -286,6 +293,7 @@ func waitForFile(t *testing.T, path string) {
 // TestCrashBeforeSessionFileRunsPromptAgain: when the worker stops before pi
 // wrote its session file, the retried attempt runs the original prompt.
 func TestCrashBeforeSessionFileRunsPromptAgain(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	slow := finalizeStep("second time lucky")
 	slow.DelayMS = 2000
@@ -315,6 +323,7 @@ func TestCrashBeforeSessionFileRunsPromptAgain(t *testing.T) {
 // TestCancelKillsChildAndItsTools cancels a running session: its heartbeat
 // showed progress, and pi and the `sleep` its bash tool started are gone.
 func TestCancelKillsChildAndItsTools(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	pidFile := filepath.Join(e.workDir, "sleep.pid")
 	e.model.Script("cancel", scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{

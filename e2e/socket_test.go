@@ -76,6 +76,7 @@ func (s *socketConn) answer(id int64) (lines []string, exit int) {
 // is not JSON, an unknown verb, and a hang-up in the middle of a wait. Each
 // gets its coded answer, and the service goes on serving.
 func TestSocketProtocol(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.dataDir = filepath.Join(t.TempDir(), "d")
 	slow := finalizeStep("slow but done")
@@ -137,6 +138,7 @@ func TestSocketProtocol(t *testing.T) {
 // TestWorkerSocket: `subagents worker --socket` answers the same protocol
 // for the Temporal it works for.
 func TestWorkerSocket(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	dataDir := filepath.Join(t.TempDir(), "w")
 	cmd := exec.Command(subagentsBinary(t), "worker", "--socket", "--address", shared.server.FrontendAddress(),
@@ -174,6 +176,7 @@ func TestWorkerSocket(t *testing.T) {
 // same result. (The service is headless, so only a call that dialed itself
 // names a UI link: that tells the two paths apart.)
 func TestCommandHandsItsCallToTheService(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.dataDir = filepath.Join(t.TempDir(), "d")
 	_, c, _ := e.devCLI("--headless")

@@ -24,6 +24,7 @@ import (
 // visibility query, the README's `SubagentStatus="…"` recipe included;
 // the model shown is the one the child ran.
 func TestStatusesMatchWhatHappened(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.model.Script("st-done", finalizeStep("found it"))
 	e.model.Script("st-cancel", scriptedmodel.Step{Hang: true})
@@ -154,6 +155,7 @@ func visible(t *testing.T, q, want string) []string {
 // delegation of several tasks cancels its running tasks, as `subagents
 // cancel` does, and every surface says cancelled.
 func TestDelegationCancelledThroughTemporal(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.model.Script("dc-a", scriptedmodel.Step{Hang: true})
 	e.model.Script("dc-b", scriptedmodel.Step{Hang: true})

@@ -62,6 +62,7 @@ func (e *env) resultCount(script, answer string) int {
 // starts it (`subagents dev`), a new pi names the leftovers, and the dead
 // session, resumed, gets its result once.
 func TestLeftoversOfEarlierSessionsStartNothing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	w := e.newLocalWorld()
 	env := append(e.parentEnv(), e.parentEnvExtra...)
@@ -107,6 +108,7 @@ func TestLeftoversOfEarlierSessionsStartNothing(t *testing.T) {
 // exactly once; after that nothing waits, and a start with the service
 // stopped again starts nothing.
 func TestPendingResultsWaitForTheService(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	w := e.newLocalWorld()
 	env := append(e.parentEnv(), e.parentEnvExtra...)

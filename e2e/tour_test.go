@@ -34,6 +34,7 @@ var tourStepLine = regexp.MustCompile(`^(\d+)/(\d+) (.+?) (✓|✕|– skipped) 
 // (exit 3) for a well-formed command and INVALID_INPUT (exit 2) for a bad
 // one. The tour's folder is gone when it ends.
 func TestTour(t *testing.T) {
+	// Not parallel: it holds the tour to its time budget.
 	bin := subagentsBinary(t)
 	pi := findPi(t)
 	ctx, cancel := context.WithTimeout(context.Background(), tourBudget+time.Minute)

@@ -16,6 +16,7 @@ import (
 // that is not the user's) went into a child's prompt: only its owner was
 // checked. Now it stays out; the user's closed one below it goes in.
 func TestOwnOpenContextFileStaysOutOfAChild(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Fatal("this test plays a second local user by chown: run the e2e tests as root, as CI does")
 	}
@@ -60,6 +61,7 @@ func (e *env) scoutPrompt(parent, child string) string {
 // Now the fire ends with PERMISSION_DENIED naming that folder, and no
 // child runs.
 func TestScheduledPlanStepInAnotherAccountsFolderIsRefused(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Fatal("this test plays a second local user by chown: run the e2e tests as root, as CI does")
 	}

@@ -39,6 +39,7 @@ import (
 // process's certificate; this project's own command, given the data dir,
 // works without the user doing anything.
 func TestFrontendRefusesCallersWithoutTheKey(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	dev, c, port := e.devCLI()
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
@@ -186,6 +187,7 @@ func handshake(target string) error {
 // the frontend without passing through that login; --ui-ip off loopback is
 // refused.
 func TestUIOnlyForThisMachinesUser(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	uiPort := freePort()
 	dev, _, port := e.devCLI("--ui-port", strconv.Itoa(uiPort))
@@ -352,6 +354,7 @@ func findCookie(resp *http.Response, name string) *http.Cookie {
 // its port to collect the key a command presents. The command refuses to
 // dial it, saying whose it is.
 func TestKeyNotSentToAnotherUsersListener(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	if _, err := connection.EnsureKey(e.dataDir); err != nil {
 		t.Fatal(err)

@@ -47,6 +47,7 @@ func issue39Text() string {
 // payload of the child's history hold none of the secrets, and the result
 // still reads: the masks stand where the secrets were.
 func TestSecretsOfIssue39ReachNoResultHistoryOrParent(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startWorker(shared.client)
 	text := issue39Text()

@@ -73,6 +73,7 @@ func trustChownAll(t *testing.T, root string, uid, gid int) {
 // refused the same way; the user's own profile, 0644 in 0755 folders, runs
 // as before, its extension loaded.
 func TestProjectProfileMustBeTheServiceUsers(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Fatal("this test plays a second local user by chown: run the e2e tests as root, as CI does")
 	}
@@ -184,6 +185,7 @@ func trustFileExists(path string) bool {
 // with INVALID_INPUT at once, and `subagents transcript ID` does not print
 // that file.
 func TestHandMadeSessionAgentCannotLeaveTheDataDir(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startWorker(shared.client)
 	c := e.cli()
@@ -227,6 +229,7 @@ func TestHandMadeSessionAgentCannotLeaveTheDataDir(t *testing.T) {
 // queue its own settings and environment name: the answer is the real
 // child's, and the other worker's model is never asked.
 func TestProjectSettingsCannotRouteDelegations(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startWorker(shared.client)
 	evil := newEnv(t)

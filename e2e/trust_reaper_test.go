@@ -26,6 +26,7 @@ import (
 // <worker>.999, as a child's tool could tell it) lives on when the worker
 // dies, while the worker's child and its tool are ended.
 func TestReaperSparesProcessOutsideTree(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	c := e.crashMidTool("outside", "sleep 120")
 	mark := strings.TrimSpace(fileText(t, filepath.Join(e.workDir, "mark.txt")))
@@ -60,6 +61,7 @@ func TestReaperSparesProcessOutsideTree(t *testing.T) {
 // PI_SUBAGENT_PROC from its environment and detaches (its own session, its
 // shell gone) is still ended when the worker dies.
 func TestReaperKillsToolThatDroppedMark(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	seconds := strconv.Itoa(7000 + os.Getpid()%1000)
 	c := e.crashMidTool("dropped", "(env -u "+activities.ProcMarkEnv+" setsid sleep "+seconds+" >/dev/null 2>&1 &); sleep 120")

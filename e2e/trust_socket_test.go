@@ -42,6 +42,7 @@ const answerWithin = 30 * time.Second
 // later call hung, nothing was logged, and the process stayed up holding
 // dev.lock.
 func TestSocketSurvivesADescriptorBurst(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.dataDir = filepath.Join(t.TempDir(), "d")
 	p, _, _ := e.devCLI("--headless")
@@ -120,6 +121,7 @@ func TestSocketSurvivesADescriptorBurst(t *testing.T) {
 // buffered whole (it was under a 32 MiB limit): no answer, and the service
 // grew by hundreds of megabytes.
 func TestSocketRefusesOversizedLines(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.dataDir = filepath.Join(t.TempDir(), "d")
 	p, _, _ := e.devCLI("--headless")

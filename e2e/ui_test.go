@@ -131,6 +131,7 @@ const operatorColumns = `{"default":[{"label":"Status"},{"label":"SubagentAgent"
 // RunPi runs including the corrective-feedback retry, and no payload holds
 // a secret.
 func TestUIInARealBrowser(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
 	e := newEnv(t)
 	agents := filepath.Join(e.workDir, ".pi", "agents")

@@ -45,6 +45,7 @@ func nextReleaseNumber(t *testing.T) string {
 // from its session under N+1, whose changed step runs at the turn's end,
 // and the result reaches the parent's session once.
 func TestUpgradeKeepsRunningWork(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	next := nextReleaseNumber(t)
 	current := distPackages(t)

@@ -12,6 +12,7 @@ import (
 // (task, worktree: true): the checkout is untouched while its change waits
 // on a branch; the parent's task op "apply" puts it into the checkout.
 func TestWorktreeFromPi(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.initWorkRepo(map[string]string{"greeting.txt": "hi\n"})
 	e.startWorker(shared.client)

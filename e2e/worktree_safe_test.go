@@ -59,6 +59,7 @@ echo notes > notes.txt`
 // back to the child's own commit (as a change captured elsewhere would
 // hold it) is refused by `apply` whole.
 func TestWorktreeHostilePathsRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.initWorkRepo(map[string]string{"a.txt": "a\n"})
 	mark := filepath.Join(t.TempDir(), "hook-ran")
@@ -126,6 +127,8 @@ func TestWorktreeHostilePathsRefused(t *testing.T) {
 // documented identity, whatever the worker's GIT_AUTHOR_* and
 // GIT_COMMITTER_* say; `apply` writes it all, and nothing is left behind.
 func TestWorktreeCapturesRmMvAndModes(t *testing.T) {
+	// The worker runs in this process: its environment is this one (not
+	// parallel).
 	for _, v := range []string{"GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"} {
 		t.Setenv(v, "Worker Env")
 	}
@@ -179,6 +182,7 @@ git rm -q old.txt; git mv x.txt y.txt; chmod +x run.sh`), finalizeStep("moved"))
 // and filter drivers do not run when a task's worktree is checked for
 // dirt, made, captured, and applied.
 func TestWorktreeRunsNoRepositoryCode(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.initWorkRepo(map[string]string{"a.txt": "a\n", ".gitattributes": "*.txt filter=repo\n"})
 	marks := t.TempDir()
@@ -211,6 +215,7 @@ func TestWorktreeRunsNoRepositoryCode(t *testing.T) {
 // `apply --discard` removes another such task's worktree and branch; the
 // sweep then settles both journals without a warning.
 func TestWorktreeFailedCaptureSettles(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.initWorkRepo(map[string]string{"a.txt": "a\n"})
 	lockBranch := func(file string) scriptedmodel.Step {
@@ -283,6 +288,7 @@ func TestWorktreeFailedCaptureSettles(t *testing.T) {
 // outside the checkout and into its .git has them applied, as git would
 // write them, and apply's answer names both; a link inside is not named.
 func TestWorktreeApplyNamesLinksOutside(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.initWorkRepo(map[string]string{"a.txt": "a\n"})
 	e.model.Script("linker", bashStep("ln -s /etc/hostname host; ln -s .git/config cfg; ln -s a.txt inside"), finalizeStep("linked"))
@@ -310,6 +316,7 @@ func TestWorktreeApplyNamesLinksOutside(t *testing.T) {
 // it. The rest of the work is then on the branch, and a second apply
 // writes it, still nothing outside.
 func TestWorktreeApplyCaptureRefuses(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.initWorkRepo(map[string]string{"a.txt": "a\n"})
 	mark := filepath.Join(t.TempDir(), "hook-ran")

@@ -68,6 +68,7 @@ func worktreesOf(t *testing.T, dir string) (worktrees, branches []string) {
 // second reports its conflict in that file and writes nothing; `apply
 // --discard` then deletes its branch and patch.
 func TestWorktreeParallelWriters(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.initWorkRepo(map[string]string{"shared.txt": "one\ntwo\nthree\n", "other.txt": "other\n"})
 	e.writeProfile("isolated-writer", "---\nname: isolated-writer\ndescription: writes in a worktree\ntools: read, bash\nworktree: true\n---\nYou write.\n")
@@ -181,6 +182,7 @@ func TestWorktreeParallelWriters(t *testing.T) {
 // true in a checkout with uncommitted changes fails with WORKTREE_DIRTY,
 // which says what to do, before any child runs.
 func TestWorktreeDirtyCheckoutRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.initWorkRepo(map[string]string{"a.txt": "a\n"})
 	if err := os.WriteFile(filepath.Join(e.workDir, "a.txt"), []byte("mine\n"), 0o644); err != nil {
@@ -211,6 +213,7 @@ func TestWorktreeDirtyCheckoutRefused(t *testing.T) {
 // its main checkout as its only worktree and, besides main, only the
 // task's branch, holding the change of both runs.
 func TestWorktreeWorkerKilledMidRun(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.initWorkRepo(map[string]string{"work.txt": "start\n"})
 	marks := t.TempDir()
@@ -304,6 +307,7 @@ func realPathOf(t *testing.T, p string) string {
 // captured, the checkout untouched), and leaves a read-only profile in the
 // checkout.
 func TestWorktreeSettingIsolatesWriters(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.initWorkRepo(map[string]string{"a.txt": "a\n"})
 	e.writeSettings(false, `{"subagents":{"worktree":true}}`)
