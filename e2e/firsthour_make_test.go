@@ -31,7 +31,7 @@ func TestFirstHourMakeTestShowsProgress(t *testing.T) {
 	// The whole module: the workflow and activity packages under -race,
 	// every other package after them.
 	if runs < 3 || !strings.Contains(out, "go test -json -race -timeout 20m ./activities/... ./workflows/...") ||
-		!strings.Contains(out, "go test -json -timeout 30m $(go list ./... | grep -v -E '/(activities|workflows)$')") {
+		!strings.Contains(out, "go test -json -parallel 3 -timeout 30m $(go list ./... | grep -v -E '/(activities|workflows)$')") {
 		t.Fatalf("make -n test runs go test %d times, not the whole module (./...):\n%s", runs, out)
 	}
 }
