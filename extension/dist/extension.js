@@ -4136,14 +4136,19 @@ ${body}`, {
     if (!settings.tools.primary) return;
     const remembered = passive ? rememberedPrimary(ctx.cwd) : void 0;
     if (!remembered) {
-      registerPrimary(await profilesFor(ctx.cwd, passive));
+      const listed = profilesFor(ctx.cwd, passive).then(registerPrimary);
+      primaryListing = listed.catch(() => {
+      });
+      await listed;
       return;
     }
     registerPrimary(remembered.profiles);
     if (unchanged(remembered.watched)) return;
-    await profilesFor(ctx.cwd, true).then(registerPrimary, () => {
+    primaryListing = profilesFor(ctx.cwd, true).then(registerPrimary, () => {
     });
+    await primaryListing;
   }
+  let primaryListing;
   function rememberedPrimary(cwd) {
     const local = localService(settings);
     return local ? rememberedProfiles(local.dataDir, cwd) : void 0;
@@ -4441,6 +4446,9 @@ ${plans.map((p) => p.summary).join("\n")}` : "";
     }
   }
   pi.on("before_agent_start", async (_event, ctx) => {
+    const listing = primaryListing;
+    primaryListing = void 0;
+    await listing;
     await tellWaitingQuestions(ctx).catch(() => {
     });
     const pending = delivery.mayHavePending(ctx);

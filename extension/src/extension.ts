@@ -744,17 +744,30 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 		if (!settings.tools.primary) return;
 		const remembered = passive ? rememberedPrimary(ctx.cwd) : undefined;
 		if (!remembered) {
-			registerPrimary(await profilesFor(ctx.cwd, passive));
+			const listed = profilesFor(ctx.cwd, passive).then(registerPrimary);
+			primaryListing = listed.catch(() => {});
+			await listed;
 			return;
 		}
 		registerPrimary(remembered.profiles);
 		if (unchanged(remembered.watched)) return;
-		// Beside pi's start (this work is not awaited there), before a
-		// delegation of this session (which waits for it).
-		await profilesFor(ctx.cwd, true).then(registerPrimary, () => {
+		// Beside pi's start, before a delegation of this session (which
+		// waits for it) and the session's first prompt (primaryListing).
+		primaryListing = profilesFor(ctx.cwd, true).then(registerPrimary, () => {
 			/* not running, or not now: the remembered listing stays */
 		});
+		await primaryListing;
 	}
+
+	/**
+	 * The folder's primary profiles being listed at the session's start:
+	 * none was remembered, or a file or folder the remembered listing was
+	 * read from changed since (a profile added, the project trusted). The
+	 * first prompt waits for it, so that the model has the folder's primary
+	 * tools from its first call; an unchanged folder's start lists nothing
+	 * and waits for nothing.
+	 */
+	let primaryListing: Promise<void> | undefined;
 
 	/** cwd's remembered listing, when this is the local service's. */
 	function rememberedPrimary(cwd: string) {
@@ -1141,6 +1154,9 @@ export function activate(pi: ExtensionAPI, host: Host): void {
 	}
 
 	pi.on("before_agent_start", async (_event, ctx) => {
+		const listing = primaryListing;
+		primaryListing = undefined;
+		await listing;
 		await tellWaitingQuestions(ctx).catch(() => {
 			/* no service, or not now: the question still waits */
 		});
