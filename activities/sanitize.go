@@ -62,9 +62,6 @@ type secretRule struct {
 // gitlabPrefixes are the prefixes of GitLab's tokens, as keys.
 var gitlabPrefixes = []string{"glpat-", "gldt-", "glrt-", "glptt-", "glft-", "glcbt-", "gloas-", "glsoat-", "glimt-", "glagent-"}
 
-// cutTokenKeys are the token prefixes the cut-token rule knows, as keys.
-var cutTokenKeys = []string{"…"}
-
 // secretRules are the shapes of secrets whatever names them, applied in
 // order; the more specific key shapes come before the generic ones so the
 // label says what was found. Each masks a whole value: a private key cut
@@ -90,7 +87,7 @@ var secretRules = []secretRule{
 	// package is cut after it is sanitized (issue 31); a text cut by
 	// someone else before it reached the sanitizer still loses the start
 	// of its token here, which is most of the secret.
-	tokenRule(`(?:sk-|(?:sk|rk)_(?:live|test)_|whsec_|gl(?:pat|dt|rt|ptt|ft|cbt|oas|soat|imt|agent)-|npm_|hf_|AIza|AKIA|ASIA|gh[pousr]_|github_pat_|xox[a-z]-|xapp-|SG\.|eyJ)[A-Za-z0-9_./+=-]*…`, "[REDACTED cut token]…", cutTokenKeys...),
+	tokenRule(`(?:sk-|(?:sk|rk)_(?:live|test)_|whsec_|gl(?:pat|dt|rt|ptt|ft|cbt|oas|soat|imt|agent)-|npm_|hf_|AIza|AKIA|ASIA|gh[pousr]_|github_pat_|xox[a-z]-|xapp-|SG\.|eyJ)[A-Za-z0-9_./+=-]*…`, "[REDACTED cut token]…", "…"),
 	// A Slack webhook's URL is its secret; a Sentry DSN's key is the user
 	// part of its URL, with no password after it.
 	{regexp.MustCompile(`\bhttps://hooks\.slack(?:-gov)?\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_-]+`), "https://hooks.slack.com/[REDACTED slack webhook]", []string{"hooks.slack"}, false},
@@ -167,26 +164,11 @@ func indexFold(s, key string) int {
 		if c := s[i]; c != first && c != upper {
 			continue
 		}
-		if asciiEqualFold(s[i:i+len(key)], key) {
+		if strings.EqualFold(s[i:i+len(key)], key) {
 			return i
 		}
 	}
 	return -1
-}
-
-// asciiEqualFold is whether a equals key (ASCII lower case) in any ASCII
-// case.
-func asciiEqualFold(a, key string) bool {
-	for j := 0; j < len(key); j++ {
-		c := a[j]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != key[j] {
-			return false
-		}
-	}
-	return true
 }
 
 // cookieHeader is a Cookie or Set-Cookie header's value, to the end of its
@@ -385,11 +367,6 @@ func maskValues(s string, skim bool) string {
 		keys = newKeyFinder(s, secretNameKeys)
 	}
 	for pos := 0; pos < len(s); {
-		// Only a name that holds a key can say secret: the names before
-		// the next key are passed over unread, as the loop below would
-		// pass them over one by one (a regexp search each). The name
-		// holding the key starts where its run of name bytes does, its
-		// quotes at most two bytes before.
 		// Where the next assignment lies first, then its parts within it:
 		// the parts cost more to find, so only in a few bytes.
 		window, runEnd := len(s), -1
