@@ -52,6 +52,9 @@ type planRun struct {
 	byKey    map[string]int
 	state    []api.StepState
 	resolved []profiles.ResolvedTask
+	// before is api.RunsBefore of the plan: which steps end before which
+	// start (set by resolve).
+	before   [][]bool
 	limit    int
 	running  int
 	cancel   bool
@@ -304,10 +307,10 @@ func (p *planRun) cancelledByTemporal(ctx workflow.Context) {
 // or denied agent refuses the whole plan, naming the step.
 func (p *planRun) resolve(ctx workflow.Context) error {
 	req := profiles.ResolveRequest{Depth: p.in.Depth + 1, Knobs: p.in.Knobs}
-	before := api.RunsBefore(p.in.Plan)
+	p.before = api.RunsBefore(p.in.Plan)
 	early := 0
 	for i, s := range p.steps {
-		first := s.Continue == "" && !slices.Contains(before[i], true) && early < p.limit
+		first := s.Continue == "" && !slices.Contains(p.before[i], true) && early < p.limit
 		if first {
 			early++
 		}
@@ -952,10 +955,10 @@ func (p *planRun) startSession(ctx workflow.Context, i, n int, prompt string, fi
 // None after a step with a gate: its command may run for minutes, past
 // what a child started early waits for its task.
 func (p *planRun) startsAfter(i int) []api.RunPiInput {
-	if p.steps[i].Gate != nil || len(p.resolved) != len(p.steps) {
+	if p.steps[i].Gate != nil {
 		return nil
 	}
-	before := api.RunsBefore(p.in.Plan)
+	before := p.before
 	var out []api.RunPiInput
 	for j, s := range p.steps {
 		if !before[j][i] || s.Continue != "" || s.Worktree || p.state[j].Reused || p.resolved[j].Error != nil {
