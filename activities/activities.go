@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"go.temporal.io/sdk/activity"
+
 	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/extension"
 	"github.com/durable-pi/subagents/internal/errcode"
@@ -114,6 +116,10 @@ type Activities struct {
 	// exiting counts the children whose runs settled and returned while
 	// their pi still exits (exitInBackground).
 	exiting sync.WaitGroup
+	// recordHeartbeat is activity.RecordHeartbeat; a test sees every call
+	// through it (the SDK's test environment holds all but the first of a
+	// 30 s window back).
+	recordHeartbeat func(ctx context.Context, details ...any)
 }
 
 // New fills in cfg's defaults and writes the finalize extension to its cache
@@ -141,7 +147,7 @@ func New(cfg Config) (*Activities, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Activities{cfg: cfg, finalize: path, sanitizer: NewSanitizer(cfg.Home), reaper: newReaper()}
+	a := &Activities{cfg: cfg, finalize: path, sanitizer: NewSanitizer(cfg.Home), reaper: newReaper(), recordHeartbeat: activity.RecordHeartbeat}
 	if cfg.WarmPool > 0 || cfg.EarlyStart {
 		if cfg.WarmTTL <= 0 {
 			cfg.WarmTTL = DefaultWarmTTL

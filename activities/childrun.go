@@ -73,6 +73,9 @@ type childRun struct {
 	// outputMax caps the output in the result (the task's settings); 0:
 	// the worker's Config.OutputMaxChars.
 	outputMax int
+	// fallbacks are the models the turn gave up on so far (runModels),
+	// heartbeated so that a retry keeps them.
+	fallbacks []api.Fallback
 }
 
 // run runs the child to its end: a warm child of the pool when one
@@ -233,7 +236,7 @@ func (r *childRun) run(ctx context.Context, args []string, spec warmSpec, sessio
 			}
 		case <-heartbeat.C:
 			if !detached {
-				activity.RecordHeartbeat(ctx, r.progress(time.Since(start)))
+				r.a.recordHeartbeat(ctx, r.progress(time.Since(start)))
 			} else if r.a.cancelRequested(ctx, r.progress(time.Since(start))) {
 				stop(stopCancelled)
 			}

@@ -122,8 +122,15 @@ func fallbackAdmission(admission profiles.Admission, first, model string) profil
 func (a *Activities) runModels(ctx context.Context, r *childRun, res *api.RunPiResult, admission profiles.Admission, prompt string) outcome {
 	first := r.in
 	models := append([]string{first.Model}, first.FallbackModels...)
+	// A retry of an attempt that gave up on models goes on with the next
+	// (the interrupted attempt heartbeated them, see RunPi).
+	from := min(len(res.Fallbacks), len(models)-1)
+	if from > 0 {
+		r.in = withModel(first, models[from])
+	}
+	r.fallbacks = res.Fallbacks
 	start := time.Now()
-	for i := 0; ; i++ {
+	for i := from; ; i++ {
 		var spec warmSpec
 		r.env, spec = a.runSpec(r.in, fallbackAdmission(admission, first.Model, r.in.Model))
 		out := r.run(ctx, a.args(r.in, res.SessionFile), spec, res.SessionFile, prompt)
@@ -134,8 +141,15 @@ func (a *Activities) runModels(ctx context.Context, r *childRun, res *api.RunPiR
 		}
 		given := api.Fallback{Model: cmp.Or(r.stream.Model, models[i]), Error: clip(a.sanitizer.Sanitize(r.stream.ErrorMessage), fallbackErrorChars)}
 		res.Fallbacks = append(res.Fallbacks, given)
+		r.fallbacks = res.Fallbacks
 		activity.GetLogger(ctx).Warn("the model failed with a provider error: the child goes on with the next fallback model",
 			"session", r.in.SessionID, "model", given.Model, "next", models[i+1], "error", given.Error)
+		// Between runs the attempt still heartbeats: runs that fail fast
+		// each end before their first tick, and the exit waited for below
+		// takes seconds on a loaded machine.
+		stopBeats := beatEvery(ctx, r.a.cfg.HeartbeatInterval, func() {
+			r.a.recordHeartbeat(ctx, r.progress(time.Since(start)))
+		})
 		if out.exiting != nil {
 			// The session file is whole, and a warm child's slot in its
 			// place, once that pi has exited.
@@ -151,6 +165,7 @@ func (a *Activities) runModels(ctx context.Context, r *childRun, res *api.RunPiR
 				activity.GetLogger(ctx).Warn("could not leave a failed fallback's prompt out of the session's context", "session", r.in.SessionID, "error", err)
 			}
 		}
+		stopBeats()
 		r.in = withModel(first, models[i+1])
 		r.stream.nextRun()
 	}

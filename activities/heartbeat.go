@@ -53,6 +53,7 @@ func (r *childRun) progress(elapsed time.Duration) api.Progress {
 		Attempt:        r.attempt,
 		PriorUsage:     r.prior,
 		MessagesBefore: r.before,
+		Fallbacks:      r.fallbacks,
 	}
 }
 
@@ -62,20 +63,28 @@ func (r *childRun) progress(elapsed time.Duration) api.Progress {
 // yet reading its events. stop may be called more than once.
 func (r *childRun) beatWhileStarting(ctx context.Context, start time.Time) (stop func()) {
 	stopBeats := beatEvery(ctx, r.a.cfg.HeartbeatInterval, func() {
-		activity.RecordHeartbeat(ctx, r.progress(time.Since(start)))
+		r.a.recordHeartbeat(ctx, r.progress(time.Since(start)))
 	})
 	var once sync.Once
 	return func() { once.Do(stopBeats) }
 }
 
-// beatEvery calls beat every interval until stop: the heartbeats of an
-// attempt busy with git (a checkout of a large repository takes longer
-// than the heartbeat timeout).
+// beatEvery calls beat at once and then every interval until stop: the
+// heartbeats of an attempt busy with git (a checkout of a large repository
+// takes longer than the heartbeat timeout), or between its runs. The first
+// beat is at once because phases follow each other: a run of short phases,
+// each ended before its first tick, would otherwise never heartbeat, and
+// the server would time out an attempt that is working (the SDK sends at
+// most one heartbeat per 0.8 of the timeout, so the extra calls cost
+// nothing).
 func beatEvery(ctx context.Context, interval time.Duration, beat func()) (stop func()) {
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
+		if ctx.Err() == nil {
+			beat()
+		}
 		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {

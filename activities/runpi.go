@@ -131,7 +131,7 @@ func (a *Activities) RunPi(ctx context.Context, in api.RunPiInput) (res api.RunP
 	if hasPrior {
 		_ = activity.GetHeartbeatDetails(ctx, &prior)
 	}
-	lock, err := lockSession(ctx, res.SessionFile, func() { activity.RecordHeartbeat(ctx, prior) })
+	lock, err := lockSession(ctx, res.SessionFile, func() { a.recordHeartbeat(ctx, prior) })
 	if err != nil {
 		if ctx.Err() != nil {
 			return res, ctx.Err()
@@ -167,7 +167,7 @@ func (a *Activities) RunPi(ctx context.Context, in api.RunPiInput) (res api.RunP
 	userCwd := in.Cwd
 	// What the run heartbeats while it is busy with git: the interrupted
 	// attempt's progress until this one has its own.
-	beat := func() { activity.RecordHeartbeat(ctx, prior) }
+	beat := func() { a.recordHeartbeat(ctx, prior) }
 	// Where a child whose run settled is still exiting: its worktree is
 	// captured once it has.
 	var exiting <-chan struct{}
@@ -224,6 +224,11 @@ func (a *Activities) RunPi(ctx context.Context, in api.RunPiInput) (res api.RunP
 		} else if hasPrior {
 			res.MessagesBefore = prior.MessagesBefore
 		}
+	}
+	if hasPrior {
+		// The models an interrupted attempt gave up on stay given up on,
+		// and named in the result.
+		res.Fallbacks = prior.Fallbacks
 	}
 	if res.MessagesBefore < 0 || res.MessagesBefore > len(msgs) {
 		res.MessagesBefore = len(msgs)
@@ -282,7 +287,7 @@ func (a *Activities) RunPi(ctx context.Context, in api.RunPiInput) (res api.RunP
 	run.stream.MaxTimeline = clampInt(in.MaxEvents, api.DefaultMaxEvents, 0, api.MaxEventsCeiling)
 	run.stream.Sanitizer = a.sanitizer
 	start := time.Now()
-	beat = func() { activity.RecordHeartbeat(ctx, run.progress(time.Since(start))) }
+	beat = func() { a.recordHeartbeat(ctx, run.progress(time.Since(start))) }
 	log := activity.GetLogger(ctx)
 	log.Info("child run started", "session", in.SessionID, "agent", api.AgentName(in.Agent), "turn", in.Turn,
 		"attempt", info.Attempt, "continued", res.Continued, "model", in.Model)

@@ -184,6 +184,10 @@ type Progress struct {
 	PriorUsage Usage `json:"priorUsage"`
 	// MessagesBefore is carried from the first attempt (RunPiResult).
 	MessagesBefore int `json:"messagesBefore,omitempty"`
+	// Fallbacks are the models this turn's attempts gave up on so far
+	// (RunPiResult.Fallbacks): a retry goes on with the next model, and its
+	// result still names them.
+	Fallbacks []Fallback `json:"fallbacks,omitempty"`
 }
 
 // ValidateCwd checks a task's working directory with the delegate contract's messages.

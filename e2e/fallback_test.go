@@ -28,7 +28,9 @@ func (e *env) sessionStatus(id string) api.SessionStatus {
 // `subagents run`. Its model is rate limited (429), the first fallback
 // overloaded (529): the task is done on the second fallback, in the same
 // child session, told once what to do; the result records both models it
-// gave up on. A model refusing the request (400) is no reason to try
+// gave up on, and the turn is one attempt (its runs heartbeat: under load
+// the server once timed the attempt out, and its retry's result lost the
+// fallbacks). A model refusing the request (400) is no reason to try
 // another. Before: the profile did not load (an unknown field).
 func TestFallbackModelsOfAProfile(t *testing.T) {
 	t.Parallel()
@@ -54,8 +56,8 @@ func TestFallbackModelsOfAProfile(t *testing.T) {
 		}
 		turn := e.sessionStatus(it.TaskID).LastTurn
 		r := turn.Result
-		if turn.ChildRuns != 1 || r.Model != scriptedmodel.ThirdModelRef || len(r.Fallbacks) != 2 {
-			t.Fatalf("child runs %d, model %q, fallbacks %+v", turn.ChildRuns, r.Model, r.Fallbacks)
+		if turn.ChildRuns != 1 || r.Attempt != 1 || r.Model != scriptedmodel.ThirdModelRef || len(r.Fallbacks) != 2 {
+			t.Fatalf("child runs %d, attempt %d, model %q, fallbacks %+v", turn.ChildRuns, r.Attempt, r.Model, r.Fallbacks)
 		}
 		if f := r.Fallbacks[0]; f.Model != scriptedmodel.ModelRef || f.Error != `429: {"message":"Too Many Requests","type":"scripted_model_error"}` {
 			t.Fatalf("first fallback %+v", f)
