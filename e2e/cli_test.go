@@ -190,9 +190,12 @@ func (e *env) cliEnv() []string {
 // runSubagents runs the command to its end and returns its exit code and output.
 func runSubagents(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	// The build (once per test binary, a minute on a loaded machine) is
+	// not the command's time.
+	bin := subagentsBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, subagentsBinary(t), args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut

@@ -41,9 +41,12 @@ func (e *env) cli() *cli {
 // run runs `subagents verb <connection flags> args...` with stdin.
 func (c *cli) run(stdin, verb string, args ...string) (code int, stdout, stderr string) {
 	c.e.t.Helper()
+	// The build (once per test binary, a minute on a loaded machine) is
+	// not the command's time.
+	bin := subagentsBinary(c.e.t)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, subagentsBinary(c.e.t), append(append([]string{verb}, c.args...), args...)...)
+	cmd := exec.CommandContext(ctx, bin, append(append([]string{verb}, c.args...), args...)...)
 	cmd.Env = append(os.Environ(), c.e.cliEnv()...)
 	cmd.Dir = c.e.workDir
 	cmd.Stdin = strings.NewReader(stdin)

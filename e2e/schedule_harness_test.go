@@ -125,9 +125,10 @@ func deliveredResults(t *testing.T, sessionFile string) []string {
 // code and output.
 func runSubagentsIn(t *testing.T, dir string, env []string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	bin := subagentsBinary(t) // built before the command's time starts
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, subagentsBinary(t), args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Dir = dir
 	var out, errOut bytes.Buffer
