@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -30,9 +31,14 @@ type progress struct {
 	out    io.Writer
 	module string
 
-	mu        sync.Mutex
-	pkgs      map[string]*pkgState
-	failures  []string
+	mu       sync.Mutex
+	pkgs     map[string]*pkgState
+	failures []string
+	// where are the failed tests' messages (file:line and their first
+	// line), repeated after the list of failures: a failing test's whole
+	// output can be thousands of lines (a cluster's logs), and whoever
+	// reads only the end of the log still learns why it failed.
+	where     []string
 	lastWrite time.Time
 }
 
@@ -118,6 +124,9 @@ func (p *progress) handle(ev event) {
 		case "fail":
 			pkg.failed = true
 			p.failures = append(p.failures, p.name(ev.Package)+" "+top)
+			for _, m := range testMessages(t.output) {
+				p.where = append(p.where, p.name(ev.Package)+" "+top+": "+m)
+			}
 			p.writeLocked(fmt.Sprintf("FAIL %s %s (%.2fs)\n%s", p.name(ev.Package), top, ev.Elapsed, strings.Join(t.output, "")))
 		}
 	}
@@ -240,9 +249,41 @@ func (p *progress) finish(code int) int {
 		}
 		return code
 	}
+	if len(p.where) > 0 {
+		p.writeLocked("Where they failed (each test's messages, the first line of each; the whole output is above):\n  " + strings.Join(p.where, "\n  ") + "\n")
+	}
 	p.writeLocked(fmt.Sprintf("FAIL: %d failed: %s\n", len(p.failures), strings.Join(p.failures, ", ")))
 	if code == 0 {
 		return 1
 	}
 	return code
+}
+
+// testMessage is the first line of a message a test logged (t.Log, t.Error,
+// t.Fatal: go test prefixes each with its file and line).
+var testMessage = regexp.MustCompile(`^\s+([\w.-]+_test\.go:\d+: .*)`)
+
+// Where a failed test's messages are summed up: the last few, each cut,
+// so that the summary stays a few lines however much a test logged.
+const (
+	maxMessages    = 8
+	maxMessageRunes = 240
+)
+
+// testMessages are the first lines of the messages in a test's output, the
+// last maxMessages of them.
+func testMessages(output []string) []string {
+	var out []string
+	for _, line := range output {
+		m := testMessage.FindStringSubmatch(strings.TrimRight(line, "\n"))
+		if m == nil {
+			continue
+		}
+		msg := m[1]
+		if r := []rune(msg); len(r) > maxMessageRunes {
+			msg = string(r[:maxMessageRunes]) + "…"
+		}
+		out = append(out, msg)
+	}
+	return out[max(0, len(out)-maxMessages):]
 }

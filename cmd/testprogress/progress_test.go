@@ -56,7 +56,7 @@ func TestProgress(t *testing.T) {
 				`{"Action":"fail","Package":"example.com/mod/b","Elapsed":0.02}`,
 			),
 			exit: 1, wantExit: 1,
-			want: []string{"FAIL b TestTwo (0.01s)", "=== RUN   TestTwo", "b_test.go:12: got 1, want 2", "--- FAIL: TestTwo/x", "--- FAIL: TestTwo (0.01s)", "FAIL b (0.0s)", "FAIL: 1 failed: b TestTwo"},
+			want: []string{"FAIL b TestTwo (0.01s)", "=== RUN   TestTwo", "b_test.go:12: got 1, want 2", "--- FAIL: TestTwo/x", "--- FAIL: TestTwo (0.01s)", "FAIL b (0.0s)", "Where they failed", "b TestTwo: b_test.go:12: got 1, want 2", "FAIL: 1 failed: b TestTwo"},
 		},
 		{
 			name: "a failure go test did not report as an exit code still fails",
