@@ -266,7 +266,7 @@ var testMessage = regexp.MustCompile(`^\s+([\w.-]+_test\.go:\d+: .*)`)
 // Where a failed test's messages are summed up: the last few, each cut,
 // so that the summary stays a few lines however much a test logged.
 const (
-	maxMessages    = 8
+	maxMessages     = 8
 	maxMessageRunes = 240
 )
 
