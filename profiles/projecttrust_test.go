@@ -144,25 +144,36 @@ func TestUntrustedProjectProfilesOnlyNarrow(t *testing.T) {
 	}
 }
 
-// closedTempDir is a temporary folder under the package's own (the
-// repository's checkout): unlike t.TempDir, which is below the sticky
-// /tmp where anyone may add an AGENTS.md, no other account may add a file
-// to it or a folder above it.
+// closedTempDir is a temporary folder no other account may add a file to,
+// nor to a folder above it: unlike t.TempDir, which is below the sticky
+// /tmp where anyone may add an AGENTS.md. Under the package's own folder
+// (the repository's checkout), or, for a checkout that is itself below a
+// folder others may write (a clone in /tmp), under the user's home.
 func closedTempDir(t *testing.T) string {
 	t.Helper()
-	dir, err := os.MkdirTemp(".", ".contextfiles-")
-	if err != nil {
-		t.Fatal(err)
+	var tried []string
+	for _, base := range []string{".", os.Getenv("HOME")} {
+		if base == "" {
+			continue
+		}
+		dir, err := os.MkdirTemp(base, ".contextfiles-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.RemoveAll(dir) })
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The criterion of the tests that use it: with no context file
+		// there, pi would load what it finds itself.
+		if ForeignContext(Config{}, "", abs) == nil && CheckFolder(Config{}, "", "the test's folder", abs) == nil {
+			return abs
+		}
+		tried = append(tried, abs)
 	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := CheckFolder(Config{}, "", "the test's folder", abs); err != nil {
-		t.Fatalf("the checkout is in a folder other accounts may change, where no context file can be trusted: %v", err)
-	}
-	return abs
+	t.Fatalf("no folder closed to other accounts to test in (tried %s): each is below one they may change, where no context file can be trusted", strings.Join(tried, ", "))
+	return ""
 }
 
 // TestForeignContext: a context file another account owns, or that
