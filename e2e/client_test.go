@@ -38,13 +38,28 @@ func (e *env) cli() *cli {
 	}}
 }
 
+// commandTimeout is how long a command of the tests may run: testTimeout,
+// or, for one told to wait longer (`wait --timeout 3m`), that and a margin
+// to print its answer. A wait of the cluster test's outage round passed a
+// minute under the full suite's load and was killed mid-wait.
+func commandTimeout(args []string) time.Duration {
+	for i, a := range args {
+		if a == "--timeout" && i+1 < len(args) {
+			if d, err := time.ParseDuration(args[i+1]); err == nil && d+30*time.Second > testTimeout {
+				return d + 30*time.Second
+			}
+		}
+	}
+	return testTimeout
+}
+
 // run runs `subagents verb <connection flags> args...` with stdin.
 func (c *cli) run(stdin, verb string, args ...string) (code int, stdout, stderr string) {
 	c.e.t.Helper()
 	// The build (once per test binary, a minute on a loaded machine) is
 	// not the command's time.
 	bin := subagentsBinary(c.e.t)
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout(args))
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, append(append([]string{verb}, c.args...), args...)...)
 	cmd.Env = append(os.Environ(), c.e.cliEnv()...)
