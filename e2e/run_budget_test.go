@@ -36,7 +36,15 @@ func TestRunBudgetStopsTheChild(t *testing.T) {
 			script := fmt.Sprintf("busy-%d", i)
 			var steps []scriptedmodel.Step
 			for n := range 8 {
-				steps = append(steps, scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "bash", Arguments: fmt.Sprintf(`{"command":"echo %d"}`, n)}}})
+				// The calls past the budget take long: the stop, which
+				// comes as the third answer ends, lands while pi runs the
+				// call it asked for (a fast one was done and the fourth
+				// request sent first on a loaded machine).
+				command := fmt.Sprintf("echo %d", n)
+				if n >= 2 {
+					command = "sleep 30; " + command
+				}
+				steps = append(steps, scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "bash", Arguments: fmt.Sprintf(`{"command":%q}`, command)}}})
 			}
 			e.model.Script(script, steps...)
 			in := e.sessionInput("[[script:" + script + "]] Count to eight, one call at a time.")
