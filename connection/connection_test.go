@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	sdkclient "go.temporal.io/sdk/client"
+
 	"github.com/durable-pi/subagents/internal/errcode"
 )
 
@@ -102,5 +104,31 @@ func TestDialUnreachableIsUnavailable(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "subagents dev") || !strings.Contains(err.Error(), "TEMPORAL_ADDRESS") {
 		t.Fatalf("err %q gives no hint on how to start Temporal", err)
+	}
+}
+
+func TestUncompressed(t *testing.T) {
+	gzip := &sdkclient.GrpcCompressionGzip{}
+	tests := []struct {
+		name     string
+		hostPort string
+		chosen   sdkclient.GrpcCompression
+		none     bool
+	}{
+		{"loopback", "127.0.0.1:7233", nil, true},
+		{"localhost", "localhost:7233", nil, true},
+		{"ipv6 loopback", "[::1]:7233", nil, true},
+		{"remote", "temporal.example.com:7233", nil, false},
+		{"loopback, gzip chosen", "127.0.0.1:7233", gzip, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := sdkclient.Options{HostPort: tt.hostPort, ConnectionOptions: sdkclient.ConnectionOptions{GrpcCompression: tt.chosen}}
+			Uncompressed(&opts)
+			_, none := opts.ConnectionOptions.GrpcCompression.(*sdkclient.GrpcCompressionNone)
+			if none != tt.none || (tt.chosen != nil && opts.ConnectionOptions.GrpcCompression != tt.chosen) {
+				t.Fatalf("compression %T, want none: %v", opts.ConnectionOptions.GrpcCompression, tt.none)
+			}
+		})
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/client"
+	"github.com/durable-pi/subagents/connection"
 	"github.com/durable-pi/subagents/internal/pgcluster"
 	"github.com/durable-pi/subagents/worker"
 )
@@ -253,7 +254,10 @@ func (b *bench) stubCluster() (c *client.Client, stop func(), err error) {
 	}
 	stops = append(stops, cl.Stop)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	tc, err := sdkclient.Dial(sdkclient.Options{HostPort: cl.Address, Logger: sdklog.NewStructuredLogger(quiet)})
+	// As a worker's connection dials it (connection.Settings.Dial).
+	copts := sdkclient.Options{HostPort: cl.Address, Logger: sdklog.NewStructuredLogger(quiet)}
+	connection.Uncompressed(&copts)
+	tc, err := sdkclient.Dial(copts)
 	if err != nil {
 		return nil, stop, err
 	}

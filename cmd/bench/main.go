@@ -165,7 +165,8 @@ func run(n int, outPath string) error {
 	}
 	defer srv.Stop()
 	b.address = srv.FrontendAddress()
-	if b.tc, err = sdkclient.Dial(sdkclient.Options{HostPort: b.address, Logger: sdklog.NewStructuredLogger(quiet)}); err != nil {
+	// As `subagents dev` dials it (srv.ClientOptions).
+	if b.tc, err = sdkclient.Dial(srv.ClientOptions(sdkclient.Options{Logger: sdklog.NewStructuredLogger(quiet)})); err != nil {
 		return err
 	}
 	defer b.tc.Close()
