@@ -136,3 +136,15 @@ func (a *Activities) cancelRequested(ctx context.Context, details api.Progress) 
 	var cancelled *temporal.CanceledError
 	return errors.As(err, &cancelled)
 }
+
+// RecordHeartbeatNow records details as the running activity's heartbeat
+// and returns once the server has it (through the worker's client, not
+// the SDK's batching): for a record a retry must find even when the worker
+// dies a moment later. It does nothing without Config.Heartbeat (a test's
+// worker) or outside an activity.
+func (a *Activities) RecordHeartbeatNow(ctx context.Context, details any) error {
+	if a.cfg.Heartbeat == nil || !activity.IsActivity(ctx) {
+		return nil
+	}
+	return a.cfg.Heartbeat(ctx, activity.GetInfo(ctx).TaskToken, details)
+}

@@ -64,7 +64,8 @@ const keepBytes = 64 << 10
 // predecessors' included (from their heartbeat): a worker that died
 // mid-command took the command with it, and this retry runs it again; an
 // attempt that never started it (a worker that died first, a start that
-// failed) counts none. An error carries that count too (api.GateRunCount
+// failed) counts none (but one whose worker died between recording the run
+// and starting it, a moment, counts it). An error carries that count too (api.GateRunCount
 // in its details), so that a gate that fails for good is counted as it ran.
 func (a *Activities) RunGate(ctx context.Context, in api.GateInput) (api.GateResult, error) {
 	// Runs before this attempt: each heartbeat is written after a start.
@@ -100,8 +101,17 @@ func (a *Activities) RunGate(ctx context.Context, in api.GateInput) (api.GateRes
 	if timeout <= 0 {
 		timeout = api.DefaultGateTimeoutSeconds * time.Second
 	}
+	// The run is counted where a retry reads it before the command starts:
+	// the heartbeat after the start goes out batched, and a worker killed
+	// in the moment after it started the command (as under load) left its
+	// retry no count of that run.
+	if err := a.Procs.RecordHeartbeatNow(ctx, gateBeat{Runs: runs + 1}); err != nil {
+		activity.GetLogger(ctx).Warn("could not record the gate's run before it starts; a retry after a crash may count one run less", "step", in.Step, "error", err)
+	}
 	p, output, err := a.start(shell, in)
 	if err != nil {
+		// Not run after all: the record says so again.
+		_ = a.Procs.RecordHeartbeatNow(ctx, gateBeat{Runs: runs})
 		return api.GateResult{}, fail(errcode.Wrap(errcode.InvalidInput, err, fmt.Sprintf("gate of step %q: cannot run %q in %s: %v", in.Step, in.Command, in.Cwd, err)), false, "")
 	}
 	runs++

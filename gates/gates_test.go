@@ -3,6 +3,7 @@ package gates
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -217,6 +218,51 @@ func TestRunGateCountsRuns(t *testing.T) {
 			var res api.GateResult
 			if err != nil || val.Get(&res) != nil || res.Runs != tc.runs {
 				t.Fatalf("res %+v err %v, want %d runs", res, err, tc.runs)
+			}
+		})
+	}
+}
+
+// TestRunGateCountsItsRunBeforeItStarts: the run is recorded, through the
+// worker's client (the server has it when the call returns), before the
+// command starts, so that a worker killed a moment after the start leaves
+// its retry the count; a start that fails takes the count back. Before,
+// only the SDK's batched heartbeat after the start carried it, and a
+// service SIGKILLed under load as the command began counted one run less
+// than ran (TestPlanGateDiesWithService: "the gate ran 2 times; gateRuns
+// says 1").
+func TestRunGateCountsItsRunBeforeItStarts(t *testing.T) {
+	dir := t.TempDir()
+	var recorded []string
+	p, err := activities.New(activities.Config{DataDir: t.TempDir(), Heartbeat: func(_ context.Context, _ []byte, details ...any) error {
+		b := details[0].(gateBeat)
+		_, statErr := os.Stat(filepath.Join(dir, "ran"))
+		recorded = append(recorded, fmt.Sprintf("runs %d, command ran: %v", b.Runs, statErr == nil))
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	a := &Activities{AgentDir: t.TempDir(), Procs: p}
+	for _, tc := range []struct {
+		name string
+		in   api.GateInput
+		want []string
+	}{
+		{"a run", api.GateInput{Command: "touch ran", Cwd: dir}, []string{"runs 1, command ran: false"}},
+		{"a start that fails", api.GateInput{Command: "true", Cwd: "/nonexistent/folder"}, []string{"runs 1, command ran: false", "runs 0, command ran: false"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			recorded = nil
+			_ = os.Remove(filepath.Join(dir, "ran"))
+			var suite testsuite.WorkflowTestSuite
+			env := suite.NewTestActivityEnvironment()
+			env.RegisterActivity(a.RunGate)
+			tc.in.Step, tc.in.TimeoutSeconds = "s", 10
+			_, _ = env.ExecuteActivity(a.RunGate, tc.in)
+			if strings.Join(recorded, "; ") != strings.Join(tc.want, "; ") {
+				t.Fatalf("recorded %q, want %q", recorded, tc.want)
 			}
 		})
 	}
