@@ -3,7 +3,6 @@ package e2e
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -187,25 +186,11 @@ func (e *env) cliEnv() []string {
 	return append([]string{"SUBAGENTS_PI=" + e.pi.Path, "SUBAGENTS_DATA_DIR=" + e.dataDir}, scriptedmodel.PiEnv(e.agentDir)...)
 }
 
-// runSubagents runs the command to its end and returns its exit code and output.
+// runSubagents runs the command to its end and returns its exit code and
+// output (runSubagentsIn the test's own folder).
 func runSubagents(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	// The build (once per test binary, a minute on a loaded machine) is
-	// not the command's time.
-	bin := subagentsBinary(t)
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	if err != nil {
-		if _, ok := err.(*exec.ExitError); !ok {
-			t.Fatalf("run subagents: %v", err)
-		}
-	}
-	return cmd.ProcessState.ExitCode(), out.String(), errOut.String()
+	return runSubagentsIn(t, "", env, args...)
 }
 
 // TestDevStartupErrors: what a user can get wrong fails at start, with one

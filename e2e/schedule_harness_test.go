@@ -121,11 +121,13 @@ func deliveredResults(t *testing.T, sessionFile string) []string {
 	return out
 }
 
-// runSubagentsIn runs the command in dir to its end and returns its exit
-// code and output.
+// runSubagentsIn runs the command in dir ("": the test's folder) to its
+// end and returns its exit code and output.
 func runSubagentsIn(t *testing.T, dir string, env []string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	bin := subagentsBinary(t) // built before the command's time starts
+	// The build (once per test binary, a minute on a loaded machine) is
+	// not the command's time.
+	bin := subagentsBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
