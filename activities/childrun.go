@@ -97,7 +97,7 @@ func (r *childRun) run(ctx context.Context, args []string, spec warmSpec, sessio
 	// Until the loop below heartbeats, waiting for a child started early
 	// (seconds on a loaded machine: several pis starting at once) or for a
 	// warm child to take the task must not pass the heartbeat timeout.
-	stopBeat := r.beatWhileStarting(ctx, start)
+	stopBeat := r.beatMeanwhile(ctx, start)
 	pool := r.a.pool
 	if pool != nil && spec.key != "" {
 		// The corrective run of a child that did not finalize goes on in the

@@ -147,9 +147,7 @@ func (a *Activities) runModels(ctx context.Context, r *childRun, res *api.RunPiR
 		// Between runs the attempt still heartbeats: runs that fail fast
 		// each end before their first tick, and the exit waited for below
 		// takes seconds on a loaded machine.
-		stopBeats := beatEvery(ctx, r.a.cfg.HeartbeatInterval, func() {
-			r.a.recordHeartbeat(ctx, r.progress(time.Since(start)))
-		})
+		stopBeats := r.beatMeanwhile(ctx, start)
 		if out.exiting != nil {
 			// The session file is whole, and a warm child's slot in its
 			// place, once that pi has exited.

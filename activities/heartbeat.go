@@ -57,11 +57,13 @@ func (r *childRun) progress(elapsed time.Duration) api.Progress {
 	}
 }
 
-// beatWhileStarting heartbeats every interval until stop is called (it
-// waits for the last heartbeat to be done, so the run's stream is the
-// caller's again) or ctx ends: the heartbeats of a run whose child is not
-// yet reading its events. stop may be called more than once.
-func (r *childRun) beatWhileStarting(ctx context.Context, start time.Time) (stop func()) {
+// beatMeanwhile heartbeats the run's progress (its elapsed time from
+// start) at once and every interval until stop is called (it waits for the
+// last heartbeat to be done, so the run's stream is the caller's again) or
+// ctx ends: the heartbeats of a run whose child is not yet reading its
+// events, and of an attempt between its runs on fallback models. stop may
+// be called more than once.
+func (r *childRun) beatMeanwhile(ctx context.Context, start time.Time) (stop func()) {
 	stopBeats := beatEvery(ctx, r.a.cfg.HeartbeatInterval, func() {
 		r.a.recordHeartbeat(ctx, r.progress(time.Since(start)))
 	})

@@ -65,10 +65,12 @@ const keepBytes = 64 << 10
 // mid-command took the command with it, and this retry runs it again; an
 // attempt that never started it (a worker that died first, a start that
 // failed) counts none (but one whose worker died between recording the run
-// and starting it, a moment, counts it). An error carries that count too (api.GateRunCount
-// in its details), so that a gate that fails for good is counted as it ran.
+// and starting it, a moment, counts it). An error carries that count too
+// (api.GateRunCount in its details), so that a gate that fails for good is
+// counted as it ran.
 func (a *Activities) RunGate(ctx context.Context, in api.GateInput) (api.GateResult, error) {
-	// Runs before this attempt: each heartbeat is written after a start.
+	// Runs before this attempt: each heartbeat carries the runs started so
+	// far, the one recorded just before a start included.
 	prevRuns := 0
 	if activity.IsActivity(ctx) {
 		var prev gateBeat

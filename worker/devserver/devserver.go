@@ -264,11 +264,12 @@ func (s *Server) HTTPAddress() string {
 func (s *Server) ClientOptions(opts sdkclient.Options) sdkclient.Options {
 	opts.HostPort = s.FrontendAddress()
 	opts.Namespace = s.opts.Namespace
-	// A client of this server is on this machine: the SDK's default gzip
-	// of every request (and the server's of its answer) saves no bytes
-	// worth a thing and cost about 5% of the CPU a stub task takes
-	// (profiled, the load bench).
-	opts.ConnectionOptions.GrpcCompression = &sdkclient.GrpcCompressionNone{}
+	// A client of this server is on this machine, whatever address the
+	// frontend listens on: no gzip, as connection.Uncompressed says why,
+	// unless the caller chose a compression.
+	if opts.ConnectionOptions.GrpcCompression == nil {
+		opts.ConnectionOptions.GrpcCompression = &sdkclient.GrpcCompressionNone{}
+	}
 	if s.opts.APIKey != "" {
 		opts.Credentials = sdkclient.NewAPIKeyStaticCredentials(s.opts.APIKey)
 		// Plain gRPC on loopback: the SDK would turn TLS on for a key.
