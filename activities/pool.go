@@ -108,11 +108,16 @@ type pool struct {
 	idle map[string][]*warmChild
 	keys map[string]*keyUse
 	kept map[string]*warmChild // by session file
-	// early are the children being started for tasks about to run, by
-	// key, oldest first: a run of the key that finds no idle child waits
-	// for one of them instead of starting its own.
-	early  map[string][]*earlyChild
+	// coming are the children being started, by key, oldest first: for
+	// tasks about to run (early starts) and to refill the pool. A run of
+	// the key that finds no idle child waits for the oldest of them
+	// instead of starting its own, which would be ready later: a pi start
+	// takes about half a second, and a second one beside it slows both.
+	coming map[string][]*comingChild
 	closed bool
+	// startedHook, set by this package's tests, runs as a started child
+	// has answered, before the pool hands it on.
+	startedHook func()
 
 	spawn chan spawnRequest
 	stop  chan struct{}
@@ -121,7 +126,7 @@ type pool struct {
 	// child starts after it.
 	refills sync.WaitGroup
 
-	hits, misses, evictions, resumed, earlyStarted, earlyTaken atomic.Int64
+	hits, waited, misses, evictions, resumed, earlyStarted, earlyTaken atomic.Int64
 }
 
 type warmChild struct {
@@ -133,11 +138,13 @@ type warmChild struct {
 	early bool
 }
 
-// earlyChild is a child on its way for a task that will run soon. A run
-// that claims it (takes it out of pool.early) gets it on ready (nil: it
-// did not start); unclaimed, it joins the idle children once started.
-type earlyChild struct {
-	ready chan *proc
+// comingChild is a child on its way: started early for a task that will
+// run soon, or by a refill. A run that claims it (takes it out of
+// pool.coming) gets it on ready (nil: it did not start); unclaimed, it
+// joins the idle children once started.
+type comingChild struct {
+	ready  chan *proc
+	refill bool
 }
 
 // keyUse is what the pool knows of a key: how many of its runs go on now,
@@ -157,7 +164,7 @@ type spawnRequest struct {
 
 func newPool(a *Activities, size int, ttl time.Duration, maxBytes int64, log *slog.Logger) *pool {
 	p := &pool{a: a, size: size, ttl: ttl, maxBytes: maxBytes, earlyTTL: earlyTTL, log: log,
-		idle: map[string][]*warmChild{}, keys: map[string]*keyUse{}, kept: map[string]*warmChild{}, early: map[string][]*earlyChild{},
+		idle: map[string][]*warmChild{}, keys: map[string]*keyUse{}, kept: map[string]*warmChild{}, coming: map[string][]*comingChild{},
 		spawn: make(chan spawnRequest), stop: make(chan struct{})}
 	p.wg.Add(2)
 	go p.spawner()
@@ -193,9 +200,10 @@ func (p *pool) spawner() {
 }
 
 // take hands out a warm child for spec, or nil: the task runs cold. With
-// no idle child but one started early for the key, it waits for that one
-// (early: true), which is further along than a start of its own would be.
-// Either way the key is counted as running until release.
+// no idle child but one on its way for the key, it waits for that one
+// (early: true when it was started early for a task), which is further
+// along than a start of its own would be. Either way the key is counted
+// as running until release.
 func (p *pool) take(ctx context.Context, spec warmSpec) (child *proc, early bool) {
 	p.mu.Lock()
 	use := p.runningLocked(spec)
@@ -221,7 +229,7 @@ func (p *pool) take(ctx context.Context, spec warmSpec) (child *proc, early bool
 		p.mu.Unlock()
 		return w.p, w.early
 	}
-	list := p.early[spec.key]
+	list := p.coming[spec.key]
 	if len(list) == 0 {
 		p.misses.Add(1)
 		// The key's peak grew: children for the next tasks start beside
@@ -231,17 +239,20 @@ func (p *pool) take(ctx context.Context, spec warmSpec) (child *proc, early bool
 		return nil, false
 	}
 	e := list[0]
-	if len(list) == 1 {
-		delete(p.early, spec.key)
-	} else {
-		p.early[spec.key] = list[1:]
-	}
+	p.dropComingLocked(spec.key, e)
 	p.mu.Unlock()
+	// A refill's replacement starts once this child is up (refill), not
+	// beside it: the run waits for this one.
 	select {
 	case c := <-e.ready:
-		if c == nil {
+		switch {
+		case c == nil:
 			p.misses.Add(1)
 			return nil, false
+		case e.refill:
+			p.hits.Add(1)
+			p.waited.Add(1)
+			return c, false
 		}
 		p.earlyTaken.Add(1)
 		return c, true
@@ -268,33 +279,26 @@ func (p *pool) startEarly(spec warmSpec, n int) {
 	if p.closed {
 		return
 	}
-	for k := len(p.idle[spec.key]) + len(p.early[spec.key]); k < n; k++ {
-		e := &earlyChild{ready: make(chan *proc, 1)}
-		p.early[spec.key] = append(p.early[spec.key], e)
+	for k := len(p.idle[spec.key]) + len(p.coming[spec.key]); k < n; k++ {
+		e := &comingChild{ready: make(chan *proc, 1)}
+		p.coming[spec.key] = append(p.coming[spec.key], e)
 		p.earlyStarted.Add(1)
 		p.refills.Add(1)
 		go func() {
 			defer p.refills.Done()
 			child := p.startWarm(spec)
 			p.mu.Lock()
-			list := p.early[spec.key]
-			i := slices.Index(list, e)
+			unclaimed := p.dropComingLocked(spec.key, e)
 			switch {
-			case i < 0:
+			case !unclaimed:
 				// Claimed by a run, which waits for it.
 				e.ready <- child
 			case child != nil && !p.closed:
 				p.idle[spec.key] = append(p.idle[spec.key], &warmChild{p: child, key: spec.key, born: time.Now(), early: true})
 			}
-			if i >= 0 {
-				p.early[spec.key] = slices.Delete(list, i, i+1)
-				if len(p.early[spec.key]) == 0 {
-					delete(p.early, spec.key)
-				}
-			}
 			closed := p.closed
 			p.mu.Unlock()
-			if i >= 0 && child != nil && closed {
+			if unclaimed && child != nil && closed {
 				// Reaped before close returns, as a refill's.
 				child.discard()
 				<-child.exited
@@ -415,11 +419,23 @@ func (p *pool) refill(key string) {
 		}
 		use.starting++
 		spec := use.spec
+		e := &comingChild{ready: make(chan *proc, 1), refill: true}
+		p.coming[key] = append(p.coming[key], e)
 		p.mu.Unlock()
 
 		child := p.startWarm(spec)
 		p.mu.Lock()
 		use.starting--
+		if !p.dropComingLocked(key, e) {
+			// A run claimed it while it started, and waits for it: the
+			// loop goes on to start its replacement.
+			p.mu.Unlock()
+			e.ready <- child
+			if child == nil {
+				return
+			}
+			continue
+		}
 		if child == nil || p.closed {
 			p.mu.Unlock()
 			if child != nil {
@@ -431,6 +447,22 @@ func (p *pool) refill(key string) {
 		p.idle[key] = append(p.idle[key], &warmChild{p: child, key: key, born: time.Now()})
 		p.mu.Unlock()
 	}
+}
+
+// dropComingLocked takes e out of key's children on their way; false when
+// it was no longer there (a run claimed it).
+func (p *pool) dropComingLocked(key string, e *comingChild) bool {
+	list := p.coming[key]
+	i := slices.Index(list, e)
+	if i < 0 {
+		return false
+	}
+	if list = slices.Delete(list, i, i+1); len(list) == 0 {
+		delete(p.coming, key)
+	} else {
+		p.coming[key] = list
+	}
+	return true
 }
 
 // startingAll is how many children are being started, for every key.
@@ -460,6 +492,12 @@ func (p *pool) startWarm(spec warmSpec) *proc {
 		p.log.Warn("warm pool: pi did not answer", "error", err, "stderr", p.a.sanitizer.Sanitize(lastLine(child.stderr.String())))
 		child.discard()
 		return nil
+	}
+	p.mu.Lock()
+	hook := p.startedHook
+	p.mu.Unlock()
+	if hook != nil {
+		hook()
 	}
 	return child
 }
@@ -632,7 +670,7 @@ func ResidentBytes(pid int) int64 {
 func (p *pool) stats() api.PoolStats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return api.PoolStats{Warm: p.count(), Kept: len(p.kept), Resumed: p.resumed.Load(), Hits: p.hits.Load(), Misses: p.misses.Load(),
+	return api.PoolStats{Warm: p.count(), Kept: len(p.kept), Resumed: p.resumed.Load(), Hits: p.hits.Load(), Waited: p.waited.Load(), Misses: p.misses.Load(),
 		Evictions: p.evictions.Load(), EarlyStarted: p.earlyStarted.Load(), EarlyTaken: p.earlyTaken.Load()}
 }
 

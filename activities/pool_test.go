@@ -174,6 +174,87 @@ func TestRefillStartsAsAChildIsTaken(t *testing.T) {
 	}
 }
 
+// TestRunWaitsForTheRefillUnderWay: a run that finds no idle child while
+// the pool's refill for its kind is still starting takes that child when
+// it is up, instead of starting a pi of its own beside it.
+func TestRunWaitsForTheRefillUnderWay(t *testing.T) {
+	h := newHarness(t, func(cfg *Config) { cfg.WarmPool = 1 })
+	t.Cleanup(h.acts.Close)
+	h.warmUp()
+	for deadline := time.Now().Add(30 * time.Second); h.acts.PoolStats().Warm < 1; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no warm child: %+v", h.acts.PoolStats())
+		}
+	}
+	p := h.acts.pool
+	// Every child started from now on waits here until the test lets it
+	// join the pool: the refill is still under way when the second run
+	// comes.
+	hold := make(chan struct{})
+	p.mu.Lock()
+	p.startedHook = func() { <-hold }
+	p.mu.Unlock()
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(hold)
+		}
+	}
+	t.Cleanup(release)
+	coming := func() int {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		n := 0
+		for _, l := range p.coming {
+			n += len(l)
+		}
+		return n
+	}
+	h.model.Script("quick", scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{finalizeCall(`{"status":"SUCCESS","result":"quick"}`)}})
+	before := h.acts.PoolStats()
+	first := h.input("[[script:quick]] go")
+	first.SessionID = "first"
+	if r := h.mustRun(first); !r.Warm || r.Output != "quick" {
+		t.Fatalf("first run: warm %v output %q", r.Warm, r.Output)
+	}
+	// The first run took the idle child; its replacement is on its way.
+	for deadline := time.Now().Add(10 * time.Second); coming() != 1; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no refill under way after the take: %d coming, %+v", coming(), h.acts.PoolStats())
+		}
+	}
+	second := h.input("[[script:quick]] go")
+	second.SessionID = "second"
+	ended := make(chan struct{})
+	var res api.RunPiResult
+	var err error
+	go func() {
+		defer close(ended)
+		res, err = h.run(second, nil)
+	}()
+	// The second run claims the refill's child and waits for it.
+	for deadline := time.Now().Add(10 * time.Second); coming() != 0; time.Sleep(10 * time.Millisecond) {
+		select {
+		case <-ended:
+			t.Fatalf("the second run ended without the refill's child: %+v", h.acts.PoolStats())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the second run did not claim the child on its way: %+v", h.acts.PoolStats())
+		}
+	}
+	release()
+	<-ended
+	st := h.acts.PoolStats()
+	if err != nil || !res.Warm || res.Early || res.Output != "quick" {
+		t.Fatalf("second run: warm %v early %v output %q err %v", res.Warm, res.Early, res.Output, err)
+	}
+	if st.Hits != before.Hits+2 || st.Waited != before.Waited+1 || st.Misses != before.Misses {
+		t.Fatalf("pool counters: before %+v after %+v", before, st)
+	}
+}
+
 // TestWarmPoolForgetsUnusedChildren: a warm child no task takes within the
 // pool's time to live is ended, and the pool then holds nothing.
 func TestWarmPoolForgetsUnusedChildren(t *testing.T) {

@@ -242,9 +242,12 @@ type PoolStats struct {
 	Warm int `json:"warm"`
 	// Kept are the children waiting for their session's corrective run;
 	// Resumed counts the corrective runs that went on in one.
-	Kept      int   `json:"kept"`
-	Resumed   int64 `json:"resumed"`
-	Hits      int64 `json:"hits"`
+	Kept    int   `json:"kept"`
+	Resumed int64 `json:"resumed"`
+	Hits    int64 `json:"hits"`
+	// Waited counts the hits whose child was still starting (a refill
+	// under way): the run waited for it rather than start one cold.
+	Waited    int64 `json:"waited"`
 	Misses    int64 `json:"misses"`
 	Evictions int64 `json:"evictions"`
 	// EarlyStarted counts the children started for tasks as their

@@ -634,12 +634,13 @@ func firstLine(s string) string {
 // poolTally counts how the children of one kind of run started, from the
 // service's pool counters around each run.
 type poolTally struct {
-	children, hits, misses, early int
+	children, hits, waited, misses, early int
 }
 
 func (t *poolTally) add(was, now map[string]float64, children int) {
 	t.children += children
 	t.hits += int(now["subagents_warm_pool_hits_total"] - was["subagents_warm_pool_hits_total"])
+	t.waited += int(now["subagents_warm_pool_waited_total"] - was["subagents_warm_pool_waited_total"])
 	t.misses += int(now["subagents_warm_pool_misses_total"] - was["subagents_warm_pool_misses_total"])
 	t.early += int(now["subagents_early_start_taken_total"] - was["subagents_early_start_taken_total"])
 }
@@ -648,8 +649,8 @@ func (t *poolTally) report(kind string) string {
 	if t.children == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%s: of %d children, %d took a warm child, %d took one started early for it, %d started cold (the service's pool counters).",
-		strings.ToUpper(kind[:1])+kind[1:], t.children, t.hits, t.early, t.misses)
+	return fmt.Sprintf("%s: of %d children, %d took a warm child (%d of them waited for it to finish starting), %d took one started early for it, %d started cold (the service's pool counters).",
+		strings.ToUpper(kind[:1])+kind[1:], t.children, t.hits, t.waited, t.early, t.misses)
 }
 
 // startServiceMetrics is startService serving its metrics on a port of

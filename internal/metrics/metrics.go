@@ -130,8 +130,9 @@ func (m *Metrics) ChildRun(agent, outcome string, elapsed time.Duration, u api.U
 	m.cost.WithLabelValues(agent).Add(u.Cost)
 }
 
-// WatchPool publishes a worker's warm pool: its idle children, its hits,
-// misses and evictions, and its early starts, read from stats at each scrape. A second
+// WatchPool publishes a worker's warm pool: its idle children, its hits
+// (those that waited for a child still starting among them), misses and
+// evictions, and its early starts, read from stats at each scrape. A second
 // pool in the same process keeps the first one's series.
 func (m *Metrics) WatchPool(stats func() api.PoolStats) {
 	for _, c := range []prometheus.Collector{
@@ -143,6 +144,10 @@ func (m *Metrics) WatchPool(stats func() api.PoolStats) {
 			Name: "subagents_warm_pool_hits_total",
 			Help: "Child runs that took a warm child.",
 		}, func() float64 { return float64(stats().Hits) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "subagents_warm_pool_waited_total",
+			Help: "Child runs that found their kind's warm child still starting and waited for it (counted in the hits too).",
+		}, func() float64 { return float64(stats().Waited) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "subagents_warm_pool_misses_total",
 			Help: "Child runs that found no warm child for their kind and started cold.",
