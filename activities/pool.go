@@ -92,9 +92,10 @@ func (a *Activities) specFor(flags []string, dir string, env []string, files []s
 // that will use them, keyed by everything fixed at a pi's start. Each
 // serves one task: it is taken, pointed at the task's session file, sent
 // its prompt, and ends with the run. A task that finds none runs cold, as
-// without a pool, and teaches the pool its key: when it ends, one more
-// process than that key recently ran at once is kept started, up to the
-// pool's size. Idle ones older than the TTL, or over the memory cap, go.
+// without a pool, and teaches the pool its key: twice as many processes
+// as that key recently ran at once (one more for a key that ran one) are
+// kept started, up to the pool's size (keyUse.keep). Idle ones older than
+// the TTL, or over the memory cap, go.
 type pool struct {
 	a        *Activities
 	size     int
@@ -155,6 +156,15 @@ type keyUse struct {
 	peak     int
 	starting int
 	lastUsed time.Time
+}
+
+// keep is how many children of the key the pool holds, within its size:
+// two waves of the key's peak, so that the tasks a wave's end lets start
+// (each lane's next step) find theirs ready while that wave's replacements
+// still start; and at least one more than the peak, so that a key that
+// ran one task at a time has the next one's child ready.
+func (u *keyUse) keep(size int) int {
+	return min(max(2*u.peak, u.peak+1), size)
 }
 
 type spawnRequest struct {
@@ -400,16 +410,14 @@ func (p *pool) refillLocked(key string, delay time.Duration) {
 	}()
 }
 
-// refill starts warm children for key until it has its recent peak of
-// them, within the pool's size; the least recently used key's idle
-// children make room.
+// refill starts warm children for key until it holds what keep says,
+// within the pool's size; the least recently used key's idle children
+// make room.
 func (p *pool) refill(key string) {
 	for {
 		p.mu.Lock()
 		use := p.keys[key]
-		// One more than the key's peak: the next task finds a child while
-		// the one that replaces the last taken still starts.
-		if p.closed || use == nil || len(p.idle[key])+use.starting >= min(use.peak+1, p.size) {
+		if p.closed || use == nil || len(p.idle[key])+use.starting >= use.keep(p.size) {
 			p.mu.Unlock()
 			return
 		}

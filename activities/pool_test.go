@@ -174,6 +174,23 @@ func TestRefillStartsAsAChildIsTaken(t *testing.T) {
 	}
 }
 
+// TestPoolKeepsTwoWavesOfAKind: the children the pool holds for a kind,
+// from how many of its runs went on at once.
+func TestPoolKeepsTwoWavesOfAKind(t *testing.T) {
+	for _, c := range []struct{ peak, size, want int }{
+		{peak: 1, size: 4, want: 2}, // a plan's steps in sequence: the next one's child, and its replacement
+		{peak: 2, size: 4, want: 4}, // two lanes: both reviewers' children are ready as the writers end
+		{peak: 3, size: 4, want: 4},
+		{peak: 2, size: 3, want: 3},
+		{peak: 1, size: 1, want: 1},
+		{peak: 8, size: 4, want: 4},
+	} {
+		if got := (&keyUse{peak: c.peak}).keep(c.size); got != c.want {
+			t.Errorf("peak %d, pool of %d: keeps %d, want %d", c.peak, c.size, got, c.want)
+		}
+	}
+}
+
 // TestRunWaitsForTheRefillUnderWay: a run that finds no idle child while
 // the pool's refill for its kind is still starting takes that child when
 // it is up, instead of starting a pi of its own beside it.
