@@ -32,8 +32,8 @@ const (
 	scoutTask     = "[[script:bench]] Scout the code for the change."
 	implementTask = "[[script:bench]] Implement the change. The scout found: {steps.scout.output}"
 	reviewTask    = "[[script:bench]] Review the change. The implementer said: {steps.implement.output}"
-	writerTask    = "[[script:bench]] Write the %s part of the change."
-	laneRevTask   = "[[script:bench]] Review the %s part of the change. The writer said: {steps.%s-writer.output}"
+	writerTask    = "[[script:%s]] Write the %s part of the change."
+	laneRevTask   = "[[script:%s]] Review the %s part of the change. The writer said: {steps.%s-writer.output}"
 )
 
 // sequencePlan is pattern 1: scout → implement → review, each step's task
@@ -47,12 +47,13 @@ func sequencePlan() api.Plan {
 }
 
 // lanesPlan is pattern 3: lanes api and ui side by side, each a writer
-// then a reviewer that reads the writer's output.
-func lanesPlan() api.Plan {
+// then a reviewer that reads the writer's output; every child the profile
+// and script kind (bench, or bench-final: the finalize workload).
+func lanesPlan(kind string) api.Plan {
 	lane := func(name string) api.Step {
 		return api.Step{Key: name, Steps: []api.Step{
-			{Key: name + "-writer", Agent: "bench", Task: fmt.Sprintf(writerTask, name)},
-			{Key: name + "-review", Agent: "bench", Task: fmt.Sprintf(laneRevTask, name, name)},
+			{Key: name + "-writer", Agent: kind, Task: fmt.Sprintf(writerTask, kind, name)},
+			{Key: name + "-review", Agent: kind, Task: fmt.Sprintf(laneRevTask, kind, name, name)},
 		}}
 	}
 	return api.Plan{Steps: []api.Step{{Parallel: []api.Step{lane("api"), lane("ui")}}}}
@@ -70,7 +71,7 @@ func peerLanesScript(writer, reviewer string) string {
 	}
 	lane := func(name string) string {
 		return fmt.Sprintf("{key: %q, stages: [%s, %s]}", name,
-			stage("writer", writer, fmt.Sprintf(writerTask, name)),
+			stage("writer", writer, fmt.Sprintf(writerTask, "bench", name)),
 			stage("review", reviewer, "[[script:bench]] Review the "+name+" part of the change."))
 	}
 	return "const board = await runs.lanes([" + lane("api") + ", " + lane("ui") + "]);\n" +
@@ -124,7 +125,7 @@ func (s *planRun) add(d time.Duration, p int64) { s.d = append(s.d, d); s.peak =
 // plans measures pattern 1 and pattern 3 from inside pi, n rounds after a
 // warm-up round, every kind once a round, in turn.
 func (b *bench) plans(n int) (string, error) {
-	for _, p := range []api.Plan{sequencePlan(), lanesPlan()} {
+	for _, p := range []api.Plan{sequencePlan(), lanesPlan("bench"), lanesPlan("bench-final")} {
 		if err := api.ValidatePlan(p); err != nil {
 			return "", fmt.Errorf("the bench's plan: %w", err)
 		}
@@ -142,11 +143,20 @@ func (b *bench) plans(n int) (string, error) {
 		return "", err
 	}
 	defer cold.stop()
+	// The finalize workload's plans on a service of their own, as the pi
+	// section's: one pool shared by two kinds of children would give each
+	// kind's runs the other's.
+	final, err := b.startServiceMetrics("plans-final", metrics)
+	if err != nil {
+		return "", err
+	}
+	defer final.stop()
 	ext := mustAbs("extension")
 
 	// The parents' scripts: one tool call, then the answer.
 	b.model.Script("plan-sequence", toolStep("task", map[string]any{"plan": sequencePlan()}), textStep("done"))
-	b.model.Script("plan-lanes", toolStep("task", map[string]any{"plan": lanesPlan()}), textStep("done"))
+	b.model.Script("plan-lanes", toolStep("task", map[string]any{"plan": lanesPlan("bench")}), textStep("done"))
+	b.model.Script("plan-lanes-final", toolStep("task", map[string]any{"plan": lanesPlan("bench-final")}), textStep("done"))
 	// The peer's default configuration: its builtin worker and reviewer,
 	// as its own lanes example names them, unchanged, in the pi config dir
 	// the pi section's peer rows use; and the peer configured as ours.
@@ -158,13 +168,16 @@ func (b *bench) plans(n int) (string, error) {
 	b.model.Script("peer-lanes-same", toolStep("subagent", map[string]any{"workflowScript": peerLanesScript(peerSameAgent, peerSameAgent), "async": false}), textStep("done"))
 	b.model.Script("peer-lanes-default", toolStep("subagent", map[string]any{"workflowScript": peerLanesScript("worker", "reviewer"), "async": false}), textStep("done"))
 
-	// ours runs a parent pi on svc whose model runs script, and checks that
-	// the plan ended well after children child runs that passed each
-	// output on (passed: a text each of its children's prompts must hold).
 	var seqGaps stepGaps
-	// When the lanes' children made their model calls: pool off, warm.
-	var lanesCalls [2]childCalls
-	ours := func(svc *service, script string, children int, passed []string, gaps *stepGaps, calls *childCalls, tally *poolTally) (time.Duration, int64, error) {
+	// When the lanes' children made their model calls: pool off, warm, and
+	// warm on the finalize workload.
+	lanesCalls := [3]childCalls{{kind: "bench"}, {kind: "bench"}, {kind: "bench-final"}}
+	// oursOf runs a parent pi on svc whose model runs script, and checks
+	// that the plan ended well after children child runs of kind (the
+	// children's profile and script) that passed each output on (passed:
+	// a text each of its children's prompts must hold); ours is oursOf
+	// the bench kind.
+	oursOf := func(kind string, svc *service, script string, children int, passed []string, gaps *stepGaps, calls *childCalls, tally *poolTally) (time.Duration, int64, error) {
 		before := len(b.model.Requests())
 		was, err := poolCounters(metrics[svc])
 		if err != nil {
@@ -177,7 +190,7 @@ func (b *bench) plans(n int) (string, error) {
 			return d, p, err
 		}
 		reqs := b.model.Requests()[before:]
-		if err := childrenRan(reqs, children, passed); err != nil {
+		if err := childrenRan(reqs, kind, children, passed); err != nil {
 			return d, p, err
 		}
 		if gaps != nil {
@@ -195,6 +208,9 @@ func (b *bench) plans(n int) (string, error) {
 		}
 		return d, p, nil
 	}
+	ours := func(svc *service, script string, children int, passed []string, gaps *stepGaps, calls *childCalls, tally *poolTally) (time.Duration, int64, error) {
+		return oursOf("bench", svc, script, children, passed, gaps, calls, tally)
+	}
 	peerRun := func(pr *peer, script string) (time.Duration, int64, error) {
 		before := len(b.model.Requests())
 		d, p, err := pr.runChecked(b, "[[script:"+script+"]] Run the lanes.", func(out string) error {
@@ -211,7 +227,7 @@ func (b *bench) plans(n int) (string, error) {
 		if err != nil {
 			return d, p, err
 		}
-		return d, p, childrenRan(b.model.Requests()[before:], 4, nil)
+		return d, p, childrenRan(b.model.Requests()[before:], "bench", 4, nil)
 	}
 	// The floors: pi alone, the parent's run and then the children's, in
 	// sequence for pattern 1; for pattern 3 the two lanes at once, each
@@ -226,7 +242,7 @@ func (b *bench) plans(n int) (string, error) {
 			return nil
 		})
 	}
-	lanesFloor := func() (time.Duration, int64, error) {
+	lanesFloorOf := func(final bool) (time.Duration, int64, error) {
 		return sampled(func() error {
 			if _, err := b.direct(); err != nil {
 				return err
@@ -235,7 +251,7 @@ func (b *bench) plans(n int) (string, error) {
 			for range 2 {
 				go func() {
 					for range 2 {
-						if _, err := b.direct(); err != nil {
+						if _, err := b.directRun(final); err != nil {
 							errs <- err
 							return
 						}
@@ -249,10 +265,10 @@ func (b *bench) plans(n int) (string, error) {
 	seqPassed := []string{"The scout found: done", "The implementer said: done"}
 	lanesPassed := []string{"The writer said: done"}
 
-	var floor1, seqCold, seqWarm, floor3, lanesCold, lanesWarm, peerSame, peerDefault planRun
+	var floor1, seqCold, seqWarm, floor3, lanesCold, lanesWarm, floor3F, lanesWarmF, peerSame, peerDefault planRun
 	// How our runs' children started: pattern 1 pool off and warm, pattern
-	// 3 pool off and warm.
-	var tallies [4]poolTally
+	// 3 pool off and warm, pattern 3 warm on the finalize workload.
+	var tallies [5]poolTally
 	type kind struct {
 		into *planRun
 		run  func() (time.Duration, int64, error)
@@ -268,12 +284,16 @@ func (b *bench) plans(n int) (string, error) {
 		{into: &seqWarm, run: func() (time.Duration, int64, error) {
 			return ours(svc, "plan-sequence", 3, seqPassed, &seqGaps, nil, &tallies[1])
 		}, ours: true},
-		{into: &floor3, run: lanesFloor},
+		{into: &floor3, run: func() (time.Duration, int64, error) { return lanesFloorOf(false) }},
 		{into: &lanesCold, run: func() (time.Duration, int64, error) {
 			return ours(cold, "plan-lanes", 4, lanesPassed, nil, &lanesCalls[0], &tallies[2])
 		}, ours: true},
 		{into: &lanesWarm, run: func() (time.Duration, int64, error) {
 			return ours(svc, "plan-lanes", 4, lanesPassed, nil, &lanesCalls[1], &tallies[3])
+		}, ours: true},
+		{into: &floor3F, run: func() (time.Duration, int64, error) { return lanesFloorOf(true) }},
+		{into: &lanesWarmF, run: func() (time.Duration, int64, error) {
+			return oursOf("bench-final", final, "plan-lanes-final", 4, lanesPassed, nil, &lanesCalls[2], &tallies[4])
 		}, ours: true},
 		{into: &peerSame, run: func() (time.Duration, int64, error) { return peerRun(same, "peer-lanes-same") }, peer: true},
 		{into: &peerDefault, run: func() (time.Duration, int64, error) { return peerRun(pr, "peer-lanes-default") }, peer: true},
@@ -288,7 +308,10 @@ func (b *bench) plans(n int) (string, error) {
 	for i := range n + 1 {
 		if i == 1 {
 			// What the warm-up round's runs noted is not a measure.
-			seqGaps, lanesCalls, tallies = stepGaps{}, [2]childCalls{}, [4]poolTally{}
+			seqGaps, tallies = stepGaps{}, [5]poolTally{}
+			for i := range lanesCalls {
+				lanesCalls[i].at = nil
+			}
 		}
 		for _, k := range kinds {
 			if (k.ours && oursErr != nil) || (k.peer && peerErr != nil) {
@@ -299,6 +322,7 @@ func (b *bench) plans(n int) (string, error) {
 			// machine with that work.
 			svc.quiet()
 			cold.quiet()
+			final.quiet()
 			before := len(b.model.Requests())
 			d, p, err := k.run()
 			if err != nil {
@@ -361,10 +385,15 @@ func (b *bench) plans(n int) (string, error) {
 	if tallies[3].misses > 0 {
 		// From the pool's rules (activities/pool.go): what a plan whose
 		// steps follow each other at once meets.
-		why = fmt.Sprintf("The warm pool keeps one child more than the most of a kind that ran at once, and refills 200 ms after a run ends; a lane's reviewer starts within that delay of its writer's end, so %d of the warm runs' %d children found no warm child and started cold, beside the refills of those taken: the last of the model calls above.",
+		why = fmt.Sprintf("The warm pool keeps twice the most children of a kind that ran at once, and a run that finds none idle waits for one still starting; %d of the warm runs' %d children found neither and started cold.",
 			tallies[3].misses, tallies[3].children)
 	}
 	r.WriteString(paragraph(lanesCalls[0].report("pool off"), lanesCalls[1].report("warm pool"), tallies[2].report("pool off"), tallies[3].report("warm pool"), why))
+	r.WriteString("\n**Pattern 3 on the finalize workload**: the same plan, every child the `bench-final` profile (finalize on, as every profile's child runs by default), answering with a `subagent_finalize` call whose result is the step's output; the floor's plain children load the same finalize extension and answer with the same call. Its warm runs go to a `subagents dev` of their own (pool of 4), as the pi section's finalize rows do.\n\n")
+	r.WriteString("| run | p50 | p99 | ratio p50 | target | peak RSS of the processes |\n| --- | --- | --- | --- | --- | --- |\n")
+	row("floor: parent, then the 2 lanes at once, each 2 children one after another (each with the finalize extension)", floor3F, floor3F, "")
+	row("parent pi, `task` with a plan of 2 parallel lanes of 2 steps, warm pool", lanesWarmF, floor3F, "≤ 1.0×")
+	r.WriteString(paragraph(lanesCalls[2].report("warm pool"), tallies[4].report("warm pool")))
 	if peerErr != nil {
 		fmt.Fprintf(&r, "\nThe npm peer %s was not measured: %s\n", peerVersion, firstLine(peerErr.Error()))
 	} else {
@@ -523,7 +552,8 @@ func (g *stepGaps) report() string {
 // childCalls keeps when the children of a run made their model calls,
 // in order, from the parent's first: measured runs only.
 type childCalls struct {
-	at [][]time.Duration
+	kind string // the children's script
+	at   [][]time.Duration
 }
 
 func (c *childCalls) add(reqs []scriptedmodel.Request) {
@@ -532,7 +562,7 @@ func (c *childCalls) add(reqs []scriptedmodel.Request) {
 	}
 	k := 0
 	for _, r := range reqs {
-		if r.Script != "bench" {
+		if r.Script != c.kind {
 			continue
 		}
 		if k == len(c.at) {
@@ -554,13 +584,13 @@ func (c *childCalls) report(kind string) string {
 	return fmt.Sprintf("%s, the children's model calls after the parent's first, in order (medians): %s.", strings.ToUpper(kind[:1])+kind[1:], strings.Join(at, ", "))
 }
 
-// childrenRan checks that a run reached n child model calls of the bench
+// childrenRan checks that a run reached n child model calls of the kind's
 // script, and that for each text of passed some child's prompt held it
 // (an output passed on).
-func childrenRan(reqs []scriptedmodel.Request, n int, passed []string) error {
+func childrenRan(reqs []scriptedmodel.Request, kind string, n int, passed []string) error {
 	var prompts []string
 	for _, r := range reqs {
-		if r.Script != "bench" {
+		if r.Script != kind {
 			continue
 		}
 		var user []string
