@@ -167,6 +167,11 @@ func (u *keyUse) keep(size int) int {
 	return min(max(2*u.peak, u.peak+1), size)
 }
 
+// mayEvict reports whether a key that holds have children (idle or
+// starting) may end another key's idle child to start one more: only up
+// to one more than its peak, not for its second wave.
+func (u *keyUse) mayEvict(have int) bool { return have <= u.peak }
+
 type spawnRequest struct {
 	spec  warmSpec
 	reply chan *proc
@@ -411,8 +416,8 @@ func (p *pool) refillLocked(key string, delay time.Duration) {
 }
 
 // refill starts warm children for key until it holds what keep says,
-// within the pool's size; the least recently used key's idle children
-// make room.
+// within the pool's size; up to one more than the key's peak, the oldest
+// idle child of another key makes room.
 func (p *pool) refill(key string) {
 	for {
 		p.mu.Lock()
@@ -421,7 +426,11 @@ func (p *pool) refill(key string) {
 			p.mu.Unlock()
 			return
 		}
-		if p.count()+p.startingAll() >= p.size && !p.evictOtherLocked(key) {
+		// A full pool makes room for one more than the key's peak by
+		// ending another key's oldest idle child; the second wave takes
+		// only free room, so that two kinds that run together (a lane's
+		// writer and reviewer of two profiles) do not end each other's.
+		if p.count()+p.startingAll() >= p.size && (!use.mayEvict(len(p.idle[key])+use.starting) || !p.evictOtherLocked(key)) {
 			p.mu.Unlock()
 			return
 		}

@@ -175,7 +175,8 @@ func TestRefillStartsAsAChildIsTaken(t *testing.T) {
 }
 
 // TestPoolKeepsTwoWavesOfAKind: the children the pool holds for a kind,
-// from how many of its runs went on at once.
+// from how many of its runs went on at once, and when it may end another
+// kind's to make room.
 func TestPoolKeepsTwoWavesOfAKind(t *testing.T) {
 	for _, c := range []struct{ peak, size, want int }{
 		{peak: 1, size: 4, want: 2}, // a plan's steps in sequence: the next one's child, and its replacement
@@ -187,6 +188,22 @@ func TestPoolKeepsTwoWavesOfAKind(t *testing.T) {
 	} {
 		if got := (&keyUse{peak: c.peak}).keep(c.size); got != c.want {
 			t.Errorf("peak %d, pool of %d: keeps %d, want %d", c.peak, c.size, got, c.want)
+		}
+	}
+	// In a full pool another kind's child makes room up to one more than
+	// the peak, never for the second wave.
+	for _, c := range []struct {
+		peak, have int
+		want       bool
+	}{
+		{peak: 2, have: 0, want: true},
+		{peak: 2, have: 2, want: true},
+		{peak: 2, have: 3, want: false},
+		{peak: 1, have: 1, want: true},
+		{peak: 1, have: 2, want: false},
+	} {
+		if got := (&keyUse{peak: c.peak}).mayEvict(c.have); got != c.want {
+			t.Errorf("peak %d holding %d: may evict %v, want %v", c.peak, c.have, got, c.want)
 		}
 	}
 }

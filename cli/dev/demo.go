@@ -263,7 +263,8 @@ func warmDemo(ctx context.Context, c *client.Client, model *scriptedmodel.Server
 	say("Warm children: the worker keeps pi processes started ahead of tasks like recent ones (--warm-pool 2).")
 	for i, label := range []string{"first task of its kind", "the same kind again  "} {
 		if i > 0 {
-			// The pool starts its child once the first task is done.
+			// The pool starts its children as the first task finds none
+			// (a miss teaches it the kind); they are up a moment later.
 			time.Sleep(warmRefill)
 		}
 		begin := time.Now()

@@ -140,7 +140,7 @@ func (b *bench) overhead(n int) (string, error) {
 }
 
 // settle waits until the warm pool holds the two children it keeps for
-// the bench's one key (its peak of one, and one more), and a moment more
+// the bench's one key (keyUse.keep for a peak of one), and a moment more
 // for their start to be over.
 func (b *bench) settle() {
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
