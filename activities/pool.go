@@ -303,21 +303,9 @@ func (p *pool) startEarly(spec warmSpec, n int) {
 			defer p.refills.Done()
 			child := p.startWarm(spec)
 			p.mu.Lock()
-			unclaimed := p.dropComingLocked(spec.key, e)
-			switch {
-			case !unclaimed:
-				// Claimed by a run, which waits for it.
-				e.ready <- child
-			case child != nil && !p.closed:
-				p.idle[spec.key] = append(p.idle[spec.key], &warmChild{p: child, key: spec.key, born: time.Now(), early: true})
-			}
-			closed := p.closed
+			gone := p.arriveLocked(spec.key, e, child)
 			p.mu.Unlock()
-			if unclaimed && child != nil && closed {
-				// Reaped before close returns, as a refill's.
-				child.discard()
-				<-child.exited
-			}
+			reap(gone)
 		}()
 	}
 }
@@ -443,26 +431,42 @@ func (p *pool) refill(key string) {
 		child := p.startWarm(spec)
 		p.mu.Lock()
 		use.starting--
-		if !p.dropComingLocked(key, e) {
-			// A run claimed it while it started, and waits for it: the
-			// loop goes on to start its replacement.
-			p.mu.Unlock()
-			e.ready <- child
-			if child == nil {
-				return
-			}
-			continue
-		}
-		if child == nil || p.closed {
-			p.mu.Unlock()
-			if child != nil {
-				child.discard()
-				<-child.exited
-			}
+		gone := p.arriveLocked(key, e, child)
+		p.mu.Unlock()
+		reap(gone)
+		// On to the next child, or to the replacement of one a run
+		// claimed while it started; the loop's top stops a closed pool.
+		if child == nil || gone != nil {
 			return
 		}
-		p.idle[key] = append(p.idle[key], &warmChild{p: child, key: key, born: time.Now()})
-		p.mu.Unlock()
+	}
+}
+
+// arriveLocked puts a child that finished starting (nil: it did not) where
+// it goes: to the run that claimed e meanwhile, which waits for it, or
+// among key's idle children. It returns the child to end instead when the
+// pool closed meanwhile (reap it without p.mu, before close returns).
+func (p *pool) arriveLocked(key string, e *comingChild, child *proc) (gone *proc) {
+	if !p.dropComingLocked(key, e) {
+		e.ready <- child // buffered for this one value
+		return nil
+	}
+	if child == nil {
+		return nil
+	}
+	if p.closed {
+		return child
+	}
+	p.idle[key] = append(p.idle[key], &warmChild{p: child, key: key, born: time.Now(), early: !e.refill})
+	return nil
+}
+
+// reap ends a child the pool will not keep and waits for its exit; nil is
+// nothing to reap.
+func reap(child *proc) {
+	if child != nil {
+		child.discard()
+		<-child.exited
 	}
 }
 
