@@ -38,14 +38,25 @@ func (e *env) cli() *cli {
 	}}
 }
 
-// commandTimeout is how long a command of the tests may run: testTimeout,
-// or, for one told to wait longer (`wait --timeout 3m`), that and a margin
-// to print its answer. A wait of the cluster test's outage round passed a
+// demoTimeout bounds `subagents demo`: it starts a service, kills a worker
+// under three children and waits for their retries on the next one (the
+// RunPi heartbeat timeout and three pi sessions continued), then runs the
+// warm-pool tasks and stops. It took 20–46 s in the suite's passing runs
+// and past a minute under one run's load.
+const demoTimeout = 3 * time.Minute
+
+// commandTimeout is how long a command of the tests may run (argv: its
+// verb and arguments): testTimeout; for one told to wait longer
+// (`wait --timeout 3m`), that and a margin to print its answer; for the
+// demo, demoTimeout. A wait of the cluster test's outage round passed a
 // minute under the full suite's load and was killed mid-wait.
-func commandTimeout(args []string) time.Duration {
-	for i, a := range args {
-		if a == "--timeout" && i+1 < len(args) {
-			if d, err := time.ParseDuration(args[i+1]); err == nil && d+30*time.Second > testTimeout {
+func commandTimeout(argv []string) time.Duration {
+	if len(argv) > 0 && argv[0] == "demo" {
+		return demoTimeout
+	}
+	for i, a := range argv {
+		if a == "--timeout" && i+1 < len(argv) {
+			if d, err := time.ParseDuration(argv[i+1]); err == nil && d+30*time.Second > testTimeout {
 				return d + 30*time.Second
 			}
 		}
@@ -59,7 +70,7 @@ func (c *cli) run(stdin, verb string, args ...string) (code int, stdout, stderr 
 	// The build (once per test binary, a minute on a loaded machine) is
 	// not the command's time.
 	bin := subagentsBinary(c.e.t)
-	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout(args))
+	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout(append([]string{verb}, args...)))
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, append(append([]string{verb}, c.args...), args...)...)
 	cmd.Env = append(os.Environ(), c.e.cliEnv()...)

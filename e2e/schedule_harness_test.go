@@ -128,7 +128,7 @@ func runSubagentsIn(t *testing.T, dir string, env []string, args ...string) (cod
 	// The build (once per test binary, a minute on a loaded machine) is
 	// not the command's time.
 	bin := subagentsBinary(t)
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout(args))
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), env...)
