@@ -30,6 +30,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -96,6 +97,12 @@ type Step struct {
 	ModelStatus map[string]int `json:"model_status,omitempty"`
 	// DelayMS waits before answering (headers included).
 	DelayMS int `json:"delay_ms,omitempty"`
+	// Together holds the answer until every script it names has received a
+	// request (this one's own included), so that steps said to run side by
+	// side are shown to, whatever the machine's load, where a delay only
+	// makes that likely. After TogetherTimeout it answers anyway: the
+	// test's own check of the times then fails, instead of the test hanging.
+	Together []string `json:"together,omitempty"`
 	// Hang never answers; the request ends only when the client goes away
 	// or the server closes.
 	Hang bool `json:"hang,omitempty"`
@@ -304,6 +311,38 @@ func (s *Server) WaitForRequests(ctx context.Context, n int, match func(Request)
 	}
 }
 
+// TogetherTimeout bounds a Together step's wait: far longer than any
+// cold start of the children that should meet (seconds under load), short
+// enough that a plan which never ran them side by side fails in the test's
+// own time.
+const TogetherTimeout = 60 * time.Second
+
+// awaitScripts blocks until each named script has received a request, or
+// ctx ends.
+func (s *Server) awaitScripts(ctx context.Context, scripts []string) error {
+	for {
+		s.mu.Lock()
+		missing := 0
+		for _, name := range scripts {
+			if !slices.ContainsFunc(s.requests, func(r Request) bool { return r.Script == name }) {
+				missing++
+			}
+		}
+		wake := s.notify
+		s.mu.Unlock()
+		if missing == 0 {
+			return nil
+		}
+		select {
+		case <-wake:
+		case <-s.done:
+			return errors.New("scripted model: closed")
+		case <-ctx.Done():
+			return fmt.Errorf("scripted model: %d of %d scripts never asked: %w", missing, len(scripts), ctx.Err())
+		}
+	}
+}
+
 // scriptMarker is a [[script:NAME]] marker at the start of the text.
 var scriptMarker = regexp.MustCompile(`^\[\[script:([A-Za-z0-9_.\-]+)\]\]`)
 
@@ -480,6 +519,15 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if len(step.Together) > 0 {
+		ctx, cancel := context.WithTimeout(r.Context(), TogetherTimeout)
+		err := s.awaitScripts(ctx, step.Together)
+		cancel()
+		if r.Context().Err() != nil {
+			return
+		}
+		_ = err // a timeout answers anyway (see Together)
+	}
 	if step.DelayMS > 0 {
 		select {
 		case <-time.After(time.Duration(step.DelayMS) * time.Millisecond):

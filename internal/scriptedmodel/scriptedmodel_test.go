@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -248,6 +249,45 @@ func TestModelStatus(t *testing.T) {
 				t.Fatalf("status %d body %q text %q, want %d %q %q", r.Status, r.Body, r.Text, tt.status, tt.body, tt.text)
 			}
 		})
+	}
+}
+
+// TestTogetherHoldsUntilEveryScriptAsked: a Together step answers only
+// once each script it names has a request, however late the last comes.
+func TestTogetherHoldsUntilEveryScriptAsked(t *testing.T) {
+	s, err := Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.Script("a", Step{Together: []string{"a", "b"}, Text: "from a"})
+	s.Script("b", Step{Together: []string{"a", "b"}, Text: "from b"})
+
+	// b asks from another goroutine, well after a: a's answer must still
+	// wait for it. (Raw HTTP there: post may end the test, which only the
+	// test's own goroutine may do.)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := s.WaitForRequests(ctx, 1, nil); err != nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+		body := `{"stream":true,"messages":[{"role":"user","content":"[[script:b]]"}]}`
+		if resp, err := http.Post(s.URL()+"/chat/completions", "application/json", strings.NewReader(body)); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	if r := post(t, s, []map[string]any{user("[[script:a]]")}); r.Text != "from a" {
+		t.Fatalf("a's text %q", r.Text)
+	}
+	at := time.Now()
+	if len(s.RequestsFor("b")) != 1 {
+		t.Fatal("a was answered before b asked")
+	}
+	if b := s.RequestsFor("b")[0].Time; !at.After(b) {
+		t.Fatalf("a answered at %v, before b asked at %v", at, b)
 	}
 }
 
