@@ -18,9 +18,11 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -111,6 +113,20 @@ type Cluster struct {
 	pgPort      int
 	pg          *process
 	services    map[string]*process
+
+	// spawns carries each process start to the spawner goroutine, which
+	// runs them all on its one locked thread; stopSpawner ends it.
+	spawns      chan spawnRequest
+	stopSpawner chan struct{}
+	spawnerOnce sync.Once
+	stopOnce    sync.Once
+}
+
+// spawnRequest is one process start for the spawner, and where its error
+// goes.
+type spawnRequest struct {
+	cmd *exec.Cmd
+	err chan error
 }
 
 // process is one process the cluster started, and its log.
@@ -128,7 +144,7 @@ func Start(ctx context.Context, tools Tools, dir string) (c *Cluster, err error)
 	if err != nil {
 		return nil, err
 	}
-	c = &Cluster{tools: tools, dir: dir, services: map[string]*process{}}
+	c = &Cluster{tools: tools, dir: dir, services: map[string]*process{}, spawns: make(chan spawnRequest), stopSpawner: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			c.Stop()
@@ -350,6 +366,8 @@ func (c *Cluster) Stop() {
 	if c.pgDir != "" {
 		_ = os.RemoveAll(c.pgDir)
 	}
+	// Last: nothing is started after this.
+	c.stopOnce.Do(func() { close(c.stopSpawner) })
 }
 
 // Logs is the end of every log, for a failed test to show.
@@ -386,12 +404,46 @@ func (c *Cluster) spawn(name string, cred *syscall.Credential, path string, env 
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	if err := c.start(cmd); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	p := &process{cmd: cmd, done: make(chan struct{}), log: logPath}
 	go func() { _ = cmd.Wait(); close(p.done) }()
 	return p, nil
+}
+
+// start starts cmd on the spawner's thread. Pdeathsig is tied to the
+// thread that forks, not to the process: a process started from any
+// goroutine's thread was SIGKILLed when the Go runtime later gave that
+// thread to a goroutine that locked it and ended (a worker's warm pool
+// stopping, in a test binary that runs workers beside the cluster), which
+// killed PostgreSQL in the middle of a test. The spawner keeps its thread
+// until Stop.
+func (c *Cluster) start(cmd *exec.Cmd) error {
+	c.spawnerOnce.Do(func() { go c.spawner() })
+	req := spawnRequest{cmd: cmd, err: make(chan error, 1)}
+	select {
+	case c.spawns <- req:
+		return <-req.err
+	case <-c.stopSpawner:
+		return errors.New("the cluster was stopped")
+	}
+}
+
+// spawner starts the cluster's processes from one thread it never gives
+// back to other goroutines: it ends locked, and the runtime ends the
+// thread with it (Pdeathsig then ends whatever it started that still
+// runs; Stop ended the cluster's own processes before).
+func (c *Cluster) spawner() {
+	runtime.LockOSThread()
+	for {
+		select {
+		case req := <-c.spawns:
+			req.err <- req.cmd.Start()
+		case <-c.stopSpawner:
+			return
+		}
+	}
 }
 
 // waitFor waits until the process's log holds line.
