@@ -120,6 +120,10 @@ type pool struct {
 	// has answered, before the pool hands it on.
 	startedHook func()
 
+	// refillStarts holds a token for each refill's pi start under way:
+	// refills start one after another, within refillStartsAtOnce.
+	refillStarts chan struct{}
+
 	spawn chan spawnRequest
 	stop  chan struct{}
 	wg    sync.WaitGroup
@@ -180,7 +184,8 @@ type spawnRequest struct {
 func newPool(a *Activities, size int, ttl time.Duration, maxBytes int64, log *slog.Logger) *pool {
 	p := &pool{a: a, size: size, ttl: ttl, maxBytes: maxBytes, earlyTTL: earlyTTL, log: log,
 		idle: map[string][]*warmChild{}, keys: map[string]*keyUse{}, kept: map[string]*warmChild{}, coming: map[string][]*comingChild{},
-		spawn: make(chan spawnRequest), stop: make(chan struct{})}
+		refillStarts: make(chan struct{}, refillStartsAtOnce()),
+		spawn:        make(chan spawnRequest), stop: make(chan struct{})}
 	p.wg.Add(2)
 	go p.spawner()
 	go p.janitor()
@@ -428,7 +433,13 @@ func (p *pool) refill(key string) {
 		p.coming[key] = append(p.coming[key], e)
 		p.mu.Unlock()
 
-		child := p.startWarm(spec)
+		var child *proc
+		select {
+		case p.refillStarts <- struct{}{}:
+			child = p.startWarm(spec)
+			<-p.refillStarts
+		case <-p.stop:
+		}
 		p.mu.Lock()
 		use.starting--
 		gone := p.arriveLocked(key, e, child)
@@ -441,6 +452,14 @@ func (p *pool) refill(key string) {
 		}
 	}
 }
+
+// refillStartsAtOnce is how many refills may start a pi at once: half
+// the machine's cores (at least one). A pi start is about half a second of
+// one core, and the refills a wave of takes sets off (four tasks: four
+// refills) start while the children taken run their tasks; all at once
+// on two cores they took the CPU those children's turns needed. Early
+// starts do not wait for this: their tasks would start the pi themselves.
+func refillStartsAtOnce() int { return max(1, runtime.NumCPU()/2) }
 
 // arriveLocked puts a child that finished starting (nil: it did not) where
 // it goes: to the run that claimed e meanwhile, which waits for it, or
