@@ -2,6 +2,9 @@ package ports
 
 import (
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"testing"
 )
@@ -44,5 +47,64 @@ func TestFreeSkipsTaken(t *testing.T) {
 	taken := ln.Addr().(*net.TCPAddr).Port
 	if free("127.0.0.1", taken) {
 		t.Fatalf("port %d is in use but reported free", taken)
+	}
+}
+
+// A port Free handed out is not handed out again while its reservation
+// holds, in this process or another one of this account: two servers that
+// pick ports at once never pick the same one.
+func TestFreeReserves(t *testing.T) {
+	p, err := Free("127.0.0.1", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, port := range []int{p, p + 1} {
+		if f, ok := reserve(port); ok || f != nil {
+			t.Fatalf("port %d was reserved again while its first reservation holds", port)
+		}
+	}
+	// Another process of this account sees the reservation too.
+	dir, err := reservations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("flock", "-n", filepath.Join(dir, strconv.Itoa(p)), "true").CombinedOutput()
+	if err == nil {
+		t.Fatalf("another process took port %d's reservation: %s", p, out)
+	}
+	// A port whose reservation is free is reserved, once.
+	q := p + 2
+	f, ok := reserve(q)
+	if !ok || f == nil {
+		t.Fatalf("port %d, reserved by nobody, could not be reserved", q)
+	}
+	if _, again := reserve(q); again {
+		t.Fatalf("port %d reserved twice", q)
+	}
+	_ = f.Close()
+	if f, ok := reserve(q); !ok || f == nil {
+		t.Fatalf("port %d's reservation did not end with its file", q)
+	} else {
+		_ = f.Close()
+	}
+}
+
+// A reservation folder of the right name that others may write is not
+// used: whoever made it could hold every port.
+func TestReservationsRefusesAForeignFolder(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	dir := filepath.Join(os.TempDir(), "subagents-ports-"+strconv.Itoa(os.Getuid()))
+	if err := os.Mkdir(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reservations(); err == nil {
+		t.Fatal("a folder others may write was used for reservations")
+	}
+	// Free still works, with the free check alone.
+	if _, err := Free("127.0.0.1"); err != nil {
+		t.Fatal(err)
 	}
 }
