@@ -102,7 +102,7 @@ func newSession(ctx workflow.Context, in api.SessionInput) (*session, error) {
 	}
 	if in.Version >= 2 {
 		// The starter's status attribute is where the session stands.
-		if v, ok := workflow.GetTypedSearchAttributes(ctx).GetKeyword(api.StatusKey); ok && v != "" {
+		if v, ok := keywordOf(ctx, api.StatusKey.GetName()); ok && v != "" {
 			s.state = api.State(v)
 		}
 	}
