@@ -270,14 +270,20 @@ func selectRow(t *testing.T, p *tmuxPi, title string) {
 	// reaches its row fails here instead of pressing keys until the test's
 	// deadline.
 	for range 20 {
-		s := fleetView(p.screen())
+		// The view redraws as it refreshes ("Asking again…"): a capture
+		// between two frames may hold no view at all, so this waits for
+		// one that lists the row and a selection (failing at the
+		// harness's deadline when none comes).
+		s := fleetView(p.waitScreen(fmt.Sprintf("the row %q and a selected row", title), func(n string) bool {
+			v := fleetView(n)
+			_, at := lineWith(v, title)
+			_, sel := lineWith(v, "▸ ")
+			return at >= 0 && sel >= 0
+		}))
 		_, at := lineWith(s, title)
 		_, sel := lineWith(s, "▸ ")
-		if at >= 0 && at == sel {
+		if at == sel {
 			return
-		}
-		if at < 0 || sel < 0 {
-			t.Fatalf("no row %q or no selected row:\n%s", title, s)
 		}
 		key := "Down"
 		if at < sel {
