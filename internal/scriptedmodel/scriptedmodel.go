@@ -30,7 +30,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -317,32 +316,6 @@ func (s *Server) WaitForRequests(ctx context.Context, n int, match func(Request)
 // own time.
 const TogetherTimeout = 60 * time.Second
 
-// awaitScripts blocks until each named script has received a request, or
-// ctx ends.
-func (s *Server) awaitScripts(ctx context.Context, scripts []string) error {
-	for {
-		s.mu.Lock()
-		missing := 0
-		for _, name := range scripts {
-			if !slices.ContainsFunc(s.requests, func(r Request) bool { return r.Script == name }) {
-				missing++
-			}
-		}
-		wake := s.notify
-		s.mu.Unlock()
-		if missing == 0 {
-			return nil
-		}
-		select {
-		case <-wake:
-		case <-s.done:
-			return errors.New("scripted model: closed")
-		case <-ctx.Done():
-			return fmt.Errorf("scripted model: %d of %d scripts never asked: %w", missing, len(scripts), ctx.Err())
-		}
-	}
-}
-
 // scriptMarker is a [[script:NAME]] marker at the start of the text.
 var scriptMarker = regexp.MustCompile(`^\[\[script:([A-Za-z0-9_.\-]+)\]\]`)
 
@@ -520,13 +493,17 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 
 	if len(step.Together) > 0 {
+		// A timeout answers anyway (see Together).
 		ctx, cancel := context.WithTimeout(r.Context(), TogetherTimeout)
-		err := s.awaitScripts(ctx, step.Together)
+		for _, name := range step.Together {
+			if _, err := s.WaitForRequests(ctx, 1, func(q Request) bool { return q.Script == name }); err != nil {
+				break
+			}
+		}
 		cancel()
 		if r.Context().Err() != nil {
 			return
 		}
-		_ = err // a timeout answers anyway (see Together)
 	}
 	if step.DelayMS > 0 {
 		select {
