@@ -665,7 +665,7 @@ function notFound(bin, e) {
 }
 
 // src/delivery.ts
-import { existsSync as existsSync2, mkdirSync as mkdirSync3, readFileSync as readFileSync4, statSync, unlinkSync as unlinkSync3 } from "node:fs";
+import { existsSync as existsSync2, mkdirSync as mkdirSync3, readFileSync as readFileSync4, statSync as statSync2, unlinkSync as unlinkSync3 } from "node:fs";
 import { hostname } from "node:os";
 import { join as join4 } from "node:path";
 
@@ -1277,7 +1277,7 @@ function strays(dataDir2, cwd, except) {
 
 // src/schedule.ts
 import { createHash } from "node:crypto";
-import { mkdirSync as mkdirSync2, readdirSync as readdirSync2, readFileSync as readFileSync3, realpathSync, renameSync as renameSync2, unlinkSync as unlinkSync2, writeFileSync as writeFileSync2 } from "node:fs";
+import { mkdirSync as mkdirSync2, readdirSync as readdirSync2, readFileSync as readFileSync3, realpathSync, renameSync as renameSync2, statSync, unlinkSync as unlinkSync2, utimesSync, writeFileSync as writeFileSync2 } from "node:fs";
 import { join as join3 } from "node:path";
 var SCHEDULE_HELP = "schedule op: {action: create|list|describe|pause|resume|trigger|update|delete, id, name, at (10m or RFC3339: once)|every (2h)|cron|calendar (hour=9 dow=mon-fri), timezone, overlap: skip|buffer_one|cancel_other|allow_all, catchup (1h|none), end, note, quiet (deliver failures only), tasks [{agent,prompt}] or agent+prompt, or plan (doc or saved name)+args}. Runs here with no pi open; results reach the next session here";
 function schedulesOf(env) {
@@ -1299,6 +1299,8 @@ function markScheduled(dir, cwd) {
   writeFileSync2(path, JSON.stringify({ cwd }), { mode: 384 });
 }
 var OPEN_RECORD_KEEP_MS = 31 * 24 * 36e5;
+var OPEN_SWEEP_EVERY_MS = 24 * 36e5;
+var SWEPT = ".swept";
 function openDir(dir) {
   return join3(dir, "open");
 }
@@ -1323,8 +1325,25 @@ function noteOpen(dir, holder, at, open) {
     const tmp = `${path}.tmp`;
     writeFileSync2(tmp, JSON.stringify(rec), { mode: 384 });
     renameSync2(tmp, path);
+  } catch {
+    return;
+  }
+  sweepOpenRecords(dir, at);
+}
+function sweepOpenRecords(dir, at) {
+  const swept = join3(openDir(dir), SWEPT);
+  try {
+    if (at - statSync(swept).mtimeMs < OPEN_SWEEP_EVERY_MS) return;
+  } catch {
+  }
+  try {
+    writeFileSync2(swept, "", { mode: 384 });
+    const when = new Date(at);
+    utimesSync(swept, when, when);
     for (const name of readdirSync2(openDir(dir))) {
+      if (name.startsWith(".") || name.endsWith(".tmp")) continue;
       const other = join3(openDir(dir), name);
+      if (statSync(other).mtimeMs >= at - OPEN_RECORD_KEEP_MS) continue;
       const r = readOpenRecord(other);
       const last = Math.max(0, ...(r?.spans ?? []).map((sp) => sp.until ?? sp.since));
       if (r && !isThisProcess(r.holder) && last < at - OPEN_RECORD_KEEP_MS && !alive(r.holder)) unlinkSync2(other);
@@ -1335,7 +1354,7 @@ function noteOpen(dir, holder, at, open) {
 function openRecords(dir) {
   let names;
   try {
-    names = readdirSync2(openDir(dir)).filter((n) => !n.endsWith(".tmp"));
+    names = readdirSync2(openDir(dir)).filter((n) => !n.startsWith(".") && !n.endsWith(".tmp"));
   } catch {
     return [];
   }
@@ -1768,7 +1787,7 @@ var Delivery = class {
     if (this.closed) return;
     if (schedules === 0) {
       try {
-        if (statSync(mark).mtimeMs < Date.now() - SCHEDULE_MARK_GRACE_MS) unlinkSync3(mark);
+        if (statSync2(mark).mtimeMs < Date.now() - SCHEDULE_MARK_GRACE_MS) unlinkSync3(mark);
       } catch {
       }
     }
@@ -3464,7 +3483,7 @@ function registerFleet(pi, deps) {
 }
 
 // src/profile-cache.ts
-import { mkdirSync as mkdirSync4, readFileSync as readFileSync5, renameSync as renameSync3, statSync as statSync2, writeFileSync as writeFileSync3 } from "node:fs";
+import { mkdirSync as mkdirSync4, readFileSync as readFileSync5, renameSync as renameSync3, statSync as statSync3, writeFileSync as writeFileSync3 } from "node:fs";
 import { join as join5 } from "node:path";
 var MAX_FOLDERS = 64;
 function cachePath(dataDir2) {
@@ -3481,7 +3500,7 @@ function read(dataDir2) {
 function unchanged(watched) {
   if (!watched?.length) return false;
   for (const w of watched) {
-    const st = statSync2(w.path, { throwIfNoEntry: false });
+    const st = statSync3(w.path, { throwIfNoEntry: false });
     if (!st) {
       if (w.mtime_ms !== 0) return false;
       continue;

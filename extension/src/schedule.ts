@@ -4,7 +4,7 @@
 // results come to the next pi session started there (delivery.ts).
 
 import { createHash } from "node:crypto";
-import { mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, unlinkSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, statSync, unlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { type SubagentsCli, SubagentsError } from "./cli.ts";
@@ -123,6 +123,17 @@ export interface OpenRecord {
 /** A record older than this (closed, or of a pi gone) is removed: no result waits longer (a delegation's ack TTL, 30 days). */
 const OPEN_RECORD_KEEP_MS = 31 * 24 * 3600_000;
 
+/**
+ * How often the records are swept: every top-level pi writes one, so a
+ * sweep at each start would read a month of them (hundreds of files, 10 ms
+ * here after a few hundred runs) on pi's start path; a day late is nothing
+ * against a month kept.
+ */
+const OPEN_SWEEP_EVERY_MS = 24 * 3600_000;
+
+/** The file whose time says when the records were last swept (a dot name: no record's). */
+const SWEPT = ".swept";
+
 function openDir(dir: string): string {
 	return join(dir, "open");
 }
@@ -142,10 +153,10 @@ function readOpenRecord(path: string): OpenRecord | undefined {
 
 /**
  * Notes that process holder has session open in folder cwd from at on (or,
- * with no session, that it closed the one it had, at at), and removes the
- * records of pis gone long ago. A failure to write (a data dir that cannot
- * be written, where no schedule mark can be either) is ignored: it must
- * never stop pi.
+ * with no session, that it closed the one it had, at at), and, once a day,
+ * removes the records of pis gone long ago. A failure to write (a data dir
+ * that cannot be written, where no schedule mark can be either) is
+ * ignored: it must never stop pi.
  */
 export function noteOpen(dir: string, holder: Holder, at: number, open?: { cwd: string; session: string }): void {
 	try {
@@ -157,14 +168,41 @@ export function noteOpen(dir: string, holder: Holder, at: number, open?: { cwd: 
 		const tmp = `${path}.tmp`;
 		writeFileSync(tmp, JSON.stringify(rec), { mode: 0o600 });
 		renameSync(tmp, path);
+	} catch {
+		/* the record stays as it was */
+		return;
+	}
+	sweepOpenRecords(dir, at);
+}
+
+/**
+ * Removes the records whose last time is older than OPEN_RECORD_KEEP_MS
+ * before at, of pis no longer alive: at most once per OPEN_SWEEP_EVERY_MS
+ * (the time of SWEPT), and only the files last written that long ago are
+ * read (a record is written whole at each open and close, so its file's
+ * time is no earlier than its last time).
+ */
+export function sweepOpenRecords(dir: string, at: number): void {
+	const swept = join(openDir(dir), SWEPT);
+	try {
+		if (at - statSync(swept).mtimeMs < OPEN_SWEEP_EVERY_MS) return;
+	} catch {
+		/* never swept */
+	}
+	try {
+		writeFileSync(swept, "", { mode: 0o600 });
+		const when = new Date(at);
+		utimesSync(swept, when, when);
 		for (const name of readdirSync(openDir(dir))) {
+			if (name.startsWith(".") || name.endsWith(".tmp")) continue;
 			const other = join(openDir(dir), name);
+			if (statSync(other).mtimeMs >= at - OPEN_RECORD_KEEP_MS) continue;
 			const r = readOpenRecord(other);
 			const last = Math.max(0, ...(r?.spans ?? []).map((sp) => sp.until ?? sp.since));
 			if (r && !isThisProcess(r.holder) && last < at - OPEN_RECORD_KEEP_MS && !alive(r.holder)) unlinkSync(other);
 		}
 	} catch {
-		/* the record stays as it was */
+		/* the records stay until the next sweep */
 	}
 }
 
@@ -172,7 +210,7 @@ export function noteOpen(dir: string, holder: Holder, at: number, open?: { cwd: 
 export function openRecords(dir: string): OpenRecord[] {
 	let names: string[];
 	try {
-		names = readdirSync(openDir(dir)).filter((n) => !n.endsWith(".tmp"));
+		names = readdirSync(openDir(dir)).filter((n) => !n.startsWith(".") && !n.endsWith(".tmp"));
 	} catch {
 		return [];
 	}

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync, mkdtempSync, realpathSync, symlinkSync, utimesSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, realpathSync, symlinkSync, utimesSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import test from "node:test";
@@ -206,6 +206,39 @@ test("a scheduled result says when its run fired and ended, and whether a pi ses
 	);
 	// A pi killed while its session was open here: whether it was open then is not known, and not said.
 	assert.match(await delivered((dir) => noteOpen(dir, gone, now - 3600_000, { cwd, session: "killed" })), intro(""));
+});
+
+test("the open records are swept once a day, of their files only those last written a month ago and of pis gone", () => {
+	const dir = mkdtempSync(join(tmpdir(), "subagents-open-"));
+	const now = Date.now();
+	const day = 24 * 3600_000;
+	const parent = { pid: process.ppid, start: processStart(process.ppid) };
+	const gone = (n: number) => ({ pid: 2 ** 22 + n, start: "1" });
+	const record = (h: { pid: number; start?: string }) => join(dir, "open", `${h.pid}-${h.start}`);
+	/** A record closed at `at`, whose file was last written then. */
+	const closed = (h: { pid: number; start?: string }, at: number) => {
+		noteOpen(dir, h, at - 3600_000, { cwd: "/p", session: `s${h.pid}` });
+		noteOpen(dir, h, at);
+		utimesSync(record(h), new Date(at), new Date(at));
+	};
+	closed(gone(1), now - 40 * day);
+	closed(gone(2), now - 2 * day);
+	// A pi still alive that opened its session long ago keeps its record.
+	noteOpen(dir, parent, now - 40 * day, { cwd: "/p", session: "long" });
+	utimesSync(record(parent), new Date(now - 40 * day), new Date(now - 40 * day));
+	const names = () => readdirSync(join(dir, "open")).filter((n) => !n.startsWith(".")).sort();
+	// The notes above swept already (each at its own time): sweep afresh from now on.
+	utimesSync(join(dir, "open", ".swept"), new Date(now - 2 * day), new Date(now - 2 * day));
+	noteOpen(dir, thisProcess(), now, { cwd: "/p", session: "me" });
+	assert.deepEqual(names(), [record(gone(2)), record(parent), record(thisProcess())].map((p) => p.slice(p.lastIndexOf("/") + 1)).sort());
+	// Within the day, a record gone by then stays: nothing is read.
+	closed(gone(3), now - 40 * day);
+	noteOpen(dir, thisProcess(), now + 3600_000, { cwd: "/p", session: "me" });
+	assert.ok(existsSync(record(gone(3))), "swept twice in a day");
+	// A day later it goes.
+	noteOpen(dir, thisProcess(), now + day + 1, { cwd: "/p", session: "me" });
+	assert.equal(existsSync(record(gone(3))), false);
+	assert.ok(existsSync(record(parent)));
 });
 
 test("a folder whose schedules are gone and whose results were all taken loses its mark (once it is a minute old)", async () => {
