@@ -182,7 +182,7 @@ export function noteOpen(dir: string, holder: Holder, at: number, open?: { cwd: 
  * read (a record is written whole at each open and close, so its file's
  * time is no earlier than its last time).
  */
-export function sweepOpenRecords(dir: string, at: number): void {
+function sweepOpenRecords(dir: string, at: number): void {
 	const swept = join(openDir(dir), SWEPT);
 	try {
 		if (at - statSync(swept).mtimeMs < OPEN_SWEEP_EVERY_MS) return;
