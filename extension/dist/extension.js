@@ -1336,19 +1336,29 @@ function sweepOpenRecords(dir, at) {
     if (at - statSync(swept).mtimeMs < OPEN_SWEEP_EVERY_MS) return;
   } catch {
   }
+  let names;
   try {
     writeFileSync2(swept, "", { mode: 384 });
     const when = new Date(at);
     utimesSync(swept, when, when);
-    for (const name of readdirSync2(openDir(dir))) {
-      if (name.startsWith(".") || name.endsWith(".tmp")) continue;
-      const other = join3(openDir(dir), name);
+    names = readdirSync2(openDir(dir));
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    if (name.startsWith(".")) continue;
+    const other = join3(openDir(dir), name);
+    try {
       if (statSync(other).mtimeMs >= at - OPEN_RECORD_KEEP_MS) continue;
+      if (name.endsWith(".tmp")) {
+        unlinkSync2(other);
+        continue;
+      }
       const r = readOpenRecord(other);
       const last = Math.max(0, ...(r?.spans ?? []).map((sp) => sp.until ?? sp.since));
       if (r && !isThisProcess(r.holder) && last < at - OPEN_RECORD_KEEP_MS && !alive(r.holder)) unlinkSync2(other);
+    } catch {
     }
-  } catch {
   }
 }
 function openRecords(dir) {

@@ -189,20 +189,31 @@ function sweepOpenRecords(dir: string, at: number): void {
 	} catch {
 		/* never swept */
 	}
+	let names: string[];
 	try {
 		writeFileSync(swept, "", { mode: 0o600 });
 		const when = new Date(at);
 		utimesSync(swept, when, when);
-		for (const name of readdirSync(openDir(dir))) {
-			if (name.startsWith(".") || name.endsWith(".tmp")) continue;
-			const other = join(openDir(dir), name);
+		names = readdirSync(openDir(dir));
+	} catch {
+		return; // the records stay until the next sweep
+	}
+	for (const name of names) {
+		if (name.startsWith(".")) continue;
+		const other = join(openDir(dir), name);
+		try {
 			if (statSync(other).mtimeMs >= at - OPEN_RECORD_KEEP_MS) continue;
+			// A record half written a month ago is its pi's, killed while it wrote.
+			if (name.endsWith(".tmp")) {
+				unlinkSync(other);
+				continue;
+			}
 			const r = readOpenRecord(other);
 			const last = Math.max(0, ...(r?.spans ?? []).map((sp) => sp.until ?? sp.since));
 			if (r && !isThisProcess(r.holder) && last < at - OPEN_RECORD_KEEP_MS && !alive(r.holder)) unlinkSync(other);
+		} catch {
+			/* gone meanwhile (another pi's sweep), or not ours to remove: the next sweep looks again */
 		}
-	} catch {
-		/* the records stay until the next sweep */
 	}
 }
 

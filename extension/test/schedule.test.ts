@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, realpathSync, symlinkSync, utimesSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, realpathSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import test from "node:test";
@@ -231,6 +231,13 @@ test("the open records are swept once a day, of their files only those last writ
 	utimesSync(join(dir, "open", ".swept"), new Date(now - 2 * day), new Date(now - 2 * day));
 	noteOpen(dir, thisProcess(), now, { cwd: "/p", session: "me" });
 	assert.deepEqual(names(), [record(gone(2)), record(parent), record(thisProcess())].map((p) => p.slice(p.lastIndexOf("/") + 1)).sort());
+	// A month-old half-written record (its pi killed as it wrote) goes with the sweep.
+	const half = `${record(gone(4))}.tmp`;
+	writeFileSync(half, "{");
+	utimesSync(half, new Date(now - 40 * day), new Date(now - 40 * day));
+	utimesSync(join(dir, "open", ".swept"), new Date(now - 2 * day), new Date(now - 2 * day));
+	noteOpen(dir, thisProcess(), now, { cwd: "/p", session: "me" });
+	assert.equal(existsSync(half), false);
 	// Within the day, a record gone by then stays: nothing is read.
 	closed(gone(3), now - 40 * day);
 	noteOpen(dir, thisProcess(), now + 3600_000, { cwd: "/p", session: "me" });
