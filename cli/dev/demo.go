@@ -224,11 +224,10 @@ func (o *demoOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
 		if it.Status != string(api.StateCompleted) {
 			mark = "✕"
 		}
-		how := "ran once"
-		if it.Continued {
-			how = fmt.Sprintf("continued its pi session on attempt %d after the kill", it.RunAttempt)
+		say("%s %s: %s (%s)", mark, it.Name, it.Status, howItRan(it))
+		if it.Error != nil {
+			say("  %s: %s", it.Error.Code, it.Error.Message)
 		}
-		say("%s %s: %s (%s)", mark, it.Name, it.Status, how)
 		say("  %s", it.Output)
 		say("  %s", it.UIURL)
 	}
@@ -247,6 +246,21 @@ func (o *demoOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
 	say("The UI stays up at %s until Ctrl-C.", srv.UIURL())
 	<-ctx.Done()
 	return nil
+}
+
+// howItRan says how a task of the demo got through the kill: each was
+// running when the worker died, so a first attempt that completed means
+// the kill missed it, and a retry that did not continue the session file
+// either found the run ended in it or started the task over.
+func howItRan(it client.Item) string {
+	switch {
+	case it.RunAttempt < 2:
+		return "ran once, on its first attempt"
+	case it.Continued:
+		return fmt.Sprintf("continued its pi session on attempt %d after the kill", it.RunAttempt)
+	default:
+		return fmt.Sprintf("attempt %d after the kill, its pi session not continued", it.RunAttempt)
+	}
 }
 
 // warmDemo runs one quick task twice in a folder of its own: the first

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/durable-pi/subagents/client"
 )
 
 // TestDemoAnswersAreTrue: what the demo's scripted children answer is what
@@ -48,6 +50,24 @@ func TestDemoAnswersAreTrue(t *testing.T) {
 	for _, n := range builtin {
 		if !strings.Contains(", "+strings.TrimSuffix(byName["list-profiles"], ".")+", ", ", "+n+", ") {
 			t.Errorf("list-profiles (%q) leaves out the built-in %s", byName["list-profiles"], n)
+		}
+	}
+}
+
+// TestHowItRan: the demo says of each task what its result says, not
+// what the demo hoped for.
+func TestHowItRan(t *testing.T) {
+	for _, tc := range []struct {
+		it   client.Item
+		want string
+	}{
+		{client.Item{RunAttempt: 1}, "ran once, on its first attempt"},
+		{client.Item{RunAttempt: 2, Continued: true}, "continued its pi session on attempt 2 after the kill"},
+		{client.Item{RunAttempt: 3, Continued: true}, "continued its pi session on attempt 3 after the kill"},
+		{client.Item{RunAttempt: 2}, "attempt 2 after the kill, its pi session not continued"},
+	} {
+		if got := howItRan(tc.it); got != tc.want {
+			t.Errorf("howItRan(%+v) = %q, want %q", tc.it, got, tc.want)
 		}
 	}
 }
