@@ -45,6 +45,14 @@ const (
 	// while the taken child's model works; this one only tops up what that
 	// one could not start (the pool had no room then).
 	refillDelay = 200 * time.Millisecond
+	// heldRefill holds back the replacement of a child taken while another
+	// of its kind is still idle: a pi start (half a second of a core)
+	// beside the taken child's prompt made its first model call 100-115 ms
+	// after the prompt instead of 75, and a short task's result is back a
+	// few hundred milliseconds after the take; the next task of the kind
+	// has the idle child meanwhile. A take that leaves none starts the
+	// replacement at once.
+	heldRefill = time.Second
 	// earlyTTL is how long a child started early for a task waits for it:
 	// its run comes within tens of milliseconds of the resolve, unless the
 	// delegation's concurrency holds the task back or its run went to
@@ -101,9 +109,10 @@ type pool struct {
 	size     int
 	ttl      time.Duration
 	maxBytes int64
-	// earlyTTL is earlyTTL but in this package's tests.
-	earlyTTL time.Duration
-	log      *slog.Logger
+	// earlyTTL and heldRefill are the constants but in this package's
+	// tests.
+	earlyTTL, heldRefill time.Duration
+	log                  *slog.Logger
 
 	mu   sync.Mutex
 	idle map[string][]*warmChild
@@ -182,7 +191,7 @@ type spawnRequest struct {
 }
 
 func newPool(a *Activities, size int, ttl time.Duration, maxBytes int64, log *slog.Logger) *pool {
-	p := &pool{a: a, size: size, ttl: ttl, maxBytes: maxBytes, earlyTTL: earlyTTL, log: log,
+	p := &pool{a: a, size: size, ttl: ttl, maxBytes: maxBytes, earlyTTL: earlyTTL, heldRefill: heldRefill, log: log,
 		idle: map[string][]*warmChild{}, keys: map[string]*keyUse{}, kept: map[string]*warmChild{}, coming: map[string][]*comingChild{},
 		refillStarts: make(chan struct{}, refillStartsAtOnce()),
 		spawn:        make(chan spawnRequest), stop: make(chan struct{})}
@@ -242,10 +251,16 @@ func (p *pool) take(ctx context.Context, spec warmSpec) (child *proc, early bool
 		} else {
 			p.hits.Add(1)
 		}
-		// Its replacement starts now, not when this run ends: a task of
-		// the kind that comes while this one runs (a plan's next step, a
-		// lane's reviewer) finds it ready.
-		p.refillLocked(spec.key, 0)
+		// Its replacement starts now, not when this run ends, when this
+		// take left the kind no idle child: a task of the kind that comes
+		// while this one runs (a plan's next step, a lane's reviewer)
+		// finds it ready. While one is left, that task takes it, and the
+		// replacement waits until this child's start of its task is done.
+		delay := time.Duration(0)
+		if len(p.idle[spec.key]) > 0 {
+			delay = p.heldRefill
+		}
+		p.refillLocked(spec.key, delay)
 		p.mu.Unlock()
 		return w.p, w.early
 	}

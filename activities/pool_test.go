@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -132,11 +133,15 @@ func TestRunPiPooled(t *testing.T) {
 // child as a task takes it, while that task's model still works, not after
 // its run ends: a plan's next step or a lane's reviewer that comes during
 // the run finds a warm child. The run's model takes 15 s; the pool must be
-// back to two idle children before it answers.
+// back to two idle children before it answers. The first take leaves one
+// idle child, whose kind's replacement is held back (heldRefill, here an
+// hour: TestRefillHeldWhileOneIsIdle); the second leaves none, and its
+// replacements start at once.
 func TestRefillStartsAsAChildIsTaken(t *testing.T) {
 	h := newHarness(t, func(cfg *Config) { cfg.WarmPool = 2 })
 	t.Cleanup(h.acts.Close)
 	h.warmUp()
+	h.acts.pool.heldRefill = time.Hour
 	waitWarm := func(n int, before <-chan struct{}) {
 		t.Helper()
 		tick := time.NewTicker(20 * time.Millisecond)
@@ -152,25 +157,80 @@ func TestRefillStartsAsAChildIsTaken(t *testing.T) {
 	// The warm-up's run taught the pool a peak of one: it keeps two.
 	waitWarm(2, nil)
 	h.model.Script("long", scriptedmodel.Step{DelayMS: 15000, ToolCalls: []scriptedmodel.ToolCall{finalizeCall(`{"status":"SUCCESS","result":"slow"}`)}})
+	ended := make([]chan struct{}, 2)
+	res := make([]api.RunPiResult, 2)
+	errs := make([]error, 2)
+	for i := range ended {
+		ended[i] = make(chan struct{})
+		go func() {
+			defer close(ended[i])
+			in := h.input("[[script:long]] go")
+			in.SessionID = fmt.Sprintf("long-%d", i)
+			res[i], errs[i] = h.run(in, nil)
+		}()
+		// Taken: the run's child asked the model.
+		wctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		_, err := h.model.WaitForRequests(wctx, i+1, func(r scriptedmodel.Request) bool { return r.Script == "long" })
+		cancel()
+		if err != nil {
+			t.Fatalf("run %d: %v (%+v)", i, err, h.acts.PoolStats())
+		}
+	}
+	// Both taken, so the kind's peak is two: the pool of two keeps two.
+	waitWarm(2, ended[0])
+	for i := range ended {
+		<-ended[i]
+		if errs[i] != nil || !res[i].Warm || res[i].Output != "slow" {
+			t.Fatalf("long run %d: warm %v output %q err %v", i, res[i].Warm, res[i].Output, errs[i])
+		}
+	}
+}
+
+// TestRefillHeldWhileOneIsIdle (issue 43): a take that leaves its kind an
+// idle child does not start the replacement beside the taken child's
+// prompt (a pi start there made its first model call a third later): the
+// next task of the kind has the idle one. The run ends, and the pool is
+// whole again.
+func TestRefillHeldWhileOneIsIdle(t *testing.T) {
+	h := newHarness(t, func(cfg *Config) { cfg.WarmPool = 2 })
+	t.Cleanup(h.acts.Close)
+	h.warmUp()
+	for deadline := time.Now().Add(time.Minute); h.acts.PoolStats().Warm < 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the pool did not keep two children: %+v", h.acts.PoolStats())
+		}
+	}
+	h.acts.pool.heldRefill = time.Hour
+	// The answer waits long enough for the look below, whatever the load:
+	// the look itself follows the request at once.
+	h.model.Script("held", scriptedmodel.Step{DelayMS: 3000, ToolCalls: []scriptedmodel.ToolCall{finalizeCall(`{"status":"SUCCESS","result":"done"}`)}})
 	ended := make(chan struct{})
 	var res api.RunPiResult
 	var err error
 	go func() {
 		defer close(ended)
-		res, err = h.run(h.input("[[script:long]] go"), nil)
+		res, err = h.run(h.input("[[script:held]] go"), nil)
 	}()
-	// Taken: one idle child is left until its replacement is up.
-	for h.acts.PoolStats().Hits < 1 {
-		select {
-		case <-ended:
-			t.Fatalf("the run ended without taking a warm child: %+v", h.acts.PoolStats())
-		case <-time.After(20 * time.Millisecond):
-		}
+	wctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := h.model.WaitForRequests(wctx, 1, func(r scriptedmodel.Request) bool { return r.Script == "held" }); err != nil {
+		t.Fatal(err)
 	}
-	waitWarm(2, ended)
+	h.acts.pool.mu.Lock()
+	idle, starting := h.acts.pool.count(), h.acts.pool.startingAll()
+	h.acts.pool.mu.Unlock()
+	if idle != 1 || starting != 0 {
+		t.Fatalf("as the taken child asked its model: %d idle, %d starting; want 1 idle and no refill", idle, starting)
+	}
 	<-ended
-	if err != nil || !res.Warm || res.Output != "slow" {
-		t.Fatalf("the long run: warm %v output %q err %v", res.Warm, res.Output, err)
+	if err != nil || !res.Warm || res.Output != "done" {
+		t.Fatalf("the run: warm %v output %q err %v", res.Warm, res.Output, err)
+	}
+	// Its end refills the pool (release), the held refill still an hour off.
+	for deadline := time.Now().Add(time.Minute); h.acts.PoolStats().Warm < 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the pool was not refilled after the run: %+v", h.acts.PoolStats())
+		}
 	}
 }
 
