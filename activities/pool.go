@@ -180,6 +180,12 @@ func (u *keyUse) keep(size int) int {
 	return min(max(2*u.peak, u.peak+1), size)
 }
 
+// outranks reports whether u was used more recently than other (nil: a
+// key the pool forgot), whose idle children it may then end for room.
+func (u *keyUse) outranks(other *keyUse) bool {
+	return other == nil || other.lastUsed.Before(u.lastUsed)
+}
+
 // mayEvict reports whether a key that holds have children (idle or
 // starting) may end another key's idle child to start one more: only up
 // to one more than its peak, not for its second wave.
@@ -435,7 +441,8 @@ func (p *pool) refill(key string) {
 			return
 		}
 		// A full pool makes room for one more than the key's peak by
-		// ending another key's oldest idle child; the second wave takes
+		// ending the oldest idle child of a key used before it (never of
+		// one used since: evictOtherLocked); the second wave takes
 		// only free room, so that two kinds that run together (a lane's
 		// writer and reviewer of two profiles) do not end each other's.
 		if p.count()+p.startingAll() >= p.size && (!use.mayEvict(len(p.idle[key])+use.starting) || !p.evictOtherLocked(key)) {
@@ -608,12 +615,16 @@ func (p *pool) count() int {
 	return n
 }
 
-// evictOtherLocked kills the oldest idle child of another key; false when
-// there is none.
+// evictOtherLocked kills the oldest idle child of another key that was
+// used less recently than key; false when there is none. Only the kind
+// used last takes room from the other: two kinds whose keeps together
+// pass the pool's size, refilled at once, ended each other's children
+// in turn for as long as both refills ran (41 evictions in 30 s in the
+// end-to-end warm pool test).
 func (p *pool) evictOtherLocked(key string) bool {
 	var oldest *warmChild
 	for k, l := range p.idle {
-		if k != key && len(l) > 0 && (oldest == nil || l[0].born.Before(oldest.born)) {
+		if k != key && len(l) > 0 && p.keys[key].outranks(p.keys[k]) && (oldest == nil || l[0].born.Before(oldest.born)) {
 			oldest = l[0]
 		}
 	}

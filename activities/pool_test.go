@@ -266,6 +266,24 @@ func TestPoolKeepsTwoWavesOfAKind(t *testing.T) {
 			t.Errorf("peak %d holding %d: may evict %v, want %v", c.peak, c.have, got, c.want)
 		}
 	}
+	// Only the kind used last ends the other's children: two kinds that
+	// both want more than the pool holds do not end each other's in turn.
+	now := time.Now()
+	earlier, later := &keyUse{lastUsed: now.Add(-time.Second)}, &keyUse{lastUsed: now}
+	for _, c := range []struct {
+		name       string
+		key, other *keyUse
+		want       bool
+	}{
+		{"used since the other", later, earlier, true},
+		{"used before the other", earlier, later, false},
+		{"used with the other", later, &keyUse{lastUsed: now}, false},
+		{"the other forgotten", earlier, nil, true},
+	} {
+		if got := c.key.outranks(c.other); got != c.want {
+			t.Errorf("%s: outranks %v, want %v", c.name, got, c.want)
+		}
+	}
 }
 
 // TestRunWaitsForTheRefillUnderWay: a run that finds no idle child while
