@@ -27,9 +27,24 @@ func (h *harness) warmUp() {
 	if r := h.mustRun(first); r.Warm || r.Output != "ready" {
 		h.t.Fatalf("warm-up run: warm %v output %q", r.Warm, r.Output)
 	}
-	for deadline := time.Now().Add(30 * time.Second); h.acts.PoolStats().Warm < 1; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			h.t.Fatalf("no warm child: %+v", h.acts.PoolStats())
+	h.waitWarm(1, 30*time.Second, nil, "no warm child")
+}
+
+// waitWarm waits until the pool holds at least n idle children: within
+// limit, and, when ended is not nil, before ended closes (a run whose
+// end would make the wait meaningless). what opens the failure.
+func (h *harness) waitWarm(n int, limit time.Duration, ended <-chan struct{}, what string) {
+	h.t.Helper()
+	deadline := time.After(limit)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for h.acts.PoolStats().Warm < n {
+		select {
+		case <-ended:
+			h.t.Fatalf("%s: the run ended first (want %d idle): %+v", what, n, h.acts.PoolStats())
+		case <-deadline:
+			h.t.Fatalf("%s (want %d idle within %s): %+v", what, n, limit, h.acts.PoolStats())
+		case <-tick.C:
 		}
 	}
 }
@@ -142,20 +157,8 @@ func TestRefillStartsAsAChildIsTaken(t *testing.T) {
 	t.Cleanup(h.acts.Close)
 	h.warmUp()
 	h.acts.pool.heldRefill = time.Hour
-	waitWarm := func(n int, before <-chan struct{}) {
-		t.Helper()
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for h.acts.PoolStats().Warm < n {
-			select {
-			case <-before:
-				t.Fatalf("the run ended before the pool held %d idle children again: %+v", n, h.acts.PoolStats())
-			case <-tick.C:
-			}
-		}
-	}
 	// The warm-up's run taught the pool a peak of one: it keeps two.
-	waitWarm(2, nil)
+	h.waitWarm(2, time.Minute, nil, "the pool did not keep two children")
 	h.model.Script("long", scriptedmodel.Step{DelayMS: 15000, ToolCalls: []scriptedmodel.ToolCall{finalizeCall(`{"status":"SUCCESS","result":"slow"}`)}})
 	ended := make([]chan struct{}, 2)
 	res := make([]api.RunPiResult, 2)
@@ -177,7 +180,7 @@ func TestRefillStartsAsAChildIsTaken(t *testing.T) {
 		}
 	}
 	// Both taken, so the kind's peak is two: the pool of two keeps two.
-	waitWarm(2, ended[0])
+	h.waitWarm(2, time.Minute, ended[0], "the pool was not whole again while the runs went on")
 	for i := range ended {
 		<-ended[i]
 		if errs[i] != nil || !res[i].Warm || res[i].Output != "slow" {
@@ -195,11 +198,7 @@ func TestRefillHeldWhileOneIsIdle(t *testing.T) {
 	h := newHarness(t, func(cfg *Config) { cfg.WarmPool = 2 })
 	t.Cleanup(h.acts.Close)
 	h.warmUp()
-	for deadline := time.Now().Add(time.Minute); h.acts.PoolStats().Warm < 2; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the pool did not keep two children: %+v", h.acts.PoolStats())
-		}
-	}
+	h.waitWarm(2, time.Minute, nil, "the pool did not keep two children")
 	h.acts.pool.heldRefill = time.Hour
 	// The answer waits long enough for the look below, whatever the load:
 	// the look itself follows the request at once.
@@ -227,11 +226,7 @@ func TestRefillHeldWhileOneIsIdle(t *testing.T) {
 		t.Fatalf("the run: warm %v output %q err %v", res.Warm, res.Output, err)
 	}
 	// Its end refills the pool (release), the held refill still an hour off.
-	for deadline := time.Now().Add(time.Minute); h.acts.PoolStats().Warm < 2; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the pool was not refilled after the run: %+v", h.acts.PoolStats())
-		}
-	}
+	h.waitWarm(2, time.Minute, nil, "the pool was not refilled after the run")
 }
 
 // TestPoolKeepsTwoWavesOfAKind: the children the pool holds for a kind,
@@ -293,11 +288,6 @@ func TestRunWaitsForTheRefillUnderWay(t *testing.T) {
 	h := newHarness(t, func(cfg *Config) { cfg.WarmPool = 1 })
 	t.Cleanup(h.acts.Close)
 	h.warmUp()
-	for deadline := time.Now().Add(30 * time.Second); h.acts.PoolStats().Warm < 1; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no warm child: %+v", h.acts.PoolStats())
-		}
-	}
 	p := h.acts.pool
 	// Every child started from now on waits here until the test lets it
 	// join the pool: the refill is still under way when the second run
@@ -512,11 +502,7 @@ func TestEarlyStart(t *testing.T) {
 		h.acts.StartEarly([]api.RunPiInput{in})
 		if wait {
 			// Ready before the run comes: it waits among the idle.
-			for deadline := time.Now().Add(30 * time.Second); h.acts.PoolStats().Warm < 1; time.Sleep(10 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatalf("the early child never became ready: %+v", h.acts.PoolStats())
-				}
-			}
+			h.waitWarm(1, 30*time.Second, nil, "the early child never became ready")
 		} else {
 			// Still starting when the run comes: the run waits for it.
 			for deadline := time.Now().Add(10 * time.Second); h.acts.PoolStats().EarlyStarted == before.EarlyStarted; time.Sleep(time.Millisecond) {
@@ -555,11 +541,7 @@ func TestEarlyStart(t *testing.T) {
 	unused := h.input("[[script:early]] go")
 	unused.Cwd = t.TempDir()
 	h.acts.StartEarly([]api.RunPiInput{unused})
-	for deadline := time.Now().Add(30 * time.Second); h.acts.PoolStats().Warm < 1; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the early child never became ready: %+v", h.acts.PoolStats())
-		}
-	}
+	h.waitWarm(1, 30*time.Second, nil, "the early child never became ready")
 	for deadline := time.Now().Add(30 * time.Second); h.acts.PoolStats().Warm > 0; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("an early child no run took outlived its TTL: %+v", h.acts.PoolStats())
