@@ -438,7 +438,10 @@ func TestFleetViewListsEachScheduleRunOnce(t *testing.T) {
 	}
 	e.waitForSchedule(nil, sched, "four finished runs", func(s client.ScheduleItem) bool { n, idle := finishedRuns(s); return n == 4 && idle })
 	e.model.Script("p-idle", scriptedmodel.Step{Text: "Ready.", Repeat: true})
-	p := e.startTmuxPi(filepath.Join(t.TempDir(), "parent.jsonl"), 120, 40, "[[script:p-idle]] Hello.")
+	// Tall enough for the four results delivered at the start (about ten
+	// lines each) and the answer: with 40 lines, results that came after
+	// "Ready." pushed it off the screen before a look found it.
+	p := e.startTmuxPi(filepath.Join(t.TempDir(), "parent.jsonl"), 120, 80, "[[script:p-idle]] Hello.")
 	p.waitFor("Ready.")
 	p.text("/subagents")
 	p.keys("Enter")
