@@ -9,14 +9,14 @@ import (
 )
 
 // TestContractsOutputMaxCharsKnob (issue 31, item 5): the task contract's
-// OHM_SUBAGENTS_OUTPUT_MAX_CHARS, set where the service reads its settings
-// (its environment: for the local service the extension starts, the
-// environment of the pi that started it), caps a task's output: a real
-// parent pi's task tool gets 100 of a 327-character output, with the
-// contract's accounting, where it got the whole output.
+// OHM_SUBAGENTS_OUTPUT_MAX_CHARS, set in the environment of the pi that
+// delegates (each request carries its pi's knobs, profiles.CallerKnobs),
+// caps a task's output: a real parent pi's task tool gets 100 of a
+// 327-character output, with the contract's accounting, where it got the
+// whole output. The worker, in this process, never reads the knob from its
+// own environment (TestKnobsArePerPi), so the test runs beside the others.
 func TestContractsOutputMaxCharsKnob(t *testing.T) {
-	// The worker runs in this process: its environment is this one.
-	t.Setenv("OHM_SUBAGENTS_OUTPUT_MAX_CHARS", "100")
+	t.Parallel()
 	e := newEnv(t)
 	e.parentEnvExtra = []string{"OHM_SUBAGENTS_OUTPUT_MAX_CHARS=100"}
 	e.startWorker(shared.client)
