@@ -182,8 +182,20 @@ func (p *devProcess) stop(t *testing.T) {
 // the lockfile (the test binary is not in the source tree, so the tree
 // lookup would miss it) and the scripted model.
 func (e *env) cliEnv() []string {
-	// The data dir too: a command finds the local service's API key there.
-	return append([]string{"SUBAGENTS_PI=" + e.pi.Path, "SUBAGENTS_DATA_DIR=" + e.dataDir}, scriptedmodel.PiEnv(e.agentDir)...)
+	return append([]string{
+		"SUBAGENTS_PI=" + e.pi.Path,
+		// The data dir too: a command finds the local service's API key
+		// there.
+		"SUBAGENTS_DATA_DIR=" + e.dataDir,
+		// The services the tests start (subagents dev, the one a parent's
+		// extension starts) keep one warm child per kind, as the tests' own
+		// workers do (workerConfig): their second task of a kind still runs
+		// on one. The default pool of 4 keeps two per kind, and most tests
+		// run one task of each: a trace of the suite's pools had 186
+		// children started by these services and 38 taken. A test that
+		// needs more says so with --warm-pool.
+		"SUBAGENTS_WARM_POOL=1",
+	}, scriptedmodel.PiEnv(e.agentDir)...)
 }
 
 // runSubagents runs the command to its end and returns its exit code and
