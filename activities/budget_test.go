@@ -132,6 +132,7 @@ var budgetCases = []struct {
 }
 
 func TestRunPiBudget(t *testing.T) {
+	waitsMostly(t)
 	h := newHarness(t, nil)
 	budgetScripts(h.model)
 	for _, c := range budgetCases {
@@ -159,6 +160,7 @@ func TestRunPiBudget(t *testing.T) {
 
 // TestRunPiBudgetWarm: a warm child of the pool is stopped as a cold one.
 func TestRunPiBudgetWarm(t *testing.T) {
+	waitsMostly(t)
 	for _, c := range budgetCases {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHarness(t, func(cfg *Config) { cfg.WarmPool = 2 })

@@ -180,6 +180,7 @@ func (h *harness) fallbackInput(script string) api.RunPiInput {
 }
 
 func TestRunPiFallback(t *testing.T) {
+	waitsMostly(t)
 	h := newHarness(t, nil)
 	fallbackScripts(h.model)
 	for _, c := range fallbackCases {
@@ -190,6 +191,7 @@ func TestRunPiFallback(t *testing.T) {
 // TestRunPiFallbackWarm: the first model's run on a warm child of the pool
 // falls back as a cold one does.
 func TestRunPiFallbackWarm(t *testing.T) {
+	waitsMostly(t)
 	for _, c := range fallbackCases {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHarness(t, func(cfg *Config) { cfg.WarmPool = 2 })

@@ -54,6 +54,7 @@ func (h *harness) waitWarm(n int, limit time.Duration, ended <-chan struct{}, wh
 // at once, waits for a warm child, then runs on it and gets what a cold run
 // gets.
 func TestRunPiPooled(t *testing.T) {
+	waitsMostly(t)
 	two := 2
 	three := 3
 	busy := []scriptedmodel.Step{}
@@ -153,6 +154,7 @@ func TestRunPiPooled(t *testing.T) {
 // hour: TestRefillHeldWhileOneIsIdle); the second leaves none, and its
 // replacements start at once.
 func TestRefillStartsAsAChildIsTaken(t *testing.T) {
+	waitsMostly(t)
 	h := newHarness(t, func(cfg *Config) { cfg.WarmPool = 2 })
 	t.Cleanup(h.acts.Close)
 	h.warmUp()

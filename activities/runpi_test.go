@@ -32,6 +32,13 @@ type harness struct {
 	cwd   string
 }
 
+// waitsMostly marks a test whose time is mostly waiting, on the scripted
+// model's delays and its children's timeouts: it runs beside the other
+// such tests (t.Parallel), after the package's other tests, which run one
+// at a time. One at a time, this package's -race run kept 0.63 of the two
+// cores busy over 145 s.
+func waitsMostly(t *testing.T) { t.Parallel() }
+
 func newHarness(t *testing.T, tune func(*Config)) *harness {
 	t.Helper()
 	pi, err := filepath.Abs(filepath.Join("..", "extension", "node_modules", ".bin", "pi"))
@@ -126,6 +133,7 @@ func errCode(r api.RunPiResult) errcode.Code {
 }
 
 func TestRunPiFinalize(t *testing.T) {
+	waitsMostly(t)
 	h := newHarness(t, nil)
 	h.model.Script("success", scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{finalizeCall(`{"status":"SUCCESS","result":"The answer is 42."}`)}})
 	h.model.Script("error", scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{finalizeCall(`{"status":"ERROR","error":"Cannot reach the repo.","result":"partial: found 2 files"}`)}})
@@ -268,6 +276,7 @@ func TestRunPiUnknownModelIsAResult(t *testing.T) {
 }
 
 func TestRunPiTimeout(t *testing.T) {
+	waitsMostly(t)
 	h := newHarness(t, nil)
 	zero, two := 0, 2
 	h.model.Script("hang", scriptedmodel.Step{Hang: true})
@@ -331,6 +340,7 @@ func TestRunPiLoopDetection(t *testing.T) {
 }
 
 func TestRunPiOutputLimits(t *testing.T) {
+	waitsMostly(t)
 	t.Run("output cap", func(t *testing.T) {
 		h := newHarness(t, func(c *Config) { c.OutputMaxChars = 100 })
 		long := strings.Repeat("é", 250)
@@ -653,6 +663,7 @@ func TestRunPiRefusedByAdmit(t *testing.T) {
 // SUBAGENT_TIMEOUT; and the ceiling is the timeout plus ten minutes unless
 // max_runtime says otherwise, never below the timeout.
 func TestRunPiCeiling(t *testing.T) {
+	waitsMostly(t)
 	h := newHarness(t, nil)
 	h.model.Script("busy", scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "bash", Arguments: `{"command":"sleep 0.2"}`}}, Repeat: true})
 	in := h.input("[[script:busy]] Keep busy.")
