@@ -126,10 +126,10 @@ test-ext: pi
 # for its last minute. Each run's failures print; the recipe fails if
 # either did.
 test-go: testprogress
-	$(GOBIN)/testprogress -- $(GO) test -json -run '^TestCluster$$' -timeout 20m ./e2e/ & cluster=$$!; \
+	$(GOBIN)/testprogress -- $(GO) test -json -run '^TestCluster$$' -timeout 20m ./e2e/ & cluster_pid=$$!; \
 	$(GOBIN)/testprogress -- $(GO) test -json -race -timeout 20m ./activities/... ./workflows/...; race=$$?; \
-	wait $$cluster; status=$$?; \
-	[ $$race -eq 0 ] && [ $$status -eq 0 ]
+	wait $$cluster_pid; cluster=$$?; \
+	[ $$race -eq 0 ] && [ $$cluster -eq 0 ]
 	$(GOBIN)/testprogress -- $(GO) test -json -tags upgradeprobe -run 'TestReplay|TestReleaseStep' ./workflows/
 	$(GOBIN)/testprogress -- $(GO) test -json -parallel 3 -skip '^TestCluster$$' -timeout 30m $$($(GO) list ./... | grep -v -E '/(activities|workflows)$$')
 

@@ -84,11 +84,18 @@ func TestSocketSurvivesADescriptorBurst(t *testing.T) {
 	afterwards := func(what string) {
 		t.Helper()
 		deadline := time.Now().Add(answerWithin)
-		lines, exit, err := callWithin(sock, `{"id":1,"args":["list","--json"]}`, 1, answerWithin)
-		for refusals := 1; errors.Is(err, errRefused) && time.Now().Before(deadline); refusals++ {
-			t.Logf("a call after %s: refused (%d), tried again: %v", what, refusals, err)
-			time.Sleep(100 * time.Millisecond)
+		var (
+			lines []string
+			exit  int
+			err   error
+		)
+		for refusals := 0; ; refusals++ {
 			lines, exit, err = callWithin(sock, `{"id":1,"args":["list","--json"]}`, 1, time.Until(deadline))
+			if !errors.Is(err, errRefused) || time.Now().After(deadline) {
+				break
+			}
+			t.Logf("a call after %s: refused (%d), trying again: %v", what, refusals+1, err)
+			time.Sleep(100 * time.Millisecond)
 		}
 		if err != nil || exit != 0 || len(lines) == 0 || !strings.Contains(lines[0], `"op":"list"`) {
 			t.Fatalf("a call after %s: exit %d, %v\n%q\nservice log:\n%s", what, exit, err, lines, p.stderr)
