@@ -30,6 +30,12 @@ const stopWait = 30 * time.Second
 // second of the exit.
 const stopPoll = 50 * time.Millisecond
 
+// deadHolderGrace is how long stop waits for the lock of a service that
+// died to be let go by a child it was forking then (a fork's copy of the
+// descriptor closes at its exec, within milliseconds; a second covers a
+// loaded machine) before it says the lock's holder is not the service.
+const deadHolderGrace = time.Second
+
 // stopOptions are `subagents stop`.
 type stopOptions struct {
 	dataDir string
@@ -86,6 +92,13 @@ func stopService(ctx context.Context, dir string, wait time.Duration, stdout io.
 	}
 	if !c.holds {
 		held, err := lockHeld(path)
+		// The named service is dead, yet the lock is held: a child it was
+		// starting as it died (forked, not yet exec'd) holds a copy of the
+		// lock's descriptor until its exec closes it, a moment later.
+		for waited := time.Duration(0); err == nil && held && pid > 0 && c.proc && !c.alive && waited < deadHolderGrace; waited += stopPoll {
+			time.Sleep(stopPoll)
+			held, err = lockHeld(path)
+		}
 		if err != nil {
 			return errcode.Wrap(errcode.InvalidInput, err, fmt.Sprintf("lock %s: %v", path, err))
 		}

@@ -101,6 +101,18 @@ func TestStop(t *testing.T) {
 			writeFile(t, ServiceLockPath(dir), strconv.Itoa(cmd.Process.Pid)+"\n")
 			return cmd
 		}, wantOut: "no subagents service runs for data dir"},
+		{name: "a dead service's lock still held a moment", setup: func(t *testing.T, dir string) *exec.Cmd {
+			// The file names a service that died; a child it forked as it
+			// died holds the lock until its exec closes the descriptor.
+			dead := exec.Command("true")
+			if err := dead.Run(); err != nil {
+				t.Fatal(err)
+			}
+			child := holdLock(t, dir, []string{"/opt/bin/pi"}, false)
+			writeFile(t, ServiceLockPath(dir), strconv.Itoa(dead.Process.Pid)+"\n")
+			time.AfterFunc(300*time.Millisecond, func() { _ = child.Process.Kill() })
+			return nil
+		}, wantOut: "no subagents service runs for data dir"},
 		{name: "this user's subagents dev", setup: func(t *testing.T, dir string) *exec.Cmd {
 			return holdLock(t, dir, dev, true)
 		}, stopped: true, wantOut: "stopped the subagents service of data dir"},
