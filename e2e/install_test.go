@@ -160,9 +160,20 @@ type packed struct {
 // (subagents-dev) beside the command; past the budget, look for what grew.
 const platformBudget = 60 << 20
 
-// npm runs npm with the registry's configuration on the Node beside pi.
+// npm runs npm with the registry's configuration on the Node beside pi,
+// and fails the test if npm fails.
 func (r registry) npm(t *testing.T, e *env, dir string, args ...string) []byte {
 	t.Helper()
+	out, err := r.run(e, dir, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// run runs npm as npm does for the registry; its error carries npm's
+// output, for callers that share a result between tests.
+func (r registry) run(e *env, dir string, args ...string) ([]byte, error) {
 	cmd := exec.Command("npm", args...)
 	cmd.Dir = dir
 	cmd.Env = append(append(os.Environ(), "PATH="+e.pi.PathPrefix+string(os.PathListSeparator)+os.Getenv("PATH")), r.env()...)
@@ -170,24 +181,61 @@ func (r registry) npm(t *testing.T, e *env, dir string, args ...string) []byte {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("npm %s: %v\n%s\n%s", strings.Join(args, " "), err, out, stderr.String())
+		return out, fmt.Errorf("npm %s: %v\n%s\n%s", strings.Join(args, " "), err, out, stderr.String())
 	}
-	return out
+	return out, nil
 }
 
-// publish packs a package folder once, checks that `npm publish --dry-run`
-// passes for it, and publishes it to the registry.
+// packedFolder is a package folder packed once per test binary: the
+// install and upgrade tests publish this release each to a registry of
+// their own, and packing a platform package (about 56 MB) takes seconds of
+// CPU that a second pack of the same folder would spend again.
+type packedFolder struct {
+	once sync.Once
+	tgz  string
+	info packed
+	err  error
+}
+
+var packedFolders sync.Map // package folder → *packedFolder
+
+// pack packs a package folder once and checks that `npm publish --dry-run`
+// passes for its tarball; the tarball lies in dist's folder, which TestMain
+// removes.
+func (r registry) pack(t *testing.T, e *env, dir string) (string, packed) {
+	t.Helper()
+	v, _ := packedFolders.LoadOrStore(dir, &packedFolder{})
+	p := v.(*packedFolder)
+	p.once.Do(func() {
+		dest := filepath.Join(filepath.Dir(filepath.Dir(dir)), "packed", filepath.Base(dir))
+		if p.err = os.MkdirAll(dest, 0o755); p.err != nil {
+			return
+		}
+		var infos []packed
+		out, err := r.run(e, dest, "pack", "--json", "--pack-destination", dest, dir)
+		if err != nil {
+			p.err = err
+			return
+		}
+		if err := json.Unmarshal(out, &infos); err != nil || len(infos) != 1 {
+			p.err = fmt.Errorf("npm pack %s: %v (%d packages)", dir, err, len(infos))
+			return
+		}
+		p.tgz, p.info = filepath.Join(dest, infos[0].Filename), infos[0]
+		_, p.err = r.run(e, dest, "publish", "--dry-run", p.tgz)
+	})
+	if p.err != nil {
+		t.Fatal(p.err)
+	}
+	return p.tgz, p.info
+}
+
+// publish publishes a package folder, packed once, to the registry.
 func (r registry) publish(t *testing.T, e *env, dir string) packed {
 	t.Helper()
-	dest := t.TempDir()
-	var infos []packed
-	if err := json.Unmarshal(r.npm(t, e, dest, "pack", "--json", "--pack-destination", dest, dir), &infos); err != nil || len(infos) != 1 {
-		t.Fatalf("npm pack %s: %v (%d packages)", dir, err, len(infos))
-	}
-	tgz := filepath.Join(dest, infos[0].Filename)
-	r.npm(t, e, dest, "publish", "--dry-run", tgz)
-	r.npm(t, e, dest, "publish", tgz)
-	return infos[0]
+	tgz, info := r.pack(t, e, dir)
+	r.npm(t, e, filepath.Dir(tgz), "publish", tgz)
+	return info
 }
 
 // publishRelease publishes a release's packages from its dist/npm folder:
