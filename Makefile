@@ -115,23 +115,23 @@ test-ext: pi
 # step) replays every history this release recorded.
 # The race detector slows the activities package five- to tenfold: past go
 # test's default 10 minutes per package on a loaded two-core machine.
-# The workflow and activity packages run once, under -race; the last
-# line runs every other package. The e2e tests run three at a time: each
-# mostly waits on pi and the server (one at a time kept 0.75 of the two
-# cores busy; three, about 1.3), and 1,372 s of them took 698-882 s.
-# TestCluster runs beside the -race run, not among the e2e tests: it
-# mostly waits (a 30 s outage, the cluster's start; 0.56 of a core over
-# its 95 s alone), as the -race run does (0.63 of a core over 145 s), and
-# the e2e package otherwise started it last of its tests, to run alone
-# for its last minute. Each run's failures print; the recipe fails if
-# either did.
+# The workflow and activity packages run once, under -race, and
+# TestCluster on its own, both in the background beside every other
+# package and test (the last line): the e2e tests run three at a time,
+# each mostly waiting on pi and the server (one at a time kept 0.75 of the
+# two cores busy; three, about 1.3), and 1,372 s of them took 698-882 s.
+# The background runs mostly wait too (TestCluster's 30 s outage and the
+# cluster's start, 0.56 of a core over its 95 s alone; the -race run 0.63
+# of a core over 105-145 s): run after them, the other packages' link and
+# the e2e package's first tests left the cores half idle for about 90 s.
+# Each run's failures print; the recipe fails if any did.
 test-go: testprogress
 	$(GOBIN)/testprogress -- $(GO) test -json -run '^TestCluster$$' -timeout 20m ./e2e/ & cluster_pid=$$!; \
-	$(GOBIN)/testprogress -- $(GO) test -json -race -timeout 20m ./activities/... ./workflows/...; race=$$?; \
-	wait $$cluster_pid; cluster=$$?; \
-	[ $$race -eq 0 ] && [ $$cluster -eq 0 ]
-	$(GOBIN)/testprogress -- $(GO) test -json -tags upgradeprobe -run 'TestReplay|TestReleaseStep' ./workflows/
-	$(GOBIN)/testprogress -- $(GO) test -json -parallel 3 -skip '^TestCluster$$' -timeout 30m $$($(GO) list ./... | grep -v -E '/(activities|workflows)$$')
+	$(GOBIN)/testprogress -- $(GO) test -json -race -timeout 20m ./activities/... ./workflows/... & race_pid=$$!; \
+	$(GOBIN)/testprogress -- $(GO) test -json -tags upgradeprobe -run 'TestReplay|TestReleaseStep' ./workflows/ && \
+	$(GOBIN)/testprogress -- $(GO) test -json -parallel 3 -skip '^TestCluster$$' -timeout 30m $$($(GO) list ./... | grep -v -E '/(activities|workflows)$$'); rest=$$?; \
+	wait $$race_pid; race=$$?; wait $$cluster_pid; cluster=$$?; \
+	[ $$rest -eq 0 ] && [ $$race -eq 0 ] && [ $$cluster -eq 0 ]
 
 # check is the edit-test loop (README "Contributing"): lint, the extension's
 # unit tests and every Go package whose tests need no real pi (all but

@@ -28,9 +28,10 @@ func TestFirstHourMakeTestShowsProgress(t *testing.T) {
 			t.Errorf("make test runs go test without the progress formatter: %s", line)
 		}
 	}
-	// The whole module: the workflow and activity packages under -race,
-	// TestCluster beside them, every other package and test after them.
-	if runs < 4 || !strings.Contains(out, "go test -json -race -timeout 20m ./activities/... ./workflows/...") ||
+	// The whole module: the workflow and activity packages under -race and
+	// TestCluster, both in the background beside every other package and
+	// test.
+	if runs < 4 || !strings.Contains(out, "go test -json -race -timeout 20m ./activities/... ./workflows/... &") ||
 		!strings.Contains(out, "go test -json -run '^TestCluster$' -timeout 20m ./e2e/ &") ||
 		!strings.Contains(out, "go test -json -parallel 3 -skip '^TestCluster$' -timeout 30m $(go list ./... | grep -v -E '/(activities|workflows)$')") {
 		t.Fatalf("make -n test runs go test %d times, not the whole module (./...):\n%s", runs, out)
