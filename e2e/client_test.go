@@ -169,6 +169,7 @@ func (c *cli) golden(name, got string) {
 func TestClientVerbs(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	e.keepWarm()
 	e.outputMaxChars = 60
 	long := "alpha: the loader is config/load.go:12; " + strings.Repeat("details ", 12)
 	e.model.Script("alpha", finalizeStep(long))
@@ -316,6 +317,7 @@ func TestClientVerbs(t *testing.T) {
 func TestBadInputTable(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	e.keepWarm()
 	e.model.Script("after", finalizeStep("still serving"))
 	agents := filepath.Join(e.workDir, ".pi", "agents")
 	if err := os.MkdirAll(agents, 0o755); err != nil {

@@ -14,6 +14,7 @@ import (
 func TestContractsExtSessionReportsTheLatestRun(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	e.keepWarm()
 	e.startWorker(shared.client)
 	e.model.Script("c-first", finalizeStep("modules: three"))
 	e.model.Script("c-again", finalizeStep("modules: four"))

@@ -21,6 +21,7 @@ import (
 func TestContractsExtSubagentDetails(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	e.keepWarm()
 	// A small cap, so that a short answer is cut (the cap's default is 8000).
 	e.outputMaxChars = 80
 	e.startWorker(shared.client)

@@ -18,6 +18,7 @@ import (
 func TestContractsCancelOfSeveralIDsHasAPriorStatus(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	e.keepWarm()
 	e.startWorker(shared.client)
 	e.model.Script("c-quick", finalizeStep("quick: done"))
 	e.model.Script("c-slow", scriptedmodel.Step{Hang: true})

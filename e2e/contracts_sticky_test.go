@@ -21,6 +21,7 @@ import (
 func TestStickySessionsAsTheContractNamesThem(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	e.keepWarm()
 	legacy := t.TempDir()
 	cfg := e.workerConfig()
 	cfg.LegacySessionsDir = legacy

@@ -19,6 +19,7 @@ import (
 func TestDelegatePlainTextIsTheResult(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	e.keepWarm()
 	e.writeProfile("strict", "---\nname: strict\ndescription: Must finalize.\nfinalize: true\n---\nAnswer briefly.\n")
 	e.startWorker(shared.client)
 	e.model.Script("c-plain", scriptedmodel.Step{Text: "The modules are api, cli and workers."})

@@ -109,6 +109,7 @@ func (e *env) delegate(in api.DelegationInput) (api.DelegationStatus, error) {
 func TestDelegationResume(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	e.keepWarm()
 	e.model.Script("r1", finalizeStep("remembered"))
 	e.model.Script("r2", finalizeStep("still remember"))
 	e.model.Script("r3", finalizeStep("third time"))
@@ -166,6 +167,7 @@ func TestDelegationResume(t *testing.T) {
 func TestDelegationCancelKeepsFinishedSiblings(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	e.keepWarm()
 	e.model.Script("quick", finalizeStep("quick done"))
 	e.model.Script("slow", scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "bash", Arguments: `{"command":"echo go > slow-started.txt; sleep 120"}`}}})
 	e.startWorker(shared.client)

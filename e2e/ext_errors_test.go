@@ -16,6 +16,7 @@ import (
 func TestExtFailuresAreErrors(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	e.keepWarm()
 	e.startWorker(shared.client)
 	e.model.Script("c-fail", scriptedmodel.Step{Status: 400, Body: `{"error":{"message":"model says no"}}`, Repeat: true})
 	e.model.Script("c-ok", finalizeStep("found: config/load.go"))

@@ -28,6 +28,7 @@ import (
 func TestFleetViewInATerminal(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	e.keepWarm()
 	e.startWorker(shared.client)
 	e.model.Script("c-done", finalizeStep("done-task: the loader is config/load.go"))
 	// Long enough that the send below reaches the child while this turn runs.
@@ -428,6 +429,7 @@ func answerEntry(t *testing.T, p *parentPi, command string) string {
 func TestFleetViewListsEachScheduleRunOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	e.keepWarm()
 	e.startWorker(shared.client)
 	e.model.Script("c-fire", finalizeStep("fire: the day is reviewed"))
 	sched := scheduleID("fleet-runs")

@@ -197,6 +197,7 @@ func TestDemo(t *testing.T) {
 func TestPlacementByHost(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	e.keepWarm()
 	e.model.Script("place", finalizeStep("ran here"))
 	dataDirs := map[string]string{}
 	for _, host := range []string{"alpha", "beta"} {

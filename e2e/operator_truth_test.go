@@ -228,6 +228,7 @@ steps:
 func TestUpgradeKeepsAnIdleSessionOfThePreviousModel(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	e.keepWarm()
 	e.model.Script("up-1", finalizeStep("noted the colour teal"))
 	e.model.Script("up-2", finalizeStep("the colour was teal"))
 	e.model.Script("new-1", finalizeStep("noted the shape hexagon"))

@@ -15,6 +15,7 @@ import (
 func TestOperatorsSendSaysWhichTurn(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	e.keepWarm()
 	e.model.Script("first", finalizeStep("first done"))
 	e.model.Script("second", finalizeStep("second done"))
 	e.model.Script("slow", scriptedmodel.Step{Hang: true})

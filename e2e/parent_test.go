@@ -297,6 +297,7 @@ func TestParentPiUsesEveryTool(t *testing.T) {
 		t.Run(map[bool]string{false: "serve", true: "process-per-call"}[spawn], func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
+			e.keepWarm()
 			e.spawnPerCall = spawn
 			testParentUsesEveryTool(t, e)
 		})
@@ -635,6 +636,7 @@ func (e *env) parentKilledMidDelegation(name, answer string) string {
 func TestParentTaskToolLifecycle(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	e.keepWarm()
 	e.startWorker(shared.client)
 	slow := finalizeStep("first: scanned")
 	slow.DelayMS = 2500

@@ -90,6 +90,7 @@ func TestPlanServiceKilledBetweenStages(t *testing.T) {
 func TestPlanResumeAfterCancel(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	e.keepWarm()
 	goOn := filepath.Join(e.workDir, "go-on")
 	e.model.Script("res-a", finalizeStep("a: mapped"))
 	e.model.Script("res-b", bashStep("test -f "+goOn+" || sleep 120"), finalizeStep("b: built on a: mapped"))

@@ -15,6 +15,7 @@ import (
 func TestContextForkFromPi(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	e.keepWarm()
 	e.startWorker(shared.client)
 	e.model.Script("fork-task", finalizeStep("the codeword is PELICAN-7"))
 	e.model.Script("fork-step", finalizeStep("step knows PELICAN-7"))

@@ -61,6 +61,7 @@ func TestPlanSequence(t *testing.T) {
 func TestPlanParallelThenMerge(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	e.keepWarm()
 	reviewers := []string{"par-correctness", "par-security", "par-tests"}
 	for _, k := range []string{"correctness", "security", "tests"} {
 		// No reviewer is answered before all three have asked: a plan
@@ -125,6 +126,7 @@ func TestPlanParallelThenMerge(t *testing.T) {
 func TestPlanLanes(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	e.keepWarm()
 	e.model.Script("lanes-api-writer", finalizeWith("ERROR", "the API schema is missing", ""))
 	e.model.Script("lanes-ui-writer", finalizeStep("added the button"))
 	e.model.Script("lanes-ui-review", finalizeStep("ui looks right"))
@@ -212,6 +214,7 @@ func TestPlanReviewLoop(t *testing.T) {
 func TestPlanGate(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	e.keepWarm()
 	check := filepath.Join(e.workDir, "check.sh")
 	if err := os.WriteFile(check, []byte("#!/bin/sh\ngrep -q hello greeting.txt || { echo 'FAIL: TestGreeting: got '\"$(cat greeting.txt)\"', want hello'; exit 1; }\necho ok\n"), 0o755); err != nil {
 		t.Fatal(err)

@@ -100,6 +100,7 @@ func TestPlanGateDiesWithService(t *testing.T) {
 func TestPlanArgsAreLiteral(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	e.keepWarm()
 	e.startWorker(shared.client)
 	plan := api.Plan{Args: map[string]api.PlanArg{"x": {Required: true}}, Steps: []api.Step{
 		{Key: "s1", Agent: "scout", Task: "[[script:lit-s1]] Look."},

@@ -17,6 +17,7 @@ import (
 func TestQuestionAnsweredByANewParentPi(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	e.keepWarm()
 	e.startWorker(shared.client)
 	e.model.Script("asks", askingScript()...)
 	asker := e.askerProfile()
@@ -64,6 +65,7 @@ func TestQuestionAnsweredByANewParentPi(t *testing.T) {
 func TestBackgroundQuestionReachesTheRunningParent(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	e.keepWarm()
 	e.startWorker(shared.client)
 	e.model.Script("asks", askingScript()...)
 	asker := e.askerProfile()

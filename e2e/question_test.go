@@ -87,6 +87,7 @@ func checkAskedOnce(t *testing.T, reqs []scriptedmodel.Request) {
 func TestQuestionAnsweredByReply(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	e.keepWarm()
 	e.model.Script("asks", askingScript()...)
 	e.startWorker(shared.client)
 	c := e.cli()
@@ -235,6 +236,7 @@ func pendingRunPi(t *testing.T, id string) int {
 func TestQuestionWhileTheParentWaits(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	e.keepWarm()
 	e.model.Script("asks", askingScript()...)
 	e.model.Script("quiet", finalizeStep("Nothing to ask."))
 	e.startWorker(shared.client)

@@ -15,6 +15,7 @@ import (
 func TestQuestionTimeoutFromAStartAndAProfile(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	e.keepWarm()
 	e.model.Script("asks-start", askingScript()...)
 	e.model.Script("asks-profile", askingScript()...)
 	e.model.Script("asks-task", askingScript()...)

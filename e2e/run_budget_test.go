@@ -21,6 +21,7 @@ import (
 func TestRunBudgetStopsTheChild(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	e.keepWarm()
 	e.startWorker(shared.client)
 	tests := []struct {
 		name   string

@@ -24,6 +24,7 @@ import (
 func TestScheduledResultsReachTheNextPiOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	e.keepWarm()
 	e.model.Script("nightly-scan", finalizeStep("the logs are clean"))
 	e.model.Script("later-hello", scriptedmodel.Step{Text: "Hello."})
 	e.model.Script("again-hello", scriptedmodel.Step{Text: "Hello again."})
@@ -240,6 +241,7 @@ func TestScheduleFromPi(t *testing.T) {
 func TestScheduledResultsTwoPisAtOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	e.keepWarm()
 	e.model.Script("twice-task", finalizeStep("done"))
 	e.model.Script("twin-a", scriptedmodel.Step{Text: "A."})
 	e.model.Script("twin-b", scriptedmodel.Step{Text: "B."})

@@ -93,6 +93,7 @@ func TestScheduledResultOfADeletedSchedule(t *testing.T) {
 func TestScheduleTriggersRunEach(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	e.keepWarm()
 	e.model.Script("each", finalizeStep("ran"))
 	e.startWorker(shared.client)
 	id := scheduleID("each")

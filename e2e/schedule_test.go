@@ -22,6 +22,7 @@ import (
 func TestScheduleCommandActions(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	e.keepWarm()
 	e.model.Script("hourly", finalizeStep("checked"))
 	e.startWorker(shared.client)
 	id := scheduleID("hourly")
@@ -156,6 +157,7 @@ func mustLocation(t *testing.T, name string) *time.Location {
 func TestScheduleMadeWhileNoWorkerRuns(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	e.keepWarm()
 	e.model.Script("missed", finalizeStep("caught up"))
 	skip, all := scheduleID("skip"), scheduleID("all")
 	e.mustSchedule(nil, "create", "--id", skip, "--every", "2s", "--overlap", "skip", "[[script:missed]] Catch up.")

@@ -19,6 +19,7 @@ import (
 func TestForgottenFinalizeGetsFeedback(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	e.keepWarm()
 	e.model.Script("forgot",
 		scriptedmodel.Step{Text: "The answer is 42, I think."},
 		finalizeStep("42"),
@@ -54,6 +55,7 @@ func TestForgottenFinalizeGetsFeedback(t *testing.T) {
 func TestStickySessionSendsShareContext(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	e.keepWarm()
 	e.model.Script("sticky-1", finalizeStep("noted 7"))
 	e.model.Script("sticky-2", finalizeStep("it was 7"))
 	e.model.Script("sticky-3", finalizeStep("7 plus 1 is 8"))

@@ -35,6 +35,7 @@ func (e *env) writeSettings(global bool, content string) {
 func TestSettingsReachTheRun(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	e.keepWarm()
 	e.startWorker(shared.client)
 	c := e.cli()
 	e.writeProfile("scout", "---\nname: scout\nmodel: "+scriptedmodel.ModelRef+"\n---\nLook around.\n")

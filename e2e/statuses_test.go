@@ -26,6 +26,7 @@ import (
 func TestStatusesMatchWhatHappened(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	e.keepWarm()
 	e.model.Script("st-done", finalizeStep("found it"))
 	e.model.Script("st-cancel", scriptedmodel.Step{Hang: true})
 	e.model.Script("st-term", scriptedmodel.Step{Hang: true})
@@ -157,6 +158,7 @@ func visible(t *testing.T, q, want string) []string {
 func TestDelegationCancelledThroughTemporal(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	e.keepWarm()
 	e.model.Script("dc-a", scriptedmodel.Step{Hang: true})
 	e.model.Script("dc-b", scriptedmodel.Step{Hang: true})
 	e.startWorker(shared.client)
