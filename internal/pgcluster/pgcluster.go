@@ -113,6 +113,11 @@ type Cluster struct {
 	pgPort      int
 	pg          *process
 	services    map[string]*process
+	// releasePorts ends the reservations of the cluster's ports, held for
+	// its life: its services are stopped and started again on the same
+	// ports (an outage), and no other server on the machine may pick one
+	// while nothing listens there.
+	releasePorts []func()
 
 	// spawns carries each process start to the spawner goroutine, which
 	// runs them all on its one locked thread; stopSpawner ends it.
@@ -200,7 +205,7 @@ func (c *Cluster) startPostgres(ctx context.Context, binDir string) error {
 	if out, err := initdb.CombinedOutput(); err != nil {
 		return fmt.Errorf("initdb: %v\n%s", err, out)
 	}
-	if c.pgPort, err = ports.Free("127.0.0.1"); err != nil {
+	if c.pgPort, err = c.holdPort(); err != nil {
 		return err
 	}
 	// Four services, each with pools for both databases, need more than
@@ -264,7 +269,7 @@ func (c *Cluster) configure() error {
 		"HISTORY_GRPC_PORT", "HISTORY_MEMBERSHIP_PORT", "MATCHING_GRPC_PORT", "MATCHING_MEMBERSHIP_PORT",
 		"WORKER_GRPC_PORT", "WORKER_MEMBERSHIP_PORT",
 	} {
-		p, err := ports.Free("127.0.0.1")
+		p, err := c.holdPort()
 		if err != nil {
 			return err
 		}
@@ -367,7 +372,22 @@ func (c *Cluster) Stop() {
 		_ = os.RemoveAll(c.pgDir)
 	}
 	// Last: nothing is started after this.
-	c.stopOnce.Do(func() { close(c.stopSpawner) })
+	c.stopOnce.Do(func() {
+		close(c.stopSpawner)
+		for _, release := range c.releasePorts {
+			release()
+		}
+	})
+}
+
+// holdPort picks a free port for the cluster and holds it until Stop.
+func (c *Cluster) holdPort() (int, error) {
+	p, release, err := ports.Hold("127.0.0.1")
+	if err != nil {
+		return 0, err
+	}
+	c.releasePorts = append(c.releasePorts, release)
+	return p, nil
 }
 
 // Logs is the end of every log, for a failed test to show.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -44,13 +45,48 @@ const (
 // account on the machine: the tests start dozens of servers at once, each
 // in a process of its own or not.
 func Free(ip string, also ...int) (int, error) {
+	port, held, err := pick(ip, also)
+	if err != nil {
+		return 0, err
+	}
+	for _, f := range held {
+		time.AfterFunc(reserveFor, func() { _ = f.Close() })
+	}
+	return port, nil
+}
+
+// Hold is Free for a caller that gives its ports up and binds them again
+// later (a cluster whose services are stopped and started, a service
+// killed and restarted on the same ports): the reservation lasts until
+// release, not reserveFor, so that no other Free on the machine picks a
+// port while nothing listens on it. It ends with the process too.
+func Hold(ip string, also ...int) (port int, release func(), err error) {
+	port, held, err := pick(ip, also)
+	if err != nil {
+		return 0, nil, err
+	}
+	var once sync.Once
+	return port, func() {
+		once.Do(func() {
+			for _, f := range held {
+				_ = f.Close()
+			}
+		})
+	}, nil
+}
+
+// pick finds a free port (and its also ports) and reserves them.
+func pick(ip string, also []int) (int, []*os.File, error) {
 	for range tries {
 		port := Low + rand.IntN(High-Low+1-maxOf(also))
-		if free(ip, port) && allFree(ip, port, also) && reserveAll(port, also) {
-			return port, nil
+		if !free(ip, port) || !allFree(ip, port, also) {
+			continue
+		}
+		if held, ok := reserveAll(port, also); ok {
+			return port, held, nil
 		}
 	}
-	return 0, fmt.Errorf("no free port on %s between %d and %d after %d tries", ip, Low, High, tries)
+	return 0, nil, fmt.Errorf("no free port on %s between %d and %d after %d tries", ip, Low, High, tries)
 }
 
 func allFree(ip string, port int, also []int) bool {
@@ -71,8 +107,9 @@ func free(ip string, port int) bool {
 	return true
 }
 
-// reserveAll reserves port and port+d for each d in also, or none of them.
-func reserveAll(port int, also []int) bool {
+// reserveAll reserves port and port+d for each d in also, or none of them,
+// and returns the reservations it holds.
+func reserveAll(port int, also []int) ([]*os.File, bool) {
 	var held []*os.File
 	for _, d := range append([]int{0}, also...) {
 		f, ok := reserve(port + d)
@@ -80,16 +117,13 @@ func reserveAll(port int, also []int) bool {
 			for _, h := range held {
 				_ = h.Close()
 			}
-			return false
+			return nil, false
 		}
 		if f != nil {
 			held = append(held, f)
 		}
 	}
-	for _, f := range held {
-		time.AfterFunc(reserveFor, func() { _ = f.Close() })
-	}
-	return true
+	return held, true
 }
 
 // reserve takes port's reservation: an exclusive lock on its file in this

@@ -89,6 +89,37 @@ func TestFreeReserves(t *testing.T) {
 	}
 }
 
+// TestHoldReservesUntilReleased: a held port stays reserved against every
+// other Free, in this process and others, until its release, however long
+// that is (Free's reservation ends after reserveFor); release twice is one.
+func TestHoldReservesUntilReleased(t *testing.T) {
+	p, release, err := Hold("127.0.0.1", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := reservations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, port := range []int{p, p + 1000} {
+		if f, ok := reserve(port); ok || f != nil {
+			t.Fatalf("port %d was reserved again while it is held", port)
+		}
+		if out, err := exec.Command("flock", "-n", filepath.Join(dir, strconv.Itoa(port)), "true").CombinedOutput(); err == nil {
+			t.Fatalf("another process took held port %d's reservation: %s", port, out)
+		}
+	}
+	release()
+	release()
+	for _, port := range []int{p, p + 1000} {
+		f, ok := reserve(port)
+		if !ok || f == nil {
+			t.Fatalf("port %d is still reserved after its release", port)
+		}
+		_ = f.Close()
+	}
+}
+
 // A reservation folder of the right name that others may write is not
 // used: whoever made it could hold every port.
 func TestReservationsRefusesAForeignFolder(t *testing.T) {
