@@ -136,6 +136,9 @@ test-go: testprogress
 	$(GOBIN)/testprogress -- $(GO) test -json -tags upgradeprobe -run 'TestReplay|TestReleaseStep' ./workflows/ && \
 	$(GOBIN)/testprogress -- $(GO) test -json -parallel 3 -skip '^TestCluster$$' -timeout 30m $$($(GO) list ./... | grep -v -E '/(activities|workflows)$$'); rest=$$?; \
 	wait $$race_pid; race=$$?; wait $$cluster_pid; cluster=$$?; \
+	[ $$race -eq 0 ] || echo "make test: the -race run of ./activities/... ./workflows/... failed (its failures above)"; \
+	[ $$cluster -eq 0 ] || echo "make test: TestCluster failed (its failures above)"; \
+	[ $$rest -eq 0 ] || echo "make test: a test of the other packages failed (its failures above)"; \
 	[ $$rest -eq 0 ] && [ $$race -eq 0 ] && [ $$cluster -eq 0 ]
 
 # check is the edit-test loop (README "Contributing"): lint, the extension's
@@ -189,7 +192,7 @@ vet:
 	cd docker && $(GO) vet ./...
 
 fmt:
-	@out=$$(find . -name '*.go' -not -path './extension/node_modules/*' -not -path './bin/*' | xargs gofmt -l); \
+	@out=$$(find . -name '*.go' -not -path './extension/node_modules/*' -not -path './e2e/registry/node_modules/*' -not -path './bin/*' | xargs gofmt -l); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 tools: $(GOBIN)/staticcheck $(GOBIN)/workflowcheck

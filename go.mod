@@ -2,6 +2,13 @@ module github.com/durable-pi/subagents
 
 go 1.26.8
 
+// npm's folders hold no Go, and npm ci deletes and rewrites them while
+// make test's linters walk ./... beside it.
+ignore (
+	./e2e/registry/node_modules
+	./extension/node_modules
+)
+
 require (
 	github.com/chromedp/chromedp v0.23.0
 	github.com/google/uuid v1.6.0
