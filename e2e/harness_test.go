@@ -104,7 +104,12 @@ var handedPorts struct {
 // Linux's ephemeral range). Tests run in parallel, and a port is only free
 // until its server binds it: one never given out before in this process,
 // nor 1000 below or above one that was, is not one another test is about
-// to bind.
+// to bind. Its reservation against other processes' picks (ports.Hold)
+// lasts as long as this test binary: a test that kills its service and
+// starts it again on the same port (the schedule's catch-up, a crash)
+// leaves the port unbound meanwhile, for longer than ports.Free's minute,
+// and TestCluster's binary and the services of both runs pick ports beside
+// it. A run picks a few hundred of the 12,768.
 func freePort() int {
 	handedPorts.Lock()
 	defer handedPorts.Unlock()
@@ -112,7 +117,7 @@ func freePort() int {
 		handedPorts.m = map[int]bool{}
 	}
 	for {
-		p, err := ports.Free("127.0.0.1")
+		p, release, err := ports.Hold("127.0.0.1")
 		if err != nil {
 			panic(err)
 		}
@@ -120,6 +125,7 @@ func freePort() int {
 			handedPorts.m[p], handedPorts.m[p+1000] = true, true
 			return p
 		}
+		release()
 	}
 }
 
@@ -220,7 +226,8 @@ func (e *env) workerConfig() worker.Config {
 // all started 159 warm children, 69 taken, all of them in the 40 tests
 // that call this; the other 83 workers' pools were taken from never. The
 // tests' worker processes (startWorkerProcessAt), the services the tests
-// start and TestWarmPool keep pools of their own.
+// start and TestWarmPool keep pools of their own. A new test that runs two
+// tasks of one kind calls it, so that its second runs on a pooled child.
 func (e *env) keepWarm() { e.warmPool = 1 }
 
 // startWorker runs a worker on c until the test ends or stop is called.
