@@ -280,10 +280,13 @@ func TestRunPiTimeout(t *testing.T) {
 	h := newHarness(t, nil)
 	zero, two := 0, 2
 	h.model.Script("hang", scriptedmodel.Step{Hang: true})
-	// Seven tool calls, the first at once and then one a second, then the
-	// model hangs. The 4 s timeout passes while they still come.
+	// Twelve tool calls, the first at once and then one a second, then the
+	// model hangs. The 8 s timeout passes while they still come: it counts
+	// from the run's start, and make test runs this package under -race
+	// beside the end-to-end tests, where a cold pi took more than 4 s to
+	// its first call (2026-11-29, when the timeout was 4 s).
 	busy := []scriptedmodel.Step{}
-	for i := range 7 {
+	for i := range 12 {
 		delay := 1000
 		if i == 0 {
 			delay = 0
@@ -308,17 +311,17 @@ func TestRunPiTimeout(t *testing.T) {
 	})
 	t.Run("extended while tools run", func(t *testing.T) {
 		in := h.input("[[script:busy]] go")
-		in.SessionID, in.TimeoutSeconds, in.ExtendDebounceSeconds = "busy", 4, &two
+		in.SessionID, in.TimeoutSeconds, in.ExtendDebounceSeconds = "busy", 8, &two
 		r := h.mustRun(in)
-		if errCode(r) != errcode.Timeout || r.Error.Message != "Timed out after 4s. Consider resuming with a longer timeout." {
+		if errCode(r) != errcode.Timeout || r.Error.Message != "Timed out after 8s. Consider resuming with a longer timeout." {
 			t.Fatalf("error %+v", r.Error)
 		}
-		// The timeout passed at 4 s, but the child kept calling tools, so it
-		// made all seven calls before it went idle for the 2 s debounce.
-		if r.ToolCalls != 7 {
+		// The timeout passed at 8 s, but the child kept calling tools, so it
+		// made all twelve calls before it went idle for the 2 s debounce.
+		if r.ToolCalls != 12 {
 			t.Fatalf("tool calls %d: the timeout was not extended while tools ran", r.ToolCalls)
 		}
-		if r.DurationMS < 8000 {
+		if r.DurationMS < 13000 {
 			t.Fatalf("killed after %d ms: before the last call's debounce passed", r.DurationMS)
 		}
 	})
@@ -668,10 +671,11 @@ func TestRunPiCeiling(t *testing.T) {
 	h.model.Script("busy", scriptedmodel.Step{ToolCalls: []scriptedmodel.ToolCall{{Name: "bash", Arguments: `{"command":"sleep 0.2"}`}}, Repeat: true})
 	in := h.input("[[script:busy]] Keep busy.")
 	// The timeout must pass while the child calls tools, so that the
-	// debounce would extend it: 5 s leaves a pi start on a loaded machine
-	// (the whole suite at once) time for its first call; at 1 s the child
-	// had none yet in CI and was stopped by the timeout itself.
-	timeout, ceiling, off, debounce := 5, 8, 0, 60
+	// debounce would extend it: 8 s leaves a cold pi start on a loaded
+	// machine time for its first call (make test runs this package under
+	// -race beside the end-to-end tests, where one took more than 4 s); at
+	// 1 s the child had none yet in CI and was stopped by the timeout itself.
+	timeout, ceiling, off, debounce := 8, 11, 0, 60
 	in.TimeoutSeconds, in.MaxRuntimeSeconds, in.LoopingToolCount, in.ExtendDebounceSeconds = timeout, &ceiling, &off, &debounce
 	start := time.Now()
 	r := h.mustRun(in)
@@ -681,8 +685,8 @@ func TestRunPiCeiling(t *testing.T) {
 	}
 	// Past the timeout, so the debounce did extend it; without the ceiling
 	// the 60 s debounce would keep it going.
-	if took < 5*time.Second || took > 25*time.Second {
-		t.Fatalf("ran %s, want between its 5 s timeout and soon after its 8 s ceiling", took)
+	if took < 8*time.Second || took > 30*time.Second {
+		t.Fatalf("ran %s, want between its 8 s timeout and soon after its 11 s ceiling", took)
 	}
 	three := 3
 	tests := []struct {
