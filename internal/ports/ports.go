@@ -45,13 +45,11 @@ const (
 // account on the machine: the tests start dozens of servers at once, each
 // in a process of its own or not.
 func Free(ip string, also ...int) (int, error) {
-	port, held, err := pick(ip, also)
+	port, release, err := Hold(ip, also...)
 	if err != nil {
 		return 0, err
 	}
-	for _, f := range held {
-		time.AfterFunc(reserveFor, func() { _ = f.Close() })
-	}
+	time.AfterFunc(reserveFor, release)
 	return port, nil
 }
 
@@ -61,29 +59,20 @@ func Free(ip string, also ...int) (int, error) {
 // release, not reserveFor, so that no other Free on the machine picks a
 // port while nothing listens on it. It ends with the process too.
 func Hold(ip string, also ...int) (port int, release func(), err error) {
-	port, held, err := pick(ip, also)
-	if err != nil {
-		return 0, nil, err
-	}
-	var once sync.Once
-	return port, func() {
-		once.Do(func() {
-			for _, f := range held {
-				_ = f.Close()
-			}
-		})
-	}, nil
-}
-
-// pick finds a free port (and its also ports) and reserves them.
-func pick(ip string, also []int) (int, []*os.File, error) {
 	for range tries {
-		port := Low + rand.IntN(High-Low+1-maxOf(also))
-		if !free(ip, port) || !allFree(ip, port, also) {
+		p := Low + rand.IntN(High-Low+1-maxOf(also))
+		if !free(ip, p) || !allFree(ip, p, also) {
 			continue
 		}
-		if held, ok := reserveAll(port, also); ok {
-			return port, held, nil
+		if held, ok := reserveAll(p, also); ok {
+			var once sync.Once
+			return p, func() {
+				once.Do(func() {
+					for _, f := range held {
+						_ = f.Close()
+					}
+				})
+			}, nil
 		}
 	}
 	return 0, nil, fmt.Errorf("no free port on %s between %d and %d after %d tries", ip, Low, High, tries)
