@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -261,6 +262,89 @@ func TestDescendantsProof(t *testing.T) {
 	// A process is proven only below the parent it names.
 	if _, ok := prove(below[2].pid, member{pid: os.Getpid(), fd: -1}, os.Getpid()); ok {
 		t.Fatal("a grandchild was proven as a child")
+	}
+}
+
+// TestChildrenListedMatchesAScan: the kernel's lists of a process's
+// children name the ones a scan of /proc finds, zombies included, for a
+// process of many threads (this test's, with a child that exited and is
+// not waited for yet), a shell, and a process gone.
+func TestChildrenListedMatchesAScan(t *testing.T) {
+	cmd := exec.Command("/bin/sh", "-c", "sleep 300 & sleep 300 & echo ready; wait")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
+	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	zombie := exec.Command("/bin/true")
+	if err := zombie.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = zombie.Wait() })
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if f := statFields("/proc/" + strconv.Itoa(zombie.Process.Pid)); len(f) > 0 && f[0] == "Z" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("/bin/true did not exit")
+		}
+	}
+	gone := exec.Command("/bin/true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	scan := func(pid int) []int {
+		var kids []int
+		eachProc(func(p int, dir string) {
+			if f := statFields(dir); len(f) > 1 && f[1] == strconv.Itoa(pid) {
+				kids = append(kids, p)
+			}
+		})
+		return kids
+	}
+	for _, c := range []struct {
+		name string
+		pid  int
+		// want is how many children, or -1: any number, has among them.
+		want int
+		has  int
+	}{
+		{"this test's process", os.Getpid(), -1, zombie.Process.Pid},
+		{"a shell with two sleeping children", cmd.Process.Pid, 2, 0},
+		{"a process gone", gone.Process.Pid, 0, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, ok := childrenListed(c.pid)
+			if !ok {
+				t.Fatal("no children lists in /proc/PID/task/TID/children (kernel built without CONFIG_PROC_CHILDREN?)")
+			}
+			want := scan(c.pid)
+			slices.Sort(got)
+			slices.Sort(want)
+			if c.want < 0 {
+				// Other tests' processes may come and go between the two
+				// reads: each listed one is a child, and the zombie is one.
+				for _, kid := range got {
+					if f := statFields("/proc/" + strconv.Itoa(kid)); len(f) > 1 && f[1] != strconv.Itoa(c.pid) {
+						t.Fatalf("listed %d, whose parent is %s", kid, f[1])
+					}
+				}
+				if !slices.Contains(got, c.has) {
+					t.Fatalf("listed %v, a scan %v: %d is not among them", got, want, c.has)
+				}
+				return
+			}
+			if !slices.Equal(got, want) || len(got) != c.want {
+				t.Fatalf("listed %v, a scan %v, want %d children", got, want, c.want)
+			}
+		})
 	}
 }
 

@@ -47,20 +47,31 @@ func (m member) alive() bool { return m.signal(0) }
 // proven. Zombies are left out (nothing to kill, nobody below). The caller
 // closes the members.
 func descendants(root int) []member {
-	kids := map[int][]int{}
-	eachProc(func(pid int, dir string) {
-		if f := statFields(dir); len(f) > 1 {
-			if ppid, err := strconv.Atoi(f[1]); err == nil {
-				kids[ppid] = append(kids[ppid], pid)
-			}
+	// Each proven process's children from the kernel's lists, or, where it
+	// keeps none, from one scan of every process.
+	var scanned map[int][]int
+	kidsOf := func(pid int) []int {
+		if kids, ok := childrenListed(pid); ok {
+			return kids
 		}
-	})
+		if scanned == nil {
+			scanned = map[int][]int{}
+			eachProc(func(pid int, dir string) {
+				if f := statFields(dir); len(f) > 1 {
+					if ppid, err := strconv.Atoi(f[1]); err == nil {
+						scanned[ppid] = append(scanned[ppid], pid)
+					}
+				}
+			})
+		}
+		return scanned[pid]
+	}
 	var out []member
 	queue := []member{{pid: root, fd: -1}}
 	for len(queue) > 0 {
 		parent := queue[0]
 		queue = queue[1:]
-		for _, pid := range kids[parent.pid] {
+		for _, pid := range kidsOf(parent.pid) {
 			if m, ok := prove(pid, parent, root); ok {
 				out = append(out, m)
 				queue = append(queue, m)
@@ -93,9 +104,12 @@ func prove(pid int, parent member, root int) (member, bool) {
 	return m, ok
 }
 
-// childrenOf lists the processes whose parent is pid (zombies included),
-// from one reading of /proc.
+// childrenOf lists the processes whose parent is pid (zombies included):
+// from the kernel's lists (childrenListed), or from one reading of /proc.
 func childrenOf(pid int) []int {
+	if kids, ok := childrenListed(pid); ok {
+		return kids
+	}
 	want := strconv.Itoa(pid)
 	var out []int
 	eachProc(func(p int, dir string) {
@@ -104,6 +118,44 @@ func childrenOf(pid int) []int {
 		}
 	})
 	return out
+}
+
+// childrenListed lists pid's children (zombies included) from the lists
+// the kernel keeps of each of its threads' children
+// (/proc/PID/task/TID/children: a child is its forking thread's, an
+// orphan its subreaper's). A scan of /proc reads every process of the
+// machine instead: the reaper looked at every child's end, three scans a
+// run, 6–10 ms of CPU a run on this machine's 90 processes, a fifth of a
+// stub task's (BENCHMARKS.md, "Levers tried"). ok is false where the
+// kernel has no such lists (built without CONFIG_PROC_CHILDREN): the
+// caller scans. A process gone has no children.
+//
+// Like a scan's, the lists are read while processes come and go: the
+// kernel may leave out a child whose sibling was reaped during the read.
+// A child of the reaper is reaped by the reaper alone, between reads; a
+// process deeper down that such a race hides is found by the next sweep
+// pass (a pass that killed something is followed by more) or run's end.
+func childrenListed(pid int) (kids []int, ok bool) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, true
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile(dir + "/" + t.Name() + "/children")
+		if errors.Is(err, os.ErrNotExist) {
+			if _, serr := os.Stat(dir + "/" + t.Name()); serr == nil {
+				return nil, false // the thread is there, its list is not
+			}
+			continue // the thread ended
+		}
+		for f := range bytes.FieldsSeq(b) {
+			if kid, err := strconv.Atoi(string(f)); err == nil {
+				kids = append(kids, kid)
+			}
+		}
+	}
+	return kids, true
 }
 
 // killLoose kills the loose processes below root (its children that are
