@@ -2,8 +2,10 @@ package activities
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -345,6 +347,114 @@ func TestChildrenListedMatchesAScan(t *testing.T) {
 				t.Fatalf("listed %v, a scan %v, want %d children", got, want, c.want)
 			}
 		})
+	}
+	t.Run("a kernel with no lists: the scan", func(t *testing.T) {
+		old := childrenFile
+		childrenFile = "no-such-list"
+		t.Cleanup(func() { childrenFile = old })
+		if kids, ok := childrenListed(cmd.Process.Pid); ok {
+			t.Fatalf("listed %v from lists that do not exist", kids)
+		}
+		got := childrenOf(cmd.Process.Pid)
+		var below []int
+		for _, m := range descendants(os.Getpid()) {
+			if m.ppid == cmd.Process.Pid {
+				below = append(below, m.pid)
+			}
+			m.close()
+		}
+		want := scan(cmd.Process.Pid)
+		slices.Sort(got)
+		slices.Sort(below)
+		slices.Sort(want)
+		if len(want) != 2 || !slices.Equal(got, want) || !slices.Equal(below, want) {
+			t.Fatalf("children %v, descendants below the shell %v, a scan %v", got, below, want)
+		}
+	})
+}
+
+// headlessEnv makes this test binary a process whose main thread ends
+// while another of its threads runs on with a child (headless, in init).
+const headlessEnv = "ACTIVITIES_TEST_HEADLESS"
+
+// headless starts `sleep 300` from a thread of its own, prints its pid,
+// and ends the process's first thread alone: the process's stat then
+// says Z while it runs on.
+func init() {
+	if os.Getenv(headlessEnv) == "" {
+		return
+	}
+	started := make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		sleep := exec.Command("sleep", "300")
+		if err := sleep.Start(); err != nil {
+			os.Exit(3)
+		}
+		fmt.Println(sleep.Process.Pid)
+		close(started)
+		select {}
+	}()
+	<-started
+	// init runs on the process's first thread: SYS_EXIT (not exit_group)
+	// ends that thread only.
+	_, _, _ = syscall.RawSyscall(syscall.SYS_EXIT, 0, 0, 0)
+}
+
+// TestDescendantsFindAHeadlessProcess: a process that ended its first
+// thread reads Z in its stat, as a zombie does, while its other threads
+// run on; the reaper's tree still holds it and what it started, so a sweep
+// and the last kill reach them (they passed it by as a zombie before).
+func TestDescendantsFindAHeadlessProcess(t *testing.T) {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), headlessEnv+"=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	sleepPid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		t.Fatalf("the headless process printed %q", line)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if f := statFields("/proc/" + strconv.Itoa(cmd.Process.Pid)); len(f) > 0 && f[0] == "Z" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the process's first thread did not end")
+		}
+	}
+	found := map[int]member{}
+	for _, m := range descendants(os.Getpid()) {
+		if m.top == cmd.Process.Pid {
+			found[m.pid] = m
+		} else {
+			m.close()
+		}
+	}
+	head, sleep := found[cmd.Process.Pid], found[sleepPid]
+	if head.pid == 0 || sleep.pid == 0 || sleep.ppid != cmd.Process.Pid {
+		t.Fatalf("below this test: %+v; want the headless process %d and its sleep %d", found, cmd.Process.Pid, sleepPid)
+	}
+	// Killed through its pidfd, the whole process goes, its threads too.
+	if !head.signal(syscall.SIGKILL) || !sleep.signal(syscall.SIGKILL) {
+		t.Fatal("no signal through the pidfds")
+	}
+	for _, m := range found {
+		m.close()
+	}
+	waitDead(t, sleepPid)
+	if err := cmd.Wait(); err == nil {
+		t.Fatal("the headless process exited 0 after SIGKILL")
 	}
 }
 

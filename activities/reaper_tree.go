@@ -44,7 +44,8 @@ func (m member) alive() bool { return m.signal(0) }
 // each proven: its pidfd was opened, then its stat read named a parent
 // already proven, and afterwards both were still alive through their pidfds,
 // so neither pid was reused in between and the parent read is the one
-// proven. Zombies are left out (nothing to kill, nobody below). The caller
+// proven. Zombies are left out (nothing to kill, nobody below), but not a
+// process whose first thread alone ended (zombie). The caller
 // closes the members.
 func descendants(root int) []member {
 	// Each proven process's children from the kernel's lists, or, where it
@@ -96,12 +97,35 @@ func prove(pid int, parent member, root int) (member, bool) {
 		return m, false // gone
 	}
 	f := statFields("/proc/" + strconv.Itoa(pid))
-	ok := len(f) > 1 && f[0] != "Z" && f[1] == strconv.Itoa(parent.pid) &&
+	ok := len(f) > 1 && !zombie(pid, f) && f[1] == strconv.Itoa(parent.pid) &&
 		m.alive() && (parent.pid == root || parent.alive())
 	if !ok {
 		m.close()
 	}
 	return m, ok
+}
+
+// zombie reports whether the process whose stat fields are f has ended,
+// every thread of it. Its stat says Z as soon as its first thread has
+// ended, and a process may end that thread alone (a raw exit of the main
+// thread) while its other threads run on and start what they like: such a
+// process is no zombie, and neither a sweep nor the reaper's last kill may
+// pass it by.
+func zombie(pid int, f []string) bool {
+	if len(f) == 0 || f[0] != "Z" {
+		return false
+	}
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return true // reaped meanwhile
+	}
+	for _, t := range tasks {
+		if g := statFields(dir + "/" + t.Name()); len(g) > 0 && g[0] != "Z" && g[0] != "X" {
+			return false
+		}
+	}
+	return true
 }
 
 // childrenOf lists the processes whose parent is pid (zombies included):
@@ -123,40 +147,55 @@ func childrenOf(pid int) []int {
 // childrenListed lists pid's children (zombies included) from the lists
 // the kernel keeps of each of its threads' children
 // (/proc/PID/task/TID/children: a child is its forking thread's, an
-// orphan its subreaper's). A scan of /proc reads every process of the
+// orphan its subreaper's, and a thread's children go to another thread of
+// its process when it ends). A scan of /proc reads every process of the
 // machine instead: the reaper looked at every child's end, three scans a
-// run, 6–10 ms of CPU a run on this machine's 90 processes, a fifth of a
+// run, 6–10 ms of CPU a run on this machine's 90 processes, a sixth of a
 // stub task's (BENCHMARKS.md, "Levers tried"). ok is false where the
-// kernel has no such lists (built without CONFIG_PROC_CHILDREN): the
-// caller scans. A process gone has no children.
+// kernel has no such lists (built without CONFIG_PROC_CHILDREN) or one
+// could not be read: the caller scans. A process gone has no children.
 //
 // Like a scan's, the lists are read while processes come and go: the
-// kernel may leave out a child whose sibling was reaped during the read.
-// A child of the reaper is reaped by the reaper alone, between reads; a
-// process deeper down that such a race hides is found by the next sweep
-// pass (a pass that killed something is followed by more) or run's end.
+// kernel may leave out a child whose sibling was reaped during the read,
+// and a thread that ends between two reads moves its children to a list
+// read before (left out) or after (listed twice: kept once). A child of
+// the reaper is reaped by the reaper alone, between reads; a process
+// deeper down that such a race hides is found by the next sweep pass (a
+// pass that killed something is followed by more) or run's end.
 func childrenListed(pid int) (kids []int, ok bool) {
 	dir := "/proc/" + strconv.Itoa(pid) + "/task"
 	tasks, err := os.ReadDir(dir)
-	if err != nil {
+	if errors.Is(err, os.ErrNotExist) {
 		return nil, true
 	}
+	if err != nil {
+		return nil, false
+	}
+	seen := map[int]bool{}
 	for _, t := range tasks {
-		b, err := os.ReadFile(dir + "/" + t.Name() + "/children")
-		if errors.Is(err, os.ErrNotExist) {
+		b, err := os.ReadFile(dir + "/" + t.Name() + "/" + childrenFile)
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
 			if _, serr := os.Stat(dir + "/" + t.Name()); serr == nil {
 				return nil, false // the thread is there, its list is not
 			}
 			continue // the thread ended
 		}
+		if err != nil {
+			return nil, false
+		}
 		for f := range bytes.FieldsSeq(b) {
-			if kid, err := strconv.Atoi(string(f)); err == nil {
+			if kid, err := strconv.Atoi(string(f)); err == nil && !seen[kid] {
+				seen[kid] = true
 				kids = append(kids, kid)
 			}
 		}
 	}
 	return kids, true
 }
+
+// childrenFile is the name of a thread's list of children in /proc; the
+// tests name one no kernel has, to take the scan's path.
+var childrenFile = "children"
 
 // killLoose kills the loose processes below root (its children that are
 // not the worker's children, isChild) whose mark no running child claims
