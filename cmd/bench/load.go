@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	sdkclient "go.temporal.io/sdk/client"
@@ -77,7 +78,7 @@ Measured with this command on this machine while changing the code (` + "`-only 
 | [speed] ` + "`" + `make test` + "`" + `'s race run of the workflow and activity packages beside every other package (` + "`" + `make -j2 test-go-race test-go-rest` + "`" + `) instead of before them (2026-11-29, a fresh-clone CI of each) | 14 min 21 s and 14 min 22 s (the race run 137–146 s alone, the end-to-end package 569–641 s) | 14 min 8 s (the race run 232 s beside the end-to-end package, which took 720 s): within noise, not kept: the two cores were already full |
 | [speed] ` + "`" + `make test` + "`" + `: ` + "`" + `TestCluster` + "`" + ` in a ` + "`" + `go test` + "`" + ` of its own beside the ` + "`" + `-race` + "`" + ` run of the workflow and activity packages, not among the end-to-end tests (where it started last and ran alone for its last minute); the activities tests that mostly wait beside each other (` + "`" + `waitsMostly` + "`" + `); the services the end-to-end tests start keep one warm child per kind (` + "`" + `SUBAGENTS_WARM_POOL=1` + "`" + `); ` + "`" + `TestContractsOutputMaxCharsKnob` + "`" + ` no longer alone (2026-11-29, fresh-clone CIs of 2ca5975, before, and of 87b55f0 and 208a300, after) | 14 min 21 s to 16 min 9 s in that day's five CIs that passed (the ` + "`" + `-race` + "`" + ` run 137–149 s, then the end-to-end package 569–686 s) | 10 min 56 s and, with 208a300, 10 min 34 s (the ` + "`" + `-race` + "`" + ` run 108 and 106 s with ` + "`" + `TestCluster` + "`" + ` beside it, 91 and 87 s; the end-to-end package 471 and 463 s); 12 min 37 s and 12 min 38 s in two CIs an hour later, when the machine ran the same processes with 23% more CPU |
 | [speed] ` + "`" + `make test` + "`" + `: the ` + "`" + `-race` + "`" + ` run and ` + "`" + `TestCluster` + "`" + ` in the background beside every other package and test, not before them; ` + "`" + `TestScheduleCatchesUpAfterTheServiceWasDown` + "`" + ` beside the other tests (every 8 s and 40 s down, not every 4 s and alone); each release's npm packages packed once per test binary; a warm pool only in the tests whose workers take from it (` + "`" + `keepWarm` + "`" + `); Go's linters beside npm ci (2026-11-29, fresh-clone CIs in turn: aff90f6, before; b931206 and 6294a72, after; aff90f6 again; 6294a72 again and 04d7b33) | 13 min 28 s and 12 min 55 s (the ` + "`" + `-race` + "`" + ` run 132 and 135 s alone with ` + "`" + `TestCluster` + "`" + `, then the end-to-end package 587 and 552 s; 1,245 CPU seconds, 980 pi processes) | 11 min 15 s, 11 min 26 s, 11 min 45 s and 11 min 3 s (the ` + "`" + `-race` + "`" + ` run 196–223 s beside the end-to-end package's 562–589 s; 1,156–1,195 CPU seconds, 881–884 pi processes but for b931206's 952). The ` + "`" + `-race` + "`" + ` run beside the rest gained nothing at 25316d7 (a row above): then ` + "`" + `TestCluster` + "`" + ` ran last among the end-to-end tests and the schedule test alone, and the cores were full |
-| [speed] the reaper lists a process's children from the kernel's lists of each thread's children (` + "`" + `/proc/PID/task/TID/children` + "`" + `) instead of reading every process's stat in /proc, three times a run (one-task stub delegations at concurrency 16, 512 a run after 64 to warm up, the reaper's CPU read from its /proc stat; two rounds each, in turn, 2026-11-29 21:40 UTC) | the reaper 9.0–9.7 ms of CPU per task; the machine 57.2–59.1 ms per task, 26.5–27.6 tasks/s | 1.9 ms; 50.5–51.8 ms (0.88×), 29.5–30.3 tasks/s (1.10×): kept. In the next ` + "`" + `-only load` + "`" + ` the embedded server's delegations ran at 0.86× of the engine's one-activity floor, against 0.67× and 0.72× in the two runs before the change ([The engine's floor](#the-engines-floor)) |
+| [speed] the reaper lists a process's children from the kernel's lists of each thread's children (` + "`" + `/proc/PID/task/TID/children` + "`" + `) instead of reading every process's stat in /proc, three times a run (one-task stub delegations at concurrency 16, 512 a run after 64 to warm up, the reaper's CPU read from its /proc stat; two rounds each, in turn, 2026-11-29 21:40 UTC) | the reaper 9.0–9.7 ms of CPU per task; the machine 57.2–59.1 ms per task, 26.5–27.6 tasks/s | 1.9 ms; 50.5–51.8 ms (0.88×), 29.5–30.3 tasks/s (1.10×): kept. In the next ` + "`" + `-only load` + "`" + ` the embedded server's delegations ran at 0.86× of the engine's one-activity floor, against 0.67× and 0.72× in the two runs before the change (the floor's first form, its kinds in the same order each round: [The engine's floor](#the-engines-floor)) |
 | the replacement of a child taken while other runs of its kind go on (a wave that leaves the kind no idle child) held back a second too, as a take that leaves one is (` + "`" + `-only pi` + "`" + `, its finalize rows alone, three rounds of A B B A, each in its own worktree, 2026-11-29 20:58–21:31 UTC) | four tasks from pi 0.56–0.68× of the floor (median 0.63×) | 0.52–0.68× (median 0.585×): within this machine's spread, and target 4 wants a refill to start as a child is taken: not kept |
 
 Where the rest goes. One stub task through the client library takes about 30 ms from start to result:
@@ -206,16 +207,12 @@ func (b *bench) load() (string, error) {
 	fmt.Fprintf(&r, "A delegation of 16 tasks at concurrency 16 against one of 1 task, %d times each, the stub child (`internal/stubpi`) answering at once: ", reps)
 	fmt.Fprintf(&r, "1 task p50 %s, 16 tasks p50 %s, ratio %.2f×.\n", ms(pct(one, 0.5)), ms(pct(sixteen, 0.5)), float64(pct(sixteen, 0.5))/float64(pct(one, 0.5)))
 
-	// Before the cluster starts: its idle services would take a share of
-	// the machine's CPU.
-	floor, err := b.engineFloor(b.tc, func(int) error { _, err := b.stubTasks(1); return err })
-	if err != nil {
-		return "", err
-	}
 	// The same work on a Temporal cluster on PostgreSQL (docs/cluster.md, "A
 	// cluster on PostgreSQL"), side by side: each concurrency on one
 	// server, then on the other.
-	cluster, stopCluster, clusterErr := b.stubCluster()
+	cluster, stopClusterNow, clusterErr := b.stubCluster()
+	var stopOnce sync.Once
+	stopCluster := func() { stopOnce.Do(stopClusterNow) }
 	defer stopCluster()
 	r.WriteString("\n## Throughput (stub child)\n\nOne-task delegations kept in flight at each concurrency until the count is done, ")
 	r.WriteString("on the embedded server (`subagents dev`: SQLite, WAL, synchronous FULL) and, in turn, on a Temporal cluster on PostgreSQL ")
@@ -245,13 +242,21 @@ func (b *bench) load() (string, error) {
 		}
 		fmt.Fprintf(&r, "| %d | %d | %s | %.1f | %s | %s | %s | %s | %s |\n", c, total, ms(wall), float64(total)/wall.Seconds(), cpu, cwall, crate, ccpu, target)
 	}
-	var clusterFloor []floorKind
 	if clusterErr != nil {
 		fmt.Fprintf(&r, "\nThe cluster was not measured: %v\n", clusterErr)
-	} else if clusterFloor, err = b.engineFloor(cluster.Temporal, func(int) error { _, err := b.stubTasksOn(cluster, 1); return err }); err != nil {
-		return "", err
 	}
-	r.WriteString(floorReport(floor, clusterFloor))
+	// The engine's floor after the table, so that the table's rows meet the
+	// servers as earlier runs of this page did: the cluster's while it
+	// runs, then the embedded server's once it has stopped (its idle
+	// services would take a share of the machine's CPU).
+	var clusterFloor []floorKind
+	clusterFloorErr := clusterErr
+	if clusterErr == nil {
+		clusterFloor, clusterFloorErr = b.engineFloor(cluster.Temporal, func(int) error { _, err := b.stubTasksOn(cluster, 1); return err })
+	}
+	stopCluster()
+	floor, floorErr := b.engineFloor(b.tc, func(int) error { _, err := b.stubTasks(1); return err })
+	r.WriteString(floorReport(floor, floorErr, clusterFloor, clusterFloorErr))
 	return r.String(), nil
 }
 
