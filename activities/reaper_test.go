@@ -214,11 +214,10 @@ func TestReaperSpawnErrors(t *testing.T) {
 	}
 }
 
-// TestDescendantsProof: the tree below a process, each member proven and
-// held by a pidfd that signals it and, once it was reaped, nothing.
-func TestDescendantsProof(t *testing.T) {
-	cmd := exec.Command("/bin/sh", "-c", "sleep 300 & sleep 300 & echo ready; wait")
-	// A group of its own, which the cleanup kills whole.
+// firstLine starts cmd in a process group of its own, which the test's
+// cleanup kills whole, and returns the first line it prints.
+func firstLine(t *testing.T, cmd *exec.Cmd) string {
+	t.Helper()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -228,9 +227,18 @@ func TestDescendantsProof(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
-	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
 		t.Fatal(err)
 	}
+	return line
+}
+
+// TestDescendantsProof: the tree below a process, each member proven and
+// held by a pidfd that signals it and, once it was reaped, nothing.
+func TestDescendantsProof(t *testing.T) {
+	cmd := exec.Command("/bin/sh", "-c", "sleep 300 & sleep 300 & echo ready; wait")
+	firstLine(t, cmd)
 	var below []member
 	for _, m := range descendants(os.Getpid()) {
 		if m.top == cmd.Process.Pid {
@@ -273,18 +281,7 @@ func TestDescendantsProof(t *testing.T) {
 // not waited for yet), a shell, and a process gone.
 func TestChildrenListedMatchesAScan(t *testing.T) {
 	cmd := exec.Command("/bin/sh", "-c", "sleep 300 & sleep 300 & echo ready; wait")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
-	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
-		t.Fatal(err)
-	}
+	firstLine(t, cmd)
 	zombie := exec.Command("/bin/true")
 	if err := zombie.Start(); err != nil {
 		t.Fatal(err)
@@ -302,15 +299,7 @@ func TestChildrenListedMatchesAScan(t *testing.T) {
 	if err := gone.Run(); err != nil {
 		t.Fatal(err)
 	}
-	scan := func(pid int) []int {
-		var kids []int
-		eachProc(func(p int, dir string) {
-			if f := statFields(dir); len(f) > 1 && f[1] == strconv.Itoa(pid) {
-				kids = append(kids, p)
-			}
-		})
-		return kids
-	}
+	scan := func(pid int) []int { return scanChildren()[pid] }
 	for _, c := range []struct {
 		name string
 		pid  int
@@ -408,19 +397,7 @@ func init() {
 func TestDescendantsFindAHeadlessProcess(t *testing.T) {
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), headlessEnv+"=1")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		t.Fatal(err)
-	}
+	line := firstLine(t, cmd)
 	sleepPid, err := strconv.Atoi(strings.TrimSpace(line))
 	if err != nil {
 		t.Fatalf("the headless process printed %q", line)

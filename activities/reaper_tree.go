@@ -56,14 +56,7 @@ func descendants(root int) []member {
 			return kids
 		}
 		if scanned == nil {
-			scanned = map[int][]int{}
-			eachProc(func(pid int, dir string) {
-				if f := statFields(dir); len(f) > 1 {
-					if ppid, err := strconv.Atoi(f[1]); err == nil {
-						scanned[ppid] = append(scanned[ppid], pid)
-					}
-				}
-			})
+			scanned = scanChildren()
 		}
 		return scanned[pid]
 	}
@@ -134,14 +127,21 @@ func childrenOf(pid int) []int {
 	if kids, ok := childrenListed(pid); ok {
 		return kids
 	}
-	want := strconv.Itoa(pid)
-	var out []int
-	eachProc(func(p int, dir string) {
-		if f := statFields(dir); len(f) > 1 && f[1] == want {
-			out = append(out, p)
+	return scanChildren()[pid]
+}
+
+// scanChildren reads every process's parent from /proc: the children of
+// each, zombies included.
+func scanChildren() map[int][]int {
+	kids := map[int][]int{}
+	eachProc(func(pid int, dir string) {
+		if f := statFields(dir); len(f) > 1 {
+			if ppid, err := strconv.Atoi(f[1]); err == nil {
+				kids[ppid] = append(kids[ppid], pid)
+			}
 		}
 	})
-	return out
+	return kids
 }
 
 // childrenListed lists pid's children (zombies included) from the lists
