@@ -102,8 +102,8 @@ func (a *Activities) specFor(flags []string, dir string, env []string, files []s
 // its prompt, and ends with the run. A task that finds none runs cold, as
 // without a pool, and teaches the pool its key: twice as many processes
 // as that key recently ran at once (one more for a key that ran one) are
-// kept started, up to the pool's size (keyUse.keep). Idle ones older than
-// the TTL, or over the memory cap, go.
+// kept started, up to the pool's size (keyUse.keep) and within its memory
+// cap. Idle ones older than the TTL, or over the memory cap, go.
 type pool struct {
 	a        *Activities
 	size     int
@@ -125,6 +125,9 @@ type pool struct {
 	// takes about half a second, and a second one beside it slows both.
 	coming map[string][]*comingChild
 	closed bool
+	// childBytes is the resident memory of a warm child, as last
+	// measured (fitsOneMoreLocked): what the next one will take.
+	childBytes int64
 	// startedHook, set by this package's tests, runs as a started child
 	// has answered, before the pool hands it on.
 	startedHook func()
@@ -430,8 +433,8 @@ func (p *pool) refillLocked(key string, delay time.Duration) {
 }
 
 // refill starts warm children for key until it holds what keep says,
-// within the pool's size; up to one more than the key's peak, the oldest
-// idle child of another key makes room.
+// within the pool's size and memory cap; up to one more than the key's
+// peak, the oldest idle child of another key makes room.
 func (p *pool) refill(key string) {
 	for {
 		p.mu.Lock()
@@ -445,7 +448,11 @@ func (p *pool) refill(key string) {
 		// one used since: evictOtherLocked); the second wave takes
 		// only free room, so that two kinds that run together (a lane's
 		// writer and reviewer of two profiles) do not end each other's.
-		if p.count()+p.startingAll() >= p.size && (!use.mayEvict(len(p.idle[key])+use.starting) || !p.evictOtherLocked(key)) {
+		// Full is by count or by the memory cap: a child started past the
+		// cap would be the janitor's to end within seconds, and the next
+		// take's refill would start it again.
+		full := p.count()+p.startingAll() >= p.size || !p.fitsOneMoreLocked()
+		if full && (!use.mayEvict(len(p.idle[key])+use.starting) || !p.evictOtherLocked(key)) {
 			p.mu.Unlock()
 			return
 		}
@@ -473,6 +480,26 @@ func (p *pool) refill(key string) {
 			return
 		}
 	}
+}
+
+// fitsOneMoreLocked reports whether one more child fits the pool's memory
+// cap: the idle children's resident memory now, and a child's for each one
+// starting and for the next. A child's is the largest an idle one has, or
+// the last one measured when none is idle; before any was measured, one
+// more fits.
+func (p *pool) fitsOneMoreLocked() bool {
+	var total, largest int64
+	for _, l := range p.idle {
+		for _, w := range l {
+			rss := ResidentBytes(w.p.pid)
+			total += rss
+			largest = max(largest, rss)
+		}
+	}
+	if largest > 0 {
+		p.childBytes = largest
+	}
+	return total+int64(p.startingAll()+1)*p.childBytes <= p.maxBytes
 }
 
 // refillStartsAtOnce is how many refills may start a pi at once: half

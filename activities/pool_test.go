@@ -361,6 +361,56 @@ func TestRunWaitsForTheRefillUnderWay(t *testing.T) {
 
 // TestWarmPoolForgetsUnusedChildren: a warm child no task takes within the
 // pool's time to live is ended, and the pool then holds nothing.
+// TestRefillKeepsToTheMemoryCap: a refill starts no child past the pool's
+// memory cap, which the janitor would end within seconds and the next
+// take's refill start again; a cap below one child keeps none, even with
+// no child idle to measure.
+func TestRefillKeepsToTheMemoryCap(t *testing.T) {
+	h := newHarness(t, func(cfg *Config) { cfg.WarmPool = 4 })
+	t.Cleanup(h.acts.Close)
+	h.warmUp()
+	// The warm-up's run taught the pool a peak of one: it keeps two.
+	h.waitWarm(2, time.Minute, nil, "the pool did not keep two children")
+	p := h.acts.pool
+	p.mu.Lock()
+	var key string
+	var child int64
+	for k, l := range p.idle {
+		key = k
+		for _, w := range l {
+			child = max(child, ResidentBytes(w.p.pid))
+		}
+	}
+	p.maxBytes = child * 3 / 2
+	p.mu.Unlock()
+	if child == 0 {
+		t.Fatal("no resident memory read for an idle child")
+	}
+	p.sweep(time.Now())
+	if st := h.acts.PoolStats(); st.Warm != 1 || st.Evictions != 1 {
+		t.Fatalf("a cap of one and a half children: %+v, want one idle and one evicted", st)
+	}
+	// The kind still wants two: the refill sees the cap and starts none.
+	p.refill(key)
+	p.mu.Lock()
+	idle, starting := p.count(), p.startingAll()
+	p.mu.Unlock()
+	if idle != 1 || starting != 0 {
+		t.Fatalf("after a refill within a cap of one and a half children: %d idle, %d starting; want 1 and 0", idle, starting)
+	}
+
+	// A cap below one child: the idle one goes, and a refill, with no
+	// child left to measure, goes by the last one measured.
+	p.mu.Lock()
+	p.maxBytes = child / 2
+	p.mu.Unlock()
+	p.sweep(time.Now())
+	p.refill(key)
+	if st := h.acts.PoolStats(); st.Warm != 0 || st.Evictions != 2 {
+		t.Fatalf("a cap of half a child: %+v, want none idle and two evicted", st)
+	}
+}
+
 func TestWarmPoolForgetsUnusedChildren(t *testing.T) {
 	h := newHarness(t, func(cfg *Config) {
 		cfg.WarmPool = 2
