@@ -96,14 +96,6 @@ ext-check: pi
 run: deps build
 	./bin/subagents dev $(ARGS)
 
-# make test and make check link without DWARF (-ldflags=-w), their test
-# binaries and the programs their tests build: nothing they run reads it (a
-# panic's stack comes from the pclntab), and it is about a fifth of each
-# link's CPU (the end-to-end test binary 16.4-17.2 CPU seconds, 12.5-13.7
-# without); the linker took 149 of make test's 1,342 CPU seconds, in 76
-# links. make build keeps it, for a debugger.
-test check: export GOFLAGS := $(strip $(GOFLAGS) -ldflags=-w)
-
 ## test: everything: lint, the workflow and activity packages under -race, all tests
 # Go's linters run beside npm ci, two jobs at a time: installing pi (and
 # the Node 22 beside it) keeps about one of the two cores busy for its
@@ -114,7 +106,7 @@ test: browser postgres terminal
 
 # docker/ is a module of its own: its parsers stay out of the service's build.
 test-docker: testprogress
-	cd docker && $(GOBIN)/testprogress -- $(GO) test -json ./...
+	cd docker && $(TEST_ENV) $(GOBIN)/testprogress -- $(GO) test -json ./...
 
 # The extension's pure parts, with the Node 22 that npm ci put beside pi.
 test-ext: pi
@@ -139,10 +131,10 @@ test-ext: pi
 # the e2e package's first tests left the cores half idle for about 90 s.
 # Each run's failures print; the recipe fails if any did.
 test-go: testprogress
-	$(GOBIN)/testprogress -- $(GO) test -json -run '^TestCluster$$' -timeout 20m ./e2e/ & cluster_pid=$$!; \
-	$(GOBIN)/testprogress -- $(GO) test -json -race -timeout 20m ./activities/... ./workflows/... & race_pid=$$!; \
-	$(GOBIN)/testprogress -- $(GO) test -json -tags upgradeprobe -run 'TestReplay|TestReleaseStep' ./workflows/ && \
-	$(GOBIN)/testprogress -- $(GO) test -json -parallel 3 -skip '^TestCluster$$' -timeout 30m $$($(GO) list ./... | grep -v -E '/(activities|workflows)$$'); rest=$$?; \
+	$(TEST_ENV) $(GOBIN)/testprogress -- $(GO) test -json -run '^TestCluster$$' -timeout 20m ./e2e/ & cluster_pid=$$!; \
+	$(TEST_ENV) $(GOBIN)/testprogress -- $(GO) test -json -race -timeout 20m ./activities/... ./workflows/... & race_pid=$$!; \
+	$(TEST_ENV) $(GOBIN)/testprogress -- $(GO) test -json -tags upgradeprobe -run 'TestReplay|TestReleaseStep' ./workflows/ && \
+	$(TEST_ENV) $(GOBIN)/testprogress -- $(GO) test -json -parallel 3 -skip '^TestCluster$$' -timeout 30m $$($(GO) list ./... | grep -v -E '/(activities|workflows)$$'); rest=$$?; \
 	wait $$race_pid; race=$$?; wait $$cluster_pid; cluster=$$?; \
 	[ $$race -eq 0 ] || echo "make test: the -race run of ./activities/... ./workflows/... failed (its failures above)"; \
 	[ $$cluster -eq 0 ] || echo "make test: TestCluster failed (its failures above)"; \
@@ -155,7 +147,16 @@ test-go: testprogress
 # command's), about two minutes with warm caches. make test runs all of it
 # and the rest.
 check: deps lint test-ext testprogress
-	$(GOBIN)/testprogress -- $(GO) test -json -timeout 10m $$($(GO) list ./... | grep -v -E '/(e2e|activities|cli/dev)$$')
+	$(TEST_ENV) $(GOBIN)/testprogress -- $(GO) test -json -timeout 10m $$($(GO) list ./... | grep -v -E '/(e2e|activities|cli/dev)$$')
+
+# The tests link without DWARF (-ldflags=-w), their test binaries and the
+# programs they build: nothing they run reads it (a panic's stack comes from
+# the pclntab), and it is about a fifth of each link's CPU (the end-to-end
+# test binary 16.4-17.2 CPU seconds, 12.5-13.7 without); the linker took 149
+# of make test's 1,342 CPU seconds. Only go test gets it: the linters' caches
+# are keyed by the build flags (staticcheck ran 3 minutes cold under them),
+# and make build keeps DWARF for a debugger.
+TEST_ENV := GOFLAGS="$(strip $(GOFLAGS) -ldflags=-w)"
 
 # go test through cmd/testprogress: each test's name as it passes (the e2e
 # package is silent for minutes otherwise), a failing test's whole output,
