@@ -100,6 +100,17 @@ func (e *env) startDev(args ...string) *devProcess {
 	return p
 }
 
+// endWorker ends a `subagents worker` the test started, by its pid, and
+// waits until its reaper has ended what it started: a child still starting
+// or closing its session file races the removal of the test's folders
+// ("directory not empty").
+func endWorker(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	waitTreeGone(t, cmd.Process.Pid)
+}
+
 // waitTreeGone waits until no process of the worker of pid is left: its
 // reaper and what it started carry the worker's pid in their environment.
 func waitTreeGone(t *testing.T, pid int) {

@@ -39,7 +39,7 @@ func TestLoadStubDelegations(t *testing.T) {
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = w.Process.Kill(); _ = w.Wait() })
+	t.Cleanup(func() { endWorker(t, w) })
 	for !strings.Contains(out.String(), "worker polling task queue") {
 		time.Sleep(20 * time.Millisecond)
 	}

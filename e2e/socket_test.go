@@ -149,7 +149,7 @@ func TestWorkerSocket(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	t.Cleanup(func() { endWorker(t, cmd) })
 	deadline := time.Now().Add(testTimeout)
 	for !strings.Contains(out.String(), "worker polling task queue") {
 		if time.Now().After(deadline) {
