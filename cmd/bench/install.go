@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/durable-pi/subagents/internal/benchpage"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
 	"github.com/durable-pi/subagents/internal/syncbuf"
 )
@@ -31,14 +32,6 @@ import (
 // the server's uplink, before anything is timed, and the server then runs
 // with no uplink at all. Every round is a new user: a new HOME and pi config
 // dir, an empty npm cache, nothing running.
-
-// Its markers: the section stays in BENCHMARKS.md between them when a run
-// does not measure it (a whole bench, or another -only), and `-only
-// install` replaces only what stands between them.
-const (
-	installBegin = "<!-- bench:install -->"
-	installEnd   = "<!-- /bench:install -->"
-)
 
 // platformBudget is the most a platform package may weigh packed (issue
 // [install]): npm downloads one of them on every install.
@@ -222,7 +215,7 @@ func (ib *installBench) run(rounds int) (string, error) {
 	}
 
 	var r strings.Builder
-	r.WriteString("\n" + installBegin + "\n## Install\n\n")
+	r.WriteString("\n" + benchpage.InstallBegin + "\n## Install\n\n")
 	fmt.Fprintf(&r, "Measured apart from the rest of this page: `go run ./cmd/bench %s` (%s, same machine; its load average over a minute %s as the rounds began and %s as they ended: others' work shared it).\n\n",
 		benchArgs(), time.Now().UTC().Format("2006-01-02 15:04 UTC"), loadBefore, loadAverage())
 	fmt.Fprintf(&r, "How a pi user installs this project (`pi install npm:@durable-pi/subagents`) against the npm peer (`pi install npm:%s`), side by side: %d rounds after a warm-up round, each side once a round, the one that goes first alternating. ", peerVersion, rounds)
@@ -278,7 +271,7 @@ func (ib *installBench) run(rounds int) (string, error) {
 	fmt.Fprintf(&r, "| the peer with its dependencies (the %d tarballs of its tree) | %s |  |  |  |\n", peerTarballs, mb(peerTree))
 
 	fmt.Fprintf(&r, "\nEach round, install to first result in seconds: ours %s; the peer %s.\n", roundList(ourSide.total), roundList(peerSide.total))
-	r.WriteString(installEnd + "\n")
+	r.WriteString(benchpage.InstallEnd + "\n")
 	return r.String(), nil
 }
 
@@ -717,53 +710,4 @@ func roundList(d []time.Duration) string {
 		s = append(s, fmt.Sprintf("%.1f", x.Seconds()))
 	}
 	return strings.Join(s, ", ")
-}
-
-// spliceInstall writes section into the page at path in place of the one
-// between the markers, or, when it has none, before the levers table (else
-// before the reliability suite, else at its end): `-only install` leaves
-// the rest of the page as it was.
-func spliceInstall(path, section string) error {
-	b, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	page := string(b)
-	section = strings.TrimPrefix(section, "\n")
-	if i, j := strings.Index(page, installBegin), strings.Index(page, installEnd); i >= 0 && j > i {
-		end := j + len(installEnd)
-		if end < len(page) && page[end] == '\n' {
-			end++
-		}
-		page = page[:i] + section + page[end:]
-	} else {
-		at := len(page)
-		for _, h := range []string{"\n## Levers tried", "\n## Reliability suite"} {
-			if k := strings.Index(page, h); k >= 0 {
-				at = k + 1
-				break
-			}
-		}
-		sep := ""
-		if at == len(page) && !strings.HasSuffix(page, "\n\n") {
-			sep = "\n"
-		}
-		page = page[:at] + sep + section + "\n" + page[at:]
-	}
-	return os.WriteFile(path, []byte(page), 0o644)
-}
-
-// keptInstallSection is the install section the page at path holds,
-// between its markers, so that a run that does not measure it keeps it.
-func keptInstallSection(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	s := string(b)
-	i, j := strings.Index(s, installBegin), strings.Index(s, installEnd)
-	if i < 0 || j < i {
-		return ""
-	}
-	return "\n" + s[i:j+len(installEnd)] + "\n"
 }

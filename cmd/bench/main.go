@@ -28,6 +28,7 @@ import (
 	"github.com/durable-pi/subagents/api"
 	"github.com/durable-pi/subagents/client"
 	"github.com/durable-pi/subagents/extension"
+	"github.com/durable-pi/subagents/internal/benchpage"
 	"github.com/durable-pi/subagents/internal/ports"
 	"github.com/durable-pi/subagents/internal/scriptedmodel"
 	"github.com/durable-pi/subagents/profiles"
@@ -307,10 +308,10 @@ func run(n int, outPath string) error {
 	if len(sections) == 1 && sections["install"] {
 		// -only install: the rest of the page stays as it is.
 		fmt.Print(installed)
-		return spliceInstall(outPath, installed)
+		return benchpage.SpliceInstall(outPath, installed)
 	}
 	if installed == "" {
-		installed = keptInstallSection(outPath)
+		installed = benchpage.KeptInstall(outPath)
 	}
 	report.WriteString(installed)
 	if want("recovery") {

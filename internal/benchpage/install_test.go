@@ -1,4 +1,4 @@
-package main
+package benchpage
 
 import (
 	"os"
@@ -17,22 +17,22 @@ func TestSpliceInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	section := func(text string) string {
-		return "\n" + installBegin + "\n## Install\n\n" + text + "\n" + installEnd + "\n"
+		return "\n" + InstallBegin + "\n## Install\n\n" + text + "\n" + InstallEnd + "\n"
 	}
-	if err := spliceInstall(path, section("first")); err != nil {
+	if err := SpliceInstall(path, section("first")); err != nil {
 		t.Fatal(err)
 	}
-	want := "# Benchmarks\n\n## The local service\n\nfigures\n\n" + installBegin + "\n## Install\n\nfirst\n" + installEnd + "\n\n## Levers tried\n\n| a |\n\n## Reliability suite (`make chaos`)\n\nchaos\n"
+	want := "# Benchmarks\n\n## The local service\n\nfigures\n\n" + InstallBegin + "\n## Install\n\nfirst\n" + InstallEnd + "\n\n## Levers tried\n\n| a |\n\n## Reliability suite (`make chaos`)\n\nchaos\n"
 	if got := read(t, path); got != want {
 		t.Fatalf("first splice:\n%s\nwant:\n%s", got, want)
 	}
-	if err := spliceInstall(path, section("second")); err != nil {
+	if err := SpliceInstall(path, section("second")); err != nil {
 		t.Fatal(err)
 	}
 	if got := read(t, path); got != strings.Replace(want, "first", "second", 1) {
 		t.Fatalf("second splice:\n%s", got)
 	}
-	if got := keptInstallSection(path); got != section("second") {
+	if got := KeptInstall(path); got != section("second") {
 		t.Fatalf("kept %q", got)
 	}
 }
