@@ -125,9 +125,6 @@ type pool struct {
 	// takes about half a second, and a second one beside it slows both.
 	coming map[string][]*comingChild
 	closed bool
-	// childBytes is the resident memory of a warm child, as last
-	// measured (fitsOneMoreLocked): what the next one will take.
-	childBytes int64
 	// startedHook, set by this package's tests, runs as a started child
 	// has answered, before the pool hands it on.
 	startedHook func()
@@ -172,6 +169,11 @@ type keyUse struct {
 	peak     int
 	starting int
 	lastUsed time.Time
+	// bytes is the resident memory of one of the key's children, as
+	// last measured (overCapLocked): what its next one will take. Kinds
+	// differ (a profile's extensions, its model's SDK), so each has its
+	// own.
+	bytes int64
 }
 
 // keep is how many children of the key the pool holds, within its size:
@@ -445,16 +447,24 @@ func (p *pool) refill(key string) {
 		}
 		// A full pool makes room for one more than the key's peak by
 		// ending the oldest idle child of a key used before it (never of
-		// one used since: evictOtherLocked); the second wave takes
+		// one used since: oldestOtherLocked); the second wave takes
 		// only free room, so that two kinds that run together (a lane's
 		// writer and reviewer of two profiles) do not end each other's.
 		// Full is by count or by the memory cap: a child started past the
 		// cap would be the janitor's to end within seconds, and the next
-		// take's refill would start it again.
-		full := p.count()+p.startingAll() >= p.size || !p.fitsOneMoreLocked()
-		if full && (!use.mayEvict(len(p.idle[key])+use.starting) || !p.evictOtherLocked(key)) {
-			p.mu.Unlock()
-			return
+		// take's refill would start it again. Over the cap, the other
+		// kind's child goes only if its memory makes the room.
+		over := p.overCapLocked(key)
+		if p.count()+p.startingAll() >= p.size || over > 0 {
+			var victim *warmChild
+			if use.mayEvict(len(p.idle[key]) + use.starting) {
+				victim = p.oldestOtherLocked(key)
+			}
+			if victim == nil || (over > 0 && ResidentBytes(victim.p.pid) < over) {
+				p.mu.Unlock()
+				return
+			}
+			p.removeLocked(victim)
 		}
 		use.starting++
 		spec := use.spec
@@ -482,24 +492,33 @@ func (p *pool) refill(key string) {
 	}
 }
 
-// fitsOneMoreLocked reports whether one more child fits the pool's memory
-// cap: the idle children's resident memory now, and a child's for each one
-// starting and for the next. A child's is the largest an idle one has, or
-// the last one measured when none is idle; before any was measured, one
-// more fits.
-func (p *pool) fitsOneMoreLocked() bool {
-	var total, largest int64
-	for _, l := range p.idle {
+// overCapLocked is how far one more child of key would take the pool past
+// its memory cap (zero or less: it fits). It counts the idle children's
+// resident memory now, and for each child starting and for the next, its
+// kind's as last measured: the largest idle one of the kind. A kind not
+// measured yet counts nothing, so that its first child starts and is
+// measured; counting another kind's figure instead could keep a smaller
+// kind out for good.
+func (p *pool) overCapLocked(key string) int64 {
+	var total int64
+	for k, l := range p.idle {
+		var largest int64
 		for _, w := range l {
 			rss := ResidentBytes(w.p.pid)
 			total += rss
 			largest = max(largest, rss)
 		}
+		if use := p.keys[k]; use != nil && largest > 0 {
+			use.bytes = largest
+		}
 	}
-	if largest > 0 {
-		p.childBytes = largest
+	for _, use := range p.keys {
+		total += int64(use.starting) * use.bytes
 	}
-	return total+int64(p.startingAll()+1)*p.childBytes <= p.maxBytes
+	if use := p.keys[key]; use != nil {
+		total += use.bytes
+	}
+	return total - p.maxBytes
 }
 
 // refillStartsAtOnce is how many refills may start a pi at once: half
@@ -642,24 +661,20 @@ func (p *pool) count() int {
 	return n
 }
 
-// evictOtherLocked kills the oldest idle child of another key that was
-// used less recently than key; false when there is none. Only the kind
-// used last takes room from the other: two kinds whose keeps together
-// pass the pool's size, refilled at once, ended each other's children
-// in turn for as long as both refills ran (41 evictions in 30 s in the
-// end-to-end warm pool test).
-func (p *pool) evictOtherLocked(key string) bool {
+// oldestOtherLocked is the oldest idle child of another key that was used
+// less recently than key, which a refill of key may end for room; nil when
+// there is none. Only the kind used last takes room from the other: two
+// kinds whose keeps together pass the pool's size, refilled at once, ended
+// each other's children in turn for as long as both refills ran (41
+// evictions in 30 s in the end-to-end warm pool test).
+func (p *pool) oldestOtherLocked(key string) *warmChild {
 	var oldest *warmChild
 	for k, l := range p.idle {
 		if k != key && len(l) > 0 && p.keys[key].outranks(p.keys[k]) && (oldest == nil || l[0].born.Before(oldest.born)) {
 			oldest = l[0]
 		}
 	}
-	if oldest == nil {
-		return false
-	}
-	p.removeLocked(oldest)
-	return true
+	return oldest
 }
 
 func (p *pool) removeLocked(w *warmChild) {

@@ -359,12 +359,11 @@ func TestRunWaitsForTheRefillUnderWay(t *testing.T) {
 	}
 }
 
-// TestWarmPoolForgetsUnusedChildren: a warm child no task takes within the
-// pool's time to live is ended, and the pool then holds nothing.
 // TestRefillKeepsToTheMemoryCap: a refill starts no child past the pool's
 // memory cap, which the janitor would end within seconds and the next
 // take's refill start again; a cap below one child keeps none, even with
-// no child idle to measure.
+// no child idle to measure. Another kind's idle child makes room only when
+// its memory is enough.
 func TestRefillKeepsToTheMemoryCap(t *testing.T) {
 	h := newHarness(t, func(cfg *Config) { cfg.WarmPool = 4 })
 	t.Cleanup(h.acts.Close)
@@ -372,6 +371,16 @@ func TestRefillKeepsToTheMemoryCap(t *testing.T) {
 	// The warm-up's run taught the pool a peak of one: it keeps two.
 	h.waitWarm(2, time.Minute, nil, "the pool did not keep two children")
 	p := h.acts.pool
+	setCap := func(bytes int64) {
+		p.mu.Lock()
+		p.maxBytes = bytes
+		p.mu.Unlock()
+	}
+	idleOf := func(key string) int {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.idle[key])
+	}
 	p.mu.Lock()
 	var key string
 	var child int64
@@ -381,36 +390,59 @@ func TestRefillKeepsToTheMemoryCap(t *testing.T) {
 			child = max(child, ResidentBytes(w.p.pid))
 		}
 	}
-	p.maxBytes = child * 3 / 2
 	p.mu.Unlock()
 	if child == 0 {
 		t.Fatal("no resident memory read for an idle child")
 	}
+
+	setCap(child * 3 / 2)
 	p.sweep(time.Now())
 	if st := h.acts.PoolStats(); st.Warm != 1 || st.Evictions != 1 {
 		t.Fatalf("a cap of one and a half children: %+v, want one idle and one evicted", st)
 	}
 	// The kind still wants two: the refill sees the cap and starts none.
 	p.refill(key)
-	p.mu.Lock()
-	idle, starting := p.count(), p.startingAll()
-	p.mu.Unlock()
-	if idle != 1 || starting != 0 {
-		t.Fatalf("after a refill within a cap of one and a half children: %d idle, %d starting; want 1 and 0", idle, starting)
+	if n := idleOf(key); n != 1 || h.acts.PoolStats().Evictions != 1 {
+		t.Fatalf("after a refill within a cap of one and a half children: %d idle, %+v; want 1", n, h.acts.PoolStats())
 	}
 
-	// A cap below one child: the idle one goes, and a refill, with no
-	// child left to measure, goes by the last one measured.
+	// Another kind, used since and measured at the same size, wants one:
+	// the first kind's idle child makes the room, and goes.
+	other := "another kind"
 	p.mu.Lock()
-	p.maxBytes = child / 2
+	spec := p.keys[key].spec
+	spec.key = other
+	p.keys[other] = &keyUse{spec: spec, peak: 1, lastUsed: time.Now(), bytes: child}
 	p.mu.Unlock()
+	p.refill(other)
+	if n, m := idleOf(key), idleOf(other); n != 0 || m != 1 {
+		t.Fatalf("a refill of another kind in a full cap: %d idle of the first kind, %d of the other; want 0 and 1", n, m)
+	}
+
+	// The first kind, used since, measured twice the size: the other's
+	// idle child would not make room enough, so it stays and nothing
+	// starts.
+	p.mu.Lock()
+	p.keys[key].lastUsed = time.Now()
+	p.keys[key].bytes = 2 * child
+	p.mu.Unlock()
+	p.refill(key)
+	if n, m := idleOf(key), idleOf(other); n != 0 || m != 1 || h.acts.PoolStats().Evictions != 2 {
+		t.Fatalf("a refill of a kind bigger than the room another's child frees: %d idle of it, %d of the other, %+v; want 0 and 1", n, m, h.acts.PoolStats())
+	}
+
+	// A cap below one child: the idle one goes; the first kind, with no
+	// child left to measure, goes by its last measure and starts none.
+	setCap(child / 2)
 	p.sweep(time.Now())
 	p.refill(key)
-	if st := h.acts.PoolStats(); st.Warm != 0 || st.Evictions != 2 {
-		t.Fatalf("a cap of half a child: %+v, want none idle and two evicted", st)
+	if st := h.acts.PoolStats(); st.Warm != 0 || st.Evictions != 3 {
+		t.Fatalf("a cap of half a child: %+v, want none idle and three evicted", st)
 	}
 }
 
+// TestWarmPoolForgetsUnusedChildren: a warm child no task takes within the
+// pool's time to live is ended, and the pool then holds nothing.
 func TestWarmPoolForgetsUnusedChildren(t *testing.T) {
 	h := newHarness(t, func(cfg *Config) {
 		cfg.WarmPool = 2
