@@ -155,8 +155,10 @@ check: deps lint test-ext testprogress
 # test binary 16.4-17.2 CPU seconds, 12.5-13.7 without); the linker took 149
 # of make test's 1,342 CPU seconds. Only go test gets it: the linters' caches
 # are keyed by the build flags (staticcheck ran 3 minutes cold under them),
-# and make build keeps DWARF for a debugger.
-TEST_ENV := GOFLAGS="$(strip $(GOFLAGS) -ldflags=-w)"
+# and make build keeps DWARF for a debugger. The user's own GOFLAGS (the
+# environment's, or what go env -w saved, which a GOFLAGS in the
+# environment would hide) come first; an -ldflags among them gives way.
+TEST_ENV = GOFLAGS="$(strip $(shell $(GO) env GOFLAGS) -ldflags=-w)"
 
 # go test through cmd/testprogress: each test's name as it passes (the e2e
 # package is silent for minutes otherwise), a failing test's whole output,
