@@ -104,6 +104,9 @@ func (w localWorld) stopService(t *testing.T) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 			t.Errorf("the service (pid %d) did not stop after SIGTERM", pid)
 		}
+		// After a SIGKILL its reaper ends the children a moment later:
+		// the test's folders are removed after that.
+		waitTreeGone(t, pid)
 	}
 }
 
