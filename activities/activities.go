@@ -83,8 +83,9 @@ type Config struct {
 	Observer RunObserver
 	// WarmPool is how many child pi processes the worker may keep started
 	// ahead of tasks (0: none; every child starts cold). WarmTTL (default
-	// DefaultWarmTTL) is how long an unused one stays; WarmMaxBytes
-	// (default DefaultWarmMaxBytes) caps their resident memory together.
+	// DefaultWarmTTL) is how long an unused one stays; WarmMaxBytes caps
+	// their resident memory together (default 128 MiB a child of
+	// WarmPool, DefaultWarmMaxBytes at least).
 	WarmPool     int
 	WarmTTL      time.Duration
 	WarmMaxBytes int64
@@ -152,9 +153,7 @@ func New(cfg Config) (*Activities, error) {
 		if cfg.WarmTTL <= 0 {
 			cfg.WarmTTL = DefaultWarmTTL
 		}
-		if cfg.WarmMaxBytes <= 0 {
-			cfg.WarmMaxBytes = DefaultWarmMaxBytes
-		}
+		cfg.WarmMaxBytes = warmMaxBytes(cfg.WarmMaxBytes, cfg.WarmPool)
 		if cfg.Logger == nil {
 			cfg.Logger = slog.Default()
 		}

@@ -26,8 +26,14 @@ const (
 	// soon; its processes (about 110 MiB each) go.
 	DefaultWarmTTL = 2 * time.Minute
 	// DefaultWarmMaxBytes bounds the pool's resident memory: four idle pi
-	// processes fit.
+	// processes fit. A larger pool gets warmChildBytes for each child
+	// (warmMaxBytes).
 	DefaultWarmMaxBytes = 512 << 20
+	// warmChildBytes is the room a pool's default cap gives each of its
+	// children: a warm child holds about 90-110 MiB here, more with a
+	// profile's extensions; a cap that fitted four alone held a pool of
+	// eight (--warm-pool 8) to four or five children.
+	warmChildBytes = 128 << 20
 	// keptTTL is how long a warm child that ended without finalizing waits
 	// for its corrective run: the session sends it within milliseconds, so
 	// one that did not come (retries used up, the task cancelled) is not
@@ -758,6 +764,16 @@ func (p *pool) sweep(now time.Time) {
 			delete(p.keys, k)
 		}
 	}
+}
+
+// warmMaxBytes is the memory cap of a pool of size children: what the
+// configuration says, or by default room for each of them, DefaultWarmMaxBytes
+// at least.
+func warmMaxBytes(configured int64, size int) int64 {
+	if configured > 0 {
+		return configured
+	}
+	return max(DefaultWarmMaxBytes, int64(size)*warmChildBytes)
 }
 
 // ResidentBytes is a process's resident memory, from /proc (0 elsewhere).

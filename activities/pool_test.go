@@ -359,6 +359,27 @@ func TestRunWaitsForTheRefillUnderWay(t *testing.T) {
 	}
 }
 
+// TestWarmMaxBytes: the pool's memory cap by default gives each child of
+// the pool room (a pool of eight is not held to four), never less than the
+// default; a configured cap is kept as it is.
+func TestWarmMaxBytes(t *testing.T) {
+	for _, c := range []struct {
+		configured int64
+		size       int
+		want       int64
+	}{
+		{0, 1, DefaultWarmMaxBytes},   // early start alone, or a pool of one
+		{0, 4, DefaultWarmMaxBytes},   // subagents dev's pool: 4 × 128 MiB
+		{0, 8, 8 * warmChildBytes},    // --warm-pool 8
+		{-1, 64, 64 * warmChildBytes}, // the most --warm-pool takes
+		{300 << 20, 8, 300 << 20},     // configured: as it is
+	} {
+		if got := warmMaxBytes(c.configured, c.size); got != c.want {
+			t.Errorf("warmMaxBytes(%d, %d) = %d MiB, want %d MiB", c.configured, c.size, got>>20, c.want>>20)
+		}
+	}
+}
+
 // TestRefillKeepsToTheMemoryCap: a refill starts no child past the pool's
 // memory cap, which the janitor would end within seconds and the next
 // take's refill start again; a cap below one child keeps none, even with
